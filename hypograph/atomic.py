@@ -1,0 +1,56 @@
+"""Atomic file writes: a reader sees the old file or the new one, never half of either."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, IO
+
+
+def write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> bool:
+    """Write `path` through `write(fileobj)` into a temp file beside it, fsync, then `os.replace`.
+
+    Returns False (and leaves the file untouched, mtime included) when the new bytes equal the old,
+    so a re-run on unchanged input changes nothing on disk.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if path.exists() and _same_bytes(path, Path(tmp)):
+            os.unlink(tmp)
+            return False
+        os.replace(tmp, path)
+        return True
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    if a.stat().st_size != b.stat().st_size:
+        return False
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while True:
+            ca, cb = fa.read(1 << 20), fb.read(1 << 20)
+            if ca != cb:
+                return False
+            if not ca:
+                return True
+
+
+def write_text(path: Path, text: str) -> bool:
+    """Atomically write UTF-8 text; returns whether the file changed."""
+    return write_atomic(path, lambda fh: fh.write(text.encode("utf-8")))
+
+
+def write_json(path: Path, value: Any) -> bool:
+    """Atomically write `value` as pretty UTF-8 JSON (key order as given); returns whether it changed."""
+    return write_text(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")

@@ -1,0 +1,116 @@
+"""``prox``: the seed-003 command line, drop-in. Calls the domain functions directly (no Dagster),
+so each command starts fast. Every error exits non-zero with one line on stderr.
+
+    prox embed    --run-dir D [--backend tfidf|sbert] [--model NAME_OR_PATH]
+    prox graph    --run-dir D [--threshold 0.3]
+    prox clusters --run-dir D [--algorithm louvain|components]
+    prox dupes    --run-dir D [--threshold 0.80]
+
+``--run-dir`` is a prox run directory (hypotheses/H-*.json) or a vault (hypotheses/*.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from hypograph.errors import HypographError
+
+
+def _run_dir(value: str) -> Path:
+    path = Path(value)
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{value}: no such directory")
+    return path
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="prox", description="Proximity pipeline: embed, graph, clusters, dupes.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        c = sub.add_parser(name, help=help)
+        c.add_argument("--run-dir", type=_run_dir, required=True, help="run directory or vault")
+        return c
+
+    c = command("embed", "vectorise hypothesis texts -> proximity/embeddings.npz, embedding-ids.json")
+    c.add_argument("--backend", choices=["tfidf", "sbert"], default="tfidf")
+    c.add_argument("--model", default=None, help="sbert model name or local path (default all-MiniLM-L6-v2, offline)")
+    c = command("graph", "similarity graph -> proximity/graph.json")
+    c.add_argument("--threshold", type=float, default=0.30)
+    c = command("clusters", "communities -> proximity/clusters.json, cluster fields in graph.json")
+    c.add_argument("--algorithm", choices=["louvain", "components"], default="louvain")
+    c = command("dupes", "near-duplicate pairs as a JSON array on stdout (and proximity/dupes.json)")
+    c.add_argument("--threshold", type=float, default=0.80)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except HypographError as e:
+        print(f"prox {args.command}: {e}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError) as e:
+        print(f"prox {args.command}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+
+
+def _embed(args) -> int:
+    from hypograph.hypotheses import load_corpus
+    from hypograph.proximity.embed import embed
+    from hypograph.proximity.store import write_embeddings
+
+    corpus = load_corpus(args.run_dir)
+    for w in corpus.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    emb = embed(corpus.ids, corpus.texts, args.backend, args.model)
+    paths = write_embeddings(args.run_dir, emb)
+    print(f"embedded {len(emb.ids)} hypotheses with {emb.backend} ({emb.model}, dim {emb.dim}) -> {paths[0]}")
+    return 0
+
+
+def _graph(args) -> int:
+    from hypograph.proximity.graph import similarity_graph
+    from hypograph.proximity.store import read_embeddings, write_graph
+
+    emb = read_embeddings(args.run_dir)
+    graph = similarity_graph(emb.ids, emb.matrix, args.threshold)
+    path = write_graph(args.run_dir, graph, {"backend": emb.backend, "model": emb.model})
+    print(f"graph: {len(graph.ids)} nodes, {graph.num_edges} edges at similarity >= {graph.threshold} -> {path}")
+    return 0
+
+
+def _clusters(args) -> int:
+    from hypograph.hypotheses import load_corpus
+    from hypograph.proximity.communities import labelled_clusters, report_lines
+    from hypograph.proximity.store import read_graph, write_clusters
+
+    graph, doc = read_graph(args.run_dir)
+    corpus = load_corpus(args.run_dir)
+    clusters = labelled_clusters(graph, dict(zip(corpus.ids, corpus.texts)), args.algorithm)
+    paths = write_clusters(args.run_dir, clusters, doc.get("embedding"))
+    print(f"{clusters.num_clusters} clusters ({clusters.algorithm}) -> {paths[0]}")
+    for line in report_lines(clusters):
+        print(line)
+    return 0
+
+
+def _dupes(args) -> int:
+    from hypograph.proximity.dupes import duplicate_pairs
+    from hypograph.proximity.store import dupes_document, read_graph, write_dupes
+
+    graph, _ = read_graph(args.run_dir)
+    pairs = duplicate_pairs(graph, args.threshold)
+    write_dupes(args.run_dir, pairs)
+    print(json.dumps(dupes_document(pairs), indent=2))
+    return 0
+
+
+COMMANDS = {"embed": _embed, "graph": _graph, "clusters": _clusters, "dupes": _dupes}
+
+if __name__ == "__main__":
+    sys.exit(main())

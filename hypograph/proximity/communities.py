@@ -1,0 +1,104 @@
+"""Communities of the similarity graph, labelled C-01, C-02, ... deterministically.
+
+``louvain``: igraph's multilevel modularity optimisation (C, seeded), weighted by similarity.
+``components``: connected components, the fallback the seed names.
+Either way every node lands in exactly one cluster (isolated nodes are singletons) and a cluster
+never spans two connected components: Louvain's communities are split along components.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hypograph.errors import HypographError
+from hypograph.hypotheses import id_sort_key
+from hypograph.proximity.graph import SimilarityGraph
+
+ALGORITHMS = ("louvain", "components")
+SEED = 42
+
+
+@dataclass
+class Clusters:
+    """``clusters`` maps label (C-01, ...) to member ids in id order; labels by size, then first id."""
+
+    clusters: dict[str, list[str]]
+    algorithm: str
+    keywords: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def num_clusters(self) -> int:
+        return len(self.clusters)
+
+    def membership(self) -> dict[str, str]:
+        """id -> cluster label."""
+        return {m: label for label, members in self.clusters.items() for m in members}
+
+
+def find_communities(graph: SimilarityGraph, algorithm: str = "louvain", seed: int = SEED) -> Clusters:
+    """Partition the graph's nodes. Louvain is O(E) per pass; components O(N + E)."""
+    import igraph
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algorithm!r}: choose one of {', '.join(ALGORITHMS)}")
+    n = len(graph.ids)
+    _, component = connected_components(
+        coo_matrix((np.ones(graph.num_edges), (graph.src, graph.dst)), shape=(n, n)), directed=False
+    )
+    if algorithm == "louvain" and graph.num_edges:
+        g = igraph.Graph(n=n, edges=np.column_stack([graph.src, graph.dst]).tolist())
+        # igraph draws from Python's random module API; a private seeded generator makes runs repeatable.
+        igraph.set_random_number_generator(random.Random(seed))
+        try:
+            community = np.asarray(g.community_multilevel(weights=graph.sim.astype(float).tolist()).membership)
+        finally:
+            igraph.set_random_number_generator(random)
+    else:
+        community = component
+    return Clusters(label_groups(graph.ids, _groups(community, component)), algorithm)
+
+
+def _groups(community: np.ndarray, component: np.ndarray) -> list[np.ndarray]:
+    """Node index groups sharing both community and component."""
+    key = community.astype(np.int64) * (component.max() + 1) + component
+    order = np.argsort(key, kind="stable")
+    cuts = np.flatnonzero(np.diff(key[order])) + 1
+    return np.split(order, cuts)
+
+
+def label_groups(ids: list[str], groups: list) -> dict[str, list[str]]:
+    """Label groups C-01.. by size descending, then smallest member id; members in id order."""
+    members = [sorted((ids[i] for i in g), key=id_sort_key) for g in groups]
+    members.sort(key=lambda m: (-len(m), id_sort_key(m[0])))
+    width = max(2, len(str(len(members))))
+    return {f"C-{k:0{width}d}": m for k, m in enumerate(members, start=1)}
+
+
+def labelled_clusters(graph: SimilarityGraph, texts: dict[str, str], algorithm: str = "louvain", seed: int = SEED) -> Clusters:
+    """Communities of ``graph`` with a keyword label each; ``texts`` maps every node id to its text."""
+    from hypograph.proximity.keywords import cluster_keywords
+
+    missing = [i for i in graph.ids if i not in texts]
+    if missing:
+        raise HypographError(
+            f"the graph has {len(missing)} node(s) not among the current hypotheses (e.g. {missing[0]}): "
+            "re-run embed and graph"
+        )
+    clusters = find_communities(graph, algorithm, seed)
+    clusters.keywords = cluster_keywords(graph.ids, [texts[i] for i in graph.ids], clusters.clusters)
+    return clusters
+
+
+def report_lines(clusters: Clusters, labels: dict[str, str] | None = None, max_members: int = 12) -> list[str]:
+    """``C-01: label (H-0001, H-0002, …)``, one line per cluster, best label available first."""
+    labels = {**clusters.keywords, **(labels or {})}
+    lines = []
+    for label, members in clusters.clusters.items():
+        shown = ", ".join(members[:max_members]) + (", …" if len(members) > max_members else "")
+        lines.append(f"{label}: {labels.get(label) or '(no label)'} ({shown})")
+    return lines

@@ -1,0 +1,185 @@
+"""Read and write prox's files under ``<input>/proximity/`` (seed 003 formats, plus extra keys).
+
+==========================  ==================================================================
+file                        content
+==========================  ==================================================================
+embeddings.npz              TF-IDF: ``scipy.sparse.save_npz`` CSR; sbert: ``numpy.savez`` with
+                            one dense float32 array ``embeddings``. Rows L2-normalised.
+embedding-ids.json          ids in row order
+embedding-meta.json         ``{"backend", "model", "count", "dim"}`` (Hypograph's addition)
+graph.json                  ``{"threshold", "nodes": {id: {"cluster", "edges": [{"target",
+                            "similarity"}]}}, "embedding": {"backend", "model"}}``
+clusters.json               ``{"clusters": {label: [ids]}, "algorithm", "num_clusters",
+                            "labels": {label: keywords}, "embedding": {...}}``
+dupes.json                  ``[{"a", "b", "similarity"}]`` (what ``prox dupes`` prints)
+==========================  ==================================================================
+
+Keys beyond the seed's (``embedding``, ``labels``) are additions a seed-format reader ignores.
+Every write is atomic and skipped when the bytes are unchanged.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from hypograph.atomic import write_atomic, write_json
+from hypograph.errors import HypographError
+from hypograph.proximity.communities import Clusters
+from hypograph.proximity.dupes import DuplicatePair
+from hypograph.proximity.embed import Embeddings
+from hypograph.proximity.graph import SimilarityGraph
+
+DIGITS = 4  # similarities are written rounded to 4 decimals, like the seed's examples
+
+
+def proximity_dir(root: Path | str) -> Path:
+    return Path(root) / "proximity"
+
+
+def _load_json(path: Path, what: str):
+    if not path.exists():
+        raise HypographError(f"{path}: missing — run {what} first")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise HypographError(f"{path}: not valid JSON ({e})") from None
+
+
+# -- embeddings ---------------------------------------------------------------------------------
+
+def write_embeddings(root: Path, emb: Embeddings) -> list[Path]:
+    d = proximity_dir(root)
+    buf = io.BytesIO()
+    if sp.issparse(emb.matrix):
+        sp.save_npz(buf, emb.matrix.tocsr(), compressed=True)
+    else:
+        np.savez_compressed(buf, embeddings=np.asarray(emb.matrix, dtype=np.float32))
+    write_atomic(d / "embeddings.npz", lambda fh: fh.write(buf.getvalue()))
+    write_json(d / "embedding-ids.json", emb.ids)
+    write_json(d / "embedding-meta.json", {"backend": emb.backend, "model": emb.model, "count": len(emb.ids), "dim": emb.dim})
+    return [d / "embeddings.npz", d / "embedding-ids.json", d / "embedding-meta.json"]
+
+
+def read_embeddings(root: Path) -> Embeddings:
+    d = proximity_dir(root)
+    ids = _load_json(d / "embedding-ids.json", "prox embed")
+    meta = _load_json(d / "embedding-meta.json", "prox embed") if (d / "embedding-meta.json").exists() else {}
+    path = d / "embeddings.npz"
+    if not path.exists():
+        raise HypographError(f"{path}: missing — run prox embed first")
+    with np.load(path, allow_pickle=False) as npz:
+        if "embeddings" in npz.files:
+            matrix = npz["embeddings"]
+        elif "format" in npz.files:
+            matrix = sp.load_npz(path).tocsr()
+        else:
+            raise HypographError(f"{path}: neither a scipy sparse matrix nor a dense 'embeddings' array")
+    if not isinstance(ids, list) or len(ids) != matrix.shape[0]:
+        raise HypographError(f"{d / 'embedding-ids.json'}: {len(ids) if isinstance(ids, list) else 'no'} ids for {matrix.shape[0]} rows in embeddings.npz")
+    backend = meta.get("backend", "tfidf" if sp.issparse(matrix) else "unknown")
+    return Embeddings(ids, matrix, backend, meta.get("model", "unknown"))
+
+
+# -- graph --------------------------------------------------------------------------------------
+
+def graph_document(graph: SimilarityGraph, membership: dict[str, str] | None = None, embedding: dict | None = None) -> dict:
+    """graph.json as a dict: every edge on both endpoints, each list by descending similarity."""
+    membership = membership or {}
+    adjacency: list[list[tuple[float, str]]] = [[] for _ in graph.ids]
+    ids = graph.ids
+    for i, j, s in zip(graph.src.tolist(), graph.dst.tolist(), graph.sim.tolist()):
+        s = round(s, DIGITS)
+        adjacency[i].append((s, ids[j]))
+        adjacency[j].append((s, ids[i]))
+    nodes = {}
+    for k, node_id in enumerate(ids):
+        edges = sorted(adjacency[k], key=lambda e: (-e[0], e[1]))
+        nodes[node_id] = {"cluster": membership.get(node_id), "edges": [{"target": t, "similarity": s} for s, t in edges]}
+    doc = {"threshold": graph.threshold, "nodes": nodes}
+    if embedding:
+        doc["embedding"] = embedding
+    return doc
+
+
+def write_graph(root: Path, graph: SimilarityGraph, embedding: dict | None = None) -> Path:
+    """Write graph.json with every ``cluster`` null: clusters of an older graph do not carry over."""
+    path = proximity_dir(root) / "graph.json"
+    write_json(path, graph_document(graph, None, embedding))
+    return path
+
+
+def read_graph(root: Path) -> tuple[SimilarityGraph, dict]:
+    """Rebuild the graph (ids in file order, each undirected edge once) and return the raw document."""
+    path = proximity_dir(root) / "graph.json"
+    doc = _load_json(path, "prox graph")
+    try:
+        threshold = float(doc["threshold"])
+        nodes = doc["nodes"]
+        index = {node_id: k for k, node_id in enumerate(nodes)}
+        src, dst, sim = [], [], []
+        for node_id, node in nodes.items():
+            i = index[node_id]
+            for e in node["edges"]:
+                j = index[e["target"]]
+                if i < j:
+                    src.append(i), dst.append(j), sim.append(float(e["similarity"]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise HypographError(f"{path}: not a prox graph ({type(e).__name__}: {e})") from None
+    graph = SimilarityGraph(list(nodes), threshold, np.asarray(src, dtype=np.int32), np.asarray(dst, dtype=np.int32), np.asarray(sim, dtype=np.float32))
+    return graph, doc
+
+
+# -- clusters -----------------------------------------------------------------------------------
+
+def clusters_document(clusters: Clusters, embedding: dict | None = None) -> dict:
+    doc = {"clusters": clusters.clusters, "algorithm": clusters.algorithm, "num_clusters": clusters.num_clusters, "labels": clusters.keywords}
+    if embedding:
+        doc["embedding"] = embedding
+    return doc
+
+
+def write_clusters(root: Path, clusters: Clusters, embedding: dict | None = None) -> list[Path]:
+    """Write clusters.json and set each node's ``cluster`` in graph.json."""
+    d = proximity_dir(root)
+    write_json(d / "clusters.json", clusters_document(clusters, embedding))
+    _, doc = read_graph(root)
+    membership = clusters.membership()
+    for node_id, node in doc["nodes"].items():
+        node["cluster"] = membership.get(node_id)
+    write_json(d / "graph.json", doc)
+    return [d / "clusters.json", d / "graph.json"]
+
+
+def read_clusters(root: Path) -> Clusters:
+    path = proximity_dir(root) / "clusters.json"
+    doc = _load_json(path, "prox clusters")
+    try:
+        return Clusters({k: list(v) for k, v in doc["clusters"].items()}, doc["algorithm"], dict(doc.get("labels") or {}))
+    except (KeyError, TypeError, AttributeError) as e:
+        raise HypographError(f"{path}: not a prox clusters file ({type(e).__name__}: {e})") from None
+
+
+# -- dupes --------------------------------------------------------------------------------------
+
+def dupes_document(pairs: list[DuplicatePair]) -> list[dict]:
+    return [p.model_dump() for p in pairs]
+
+
+def write_dupes(root: Path, pairs: list[DuplicatePair]) -> Path:
+    path = proximity_dir(root) / "dupes.json"
+    write_json(path, dupes_document(pairs))
+    return path
+
+
+def read_dupes(root: Path) -> list[DuplicatePair]:
+    path = proximity_dir(root) / "dupes.json"
+    doc = _load_json(path, "prox dupes")
+    try:
+        return [DuplicatePair.model_validate(p) for p in doc]
+    except Exception as e:
+        raise HypographError(f"{path}: not a dupes list ({e})") from None
