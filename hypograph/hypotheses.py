@@ -223,3 +223,34 @@ def _read_vault_node(path: Path, root: Path, warnings: list[str]) -> Hypothesis 
     if not h.text:
         raise HypographError(f"{rel}: field 'statement': empty, and the filename has no title")
     return h
+
+
+def corpus_document(corpus: Corpus) -> dict:
+    """A JSON-ready snapshot of a corpus (what the ``hypothesis_texts`` asset persists)."""
+    return {
+        "root": str(corpus.root),
+        "kind": corpus.kind,
+        "warnings": corpus.warnings,
+        "hypotheses": [h.model_dump(mode="json") for h in corpus.hypotheses],
+    }
+
+
+def corpus_from_document(doc: dict) -> Corpus:
+    return Corpus(
+        root=Path(doc["root"]),
+        kind=doc["kind"],
+        hypotheses=[Hypothesis.model_validate(h) for h in doc["hypotheses"]],
+        warnings=list(doc["warnings"]),
+    )
+
+
+def input_fingerprint(root: Path | str) -> str:
+    """A cheap digest of ``hypotheses/`` (names, sizes, mtimes) that changes when any file does."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for p in sorted((Path(root) / "hypotheses").glob("*")):
+        if p.is_file():
+            st = p.stat()
+            h.update(f"{p.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]

@@ -78,8 +78,8 @@ def _graph(args) -> int:
     from hypograph.proximity.store import read_embeddings, write_graph
 
     emb = read_embeddings(args.run_dir)
-    graph = similarity_graph(emb.ids, emb.matrix, args.threshold)
-    path = write_graph(args.run_dir, graph, {"backend": emb.backend, "model": emb.model})
+    graph = similarity_graph(emb.ids, emb.matrix, args.threshold, {"backend": emb.backend, "model": emb.model})
+    path = write_graph(args.run_dir, graph)
     print(f"graph: {len(graph.ids)} nodes, {graph.num_edges} edges at similarity >= {graph.threshold} -> {path}")
     return 0
 
@@ -89,10 +89,10 @@ def _clusters(args) -> int:
     from hypograph.proximity.communities import labelled_clusters, report_lines
     from hypograph.proximity.store import read_graph, write_clusters
 
-    graph, doc = read_graph(args.run_dir)
+    graph, _ = read_graph(args.run_dir)
     corpus = load_corpus(args.run_dir)
     clusters = labelled_clusters(graph, dict(zip(corpus.ids, corpus.texts)), args.algorithm)
-    paths = write_clusters(args.run_dir, clusters, doc.get("embedding"))
+    paths = write_clusters(args.run_dir, clusters)
     print(f"{clusters.num_clusters} clusters ({clusters.algorithm}) -> {paths[0]}")
     for line in report_lines(clusters):
         print(line)

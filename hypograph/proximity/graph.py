@@ -9,7 +9,7 @@ the corpus looks like.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -30,6 +30,7 @@ class SimilarityGraph:
     src: np.ndarray
     dst: np.ndarray
     sim: np.ndarray
+    embedding: dict = field(default_factory=dict)  # {"backend", "model"} the rows came from
 
     @property
     def num_edges(self) -> int:
@@ -42,7 +43,7 @@ class SimilarityGraph:
             yield ids[i], ids[j], s
 
 
-def similarity_graph(ids: list[str], matrix, threshold: float = DEFAULT_THRESHOLD) -> SimilarityGraph:
+def similarity_graph(ids: list[str], matrix, threshold: float = DEFAULT_THRESHOLD, embedding: dict | None = None) -> SimilarityGraph:
     """Build the graph of pairs with cosine >= threshold from L2-normalised rows.
 
     Sparse input: O(sum over chunks of the product's nonzeros); dense input: O(N^2 d) flops in
@@ -51,7 +52,7 @@ def similarity_graph(ids: list[str], matrix, threshold: float = DEFAULT_THRESHOL
     if not 0.0 <= threshold <= 1.0:
         raise ValueError(f"threshold must be in [0, 1], got {threshold}")
     src, dst, sim = similar_pairs(matrix, threshold)
-    return SimilarityGraph(list(ids), float(threshold), src, dst, sim)
+    return SimilarityGraph(list(ids), float(threshold), src, dst, sim, dict(embedding or {}))
 
 
 def similar_pairs(matrix, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

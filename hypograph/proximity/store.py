@@ -87,7 +87,7 @@ def read_embeddings(root: Path) -> Embeddings:
 
 # -- graph --------------------------------------------------------------------------------------
 
-def graph_document(graph: SimilarityGraph, membership: dict[str, str] | None = None, embedding: dict | None = None) -> dict:
+def graph_document(graph: SimilarityGraph, membership: dict[str, str] | None = None) -> dict:
     """graph.json as a dict: every edge on both endpoints, each list by descending similarity."""
     membership = membership or {}
     adjacency: list[list[tuple[float, str]]] = [[] for _ in graph.ids]
@@ -101,15 +101,15 @@ def graph_document(graph: SimilarityGraph, membership: dict[str, str] | None = N
         edges = sorted(adjacency[k], key=lambda e: (-e[0], e[1]))
         nodes[node_id] = {"cluster": membership.get(node_id), "edges": [{"target": t, "similarity": s} for s, t in edges]}
     doc = {"threshold": graph.threshold, "nodes": nodes}
-    if embedding:
-        doc["embedding"] = embedding
+    if graph.embedding:
+        doc["embedding"] = graph.embedding
     return doc
 
 
-def write_graph(root: Path, graph: SimilarityGraph, embedding: dict | None = None) -> Path:
+def write_graph(root: Path, graph: SimilarityGraph) -> Path:
     """Write graph.json with every ``cluster`` null: clusters of an older graph do not carry over."""
     path = proximity_dir(root) / "graph.json"
-    write_json(path, graph_document(graph, None, embedding))
+    write_json(path, graph_document(graph))
     return path
 
 
@@ -130,24 +130,28 @@ def read_graph(root: Path) -> tuple[SimilarityGraph, dict]:
                     src.append(i), dst.append(j), sim.append(float(e["similarity"]))
     except (KeyError, TypeError, ValueError) as e:
         raise HypographError(f"{path}: not a prox graph ({type(e).__name__}: {e})") from None
-    graph = SimilarityGraph(list(nodes), threshold, np.asarray(src, dtype=np.int32), np.asarray(dst, dtype=np.int32), np.asarray(sim, dtype=np.float32))
+    graph = SimilarityGraph(
+        list(nodes), threshold, np.asarray(src, dtype=np.int32), np.asarray(dst, dtype=np.int32),
+        np.asarray(sim, dtype=np.float32), dict(doc.get("embedding") or {}),
+    )
     return graph, doc
 
 
 # -- clusters -----------------------------------------------------------------------------------
 
 def clusters_document(clusters: Clusters, embedding: dict | None = None) -> dict:
+    """clusters.json as a dict: the seed's three keys, then keyword ``labels`` and ``embedding``."""
     doc = {"clusters": clusters.clusters, "algorithm": clusters.algorithm, "num_clusters": clusters.num_clusters, "labels": clusters.keywords}
     if embedding:
         doc["embedding"] = embedding
     return doc
 
 
-def write_clusters(root: Path, clusters: Clusters, embedding: dict | None = None) -> list[Path]:
-    """Write clusters.json and set each node's ``cluster`` in graph.json."""
+def write_clusters(root: Path, clusters: Clusters) -> list[Path]:
+    """Write clusters.json and set each node's ``cluster`` in graph.json (which must exist)."""
     d = proximity_dir(root)
-    write_json(d / "clusters.json", clusters_document(clusters, embedding))
     _, doc = read_graph(root)
+    write_json(d / "clusters.json", clusters_document(clusters, doc.get("embedding")))
     membership = clusters.membership()
     for node_id, node in doc["nodes"].items():
         node["cluster"] = membership.get(node_id)

@@ -1,0 +1,44 @@
+# Quick start: `make demo` then `make test`. Needs only Python 3.11 and make.
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+INPUT  ?= demo/vault
+
+.PHONY: demo test ui bench clean
+
+$(BIN)/python:
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "make: $(PYTHON) not found (set PYTHON=python3)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# The stamp files re-install only when pyproject.toml changes.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test,semantic]'
+	touch $@ $(VENV)/.installed
+
+# Copies the bundled examples to demo/ once (so the checked-in examples are never modified),
+# then runs the proximity job through Dagster on both.
+demo: $(VENV)/.installed
+	@test -d demo || { mkdir -p demo && cp -r examples/run examples/vault demo/; }
+	$(BIN)/hypograph proximity demo/run
+	@echo
+	$(BIN)/hypograph proximity demo/vault
+	@echo
+	@echo "Browse the runs and lineage: make ui INPUT=demo/vault"
+
+test: $(VENV)/.installed-test
+	$(BIN)/python -m pytest
+
+# The Dagster web UI on 127.0.0.1:3000 with this code location, on $(INPUT)'s own instance.
+ui: $(VENV)/.installed
+	$(BIN)/hypograph ui $(INPUT)
+
+bench: $(VENV)/.installed
+	$(BIN)/python benchmarks/proximity.py --sizes 1000,10000,100000
+
+clean:
+	rm -rf demo .pytest_cache

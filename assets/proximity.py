@@ -1,0 +1,66 @@
+"""Proximity assets (seed 003): texts -> embeddings -> similarity graph -> clusters, graph -> dupes."""
+
+from dagster import MetadataValue, Output, asset
+
+from assets.metadata import cluster_report, cluster_table, pair_table
+from hypograph.hypotheses import Corpus, load_corpus
+from hypograph.proximity.communities import labelled_clusters
+from hypograph.proximity.dupes import duplicate_pairs as find_duplicate_pairs
+from hypograph.proximity.embed import Embeddings, embed
+from hypograph.proximity.graph import SimilarityGraph
+from hypograph.proximity.graph import similarity_graph as build_similarity_graph
+from resources import HypographInput, ProximitySettings
+
+GROUP = "proximity"
+
+
+@asset(group_name=GROUP, io_manager_key="proximity_io", kinds={"python"})
+def hypothesis_texts(context, hypograph_input: HypographInput) -> Output[Corpus]:
+    """Every hypothesis of the input (run dir or vault), validated; bad files skipped or fatal."""
+    corpus = load_corpus(hypograph_input.root)
+    for w in corpus.warnings:
+        context.log.warning(w)
+    return Output(corpus, metadata={
+        "hypotheses": len(corpus.hypotheses),
+        "input_kind": corpus.kind,
+        "skipped": MetadataValue.md("\n".join(f"- {w}" for w in corpus.warnings) or "none"),
+    })
+
+
+@asset(group_name=GROUP, io_manager_key="proximity_io", kinds={"scikitlearn"})
+def hypothesis_embeddings(hypothesis_texts: Corpus, proximity: ProximitySettings) -> Output[Embeddings]:
+    """L2-normalised rows, one per hypothesis: TF-IDF (sparse) or sentence-transformers (dense)."""
+    emb = embed(hypothesis_texts.ids, hypothesis_texts.texts, proximity.backend, proximity.model)
+    return Output(emb, metadata={"hypotheses": len(emb.ids), "backend": emb.backend, "model": emb.model, "dim": emb.dim})
+
+
+@asset(group_name=GROUP, io_manager_key="proximity_io", kinds={"python"})
+def similarity_graph(hypothesis_embeddings: Embeddings, proximity: ProximitySettings) -> Output[SimilarityGraph]:
+    """Cosine similarity graph: an edge for every pair at or above the graph threshold."""
+    emb = hypothesis_embeddings
+    graph = build_similarity_graph(emb.ids, emb.matrix, proximity.graph_threshold, {"backend": emb.backend, "model": emb.model})
+    return Output(graph, metadata={
+        "nodes": len(graph.ids), "edges": graph.num_edges, "threshold": graph.threshold,
+        "backend": emb.backend, "model": emb.model,
+    })
+
+
+@asset(group_name=GROUP, io_manager_key="proximity_io", kinds={"igraph"})
+def proximity_clusters(similarity_graph: SimilarityGraph, hypothesis_texts: Corpus, proximity: ProximitySettings):
+    """Louvain communities (seeded), labelled C-01.. by size, each with its distinctive keywords."""
+    texts = dict(zip(hypothesis_texts.ids, hypothesis_texts.texts))
+    clusters = labelled_clusters(similarity_graph, texts, proximity.algorithm)
+    return Output(clusters, metadata={
+        "clusters": clusters.num_clusters, "algorithm": clusters.algorithm,
+        "singletons": sum(len(m) == 1 for m in clusters.clusters.values()),
+        "report": cluster_report(clusters), "cluster_table": cluster_table(clusters),
+    })
+
+
+@asset(group_name=GROUP, io_manager_key="proximity_io", kinds={"python"})
+def duplicate_pairs(similarity_graph: SimilarityGraph, proximity: ProximitySettings):
+    """Near-duplicate pairs at or above the dupe threshold, by descending similarity."""
+    pairs = find_duplicate_pairs(similarity_graph, proximity.dupe_threshold)
+    return Output(pairs, metadata={
+        "pairs": len(pairs), "threshold": proximity.dupe_threshold, "top_pairs": pair_table(pairs),
+    })

@@ -1,0 +1,1 @@
+"""The Dagster code location: definitions, jobs, schedules, sensors, and the ``hypograph`` CLI."""

@@ -1,0 +1,121 @@
+"""``hypograph``: run the pipeline on a run directory or vault through Dagster.
+
+Runs go through a real Dagster instance whose storage lives in ``<input>/.hypograph/dagster``
+(or ``$DAGSTER_HOME`` when set), so ``make ui INPUT=<input>`` shows every run and its lineage.
+
+    hypograph proximity PATH [--backend tfidf|sbert] [--model M] [--threshold 0.3] [--dupe-threshold 0.8]
+    hypograph ui PATH [--host 127.0.0.1] [--port 3000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from hypograph.errors import HypographError
+
+INSTANCE_YAML = "telemetry:\n  enabled: false\n"
+
+
+def dagster_home(root: Path) -> Path:
+    """``$DAGSTER_HOME`` if set, else ``<root>/.hypograph/dagster`` (created with telemetry off)."""
+    home = Path(os.environ.get("DAGSTER_HOME") or root / ".hypograph" / "dagster")
+    home.mkdir(parents=True, exist_ok=True)
+    if not (home / "dagster.yaml").exists():
+        (home / "dagster.yaml").write_text(INSTANCE_YAML)
+    return home
+
+
+def run_job(root: Path, job_name: str, **settings):
+    """Execute ``job_name`` of the definitions bound to ``root`` on the input's Dagster instance."""
+    from dagster import DagsterInstance
+
+    from pipelines.definitions import build_definitions
+
+    home = dagster_home(root)
+    os.environ["DAGSTER_HOME"] = str(home)
+    job = build_definitions(root, **settings).resolve_job_def(job_name)
+    with DagsterInstance.get() as instance:
+        result = job.execute_in_process(
+            instance=instance, raise_on_error=False,
+            run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+        )
+    if not result.success:
+        failures = [e.message for e in result.all_events if e.is_failure or e.event_type_value == "ASSET_CHECK_EVALUATION" and not e.event_specific_data.passed]
+        raise HypographError(f"{job_name} run {result.run_id} failed: " + "; ".join(f for f in failures if f)[:2000])
+    return result
+
+
+def print_proximity_summary(root: Path, top: int = 10) -> None:
+    from hypograph.proximity import store
+    from hypograph.proximity.communities import report_lines
+
+    graph, _ = store.read_graph(root)
+    clusters = store.read_clusters(root)
+    pairs = store.read_dupes(root)
+    d = store.proximity_dir(root)
+    print(f"{root}: {len(graph.ids)} hypotheses, {graph.num_edges} edges >= {graph.threshold}, "
+          f"{clusters.num_clusters} clusters ({clusters.algorithm}), {len(pairs)} duplicate pairs "
+          f"[{graph.embedding.get('backend', '?')}]")
+    print("clusters:")
+    for line in report_lines(clusters):
+        print(f"  {line}")
+    print(f"top duplicate pairs:" if pairs else "no duplicate pairs")
+    for p in pairs[:top]:
+        print(f"  {p.similarity:.4f}  {p.a}  {p.b}")
+    print("wrote: " + ", ".join(str(d / f) for f in ("embeddings.npz", "embedding-ids.json", "graph.json", "clusters.json", "dupes.json")))
+
+
+def _proximity(args) -> int:
+    root = args.path.resolve()
+    run_job(root, "proximity", backend=args.backend, model=args.model,
+            graph_threshold=args.threshold, dupe_threshold=args.dupe_threshold)
+    print_proximity_summary(root)
+    return 0
+
+
+def _ui(args) -> int:
+    """Replace this process with the Dagster web UI on the input's instance."""
+    root = args.path.resolve()
+    os.environ["DAGSTER_HOME"] = str(dagster_home(root))
+    os.environ["HYPOGRAPH_INPUT"] = str(root)
+    workspace = Path(__file__).resolve().parent.parent / "workspace.yaml"
+    webserver = Path(sys.executable).with_name("dagster-webserver")
+    os.chdir(workspace.parent)
+    os.execv(webserver, [str(webserver), "-w", str(workspace), "-h", args.host, "-p", str(args.port)])
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hypograph", description="Hypothesis structuring pipeline (Dagster).")
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("proximity", help="embed, graph, cluster and list duplicates of PATH")
+    c.add_argument("path", type=Path, help="run directory or vault")
+    c.add_argument("--backend", choices=["tfidf", "sbert"], default="tfidf")
+    c.add_argument("--model", default=None)
+    c.add_argument("--threshold", type=float, default=0.30)
+    c.add_argument("--dupe-threshold", type=float, default=0.80)
+    c.set_defaults(func=_proximity)
+    c = sub.add_parser("ui", help="the Dagster web UI for PATH's runs and lineage")
+    c.add_argument("path", type=Path, help="run directory or vault")
+    c.add_argument("--host", default="127.0.0.1")
+    c.add_argument("--port", type=int, default=3000)
+    c.set_defaults(func=_ui)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if not args.path.is_dir():
+        print(f"hypograph {args.command}: {args.path}: no such directory", file=sys.stderr)
+        return 1
+    try:
+        return args.func(args)
+    except HypographError as e:
+        print(f"hypograph {args.command}: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
