@@ -5,8 +5,10 @@ import json
 from dagster import AssetCheckResult, asset_check
 
 from assets.metadata import violations_table
+from assets.adjudication import dedup_verdicts
 from assets.proximity import duplicate_pairs, proximity_clusters, similarity_graph
 from hypograph.proximity import checks, store
+from hypograph.proximity.adjudicate import verdict_violations
 from resources import HypographInput, ProximitySettings
 
 
@@ -53,4 +55,15 @@ def duplicate_pairs_are_valid(hypograph_input: HypographInput, proximity: Proxim
     return _result(checks.duplicate_pairs_valid(pairs, proximity.dupe_threshold), pairs=len(pairs))
 
 
-PROXIMITY_CHECKS = [graph_covers_embedded_ids, graph_is_symmetric, clusters_partition_nodes, duplicate_pairs_are_valid]
+@asset_check(asset=dedup_verdicts, blocking=True)
+def every_pair_has_one_verdict(hypograph_input: HypographInput) -> AssetCheckResult:
+    """verdicts.json holds exactly one valid MERGE/KEEP/FLAG decision per duplicate pair."""
+    root = hypograph_input.root
+    raw = json.loads((store.proximity_dir(root) / "verdicts.json").read_text(encoding="utf-8"))
+    return _result(verdict_violations(store.read_dupes(root), raw), decisions=len(raw))
+
+
+PROXIMITY_CHECKS = [
+    graph_covers_embedded_ids, graph_is_symmetric, clusters_partition_nodes, duplicate_pairs_are_valid,
+    every_pair_has_one_verdict,
+]

@@ -34,6 +34,10 @@ class ProximityIOManager(ConfigurableIOManager):
             paths = store.write_clusters(root, obj)
         elif name == "duplicate_pairs":
             paths = [store.write_dupes(root, obj)]
+        elif name == "dedup_verdicts":
+            paths = [store.write_verdicts(root, obj)]
+        elif name == "cluster_labels":
+            paths = [store.write_cluster_names(root, obj)]
         else:
             raise KeyError(f"ProximityIOManager does not persist asset {name!r}")
         context.add_output_metadata({"files": ", ".join(str(p) for p in paths)})
@@ -50,4 +54,8 @@ class ProximityIOManager(ConfigurableIOManager):
             return store.read_clusters(root)
         if name == "duplicate_pairs":
             return store.read_dupes(root)
+        if name == "dedup_verdicts":
+            return store.read_verdicts(root)
+        if name == "cluster_labels":
+            return store.read_cluster_names(root)
         raise KeyError(f"ProximityIOManager does not load asset {name!r}")

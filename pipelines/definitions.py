@@ -12,22 +12,22 @@ from dagster import (
     SkipReason, define_asset_job, sensor, ScheduleDefinition,
 )
 
-from assets import proximity
+from assets import adjudication, proximity
 from assets.checks import PROXIMITY_CHECKS
 from hypograph.hypotheses import input_fingerprint
 from io_managers import ProximityIOManager
-from resources import HypographInput, ProximitySettings
+from resources import HypographInput, LLMResource, ProximitySettings
 
 DEFAULT_INPUT = Path(__file__).resolve().parent.parent / "demo" / "vault"
 
 PROXIMITY_ASSETS = [
     proximity.hypothesis_texts, proximity.hypothesis_embeddings, proximity.similarity_graph,
-    proximity.proximity_clusters, proximity.duplicate_pairs,
+    proximity.proximity_clusters, proximity.duplicate_pairs, adjudication.dedup_verdicts, adjudication.cluster_labels,
 ]
 
 proximity_job = define_asset_job(
     "proximity", selection=AssetSelection.groups(proximity.GROUP),
-    description="Embed, graph, cluster and list near-duplicates of the input's hypotheses (seed 003).",
+    description="Embed, graph, cluster, list and adjudicate near-duplicates of the input's hypotheses (seed 003).",
 )
 
 nightly_proximity = ScheduleDefinition(
@@ -50,7 +50,7 @@ def hypotheses_changed(context: SensorEvaluationContext, hypograph_input: Hypogr
 
 
 def build_definitions(input_path: str | os.PathLike, backend: str = "tfidf", model: str | None = None,
-                      graph_threshold: float = 0.30, dupe_threshold: float = 0.80) -> Definitions:
+                      graph_threshold: float = 0.30, dupe_threshold: float = 0.80, offline: bool = False) -> Definitions:
     """Definitions bound to one input directory and proximity settings."""
     root = str(Path(input_path).resolve())
     return Definitions(
@@ -64,6 +64,7 @@ def build_definitions(input_path: str | os.PathLike, backend: str = "tfidf", mod
             "proximity": ProximitySettings(backend=backend, model=model, graph_threshold=graph_threshold,
                                            dupe_threshold=dupe_threshold),
             "proximity_io": ProximityIOManager(root=root),
+            "llm": LLMResource(offline=offline),
         },
     )
 
@@ -72,4 +73,5 @@ defs = build_definitions(
     os.environ.get("HYPOGRAPH_INPUT", DEFAULT_INPUT),
     backend=os.environ.get("HYPOGRAPH_BACKEND", "tfidf"),
     model=os.environ.get("HYPOGRAPH_MODEL") or None,
+    offline=os.environ.get("HYPOGRAPH_LLM") == "offline",
 )

@@ -187,3 +187,34 @@ def read_dupes(root: Path) -> list[DuplicatePair]:
         return [DuplicatePair.model_validate(p) for p in doc]
     except Exception as e:
         raise HypographError(f"{path}: not a dupes list ({e})") from None
+
+
+# -- verdicts and cluster names -------------------------------------------------------------------
+
+def write_verdicts(root: Path, decisions: list) -> Path:
+    from hypograph.proximity.adjudicate import verdicts_document
+
+    path = proximity_dir(root) / "verdicts.json"
+    write_json(path, verdicts_document(decisions))
+    return path
+
+
+def read_verdicts(root: Path) -> list:
+    from hypograph.proximity.adjudicate import Decision
+
+    path = proximity_dir(root) / "verdicts.json"
+    doc = _load_json(path, "prox adjudicate")
+    try:
+        return [Decision.model_validate(d) for d in doc]
+    except Exception as e:
+        raise HypographError(f"{path}: not a verdicts list ({e})") from None
+
+
+def write_cluster_names(root: Path, names: dict[str, dict]) -> Path:
+    path = proximity_dir(root) / "cluster-labels.json"
+    write_json(path, names)
+    return path
+
+
+def read_cluster_names(root: Path) -> dict[str, dict]:
+    return _load_json(proximity_dir(root) / "cluster-labels.json", "prox label")

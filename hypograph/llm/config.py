@@ -1,0 +1,71 @@
+"""LLM settings from the environment.
+
+=============================  =========================================  ==========
+variable                       meaning                                    default
+=============================  =========================================  ==========
+HYPOGRAPH_LLM_MODEL            model name; unset means offline            (offline)
+HYPOGRAPH_LLM_BASE_URL         endpoint, e.g. http://localhost:8000/v1    OPENAI_BASE_URL, else OpenAI
+HYPOGRAPH_LLM_API_KEY          key                                        OPENAI_API_KEY, else "none"
+HYPOGRAPH_LLM_TIMEOUT          seconds per request                        60
+HYPOGRAPH_LLM_MAX_RETRIES      retries on timeout / 429 / 5xx / network    3
+HYPOGRAPH_LLM_CONCURRENCY      calls in flight at once                    4
+=============================  =========================================  ==========
+
+The model is what switches the LLM on: an ``OPENAI_API_KEY`` that happens to be set for other
+tools never makes Hypograph spend money by itself.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Mapping
+
+from pydantic import BaseModel, Field, SecretStr
+
+from hypograph.errors import HypographError
+
+
+class LLMConfig(BaseModel):
+    model: str | None = None
+    base_url: str | None = None
+    api_key: SecretStr = SecretStr("none")
+    timeout: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=3, ge=0)
+    concurrency: int = Field(default=4, ge=1)
+    validation_retries: int = Field(default=2, ge=0, description="re-asks after an invalid answer")
+    forced_offline: bool = False
+
+    @property
+    def offline(self) -> bool:
+        return self.forced_offline or not self.model
+
+    def describe(self) -> str:
+        """``offline`` or ``model@endpoint`` — safe to show (never the key)."""
+        if self.forced_offline:
+            return "offline (forced)"
+        if not self.model:
+            return "offline (HYPOGRAPH_LLM_MODEL not set)"
+        return f"{self.model}@{self.base_url or 'api.openai.com'}"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, offline: bool = False) -> "LLMConfig":
+        env = os.environ if env is None else env
+
+        def number(name: str, kind, default):
+            raw = env.get(name)
+            if raw in (None, ""):
+                return default
+            try:
+                return kind(raw)
+            except ValueError:
+                raise HypographError(f"environment variable {name}: {raw!r} is not a {kind.__name__}") from None
+
+        return cls(
+            model=env.get("HYPOGRAPH_LLM_MODEL") or None,
+            base_url=env.get("HYPOGRAPH_LLM_BASE_URL") or env.get("OPENAI_BASE_URL") or None,
+            api_key=SecretStr(env.get("HYPOGRAPH_LLM_API_KEY") or env.get("OPENAI_API_KEY") or "none"),
+            timeout=number("HYPOGRAPH_LLM_TIMEOUT", float, 60.0),
+            max_retries=number("HYPOGRAPH_LLM_MAX_RETRIES", int, 3),
+            concurrency=number("HYPOGRAPH_LLM_CONCURRENCY", int, 4),
+            forced_offline=offline,
+        )

@@ -1,0 +1,234 @@
+"""Adjudicate near-duplicate pairs MERGE / KEEP / FLAG (seed 003's procedure and decision format).
+
+Who decides, first match wins:
+
+1. ``human``: a verdict recorded in ``proximity/review.json``; such a pair never goes to a model;
+2. ``auto``: similarity above the auto-merge cutoff (0.92) -> MERGE, keep the earlier id;
+3. ``model:<name>``: borderline pairs, batched, the model reading both hypotheses in full;
+4. ``policy``: borderline pairs with no model configured, or whose model answer was rejected
+   after the allowed re-asks -> FLAG, i.e. the human review queue.
+
+The model answers with pair numbers, never ids: it cannot introduce a pair that was not asked
+about, and an answer naming an id that does not occur in the question is invalid and re-asked.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hypograph.errors import HypographError
+from hypograph.hypotheses import Hypothesis, id_sort_key
+from hypograph.llm.client import LLMClient, Rejected, Request, untrusted
+from hypograph.proximity.dupes import AUTO_MERGE_THRESHOLD, DuplicatePair
+
+Verdict = Literal["MERGE", "KEEP", "FLAG"]
+ID_TOKEN_RE = re.compile(r"\b[A-Z]{1,3}-\d+\b")
+BATCH_SIZE = 4
+
+
+class Decision(BaseModel):
+    """One adjudicated pair: the seed's five keys plus ``decided_by``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    pair: tuple[str, str]
+    similarity: float
+    verdict: Verdict
+    rationale: str = Field(min_length=1)
+    recommended_action: str = Field(min_length=1)
+    decided_by: str = Field(pattern=r"^(auto|human|policy|model:.+)$")
+
+
+class HumanReview(BaseModel):
+    """An entry of ``proximity/review.json`` (a JSON list of these)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pair: tuple[str, str]
+    verdict: Literal["MERGE", "KEEP"]
+    rationale: str = Field(min_length=1)
+    recommended_action: str | None = None
+    reviewer: str | None = None
+
+
+class PairJudgement(BaseModel):
+    """The model's verdict on pair number ``pair`` of the question."""
+
+    pair: int = Field(ge=1)
+    verdict: Verdict
+    rationale: str = Field(min_length=10, max_length=2000)
+    recommended_action: str = Field(min_length=3, max_length=400)
+
+
+class PairJudgements(BaseModel):
+    decisions: list[PairJudgement]
+
+
+SYSTEM = """You adjudicate near-duplicate research hypotheses for a supervisor.
+For each numbered pair, read both hypotheses in full (every field, not just the title) and compare:
+- mechanism: the same causal pathway, or different ones?
+- predictions: the same testable predictions, or different outcomes?
+- experimental approach: the same experiments, or meaningfully different designs?
+- evidence base: the same literature and data, or different evidence?
+Verdicts: MERGE = duplicates (same mechanism, predictions and experiments; one paraphrases the
+other); KEEP = genuinely distinct despite surface similarity; FLAG = unclear, needs human review.
+Give each pair a rationale naming the axes that decided it, and a recommended action
+("Retire <id> in favor of <id>" for MERGE, "No action — both remain active" for KEEP, a review
+question for FLAG). Refer to hypotheses only by the ids shown. Answer for every pair, once."""
+
+
+def adjudicate(
+    pairs: list[DuplicatePair],
+    hypotheses: dict[str, Hypothesis],
+    reviews: dict[frozenset, HumanReview],
+    llm: LLMClient,
+    auto_merge: float = AUTO_MERGE_THRESHOLD,
+    batch_size: int = BATCH_SIZE,
+) -> list[Decision]:
+    """One decision per pair, in the pairs' order. Raises HypographError if the endpoint fails."""
+    decided: dict[tuple[str, str], Decision] = {}
+    borderline: list[DuplicatePair] = []
+    for p in pairs:
+        review = reviews.get(frozenset((p.a, p.b)))
+        if review is not None:
+            decided[(p.a, p.b)] = _human(p, review)
+        elif p.similarity > auto_merge:
+            decided[(p.a, p.b)] = _auto_merge(p, auto_merge)
+        else:
+            borderline.append(p)
+    if llm.offline:
+        for p in borderline:
+            decided[(p.a, p.b)] = _flag(p, "Needs human review: no model configured "
+                                           f"(similarity {p.similarity} is in the borderline band).")
+    else:
+        batches = [borderline[k:k + batch_size] for k in range(0, len(borderline), batch_size)]
+        answers = llm.ask_many([_request(batch, hypotheses) for batch in batches])
+        for batch, answer in zip(batches, answers):
+            for p, d in zip(batch, _decisions(batch, answer, llm.decider)):
+                decided[(p.a, p.b)] = d
+    return [decided[(p.a, p.b)] for p in pairs]
+
+
+def _human(p: DuplicatePair, r: HumanReview) -> Decision:
+    action = r.recommended_action or (
+        f"Retire {p.b} in favor of {p.a}" if r.verdict == "MERGE" else "No action — both remain active")
+    return Decision(pair=(p.a, p.b), similarity=p.similarity, verdict=r.verdict, rationale=r.rationale,
+                    recommended_action=action, decided_by="human")
+
+
+def _auto_merge(p: DuplicatePair, cutoff: float) -> Decision:
+    return Decision(
+        pair=(p.a, p.b), similarity=p.similarity, verdict="MERGE",
+        rationale=f"Auto-merge candidate: similarity {p.similarity:.2f} exceeds auto-merge threshold ({cutoff:.2f}).",
+        recommended_action=f"Retire one hypothesis — recommend keeping {p.a} (earlier ID)", decided_by="auto",
+    )
+
+
+def _flag(p: DuplicatePair, rationale: str) -> Decision:
+    return Decision(
+        pair=(p.a, p.b), similarity=p.similarity, verdict="FLAG", rationale=rationale,
+        recommended_action="Supervisor should review this pair and record a verdict in proximity/review.json",
+        decided_by="policy",
+    )
+
+
+def _hypothesis_fields(h: Hypothesis) -> dict:
+    return {k: v for k, v in h.model_dump(mode="json").items() if k != "path" and v not in ("", None, {})}
+
+
+def _request(batch: list[DuplicatePair], hypotheses: dict[str, Hypothesis]) -> Request[PairJudgements]:
+    blocks, allowed = [], []
+    for n, p in enumerate(batch, start=1):
+        ha, hb = hypotheses[p.a], hypotheses[p.b]
+        blocks.append(
+            f"Pair {n} (cosine similarity {p.similarity}):\n"
+            + untrusted("hypothesis", {"id": p.a}, _hypothesis_fields(ha)) + "\n"
+            + untrusted("hypothesis", {"id": p.b}, _hypothesis_fields(hb))
+        )
+        allowed.append({p.a, p.b} | set(ID_TOKEN_RE.findall(json.dumps(_hypothesis_fields(ha)) + json.dumps(_hypothesis_fields(hb)))))
+    user = f"Adjudicate these {len(batch)} pair(s).\n\n" + "\n\n".join(blocks)
+
+    def check(answer: PairJudgements) -> None:
+        numbers = sorted(d.pair for d in answer.decisions)
+        if numbers != list(range(1, len(batch) + 1)):
+            raise ValueError(f"expected exactly one decision for each pair 1..{len(batch)}, got pairs {numbers}")
+        for d in answer.decisions:
+            unknown = set(ID_TOKEN_RE.findall(d.rationale + " " + d.recommended_action)) - allowed[d.pair - 1]
+            if unknown:
+                raise ValueError(f"pair {d.pair} names id(s) not in that pair: {', '.join(sorted(unknown))}")
+
+    name = "pairs-" + "_".join(f"{p.a}-{p.b}" for p in batch)
+    return Request(name=name, system=SYSTEM, user=user, schema=PairJudgements, check=check)
+
+
+def _decisions(batch: list[DuplicatePair], answer: PairJudgements | Rejected, decider: str) -> list[Decision]:
+    if isinstance(answer, Rejected):
+        return [_flag(p, f"Needs human review: the model's answer was rejected ({answer.reason}).") for p in batch]
+    by_number = {d.pair: d for d in answer.decisions}
+    return [
+        Decision(pair=(p.a, p.b), similarity=p.similarity, verdict=by_number[n].verdict,
+                 rationale=by_number[n].rationale, recommended_action=by_number[n].recommended_action,
+                 decided_by=decider)
+        for n, p in enumerate(batch, start=1)
+    ]
+
+
+# -- files ------------------------------------------------------------------------------------------
+
+def read_reviews(root: Path) -> dict[frozenset, HumanReview]:
+    """Human verdicts from ``<root>/proximity/review.json`` (absent file: none)."""
+    path = Path(root) / "proximity" / "review.json"
+    if not path.exists():
+        return {}
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise HypographError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(raw, list):
+        raise HypographError(f"{path}: expected a JSON list of reviews")
+    reviews = {}
+    for k, item in enumerate(raw):
+        try:
+            r = HumanReview.model_validate(item)
+        except ValidationError as e:
+            err = e.errors()[0]
+            field = ".".join(map(str, err["loc"])) or "entry"
+            raise HypographError(f"{path}: entry {k}, field '{field}': {err['msg']}") from None
+        reviews[frozenset(r.pair)] = r
+    return reviews
+
+
+def verdicts_document(decisions: list[Decision]) -> list[dict]:
+    return [{**d.model_dump(mode="json"), "pair": list(d.pair)} for d in decisions]
+
+
+def review_queue(decisions: list[Decision]) -> list[Decision]:
+    """The FLAG decisions: what a person should look at next."""
+    return [d for d in decisions if d.verdict == "FLAG"]
+
+
+def verdict_violations(pairs: list[DuplicatePair], decisions: list[dict]) -> list[tuple[str, str]]:
+    """Every pair has exactly one valid decision and no decision is for an unknown pair."""
+    out: list[tuple[str, str]] = []
+    expected = {frozenset((p.a, p.b)) for p in pairs}
+    seen: dict[frozenset, int] = {}
+    for k, raw in enumerate(decisions):
+        try:
+            d = Decision.model_validate(raw)
+        except ValidationError as e:
+            out.append((f"decision {k}", f"invalid: {e.errors()[0]['msg']}"))
+            continue
+        key = frozenset(d.pair)
+        name = "/".join(d.pair)
+        if key not in expected:
+            out.append((name, "decision for a pair that is not a duplicate pair"))
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] == 2:
+            out.append((name, "more than one decision"))
+    out += [("/".join(sorted(k, key=id_sort_key)), "no decision") for k in expected - set(seen)]
+    return out
