@@ -8,19 +8,19 @@ from hypograph.proximity.adjudicate import adjudicate, read_reviews, review_queu
 from hypograph.proximity.cluster_names import name_clusters
 from hypograph.proximity.communities import Clusters
 from hypograph.proximity.dupes import DuplicatePair
-from resources import HypographInput, LLMResource
+from resources import HypographInput, LLMResource, ProximitySettings
 
 GROUP = "proximity"
 
 
 @asset(group_name=GROUP, io_manager_key="proximity_io", kinds={"openai"})
 def dedup_verdicts(duplicate_pairs: list[DuplicatePair], hypothesis_texts: Corpus,
-                   hypograph_input: HypographInput, llm: LLMResource):
+                   hypograph_input: HypographInput, llm: LLMResource, proximity: ProximitySettings):
     """One MERGE/KEEP/FLAG decision per duplicate pair: human review, auto-merge, model, or FLAG."""
     client = llm.client(hypograph_input.state_dir, "dedup_verdicts")
     reviews = read_reviews(hypograph_input.root)
     hypotheses = {h.id: h for h in hypothesis_texts.hypotheses}
-    decisions = adjudicate(duplicate_pairs, hypotheses, reviews, client)
+    decisions = adjudicate(duplicate_pairs, hypotheses, reviews, client, proximity.auto_merge)
     queue = review_queue(decisions)
     counts = {v: sum(d.verdict == v for d in decisions) for v in ("MERGE", "KEEP", "FLAG")}
     return Output(decisions, metadata={

@@ -5,6 +5,8 @@ so each command starts fast. Every error exits non-zero with one line on stderr.
     prox graph    --run-dir D [--threshold 0.3]
     prox clusters --run-dir D [--algorithm louvain|components]
     prox dupes    --run-dir D [--threshold 0.80]
+    prox adjudicate --run-dir D [--auto-merge 0.92] [--llm offline]
+    prox label    --run-dir D [--llm offline]
 
 ``--run-dir`` is a prox run directory (hypotheses/H-*.json) or a vault (hypotheses/*.md).
 """
@@ -44,6 +46,11 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--algorithm", choices=["louvain", "components"], default="louvain")
     c = command("dupes", "near-duplicate pairs as a JSON array on stdout (and proximity/dupes.json)")
     c.add_argument("--threshold", type=float, default=0.80)
+    c = command("adjudicate", "MERGE/KEEP/FLAG each duplicate pair -> proximity/verdicts.json")
+    c.add_argument("--auto-merge", type=float, default=0.92, help="similarity above which a pair merges without a model")
+    c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: never call a model")
+    c = command("label", "descriptive cluster names -> proximity/cluster-labels.json")
+    c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: keyword labels only")
     return p
 
 
@@ -110,7 +117,51 @@ def _dupes(args) -> int:
     return 0
 
 
-COMMANDS = {"embed": _embed, "graph": _graph, "clusters": _clusters, "dupes": _dupes}
+def _llm_client(args, task: str):
+    from hypograph.llm import LLMClient, LLMConfig
+
+    return LLMClient(LLMConfig.from_env(offline=args.llm == "offline"), args.run_dir / ".hypograph", task)
+
+
+def _adjudicate(args) -> int:
+    from hypograph.hypotheses import load_corpus
+    from hypograph.proximity.adjudicate import adjudicate, read_reviews, review_queue
+    from hypograph.proximity.store import read_dupes, write_verdicts
+
+    pairs = read_dupes(args.run_dir)
+    corpus = load_corpus(args.run_dir)
+    client = _llm_client(args, "dedup_verdicts")
+    decisions = adjudicate(pairs, {h.id: h for h in corpus.hypotheses}, read_reviews(args.run_dir), client, args.auto_merge)
+    path = write_verdicts(args.run_dir, decisions)
+    usage = client.usage
+    print(f"{len(decisions)} decisions (llm: {client.config.describe()}; {usage.calls} calls, {usage.cached} cached, "
+          f"{usage.rejected} rejected) -> {path}")
+    for d in decisions:
+        print(f"  {d.verdict:<5} {d.pair[0]} {d.pair[1]} {d.similarity:.4f} [{d.decided_by}]")
+    queue = review_queue(decisions)
+    if queue:
+        print(f"review queue: {len(queue)} pair(s) — record verdicts in {args.run_dir / 'proximity' / 'review.json'}")
+    return 0
+
+
+def _label(args) -> int:
+    from hypograph.hypotheses import load_corpus
+    from hypograph.proximity.cluster_names import name_clusters
+    from hypograph.proximity.store import read_clusters, write_cluster_names
+
+    clusters = read_clusters(args.run_dir)
+    corpus = load_corpus(args.run_dir)
+    client = _llm_client(args, "cluster_labels")
+    names = name_clusters(clusters, {h.id: h for h in corpus.hypotheses}, client)
+    path = write_cluster_names(args.run_dir, names)
+    print(f"{len(names)} cluster names (llm: {client.config.describe()}) -> {path}")
+    for label, members in clusters.clusters.items():
+        print(f"{label}: {names[label]['label']} ({', '.join(members)})")
+    return 0
+
+
+COMMANDS = {"embed": _embed, "graph": _graph, "clusters": _clusters, "dupes": _dupes,
+            "adjudicate": _adjudicate, "label": _label}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -3,7 +3,7 @@
 Runs go through a real Dagster instance whose storage lives in ``<input>/.hypograph/dagster``
 (or ``$DAGSTER_HOME`` when set), so ``make ui INPUT=<input>`` shows every run and its lineage.
 
-    hypograph proximity PATH [--backend tfidf|sbert] [--model M] [--threshold 0.3] [--dupe-threshold 0.8]
+    hypograph proximity PATH [--backend tfidf|sbert] [--model M] [--threshold 0.3] [--dupe-threshold 0.8] [--llm offline]
     hypograph ui PATH [--host 127.0.0.1] [--port 3000]
 """
 
@@ -55,23 +55,31 @@ def print_proximity_summary(root: Path, top: int = 10) -> None:
     graph, _ = store.read_graph(root)
     clusters = store.read_clusters(root)
     pairs = store.read_dupes(root)
+    verdicts = {frozenset(d.pair): d for d in store.read_verdicts(root)}
+    names = {c: n["label"] for c, n in store.read_cluster_names(root).items()}
     d = store.proximity_dir(root)
     print(f"{root}: {len(graph.ids)} hypotheses, {graph.num_edges} edges >= {graph.threshold}, "
           f"{clusters.num_clusters} clusters ({clusters.algorithm}), {len(pairs)} duplicate pairs "
           f"[{graph.embedding.get('backend', '?')}]")
     print("clusters:")
-    for line in report_lines(clusters):
+    for line in report_lines(clusters, names):
         print(f"  {line}")
-    print(f"top duplicate pairs:" if pairs else "no duplicate pairs")
+    print("top duplicate pairs:" if pairs else "no duplicate pairs")
     for p in pairs[:top]:
-        print(f"  {p.similarity:.4f}  {p.a}  {p.b}")
-    print("wrote: " + ", ".join(str(d / f) for f in ("embeddings.npz", "embedding-ids.json", "graph.json", "clusters.json", "dupes.json")))
+        v = verdicts.get(frozenset((p.a, p.b)))
+        print(f"  {p.similarity:.4f}  {p.a}  {p.b}  {v.verdict} [{v.decided_by}]" if v else f"  {p.similarity:.4f}  {p.a}  {p.b}")
+    flagged = sum(v.verdict == "FLAG" for v in verdicts.values())
+    if flagged:
+        print(f"{flagged} pair(s) flagged for human review: record verdicts in {d / 'review.json'}")
+    files = ("embeddings.npz", "embedding-ids.json", "embedding-meta.json", "graph.json", "clusters.json",
+             "cluster-labels.json", "dupes.json", "verdicts.json")
+    print("wrote: " + ", ".join(str(d / f) for f in files))
 
 
 def _proximity(args) -> int:
     root = args.path.resolve()
     run_job(root, "proximity", backend=args.backend, model=args.model,
-            graph_threshold=args.threshold, dupe_threshold=args.dupe_threshold)
+            graph_threshold=args.threshold, dupe_threshold=args.dupe_threshold, offline=args.llm == "offline")
     print_proximity_summary(root)
     return 0
 
@@ -96,6 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--model", default=None)
     c.add_argument("--threshold", type=float, default=0.30)
     c.add_argument("--dupe-threshold", type=float, default=0.80)
+    c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: never call a model")
     c.set_defaults(func=_proximity)
     c = sub.add_parser("ui", help="the Dagster web UI for PATH's runs and lineage")
     c.add_argument("path", type=Path, help="run directory or vault")
