@@ -1,0 +1,38 @@
+"""What step 3 handed over, recorded once per vault in ``.hypograph/step3-baseline.json``.
+
+Checks 1 and 5 need it: "nothing deleted" (every step-3 id still has a file), "source never
+rewritten" and "generalization_note iff the statement was widened". It is written at the first
+structuring run and only ever extended (a step-3 node added later joins it); it is never rewritten.
+A vault structured by another tool has no baseline, and those sub-checks are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hypograph.atomic import write_json
+from hypograph.vault.vault import Vault
+
+BASELINE = Path(".hypograph") / "step3-baseline.json"
+
+
+def read_baseline(root: Path) -> dict[str, dict] | None:
+    path = Path(root) / BASELINE
+    if not path.exists():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))["hypotheses"]
+
+
+def record_baseline(vault: Vault) -> dict[str, dict]:
+    """Add every step-3 H node not yet recorded (no ``state``, no step-4 origin) and return all."""
+    known = read_baseline(vault.root) or {}
+    added = False
+    for h in vault.of_type("hypothesis"):
+        if h.id in known or "state" in h.meta or h.meta.get("origin"):
+            continue
+        known[h.id] = {k: h.meta.get(k) for k in ("statement", "source", "locator")}
+        added = True
+    if added or not (vault.root / BASELINE).exists():
+        write_json(vault.root / BASELINE, {"hypotheses": known})
+    return known

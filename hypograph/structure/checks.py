@@ -1,0 +1,229 @@
+"""The seed's six binary checks of step 4, on a vault. Each returns (node id, reason) violations.
+
+Checks 1 and 5 gate 4a; 2, 3 and 4 gate 4b; 6 applies to both.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from hypograph.vault.nodes import Node, id_number, link_target
+from hypograph.vault.vault import Vault
+
+Violation = tuple[str, str]
+STATES = ("active", "merged", "dropped")
+FOLDER = {"active": Path("hypotheses"), "merged": Path("hypotheses/merged"), "dropped": Path("hypotheses/dropped")}
+H_FIELDS_4 = ("state", "cluster", "merged_into", "merged_from", "additional_sources", "generalization_note",
+              "drop_reason", "residual", "origin")
+HC_FIELDS = ("hypotheses", "exclusivity", "exhaustive_by_construction", "independence", "depends_on", "question", "relevance")
+NUMBERISH = re.compile(r"(?<![\w.-])(?:0?\.\d+|1\.0+)(?![\w.])|\d+(?:\.\d+)?\s?%|\b(?:weight|rank|prior|likelihood|probability|odds)\s*[:=]\s*\S", re.I)
+
+
+def _blank(value) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip()) or value == []
+
+
+def _links(value) -> list[str]:
+    if isinstance(value, str):
+        value = [value]
+    return [t for t in (link_target(v) for v in (value or [])) if t]
+
+
+def check_1_states(vault: Vault, baseline: dict | None) -> list[Violation]:
+    """Exactly one state; merged -> one hop to an active H; dropped -> drop_reason; right folder;
+    every step-3 hypothesis still has a file."""
+    out: list[Violation] = []
+    for h in vault.of_type("hypothesis"):
+        state = h.meta.get("state")
+        if state not in STATES:
+            out.append((h.id, f"state is {state!r}, not one of active / merged / dropped"))
+            continue
+        if h.path.parent != FOLDER[state]:
+            out.append((h.id, f"state {state} but the file is in {h.path.parent}/, not {FOLDER[state]}/"))
+        if state == "merged":
+            target = vault.resolve(h.meta.get("merged_into"))
+            if target is None or target.type != "hypothesis":
+                out.append((h.id, f"merged_into {h.meta.get('merged_into')!r} does not resolve to a hypothesis"))
+            elif target.meta.get("state") != "active":
+                out.append((h.id, f"merged_into {target.id}, which is {target.meta.get('state')!r}, not active (one hop)"))
+        if state == "dropped" and _blank(h.meta.get("drop_reason")):
+            out.append((h.id, "dropped without a drop_reason"))
+    for missing in sorted(set(baseline or {}) - set(vault.nodes)):
+        out.append((missing, "step-3 hypothesis has no file any more"))
+    return out
+
+
+def _clusters(vault: Vault) -> list[Node]:
+    return vault.of_type("hypothesis-cluster")
+
+
+def _member_order_ok(members: list[Node]) -> bool:
+    residual = [m for m in members if m.meta.get("residual") is True]
+    named = [m for m in members if m.meta.get("residual") is not True]
+    if residual and members[-1] is not residual[-1]:
+        return False
+    numbers = [id_number(m.id) for m in named]
+    return numbers == sorted(numbers)
+
+
+def check_2_clusters(vault: Vault) -> list[Violation]:
+    """HC nodes in hypothesis-clusters/, filename begins with the id, >= 2 distinct active members
+    ascending-id / residual-last, exclusivity and independence non-empty, keys present."""
+    out: list[Violation] = []
+    for hc in _clusters(vault):
+        if hc.path.parent != Path("hypothesis-clusters"):
+            out.append((hc.id, f"not in hypothesis-clusters/ but in {hc.path.parent}/"))
+        if not hc.path.name.startswith(f"{hc.id} - ") and hc.path.stem != hc.id:
+            out.append((hc.id, "filename does not begin with its id"))
+        links = hc.meta.get("hypotheses")
+        targets = _links(links)
+        if not isinstance(links, list) or len(targets) != len(links):
+            out.append((hc.id, "hypotheses is not a list of [[H-N]] links"))
+        members = [vault.nodes.get(t) for t in targets]
+        if len(set(targets)) != len(targets):
+            out.append((hc.id, "a member is listed twice"))
+        if len(set(targets)) < 2:
+            out.append((hc.id, f"{len(set(targets))} distinct member(s); at least 2 required"))
+        for t, m in zip(targets, members):
+            if m is None or m.type != "hypothesis":
+                out.append((hc.id, f"member {t} is not a hypothesis node"))
+            elif m.meta.get("state") != "active":
+                out.append((hc.id, f"member {t} is {m.meta.get('state')!r}, not active"))
+        real = [m for m in members if m is not None]
+        if real and not _member_order_ok(real):
+            out.append((hc.id, "members not in ascending-id order with the residual last"))
+        for key in ("exclusivity", "independence"):
+            if _blank(hc.meta.get(key)):
+                out.append((hc.id, f"{key} is empty"))
+        for key in ("depends_on", "exhaustive_by_construction"):
+            if key not in hc.meta:
+                out.append((hc.id, f"key {key} missing"))
+    return out
+
+
+def check_3_residuals(vault: Vault) -> list[Violation]:
+    """Exactly one residual, listed last — or exhaustive_by_construction with a body that names
+    an analysis-failure mode and the member it favours."""
+    out: list[Violation] = []
+    for hc in _clusters(vault):
+        members = [vault.nodes.get(t) for t in _links(hc.meta.get("hypotheses"))]
+        residuals = [m for m in members if m is not None and m.meta.get("residual") is True]
+        if hc.meta.get("exhaustive_by_construction") is True:
+            if residuals:
+                out.append((hc.id, "exhaustive_by_construction but has a residual member"))
+            prose = "\n".join(l for l in hc.body.splitlines() if not l.strip().startswith("![["))
+            if not prose.strip() or not any(m is not None and m.id in prose for m in members):
+                out.append((hc.id, "exhaustive_by_construction without a body justification naming the member a failure would favour"))
+        elif len(residuals) != 1:
+            out.append((hc.id, f"{len(residuals)} residual members; exactly 1 required (not exhaustive)"))
+        elif members[-1] is not residuals[0]:
+            out.append((hc.id, f"residual {residuals[0].id} is not listed last"))
+    return out
+
+
+def check_4_membership(vault: Vault) -> list[Violation]:
+    """Every active H in exactly one HC, its cluster backlink naming that HC."""
+    out: list[Violation] = []
+    where: dict[str, list[str]] = {}
+    for hc in _clusters(vault):
+        for t in set(_links(hc.meta.get("hypotheses"))):
+            where.setdefault(t, []).append(hc.id)
+    for h_id, hcs in where.items():
+        if len(hcs) > 1:
+            out.append((h_id, f"in {len(hcs)} clusters: {', '.join(sorted(hcs))}"))
+    for h in vault.of_type("hypothesis"):
+        if h.meta.get("state") != "active":
+            continue
+        hcs = where.get(h.id, [])
+        backlink = link_target(h.meta.get("cluster"))
+        if not hcs:
+            out.append((h.id, "active but in no cluster"))
+        elif backlink not in hcs:
+            out.append((h.id, f"cluster backlink {h.meta.get('cluster')!r} does not name {hcs[0]}"))
+    return out
+
+
+def check_5_survivors(vault: Vault, baseline: dict | None) -> list[Violation]:
+    """Survivors: merged_from, single unchanged source, additional_sources = the absorbed sources
+    (disjoint from source), one locator per source, generalization_note iff widened. Active H
+    without a source: residual, or origin step-4-constructed with a reason."""
+    out: list[Violation] = []
+    absorbed_by: dict[str, list[Node]] = {}
+    for h in vault.of_type("hypothesis"):
+        if h.meta.get("state") == "merged":
+            target = link_target(h.meta.get("merged_into"))
+            if target:
+                absorbed_by.setdefault(target, []).append(h)
+    for h in vault.of_type("hypothesis"):
+        absorbed = absorbed_by.get(h.id, [])
+        merged_from = _links(h.meta.get("merged_from"))
+        if h.meta.get("state") != "active" or not (absorbed or merged_from):
+            continue
+        if not merged_from:
+            out.append((h.id, "survivor without merged_from"))
+        missing = {a.id for a in absorbed} - set(merged_from)
+        if missing:
+            out.append((h.id, f"merged_from lacks {', '.join(sorted(missing))}"))
+        source = h.meta.get("source")
+        if not isinstance(source, str) or not link_target(source):
+            out.append((h.id, "source is not a single [[S-N]] link"))
+        elif baseline and h.id in baseline and link_target(baseline[h.id].get("source")) != link_target(source):
+            out.append((h.id, "source was rewritten"))
+        from_nodes = [vault.nodes[m] for m in merged_from if m in vault.nodes]
+        expected = {link_target(n.meta.get("source")) for n in from_nodes} - {None}
+        extra = set(_links(h.meta.get("additional_sources")))
+        if extra != expected - {link_target(source)} or not expected <= extra | {link_target(source)}:
+            out.append((h.id, f"additional_sources {sorted(extra)} != absorbed sources {sorted(expected)}"))
+        if link_target(source) in extra:
+            out.append((h.id, "additional_sources repeats the node's own source"))
+        locators = h.meta.get("locator")
+        wanted = {link_target(source)} | extra
+        prefixes = [str(l).split(":", 1)[0].strip() for l in locators] if isinstance(locators, list) else []
+        if not isinstance(locators, list) or sorted(prefixes) != sorted(wanted):
+            out.append((h.id, f"locator should be one 'S-N: where' entry per source {sorted(wanted)}"))
+        if baseline and h.id in baseline:
+            widened = baseline[h.id].get("statement") != h.meta.get("statement")
+            if widened != (not _blank(h.meta.get("generalization_note"))):
+                out.append((h.id, "generalization_note present without a widened statement" if not widened
+                            else "statement widened without a generalization_note"))
+    for h in vault.of_type("hypothesis"):
+        if h.meta.get("state") == "active" and _blank(h.meta.get("source")) and h.meta.get("residual") is not True:
+            if h.meta.get("origin") != "step-4-constructed" or not h.body.strip():
+                out.append((h.id, "no source, not a residual, and not origin: step-4-constructed with a reason"))
+    return out
+
+
+def _numbers(value, path: str) -> list[str]:
+    if isinstance(value, bool) or value is None:
+        return []
+    if isinstance(value, (int, float)):
+        return [f"{path} = {value}"]
+    if isinstance(value, str):
+        m = NUMBERISH.search(value)
+        return [f"{path} contains {m.group(0)!r}"] if m else []
+    if isinstance(value, list):
+        return [x for k, v in enumerate(value) for x in _numbers(v, f"{path}[{k}]")]
+    if isinstance(value, dict):
+        return [x for k, v in value.items() for x in _numbers(v, f"{path}.{k}")]
+    return []
+
+
+def check_6_no_numbers(vault: Vault) -> list[Violation]:
+    """No step-4-owned field (H disposition fields, every HC field) holds a number or weight."""
+    out: list[Violation] = []
+    for h in vault.of_type("hypothesis"):
+        for key in H_FIELDS_4:
+            out += [(h.id, f"{x}: step-4 fields hold no numbers") for x in _numbers(h.meta.get(key), key)]
+    for hc in _clusters(vault):
+        for key in HC_FIELDS:
+            out += [(hc.id, f"{x}: step-4 fields hold no numbers") for x in _numbers(hc.meta.get(key), key)]
+    return out
+
+
+def all_checks(vault: Vault, baseline: dict | None) -> dict[int, list[Violation]]:
+    """Run checks 1-6; {check number: violations}."""
+    return {
+        1: check_1_states(vault, baseline), 2: check_2_clusters(vault), 3: check_3_residuals(vault),
+        4: check_4_membership(vault), 5: check_5_survivors(vault, baseline), 6: check_6_no_numbers(vault),
+    }

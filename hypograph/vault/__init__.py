@@ -1,0 +1,1 @@
+"""An Obsidian-style vault of markdown nodes (seed 000): read, write, mint, link."""

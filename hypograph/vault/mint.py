@@ -1,0 +1,94 @@
+"""Mint node ids and create nodes, as the seed's ``create_node.py`` does.
+
+The next id is one past the highest ``PREFIX-N`` anywhere under the vault (sub-folders included,
+so merged and dropped ids are never reused), taken while holding an exclusive ``flock`` on
+``<vault>/.create_node.lock`` — the lock file the seed's script uses, so both tools can mint in
+one vault at once. Ids never come from a model.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from hypograph.errors import HypographError
+from hypograph.vault.nodes import clean_title, parse_node, render
+from hypograph.vault.vault import NODE_TYPES
+
+LOCK_NAME = ".create_node.lock"
+PLACEHOLDER = "{{ID}}"
+
+
+@contextmanager
+def vault_lock(root: Path) -> Iterator[None]:
+    """Hold the vault's exclusive minting lock (blocks until free)."""
+    with open(Path(root) / LOCK_NAME, "a+") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def highest_id(root: Path, prefix: str) -> int:
+    """Highest N of any file named ``PREFIX-N…`` anywhere under ``root`` (0 if none)."""
+    pattern = re.compile(rf"^{re.escape(prefix)}-(\d+)(?:\D|$)")
+    best = 0
+    for _dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            m = pattern.match(name)
+            if m:
+                best = max(best, int(m.group(1)))
+    return best
+
+
+def create_node(root: Path, node_type: str, title: str, meta: dict[str, Any] | None = None,
+                body: str = "", folder: str | None = None) -> tuple[str, Path]:
+    """Mint the next id for ``node_type`` and write ``ID - Title.md`` (exclusive create).
+
+    ``meta`` fields follow ``type`` and ``id``; ``{{ID}}`` in any string field or the body is
+    replaced by the new id. Returns (id, path relative to the vault).
+    """
+    if node_type not in NODE_TYPES:
+        raise HypographError(f"unknown node type {node_type!r}: one of {', '.join(NODE_TYPES)}")
+    prefix, default_folder = NODE_TYPES[node_type]
+    root = Path(root)
+    with vault_lock(root):
+        node_id = f"{prefix}-{highest_id(root, prefix) + 1}"
+        fields = {"type": node_type, "id": node_id}
+        for k, v in (meta or {}).items():
+            if k not in fields:
+                fields[k] = v.replace(PLACEHOLDER, node_id) if isinstance(v, str) else v
+        rel = Path(folder or default_folder) / f"{node_id} - {clean_title(title.replace(PLACEHOLDER, node_id))}.md"
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        _create_exclusive(root / rel, render(fields, body.replace(PLACEHOLDER, node_id)))
+    return node_id, rel
+
+
+def _create_exclusive(path: Path, text: str) -> None:
+    """Write a complete file under a temp name, then hard-link it into place: the file appears
+    whole or not at all, and an existing file is never overwritten."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "x", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise HypographError(f"{path}: already exists; not overwriting it") from None
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def create_node_from_text(root: Path, node_type: str, title: str, text: str) -> tuple[str, Path]:
+    """``hypograph create-node``: ``text`` is a body, or a whole node with frontmatter."""
+    node = parse_node(text, Path("<stdin>"))
+    meta = {k: v for k, v in node.meta.items() if k not in ("type", "id")}
+    return create_node(root, node_type, title, meta, node.body)

@@ -1,0 +1,188 @@
+"""Markdown nodes: YAML frontmatter + body, filename ``ID - Title.md``.
+
+Reading uses python-frontmatter's YAML handler with a loader that refuses aliases (a few
+anchors can expand into gigabytes once walked). A node whose fields did not change is never
+rewritten, so it stays byte-for-byte what it was. A changed node keeps its body exactly, its key
+order, and the original YAML text of every field that kept its value; only changed and new
+fields are re-emitted (wiki-links double-quoted, as the seed pipeline writes them).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from frontmatter.default_handlers import YAMLHandler
+
+from hypograph.errors import HypographError
+
+FRONTMATTER_RE = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*(?:\r?\n|\Z)", re.S | re.M)
+ID_RE = re.compile(r"^([A-Z]+)-(\d+)$")
+FILENAME_ID_RE = re.compile(r"^([A-Z]+-\d+)(?: - |\.md$|$)")
+LINK_RE = re.compile(r"!?\[\[([^\]|#]+?)(?:#[^\]|]*)?(?:\|[^\]]*)?\]\]")
+ILLEGAL_FILENAME_CHARS = re.compile(r'[/\\:*?"<>|\[\]#^\x00-\x1f]')
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """SafeLoader that rejects YAML aliases (``*name``): no billion-laughs expansion."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(None, None, "YAML aliases are not allowed in node frontmatter", event.start_mark)
+        return super().compose_node(parent, index)
+
+
+class _Dumper(yaml.SafeDumper):
+    """Double-quote wiki-links like the seed pipeline; everything else as PyYAML decides."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str):
+    style = '"' if value.startswith(("[[", "![[")) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
+_HANDLER = YAMLHandler()
+TOP_KEY_RE = re.compile(r"^([^\s#'\"-][^:]*|'[^']*'|\"[^\"]*\"):(?:[ \t]|$)")
+
+
+@dataclass
+class Node:
+    """One markdown node. ``path`` is relative to the vault root; ``raw`` is the text as read."""
+
+    path: Path
+    meta: dict[str, Any]
+    body: str
+    raw: str = ""
+    original_meta: dict[str, Any] = field(default_factory=dict)
+    original_yaml: str = ""
+
+    @property
+    def id(self) -> str:
+        return str(self.meta.get("id", ""))
+
+    @property
+    def type(self) -> str:
+        return str(self.meta.get("type", ""))
+
+    @property
+    def title(self) -> str:
+        """The filename's descriptive part, after ``ID - ``."""
+        return self.path.stem.partition(" - ")[2]
+
+    @property
+    def link(self) -> str:
+        """``[[ID - Title]]``: an Obsidian wiki-link to this node."""
+        return f"[[{self.path.stem}]]"
+
+    @property
+    def changed(self) -> bool:
+        return self.meta != self.original_meta
+
+    def text(self) -> str:
+        """The file's text: the raw text if nothing changed, else edited frontmatter + same body."""
+        if not self.changed and self.raw:
+            return self.raw
+        blocks = _key_blocks(self.original_yaml)
+        lines = []
+        for key, value in self.meta.items():
+            if key in blocks and key in self.original_meta and self.original_meta[key] == value:
+                lines.append(blocks[key])
+            else:
+                lines.append(dump_field(key, value))
+        return "---\n" + "".join(lines) + "---\n" + self.body
+
+
+def dump_field(key: str, value: Any) -> str:
+    """One top-level field as YAML text ending in a newline, never folded."""
+    return yaml.dump({key: value}, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
+                     default_flow_style=False, width=1_000_000)
+
+
+def render(meta: dict[str, Any], body: str) -> str:
+    """A new node's text: ``---``, the fields in order, ``---``, the body."""
+    return "---\n" + "".join(dump_field(k, v) for k, v in meta.items()) + "---\n" + body
+
+
+def _key_blocks(fm: str) -> dict[str, str]:
+    """Split frontmatter YAML into each top-level key's text (its line plus continuation lines)."""
+    blocks: dict[str, str] = {}
+    key = None
+    for line in fm.splitlines(keepends=True):
+        m = TOP_KEY_RE.match(line)
+        if m:
+            key = m.group(1).strip("'\"")
+            blocks[key] = line
+        elif key is not None:
+            blocks[key] += line
+    for k, text in blocks.items():
+        if not text.endswith("\n"):
+            blocks[k] = text + "\n"
+    return blocks
+
+
+def parse_node(raw: str, rel: Path) -> Node:
+    """Parse the text of a node file; raise HypographError naming the file on bad YAML."""
+    m = FRONTMATTER_RE.match(raw)
+    if not m:
+        return Node(rel, {}, raw, raw, {})
+    try:
+        meta = _HANDLER.load(m.group(1), Loader=_NoAliasLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (frontmatter line {mark.line + 1})" if mark else ""
+        raise HypographError(f"{rel}: frontmatter is not valid YAML{where}: {getattr(e, 'problem', None) or e}") from None
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict):
+        raise HypographError(f"{rel}: frontmatter is not a mapping of fields")
+    return Node(rel, meta, raw[m.end():], raw, _deep_copy(meta), m.group(1))
+
+
+def read_node(root: Path, rel: Path) -> Node:
+    try:
+        raw = (root / rel).read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise HypographError(f"{rel}: not UTF-8 ({e.reason} at byte {e.start})") from None
+    return parse_node(raw, rel)
+
+
+def _deep_copy(value):
+    if isinstance(value, dict):
+        return {k: _deep_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deep_copy(v) for v in value]
+    return value
+
+
+def link_target(link: Any) -> str | None:
+    """The id a wiki-link points at: ``[[H-3 - Title]]`` and ``[[H-3]]`` -> ``H-3``; else None."""
+    if not isinstance(link, str):
+        return None
+    m = LINK_RE.search(link)
+    if not m:
+        return None
+    target = m.group(1).strip()
+    fm = FILENAME_ID_RE.match(target)
+    return fm.group(1) if fm else None
+
+
+def id_number(node_id: str) -> int:
+    m = ID_RE.match(node_id)
+    if not m:
+        raise ValueError(f"not an id: {node_id!r}")
+    return int(m.group(2))
+
+
+def clean_title(title: str, limit: int = 150) -> str:
+    """A title safe as a filename and inside a wiki-link: illegal characters become ``-``,
+    whitespace collapses, no leading/trailing dots or spaces, at most ``limit`` characters."""
+    cleaned = ILLEGAL_FILENAME_CHARS.sub("-", title)
+    cleaned = re.sub(r"\s+", " ", cleaned).strip(" .")
+    if len(cleaned) > limit:
+        cleaned = cleaned[:limit].rsplit(" ", 1)[0].rstrip(" .")
+    return cleaned or "Untitled"

@@ -1,0 +1,143 @@
+"""A whole vault: every node under its folders, looked up by id, written through a journal.
+
+Nodes are ``.md`` files with an ``id`` in their frontmatter, in any sub-folder except the tool's own
+(``agent-notes/``, ``proximity/``, ``.hypograph/``, dot-folders). Top-level files such as
+``initial_prompt.md`` or a problem log are not nodes and are never touched.
+
+Writes go through ``Journal``: the whole plan (moves and new texts) is saved first, then applied
+one file at a time, each step atomic and idempotent; if a run dies half-way, the next ``open_vault``
+rolls the plan forward before reading. Nothing is ever deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from hypograph.atomic import write_json, write_text
+from hypograph.errors import HypographError
+from hypograph.vault.nodes import FILENAME_ID_RE, ID_RE, Node, link_target, read_node
+
+SKIP_DIRS = {"agent-notes", "proximity", ".hypograph", ".obsidian", ".git", ".trash"}
+JOURNAL = Path(".hypograph") / "journal.json"
+
+# node type -> (id prefix, folder), as the seed pipeline lays a vault out
+NODE_TYPES: dict[str, tuple[str, str]] = {
+    "hypothesis": ("H", "hypotheses"),
+    "hypothesis-cluster": ("HC", "hypothesis-clusters"),
+    "observation": ("O", "observations-and-facts"),
+    "source": ("S", "sources"),
+    "argument": ("A", "arguments"),
+    "data-basis": ("D", "data-bases"),
+    "evidence-link": ("E", "evidence-links"),
+    "correlation-group": ("CG", "correlation-groups"),
+}
+
+
+@dataclass
+class Vault:
+    root: Path
+    nodes: dict[str, Node]
+
+    def of_type(self, node_type: str) -> list[Node]:
+        from hypograph.hypotheses import id_sort_key
+
+        return sorted((n for n in self.nodes.values() if n.type == node_type), key=lambda n: id_sort_key(n.id))
+
+    def resolve(self, link) -> Node | None:
+        """The node a wiki-link (``[[H-3 - T]]`` or ``[[H-3]]``) points at, by id."""
+        target = link_target(link)
+        return self.nodes.get(target) if target else None
+
+    def main_question(self) -> str:
+        """The run's question: ``initial_prompt.md`` (whole text; the model reads it)."""
+        path = self.root / "initial_prompt.md"
+        return path.read_text(encoding="utf-8") if path.exists() else ""
+
+
+def node_files(root: Path):
+    """Relative paths of candidate node files, sorted."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = Path(dirpath).relative_to(root)
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
+        if rel_dir == Path("."):
+            continue  # top-level files are not nodes
+        for name in sorted(filenames):
+            if name.endswith(".md"):
+                yield rel_dir / name
+
+
+def open_vault(root: Path | str) -> Vault:
+    """Roll forward an interrupted write, then read every node. Errors name the file."""
+    root = Path(root)
+    if not root.is_dir():
+        raise HypographError(f"{root}: not a directory")
+    Journal(root).roll_forward()
+    nodes: dict[str, Node] = {}
+    for rel in node_files(root):
+        node = read_node(root, rel)
+        if "id" not in node.meta:
+            continue  # a plain note, not a node
+        node_id = node.meta["id"]
+        if not isinstance(node_id, str) or not ID_RE.match(node_id):
+            raise HypographError(f"{rel}: field 'id': {node_id!r} is not an id like H-12")
+        m = FILENAME_ID_RE.match(rel.name)
+        if not m or m.group(1) != node_id:
+            raise HypographError(f"{rel}: field 'id': {node_id} does not match the filename")
+        if node_id in nodes:
+            raise HypographError(f"{rel}: field 'id': {node_id} is also the id of {nodes[node_id].path}")
+        nodes[node_id] = node
+    return Vault(root, nodes)
+
+
+class Journal:
+    """A saved plan of file moves and rewrites, applied idempotently."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.path = self.root / JOURNAL
+
+    def apply(self, steps: list[dict]) -> int:
+        """Save ``steps`` ({"from", "to", "text"}), apply them, then clear. Returns files changed."""
+        if not steps:
+            return 0
+        write_json(self.path, {"steps": steps})
+        changed = self._run(steps)
+        self.path.unlink()
+        return changed
+
+    def roll_forward(self) -> int:
+        """Finish the plan of a run that died half-way, if any."""
+        if not self.path.exists():
+            return 0
+        try:
+            steps = json.loads(self.path.read_text(encoding="utf-8"))["steps"]
+        except (json.JSONDecodeError, KeyError, UnicodeDecodeError):
+            raise HypographError(f"{self.path}: unreadable journal of an interrupted run; inspect and remove it") from None
+        changed = self._run(steps)
+        self.path.unlink()
+        return changed
+
+    def _run(self, steps: list[dict]) -> int:
+        changed = 0
+        for step in steps:
+            changed += apply_step(self.root, step)
+        return changed
+
+
+def apply_step(root: Path, step: dict) -> int:
+    """Move ``from`` to ``to`` (if still there), then write ``text`` to ``to`` atomically.
+
+    Moving first and rewriting second means a node is never in two places and never missing.
+    """
+    src, dst = root / step["from"], root / step["to"]
+    moved = False
+    if src != dst and src.exists():
+        if dst.exists():
+            raise HypographError(f"{step['to']}: already exists; refusing to overwrite it with {step['from']}")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(src, dst)
+        moved = True
+    return int(write_text(dst, step["text"]) or moved)
