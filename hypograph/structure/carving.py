@@ -1,0 +1,379 @@
+"""Step 4b: carve the active hypotheses into hypothesis-cluster (HC) nodes with residuals.
+
+* Existing HC nodes are never re-carved or reordered. Active hypotheses in no cluster are carved
+  into new clusters; they never join an existing one (that would shift its frozen member order).
+* With a model: a validated structured answer gives each new cluster its members (by number,
+  never by id), name, question, exclusivity, independence, depends_on, relevance, and a residual
+  statement naming the escape (or an exhaustiveness argument), plus constructed complements and
+  stragglers to drop.
+* Offline (deterministic, heuristic): members grouped by their ``question`` hints (TF-IDF cosine
+  >= 0.5, connected components), leftovers joining their most similar group; one residual each;
+  justification lines say plainly they are heuristic.
+* A repair pass then makes every cluster whole: a non-exhaustive cluster without its residual gets
+  one, a residual or member whose backlink names a cluster that does not list it is listed, and
+  every member's ``cluster`` backlink is set. That pass is what lets a run that died half-way be
+  completed by the next one without minting twice.
+
+New nodes are minted under the vault lock (``create_node``); edits go through the journal.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from hypograph.atomic import write_json
+from hypograph.hypotheses import id_sort_key
+from hypograph.llm.client import LLMClient, Rejected, Request, untrusted
+from hypograph.structure.checks import NUMBERISH
+from hypograph.structure.dispositions import QUESTION_CHARS, active_hypotheses, observations
+from hypograph.vault.mint import create_node
+from hypograph.vault.nodes import Node, id_number, link_target
+from hypograph.vault.vault import Journal, Vault, open_vault
+
+PENDING = Path(".hypograph") / "pending-residuals.json"
+QUESTION_LINK = 0.5
+BARE_OTHER = re.compile(r"^\s*(other|others|something else|none of the above|none)\W*$", re.I)
+HEURISTIC = "Heuristic (offline, no model):"
+
+
+@dataclass
+class ClusterPlan:
+    """A cluster to create: what 4b decided, before any id is minted."""
+
+    title: str
+    members: list[str]
+    exclusivity: str
+    independence: str
+    justification: str
+    question: str | None = None
+    relevance: str | None = None
+    depends_on: list[tuple[int, str]] = field(default_factory=list)  # (index of another new cluster, note)
+    exhaustive: bool = False
+    residual_title: str = ""
+    residual_statement: str = ""
+    residual_note: str = ""
+    constructed: list[dict] = field(default_factory=list)  # {"title", "statement", "reason"}
+
+
+@dataclass
+class ClusterReport:
+    created: list[str] = field(default_factory=list)
+    minted: list[str] = field(default_factory=list)
+    dropped: dict[str, str] = field(default_factory=dict)
+    clusters: dict[str, list[str]] = field(default_factory=dict)
+
+
+# -- model carving ----------------------------------------------------------------------------------
+
+class DependsOn(BaseModel):
+    cluster: int = Field(ge=1, description="number of another cluster in this answer")
+    note: str
+
+
+class Constructed(BaseModel):
+    title: str = Field(min_length=5, max_length=120)
+    statement: str = Field(min_length=10)
+    reason: str = Field(min_length=5, description="one line: why logic needs this member no paper stated")
+
+
+class CarvedCluster(BaseModel):
+    name: str = Field(min_length=5, max_length=120, description="noun phrase naming the dimension the members answer")
+    question: str | None = Field(default=None, description="the precise sub-question, one sentence ending ?")
+    members: list[int] = Field(description="hypothesis numbers")
+    exclusivity: str = Field(min_length=10)
+    independence: str = Field(min_length=10)
+    depends_on: list[DependsOn] = Field(default_factory=list)
+    relevance: str | None = None
+    exhaustive_by_construction: bool = False
+    exhaustiveness_argument: str | None = Field(default=None, description="if exhaustive: failure mode and the member (by number) it would favour")
+    residual_title: str | None = None
+    residual_statement: str | None = Field(default=None, description="names the concrete escape; never a bare 'other'")
+    constructed: list[Constructed] = Field(default_factory=list)
+    carving_justification: str = Field(min_length=10)
+
+
+class Straggler(BaseModel):
+    hypothesis: int = Field(ge=1)
+    drop_reason: str = Field(min_length=5)
+
+
+class Carving(BaseModel):
+    clusters: list[CarvedCluster]
+    stragglers: list[Straggler] = Field(default_factory=list)
+
+
+CARVE_SYSTEM = """You structure hypotheses into hypothesis clusters (step 4b of an analysis).
+Group the numbered hypotheses bottom-up by the sub-question they answer (the question field is only
+a hint; trust the statements). Each cluster is one sub-question whose members are mutually
+exclusive answers at comparable grain. Never make two clusters that slice one sub-question two
+ways. For each cluster give: a noun-phrase name of the dimension; the precise question if one clean
+sentence exists; one-line exclusivity (why at most one member holds); one-line independence (why
+its prior factorizes from the other clusters); depends_on notes for dependences you leave
+un-merged (ideally none); relevance to the main question. Unless the members logically cover the
+answer space (then exhaustive_by_construction true plus an argument naming what analysis failure
+would break it and which member it would favour), give a residual title and statement naming the
+concrete escape ("some driver other than the above, e.g. disease") — never a bare "other". Add
+constructed members only when the cluster's logic needs an answer no paper stated. A hypothesis
+that fits no cluster is a straggler with a one-line drop reason. Every hypothesis number appears
+exactly once, as a member or a straggler. No numbers, probabilities, weights or ranks anywhere."""
+
+
+def _carve_request(hyps: list[Node], existing: list[Node], obs: list[Node], question: str) -> Request[Carving]:
+    user = (
+        "Main question:\n" + untrusted("main-question", {}, {"text": question[:QUESTION_CHARS]})
+        + "\n\nExisting clusters (fixed; do not repeat their sub-questions):\n"
+        + ("\n".join(untrusted("cluster", {}, {"name": c.title, "question": c.meta.get("question")}) for c in existing) or "none")
+        + "\n\nObservations:\n"
+        + ("\n".join(untrusted("observation", {}, {"statement": o.meta.get("statement") or o.title}) for o in obs) or "none")
+        + "\n\nHypotheses to carve:\n"
+        + "\n".join(untrusted("hypothesis", {"number": str(n)}, {"title": h.title, "statement": h.meta.get("statement"),
+                                                                "question": h.meta.get("question")})
+                    for n, h in enumerate(hyps, start=1))
+    )
+
+    def check(c: Carving) -> None:
+        seen = [m for cl in c.clusters for m in cl.members] + [s.hypothesis for s in c.stragglers]
+        if sorted(seen) != list(range(1, len(hyps) + 1)):
+            raise ValueError(f"every hypothesis 1..{len(hyps)} must appear exactly once; got {sorted(seen)}")
+        for k, cl in enumerate(c.clusters, start=1):
+            named = len(cl.members) + len(cl.constructed)
+            if cl.exhaustive_by_construction:
+                if named < 2 or not cl.exhaustiveness_argument:
+                    raise ValueError(f"cluster {k}: exhaustive needs >= 2 members and an exhaustiveness_argument")
+            elif not cl.residual_statement or BARE_OTHER.match(cl.residual_statement) or not cl.residual_title:
+                raise ValueError(f"cluster {k}: a non-exhaustive cluster needs a residual title and a statement naming the escape")
+            if named < 1:
+                raise ValueError(f"cluster {k}: no members")
+            for d in cl.depends_on:
+                if not 1 <= d.cluster <= len(c.clusters) or d.cluster == k:
+                    raise ValueError(f"cluster {k}: depends_on names cluster {d.cluster}, not another cluster of this answer")
+            for text in [cl.exclusivity, cl.independence, cl.question or "", cl.relevance or "", *[d.note for d in cl.depends_on]]:
+                if "\n" in text.strip() or NUMBERISH.search(text):
+                    raise ValueError(f"cluster {k}: one-line fields hold no line breaks, numbers or weights")
+
+    return Request(name="carve", system=CARVE_SYSTEM, user=user, schema=Carving, check=check)
+
+
+def _plans_from_model(c: Carving, hyps: list[Node]) -> tuple[list[ClusterPlan], dict[str, str]]:
+    ids = [h.id for h in hyps]
+    plans = []
+    for cl in c.clusters:
+        plans.append(ClusterPlan(
+            title=cl.name, members=sorted((ids[m - 1] for m in cl.members), key=id_sort_key),
+            exclusivity=cl.exclusivity.strip(), independence=cl.independence.strip(),
+            justification=cl.carving_justification.strip() + (
+                "\n\n" + _renumber(cl.exhaustiveness_argument, ids) if cl.exhaustive_by_construction else ""),
+            question=cl.question, relevance=cl.relevance,
+            depends_on=[(d.cluster - 1, d.note.strip()) for d in cl.depends_on],
+            exhaustive=cl.exhaustive_by_construction,
+            residual_title=cl.residual_title or "", residual_statement=cl.residual_statement or "",
+            residual_note="Residual catch-all so that exactly one member of the cluster is true.",
+            constructed=[x.model_dump() for x in cl.constructed],
+        ))
+    return plans, {ids[s.hypothesis - 1]: s.drop_reason.strip() for s in c.stragglers}
+
+
+def _renumber(text: str | None, ids: list[str]) -> str:
+    """'hypothesis 2' in a model's prose -> the id it stands for (the model never writes ids)."""
+    return re.sub(r"\b[Hh]ypothesis (\d+)\b",
+                  lambda m: ids[int(m.group(1)) - 1] if 1 <= int(m.group(1)) <= len(ids) else m.group(0), text or "")
+
+
+# -- offline carving --------------------------------------------------------------------------------
+
+def offline_plans(hyps: list[Node]) -> list[ClusterPlan]:
+    """Group by question-hint similarity; each group a cluster with a residual; stated as heuristic."""
+    from scipy.sparse.csgraph import connected_components
+
+    from hypograph.proximity.embed import embed_tfidf
+
+    if not hyps:
+        return []
+    hints = [str(h.meta.get("question") or h.meta.get("statement") or h.title) for h in hyps]
+    m = embed_tfidf(hints)
+    sims = (m @ m.T).toarray()
+    _, labels = connected_components(sims >= QUESTION_LINK, directed=False)
+    groups: dict[int, list[int]] = {}
+    for i, g in enumerate(labels):
+        groups.setdefault(int(g), []).append(i)
+    # A lone hypothesis joins the group whose hints it is most similar to, if any is similar at all.
+    big = [g for g, members in groups.items() if len(members) > 1]
+    for g, members in list(groups.items()):
+        if len(members) == 1 and big:
+            i = members[0]
+            best = max(big, key=lambda b: max(sims[i, j] for j in groups[b]))
+            if max(sims[i, j] for j in groups[best]) > 0:
+                groups[best].append(i)
+                del groups[g]
+    plans = []
+    for members in sorted(groups.values(), key=lambda ms: min(id_sort_key(hyps[i].id) for i in ms)):
+        nodes = sorted((hyps[i] for i in members), key=lambda h: id_sort_key(h.id))
+        question = _central_question(nodes, [hints[i] for i in members], sims, members)
+        topic = question.rstrip("?").strip()
+        plans.append(ClusterPlan(
+            title=f"Answers to - {topic}" if len(topic) < 110 else f"Answers to - {topic[:105].rsplit(' ', 1)[0]}",
+            members=[h.id for h in nodes],
+            question=question if question.endswith("?") else None,
+            exclusivity=f"{HEURISTIC} the members were posed against the same sub-question and are read as alternative answers to it, at most one true; not verified.",
+            independence=f"{HEURISTIC} assumed to factorize from the other clusters because its sub-question differs; not verified.",
+            justification=(f"{HEURISTIC} grouped because the papers posed these hypotheses against similar sub-questions "
+                           "(question-field similarity); exclusivity, independence and grain have not been judged. "
+                           "Re-run with a model configured, or review by hand."),
+            residual_title=f"The answer is not listed here - {topic}"[:140],
+            residual_statement=(f"The answer to \"{question}\" is something none of {', '.join(h.id for h in nodes)} states "
+                                "— a cause, mechanism or outcome that no source in this vault proposed."),
+            residual_note=f"{HEURISTIC} catch-all so that exactly one member of the cluster is true; it names no concrete escape because none was judged.",
+        ))
+    return plans
+
+
+def _central_question(nodes: list[Node], hints: list[str], sims, members: list[int]) -> str:
+    """The members' question hint most similar to the others (ties: lowest id)."""
+    best = max(range(len(members)), key=lambda k: (sum(sims[members[k], j] for j in members), -k))
+    return next((str(n.meta.get("question")) for n in nodes if n.meta.get("question") == hints[best]), hints[best])
+
+
+# -- apply ----------------------------------------------------------------------------------------
+
+def _embeds(members: list[Node]) -> str:
+    return "\n\n".join(f"![[{m.path.stem}]]" for m in members)
+
+
+def _create_cluster(vault: Vault, plan: ClusterPlan, new_ids: list[str | None]) -> tuple[str, list[str]]:
+    """Mint constructed members and the HC node (without its residual yet). Returns (HC id, minted)."""
+    minted = []
+    members = [vault.nodes[i] for i in plan.members]
+    for c in plan.constructed:
+        node_id, rel = create_node(vault.root, "hypothesis", c["title"], {
+            "statement": c["statement"], "question": plan.question, "source": None, "locator": None,
+            "state": "active", "origin": "step-4-constructed"}, body=f"\nConstructed complement: {c['reason']}\n")
+        minted.append(node_id)
+        vault = open_vault(vault.root)
+        members.append(vault.nodes[node_id])
+    members.sort(key=lambda m: id_number(m.id))
+    meta = {"hypotheses": [f"[[{m.path.stem}]]" for m in members], "exclusivity": plan.exclusivity,
+            "exhaustive_by_construction": plan.exhaustive, "independence": plan.independence,
+            "depends_on": [f"{new_ids[k]}: {note}" for k, note in plan.depends_on if k < len(new_ids) and new_ids[k]]}
+    if plan.question:
+        meta["question"] = plan.question
+    if plan.relevance:
+        meta["relevance"] = plan.relevance
+    body = f"\n{_embeds(members)}\n\n## Why this carving\n\n{plan.justification}\n"
+    hc_id, _ = create_node(vault.root, "hypothesis-cluster", plan.title, meta, body)
+    if not plan.exhaustive:
+        _save_pending(vault.root, hc_id, plan)
+    return hc_id, minted
+
+
+def _save_pending(root: Path, hc_id: str, plan: ClusterPlan) -> None:
+    path = root / PENDING
+    pending = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    pending[hc_id] = {"title": plan.residual_title, "statement": plan.residual_statement,
+                      "note": plan.residual_note, "question": plan.question}
+    write_json(path, pending)
+
+
+def repair(vault: Vault) -> list[str]:
+    """Give every non-exhaustive cluster its one residual (minting it if missing), list members whose
+    backlink names a cluster that lacks them, and set every member's backlink. Returns minted ids."""
+    minted = []
+    path = vault.root / PENDING
+    pending = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    for hc in vault.of_type("hypothesis-cluster"):
+        links = list(hc.meta.get("hypotheses") or [])
+        member_ids = [link_target(l) for l in links]
+        residuals = [i for i in member_ids if i in vault.nodes and vault.nodes[i].meta.get("residual") is True]
+        if hc.meta.get("exhaustive_by_construction") is True or residuals:
+            continue
+        # A residual minted for this cluster by a run that died before listing it: adopt it.
+        orphan = next((h for h in vault.of_type("hypothesis") if h.meta.get("residual") is True
+                       and link_target(h.meta.get("cluster")) == hc.id), None)
+        if orphan is None:
+            p = pending.get(hc.id) or {"title": f"The answer is not listed here - {hc.title}",
+                                       "statement": f"The answer to this cluster's sub-question ({hc.title}) is something none of its other members states.",
+                                       "note": "Residual catch-all so that exactly one member of the cluster is true.",
+                                       "question": hc.meta.get("question")}
+            node_id, _ = create_node(vault.root, "hypothesis", p["title"], {
+                "statement": p["statement"], "question": p.get("question"), "source": None, "locator": None,
+                "state": "active", "cluster": hc.link, "residual": True, "origin": "step-4-residual"},
+                body=f"\n{p['note']}\n")
+            minted.append(node_id)
+            vault = open_vault(vault.root)
+            hc = vault.nodes[hc.id]
+            orphan = vault.nodes[node_id]
+        hc.meta["hypotheses"] = links + [f"[[{orphan.path.stem}]]"]
+        hc.body = _replace_embeds(hc.body, [vault.nodes[i] for i in member_ids if i in vault.nodes] + [orphan])
+        Journal(vault.root).apply([{"from": str(hc.path), "to": str(hc.path), "text": hc.text()}])
+        vault = open_vault(vault.root)
+    steps = []
+    for hc in vault.of_type("hypothesis-cluster"):
+        for member_id in (link_target(l) for l in hc.meta.get("hypotheses") or []):
+            h = vault.nodes.get(member_id)
+            if h is not None and h.meta.get("state") == "active" and link_target(h.meta.get("cluster")) != hc.id:
+                h.meta["cluster"] = hc.link
+                steps.append({"from": str(h.path), "to": str(h.path), "text": h.text()})
+    Journal(vault.root).apply(steps)
+    if path.exists():
+        done = {hc.id for hc in open_vault(vault.root).of_type("hypothesis-cluster")}
+        write_json(path, {k: v for k, v in pending.items() if k not in done})
+    return minted
+
+
+def _replace_embeds(body: str, members: list[Node]) -> str:
+    """Rewrite the leading run of ``![[…]]`` embeds to list ``members`` in order; keep the rest."""
+    lines = body.split("\n")
+    embed_rows = [k for k, l in enumerate(lines) if l.strip().startswith("![[")]
+    if not embed_rows:
+        return f"\n{_embeds(members)}\n" + body
+    first, last = embed_rows[0], embed_rows[-1]
+    return "\n".join(lines[:first] + _embeds(members).split("\n") + lines[last + 1:])
+
+
+def run_clusters(vault: Vault, llm: LLMClient) -> ClusterReport:
+    """4b end to end: carve the unclustered active hypotheses, create clusters, repair, report."""
+    report = ClusterReport()
+    report.minted += repair(vault)  # finish what an interrupted run started, before carving anew
+    vault = open_vault(vault.root)
+    clustered = {link_target(l) for hc in vault.of_type("hypothesis-cluster") for l in hc.meta.get("hypotheses") or []}
+    todo = [h for h in active_hypotheses(vault) if h.id not in clustered and h.meta.get("residual") is not True]
+    if todo:
+        plans, stragglers = _plan(vault, todo, llm)
+        new_ids: list[str | None] = []
+        for plan in plans:
+            hc_id, minted = _create_cluster(open_vault(vault.root), plan, new_ids)
+            new_ids.append(hc_id)
+            report.created.append(hc_id)
+            report.minted += [hc_id, *minted]
+        _drop_stragglers(open_vault(vault.root), stragglers)
+        report.dropped = stragglers
+        report.minted += repair(open_vault(vault.root))
+    vault = open_vault(vault.root)
+    report.clusters = {hc.id: [link_target(l) for l in hc.meta.get("hypotheses") or []] for hc in vault.of_type("hypothesis-cluster")}
+    return report
+
+
+def _plan(vault: Vault, todo: list[Node], llm: LLMClient) -> tuple[list[ClusterPlan], dict[str, str]]:
+    if llm.offline:
+        return offline_plans(todo), {}
+    answer = llm.ask(_carve_request(todo, vault.of_type("hypothesis-cluster"), observations(vault), vault.main_question()))
+    if isinstance(answer, Rejected):
+        plans = offline_plans(todo)
+        for p in plans:
+            p.justification += f"\n\nThe model's carving was rejected ({answer.reason}); this offline grouping stands in."
+        return plans, {}
+    return _plans_from_model(answer, todo)
+
+
+def _drop_stragglers(vault: Vault, stragglers: dict[str, str]) -> None:
+    steps = []
+    for h_id, reason in stragglers.items():
+        h = vault.nodes[h_id]
+        h.meta["state"] = "dropped"
+        h.meta["drop_reason"] = reason
+        steps.append({"from": str(h.path), "to": str(Path("hypotheses/dropped") / h.path.name), "text": h.text()})
+    Journal(vault.root).apply(steps)
