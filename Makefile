@@ -21,12 +21,12 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	touch $@ $(VENV)/.installed
 
 # Copies the bundled examples to demo/ once (so the checked-in examples are never modified),
-# then runs the proximity job through Dagster on both.
+# then runs the proximity job on the run directory and the structure job on the vault, through Dagster.
 demo: $(VENV)/.installed
 	@test -d demo || { mkdir -p demo && cp -r examples/run examples/vault demo/; }
 	$(BIN)/hypograph proximity demo/run
 	@echo
-	$(BIN)/hypograph proximity demo/vault
+	$(BIN)/hypograph structure demo/vault
 	@echo
 	@echo "Browse the runs and lineage: make ui INPUT=demo/vault"
 

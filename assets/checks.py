@@ -6,9 +6,13 @@ from dagster import AssetCheckResult, asset_check
 
 from assets.metadata import violations_table
 from assets.adjudication import dedup_verdicts
+from assets.structure import hypothesis_clusters, hypothesis_dispositions
 from assets.proximity import duplicate_pairs, proximity_clusters, similarity_graph
 from hypograph.proximity import checks, store
 from hypograph.proximity.adjudicate import verdict_violations
+from hypograph.structure import checks as step4
+from hypograph.structure.baseline import read_baseline
+from hypograph.vault.vault import open_vault
 from resources import HypographInput, ProximitySettings
 
 
@@ -66,4 +70,26 @@ def every_pair_has_one_verdict(hypograph_input: HypographInput) -> AssetCheckRes
 PROXIMITY_CHECKS = [
     graph_covers_embedded_ids, graph_is_symmetric, clusters_partition_nodes, duplicate_pairs_are_valid,
     every_pair_has_one_verdict,
+]
+
+
+def _step4_check(number: int, asset, description: str):
+    """A blocking check running the seed's step-4 check ``number`` on the vault."""
+
+    @asset_check(asset=asset, name=f"check_{number}_{asset.key.path[-1]}", blocking=True, description=description)
+    def _check(hypograph_input: HypographInput) -> AssetCheckResult:
+        vault = open_vault(hypograph_input.root)
+        return _result(step4.all_checks(vault, read_baseline(vault.root))[number])
+
+    return _check
+
+
+STRUCTURE_CHECKS = [
+    _step4_check(1, hypothesis_dispositions, "Check 1: every H has one state; merged resolves in one hop; drops have reasons; folders match; nothing deleted."),
+    _step4_check(5, hypothesis_dispositions, "Check 5: survivors' merged_from, sources, locators and generalization notes; sourceless H are residual or constructed."),
+    _step4_check(6, hypothesis_dispositions, "Check 6: no step-4 field holds a number, probability, weight or rank."),
+    _step4_check(2, hypothesis_clusters, "Check 2: HC nodes well-formed: folder, id, >= 2 active members in order, required keys."),
+    _step4_check(3, hypothesis_clusters, "Check 3: exactly one residual listed last, or a justified exhaustive cluster."),
+    _step4_check(4, hypothesis_clusters, "Check 4: every active H in exactly one HC, its backlink naming it."),
+    _step4_check(6, hypothesis_clusters, "Check 6: no step-4 field holds a number, probability, weight or rank."),
 ]

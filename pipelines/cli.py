@@ -4,6 +4,10 @@ Runs go through a real Dagster instance whose storage lives in ``<input>/.hypogr
 (or ``$DAGSTER_HOME`` when set), so ``make ui INPUT=<input>`` shows every run and its lineage.
 
     hypograph proximity PATH [--backend tfidf|sbert] [--model M] [--threshold 0.3] [--dupe-threshold 0.8] [--llm offline]
+    hypograph structure VAULT [--llm offline] [--backend tfidf|sbert]
+    hypograph check VAULT
+    hypograph unmerge VAULT H-N
+    hypograph create-node VAULT --type hypothesis --title TITLE < body.md
     hypograph ui PATH [--host 127.0.0.1] [--port 3000]
 """
 
@@ -84,6 +88,66 @@ def _proximity(args) -> int:
     return 0
 
 
+def _structure(args) -> int:
+    from hypograph.hypotheses import detect_kind
+    from hypograph.structure.baseline import read_baseline
+    from hypograph.structure.structure_map import MAP, structure_counts
+    from hypograph.vault.vault import open_vault
+
+    root = args.path.resolve()
+    if detect_kind(root) != "vault":
+        raise HypographError(f"{root}: structure needs a vault (hypotheses/*.md), not a run directory")
+    run_job(root, "structure", backend=args.backend, offline=args.llm == "offline")
+    vault = open_vault(root)
+    counts = structure_counts(vault, read_baseline(root))
+    print(f"{root}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    for hc in vault.of_type("hypothesis-cluster"):
+        print(f"  {hc.path.stem}")
+        for link in hc.meta.get("hypotheses") or []:
+            print(f"    {link}")
+    merged = [h for h in vault.of_type("hypothesis") if h.meta.get("state") == "merged"]
+    for h in merged:
+        print(f"  merged: {h.id} -> {h.meta.get('merged_into')}")
+    for h in (h for h in vault.of_type("hypothesis") if h.meta.get("state") == "dropped"):
+        print(f"  dropped: {h.id}: {h.meta.get('drop_reason')}")
+    print(f"wrote: {root / MAP}, {root / 'hypothesis-clusters'}/, hypotheses/ (states, backlinks, merged/, dropped/)")
+    return 0
+
+
+def _check(args) -> int:
+    from hypograph.structure.baseline import read_baseline
+    from hypograph.structure.checks import all_checks
+    from hypograph.vault.vault import open_vault
+
+    root = args.path.resolve()
+    results = all_checks(open_vault(root), read_baseline(root))
+    failed = 0
+    for number, violations in results.items():
+        print(f"check {number}: {'pass' if not violations else f'FAIL ({len(violations)})'}")
+        for node_id, reason in violations:
+            print(f"  {node_id}: {reason}")
+        failed += bool(violations)
+    return 1 if failed else 0
+
+
+def _unmerge(args) -> int:
+    from hypograph.structure.unmerge import unmerge
+
+    restored, survivor = unmerge(args.path.resolve(), args.id)
+    print(f"{restored} restored to hypotheses/ (active); {survivor} gave back its source and locator. "
+          "Run `hypograph structure` to cluster it.")
+    return 0
+
+
+def _create_node(args) -> int:
+    from hypograph.vault.mint import create_node_from_text
+
+    node_id, rel = create_node_from_text(args.path.resolve(), args.type, args.title, sys.stdin.read())
+    print(node_id)
+    print(args.path / rel)
+    return 0
+
+
 def _ui(args) -> int:
     """Replace this process with the Dagster web UI on the input's instance."""
     root = args.path.resolve()
@@ -106,6 +170,23 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--dupe-threshold", type=float, default=0.80)
     c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: never call a model")
     c.set_defaults(func=_proximity)
+    c = sub.add_parser("structure", help="proximity, then step 4 (merge/drop, clusters, map) on VAULT, in place")
+    c.add_argument("path", type=Path, help="vault")
+    c.add_argument("--backend", choices=["tfidf", "sbert"], default="tfidf")
+    c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: never call a model")
+    c.set_defaults(func=_structure)
+    c = sub.add_parser("check", help="the six step-4 checks on VAULT; exit 1 if any fails")
+    c.add_argument("path", type=Path, help="vault")
+    c.set_defaults(func=_check)
+    c = sub.add_parser("unmerge", help="undo the merge of hypothesis ID")
+    c.add_argument("path", type=Path, help="vault")
+    c.add_argument("id", help="the merged hypothesis, e.g. H-7")
+    c.set_defaults(func=_unmerge)
+    c = sub.add_parser("create-node", help="mint the next id and create a node (body on stdin; {{ID}} is replaced)")
+    c.add_argument("path", type=Path, help="vault")
+    c.add_argument("--type", required=True, help="hypothesis, hypothesis-cluster, observation, source, ...")
+    c.add_argument("--title", required=True)
+    c.set_defaults(func=_create_node)
     c = sub.add_parser("ui", help="the Dagster web UI for PATH's runs and lineage")
     c.add_argument("path", type=Path, help="run directory or vault")
     c.add_argument("--host", default="127.0.0.1")

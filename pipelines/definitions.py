@@ -12,8 +12,8 @@ from dagster import (
     SkipReason, define_asset_job, sensor, ScheduleDefinition,
 )
 
-from assets import adjudication, proximity
-from assets.checks import PROXIMITY_CHECKS
+from assets import adjudication, proximity, structure
+from assets.checks import PROXIMITY_CHECKS, STRUCTURE_CHECKS
 from hypograph.hypotheses import input_fingerprint
 from io_managers import ProximityIOManager
 from resources import HypographInput, LLMResource, ProximitySettings
@@ -25,9 +25,16 @@ PROXIMITY_ASSETS = [
     proximity.proximity_clusters, proximity.duplicate_pairs, adjudication.dedup_verdicts, adjudication.cluster_labels,
 ]
 
+STRUCTURE_ASSETS = [structure.hypothesis_dispositions, structure.hypothesis_clusters, structure.structure_map]
+
 proximity_job = define_asset_job(
     "proximity", selection=AssetSelection.groups(proximity.GROUP),
     description="Embed, graph, cluster, list and adjudicate near-duplicates of the input's hypotheses (seed 003).",
+)
+
+structure_job = define_asset_job(
+    "structure", selection=AssetSelection.groups(proximity.GROUP, structure.GROUP),
+    description="Proximity, then step 4 on a vault: 4a merge/drop, 4b clusters with residuals, the structure map (seed 000).",
 )
 
 nightly_proximity = ScheduleDefinition(
@@ -54,9 +61,9 @@ def build_definitions(input_path: str | os.PathLike, backend: str = "tfidf", mod
     """Definitions bound to one input directory and proximity settings."""
     root = str(Path(input_path).resolve())
     return Definitions(
-        assets=PROXIMITY_ASSETS,
-        asset_checks=PROXIMITY_CHECKS,
-        jobs=[proximity_job],
+        assets=PROXIMITY_ASSETS + STRUCTURE_ASSETS,
+        asset_checks=PROXIMITY_CHECKS + STRUCTURE_CHECKS,
+        jobs=[proximity_job, structure_job],
         schedules=[nightly_proximity],
         sensors=[hypotheses_changed],
         resources={

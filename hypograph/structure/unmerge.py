@@ -1,0 +1,62 @@
+"""Undo a merge: the absorbed node returns to ``hypotheses/`` as active, and the survivor gives
+back its source, its locator entry and its ``merged_from`` link. The pair is recorded as a human
+KEEP in the 4a ledger so the next structuring run does not merge it again."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hypograph.atomic import write_json
+from hypograph.errors import HypographError
+from hypograph.structure.baseline import read_baseline
+from hypograph.structure.dispositions import LEDGER, PairDecision, pair_key, read_ledger
+from hypograph.vault.nodes import link_target
+from hypograph.vault.vault import Journal, open_vault
+
+
+def unmerge(root: Path, node_id: str) -> tuple[str, str]:
+    """Restore ``node_id`` (state merged). Returns (restored id, survivor id)."""
+    vault = open_vault(root)
+    node = vault.nodes.get(node_id)
+    if node is None or node.type != "hypothesis":
+        raise HypographError(f"{root}: no hypothesis {node_id}")
+    if node.meta.get("state") != "merged":
+        raise HypographError(f"{node.path}: field 'state': {node_id} is {node.meta.get('state')!r}, not merged")
+    survivor = vault.resolve(node.meta.get("merged_into"))
+    if survivor is None:
+        raise HypographError(f"{node.path}: field 'merged_into': {node.meta.get('merged_into')!r} resolves to no node")
+    baseline = read_baseline(root) or {}
+
+    meta = survivor.meta
+    meta["merged_from"] = [m for m in meta.get("merged_from") or [] if link_target(m) != node_id]
+    own_source = link_target(node.meta.get("source"))
+    still_from = [vault.nodes[t] for t in (link_target(m) for m in meta["merged_from"]) if t in vault.nodes]
+    still_sources = {link_target(n.meta.get("source")) for n in still_from}
+    if own_source not in still_sources:
+        meta["additional_sources"] = [s for s in meta.get("additional_sources") or [] if link_target(s) != own_source]
+        if isinstance(meta.get("locator"), list) and own_source != link_target(meta.get("source")):
+            meta["locator"] = [l for l in meta["locator"] if str(l).split(":", 1)[0].strip() != own_source]
+    if not meta["merged_from"]:
+        # No longer a survivor: back to its step-3 shape (single locator, original statement).
+        original = baseline.get(survivor.id, {})
+        for key in ("merged_from", "additional_sources", "generalization_note"):
+            meta.pop(key, None)
+        if "locator" in original:
+            meta["locator"] = original["locator"]
+        if "statement" in original:
+            meta["statement"] = original["statement"]
+    elif not meta.get("additional_sources"):
+        meta.pop("additional_sources", None)
+
+    node.meta["state"] = "active"
+    node.meta.pop("merged_into", None)
+    Journal(root).apply([
+        {"from": str(survivor.path), "to": str(survivor.path), "text": survivor.text()},
+        {"from": str(node.path), "to": str(Path("hypotheses") / node.path.name), "text": node.text()},
+    ])
+    ledger = read_ledger(root)
+    ledger.pairs[pair_key(survivor.id, node_id)] = PairDecision(
+        pair=(survivor.id, node_id), decision="KEEP", decided_by="human", rationale=f"Unmerged by hand ({node_id} from {survivor.id}).")
+    write_json(Path(root) / LEDGER, json.loads(ledger.model_dump_json()))
+    return node_id, survivor.id
