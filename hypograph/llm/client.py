@@ -237,12 +237,20 @@ class LLMClient:
         try:
             response = self._openai.chat.completions.create(**kwargs)
         except openai.BadRequestError as e:
+            self._trace_error(request, record, started, e)
             if "response_format" in kwargs:
                 # Servers without structured outputs reject the parameter: fall back to plain JSON.
                 self._json_schema_supported = False
                 return self._complete(request, messages, attempt)
-            self._trace_error(request, record, started, e)
             raise HypographError(f"LLM request rejected by {self.config.describe()}: {_redact(str(e), self.config)}") from None
+        except openai.APIStatusError as e:
+            self._trace_error(request, record, started, e)
+            if e.status_code in (408, 409, 429) or e.status_code >= 500:
+                raise HypographError(
+                    f"LLM endpoint {self.config.describe()} failed after {self.config.max_retries} retries: "
+                    f"{type(e).__name__} (HTTP {e.status_code}): {_redact(str(e), self.config)}") from None
+            raise HypographError(f"LLM endpoint {self.config.describe()} refused the request "
+                                 f"(HTTP {e.status_code}): {_redact(str(e), self.config)}") from None
         except openai.APIError as e:
             self._trace_error(request, record, started, e)
             raise HypographError(

@@ -20,9 +20,13 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, ValidationError
 
 from hypograph.errors import HypographError
+
+
+ENV_NAMES = {"timeout": "HYPOGRAPH_LLM_TIMEOUT", "max_retries": "HYPOGRAPH_LLM_MAX_RETRIES",
+             "concurrency": "HYPOGRAPH_LLM_CONCURRENCY"}
 
 
 class LLMConfig(BaseModel):
@@ -60,6 +64,15 @@ class LLMConfig(BaseModel):
             except ValueError:
                 raise HypographError(f"environment variable {name}: {raw!r} is not a {kind.__name__}") from None
 
+        try:
+            return cls._from_values(env, number, offline)
+        except ValidationError as e:
+            err = e.errors()[0]
+            name = ENV_NAMES.get(str(err["loc"][0]), str(err["loc"][0]))
+            raise HypographError(f"environment variable {name}: {err['msg']}") from None
+
+    @classmethod
+    def _from_values(cls, env, number, offline: bool) -> "LLMConfig":
         return cls(
             model=env.get("HYPOGRAPH_LLM_MODEL") or None,
             base_url=env.get("HYPOGRAPH_LLM_BASE_URL") or env.get("OPENAI_BASE_URL") or None,

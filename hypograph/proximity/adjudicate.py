@@ -27,7 +27,8 @@ from hypograph.llm.client import LLMClient, Rejected, Request, untrusted
 from hypograph.proximity.dupes import AUTO_MERGE_THRESHOLD, DuplicatePair
 
 Verdict = Literal["MERGE", "KEEP", "FLAG"]
-ID_TOKEN_RE = re.compile(r"\b[A-Z]{1,3}-\d+\b")
+# Node ids as the seed pipelines mint them; gene names like COX-2 or IL-6 are not ids.
+ID_TOKEN_RE = re.compile(r"\b(?:H|HC|S|O|A|D|E|CG)-\d+\b")
 BATCH_SIZE = 4
 
 
@@ -91,6 +92,11 @@ def adjudicate(
     batch_size: int = BATCH_SIZE,
 ) -> list[Decision]:
     """One decision per pair, in the pairs' order. Raises HypographError if the endpoint fails."""
+    for p in pairs:
+        missing = [i for i in (p.a, p.b) if i not in hypotheses]
+        if missing:
+            raise HypographError(f"duplicate pair {p.a}/{p.b}: {missing[0]} is not among the current hypotheses "
+                                 "(stale dupes.json: re-run embed, graph and dupes)")
     decided: dict[tuple[str, str], Decision] = {}
     borderline: list[DuplicatePair] = []
     for p in pairs:
@@ -124,7 +130,7 @@ def _human(p: DuplicatePair, r: HumanReview) -> Decision:
 def _auto_merge(p: DuplicatePair, cutoff: float) -> Decision:
     return Decision(
         pair=(p.a, p.b), similarity=p.similarity, verdict="MERGE",
-        rationale=f"Auto-merge candidate: similarity {p.similarity:.2f} exceeds auto-merge threshold ({cutoff:.2f}).",
+        rationale=f"Auto-merge candidate: similarity {p.similarity:g} exceeds auto-merge threshold ({cutoff:g}).",
         recommended_action=f"Retire one hypothesis — recommend keeping {p.a} (earlier ID)", decided_by="auto",
     )
 
