@@ -46,6 +46,8 @@ def _represent_str(dumper: yaml.SafeDumper, value: str):
 
 
 _Dumper.add_representer(str, _represent_str)
+# An empty field reads "source:" as in the seed vaults, not "source: null".
+_Dumper.add_representer(type(None), lambda d, _v: d.represent_scalar("tag:yaml.org,2002:null", ""))
 _HANDLER = YAMLHandler()
 TOP_KEY_RE = re.compile(r"^([^\s#'\"-][^:]*|'[^']*'|\"[^\"]*\"):(?:[ \t]|$)")
 
@@ -99,8 +101,7 @@ class Node:
 
 def dump_field(key: str, value: Any) -> str:
     """One top-level field as YAML text ending in a newline, never folded."""
-    return yaml.dump({key: value}, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
-                     default_flow_style=False, width=1_000_000)
+    return _HANDLER.export({key: value}, Dumper=_Dumper, sort_keys=False, width=1_000_000) + "\n"
 
 
 def render(meta: dict[str, Any], body: str) -> str:
