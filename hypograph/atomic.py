@@ -9,6 +9,16 @@ from pathlib import Path
 from typing import Any, Callable, IO
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+# mkstemp creates 0600 files; a written file gets the mode open() would give it.
+FILE_MODE = 0o666 & ~_umask()
+
+
 def write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> bool:
     """Write `path` through `write(fileobj)` into a temp file beside it, fsync, then `os.replace`.
 
@@ -19,6 +29,7 @@ def write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> bool:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as fh:
             write(fh)
             fh.flush()

@@ -96,13 +96,13 @@ def strip_wikilinks(text: str) -> str:
 
 
 def detect_kind(root: Path) -> Literal["run-dir", "vault"]:
-    """A directory whose ``hypotheses/`` holds ``.json`` files is a run dir; ``.md`` files, a vault."""
+    """A directory whose ``hypotheses/`` holds ``H-*.json`` files is a run dir; else ``.md`` files make a vault."""
     hyp = root / "hypotheses"
     if not root.is_dir():
         raise HypographError(f"{root}: not a directory")
     if not hyp.is_dir():
         raise HypographError(f"{root}: no hypotheses/ directory (expected a prox run directory or a vault)")
-    if any(hyp.glob("*.md")):
+    if not any(hyp.glob("H-*.json")) and any(hyp.glob("*.md")):
         return "vault"
     return "run-dir"
 

@@ -21,6 +21,13 @@ from pathlib import Path
 from hypograph.errors import HypographError
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line on stderr (exit 2), like every other prox error."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
 def _run_dir(value: str) -> Path:
     path = Path(value)
     if not path.is_dir():
@@ -29,7 +36,7 @@ def _run_dir(value: str) -> Path:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="prox", description="Proximity pipeline: embed, graph, clusters, dupes.")
+    p = _Parser(prog="prox", description="Proximity pipeline: embed, graph, clusters, dupes.")
     sub = p.add_subparsers(dest="command", required=True)
 
     def command(name: str, help: str) -> argparse.ArgumentParser:

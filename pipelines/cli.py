@@ -44,12 +44,28 @@ def run_job(root: Path, job_name: str, **settings):
     with DagsterInstance.get() as instance:
         result = job.execute_in_process(
             instance=instance, raise_on_error=False,
-            run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+            # Failures are reported below in one line each; the UI keeps the full logs and traces.
+            run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}},
         )
     if not result.success:
-        failures = [e.message for e in result.all_events if e.is_failure or e.event_type_value == "ASSET_CHECK_EVALUATION" and not e.event_specific_data.passed]
-        raise HypographError(f"{job_name} run {result.run_id} failed: " + "; ".join(f for f in failures if f)[:2000])
+        raise HypographError(f"{job_name} run {result.run_id[:8]} failed: " + "; ".join(_failures(result)))
     return result
+
+
+def _failures(result) -> list[str]:
+    """One line per failed step (its innermost error) and per failed asset check."""
+    out = []
+    for e in result.all_events:
+        if e.is_step_failure:
+            error = e.step_failure_data.error
+            while error is not None and error.cause is not None:
+                error = error.cause
+            message = error.message.strip().splitlines()[-1] if error else "failed"
+            out.append(f"{e.step_key}: {message.split(': ', 1)[-1] if 'Error: ' in message else message}")
+    for check in result.get_asset_check_evaluations():
+        if not check.passed:
+            out.append(f"check {check.check_name} failed ({check.metadata.get('violations').value if check.metadata.get('violations') else '?'} violations)")
+    return out or ["see the run in the UI"]
 
 
 def print_proximity_summary(root: Path, top: int = 10) -> None:

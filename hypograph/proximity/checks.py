@@ -8,6 +8,10 @@ import re
 from hypograph.hypotheses import id_sort_key
 from hypograph.proximity.dupes import DuplicatePair
 from hypograph.proximity.graph import EPS
+from hypograph.proximity.store import DIGITS
+
+# Similarities are written rounded to DIGITS decimals: a kept pair may read up to half a unit low.
+TOLERANCE = 0.5 * 10 ** -DIGITS + EPS
 
 Violation = tuple[str, str]
 LABEL_RE = re.compile(r"^C-\d{2,}$")
@@ -34,7 +38,7 @@ def graph_symmetric(graph_doc: dict) -> list[Violation]:
                 out.append((a, "self-edge"))
             elif b not in nodes:
                 out.append((a, f"edge to unknown node {b}"))
-            elif s < t - EPS:
+            elif s < t - TOLERANCE:
                 out.append((a, f"edge to {b} has similarity {s} below threshold {t}"))
             if (a, b) in seen:
                 out.append((a, f"edge to {b} listed twice"))
@@ -85,7 +89,7 @@ def duplicate_pairs_valid(pairs: list[DuplicatePair], threshold: float) -> list[
         if key in seen:
             out.append((name, "pair listed twice"))
         seen.add(key)
-        if p.similarity < threshold - EPS:
+        if p.similarity < threshold - TOLERANCE:
             out.append((name, f"similarity {p.similarity} below threshold {threshold}"))
         if k and p.similarity > pairs[k - 1].similarity:
             out.append((name, "not sorted by descending similarity"))

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from hypograph.errors import HypographError
+
 DEFAULT_THRESHOLD = 0.30
 # Float error: a pair whose true cosine equals the threshold may compute as t - 1e-7 in float32.
 EPS = 1e-6
@@ -49,8 +51,9 @@ def similarity_graph(ids: list[str], matrix, threshold: float = DEFAULT_THRESHOL
     Sparse input: O(sum over chunks of the product's nonzeros); dense input: O(N^2 d) flops in
     row blocks of bounded size. Memory is bounded by CHUNK_BUDGET plus the kept edges.
     """
-    if not 0.0 <= threshold <= 1.0:
-        raise ValueError(f"threshold must be in [0, 1], got {threshold}")
+    if not 0.0 < threshold <= 1.0:
+        # At 0 every pair is an edge: that is the dense N x N matrix this module exists to avoid.
+        raise HypographError(f"graph threshold must be in (0, 1], got {threshold}")
     src, dst, sim = similar_pairs(matrix, threshold)
     return SimilarityGraph(list(ids), float(threshold), src, dst, sim, dict(embedding or {}))
 

@@ -107,9 +107,16 @@ def graph_document(graph: SimilarityGraph, membership: dict[str, str] | None = N
 
 
 def write_graph(root: Path, graph: SimilarityGraph) -> Path:
-    """Write graph.json with every ``cluster`` null: clusters of an older graph do not carry over."""
+    """Write graph.json; ``cluster`` fields are null unless the graph on disk is this very graph."""
     path = proximity_dir(root) / "graph.json"
-    write_json(path, graph_document(graph))
+    doc = graph_document(graph)
+    if path.exists():
+        # Same nodes, edges and threshold as on disk: keep its clusters, so a re-run writes nothing.
+        old = json.loads(path.read_text(encoding="utf-8"))
+        kept = graph_document(graph, {i: n.get("cluster") for i, n in old.get("nodes", {}).items()})
+        if kept == old:
+            doc = kept
+    write_json(path, doc)
     return path
 
 

@@ -1,0 +1,235 @@
+"""Reading hypotheses (hypograph/hypotheses.py): both input shapes and every row of the bad-input
+policy table in the module docstring."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import QUESTION, RUN_HYPOTHESES, RUN_IDS, VAULT_IDS, VAULT_NODES
+from hypograph.errors import HypographError
+from hypograph.hypotheses import (
+    Hypothesis, corpus_document, corpus_from_document, detect_kind, id_sort_key, input_fingerprint, load_corpus,
+    strip_wikilinks,
+)
+
+
+def by_id(corpus) -> dict[str, Hypothesis]:
+    return {h.id: h for h in corpus.hypotheses}
+
+
+def assert_skipped_with_warning(corpus, hid: str, filename: str, fragment: str) -> None:
+    assert hid not in corpus.ids
+    matching = [w for w in corpus.warnings if filename in w]
+    assert len(matching) == 1, corpus.warnings
+    assert fragment in matching[0]
+
+
+# -- run directory ------------------------------------------------------------------------------
+
+def test_run_dir_is_read_in_natural_id_order(run_dir):
+    corpus = load_corpus(run_dir)
+    assert corpus.kind == "run-dir"
+    assert corpus.ids == RUN_IDS  # H-10 after H-5, not after H-1
+    assert corpus.warnings == []
+
+
+def test_run_dir_text_is_title_statement_mechanism(run_dir):
+    h = by_id(load_corpus(run_dir))["H-1"]
+    fields = RUN_HYPOTHESES["H-1"]
+    assert h.text == f"{fields['title']} {fields['statement']} {fields['mechanism']}"
+
+
+def test_run_dir_keeps_extra_fields(run_dir):
+    h = by_id(load_corpus(run_dir))["H-1"]
+    assert h.extra == {"predictions": ["Winter losses rise with autumn mite counts"], "evidence": ["Okafor 2019"],
+                       "cluster": None, "status": "proposed"}
+    assert h.path == "hypotheses/H-1.json"
+
+
+@pytest.mark.parametrize("fields, expected", [
+    ({"statement": "Mites spread virus."}, "Mites spread virus."),
+    ({"statement": "Mites spread virus.", "mechanism": "By feeding."}, "Mites spread virus. By feeding."),
+    ({"title": None, "statement": "Mites spread virus.", "mechanism": "By feeding."}, "Mites spread virus. By feeding."),
+    ({"title": "", "statement": "  Mites spread virus.  ", "mechanism": "\tBy feeding.\n"}, "Mites spread virus. By feeding."),
+    ({"title": "Mites", "mechanism": "By feeding."}, "Mites By feeding."),
+], ids=["statement-only", "no-title", "null-title", "blank-title-and-padding", "no-statement"])
+def test_run_dir_text_joins_present_fields_with_single_spaces(run_dir, add_hypothesis, fields, expected):
+    add_hypothesis(run_dir, "H-7", **fields)
+    assert by_id(load_corpus(run_dir))["H-7"].text == expected
+
+
+BAD_RUN_FILES = {
+    "malformed-json": (b'{"id": "H-9", "title": ', "malformed JSON"),
+    "not-utf8": ('{"id": "H-9", "title": "Caf\u00e9 bees"}'.encode("latin-1"), "not UTF-8"),
+    "not-an-object": (b'["H-9"]', "expected a JSON object"),
+    "missing-id": (b'{"title": "Mites"}', "field 'id': missing"),
+    "id-not-a-string": (b'{"id": 9, "title": "Mites"}', "field 'id'"),
+    "id-does-not-match-filename": (b'{"id": "H-8", "title": "Mites"}', "does not match the filename"),
+    "field-not-a-string": (b'{"id": "H-9", "title": ["Mites"]}', "field 'title'"),
+    "no-text": (b'{"id": "H-9", "status": "proposed"}', "no title, statement or mechanism"),
+}
+
+
+@pytest.mark.parametrize("content, fragment", BAD_RUN_FILES.values(), ids=BAD_RUN_FILES.keys())
+def test_run_dir_skips_bad_file_with_warning_naming_it(run_dir, content, fragment):
+    (run_dir / "hypotheses" / "H-9.json").write_bytes(content)
+    corpus = load_corpus(run_dir)
+    assert_skipped_with_warning(corpus, "H-9", "hypotheses/H-9.json", fragment)
+    assert corpus.ids == RUN_IDS
+
+
+def test_run_dir_with_no_hypotheses_is_an_error(tmp_path):
+    (tmp_path / "hypotheses").mkdir()
+    with pytest.raises(HypographError, match="no hypotheses found"):
+        load_corpus(tmp_path)
+
+
+def test_run_dir_with_only_bad_files_is_an_error(tmp_path, add_hypothesis):
+    add_hypothesis(tmp_path, "H-1")  # no text
+    (tmp_path / "hypotheses" / "H-2.json").write_text("{oops")
+    with pytest.raises(HypographError, match="no hypotheses found"):
+        load_corpus(tmp_path)
+
+
+def test_input_without_hypotheses_dir_is_an_error(tmp_path):
+    with pytest.raises(HypographError, match="no hypotheses/ directory"):
+        load_corpus(tmp_path)
+    with pytest.raises(HypographError, match="not a directory"):
+        load_corpus(tmp_path / "missing")
+
+
+def test_run_dir_reads_only_h_json_files(run_dir):
+    (run_dir / "hypotheses" / "notes.json").write_text("{broken")
+    (run_dir / "hypotheses" / "H-11.txt").write_text("not a hypothesis")
+    corpus = load_corpus(run_dir)
+    assert corpus.ids == RUN_IDS
+    assert corpus.warnings == []
+
+
+# -- vault --------------------------------------------------------------------------------------
+
+def test_vault_reads_active_top_level_nodes_only(vault):
+    corpus = load_corpus(vault)
+    assert corpus.kind == "vault"
+    assert corpus.ids == VAULT_IDS  # merged/H-5 and dropped/H-6 are not read
+    assert corpus.warnings == []
+
+
+def test_vault_text_is_title_and_statement_without_markup(vault):
+    h = by_id(load_corpus(vault))["H-1"]
+    title, _ = VAULT_NODES["H-1"]
+    assert h.text == (f"{title} Colonies carrying heavy Varroa mite loads into autumn collapse over winter, "
+                      "as Okafor reports, because the mites spread deformed wing virus.")
+    for boilerplate in ("[[", "]]", "type:", "hypothesis", "Results", QUESTION, "Notes on", "---"):
+        assert boilerplate not in h.text
+
+
+def test_vault_wikilink_without_alias_keeps_target(vault):
+    assert by_id(load_corpus(vault))["H-3"].text.endswith("see S-2 - Lind 2020.")
+
+
+def test_vault_keeps_question_and_other_fields(vault):
+    h = by_id(load_corpus(vault))["H-1"]
+    assert h.question == QUESTION
+    assert h.title == VAULT_NODES["H-1"][0]
+    assert h.extra["source"] == "[[S-1 - Okafor 2019]]"
+    assert h.extra["locator"] == "Results"
+    assert h.path == f"hypotheses/H-1 - {VAULT_NODES['H-1'][0]}.md"
+
+
+def test_vault_node_without_title_in_filename_uses_statement(vault):
+    (vault / "hypotheses" / "H-7.md").write_text("---\ntype: hypothesis\nid: H-7\nstatement: Mites spread virus.\n---\n")
+    assert by_id(load_corpus(vault))["H-7"].text == "Mites spread virus."
+
+
+BAD_VAULT_NODES = {
+    "unparseable-yaml": (b"---\ntype: hypothesis\nid: H-9\nstatement: [unclosed\n---\n", "not valid YAML"),
+    "not-utf8": ("---\ntype: hypothesis\nid: H-9\nstatement: Caf\u00e9 bees\n---\n".encode("latin-1"), "not UTF-8"),
+    "missing-id": (b"---\ntype: hypothesis\nstatement: Mites.\n---\n", "field 'id': missing"),
+    "mismatched-id": (b"---\ntype: hypothesis\nid: H-8\nstatement: Mites.\n---\n", "does not match the filename"),
+    "wrong-type": (b"---\ntype: observation\nid: H-9\nstatement: Mites.\n---\n", "field 'type'"),
+    "no-frontmatter": (b"Just a note about mites.\n", "field 'id': missing"),
+    "statement-not-a-string": (b"---\ntype: hypothesis\nid: H-9\nstatement: [a, b]\n---\n", "field 'statement'"),
+}
+
+
+@pytest.mark.parametrize("content, fragment", BAD_VAULT_NODES.values(), ids=BAD_VAULT_NODES.keys())
+def test_vault_bad_node_is_an_error_naming_the_file(vault, content, fragment):
+    (vault / "hypotheses" / "H-9 - Bad node.md").write_bytes(content)
+    with pytest.raises(HypographError) as err:
+        load_corpus(vault)
+    assert "hypotheses/H-9 - Bad node.md" in str(err.value)
+    assert fragment in str(err.value)
+
+
+def test_vault_node_with_no_text_is_an_error(vault):
+    (vault / "hypotheses" / "H-9.md").write_text("---\ntype: hypothesis\nid: H-9\nstatement: ''\n---\n")
+    with pytest.raises(HypographError, match=r"H-9\.md.*empty"):
+        load_corpus(vault)
+
+
+@pytest.mark.parametrize("state", ["merged", "dropped"])
+def test_vault_merged_or_dropped_node_at_top_level_is_skipped_with_warning(vault, add_node, state):
+    add_node(vault, "H-9", "Stray node", statement="Mites spread virus.", state=state)
+    corpus = load_corpus(vault)
+    assert_skipped_with_warning(corpus, "H-9", "hypotheses/H-9 - Stray node.md", f"state '{state}'")
+    assert corpus.ids == VAULT_IDS
+
+
+def test_vault_duplicate_id_is_an_error_naming_both_files(vault, add_node):
+    add_node(vault, "H-1", "Another title", statement="Mites spread virus.")
+    with pytest.raises(HypographError) as err:
+        load_corpus(vault)
+    message = str(err.value)
+    assert "hypotheses/H-1 - Another title.md" in message
+    assert f"hypotheses/H-1 - {VAULT_NODES['H-1'][0]}.md" in message
+
+
+def test_vault_with_only_merged_nodes_is_an_error(tmp_path, add_node):
+    add_node(tmp_path, "H-1", "Merged away", folder="hypotheses/merged", statement="Mites.", state="merged")
+    with pytest.raises(HypographError, match="no hypotheses"):
+        load_corpus(tmp_path)
+
+
+def test_vault_with_only_skipped_nodes_is_an_error(tmp_path, add_node):
+    add_node(tmp_path, "H-1", "Stray", statement="Mites.", state="merged")
+    with pytest.raises(HypographError, match="no hypotheses found"):
+        load_corpus(tmp_path)
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+def test_detect_kind(run_dir, vault):
+    assert detect_kind(run_dir) == "run-dir"
+    assert detect_kind(vault) == "vault"
+
+
+def test_id_sort_key_is_natural():
+    assert sorted(["H-10", "H-2", "H-1", "C-3", "odd"], key=id_sort_key) == ["C-3", "H-1", "H-2", "H-10", "odd"]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("see [[S-2 - Liu 2023|Liu]]", "see Liu"),
+    ("see [[H-3 - Title]]", "see H-3 - Title"),
+    ("see [[S-2 - Liu 2023#Results|Liu]] and ![[fig.png]]", "see Liu and fig.png"),
+    ("no links", "no links"),
+])
+def test_strip_wikilinks(text, expected):
+    assert strip_wikilinks(text) == expected
+
+
+def test_corpus_document_round_trips(vault):
+    corpus = load_corpus(vault)
+    back = corpus_from_document(json.loads(json.dumps(corpus_document(corpus))))
+    assert back.ids == corpus.ids
+    assert back.texts == corpus.texts
+    assert back.kind == corpus.kind
+
+
+def test_input_fingerprint_changes_when_a_hypothesis_changes(run_dir, add_hypothesis):
+    before = input_fingerprint(run_dir)
+    assert input_fingerprint(run_dir) == before
+    add_hypothesis(run_dir, "H-11", statement="A new hypothesis about mites and viruses.")
+    assert input_fingerprint(run_dir) != before

