@@ -51,11 +51,11 @@ def find_communities(graph: SimilarityGraph, algorithm: str = "louvain", seed: i
         coo_matrix((np.ones(graph.num_edges), (graph.src, graph.dst)), shape=(n, n)), directed=False
     )
     if algorithm == "louvain" and graph.num_edges:
-        g = igraph.Graph(n=n, edges=np.column_stack([graph.src, graph.dst]).tolist())
+        g = igraph.Graph(n=n, edges=list(zip(graph.src.tolist(), graph.dst.tolist())))
         # igraph draws from Python's random module API; a private seeded generator makes runs repeatable.
         igraph.set_random_number_generator(random.Random(seed))
         try:
-            community = np.asarray(g.community_multilevel(weights=graph.sim.astype(float).tolist()).membership)
+            community = np.asarray(g.community_multilevel(weights=graph.sim.tolist()).membership)
         finally:
             igraph.set_random_number_generator(random)
     else:

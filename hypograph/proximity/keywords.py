@@ -18,11 +18,11 @@ def cluster_keywords(ids: list[str], texts: list[str], clusters: dict[str, list[
     if not clusters:
         return {}
     try:
-        counts = CountVectorizer(stop_words="english", token_pattern=r"(?u)\b[a-zA-Z][a-zA-Z0-9-]+\b").fit(texts)
+        counts = CountVectorizer(stop_words="english", token_pattern=r"(?u)\b[a-zA-Z][a-zA-Z0-9-]+\b")
+        doc_terms = counts.fit_transform(texts)
     except ValueError:  # empty vocabulary
         return {label: "" for label in clusters}
     vocab = counts.get_feature_names_out()
-    doc_terms = counts.transform(texts)
     row = {i: k for k, i in enumerate(ids)}
     labels = list(clusters)
     member_rows = [[row[m] for m in clusters[label] if m in row] for label in labels]
