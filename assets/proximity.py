@@ -46,10 +46,11 @@ def similarity_graph(hypothesis_embeddings: Embeddings, proximity: ProximitySett
 
 
 @asset(group_name=GROUP, io_manager_key="proximity_io", kinds={"igraph"})
-def proximity_clusters(similarity_graph: SimilarityGraph, hypothesis_texts: Corpus, proximity: ProximitySettings):
+def proximity_clusters(similarity_graph: SimilarityGraph, hypothesis_texts: Corpus,
+                       hypothesis_embeddings: Embeddings, proximity: ProximitySettings):
     """Louvain communities (seeded), labelled C-01.. by size, each with its distinctive keywords."""
     texts = dict(zip(hypothesis_texts.ids, hypothesis_texts.texts))
-    clusters = labelled_clusters(similarity_graph, texts, proximity.algorithm)
+    clusters = labelled_clusters(similarity_graph, texts, proximity.algorithm, terms=hypothesis_embeddings)
     return Output(clusters, metadata={
         "clusters": clusters.num_clusters, "algorithm": clusters.algorithm,
         "singletons": sum(len(m) == 1 for m in clusters.clusters.values()),

@@ -234,7 +234,7 @@ def run_hypograph(corpus: Corpus) -> tuple[Stages, dict]:
     with stages.run("graph"):
         graph = similarity_graph(embeddings.ids, embeddings.matrix, GRAPH_THRESHOLD)
     with stages.run("clusters"):
-        clusters = labelled_clusters(graph, dict(zip(corpus.ids, corpus.texts)))
+        clusters = labelled_clusters(graph, dict(zip(corpus.ids, corpus.texts)), terms=embeddings)
     with stages.run("dupes"):
         dupes = duplicate_pairs(graph, DUPE_THRESHOLD)
     pairs = {(d.a, d.b) for d in dupes}

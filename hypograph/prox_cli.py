@@ -101,11 +101,11 @@ def _graph(args) -> int:
 def _clusters(args) -> int:
     from hypograph.hypotheses import load_corpus
     from hypograph.proximity.communities import labelled_clusters, report_lines
-    from hypograph.proximity.store import read_graph, write_clusters
+    from hypograph.proximity.store import read_embeddings, read_graph, write_clusters
 
     graph, _ = read_graph(args.run_dir)
     corpus = load_corpus(args.run_dir)
-    clusters = labelled_clusters(graph, dict(zip(corpus.ids, corpus.texts)), args.algorithm)
+    clusters = labelled_clusters(graph, dict(zip(corpus.ids, corpus.texts)), args.algorithm, terms=read_embeddings(args.run_dir))
     paths = write_clusters(args.run_dir, clusters)
     print(f"{clusters.num_clusters} clusters ({clusters.algorithm}) -> {paths[0]}")
     for line in report_lines(clusters):

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hypograph.errors import HypographError
 from hypograph.hypotheses import id_sort_key
 from hypograph.proximity.graph import SimilarityGraph
+
+if TYPE_CHECKING:
+    from hypograph.proximity.embed import Embeddings
 
 ALGORITHMS = ("louvain", "components")
 SEED = 42
@@ -79,8 +83,14 @@ def label_groups(ids: list[str], groups: list) -> dict[str, list[str]]:
     return {f"C-{k:0{width}d}": m for k, m in enumerate(members, start=1)}
 
 
-def labelled_clusters(graph: SimilarityGraph, texts: dict[str, str], algorithm: str = "louvain", seed: int = SEED) -> Clusters:
-    """Communities of ``graph`` with a keyword label each; ``texts`` maps every node id to its text."""
+def labelled_clusters(graph: SimilarityGraph, texts: dict[str, str], algorithm: str = "louvain", seed: int = SEED,
+                      terms: "Embeddings | None" = None) -> Clusters:
+    """Communities of ``graph`` with a keyword label each; ``texts`` maps every node id to its text.
+
+    ``terms``: the TF-IDF embeddings of the same ids, reused for the keywords when given (so the
+    texts are not tokenized twice); otherwise the texts are embedded with TF-IDF here.
+    """
+    from hypograph.proximity.embed import embed
     from hypograph.proximity.keywords import cluster_keywords
 
     missing = [i for i in graph.ids if i not in texts]
@@ -90,7 +100,9 @@ def labelled_clusters(graph: SimilarityGraph, texts: dict[str, str], algorithm: 
             "re-run embed and graph"
         )
     clusters = find_communities(graph, algorithm, seed)
-    clusters.keywords = cluster_keywords(graph.ids, [texts[i] for i in graph.ids], clusters.clusters)
+    if terms is None or terms.vocabulary is None or terms.ids != graph.ids:
+        terms = embed(graph.ids, [texts[i] for i in graph.ids], "tfidf")
+    clusters.keywords = cluster_keywords(terms.ids, terms.matrix, terms.vocabulary, clusters.clusters)
     return clusters
 
 

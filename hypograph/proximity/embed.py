@@ -33,6 +33,7 @@ class Embeddings:
     matrix: sp.csr_matrix | np.ndarray
     backend: str
     model: str
+    vocabulary: list[str] | None = None  # tfidf: the term of each column
 
     @property
     def dim(self) -> int:
@@ -46,15 +47,17 @@ def embed(ids: list[str], texts: list[str], backend: str = "tfidf", model: str |
     if not ids:
         raise HypographError("nothing to embed: no hypotheses")
     if backend == "tfidf":
-        return Embeddings(ids, embed_tfidf(texts), "tfidf", "sklearn-tfidf")
+        matrix, vocabulary = embed_tfidf(texts)
+        return Embeddings(ids, matrix, "tfidf", "sklearn-tfidf", vocabulary)
     if backend == "sbert":
         name = model or DEFAULT_SBERT_MODEL
         return Embeddings(ids, embed_sbert(texts, name), "sbert", name)
     raise HypographError(f"unknown embedding backend {backend!r}: choose one of {', '.join(BACKENDS)}")
 
 
-def embed_tfidf(texts: list[str]) -> sp.csr_matrix:
-    """TF-IDF rows, L2-normalised, float32 CSR. A text with no known term is an all-zero row."""
+def embed_tfidf(texts: list[str]) -> tuple[sp.csr_matrix, list[str]]:
+    """TF-IDF rows (L2-normalised, float32 CSR) and the term of each column.
+    A text with no known term is an all-zero row."""
     from sklearn.feature_extraction.text import TfidfVectorizer  # heavy import, only when embedding
     from sklearn.preprocessing import normalize
 
@@ -63,8 +66,8 @@ def embed_tfidf(texts: list[str]) -> sp.csr_matrix:
         matrix = vec.fit_transform(texts)
     except ValueError:
         # Only stop words or punctuation in every text: an empty vocabulary, no similarity at all.
-        return sp.csr_matrix((len(texts), 0), dtype=np.float32)
-    return normalize(matrix, norm="l2", copy=False).tocsr()
+        return sp.csr_matrix((len(texts), 0), dtype=np.float32), []
+    return normalize(matrix, norm="l2", copy=False).tocsr(), vec.get_feature_names_out().tolist()
 
 
 def resolve_sbert_model(name: str) -> str:

@@ -7,6 +7,7 @@ embeddings.npz              TF-IDF: ``scipy.sparse.save_npz`` CSR; sbert: ``nump
                             one dense float32 array ``embeddings``. Rows L2-normalised.
 embedding-ids.json          ids in row order
 embedding-meta.json         ``{"backend", "model", "count", "dim"}`` (Hypograph's addition)
+embedding-vocab.txt         tfidf: the term of each column, one per line (for cluster keywords)
 graph.json                  ``{"threshold", "nodes": {id: {"cluster", "edges": [{"target",
                             "similarity"}]}}, "embedding": {"backend", "model"}}``
 clusters.json               ``{"clusters": {label: [ids]}, "algorithm", "num_clusters",
@@ -27,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from hypograph.atomic import write_atomic, write_json
+from hypograph.atomic import write_atomic, write_json, write_text
 from hypograph.errors import HypographError
 from hypograph.proximity.communities import Clusters
 from hypograph.proximity.dupes import DuplicatePair
@@ -62,7 +63,11 @@ def write_embeddings(root: Path, emb: Embeddings) -> list[Path]:
     write_atomic(d / "embeddings.npz", lambda fh: fh.write(buf.getvalue()))
     write_json(d / "embedding-ids.json", emb.ids)
     write_json(d / "embedding-meta.json", {"backend": emb.backend, "model": emb.model, "count": len(emb.ids), "dim": emb.dim})
-    return [d / "embeddings.npz", d / "embedding-ids.json", d / "embedding-meta.json"]
+    paths = [d / "embeddings.npz", d / "embedding-ids.json", d / "embedding-meta.json"]
+    if emb.vocabulary is not None:
+        write_text(d / "embedding-vocab.txt", "".join(f"{term}\n" for term in emb.vocabulary))
+        paths.append(d / "embedding-vocab.txt")
+    return paths
 
 
 def read_embeddings(root: Path) -> Embeddings:
@@ -82,7 +87,11 @@ def read_embeddings(root: Path) -> Embeddings:
     if not isinstance(ids, list) or len(ids) != matrix.shape[0]:
         raise HypographError(f"{d / 'embedding-ids.json'}: {len(ids) if isinstance(ids, list) else 'no'} ids for {matrix.shape[0]} rows in embeddings.npz")
     backend = meta.get("backend", "tfidf" if sp.issparse(matrix) else "unknown")
-    return Embeddings(ids, matrix, backend, meta.get("model", "unknown"))
+    vocab_path = d / "embedding-vocab.txt"
+    vocabulary = vocab_path.read_text(encoding="utf-8").splitlines() if vocab_path.exists() and backend == "tfidf" else None
+    if vocabulary is not None and len(vocabulary) != matrix.shape[1]:
+        vocabulary = None  # from another run: the keywords will re-tokenize the texts instead
+    return Embeddings(ids, matrix, backend, meta.get("model", "unknown"), vocabulary)
 
 
 # -- graph --------------------------------------------------------------------------------------

@@ -195,7 +195,7 @@ def offline_plans(hyps: list[Node]) -> list[ClusterPlan]:
     if not hyps:
         return []
     hints = [str(h.meta.get("question") or h.meta.get("statement") or h.title) for h in hyps]
-    m = embed_tfidf(hints)
+    m, _ = embed_tfidf(hints)
     sims = (m @ m.T).toarray()
     _, labels = connected_components(sims >= QUESTION_LINK, directed=False)
     groups: dict[int, list[int]] = {}

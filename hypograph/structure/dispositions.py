@@ -152,7 +152,7 @@ def separating_observations(a: Node, b: Node, obs: list[Node]) -> list[str]:
     from hypograph.proximity.embed import embed_tfidf
 
     texts = [_text(a), _text(b)] + [str(o.meta.get("statement") or o.title) for o in obs]
-    m = embed_tfidf(texts)
+    m, _ = embed_tfidf(texts)
     sims = (m[2:] @ m[:2].T).toarray()
     return [o.id for o, (sa, sb) in zip(obs, sims) if abs(sa - sb) >= SEPARATION and max(sa, sb) > 0]
 
