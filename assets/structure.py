@@ -8,7 +8,6 @@ from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, ass
 
 from assets.adjudication import dedup_verdicts
 from hypograph.proximity.adjudicate import Decision
-from hypograph.structure.baseline import read_baseline
 from hypograph.structure.carving import run_clusters
 from hypograph.structure.dispositions import run_dispositions
 from hypograph.structure.structure_map import structure_counts, write_map
@@ -52,8 +51,8 @@ def hypothesis_clusters(hypograph_input: HypographInput, llm: LLMResource) -> Ma
 def structure_map(context: AssetExecutionContext, hypograph_input: HypographInput) -> MaterializeResult:
     """agent-notes/structure.md: the cluster inventory and counts (rewritten only on change)."""
     vault = open_vault(hypograph_input.root)
-    path, written = write_map(vault, read_baseline(vault.root))
+    path, written = write_map(vault)
     return MaterializeResult(metadata={
-        "path": str(path), "rewritten": written, **structure_counts(vault, read_baseline(vault.root)),
+        "path": str(path), "rewritten": written, **structure_counts(vault),
         "preview": MetadataValue.md(path.read_text(encoding="utf-8")),
     })

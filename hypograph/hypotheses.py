@@ -19,6 +19,8 @@ missing id / id not a string   skip + warning              error
 id does not match filename     skip + warning              error
 no text to embed               skip + warning              error
 state merged/dropped at top    --                          skip + warning
+YAML aliases in frontmatter    --                          error
+step-4 residual / constructed  --                          skipped (not from a paper)
 two files with one id          error                       error
 no hypotheses at all           error                       error
 =============================  ==========================  =================================
@@ -36,13 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import frontmatter
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from hypograph.errors import HypographError
 
 ID_RE = re.compile(r"^([A-Z]+)-(\d+)$")
+STEP4_ORIGINS = ("step-4-residual", "step-4-constructed")
 WIKILINK_RE = re.compile(r"!?\[\[([^\]|#]+)(?:#[^\]|]*)?(?:\|([^\]]+))?\]\]")
 
 
@@ -177,27 +178,11 @@ def _id_problem(value: Any, filename_id: str) -> str | None:
     return None
 
 
-def read_node_file(path: Path, root: Path) -> tuple[dict[str, Any], str]:
-    """Parse a markdown node: (frontmatter dict, body). Raise HypographError naming the file."""
-    rel = path.relative_to(root)
-    try:
-        raw = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise HypographError(f"{rel}: not UTF-8 ({e.reason} at byte {e.start})") from None
-    try:
-        post = frontmatter.loads(raw)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark else ""
-        raise HypographError(f"{rel}: frontmatter is not valid YAML{where}: {getattr(e, 'problem', e)}") from None
-    if not isinstance(post.metadata, dict):
-        raise HypographError(f"{rel}: frontmatter is not a mapping")
-    return dict(post.metadata), post.content
-
-
 def _read_vault_node(path: Path, root: Path, warnings: list[str]) -> Hypothesis | None:
+    from hypograph.vault.nodes import read_node  # the vault's reader: no YAML alias expansion
+
     rel = str(path.relative_to(root))
-    meta, _body = read_node_file(path, root)
+    meta = read_node(root, path.relative_to(root)).meta
     filename_id, _, title = path.stem.partition(" - ")
     problem = _id_problem(meta.get("id"), filename_id.strip())
     if problem:
@@ -208,6 +193,8 @@ def _read_vault_node(path: Path, root: Path, warnings: list[str]) -> Hypothesis 
     if state not in (None, "active"):
         warnings.append(f"{rel}: skipped: state {state!r} but the file is not in hypotheses/{state}/")
         return None
+    if meta.get("origin") in STEP4_ORIGINS:
+        return None  # a residual or constructed member minted at step 4, not a paper's hypothesis
     for k in ("statement", "question", "mechanism"):
         if meta.get(k) is not None and not isinstance(meta[k], str):
             raise HypographError(f"{rel}: field '{k}': expected a string, got {type(meta[k]).__name__}")

@@ -106,7 +106,6 @@ def _proximity(args) -> int:
 
 def _structure(args) -> int:
     from hypograph.hypotheses import detect_kind
-    from hypograph.structure.baseline import read_baseline
     from hypograph.structure.structure_map import MAP, structure_counts
     from hypograph.vault.vault import open_vault
 
@@ -114,8 +113,11 @@ def _structure(args) -> int:
     if detect_kind(root) != "vault":
         raise HypographError(f"{root}: structure needs a vault (hypotheses/*.md), not a run directory")
     run_job(root, "structure", backend=args.backend, offline=args.llm == "offline")
+    # Refresh proximity/ for the structured vault (merged nodes gone), so a second run finds
+    # exactly what this one left and changes nothing. Costs no call: the verdicts are cached.
+    run_job(root, "proximity", backend=args.backend, offline=args.llm == "offline")
     vault = open_vault(root)
-    counts = structure_counts(vault, read_baseline(root))
+    counts = structure_counts(vault)
     print(f"{root}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     for hc in vault.of_type("hypothesis-cluster"):
         print(f"  {hc.path.stem}")

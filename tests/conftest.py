@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 EXAMPLE_RUN = REPO / "examples" / "run"
 EXAMPLE_VAULT = REPO / "examples" / "vault"
-SHARED_VAULTS = Path("/work/shared/examples/vaults")
+SHARED_VAULTS = Path(__file__).parent / "fixtures" / "vaults"  # copies of ../shared/examples/vaults
 
 # Environment variables that could make a test reach a network service or a shared Dagster instance.
 UNSAFE_ENV_PREFIXES = ("HYPOGRAPH_LLM", "OPENAI_")

@@ -244,8 +244,9 @@ def _embeds(members: list[Node]) -> str:
     return "\n\n".join(f"![[{m.path.stem}]]" for m in members)
 
 
-def _create_cluster(vault: Vault, plan: ClusterPlan, new_ids: list[str | None]) -> tuple[str, list[str]]:
-    """Mint constructed members and the HC node (without its residual yet). Returns (HC id, minted)."""
+def _create_cluster(vault: Vault, plan: ClusterPlan) -> tuple[str, list[str]]:
+    """Mint constructed members and the HC node (without its residual, with an empty depends_on:
+    both are filled in once every cluster of the answer has its id). Returns (HC id, minted)."""
     minted = []
     members = [vault.nodes[i] for i in plan.members]
     for c in plan.constructed:
@@ -258,7 +259,7 @@ def _create_cluster(vault: Vault, plan: ClusterPlan, new_ids: list[str | None]) 
     members.sort(key=lambda m: id_number(m.id))
     meta = {"hypotheses": [f"[[{m.path.stem}]]" for m in members], "exclusivity": plan.exclusivity,
             "exhaustive_by_construction": plan.exhaustive, "independence": plan.independence,
-            "depends_on": [f"{new_ids[k]}: {note}" for k, note in plan.depends_on if k < len(new_ids) and new_ids[k]]}
+            "depends_on": []}
     if plan.question:
         meta["question"] = plan.question
     if plan.relevance:
@@ -343,12 +344,13 @@ def run_clusters(vault: Vault, llm: LLMClient) -> ClusterReport:
     todo = [h for h in active_hypotheses(vault) if h.id not in clustered and h.meta.get("residual") is not True]
     if todo:
         plans, stragglers = _plan(vault, todo, llm)
-        new_ids: list[str | None] = []
+        new_ids: list[str] = []
         for plan in plans:
-            hc_id, minted = _create_cluster(open_vault(vault.root), plan, new_ids)
+            hc_id, minted = _create_cluster(open_vault(vault.root), plan)
             new_ids.append(hc_id)
             report.created.append(hc_id)
             report.minted += [hc_id, *minted]
+        _set_depends_on(open_vault(vault.root), plans, new_ids)
         _drop_stragglers(open_vault(vault.root), stragglers)
         report.dropped = stragglers
         report.minted += repair(open_vault(vault.root))
@@ -367,6 +369,17 @@ def _plan(vault: Vault, todo: list[Node], llm: LLMClient) -> tuple[list[ClusterP
             p.justification += f"\n\nThe model's carving was rejected ({answer.reason}); this offline grouping stands in."
         return plans, {}
     return _plans_from_model(answer, todo)
+
+
+def _set_depends_on(vault: Vault, plans: list[ClusterPlan], new_ids: list[str]) -> None:
+    """Write each new cluster's depends_on notes, now that every cluster they name has an id."""
+    steps = []
+    for plan, hc_id in zip(plans, new_ids):
+        if plan.depends_on:
+            hc = vault.nodes[hc_id]
+            hc.meta["depends_on"] = [f"{new_ids[k]}: {note}" for k, note in plan.depends_on]
+            steps.append({"from": str(hc.path), "to": str(hc.path), "text": hc.text()})
+    Journal(vault.root).apply(steps)
 
 
 def _drop_stragglers(vault: Vault, stragglers: dict[str, str]) -> None:

@@ -16,8 +16,10 @@ STATES = ("active", "merged", "dropped")
 FOLDER = {"active": Path("hypotheses"), "merged": Path("hypotheses/merged"), "dropped": Path("hypotheses/dropped")}
 H_FIELDS_4 = ("state", "cluster", "merged_into", "merged_from", "additional_sources", "generalization_note",
               "drop_reason", "residual", "origin")
-HC_FIELDS = ("hypotheses", "exclusivity", "exhaustive_by_construction", "independence", "depends_on", "question", "relevance")
-NUMBERISH = re.compile(r"(?<![\w.-])(?:0?\.\d+|1\.0+)(?![\w.])|\d+(?:\.\d+)?\s?%|\b(?:weight|rank|prior|likelihood|probability|odds)\s*[:=]\s*\S", re.I)
+NUMBERISH = re.compile(
+    r"(?<![\w.-])(?:0?\.\d+|1\.0+)(?!\w|\.\d)"          # 0.35, .2, 1.0 (a full stop after is fine)
+    r"|\d+(?:\.\d+)?\s?(?:%|percent\b)"                   # 35%, 35 percent
+    r"|\b(?:weight|rank|prior|likelihood|probability|odds)\s*[:=]\s*\S", re.I)
 
 
 def _blank(value) -> bool:
@@ -113,7 +115,7 @@ def check_3_residuals(vault: Vault) -> list[Violation]:
             if residuals:
                 out.append((hc.id, "exhaustive_by_construction but has a residual member"))
             prose = "\n".join(l for l in hc.body.splitlines() if not l.strip().startswith("![["))
-            if not prose.strip() or not any(m is not None and m.id in prose for m in members):
+            if not prose.strip() or not any(m is not None and re.search(rf"\b{re.escape(m.id)}\b", prose) for m in members):
                 out.append((hc.id, "exhaustive_by_construction without a body justification naming the member a failure would favour"))
         elif len(residuals) != 1:
             out.append((hc.id, f"{len(residuals)} residual members; exactly 1 required (not exhaustive)"))
@@ -215,9 +217,10 @@ def check_6_no_numbers(vault: Vault) -> list[Violation]:
     for h in vault.of_type("hypothesis"):
         for key in H_FIELDS_4:
             out += [(h.id, f"{x}: step-4 fields hold no numbers") for x in _numbers(h.meta.get(key), key)]
-    for hc in _clusters(vault):
-        for key in HC_FIELDS:
-            out += [(hc.id, f"{x}: step-4 fields hold no numbers") for x in _numbers(hc.meta.get(key), key)]
+    for hc in _clusters(vault):  # an HC node is step 4's entirely
+        for key, value in hc.meta.items():
+            if key not in ("type", "id"):
+                out += [(hc.id, f"{x}: step-4 fields hold no numbers") for x in _numbers(value, key)]
     return out
 
 

@@ -10,8 +10,9 @@ asked again, so a re-run on unchanged input costs no call and changes nothing):
   view, by the seed's discriminability test (MERGE only when no observation would come out
   differently); each active hypothesis is judged on- or off-topic against ``initial_prompt.md``;
 * offline (deterministic, conservative): merge only pairs proximity auto-merged (or a person
-  marked MERGE in ``proximity/review.json``) that no observation separates lexically; drop
-  nothing. A person's KEEP always wins.
+  marked MERGE in ``proximity/review.json``) when no observation mentions a word that one has and
+  the other lacks; drop nothing. A person's KEEP always wins.
+* hypotheses already in a cluster are frozen members (steps 7-8 index them): never re-judged.
 
 Merge mechanics (survivor = lowest id; absorbed -> ``state: merged``, ``merged_into`` one hop,
 moved to ``hypotheses/merged/``; survivor gains ``merged_from``, ``additional_sources``, a
@@ -37,7 +38,6 @@ from hypograph.vault.vault import Journal, Vault
 
 LEDGER = Path(".hypograph") / "dispositions.json"
 NEIGHBOURS = 3
-SEPARATION = 0.15  # offline: an observation this much closer to one member than the other separates them
 QUESTION_CHARS = 6000
 
 
@@ -96,6 +96,13 @@ def active_hypotheses(vault: Vault) -> list[Node]:
             if h.path.parent == Path("hypotheses") and h.meta.get("state") in (None, "active")]
 
 
+def open_to_4a(vault: Vault) -> list[Node]:
+    """Active hypotheses 4a may still merge or drop: from a paper, and in no cluster yet."""
+    clustered = {link_target(l) for hc in vault.of_type("hypothesis-cluster") for l in hc.meta.get("hypotheses") or []}
+    return [h for h in active_hypotheses(vault)
+            if not h.meta.get("origin") and h.id not in clustered and not h.meta.get("cluster")]
+
+
 def observations(vault: Vault) -> list[Node]:
     """In-scope observations: those directly in ``observations-and-facts/``."""
     return [o for o in vault.of_type("observation") if o.path.parent == Path("observations-and-facts")]
@@ -108,7 +115,7 @@ def candidate_pairs(hypotheses: list[Node], verdicts: list, k: int = NEIGHBOURS,
     from hypograph.proximity.embed import embed
     from hypograph.proximity.graph import nearest_neighbours
 
-    ids = [h.id for h in hypotheses if not h.meta.get("origin")]
+    ids = [h.id for h in hypotheses]
     by_id = {h.id: h for h in hypotheses}
     out: dict[str, Candidate] = {}
     for v in verdicts:
@@ -145,16 +152,14 @@ def _text(node: Node) -> str:
 # -- decisions --------------------------------------------------------------------------------------
 
 def separating_observations(a: Node, b: Node, obs: list[Node]) -> list[str]:
-    """Offline stand-in for the discriminability test: observations whose TF-IDF similarity to one
-    member exceeds that to the other by SEPARATION or more. Errs towards 'separated'."""
-    if not obs:
-        return []
-    from hypograph.proximity.embed import embed_tfidf
+    """Offline stand-in for the discriminability test: observations that mention a content word one
+    hypothesis has and the other lacks (English stop words aside). Errs towards 'separated'."""
+    from sklearn.feature_extraction.text import CountVectorizer
 
-    texts = [_text(a), _text(b)] + [str(o.meta.get("statement") or o.title) for o in obs]
-    m, _ = embed_tfidf(texts)
-    sims = (m[2:] @ m[:2].T).toarray()
-    return [o.id for o, (sa, sb) in zip(obs, sims) if abs(sa - sb) >= SEPARATION and max(sa, sb) > 0]
+    words = CountVectorizer(stop_words="english").build_analyzer()
+    terms_a, terms_b = set(words(_text(a))), set(words(_text(b)))
+    distinguishing = terms_a ^ terms_b
+    return [o.id for o in obs if distinguishing & set(words(str(o.meta.get("statement") or o.title)))]
 
 
 class MergeJudgement(BaseModel):
@@ -239,7 +244,7 @@ def _topic_request(batch: list[Node], question: str) -> Request[TopicJudgements]
 
 def decide(vault: Vault, candidates: list[Candidate], ledger: Ledger, llm: LLMClient) -> Ledger:
     """Fill the ledger with a decision for every new candidate pair and active hypothesis."""
-    nodes = {h.id: h for h in active_hypotheses(vault)}
+    nodes = {h.id: h for h in open_to_4a(vault)}
     obs = observations(vault)
     question = vault.main_question()
     todo: list[Candidate] = []
@@ -350,7 +355,7 @@ def _absorb(survivor: Node, absorbed: list[Node], widening: PairDecision | None)
 def apply_dispositions(vault: Vault, ledger: Ledger) -> DispositionReport:
     """Plan every file change from the ledger and apply it through the journal."""
     active = active_hypotheses(vault)
-    ids = [h.id for h in active]
+    ids = [h.id for h in open_to_4a(vault)]
     report = DispositionReport(decisions=len(ledger.pairs) + len(ledger.topics))
     drops = {t.id: t.drop_reason for t in ledger.topics.values() if t.drop and t.id in ids}
     groups = merge_groups([i for i in ids if i not in drops], ledger)
@@ -396,7 +401,7 @@ def run_dispositions(vault: Vault, verdicts: list, llm: LLMClient, k: int = NEIG
 
     record_baseline(vault)
     ledger = read_ledger(vault.root)
-    candidates = candidate_pairs(active_hypotheses(vault), verdicts, k=0 if llm.offline else k, semantic=True)
+    candidates = candidate_pairs(open_to_4a(vault), verdicts, k=0 if llm.offline else k, semantic=True)
     ledger = decide(vault, candidates, ledger, llm)
     write_json(vault.root / LEDGER, json.loads(ledger.model_dump_json()))
     return apply_dispositions(vault, ledger)

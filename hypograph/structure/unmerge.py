@@ -1,6 +1,10 @@
 """Undo a merge: the absorbed node returns to ``hypotheses/`` as active, and the survivor gives
 back its source, its locator entry and its ``merged_from`` link. The pair is recorded as a human
-KEEP in the 4a ledger so the next structuring run does not merge it again."""
+KEEP in the 4a ledger so the next structuring run does not merge it again.
+
+If the survivor is in a cluster, the restored node joins that cluster (it answers the same
+sub-question — it was taken for a duplicate), at its ascending-id place before the residual: a
+person undoing a merge is the one deliberate exception to a cluster's frozen order."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from hypograph.atomic import write_json
 from hypograph.errors import HypographError
 from hypograph.structure.baseline import read_baseline
 from hypograph.structure.dispositions import LEDGER, PairDecision, pair_key, read_ledger
-from hypograph.vault.nodes import link_target
+from hypograph.vault.nodes import id_number, link_target
 from hypograph.vault.vault import Journal, open_vault
 
 
@@ -51,12 +55,29 @@ def unmerge(root: Path, node_id: str) -> tuple[str, str]:
 
     node.meta["state"] = "active"
     node.meta.pop("merged_into", None)
-    Journal(root).apply([
-        {"from": str(survivor.path), "to": str(survivor.path), "text": survivor.text()},
-        {"from": str(node.path), "to": str(Path("hypotheses") / node.path.name), "text": node.text()},
-    ])
+    steps = [{"from": str(survivor.path), "to": str(survivor.path), "text": survivor.text()}]
+    cluster = vault.resolve(survivor.meta.get("cluster"))
+    if cluster is not None and cluster.type == "hypothesis-cluster":
+        node.meta["cluster"] = cluster.link
+        steps.append(_join_cluster(vault, cluster, node))
+    steps.append({"from": str(node.path), "to": str(Path("hypotheses") / node.path.name), "text": node.text()})
+    Journal(root).apply(steps)
     ledger = read_ledger(root)
     ledger.pairs[pair_key(survivor.id, node_id)] = PairDecision(
         pair=(survivor.id, node_id), decision="KEEP", decided_by="human", rationale=f"Unmerged by hand ({node_id} from {survivor.id}).")
     write_json(Path(root) / LEDGER, json.loads(ledger.model_dump_json()))
     return node_id, survivor.id
+
+
+def _join_cluster(vault, cluster, node) -> dict:
+    """The journal step adding ``node`` to ``cluster`` in ascending-id order, residual last."""
+    from hypograph.structure.carving import _replace_embeds
+
+    members = [vault.nodes[t] for t in (link_target(l) for l in cluster.meta.get("hypotheses") or []) if t in vault.nodes]
+    named = [m for m in members if m.meta.get("residual") is not True] + [node]
+    named.sort(key=lambda m: id_number(m.id))
+    ordered = named + [m for m in members if m.meta.get("residual") is True]
+    # The node's link as it will be once moved back to hypotheses/ (same filename).
+    cluster.meta["hypotheses"] = [f"[[{m.path.stem}]]" for m in ordered]
+    cluster.body = _replace_embeds(cluster.body, ordered)
+    return {"from": str(cluster.path), "to": str(cluster.path), "text": cluster.text()}

@@ -62,6 +62,7 @@ class Node:
     raw: str = ""
     original_meta: dict[str, Any] = field(default_factory=dict)
     original_yaml: str = ""
+    delimiters: tuple[str, str] = ("---\n", "---\n")  # the opening and closing lines as read
 
     @property
     def id(self) -> str:
@@ -89,14 +90,17 @@ class Node:
         """The file's text: the raw text if nothing changed, else edited frontmatter + same body."""
         if not self.changed and self.raw:
             return self.raw
-        blocks = _key_blocks(self.original_yaml)
-        lines = []
+        preamble, blocks = _key_blocks(self.original_yaml)
+        newline = "\r\n" if self.delimiters[0].endswith("\r\n") else "\n"
+        parts = [self.delimiters[0], preamble]
         for key, value in self.meta.items():
+            value_text, trailing = blocks.get(key, ("", ""))
             if key in blocks and key in self.original_meta and self.original_meta[key] == value:
-                lines.append(blocks[key])
+                parts.append(value_text)
             else:
-                lines.append(dump_field(key, value))
-        return "---\n" + "".join(lines) + "---\n" + self.body
+                parts.append(dump_field(key, value).replace("\n", newline))
+            parts.append(trailing)  # comments and blank lines after a field stay where they were
+        return "".join(parts) + self.delimiters[1] + self.body
 
 
 def dump_field(key: str, value: Any) -> str:
@@ -109,21 +113,30 @@ def render(meta: dict[str, Any], body: str) -> str:
     return "---\n" + "".join(dump_field(k, v) for k, v in meta.items()) + "---\n" + body
 
 
-def _key_blocks(fm: str) -> dict[str, str]:
-    """Split frontmatter YAML into each top-level key's text (its line plus continuation lines)."""
-    blocks: dict[str, str] = {}
+def _key_blocks(fm: str) -> tuple[str, dict[str, tuple[str, str]]]:
+    """Split frontmatter YAML into the lines before the first key, and for each top-level key its
+    value text (key line plus continuation lines) and the comment/blank lines that follow it."""
+    preamble: list[str] = []
+    lines: dict[str, list[str]] = {}
     key = None
     for line in fm.splitlines(keepends=True):
         m = TOP_KEY_RE.match(line)
         if m:
             key = m.group(1).strip("'\"")
-            blocks[key] = line
-        elif key is not None:
-            blocks[key] += line
-    for k, text in blocks.items():
-        if not text.endswith("\n"):
-            blocks[k] = text + "\n"
-    return blocks
+            lines[key] = [line]
+        elif key is None:
+            preamble.append(line)
+        else:
+            lines[key].append(line)
+    blocks = {}
+    for k, block in lines.items():
+        if not block[-1].endswith("\n"):
+            block[-1] += "\r\n" if block[0].endswith("\r\n") else "\n"
+        cut = len(block)
+        while cut > 1 and (not block[cut - 1].strip() or block[cut - 1].startswith("#")):
+            cut -= 1
+        blocks[k] = ("".join(block[:cut]), "".join(block[cut:]))
+    return "".join(preamble), blocks
 
 
 def parse_node(raw: str, rel: Path) -> Node:
@@ -141,7 +154,8 @@ def parse_node(raw: str, rel: Path) -> Node:
         meta = {}
     if not isinstance(meta, dict):
         raise HypographError(f"{rel}: frontmatter is not a mapping of fields")
-    return Node(rel, meta, raw[m.end():], raw, _deep_copy(meta), m.group(1))
+    return Node(rel, meta, raw[m.end():], raw, _deep_copy(meta), m.group(1),
+                (raw[:m.start(1)], raw[m.end(1):m.end()]))
 
 
 def read_node(root: Path, rel: Path) -> Node:
