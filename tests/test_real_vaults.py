@@ -19,19 +19,20 @@ from hypograph.proximity import checks, store
 from pipelines.definitions import build_definitions
 
 EXPECTED_IDS = {
-    "covid1": ["H-1", "H-5", "H-6"],  # H-2 is in merged/, H-3 and H-4 in dropped/
-    "eggs1": [f"H-{k}" for k in range(1, 14)],
+    "covid1": ["H-1", "H-5"],  # H-2 is in merged/, H-3 and H-4 in dropped/, H-6 is a step-4 residual
+    "eggs1": [f"H-{k}" for k in range(1, 11)],  # H-11..H-13 are step-4 residuals
 }
 TOOL_OUTPUT = ("proximity", ".hypograph")
 
 
 def active_hypothesis_ids(vault: Path) -> list[str]:
-    """Ids of the nodes directly in hypotheses/ whose frontmatter state is active, read with plain YAML."""
+    """Ids of the paper hypotheses directly in hypotheses/ whose state is active (step-4 residual and
+    constructed members are not embedded), read with plain YAML."""
     ids = []
     for path in (vault / "hypotheses").glob("*.md"):
         meta = yaml.safe_load(path.read_text(encoding="utf-8").split("---", 2)[1])
         assert meta["id"] == path.name.split(" - ", 1)[0], path.name
-        if meta.get("state", "active") == "active":
+        if meta.get("state", "active") == "active" and not meta.get("origin"):
             ids.append(meta["id"])
     return sorted(ids, key=id_sort_key)
 
