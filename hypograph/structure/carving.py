@@ -7,7 +7,8 @@
   statement naming the escape (or an exhaustiveness argument), plus constructed complements and
   stragglers to drop.
 * Offline (deterministic, heuristic): members grouped by their ``question`` hints (TF-IDF cosine
-  >= 0.5, connected components), leftovers joining their most similar group; one residual each;
+  >= 0.5, connected components), a leftover joining its most similar group if its hint is similar
+  enough (>= 0.25), else forming its own cluster; one residual each;
   justification lines say plainly they are heuristic.
 * A repair pass then makes every cluster whole: a non-exhaustive cluster without its residual gets
   one, a residual or member whose backlink names a cluster that does not list it is listed, and
@@ -37,6 +38,7 @@ from hypograph.vault.vault import Journal, Vault, open_vault
 
 PENDING = Path(".hypograph") / "pending-residuals.json"
 QUESTION_LINK = 0.5
+LONE_JOIN = 0.25  # offline: a lone hypothesis joins a group only if its hint is at least this similar
 BARE_OTHER = re.compile(r"^\s*(other|others|something else|none of the above|none)\W*$", re.I)
 HEURISTIC = "Heuristic (offline, no model):"
 
@@ -207,7 +209,7 @@ def offline_plans(hyps: list[Node]) -> list[ClusterPlan]:
         if len(members) == 1 and big:
             i = members[0]
             best = max(big, key=lambda b: max(sims[i, j] for j in groups[b]))
-            if max(sims[i, j] for j in groups[best]) > 0:
+            if max(sims[i, j] for j in groups[best]) >= LONE_JOIN:
                 groups[best].append(i)
                 del groups[g]
     plans = []
