@@ -79,7 +79,7 @@ def _step4_check(number: int, asset, description: str):
     @asset_check(asset=asset, name=f"check_{number}_{asset.key.path[-1]}", blocking=True, description=description)
     def _check(hypograph_input: HypographInput) -> AssetCheckResult:
         vault = open_vault(hypograph_input.root)
-        return _result(step4.all_checks(vault, read_baseline(vault.root))[number])
+        return _result(step4.run_check(number, vault, read_baseline(vault.root)))
 
     return _check
 

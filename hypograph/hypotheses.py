@@ -114,6 +114,9 @@ def load_corpus(root: Path | str) -> Corpus:
     kind = detect_kind(root)
     warnings: list[str] = []
     if kind == "vault":
+        from hypograph.vault.vault import Journal
+
+        Journal(root).roll_forward()  # finish an interrupted structuring write before reading
         items = [_read_vault_node(p, root, warnings) for p in sorted((root / "hypotheses").glob("*.md"))]
     else:
         items = [_read_json_hypothesis(p, root, warnings) for p in sorted((root / "hypotheses").glob("H-*.json"))]

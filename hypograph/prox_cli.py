@@ -68,8 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     except HypographError as e:
         print(f"prox {args.command}: {e}", file=sys.stderr)
         return 1
-    except (OSError, ValueError) as e:
-        print(f"prox {args.command}: {type(e).__name__}: {e}", file=sys.stderr)
+    except Exception as e:  # a corrupt file deep in numpy or zipfile: still one line, no traceback
+        print(f"prox {args.command}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
         return 1
 
 

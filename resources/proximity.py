@@ -12,7 +12,7 @@ class ProximitySettings(ConfigurableResource):
 
     backend: str = Field(default="tfidf", description="tfidf | sbert")
     model: str | None = Field(default=None, description="sbert model name or local path")
-    graph_threshold: float = Field(default=DEFAULT_THRESHOLD, ge=0.0, le=1.0)
+    graph_threshold: float = Field(default=DEFAULT_THRESHOLD, gt=0.0, le=1.0)
     dupe_threshold: float = Field(default=DEFAULT_DUPE_THRESHOLD, ge=0.0, le=1.0)
     auto_merge: float = Field(default=AUTO_MERGE_THRESHOLD, ge=0.0, le=1.0, description="MERGE without a model above this")
     algorithm: str = Field(default="louvain", description="louvain | components")

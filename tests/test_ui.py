@@ -37,7 +37,7 @@ def wait_for_code_location(port: int, process: subprocess.Popen, seconds: float 
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            pytest.fail(f"hypograph ui exited with {process.returncode}: {process.stderr.read()[-2000:]}")
+            pytest.fail(f"hypograph ui exited with {process.returncode}")
         try:
             data = graphql(port, QUERY)
             if data["assetNodes"]:
@@ -55,13 +55,15 @@ def ui(tmp_path_factory):
     subprocess.run([VENV_BIN / "hypograph", "structure", vault, "--llm", "offline"], env=env, check=True,
                    capture_output=True, text=True)
     port = free_port()
+    log = open(vault.parent / "ui.log", "w+")  # a file, not a pipe: a chatty server never blocks
     process = subprocess.Popen([VENV_BIN / "hypograph", "ui", vault, "--port", str(port)], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                               stdout=log, stderr=subprocess.STDOUT, text=True)
     try:
         yield wait_for_code_location(port, process)
     finally:
         process.terminate()
         process.wait(timeout=30)
+        log.close()
 
 
 def test_ui_shows_the_asset_graph_with_lineage(ui):

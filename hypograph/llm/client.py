@@ -289,8 +289,8 @@ def _short_error(e: Exception) -> str:
 
 def _redact(text: str, config: LLMConfig) -> str:
     key = config.api_key.get_secret_value()
-    # Only real keys: replacing a placeholder like "none" or "x" would mangle ordinary text.
-    return text.replace(key, "***") if len(key) >= 8 else text
+    # Not the "none" placeholder, nor a one- or two-letter stand-in that would mangle ordinary text.
+    return text.replace(key, "***") if key != "none" and len(key) >= 3 else text
 
 
 def _redact_tree(value, config: LLMConfig):

@@ -49,7 +49,7 @@ class LLMConfig(BaseModel):
             return "offline (forced)"
         if not self.model:
             return "offline (HYPOGRAPH_LLM_MODEL not set)"
-        return f"{self.model}@{self.base_url or 'api.openai.com'}"
+        return f"{self.model}@{_public_url(self.base_url) if self.base_url else 'api.openai.com'}"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, offline: bool = False) -> "LLMConfig":
@@ -82,3 +82,13 @@ class LLMConfig(BaseModel):
             concurrency=number("HYPOGRAPH_LLM_CONCURRENCY", int, 4),
             forced_offline=offline,
         )
+
+
+def _public_url(url: str) -> str:
+    """The endpoint without user-info or query (where some servers take a key)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))

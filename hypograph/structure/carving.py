@@ -11,8 +11,8 @@
   enough (>= 0.25), else forming its own cluster; one residual each;
   justification lines say plainly they are heuristic.
 * A repair pass then makes every cluster whole: a non-exhaustive cluster without its residual gets
-  one, a residual or member whose backlink names a cluster that does not list it is listed, and
-  every member's ``cluster`` backlink is set. That pass is what lets a run that died half-way be
+  one (adopting a residual minted for it by an interrupted run, if there is one), and every
+  member's ``cluster`` backlink is set. That pass is what lets a run that died half-way be
   completed by the next one without minting twice.
 
 New nodes are minted under the vault lock (``create_node``); edits go through the journal.
@@ -32,7 +32,7 @@ from hypograph.hypotheses import id_sort_key
 from hypograph.llm.client import LLMClient, Rejected, Request, untrusted
 from hypograph.structure.checks import NUMBERISH
 from hypograph.structure.dispositions import QUESTION_CHARS, active_hypotheses, observations
-from hypograph.vault.mint import create_node
+from hypograph.vault.mint import create_node, structuring_lock
 from hypograph.vault.nodes import Node, id_number, link_target
 from hypograph.vault.vault import Journal, Vault, open_vault
 
@@ -122,7 +122,8 @@ would break it and which member it would favour), give a residual title and stat
 concrete escape ("some driver other than the above, e.g. disease") — never a bare "other". Add
 constructed members only when the cluster's logic needs an answer no paper stated. A hypothesis
 that fits no cluster is a straggler with a one-line drop reason. Every hypothesis number appears
-exactly once, as a member or a straggler. No numbers, probabilities, weights or ranks anywhere."""
+exactly once, as a member or a straggler. Refer to hypotheses as "hypothesis N" (N their number);
+apart from that, write no numbers, probabilities, weights or ranks anywhere."""
 
 
 def _carve_request(hyps: list[Node], existing: list[Node], obs: list[Node], question: str) -> Request[Carving]:
@@ -154,9 +155,18 @@ def _carve_request(hyps: list[Node], existing: list[Node], obs: list[Node], ques
             for d in cl.depends_on:
                 if not 1 <= d.cluster <= len(c.clusters) or d.cluster == k:
                     raise ValueError(f"cluster {k}: depends_on names cluster {d.cluster}, not another cluster of this answer")
-            for text in [cl.exclusivity, cl.independence, cl.question or "", cl.relevance or "", *[d.note for d in cl.depends_on]]:
+            for text in [cl.exclusivity, cl.independence, cl.question or "", cl.relevance or "", cl.name,
+                         cl.residual_title or "", *[d.note for d in cl.depends_on], *[x.title for x in cl.constructed]]:
                 if "\n" in text.strip() or NUMBERISH.search(text):
-                    raise ValueError(f"cluster {k}: one-line fields hold no line breaks, numbers or weights")
+                    raise ValueError(f"cluster {k}: one-line fields and titles hold no line breaks, numbers or weights")
+            if cl.exhaustive_by_construction:
+                named = {int(n) for n in re.findall(r"\b[Hh]ypothesis (\d+)\b", cl.exhaustiveness_argument or "")}
+                if not named & set(cl.members):
+                    raise ValueError(f"cluster {k}: the exhaustiveness_argument must name the member a failure would "
+                                     "favour as 'hypothesis N', N one of this cluster's members")
+        for s in c.stragglers:
+            if "\n" in s.drop_reason.strip() or NUMBERISH.search(s.drop_reason):
+                raise ValueError(f"straggler {s.hypothesis}: a one-line drop_reason without numbers or weights")
 
     return Request(name="carve", system=CARVE_SYSTEM, user=user, schema=Carving, check=check)
 
@@ -220,7 +230,8 @@ def offline_plans(hyps: list[Node]) -> list[ClusterPlan]:
         plans.append(ClusterPlan(
             title=f"Answers to - {topic}" if len(topic) < 110 else f"Answers to - {topic[:105].rsplit(' ', 1)[0]}",
             members=[h.id for h in nodes],
-            question=question if question.endswith("?") else None,
+            # A hint like "Did rainfall drop by 30%?" stays out of the number-free step-4 fields.
+            question=question if question.endswith("?") and not NUMBERISH.search(question) else None,
             exclusivity=f"{HEURISTIC} the members were posed against the same sub-question and are read as alternative answers to it, at most one true; not verified.",
             independence=f"{HEURISTIC} assumed to factorize from the other clusters because its sub-question differs; not verified.",
             justification=(f"{HEURISTIC} grouped because the papers posed these hypotheses against similar sub-questions "
@@ -282,8 +293,8 @@ def _save_pending(root: Path, hc_id: str, plan: ClusterPlan) -> None:
 
 
 def repair(vault: Vault) -> list[str]:
-    """Give every non-exhaustive cluster its one residual (minting it if missing), list members whose
-    backlink names a cluster that lacks them, and set every member's backlink. Returns minted ids."""
+    """Give every non-exhaustive cluster its one residual (adopting an orphan minted for it, else
+    minting one) and set every member's backlink. Returns the ids minted."""
     minted = []
     path = vault.root / PENDING
     pending = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
@@ -328,17 +339,28 @@ def repair(vault: Vault) -> list[str]:
 
 
 def _replace_embeds(body: str, members: list[Node]) -> str:
-    """Rewrite the leading run of ``![[…]]`` embeds to list ``members`` in order; keep the rest."""
+    """Rewrite the first run of ``![[…]]`` embed lines (blank lines between them included) to list
+    ``members`` in order; every other line of the body is kept as it is."""
     lines = body.split("\n")
-    embed_rows = [k for k, l in enumerate(lines) if l.strip().startswith("![[")]
-    if not embed_rows:
+    first = next((k for k, l in enumerate(lines) if l.strip().startswith("![[")), None)
+    if first is None:
         return f"\n{_embeds(members)}\n" + body
-    first, last = embed_rows[0], embed_rows[-1]
+    last = first
+    for k in range(first, len(lines)):
+        if lines[k].strip().startswith("![["):
+            last = k
+        elif lines[k].strip():
+            break
     return "\n".join(lines[:first] + _embeds(members).split("\n") + lines[last + 1:])
 
 
 def run_clusters(vault: Vault, llm: LLMClient) -> ClusterReport:
     """4b end to end: carve the unclustered active hypotheses, create clusters, repair, report."""
+    with structuring_lock(vault.root):
+        return _run_clusters(open_vault(vault.root), llm)
+
+
+def _run_clusters(vault: Vault, llm: LLMClient) -> ClusterReport:
     report = ClusterReport()
     report.minted += repair(vault)  # finish what an interrupted run started, before carving anew
     vault = open_vault(vault.root)

@@ -12,6 +12,7 @@ from hypograph.vault.nodes import Node, id_number, link_target
 from hypograph.vault.vault import Vault
 
 Violation = tuple[str, str]
+LINK_TEXT_RE = re.compile(r"!?\[\[[^\]]*\]\]")
 STATES = ("active", "merged", "dropped")
 FOLDER = {"active": Path("hypotheses"), "merged": Path("hypotheses/merged"), "dropped": Path("hypotheses/dropped")}
 H_FIELDS_4 = ("state", "cluster", "merged_into", "merged_from", "additional_sources", "generalization_note",
@@ -202,7 +203,7 @@ def _numbers(value, path: str) -> list[str]:
     if isinstance(value, (int, float)):
         return [f"{path} = {value}"]
     if isinstance(value, str):
-        m = NUMBERISH.search(value)
+        m = NUMBERISH.search(LINK_TEXT_RE.sub(" ", value))  # a linked node's title is not a step-4 value
         return [f"{path} contains {m.group(0)!r}"] if m else []
     if isinstance(value, list):
         return [x for k, v in enumerate(value) for x in _numbers(v, f"{path}[{k}]")]
@@ -224,9 +225,15 @@ def check_6_no_numbers(vault: Vault) -> list[Violation]:
     return out
 
 
+def run_check(number: int, vault: Vault, baseline: dict | None) -> list[Violation]:
+    """Check ``number`` (1-6) of the seed."""
+    if number == 1:
+        return check_1_states(vault, baseline)
+    if number == 5:
+        return check_5_survivors(vault, baseline)
+    return {2: check_2_clusters, 3: check_3_residuals, 4: check_4_membership, 6: check_6_no_numbers}[number](vault)
+
+
 def all_checks(vault: Vault, baseline: dict | None) -> dict[int, list[Violation]]:
     """Run checks 1-6; {check number: violations}."""
-    return {
-        1: check_1_states(vault, baseline), 2: check_2_clusters(vault), 3: check_3_residuals(vault),
-        4: check_4_membership(vault), 5: check_5_survivors(vault, baseline), 6: check_6_no_numbers(vault),
-    }
+    return {n: run_check(n, vault, baseline) for n in range(1, 7)}

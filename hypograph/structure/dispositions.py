@@ -90,6 +90,10 @@ def read_ledger(root: Path) -> Ledger:
     return Ledger.model_validate_json(path.read_text(encoding="utf-8")) if path.exists() else Ledger()
 
 
+def write_ledger(root: Path, ledger: Ledger) -> None:
+    write_json(Path(root) / LEDGER, json.loads(ledger.model_dump_json()))
+
+
 def active_hypotheses(vault: Vault) -> list[Node]:
     """Hypotheses in ``hypotheses/`` that are active or not yet dispositioned."""
     return [h for h in vault.of_type("hypothesis")
@@ -237,6 +241,8 @@ def _topic_request(batch: list[Node], question: str) -> Request[TopicJudgements]
         for i in j.items:
             if i.off_topic != bool(i.drop_reason and i.drop_reason.strip()) or (i.drop_reason and "\n" in i.drop_reason.strip()):
                 raise ValueError(f"hypothesis {i.hypothesis}: a one-line drop_reason exactly when off_topic")
+            if i.drop_reason and NUMBERISH.search(i.drop_reason):
+                raise ValueError(f"hypothesis {i.hypothesis}: the drop_reason holds no numbers or weights")
 
     return Request(name="topics-" + "_".join(h.id for h in batch), system=TOPIC_SYSTEM, user=user,
                    schema=TopicJudgements, check=check)
@@ -253,8 +259,8 @@ def decide(vault: Vault, candidates: list[Candidate], ledger: Ledger, llm: LLMCl
         if c.human:  # a person's verdict always stands, even over an earlier one
             ledger.pairs[key] = PairDecision(pair=(c.a, c.b), decision=c.human, decided_by="human",
                                              rationale="Recorded in proximity/review.json.")
-        elif key not in ledger.pairs:
-            todo.append(c)
+        elif key not in ledger.pairs or (not llm.offline and ledger.pairs[key].decided_by == "policy"):
+            todo.append(c)  # new, or decided by the offline policy and now a model can judge it
     if llm.offline:
         for c in todo:
             separated = separating_observations(nodes[c.a], nodes[c.b], obs)
@@ -290,8 +296,8 @@ def decide(vault: Vault, candidates: list[Candidate], ledger: Ledger, llm: LLMCl
 # -- plan and apply -------------------------------------------------------------------------------
 
 def merge_groups(active: list[str], ledger: Ledger) -> dict[str, list[str]]:
-    """Survivor (lowest id) -> absorbed ids. MERGE pairs join groups by descending similarity order
-    of the ledger, unless a KEEP lies between the two groups (no merging by transitivity alone)."""
+    """Survivor (lowest id) -> absorbed ids. MERGE pairs join groups in ledger order, unless a KEEP
+    lies between the two groups (no merging by transitivity alone)."""
     group = {i: {i} for i in active}
     keep = {frozenset(d.pair) for d in ledger.pairs.values() if d.decision == "KEEP"}
     for d in ledger.pairs.values():
@@ -340,8 +346,10 @@ def _absorb(survivor: Node, absorbed: list[Node], widening: PairDecision | None)
             same = [k for k, e in enumerate(entries) if e.split(":", 1)[0].strip() == prefix]
             if not same:
                 entries.append(entry)
-            elif entry.split(":", 1)[1].strip() not in entries[same[0]]:
-                entries[same[0]] += "; " + entry.split(":", 1)[1].strip()
+            else:
+                where = entry.split(":", 1)[1].strip()
+                if where not in [w.strip() for w in entries[same[0]].split(":", 1)[1].split(";")]:
+                    entries[same[0]] += "; " + where
     meta["state"] = "active"
     meta["merged_from"] = merged_from
     if extra:
@@ -382,6 +390,15 @@ def apply_dispositions(vault: Vault, ledger: Ledger) -> DispositionReport:
         h.meta["drop_reason"] = reason
         touched[h_id] = (h, Path("hypotheses/dropped") / h.path.name)
         report.dropped[h_id] = reason
+        # Nodes merged into a dropped survivor follow it (merged_into must name an active H),
+        # keeping the merge on record as former_merged_into, as the seed pipeline does.
+        for x in vault.of_type("hypothesis"):
+            if x.meta.get("state") == "merged" and link_target(x.meta.get("merged_into")) == h_id:
+                x.meta["state"] = "dropped"
+                x.meta["drop_reason"] = f"Follows its merge survivor {h_id}, dropped: {reason}"
+                x.meta["former_merged_into"] = x.meta.pop("merged_into")
+                touched[x.id] = (x, Path("hypotheses/dropped") / x.path.name)
+                report.dropped[x.id] = x.meta["drop_reason"]
     for h in active:
         if h.id not in touched and h.meta.get("state") != "active":
             h.meta["state"] = "active"
@@ -398,10 +415,14 @@ def apply_dispositions(vault: Vault, ledger: Ledger) -> DispositionReport:
 def run_dispositions(vault: Vault, verdicts: list, llm: LLMClient, k: int = NEIGHBOURS) -> DispositionReport:
     """4a end to end: candidates, decisions (ledger), then the vault changes."""
     from hypograph.structure.baseline import record_baseline
+    from hypograph.vault.mint import structuring_lock
+    from hypograph.vault.vault import open_vault
 
-    record_baseline(vault)
-    ledger = read_ledger(vault.root)
-    candidates = candidate_pairs(open_to_4a(vault), verdicts, k=0 if llm.offline else k, semantic=True)
-    ledger = decide(vault, candidates, ledger, llm)
-    write_json(vault.root / LEDGER, json.loads(ledger.model_dump_json()))
-    return apply_dispositions(vault, ledger)
+    with structuring_lock(vault.root):
+        vault = open_vault(vault.root)  # as it is now that this run holds the lock
+        record_baseline(vault)
+        ledger = read_ledger(vault.root)
+        candidates = candidate_pairs(open_to_4a(vault), verdicts, k=0 if llm.offline else k, semantic=True)
+        ledger = decide(vault, candidates, ledger, llm)
+        write_ledger(vault.root, ledger)
+        return apply_dispositions(vault, ledger)

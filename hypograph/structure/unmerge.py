@@ -8,13 +8,11 @@ person undoing a merge is the one deliberate exception to a cluster's frozen ord
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from hypograph.atomic import write_json
 from hypograph.errors import HypographError
 from hypograph.structure.baseline import read_baseline
-from hypograph.structure.dispositions import LEDGER, PairDecision, pair_key, read_ledger
+from hypograph.structure.dispositions import PairDecision, pair_key, read_ledger, write_ledger
 from hypograph.vault.nodes import id_number, link_target
 from hypograph.vault.vault import Journal, open_vault
 
@@ -61,11 +59,12 @@ def unmerge(root: Path, node_id: str) -> tuple[str, str]:
         node.meta["cluster"] = cluster.link
         steps.append(_join_cluster(vault, cluster, node))
     steps.append({"from": str(node.path), "to": str(Path("hypotheses") / node.path.name), "text": node.text()})
-    Journal(root).apply(steps)
+    # The KEEP goes on record first: if the files then fail half-way, no later run re-merges them.
     ledger = read_ledger(root)
     ledger.pairs[pair_key(survivor.id, node_id)] = PairDecision(
         pair=(survivor.id, node_id), decision="KEEP", decided_by="human", rationale=f"Unmerged by hand ({node_id} from {survivor.id}).")
-    write_json(Path(root) / LEDGER, json.loads(ledger.model_dump_json()))
+    write_ledger(root, ledger)
+    Journal(root).apply(steps)
     return node_id, survivor.id
 
 

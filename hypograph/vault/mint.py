@@ -34,6 +34,20 @@ def vault_lock(root: Path) -> Iterator[None]:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
+@contextmanager
+def structuring_lock(root: Path) -> Iterator[None]:
+    """One structuring step (4a, 4b, unmerge) at a time per vault: deciding which hypotheses to
+    merge or carve must not race another run deciding the same. (Minting has its own lock.)"""
+    path = Path(root) / ".hypograph" / "structure.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
 def highest_id(root: Path, prefix: str) -> int:
     """Highest N of any file named ``PREFIX-N…`` anywhere under ``root`` (0 if none)."""
     pattern = re.compile(rf"^{re.escape(prefix)}-(\d+)(?:\D|$)")

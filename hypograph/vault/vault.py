@@ -69,12 +69,14 @@ def node_files(root: Path):
                 yield rel_dir / name
 
 
-def open_vault(root: Path | str) -> Vault:
-    """Roll forward an interrupted write, then read every node. Errors name the file."""
+def open_vault(root: Path | str, roll_forward: bool = True) -> Vault:
+    """Roll forward an interrupted write (unless told not to: a read-only look), then read every
+    node. Errors name the file."""
     root = Path(root)
     if not root.is_dir():
         raise HypographError(f"{root}: not a directory")
-    Journal(root).roll_forward()
+    if roll_forward:
+        Journal(root).roll_forward()
     nodes: dict[str, Node] = {}
     for rel in node_files(root):
         node = read_node(root, rel)
