@@ -692,3 +692,14 @@ def test_output_files_get_the_usual_permissions(run_dir):
         os.umask(old)
     modes = {p.name: oct(p.stat().st_mode & 0o777) for p in (run_dir / "proximity").iterdir()}
     assert set(modes.values()) == {"0o644"}, modes
+
+
+def test_embedding_files_from_different_runs_are_detected(tmp_path):
+    """A crash between writing embeddings.npz and embedding-ids.json must not pair rows with the
+    wrong ids: the digest in embedding-meta.json (written last) catches the mismatch."""
+    texts = ["varroa mites spread viruses", "pesticides impair foraging", "poor pollen weakens colonies"]
+    store.write_embeddings(tmp_path, embed(["H-1", "H-2", "H-3"], texts))
+    ids_path = store.proximity_dir(tmp_path) / "embedding-ids.json"
+    ids_path.write_text(json.dumps(["H-2", "H-1", "H-3"]), encoding="utf-8")  # same count, other order
+    with pytest.raises(HypographError, match="not from one run"):
+        store.read_embeddings(tmp_path)

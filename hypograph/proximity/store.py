@@ -6,7 +6,8 @@ file                        content
 embeddings.npz              TF-IDF: ``scipy.sparse.save_npz`` CSR; sbert: ``numpy.savez`` with
                             one dense float32 array ``embeddings``. Rows L2-normalised.
 embedding-ids.json          ids in row order
-embedding-meta.json         ``{"backend", "model", "count", "dim"}`` (Hypograph's addition)
+embedding-meta.json         ``{"backend", "model", "count", "dim", "digest"}`` (Hypograph's addition;
+                            the digest ties the set together, written last)
 embedding-vocab.txt         tfidf: the term of each column, one per line (for cluster keywords)
 graph.json                  ``{"threshold", "nodes": {id: {"cluster", "edges": [{"target",
                             "similarity"}]}}, "embedding": {"backend", "model"}}``
@@ -21,6 +22,7 @@ Every write is atomic and skipped when the bytes are unchanged.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from pathlib import Path
@@ -60,14 +62,24 @@ def write_embeddings(root: Path, emb: Embeddings) -> list[Path]:
         sp.save_npz(buf, emb.matrix.tocsr(), compressed=True)
     else:
         np.savez_compressed(buf, embeddings=np.asarray(emb.matrix, dtype=np.float32))
+    vocabulary = "".join(f"{term}\n" for term in emb.vocabulary) if emb.vocabulary is not None else None
     write_atomic(d / "embeddings.npz", lambda fh: fh.write(buf.getvalue()))
     write_json(d / "embedding-ids.json", emb.ids)
-    write_json(d / "embedding-meta.json", {"backend": emb.backend, "model": emb.model, "count": len(emb.ids), "dim": emb.dim})
-    paths = [d / "embeddings.npz", d / "embedding-ids.json", d / "embedding-meta.json"]
-    if emb.vocabulary is not None:
-        write_text(d / "embedding-vocab.txt", "".join(f"{term}\n" for term in emb.vocabulary))
-        paths.append(d / "embedding-vocab.txt")
-    return paths
+    if vocabulary is not None:
+        write_text(d / "embedding-vocab.txt", vocabulary)
+    # Written last, with a digest of the others: a set half-written by a crashed run is detected.
+    write_json(d / "embedding-meta.json", {
+        "backend": emb.backend, "model": emb.model, "count": len(emb.ids), "dim": emb.dim,
+        "digest": _digest(buf.getvalue(), emb.ids, vocabulary)})
+    return [d / f for f in ("embeddings.npz", "embedding-ids.json", "embedding-meta.json", "embedding-vocab.txt")
+            if f != "embedding-vocab.txt" or vocabulary is not None]
+
+
+def _digest(npz: bytes, ids: list, vocabulary: str | None) -> str:
+    h = hashlib.sha256(npz)
+    h.update(json.dumps(ids).encode())
+    h.update((vocabulary or "").encode())
+    return h.hexdigest()[:16]
 
 
 def read_embeddings(root: Path) -> Embeddings:
@@ -86,11 +98,15 @@ def read_embeddings(root: Path) -> Embeddings:
             raise HypographError(f"{path}: neither a scipy sparse matrix nor a dense 'embeddings' array")
     if not isinstance(ids, list) or len(ids) != matrix.shape[0]:
         raise HypographError(f"{d / 'embedding-ids.json'}: {len(ids) if isinstance(ids, list) else 'no'} ids for {matrix.shape[0]} rows in embeddings.npz")
-    backend = meta.get("backend", "tfidf" if sp.issparse(matrix) else "unknown")
     vocab_path = d / "embedding-vocab.txt"
-    vocabulary = vocab_path.read_text(encoding="utf-8").splitlines() if vocab_path.exists() and backend == "tfidf" else None
+    vocab_text = vocab_path.read_text(encoding="utf-8") if vocab_path.exists() and meta.get("backend") == "tfidf" else None
+    if "digest" in meta and meta["digest"] != _digest(path.read_bytes(), ids, vocab_text):
+        raise HypographError(f"{d}: embeddings.npz, embedding-ids.json and embedding-meta.json are not from one run "
+                             "(interrupted write?) — run prox embed again")
+    backend = meta.get("backend", "tfidf" if sp.issparse(matrix) else "unknown")
+    vocabulary = vocab_text.splitlines() if vocab_text is not None else None
     if vocabulary is not None and len(vocabulary) != matrix.shape[1]:
-        vocabulary = None  # from another run: the keywords will re-tokenize the texts instead
+        vocabulary = None  # a prox without embedding-meta digests wrote it: re-tokenize for keywords
     return Embeddings(ids, matrix, backend, meta.get("model", "unknown"), vocabulary)
 
 
