@@ -597,6 +597,35 @@ def test_carving_with_a_constructed_member(sahul, llm_server, llm_env):
     assert failures(sahul) == {}
 
 
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_cluster_interrupted_while_minting_its_constructed_member_is_completed(sahul, llm_server, llm_env, monkeypatch, when):
+    """The crash hits the constructed member's minting (before or after its file is written); the
+    next run mints it exactly once and the cluster ends whole."""
+    llm_env(llm_server)
+    llm_server.always(replying(two_cluster_answer))
+    real_create_node = carving.create_node
+
+    def crash_at_constructed(vault_root, node_type, title, meta=None, body="", folder=None):
+        if (meta or {}).get("origin") != "step-4-constructed":
+            return real_create_node(vault_root, node_type, title, meta, body, folder)
+        if when == "after":
+            real_create_node(vault_root, node_type, title, meta, body, folder)
+        raise RuntimeError("injected crash while minting a constructed member")
+
+    monkeypatch.setattr(carving, "create_node", crash_at_constructed)
+    with pytest.raises(RuntimeError, match="injected"):
+        structure_4b_with_model(sahul)
+    monkeypatch.undo()
+    structure_4b_with_model(sahul)
+
+    hcs, hyps = clusters(sahul), hypotheses(sahul)
+    constructed = [h for h in hyps.values() if h.meta.get("origin") == "step-4-constructed"]
+    assert [h.title for h in constructed] == ["People played no part in the extinction"]
+    people = next(hc for hc in hcs.values() if hc.title == "How people drove the extinction")
+    assert constructed[0].id in members(people) and hyps[members(people)[-1]].meta.get("residual") is True
+    assert failures(sahul) == {}
+
+
 def test_depends_on_a_later_cluster_is_kept(sahul, llm_server, llm_env):
     llm_env(llm_server)
     llm_server.always(replying(two_cluster_answer))

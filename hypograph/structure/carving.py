@@ -33,10 +33,10 @@ from hypograph.llm.client import LLMClient, Rejected, Request, untrusted
 from hypograph.structure.checks import NUMBERISH
 from hypograph.structure.dispositions import QUESTION_CHARS, active_hypotheses, observations
 from hypograph.vault.mint import create_node, structuring_lock
-from hypograph.vault.nodes import Node, id_number, link_target
+from hypograph.vault.nodes import Node, clean_title, id_number, link_target
 from hypograph.vault.vault import Journal, Vault, open_vault
 
-PENDING = Path(".hypograph") / "pending-residuals.json"
+PENDING = Path(".hypograph") / "pending-clusters.json"  # what new clusters still need
 QUESTION_LINK = 0.5
 LONE_JOIN = 0.25  # offline: a lone hypothesis joins a group only if its hint is at least this similar
 BARE_OTHER = re.compile(r"^\s*(other|others|something else|none of the above|none)\W*$", re.I)
@@ -257,19 +257,11 @@ def _embeds(members: list[Node]) -> str:
     return "\n\n".join(f"![[{m.path.stem}]]" for m in members)
 
 
-def _create_cluster(vault: Vault, plan: ClusterPlan) -> tuple[str, list[str]]:
-    """Mint constructed members and the HC node (without its residual, with an empty depends_on:
-    both are filled in once every cluster of the answer has its id). Returns (HC id, minted)."""
-    minted = []
-    members = [vault.nodes[i] for i in plan.members]
-    for c in plan.constructed:
-        node_id, rel = create_node(vault.root, "hypothesis", c["title"], {
-            "statement": c["statement"], "question": plan.question, "source": None, "locator": None,
-            "state": "active", "origin": "step-4-constructed"}, body=f"\nConstructed complement: {c['reason']}\n")
-        minted.append(node_id)
-        vault = open_vault(vault.root)
-        members.append(vault.nodes[node_id])
-    members.sort(key=lambda m: id_number(m.id))
+def _create_cluster(vault: Vault, plan: ClusterPlan) -> str:
+    """Mint the HC node with its paper members and record what it still needs (constructed
+    members, residual) as pending; ``repair`` mints those. depends_on starts empty and is filled
+    in once every cluster of the answer has its id. Returns the HC id."""
+    members = sorted((vault.nodes[i] for i in plan.members), key=lambda m: id_number(m.id))
     meta = {"hypotheses": [f"[[{m.path.stem}]]" for m in members], "exclusivity": plan.exclusivity,
             "exhaustive_by_construction": plan.exhaustive, "independence": plan.independence,
             "depends_on": []}
@@ -279,51 +271,29 @@ def _create_cluster(vault: Vault, plan: ClusterPlan) -> tuple[str, list[str]]:
         meta["relevance"] = plan.relevance
     body = f"\n{_embeds(members)}\n\n## Why this carving\n\n{plan.justification}\n"
     hc_id, _ = create_node(vault.root, "hypothesis-cluster", plan.title, meta, body)
+    pending = _read_pending(vault.root)
+    pending[hc_id] = {"constructed": plan.constructed, "question": plan.question}
     if not plan.exhaustive:
-        _save_pending(vault.root, hc_id, plan)
-    return hc_id, minted
+        pending[hc_id]["residual"] = {"title": plan.residual_title, "statement": plan.residual_statement,
+                                      "note": plan.residual_note}
+    write_json(vault.root / PENDING, pending)
+    return hc_id
 
 
-def _save_pending(root: Path, hc_id: str, plan: ClusterPlan) -> None:
+def _read_pending(root: Path) -> dict:
     path = root / PENDING
-    pending = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    pending[hc_id] = {"title": plan.residual_title, "statement": plan.residual_statement,
-                      "note": plan.residual_note, "question": plan.question}
-    write_json(path, pending)
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
 def repair(vault: Vault) -> list[str]:
-    """Give every non-exhaustive cluster its one residual (adopting an orphan minted for it, else
-    minting one) and set every member's backlink. Returns the ids minted."""
+    """Complete every cluster: mint the constructed members and the residual its plan still needs
+    (adopting any an interrupted run minted already: they carry the cluster's backlink), list them
+    (named members by id, residual last) and set every member's backlink. Returns the ids minted."""
     minted = []
-    path = vault.root / PENDING
-    pending = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    for hc in vault.of_type("hypothesis-cluster"):
-        links = list(hc.meta.get("hypotheses") or [])
-        member_ids = [link_target(l) for l in links]
-        residuals = [i for i in member_ids if i in vault.nodes and vault.nodes[i].meta.get("residual") is True]
-        if hc.meta.get("exhaustive_by_construction") is True or residuals:
-            continue
-        # A residual minted for this cluster by a run that died before listing it: adopt it.
-        orphan = next((h for h in vault.of_type("hypothesis") if h.meta.get("residual") is True
-                       and link_target(h.meta.get("cluster")) == hc.id), None)
-        if orphan is None:
-            p = pending.get(hc.id) or {"title": f"The answer is not listed here - {hc.title}",
-                                       "statement": f"The answer to this cluster's sub-question ({hc.title}) is something none of its other members states.",
-                                       "note": "Residual catch-all so that exactly one member of the cluster is true.",
-                                       "question": hc.meta.get("question")}
-            node_id, _ = create_node(vault.root, "hypothesis", p["title"], {
-                "statement": p["statement"], "question": p.get("question"), "source": None, "locator": None,
-                "state": "active", "cluster": hc.link, "residual": True, "origin": "step-4-residual"},
-                body=f"\n{p['note']}\n")
-            minted.append(node_id)
-            vault = open_vault(vault.root)
-            hc = vault.nodes[hc.id]
-            orphan = vault.nodes[node_id]
-        hc.meta["hypotheses"] = links + [f"[[{orphan.path.stem}]]"]
-        hc.body = _replace_embeds(hc.body, [vault.nodes[i] for i in member_ids if i in vault.nodes] + [orphan])
-        Journal(vault.root).apply([{"from": str(hc.path), "to": str(hc.path), "text": hc.text()}])
-        vault = open_vault(vault.root)
+    pending = _read_pending(vault.root)
+    for hc_id in [hc.id for hc in vault.of_type("hypothesis-cluster")]:
+        minted += _complete_cluster(open_vault(vault.root), hc_id, pending.get(hc_id, {}))
+    vault = open_vault(vault.root)
     steps = []
     for hc in vault.of_type("hypothesis-cluster"):
         for member_id in (link_target(l) for l in hc.meta.get("hypotheses") or []):
@@ -332,9 +302,49 @@ def repair(vault: Vault) -> list[str]:
                 h.meta["cluster"] = hc.link
                 steps.append({"from": str(h.path), "to": str(h.path), "text": h.text()})
     Journal(vault.root).apply(steps)
-    if path.exists():
-        done = {hc.id for hc in open_vault(vault.root).of_type("hypothesis-cluster")}
-        write_json(path, {k: v for k, v in pending.items() if k not in done})
+    if pending:
+        write_json(vault.root / PENDING, {})
+    return minted
+
+
+def _complete_cluster(vault: Vault, hc_id: str, plan: dict) -> list[str]:
+    hc = vault.nodes[hc_id]
+    minted_for_it = [h for h in vault.of_type("hypothesis")
+                     if h.meta.get("origin") and link_target(h.meta.get("cluster")) == hc_id]
+    minted = []
+    for c in plan.get("constructed", []):
+        if not any(h.meta.get("origin") == "step-4-constructed" and h.title == clean_title(c["title"]) for h in minted_for_it):
+            node_id, _ = create_node(vault.root, "hypothesis", c["title"], {
+                "statement": c["statement"], "question": plan.get("question"), "source": None, "locator": None,
+                "state": "active", "cluster": hc.link, "origin": "step-4-constructed"},
+                body=f"\nConstructed complement: {c['reason']}\n")
+            minted.append(node_id)
+    listed = [link_target(l) for l in hc.meta.get("hypotheses") or []]
+    vault = open_vault(vault.root)
+    has_residual = any(vault.nodes[i].meta.get("residual") is True for i in listed if i in vault.nodes) or any(
+        h.meta.get("residual") is True for h in minted_for_it)
+    if hc.meta.get("exhaustive_by_construction") is not True and not has_residual:
+        r = plan.get("residual") or {
+            "title": f"The answer is not listed here - {hc.title}",
+            "statement": f"The answer to this cluster's sub-question ({hc.title}) is something none of its other members states.",
+            "note": "Residual catch-all so that exactly one member of the cluster is true."}
+        node_id, _ = create_node(vault.root, "hypothesis", r["title"], {
+            "statement": r["statement"], "question": plan.get("question", hc.meta.get("question")), "source": None,
+            "locator": None, "state": "active", "cluster": hc.link, "residual": True, "origin": "step-4-residual"},
+            body=f"\n{r['note']}\n")
+        minted.append(node_id)
+        vault = open_vault(vault.root)
+    hc = vault.nodes[hc_id]
+    adopted = [h for h in vault.of_type("hypothesis")
+               if h.meta.get("origin") and link_target(h.meta.get("cluster")) == hc_id and h.id not in listed]
+    if adopted:
+        members = [vault.nodes[i] for i in listed if i in vault.nodes]
+        named = [m for m in members if m.meta.get("residual") is not True]
+        named += sorted((h for h in adopted if h.meta.get("residual") is not True), key=lambda h: id_number(h.id))
+        ordered = named + [m for m in members + adopted if m.meta.get("residual") is True]
+        hc.meta["hypotheses"] = [f"[[{m.path.stem}]]" for m in ordered]
+        hc.body = _replace_embeds(hc.body, ordered)
+        Journal(vault.root).apply([{"from": str(hc.path), "to": str(hc.path), "text": hc.text()}])
     return minted
 
 
@@ -370,10 +380,10 @@ def _run_clusters(vault: Vault, llm: LLMClient) -> ClusterReport:
         plans, stragglers = _plan(vault, todo, llm)
         new_ids: list[str] = []
         for plan in plans:
-            hc_id, minted = _create_cluster(open_vault(vault.root), plan)
+            hc_id = _create_cluster(open_vault(vault.root), plan)
             new_ids.append(hc_id)
             report.created.append(hc_id)
-            report.minted += [hc_id, *minted]
+            report.minted.append(hc_id)
         _set_depends_on(open_vault(vault.root), plans, new_ids)
         _drop_stragglers(open_vault(vault.root), stragglers)
         report.dropped = stragglers
