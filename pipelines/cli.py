@@ -104,6 +104,8 @@ def _proximity(args) -> int:
 
 def _structure(args) -> int:
     from hypograph.hypotheses import detect_kind
+    from hypograph.structure.baseline import read_baseline
+    from hypograph.structure.checks import all_checks
     from hypograph.structure.structure_map import MAP, structure_counts
     from hypograph.vault.vault import open_vault
 
@@ -126,6 +128,9 @@ def _structure(args) -> int:
         print(f"  merged: {h.id} -> {h.meta.get('merged_into')}")
     for h in (h for h in vault.of_type("hypothesis") if h.meta.get("state") == "dropped"):
         print(f"  dropped: {h.id}: {h.meta.get('drop_reason')}")
+    failing = {n: v for n, v in all_checks(vault, read_baseline(root)).items() if v}
+    print("checks 1-6: all pass" if not failing else
+          "checks failing: " + ", ".join(f"{n} ({len(v)})" for n, v in failing.items()) + " — see `hypograph check`")
     print(f"wrote: {root / MAP}, {root / 'hypothesis-clusters'}/, hypotheses/ (states, backlinks, merged/, dropped/)")
     return 0
 
