@@ -414,10 +414,14 @@ def apply_dispositions(vault: Vault, ledger: Ledger) -> DispositionReport:
 
 def run_dispositions(vault: Vault, verdicts: list, llm: LLMClient, k: int = NEIGHBOURS) -> DispositionReport:
     """4a end to end: candidates, decisions (ledger), then the vault changes."""
+    from hypograph.errors import HypographError
+    from hypograph.hypotheses import detect_kind
     from hypograph.structure.baseline import record_baseline
     from hypograph.vault.mint import structuring_lock
     from hypograph.vault.vault import open_vault
 
+    if detect_kind(vault.root) != "vault":
+        raise HypographError(f"{vault.root}: step 4 structures a vault (hypotheses/*.md), not a run directory")
     with structuring_lock(vault.root):
         vault = open_vault(vault.root)  # as it is now that this run holds the lock
         record_baseline(vault)
