@@ -24,11 +24,13 @@ import hypograph.structure.carving as carving
 import hypograph.vault.vault as vault_module
 from conftest import EXAMPLE_VAULT, SHARED_VAULTS, VENV_BIN, copy_tree, node_markdown, offline_env, snapshot
 from hypograph.llm import LLMClient, LLMConfig
+from hypograph.proximity.adjudicate import Decision
 from hypograph.proximity.store import read_verdicts
 from hypograph.structure.baseline import read_baseline
 from hypograph.structure.carving import CARVE_SYSTEM, run_clusters
 from hypograph.structure.checks import all_checks
-from hypograph.structure.dispositions import LEDGER, MERGE_SYSTEM, TOPIC_SYSTEM, run_dispositions
+from hypograph.structure.dispositions import (
+    LEDGER, MERGE_SYSTEM, TOPIC_SYSTEM, TopicDecision, apply_dispositions, read_ledger, run_dispositions)
 from hypograph.structure.structure_map import MAP, structure_counts
 from hypograph.vault.nodes import link_target
 from hypograph.vault.vault import JOURNAL, open_vault
@@ -656,6 +658,34 @@ def test_model_run_on_structured_vault_keeps_its_clusters_whole(tmp_path, llm_se
     result = run_job(root, offline=False)
     assert failures(root) == {}
     assert result.success
+
+
+def test_dropping_a_survivor_takes_what_it_absorbed_along(tmp_path):
+    """A survivor judged off-topic later (say, once a model is configured) is dropped with the node
+    merged into it, which keeps its merge on record as former_merged_into: check 1 still holds."""
+    root = build_bee_vault(tmp_path / "vault")
+    offline = LLMClient(LLMConfig(forced_offline=True), root / ".hypograph", "4a")
+    auto = Decision(pair=("H-9", "H-10"), similarity=1.0, verdict="MERGE", rationale="Auto-merge candidate.",
+                    recommended_action="Retire H-10", decided_by="auto")
+    run_dispositions(open_vault(root), [auto], offline)
+    assert survivors(root) == {"H-9": ["H-10"]}
+    ledger = read_ledger(root)
+    ledger.topics["H-9"] = TopicDecision(id="H-9", drop=True, drop_reason="Off the question.", decided_by="model:m")
+    apply_dispositions(open_vault(root), ledger)
+
+    hyps = hypotheses(root)
+    assert hyps["H-9"].path.parent == Path("hypotheses/dropped")
+    assert hyps["H-10"].path.parent == Path("hypotheses/dropped")
+    assert hyps["H-10"].meta["state"] == "dropped" and "merged_into" not in hyps["H-10"].meta
+    assert link_target(hyps["H-10"].meta["former_merged_into"]) == "H-9"
+    assert "H-9" in hyps["H-10"].meta["drop_reason"]
+    assert all_checks(open_vault(root), read_baseline(root))[1] == []
+
+
+def survivors(root: Path) -> dict[str, list[str]]:
+    """Survivor -> absorbed ids, read off the vault."""
+    return {h.id: [link_target(m) for m in h.meta["merged_from"]]
+            for h in hypotheses(root).values() if h.meta.get("merged_from")}
 
 
 # -- crash safety -------------------------------------------------------------------------------------

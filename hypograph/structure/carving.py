@@ -31,7 +31,7 @@ from hypograph.atomic import write_json
 from hypograph.hypotheses import id_sort_key
 from hypograph.llm.client import LLMClient, Rejected, Request, untrusted
 from hypograph.structure.checks import NUMBERISH
-from hypograph.structure.dispositions import QUESTION_CHARS, active_hypotheses, observations
+from hypograph.structure.dispositions import QUESTION_CHARS, active_hypotheses, drop, observations
 from hypograph.vault.mint import create_node, structuring_lock
 from hypograph.vault.nodes import Node, clean_title, id_number, link_target
 from hypograph.vault.vault import Journal, Vault, open_vault
@@ -419,8 +419,6 @@ def _set_depends_on(vault: Vault, plans: list[ClusterPlan], new_ids: list[str]) 
 def _drop_stragglers(vault: Vault, stragglers: dict[str, str]) -> None:
     steps = []
     for h_id, reason in stragglers.items():
-        h = vault.nodes[h_id]
-        h.meta["state"] = "dropped"
-        h.meta["drop_reason"] = reason
-        steps.append({"from": str(h.path), "to": str(Path("hypotheses/dropped") / h.path.name), "text": h.text()})
+        for node, dest in drop(vault, vault.nodes[h_id], reason):
+            steps.append({"from": str(node.path), "to": str(dest), "text": node.text()})
     Journal(vault.root).apply(steps)

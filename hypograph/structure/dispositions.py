@@ -295,6 +295,22 @@ def decide(vault: Vault, candidates: list[Candidate], ledger: Ledger, llm: LLMCl
 
 # -- plan and apply -------------------------------------------------------------------------------
 
+def drop(vault: Vault, h: Node, reason: str) -> list[tuple[Node, Path]]:
+    """Mark ``h`` dropped, and with it the nodes merged into it (merged_into must name an active H;
+    the merge stays on record as ``former_merged_into``, as the seed pipeline does). Returns each
+    changed node with its destination in ``hypotheses/dropped/``."""
+    out = []
+    for node, why in [(h, reason)] + [
+            (x, f"Follows its merge survivor {h.id}, dropped: {reason}") for x in vault.of_type("hypothesis")
+            if x.meta.get("state") == "merged" and link_target(x.meta.get("merged_into")) == h.id]:
+        node.meta["state"] = "dropped"
+        node.meta["drop_reason"] = why
+        if "merged_into" in node.meta:
+            node.meta["former_merged_into"] = node.meta.pop("merged_into")
+        out.append((node, Path("hypotheses/dropped") / node.path.name))
+    return out
+
+
 def merge_groups(active: list[str], ledger: Ledger) -> dict[str, list[str]]:
     """Survivor (lowest id) -> absorbed ids. MERGE pairs join groups in ledger order, unless a KEEP
     lies between the two groups (no merging by transitivity alone)."""
@@ -385,20 +401,9 @@ def apply_dispositions(vault: Vault, ledger: Ledger) -> DispositionReport:
             touched[x.id] = (x, Path("hypotheses/merged") / x.path.name)
         report.merged[survivor_id] = [x.id for x in absorbed]
     for h_id, reason in drops.items():
-        h = vault.nodes[h_id]
-        h.meta["state"] = "dropped"
-        h.meta["drop_reason"] = reason
-        touched[h_id] = (h, Path("hypotheses/dropped") / h.path.name)
-        report.dropped[h_id] = reason
-        # Nodes merged into a dropped survivor follow it (merged_into must name an active H),
-        # keeping the merge on record as former_merged_into, as the seed pipeline does.
-        for x in vault.of_type("hypothesis"):
-            if x.meta.get("state") == "merged" and link_target(x.meta.get("merged_into")) == h_id:
-                x.meta["state"] = "dropped"
-                x.meta["drop_reason"] = f"Follows its merge survivor {h_id}, dropped: {reason}"
-                x.meta["former_merged_into"] = x.meta.pop("merged_into")
-                touched[x.id] = (x, Path("hypotheses/dropped") / x.path.name)
-                report.dropped[x.id] = x.meta["drop_reason"]
+        for node, dest in drop(vault, vault.nodes[h_id], reason):
+            touched[node.id] = (node, dest)
+            report.dropped[node.id] = node.meta["drop_reason"]
     for h in active:
         if h.id not in touched and h.meta.get("state") != "active":
             h.meta["state"] = "active"
