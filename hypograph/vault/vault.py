@@ -107,7 +107,7 @@ class Journal:
             return 0
         write_json(self.path, {"steps": steps})
         changed = self._run(steps)
-        self.path.unlink()
+        self.path.unlink(missing_ok=True)  # another reader may have rolled the same plan forward
         return changed
 
     def roll_forward(self) -> int:
@@ -119,7 +119,7 @@ class Journal:
         except (json.JSONDecodeError, KeyError, UnicodeDecodeError):
             raise HypographError(f"{self.path}: unreadable journal of an interrupted run; inspect and remove it") from None
         changed = self._run(steps)
-        self.path.unlink()
+        self.path.unlink(missing_ok=True)  # another reader may have rolled the same plan forward
         return changed
 
     def _run(self, steps: list[dict]) -> int:
@@ -140,6 +140,10 @@ def apply_step(root: Path, step: dict) -> int:
         if dst.exists():
             raise HypographError(f"{step['to']}: already exists; refusing to overwrite it with {step['from']}")
         dst.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(src, dst)
-        moved = True
+        try:
+            os.replace(src, dst)
+            moved = True
+        except FileNotFoundError:
+            if not dst.exists():  # not moved by a concurrent roll-forward either: really gone
+                raise
     return int(write_text(dst, step["text"]) or moved)
