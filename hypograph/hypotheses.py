@@ -114,9 +114,12 @@ def load_corpus(root: Path | str) -> Corpus:
     kind = detect_kind(root)
     warnings: list[str] = []
     if kind == "vault":
-        from hypograph.vault.vault import Journal
+        from hypograph.vault.mint import structuring_lock
+        from hypograph.vault.vault import JOURNAL, Journal
 
-        Journal(root).roll_forward()  # finish an interrupted structuring write before reading
+        if (root / JOURNAL).exists():  # an interrupted (or running) structuring write: finish it first
+            with structuring_lock(root):
+                Journal(root).roll_forward()
         items = [_read_vault_node(p, root, warnings) for p in sorted((root / "hypotheses").glob("*.md"))]
     else:
         items = [_read_json_hypothesis(p, root, warnings) for p in sorted((root / "hypotheses").glob("H-*.json"))]

@@ -368,3 +368,15 @@ def test_concurrency_one_is_sequential(stub, llm_env, make_client):
     stub.always(sleeping(0.05, answer(GOOD)))
     make_client().ask_many([question(f"item {n}") for n in range(3)])
     assert len(stub.requests) == 3 and stub.max_in_flight == 1
+
+
+def test_endpoint_description_hides_credentials_in_the_url():
+    config = LLMConfig(model="m", base_url="http://user:token@[::1]:8000/v1?api-key=secret")
+    assert config.describe() == "m@http://[::1]:8000/v1"
+
+
+def test_placeholder_keys_of_local_servers_are_not_redacted_from_text():
+    from hypograph.llm.client import _redact
+
+    assert _redact("served by ollama", LLMConfig(api_key="ollama")) == "served by ollama"
+    assert _redact("key sk-real-123456 leaked", LLMConfig(api_key="sk-real-123456")) == "key *** leaked"

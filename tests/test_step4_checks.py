@@ -384,3 +384,10 @@ def test_exhaustive_cluster_with_justification_passes_check_3(tmp_path):
     v.edit("HC-1", hypotheses=[h1, h5], exhaustive_by_construction=True,
            body=f"\n!{h1}\n\n!{h5}\n\n{EXHAUSTIVENESS.format(member='H-5')}\n")
     assert violations(root)[3] == []
+
+
+def test_check_6_reads_link_aliases_but_not_linked_titles():
+    from hypograph.structure.checks import _numbers
+
+    assert _numbers("[[O-3 - Rainfall fell 35% in a decade]]", "cluster") == []
+    assert _numbers("[[O-3 - Rainfall|a 35% chance]]", "cluster")

@@ -756,3 +756,17 @@ def test_cluster_interrupted_before_its_residual_is_completed_by_next_run(tmp_pa
         assert members(hc)[-1] in residuals
         assert sum(m in residuals for m in members(hc)) == 1
     assert failures(root) == {}
+
+
+def test_same_source_locators_merge_place_by_place():
+    from hypograph.structure.dispositions import _absorb
+    from hypograph.vault.nodes import parse_node
+
+    def node(node_id: str, locator) -> "Node":
+        meta = {"type": "hypothesis", "id": node_id, "statement": "s", "source": "[[S-1 - Okafor 2019]]", "locator": locator}
+        return parse_node(node_markdown(meta), Path(f"hypotheses/{node_id} - T.md"))
+
+    survivor = node("H-1", "p. 4; fig. 2")
+    _absorb(survivor, [node("H-2", "p. 4; fig. 2"), node("H-3", "p. 1")], None)
+    assert survivor.meta["locator"] == ["S-1: p. 4; fig. 2; p. 1"]
+    assert "additional_sources" not in survivor.meta  # one paper: nothing to add beside its own source

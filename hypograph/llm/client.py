@@ -35,6 +35,7 @@ from hypograph.errors import HypographError
 from hypograph.llm.config import LLMConfig
 
 T = TypeVar("T", bound=BaseModel)
+PLACEHOLDER_KEYS = {"none", "empty", "ollama", "lm-studio", "lmstudio", "dummy", "sk-no-key-required", "not-needed", "key"}
 FENCE_RE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
 
 
@@ -289,8 +290,9 @@ def _short_error(e: Exception) -> str:
 
 def _redact(text: str, config: LLMConfig) -> str:
     key = config.api_key.get_secret_value()
-    # Not the "none" placeholder, nor a one- or two-letter stand-in that would mangle ordinary text.
-    return text.replace(key, "***") if key != "none" and len(key) >= 3 else text
+    # Local servers take placeholder keys ("ollama", "EMPTY"): those are no secret, and replacing
+    # such a common word would mangle ordinary text. Real keys are long.
+    return text.replace(key, "***") if key.lower() not in PLACEHOLDER_KEYS and len(key) >= 3 else text
 
 
 def _redact_tree(value, config: LLMConfig):

@@ -11,7 +11,6 @@ Backends:
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Literal
 
@@ -83,8 +82,6 @@ def resolve_sbert_model(name: str) -> str:
 
 def embed_sbert(texts: list[str], model: str = DEFAULT_SBERT_MODEL, batch_size: int = 64) -> np.ndarray:
     """Sentence-transformer rows, L2-normalised float32 (dense: every pair has some similarity)."""
-    # Never reach a model hub: huggingface_hub reads this once, when it is first imported.
-    os.environ["HF_HUB_OFFLINE"] = "1"
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError:
@@ -94,7 +91,7 @@ def embed_sbert(texts: list[str], model: str = DEFAULT_SBERT_MODEL, batch_size: 
         ) from None
     path = resolve_sbert_model(model)
     try:
-        st = SentenceTransformer(path, device="cpu", local_files_only=True)
+        st = SentenceTransformer(path, device="cpu", local_files_only=True)  # never a download
     except Exception as e:  # sentence-transformers raises OSError, ValueError, HF errors...
         raise HypographError(f"cannot load sentence-transformers model {model!r} offline: {e}") from None
     vectors = st.encode(texts, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False)

@@ -7,7 +7,7 @@ embeddings.npz              TF-IDF: ``scipy.sparse.save_npz`` CSR; sbert: ``nump
                             one dense float32 array ``embeddings``. Rows L2-normalised.
 embedding-ids.json          ids in row order
 embedding-meta.json         ``{"backend", "model", "count", "dim", "digest"}`` (Hypograph's addition;
-                            the digest ties the set together, written last)
+                            the digest of the npz and ids, written last, ties them together)
 embedding-vocab.txt         tfidf: the term of each column, one per line (for cluster keywords)
 graph.json                  ``{"threshold", "nodes": {id: {"cluster", "edges": [{"target",
                             "similarity"}]}}, "embedding": {"backend", "model"}}``
@@ -70,15 +70,14 @@ def write_embeddings(root: Path, emb: Embeddings) -> list[Path]:
     # Written last, with a digest of the others: a set half-written by a crashed run is detected.
     write_json(d / "embedding-meta.json", {
         "backend": emb.backend, "model": emb.model, "count": len(emb.ids), "dim": emb.dim,
-        "digest": _digest(buf.getvalue(), emb.ids, vocabulary)})
+        "digest": _digest(buf.getvalue(), emb.ids)})
     return [d / f for f in ("embeddings.npz", "embedding-ids.json", "embedding-meta.json", "embedding-vocab.txt")
             if f != "embedding-vocab.txt" or vocabulary is not None]
 
 
-def _digest(npz: bytes, ids: list, vocabulary: str | None) -> str:
+def _digest(npz: bytes, ids: list) -> str:
     h = hashlib.sha256(npz)
     h.update(json.dumps(ids).encode())
-    h.update((vocabulary or "").encode())
     return h.hexdigest()[:16]
 
 
@@ -100,9 +99,9 @@ def read_embeddings(root: Path) -> Embeddings:
         raise HypographError(f"{d / 'embedding-ids.json'}: {len(ids) if isinstance(ids, list) else 'no'} ids for {matrix.shape[0]} rows in embeddings.npz")
     vocab_path = d / "embedding-vocab.txt"
     vocab_text = vocab_path.read_text(encoding="utf-8") if vocab_path.exists() and meta.get("backend") == "tfidf" else None
-    if "digest" in meta and meta["digest"] != _digest(path.read_bytes(), ids, vocab_text):
-        raise HypographError(f"{d}: embeddings.npz, embedding-ids.json and embedding-meta.json are not from one run "
-                             "(interrupted write?) — run prox embed again")
+    if "digest" in meta and meta["digest"] != _digest(path.read_bytes(), ids):
+        raise HypographError(f"{d}: embeddings.npz and embedding-ids.json do not match the digest in embedding-meta.json "
+                             "(not from one run: an interrupted write, or another tool) — run prox embed again")
     backend = meta.get("backend", "tfidf" if sp.issparse(matrix) else "unknown")
     vocabulary = vocab_text.splitlines() if vocab_text is not None else None
     if vocabulary is not None and len(vocabulary) != matrix.shape[1]:

@@ -173,21 +173,26 @@ def _carve_request(hyps: list[Node], existing: list[Node], obs: list[Node], ques
 
 def _plans_from_model(c: Carving, hyps: list[Node]) -> tuple[list[ClusterPlan], dict[str, str]]:
     ids = [h.id for h in hyps]
+
+    def prose(text: str | None) -> str:
+        """The model's prose with its "hypothesis N" references turned into the ids they mean."""
+        return _renumber(text, ids).strip()
+
     plans = []
     for cl in c.clusters:
         plans.append(ClusterPlan(
             title=cl.name, members=sorted((ids[m - 1] for m in cl.members), key=id_sort_key),
-            exclusivity=cl.exclusivity.strip(), independence=cl.independence.strip(),
-            justification=cl.carving_justification.strip() + (
-                "\n\n" + _renumber(cl.exhaustiveness_argument, ids) if cl.exhaustive_by_construction else ""),
-            question=cl.question, relevance=cl.relevance,
-            depends_on=[(d.cluster - 1, d.note.strip()) for d in cl.depends_on],
+            exclusivity=prose(cl.exclusivity), independence=prose(cl.independence),
+            justification=prose(cl.carving_justification) + (
+                "\n\n" + prose(cl.exhaustiveness_argument) if cl.exhaustive_by_construction else ""),
+            question=cl.question, relevance=prose(cl.relevance) or None,
+            depends_on=[(d.cluster - 1, prose(d.note)) for d in cl.depends_on],
             exhaustive=cl.exhaustive_by_construction,
-            residual_title=cl.residual_title or "", residual_statement=cl.residual_statement or "",
+            residual_title=cl.residual_title or "", residual_statement=prose(cl.residual_statement),
             residual_note="Residual catch-all so that exactly one member of the cluster is true.",
-            constructed=[x.model_dump() for x in cl.constructed],
+            constructed=[{**x.model_dump(), "statement": prose(x.statement), "reason": prose(x.reason)} for x in cl.constructed],
         ))
-    return plans, {ids[s.hypothesis - 1]: s.drop_reason.strip() for s in c.stragglers}
+    return plans, {ids[s.hypothesis - 1]: prose(s.drop_reason) for s in c.stragglers}
 
 
 def _renumber(text: str | None, ids: list[str]) -> str:
@@ -292,8 +297,10 @@ def repair(vault: Vault) -> list[str]:
     minted = []
     pending = _read_pending(vault.root)
     for hc_id in [hc.id for hc in vault.of_type("hypothesis-cluster")]:
-        minted += _complete_cluster(open_vault(vault.root), hc_id, pending.get(hc_id, {}))
-    vault = open_vault(vault.root)
+        new, changed = _complete_cluster(vault, hc_id, pending.get(hc_id, {}))
+        minted += new
+        if changed:  # re-read only after a write: a complete vault costs one read, not one per cluster
+            vault = open_vault(vault.root)
     steps = []
     for hc in vault.of_type("hypothesis-cluster"):
         for member_id in (link_target(l) for l in hc.meta.get("hypotheses") or []):
@@ -307,7 +314,8 @@ def repair(vault: Vault) -> list[str]:
     return minted
 
 
-def _complete_cluster(vault: Vault, hc_id: str, plan: dict) -> list[str]:
+def _complete_cluster(vault: Vault, hc_id: str, plan: dict) -> tuple[list[str], bool]:
+    """Mint what cluster ``hc_id`` still lacks and list it. Returns (ids minted, whether anything was written)."""
     hc = vault.nodes[hc_id]
     minted_for_it = [h for h in vault.of_type("hypothesis")
                      if h.meta.get("origin") and link_target(h.meta.get("cluster")) == hc_id]
@@ -320,7 +328,8 @@ def _complete_cluster(vault: Vault, hc_id: str, plan: dict) -> list[str]:
                 body=f"\nConstructed complement: {c['reason']}\n")
             minted.append(node_id)
     listed = [link_target(l) for l in hc.meta.get("hypotheses") or []]
-    vault = open_vault(vault.root)
+    if minted:
+        vault = open_vault(vault.root)
     has_residual = any(vault.nodes[i].meta.get("residual") is True for i in listed if i in vault.nodes) or any(
         h.meta.get("residual") is True for h in minted_for_it)
     if hc.meta.get("exhaustive_by_construction") is not True and not has_residual:
@@ -345,7 +354,7 @@ def _complete_cluster(vault: Vault, hc_id: str, plan: dict) -> list[str]:
         hc.meta["hypotheses"] = [f"[[{m.path.stem}]]" for m in ordered]
         hc.body = _replace_embeds(hc.body, ordered)
         Journal(vault.root).apply([{"from": str(hc.path), "to": str(hc.path), "text": hc.text()}])
-    return minted
+    return minted, bool(minted or adopted)
 
 
 def _replace_embeds(body: str, members: list[Node]) -> str:

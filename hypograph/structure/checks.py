@@ -12,7 +12,7 @@ from hypograph.vault.nodes import Node, id_number, link_target
 from hypograph.vault.vault import Vault
 
 Violation = tuple[str, str]
-LINK_TEXT_RE = re.compile(r"!?\[\[[^\]]*\]\]")
+LINK_TEXT_RE = re.compile(r"!?\[\[[^\]|]*")  # a link's target (a node's title); an |alias is text
 STATES = ("active", "merged", "dropped")
 FOLDER = {"active": Path("hypotheses"), "merged": Path("hypotheses/merged"), "dropped": Path("hypotheses/dropped")}
 H_FIELDS_4 = ("state", "cluster", "merged_into", "merged_from", "additional_sources", "generalization_note",

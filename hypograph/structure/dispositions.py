@@ -358,14 +358,16 @@ def _absorb(survivor: Node, absorbed: list[Node], widening: PairDecision | None)
         if sid and sid != own and sid not in {link_target(e) for e in extra}:
             extra.append(x.meta["source"])
         for entry in _locator_entries(x):
-            prefix = entry.split(":", 1)[0].strip()
-            same = [k for k, e in enumerate(entries) if e.split(":", 1)[0].strip() == prefix]
+            prefix, _, where = (part.strip() for part in entry.partition(":"))
+            same = [k for k, e in enumerate(entries) if e.partition(":")[0].strip() == prefix]
             if not same:
                 entries.append(entry)
-            else:
-                where = entry.split(":", 1)[1].strip()
-                if where not in [w.strip() for w in entries[same[0]].split(":", 1)[1].split(";")]:
-                    entries[same[0]] += "; " + where
+                continue
+            have = entries[same[0]].partition(":")[2].strip()
+            # Same source cited by both: add only the places the survivor's entry does not list yet.
+            new = [w.strip() for w in where.split(";") if w.strip() and w.strip() not in [h.strip() for h in have.split(";")]]
+            if new:
+                entries[same[0]] = f"{prefix}: " + "; ".join([have] * bool(have) + new)
     meta["state"] = "active"
     meta["merged_from"] = merged_from
     if extra:

@@ -13,12 +13,18 @@ from pathlib import Path
 from hypograph.errors import HypographError
 from hypograph.structure.baseline import read_baseline
 from hypograph.structure.dispositions import PairDecision, pair_key, read_ledger, write_ledger
+from hypograph.vault.mint import structuring_lock
 from hypograph.vault.nodes import id_number, link_target
 from hypograph.vault.vault import Journal, open_vault
 
 
 def unmerge(root: Path, node_id: str) -> tuple[str, str]:
     """Restore ``node_id`` (state merged). Returns (restored id, survivor id)."""
+    with structuring_lock(root):  # a concurrent 4a must not write back a ledger read before this
+        return _unmerge(Path(root), node_id)
+
+
+def _unmerge(root: Path, node_id: str) -> tuple[str, str]:
     vault = open_vault(root)
     node = vault.nodes.get(node_id)
     if node is None or node.type != "hypothesis":
