@@ -212,12 +212,17 @@ def write_dupes(root: Path, pairs: list[DuplicatePair]) -> Path:
 
 
 def read_dupes(root: Path) -> list[DuplicatePair]:
-    path = proximity_dir(root) / "dupes.json"
-    doc = _load_json(path, "prox dupes")
+    return _read_list(root, "dupes.json", DuplicatePair, "prox dupes")
+
+
+def _read_list(root: Path, name: str, model, producer: str) -> list:
+    """A JSON list of ``model`` records from ``proximity/<name>``, written by ``producer``."""
+    path = proximity_dir(root) / name
+    doc = _load_json(path, producer)
     try:
-        return [DuplicatePair.model_validate(p) for p in doc]
+        return [model.model_validate(item) for item in doc]
     except Exception as e:
-        raise HypographError(f"{path}: not a dupes list ({e})") from None
+        raise HypographError(f"{path}: not a list of {model.__name__} records ({e})") from None
 
 
 # -- verdicts and cluster names -------------------------------------------------------------------
@@ -233,12 +238,7 @@ def write_verdicts(root: Path, decisions: list) -> Path:
 def read_verdicts(root: Path) -> list:
     from hypograph.proximity.adjudicate import Decision
 
-    path = proximity_dir(root) / "verdicts.json"
-    doc = _load_json(path, "prox adjudicate")
-    try:
-        return [Decision.model_validate(d) for d in doc]
-    except Exception as e:
-        raise HypographError(f"{path}: not a verdicts list ({e})") from None
+    return _read_list(root, "verdicts.json", Decision, "prox adjudicate")
 
 
 def write_cluster_names(root: Path, names: dict[str, dict]) -> Path:
