@@ -628,6 +628,44 @@ def test_cluster_interrupted_while_minting_its_constructed_member_is_completed(s
     assert failures(sahul) == {}
 
 
+def test_carve_interrupted_right_after_minting_a_cluster_is_completed_as_decided(sahul, llm_server, llm_env, monkeypatch):
+    """The crash hits just after the second HC file is written, before its id is on record: the
+    next run finishes the saved carve (no second model call, no second HC) with the model's own
+    constructed member, residuals, depends_on notes and straggler drop."""
+    llm_env(llm_server)
+    llm_server.always(replying(two_cluster_answer))
+    real_create_node = carving.create_node
+    clusters_minted = []
+
+    def crash_after_second_cluster(vault_root, node_type, title, meta=None, body="", folder=None):
+        result = real_create_node(vault_root, node_type, title, meta, body, folder)
+        if node_type == "hypothesis-cluster":
+            clusters_minted.append(result[0])
+            if len(clusters_minted) == 2:
+                raise RuntimeError("injected crash right after minting a cluster")
+        return result
+
+    monkeypatch.setattr(carving, "create_node", crash_after_second_cluster)
+    with pytest.raises(RuntimeError, match="injected"):
+        structure_4b_with_model(sahul)
+    monkeypatch.undo()
+    calls = len(carve_requests(llm_server))
+    structure_4b_with_model(sahul)
+
+    assert len(carve_requests(llm_server)) == calls  # the saved carve is finished, not asked again
+    hcs, hyps = clusters(sahul), hypotheses(sahul)
+    assert sorted(hcs) == ["HC-1", "HC-2"]
+    assert [h.title for h in hyps.values() if h.meta.get("origin") == "step-4-constructed"] == [
+        "People played no part in the extinction"]
+    assert hcs["HC-1"].meta["depends_on"] == [f"HC-2: {DEPENDENCE}"]
+    assert hcs["HC-2"].meta["depends_on"] == ["HC-1: human burning also dried the landscape"]
+    assert hyps["H-133"].meta["state"] == "dropped"
+    for hc in hcs.values():
+        residual = hyps[members(hc)[-1]]
+        assert residual.meta.get("residual") is True and residual.meta["statement"] == CLUSTER["residual_statement"]
+    assert failures(sahul) == {}
+
+
 def test_depends_on_a_later_cluster_is_kept(sahul, llm_server, llm_env):
     llm_env(llm_server)
     llm_server.always(replying(two_cluster_answer))

@@ -10,10 +10,13 @@
   >= 0.5, connected components), a leftover joining its most similar group if its hint is similar
   enough (>= 0.25), else forming its own cluster; one residual each;
   justification lines say plainly they are heuristic.
-* A repair pass then makes every cluster whole: a non-exhaustive cluster without its residual gets
-  one (adopting a residual minted for it by an interrupted run, if there is one), and every
-  member's ``cluster`` backlink is set. That pass is what lets a run that died half-way be
-  completed by the next one without minting twice.
+* The whole carve (plans, stragglers) is saved to ``.hypograph/carving.json`` before anything is
+  minted, with each HC id recorded as it is minted; a run that died half-way is completed from it
+  by the next one, which asks no model again and mints nothing twice (an HC minted just before a
+  crash is recognised by its title and members).
+* A repair pass then makes every cluster whole: its constructed members and residual are minted
+  (or adopted, when an interrupted run minted them already: they carry the cluster's backlink) and
+  every member's ``cluster`` backlink is set.
 
 New nodes are minted under the vault lock (``create_node``); edits go through the journal.
 """
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -36,7 +39,7 @@ from hypograph.vault.mint import create_node, structuring_lock
 from hypograph.vault.nodes import Node, clean_title, id_number, link_target
 from hypograph.vault.vault import Journal, Vault, open_vault
 
-PENDING = Path(".hypograph") / "pending-clusters.json"  # what new clusters still need
+CARVE = Path(".hypograph") / "carving.json"  # a carve being applied: plans, stragglers, minted HC ids
 QUESTION_LINK = 0.5
 LONE_JOIN = 0.25  # offline: a lone hypothesis joins a group only if its hint is at least this similar
 BARE_OTHER = re.compile(r"^\s*(other|others|something else|none of the above|none)\W*$", re.I)
@@ -263,9 +266,9 @@ def _embeds(members: list[Node]) -> str:
 
 
 def _create_cluster(vault: Vault, plan: ClusterPlan) -> str:
-    """Mint the HC node with its paper members and record what it still needs (constructed
-    members, residual) as pending; ``repair`` mints those. depends_on starts empty and is filled
-    in once every cluster of the answer has its id. Returns the HC id."""
+    """Mint the HC node with its paper members. Constructed members and the residual are minted by
+    ``repair`` from the saved carve; depends_on starts empty and is set once every cluster of the
+    carve has its id. Returns the HC id."""
     members = sorted((vault.nodes[i] for i in plan.members), key=lambda m: id_number(m.id))
     meta = {"hypotheses": [f"[[{m.path.stem}]]" for m in members], "exclusivity": plan.exclusivity,
             "exhaustive_by_construction": plan.exhaustive, "independence": plan.independence,
@@ -276,28 +279,26 @@ def _create_cluster(vault: Vault, plan: ClusterPlan) -> str:
         meta["relevance"] = plan.relevance
     body = f"\n{_embeds(members)}\n\n## Why this carving\n\n{plan.justification}\n"
     hc_id, _ = create_node(vault.root, "hypothesis-cluster", plan.title, meta, body)
-    pending = _read_pending(vault.root)
-    pending[hc_id] = {"constructed": plan.constructed, "question": plan.question}
-    if not plan.exhaustive:
-        pending[hc_id]["residual"] = {"title": plan.residual_title, "statement": plan.residual_statement,
-                                      "note": plan.residual_note}
-    write_json(vault.root / PENDING, pending)
     return hc_id
 
 
-def _read_pending(root: Path) -> dict:
-    path = root / PENDING
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+def _existing_cluster(vault: Vault, plan: ClusterPlan, taken: list) -> str | None:
+    """The HC an interrupted run minted for ``plan`` before it could record the id, if any."""
+    for hc in vault.of_type("hypothesis-cluster"):
+        listed = {link_target(l) for l in hc.meta.get("hypotheses") or []}
+        if hc.id not in taken and hc.title == clean_title(plan.title) and set(plan.members) <= listed:
+            return hc.id
+    return None
 
 
-def repair(vault: Vault) -> list[str]:
+def repair(vault: Vault, plans: dict[str, ClusterPlan]) -> list[str]:
     """Complete every cluster: mint the constructed members and the residual its plan still needs
     (adopting any an interrupted run minted already: they carry the cluster's backlink), list them
-    (named members by id, residual last) and set every member's backlink. Returns the ids minted."""
+    (named members by id, residual last) and set every member's backlink. ``plans``: the carve's
+    plan per HC id (a cluster without one just gets a residual if it lacks one). Returns the ids minted."""
     minted = []
-    pending = _read_pending(vault.root)
     for hc_id in [hc.id for hc in vault.of_type("hypothesis-cluster")]:
-        new, changed = _complete_cluster(vault, hc_id, pending.get(hc_id, {}))
+        new, changed = _complete_cluster(vault, hc_id, plans.get(hc_id))
         minted += new
         if changed:  # re-read only after a write: a complete vault costs one read, not one per cluster
             vault = open_vault(vault.root)
@@ -309,21 +310,20 @@ def repair(vault: Vault) -> list[str]:
                 h.meta["cluster"] = hc.link
                 steps.append({"from": str(h.path), "to": str(h.path), "text": h.text()})
     Journal(vault.root).apply(steps)
-    if pending:
-        write_json(vault.root / PENDING, {})
     return minted
 
 
-def _complete_cluster(vault: Vault, hc_id: str, plan: dict) -> tuple[list[str], bool]:
+def _complete_cluster(vault: Vault, hc_id: str, plan: ClusterPlan | None) -> tuple[list[str], bool]:
     """Mint what cluster ``hc_id`` still lacks and list it. Returns (ids minted, whether anything was written)."""
     hc = vault.nodes[hc_id]
     minted_for_it = [h for h in vault.of_type("hypothesis")
                      if h.meta.get("origin") and link_target(h.meta.get("cluster")) == hc_id]
     minted = []
-    for c in plan.get("constructed", []):
+    question = plan.question if plan else hc.meta.get("question")
+    for c in plan.constructed if plan else []:
         if not any(h.meta.get("origin") == "step-4-constructed" and h.title == clean_title(c["title"]) for h in minted_for_it):
             node_id, _ = create_node(vault.root, "hypothesis", c["title"], {
-                "statement": c["statement"], "question": plan.get("question"), "source": None, "locator": None,
+                "statement": c["statement"], "question": question, "source": None, "locator": None,
                 "state": "active", "cluster": hc.link, "origin": "step-4-constructed"},
                 body=f"\nConstructed complement: {c['reason']}\n")
             minted.append(node_id)
@@ -333,12 +333,12 @@ def _complete_cluster(vault: Vault, hc_id: str, plan: dict) -> tuple[list[str], 
     has_residual = any(vault.nodes[i].meta.get("residual") is True for i in listed if i in vault.nodes) or any(
         h.meta.get("residual") is True for h in minted_for_it)
     if hc.meta.get("exhaustive_by_construction") is not True and not has_residual:
-        r = plan.get("residual") or {
+        r = {"title": plan.residual_title, "statement": plan.residual_statement, "note": plan.residual_note} if plan else {
             "title": f"The answer is not listed here - {hc.title}",
             "statement": f"The answer to this cluster's sub-question ({hc.title}) is something none of its other members states.",
             "note": "Residual catch-all so that exactly one member of the cluster is true."}
         node_id, _ = create_node(vault.root, "hypothesis", r["title"], {
-            "statement": r["statement"], "question": plan.get("question", hc.meta.get("question")), "source": None,
+            "statement": r["statement"], "question": question, "source": None,
             "locator": None, "state": "active", "cluster": hc.link, "residual": True, "origin": "step-4-residual"},
             body=f"\n{r['note']}\n")
         minted.append(node_id)
@@ -380,26 +380,43 @@ def run_clusters(vault: Vault, llm: LLMClient) -> ClusterReport:
 
 
 def _run_clusters(vault: Vault, llm: LLMClient) -> ClusterReport:
+    root = vault.root
     report = ClusterReport()
-    report.minted += repair(vault)  # finish what an interrupted run started, before carving anew
-    vault = open_vault(vault.root)
-    clustered = {link_target(l) for hc in vault.of_type("hypothesis-cluster") for l in hc.meta.get("hypotheses") or []}
-    todo = [h for h in active_hypotheses(vault) if h.id not in clustered and h.meta.get("residual") is not True]
-    if todo:
-        plans, stragglers = _plan(vault, todo, llm)
-        new_ids: list[str] = []
-        for plan in plans:
-            hc_id = _create_cluster(open_vault(vault.root), plan)
-            new_ids.append(hc_id)
-            report.created.append(hc_id)
-            report.minted.append(hc_id)
-        _set_depends_on(open_vault(vault.root), plans, new_ids)
-        _drop_stragglers(open_vault(vault.root), stragglers)
-        report.dropped = stragglers
-        report.minted += repair(open_vault(vault.root))
-    vault = open_vault(vault.root)
+    carve = _read_carve(root)  # the decision of a run that died before finishing it
+    if carve is None:
+        report.minted += repair(vault, {})  # a cluster someone left without its residual
+        vault = open_vault(root)
+        clustered = {link_target(l) for hc in vault.of_type("hypothesis-cluster") for l in hc.meta.get("hypotheses") or []}
+        todo = [h for h in active_hypotheses(vault) if h.id not in clustered and h.meta.get("residual") is not True]
+        if todo:
+            plans, stragglers = _plan(vault, todo, llm)
+            carve = {"plans": [asdict(p) for p in plans], "stragglers": stragglers, "hc_ids": [None] * len(plans)}
+            write_json(root / CARVE, carve)  # the whole decision on record before anything is minted
+    if carve is not None:
+        plans = [ClusterPlan(**p) for p in carve["plans"]]
+        for k, plan in enumerate(plans):
+            if carve["hc_ids"][k] is None:
+                vault = open_vault(root)
+                hc_id = _existing_cluster(vault, plan, carve["hc_ids"])
+                if hc_id is None:
+                    hc_id = _create_cluster(vault, plan)
+                    report.minted.append(hc_id)
+                carve["hc_ids"][k] = hc_id
+                write_json(root / CARVE, carve)
+            report.created.append(carve["hc_ids"][k])
+        _set_depends_on(open_vault(root), plans, carve["hc_ids"])
+        _drop_stragglers(open_vault(root), carve["stragglers"])
+        report.dropped = carve["stragglers"]
+        report.minted += repair(open_vault(root), dict(zip(carve["hc_ids"], plans)))
+        (root / CARVE).unlink()  # tool state, not a node: the carve is complete
+    vault = open_vault(root)
     report.clusters = {hc.id: [link_target(l) for l in hc.meta.get("hypotheses") or []] for hc in vault.of_type("hypothesis-cluster")}
     return report
+
+
+def _read_carve(root: Path) -> dict | None:
+    path = root / CARVE
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
 def _plan(vault: Vault, todo: list[Node], llm: LLMClient) -> tuple[list[ClusterPlan], dict[str, str]]:
@@ -428,6 +445,8 @@ def _set_depends_on(vault: Vault, plans: list[ClusterPlan], new_ids: list[str]) 
 def _drop_stragglers(vault: Vault, stragglers: dict[str, str]) -> None:
     steps = []
     for h_id, reason in stragglers.items():
+        if vault.nodes[h_id].meta.get("state") == "dropped":
+            continue  # dropped by the run this one completes
         for node, dest in drop(vault, vault.nodes[h_id], reason):
             steps.append({"from": str(node.path), "to": str(dest), "text": node.text()})
     Journal(vault.root).apply(steps)
