@@ -33,6 +33,7 @@ silently leaving a hole in it.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,6 +94,8 @@ def id_sort_key(node_id: str) -> tuple[str, int, str]:
 
 def strip_wikilinks(text: str) -> str:
     """``[[S-2 - Liu 2023|Liu]]`` -> ``Liu``; ``[[H-3 - Title]]`` -> ``H-3 - Title``."""
+    if "[[" not in text:  # the common case, without a regex pass (100k files: ~1 s)
+        return text
     return WIKILINK_RE.sub(lambda m: (m.group(2) or m.group(1)).strip(), text)
 
 
@@ -122,7 +125,7 @@ def load_corpus(root: Path | str) -> Corpus:
                 Journal(root).roll_forward()
         items = [_read_vault_node(p, root, warnings) for p in sorted((root / "hypotheses").glob("*.md"))]
     else:
-        items = [_read_json_hypothesis(p, root, warnings) for p in sorted((root / "hypotheses").glob("H-*.json"))]
+        items = [_read_json_hypothesis(p, root, warnings) for p in _json_files(root / "hypotheses")]
     hyps = [h for h in items if h is not None]
     _reject_duplicate_ids(hyps)
     if not hyps:
@@ -139,8 +142,15 @@ def _reject_duplicate_ids(hyps: list[Hypothesis]) -> None:
         seen[h.id] = h.path
 
 
+def _json_files(folder: Path) -> list[Path]:
+    """``folder/H-*.json`` in name order: ``sorted(folder.glob(...))`` without comparing 100k Path
+    objects (seconds at that size)."""
+    names = sorted(e.name for e in os.scandir(folder) if e.name.startswith("H-") and e.name.endswith(".json"))
+    return [folder / name for name in names]
+
+
 def _read_json_hypothesis(path: Path, root: Path, warnings: list[str]) -> Hypothesis | None:
-    rel = str(path.relative_to(root))
+    rel = f"{path.parent.name}/{path.name}"  # hypotheses/H-1.json, as path.relative_to(root) gives it
     try:
         data = json.loads(path.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as e:

@@ -1,8 +1,8 @@
 """``prox``: the seed-003 command line, drop-in. Calls the domain functions directly (no Dagster),
 so each command starts fast. Every error exits non-zero with one line on stderr.
 
-    prox embed    --run-dir D [--backend tfidf|sbert] [--model NAME_OR_PATH]
-    prox graph    --run-dir D [--threshold 0.3]
+    prox embed    --run-dir D [--backend tfidf|sbert] [--model seed|tuned|NAME_OR_PATH]
+    prox graph    --run-dir D [--threshold 0.3] [--max-neighbours 50]
     prox clusters --run-dir D [--algorithm louvain|components]
     prox dupes    --run-dir D [--threshold 0.80]
     prox adjudicate --run-dir D [--auto-merge 0.92] [--llm offline]
@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from hypograph.errors import HypographError
+from hypograph.proximity.graph import DEFAULT_MAX_NEIGHBOURS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,9 +47,14 @@ def _parser() -> argparse.ArgumentParser:
 
     c = command("embed", "vectorise hypothesis texts -> proximity/embeddings.npz, embedding-ids.json")
     c.add_argument("--backend", choices=["tfidf", "sbert"], default="tfidf")
-    c.add_argument("--model", default=None, help="sbert model name or local path (default all-MiniLM-L6-v2, offline)")
-    c = command("graph", "similarity graph -> proximity/graph.json")
-    c.add_argument("--threshold", type=float, default=0.30)
+    c.add_argument("--model", default=None,
+                   help="tfidf: seed (default: the seed tool's TfidfVectorizer() defaults) or tuned (English stop words "
+                        "dropped, sublinear tf); sbert: model name or local path (default all-MiniLM-L6-v2, offline)")
+    c = command("graph", "similarity graph -> proximity/graph.json (and graph.npz for the next steps)")
+    c.add_argument("--threshold", type=float, default=0.30, help="edge when cosine >= this; 0: every pair")
+    c.add_argument("--max-neighbours", type=int, default=DEFAULT_MAX_NEIGHBOURS, metavar="K",
+                   help=f"keep each node's K strongest edges (default {DEFAULT_MAX_NEIGHBOURS}; 0: all), and every pair "
+                        ">= 0.80 whatever K")
     c = command("clusters", "communities -> proximity/clusters.json, cluster fields in graph.json")
     c.add_argument("--algorithm", choices=["louvain", "components"], default="louvain")
     c = command("dupes", "near-duplicate pairs as a JSON array on stdout (and proximity/dupes.json)")
@@ -73,6 +79,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def _note(lines: list[str]) -> None:
+    for line in lines:
+        print(f"note: {line}", file=sys.stderr)
+
+
 def _embed(args) -> int:
     from hypograph.hypotheses import load_corpus
     from hypograph.proximity.embed import embed
@@ -88,37 +99,73 @@ def _embed(args) -> int:
 
 
 def _graph(args) -> int:
+    from hypograph.proximity.dupes import DEFAULT_DUPE_THRESHOLD
     from hypograph.proximity.graph import similarity_graph
     from hypograph.proximity.store import read_embeddings, write_graph
 
     emb = read_embeddings(args.run_dir)
-    graph = similarity_graph(emb.ids, emb.matrix, args.threshold, {"backend": emb.backend, "model": emb.model})
+    _note(emb.notes)
+    graph = similarity_graph(emb.ids, emb.matrix, args.threshold, emb.describe(), args.max_neighbours,
+                             keep_above=DEFAULT_DUPE_THRESHOLD)
     path = write_graph(args.run_dir, graph)
-    print(f"graph: {len(graph.ids)} nodes, {graph.num_edges} edges at similarity >= {graph.threshold} -> {path}")
+    capped = graph.info.get("capped_rows", 0)
+    print(f"graph: {len(graph.ids)} nodes, {graph.num_edges} edges at similarity >= {graph.threshold} "
+          f"({graph.info.get('method')}; "
+          + (f"{capped} nodes kept their {args.max_neighbours} strongest edges and every pair >= {DEFAULT_DUPE_THRESHOLD}"
+             if capped else "no node capped") + f") -> {path}")
     return 0
 
 
 def _clusters(args) -> int:
-    from hypograph.hypotheses import load_corpus
-    from hypograph.proximity.communities import labelled_clusters, report_lines
-    from hypograph.proximity.store import read_embeddings, read_graph, write_clusters
+    from hypograph.proximity.communities import find_communities, keyword_labels, report_lines
+    from hypograph.proximity.store import load_graph, write_clusters
 
-    graph, _ = read_graph(args.run_dir)
-    corpus = load_corpus(args.run_dir)
-    clusters = labelled_clusters(graph, dict(zip(corpus.ids, corpus.texts)), args.algorithm, terms=read_embeddings(args.run_dir))
-    paths = write_clusters(args.run_dir, clusters)
+    graph, _ = load_graph(args.run_dir)
+    clusters = find_communities(graph, args.algorithm)
+    terms, texts = _label_sources(args.run_dir, graph.ids)
+    clusters.keywords = keyword_labels(graph, clusters, terms, texts)
+    paths = write_clusters(args.run_dir, clusters, graph)
     print(f"{clusters.num_clusters} clusters ({clusters.algorithm}) -> {paths[0]}")
     for line in report_lines(clusters):
         print(line)
     return 0
 
 
-def _dupes(args) -> int:
-    from hypograph.proximity.dupes import duplicate_pairs
-    from hypograph.proximity.store import dupes_document, read_graph, write_dupes
+def _label_sources(root: Path, ids: list[str]):
+    """What the keyword labels can come from: our own TF-IDF rows of exactly these ids, else the
+    hypothesis texts when the run directory has them; (None, None) for a graph.json alone."""
+    from hypograph.hypotheses import load_corpus
+    from hypograph.proximity.store import read_embeddings
 
-    graph, _ = read_graph(args.run_dir)
-    pairs = duplicate_pairs(graph, args.threshold)
+    try:
+        terms = read_embeddings(root)
+        if terms.vocabulary is not None and terms.ids == ids and not terms.notes:
+            return terms, None
+    except HypographError:
+        pass
+    if not (root / "hypotheses").is_dir():
+        return None, None
+    try:
+        corpus = load_corpus(root)
+    except HypographError:
+        return None, None
+    return None, dict(zip(corpus.ids, corpus.texts))
+
+
+def _dupes(args) -> int:
+    from hypograph.proximity.dupes import covers, duplicate_pairs, pairs_from_embeddings
+    from hypograph.proximity.store import dupes_document, load_graph, read_embeddings, write_dupes
+
+    graph, _ = load_graph(args.run_dir)
+    if covers(graph, args.threshold):
+        pairs = duplicate_pairs(graph, args.threshold)
+    else:  # below what the graph holds: every pair from the embeddings
+        emb = read_embeddings(args.run_dir)
+        _note(emb.notes)
+        if emb.ids != graph.ids:
+            raise HypographError(f"{args.run_dir / 'proximity'}: embeddings and graph.json list different hypotheses "
+                                 "— run prox graph again")
+        pairs = pairs_from_embeddings(emb.ids, emb.matrix, args.threshold, emb.describe())
     write_dupes(args.run_dir, pairs)
     print(json.dumps(dupes_document(pairs), indent=2))
     return 0

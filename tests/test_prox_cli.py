@@ -178,15 +178,21 @@ def test_command_before_its_input_exists_is_a_one_line_error(run_dir, command, h
     assert not (run_dir / "proximity" / "graph.json").exists()
 
 
-def test_dupe_threshold_below_graph_threshold_is_a_one_line_error(chain):
-    root, _ = chain
-    assert_one_line_error(prox("dupes", "--run-dir", root, "--threshold", "0.2"), "below the graph threshold")
+def test_dupe_threshold_below_graph_threshold_is_computed_from_the_embeddings(run_dir):
+    # The seed accepts it (and silently reads only the graph's edges); we compute every pair >= 0.1.
+    prepare(run_dir, "embed", "graph")
+    low = prox("dupes", "--run-dir", run_dir, "--threshold", "0.1")
+    assert low.returncode == 0, low.stderr
+    assert prox("graph", "--run-dir", run_dir, "--threshold", "0.1", "--max-neighbours", "0").returncode == 0
+    from_graph = prox("dupes", "--run-dir", run_dir, "--threshold", "0.1")
+    assert json.loads(low.stdout) == json.loads(from_graph.stdout)
+    assert {p["similarity"] < 0.3 for p in json.loads(low.stdout)} == {True, False}
 
 
 def test_graph_threshold_out_of_range_is_a_one_line_error(chain):
     root, _ = chain
     before = (root / "proximity" / "graph.json").read_bytes()
-    assert_one_line_error(prox("graph", "--run-dir", root, "--threshold", "1.5"), "threshold must be in (0, 1]")
+    assert_one_line_error(prox("graph", "--run-dir", root, "--threshold", "1.5"), "threshold must be in [-1, 1]")
     assert (root / "proximity" / "graph.json").read_bytes() == before
 
 
@@ -234,24 +240,27 @@ def cosines(rows: dict[tuple[str, str], list[str]]) -> dict[tuple[str, str], flo
     return {pair: float(cells[0]) for pair, cells in rows.items()}
 
 
-def prox_dupes_after_embed_and_graph(root: Path) -> dict[tuple[str, str], float]:
-    prepare(root, "embed", "graph")
+def prox_dupes_after_embed_and_graph(root: Path, model: str | None = None) -> dict[tuple[str, str], float]:
+    assert prox_main(["embed", "--run-dir", str(root), *(["--model", model] if model else [])]) == 0
+    prepare(root, "graph")
     result = prox("dupes", "--run-dir", root)
     assert result.returncode == 0, result.stderr
     return {(p["a"], p["b"]): p["similarity"] for p in json.loads(result.stdout)}
 
 
-def test_planted_near_duplicates_of_the_example_run_are_found(example_run):
+@pytest.mark.parametrize("model", ["seed", "tuned"])
+def test_planted_near_duplicates_of_the_example_run_are_found(example_run, model):
     readme = (EXAMPLE_RUN / "README.md").read_text(encoding="utf-8")
     word_for_word = cosines(planted_rows(readme, "Word-for-word"))
     close = cosines(planted_rows(readme, "Close but not identical"))
     paraphrases = planted_rows(readme, "Paraphrases")
-    found = prox_dupes_after_embed_and_graph(example_run)
+    found = prox_dupes_after_embed_and_graph(example_run, model)
 
     assert found.keys() == word_for_word.keys() | close.keys()
     assert not found.keys() & paraphrases.keys()
-    for pair, expected in {**word_for_word, **close}.items():
-        assert found[pair] == pytest.approx(expected, abs=0.002), pair
+    if model == "tuned":  # the README's cosines were measured with the tuned analyzer
+        for pair, expected in {**word_for_word, **close}.items():
+            assert found[pair] == pytest.approx(expected, abs=0.002), pair
     assert all(found[p] >= 0.92 for p in word_for_word)
     assert all(0.80 <= found[p] < 0.92 for p in close)
 
@@ -260,8 +269,15 @@ def test_planted_word_for_word_duplicates_of_the_example_vault_are_found(example
     notes = (EXAMPLE_VAULT.parent / "VAULT_NOTES.md").read_text(encoding="utf-8")
     word_for_word = planted_rows(notes, "Almost word-for-word")
     paraphrases = planted_rows(notes, "Paraphrased in different words")
-    found = prox_dupes_after_embed_and_graph(example_vault)
+    found = prox_dupes_after_embed_and_graph(example_vault, "tuned")
 
     assert found.keys() == word_for_word.keys()
     assert not found.keys() & paraphrases.keys()
     assert all(s >= 0.80 for s in found.values())
+
+
+def test_the_seed_vectorizer_scores_the_vault_title_variants_lower(example_vault):
+    # With stop words kept, H-12 / H-13 (same statement, differently worded titles) scores 0.78:
+    # the seed's own calibration puts it below the dupe threshold; --model tuned finds it.
+    found = prox_dupes_after_embed_and_graph(example_vault)
+    assert set(found) == {("H-1", "H-2"), ("H-3", "H-10")}

@@ -17,7 +17,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
-import hypograph.proximity.graph as graph_module
+import hypograph.proximity.similarity as similarity_module
 from conftest import RUN_COMPONENTS, RUN_DUPLICATES, RUN_IDS
 from hypograph.errors import HypographError
 from hypograph.hypotheses import id_sort_key, load_corpus
@@ -66,12 +66,13 @@ def assert_same_edges(actual: dict, expected: dict, tol: float = 1e-5) -> None:
 
 
 def graph_from_edges(ids: list[str], edges: list[tuple[str, str, float]], threshold: float = 0.3) -> SimilarityGraph:
-    """A SimilarityGraph from (id, id, similarity) triples, normalised to src < dst."""
+    """A SimilarityGraph from (id, id, similarity) triples, normalised to src < dst (similarities
+    float64, as graphs store them: rounded to 6 decimals)."""
     index = {node: k for k, node in enumerate(ids)}
     triples = sorted((min(index[a], index[b]), max(index[a], index[b]), s) for a, b, s in edges)
     src, dst, sim = zip(*triples) if triples else ((), (), ())
     return SimilarityGraph(list(ids), threshold, np.array(src, dtype=np.int32), np.array(dst, dtype=np.int32),
-                           np.array(sim, dtype=np.float32))
+                           np.array(sim, dtype=np.float64))
 
 
 def clique(members: list[str], similarity: float = 0.9) -> list[tuple[str, str, float]]:
@@ -133,7 +134,9 @@ def test_tfidf_rows_are_sparse_and_unit_length(run_dir):
     assert emb.matrix.shape == (len(RUN_IDS), emb.dim)
     norms = sp.linalg.norm(emb.matrix, axis=1)
     assert np.allclose(norms, 1.0, atol=1e-6)
-    assert (emb.backend, emb.model) == ("tfidf", "sklearn-tfidf")
+    # The seed's vectorizer by default (was the tuned analyzer, "sklearn-tfidf", before issue 10).
+    assert (emb.backend, emb.model) == ("tfidf", "tfidf-seed")
+    assert emb.matrix.dtype == np.float64
 
 
 def test_embedding_rows_follow_the_given_ids():
@@ -145,15 +148,28 @@ def test_embedding_rows_follow_the_given_ids():
     assert rows[0] @ rows[1] == pytest.approx(0.0)
 
 
-def test_text_of_stop_words_only_is_a_zero_row():
-    emb = embed(["H-1", "H-2"], ["mites spread virus", "the and of"])
+def test_text_of_stop_words_only_is_a_zero_row_with_the_tuned_model():
+    # The seed's vectorizer keeps stop words (tested in test_prox_compat.py); the tuned one drops them.
+    emb = embed(["H-1", "H-2"], ["mites spread virus", "the and of"], model="tuned")
+    assert emb.model == "tfidf-tuned"
     assert sp.linalg.norm(emb.matrix, axis=1).tolist() == pytest.approx([1.0, 0.0])
 
 
-def test_all_stop_word_corpus_embeds_to_no_dimensions():
-    emb = embed(["H-1", "H-2"], ["the and of", "it is"])
+def test_text_without_a_two_letter_token_is_a_zero_row():
+    emb = embed(["H-1", "H-2"], ["mites spread virus", "a b 1"])
+    assert sp.linalg.norm(emb.matrix, axis=1).tolist() == pytest.approx([1.0, 0.0])
+
+
+@pytest.mark.parametrize("model, texts", [("tuned", ["the and of", "it is"]), ("seed", ["a b", "c 1"])])
+def test_corpus_without_terms_embeds_to_no_dimensions(model, texts):
+    emb = embed(["H-1", "H-2"], texts, model=model)
     assert emb.matrix.shape == (2, 0)
     assert similarity_graph(emb.ids, emb.matrix).num_edges == 0
+
+
+def test_unknown_tfidf_model_is_an_error():
+    with pytest.raises(HypographError, match="unknown tfidf model 'bm25'"):
+        embed(["H-1"], ["mites"], model="bm25")
 
 
 def test_unknown_backend_is_an_error():
@@ -227,8 +243,8 @@ def test_pair_below_the_threshold_is_not_an_edge(kind, cosine, threshold):
     assert graph.num_edges == 0
 
 
-@pytest.mark.parametrize("threshold", [-0.1, 0.0, 1.5])
-def test_threshold_outside_unit_interval_is_rejected(threshold):
+@pytest.mark.parametrize("threshold", [-1.5, 1.5, float("nan")])
+def test_threshold_outside_cosine_range_is_rejected(threshold):
     with pytest.raises(HypographError, match="threshold"):
         similarity_graph(["H-1", "H-2"], pair_at_cosine(0.5), threshold)
 
@@ -245,20 +261,21 @@ def test_identical_texts_have_similarity_one_and_no_self_edges():
 @pytest.mark.parametrize("threshold", [0.1, 0.3, 0.5])
 def test_graph_matches_brute_force_cosine(threshold):
     matrix = random_unit_rows()
-    graph = similarity_graph(ids_for(matrix.shape[0]), matrix, threshold)
+    graph = similarity_graph(ids_for(matrix.shape[0]), matrix, threshold, max_neighbours=0)
     assert graph.num_edges > 100
     assert_same_edges(edge_map(graph), brute_force_edges(matrix, threshold))
 
 
+@pytest.mark.parametrize("cap", [0, 5])
 @pytest.mark.parametrize("threshold", [0.1, 0.3, 0.5])
-def test_tiny_chunks_give_the_same_graph(monkeypatch, threshold):
+def test_tiny_blocks_give_the_same_graph(monkeypatch, threshold, cap):
     matrix = random_unit_rows()
-    expected = edge_map(similarity_graph(ids_for(300), matrix, threshold))
-    monkeypatch.setattr(graph_module, "CHUNK_BUDGET", 50)
-    assert len(list(graph_module._chunks(matrix))) > 10
-    assert len(list(graph_module._dense_chunks(300))) > 10
-    assert_same_edges(edge_map(similarity_graph(ids_for(300), matrix, threshold)), expected, tol=1e-6)
-    assert_same_edges(edge_map(similarity_graph(ids_for(300), matrix.toarray(), threshold)), expected)
+    expected = edge_map(similarity_graph(ids_for(300), matrix, threshold, max_neighbours=cap))
+    monkeypatch.setattr(similarity_module, "BLOCK_BUDGET", 50)
+    plan = similarity_module.plan_similarity(matrix, threshold, cap)
+    assert len(similarity_module.row_blocks(plan)) > 10
+    assert_same_edges(edge_map(similarity_graph(ids_for(300), matrix, threshold, max_neighbours=cap)), expected, tol=1e-12)
+    assert_same_edges(edge_map(similarity_graph(ids_for(300), matrix.toarray(), threshold, max_neighbours=cap)), expected)
 
 
 @pytest.mark.parametrize("threshold", [0.1, 0.3, 0.5])
@@ -269,11 +286,13 @@ def test_dense_input_gives_the_same_graph_as_sparse(threshold):
     assert_same_edges(edge_map(dense), edge_map(sparse))
 
 
-def test_threshold_zero_is_refused_rather_than_building_the_dense_graph():
+def test_threshold_zero_is_the_complete_graph_as_the_seed_builds_it():
+    # Every pair is an edge at threshold 0, also the orthogonal ones (similarity 0 >= 0).
     rows = np.array([[1, 0, 0], [0, 1, 0], [0.6, 0.8, 0]], dtype=np.float32)
     for matrix in (sp.csr_matrix(rows), rows):
-        with pytest.raises(HypographError, match="threshold must be in"):
-            similarity_graph(ids_for(3), matrix, 0.0)
+        graph = similarity_graph(ids_for(3), matrix, 0.0, max_neighbours=0)
+        assert [(a, b, round(s, 6)) for a, b, s in graph.edges()] == [
+            ("H-1", "H-2", 0.0), ("H-1", "H-3", 0.6), ("H-2", "H-3", 0.8)]
 
 
 def test_edges_are_sorted_by_row_then_column():
@@ -329,7 +348,7 @@ def test_graph_round_trips_through_graph_json(output):
     assert graph.threshold == output.graph.threshold
     assert [(a, b) for a, b, _ in graph.edges()] == [(a, b) for a, b, _ in output.graph.edges()]
     assert np.allclose(graph.sim, output.graph.sim, atol=5e-5)
-    assert graph.embedding == {"backend": "tfidf", "model": "sklearn-tfidf"}
+    assert graph.embedding == {"backend": "tfidf", "model": "tfidf-seed"}
 
 
 def test_single_hypothesis_goes_through_the_whole_pipeline(tmp_path, add_hypothesis):
@@ -478,7 +497,8 @@ def test_dupe_threshold_is_configurable():
 
 
 def test_dupe_threshold_below_graph_threshold_is_an_error():
-    with pytest.raises(HypographError, match="below the graph threshold"):
+    # The CLI then computes the pairs from the embeddings (test_prox_cli.py); the graph alone cannot.
+    with pytest.raises(HypographError, match="below 0.3, the level above which the graph holds every pair"):
         duplicate_pairs(scored_graph(), 0.2)
 
 
@@ -694,12 +714,37 @@ def test_output_files_get_the_usual_permissions(run_dir):
     assert set(modes.values()) == {"0o644"}, modes
 
 
-def test_embedding_files_from_different_runs_are_detected(tmp_path):
+def test_an_interrupted_embedding_write_is_detected(tmp_path, monkeypatch):
     """A crash between writing embeddings.npz and embedding-ids.json must not pair rows with the
-    wrong ids: the digest in embedding-meta.json (written last) catches the mismatch."""
+    wrong ids: embedding-meta.json says a write is under way until the last file is written."""
     texts = ["varroa mites spread viruses", "pesticides impair foraging", "poor pollen weakens colonies"]
     store.write_embeddings(tmp_path, embed(["H-1", "H-2", "H-3"], texts))
-    ids_path = store.proximity_dir(tmp_path) / "embedding-ids.json"
-    ids_path.write_text(json.dumps(["H-2", "H-1", "H-3"]), encoding="utf-8")  # same count, other order
-    with pytest.raises(HypographError, match="not from one run"):
+    real_write_json = store.write_json
+
+    def crash_on_ids(path, value):
+        if path.name == "embedding-ids.json":
+            raise OSError("disk full")
+        return real_write_json(path, value)
+
+    monkeypatch.setattr(store, "write_json", crash_on_ids)
+    with pytest.raises(OSError):
+        store.write_embeddings(tmp_path, embed(["H-3", "H-1", "H-2"], texts[::-1]))
+    monkeypatch.undo()
+    with pytest.raises(HypographError, match="interrupted"):
         store.read_embeddings(tmp_path)
+
+
+def test_embedding_files_replaced_by_another_tool_are_read_as_the_seed_reads_them(tmp_path):
+    """The seed's prox embed overwrote embeddings.npz and embedding-ids.json after ours: read them,
+    normalising the rows, and say so once (not a digest error)."""
+    texts = ["varroa mites spread viruses", "pesticides impair foraging", "poor pollen weakens colonies"]
+    store.write_embeddings(tmp_path, embed(["H-1", "H-2", "H-3"], texts))
+    d = store.proximity_dir(tmp_path)
+    sp.save_npz(d / "embeddings.npz", sp.csr_matrix(np.array([[1.0, 1.0], [1.0, 0.0]])))
+    (d / "embedding-ids.json").write_text(json.dumps(["H-1", "H-2"]), encoding="utf-8")
+    emb = store.read_embeddings(tmp_path)
+    assert emb.ids == ["H-1", "H-2"]
+    assert len(emb.notes) == 1 and "written by another tool" in emb.notes[0] and "1 of 2 rows" in emb.notes[0]
+    assert emb.vocabulary is None  # our embedding-vocab.txt belongs to the old rows
+    rows = emb.matrix.toarray()
+    assert float(rows[0] @ rows[1]) == pytest.approx(0.7071067811865475, abs=1e-12)

@@ -51,11 +51,13 @@ def find_communities(graph: SimilarityGraph, algorithm: str = "louvain", seed: i
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algorithm!r}: choose one of {', '.join(ALGORITHMS)}")
     n = len(graph.ids)
+    if n == 0:
+        return Clusters({}, algorithm)
     _, component = connected_components(
         coo_matrix((np.ones(graph.num_edges), (graph.src, graph.dst)), shape=(n, n)), directed=False
     )
     if algorithm == "louvain" and graph.num_edges:
-        g = igraph.Graph(n=n, edges=list(zip(graph.src.tolist(), graph.dst.tolist())))
+        g = igraph.Graph(n=n, edges=np.column_stack([graph.src, graph.dst]).tolist())
         # igraph draws from Python's random module API; a private seeded generator makes runs repeatable.
         igraph.set_random_number_generator(random.Random(seed))
         try:
@@ -69,6 +71,8 @@ def find_communities(graph: SimilarityGraph, algorithm: str = "louvain", seed: i
 
 def _groups(community: np.ndarray, component: np.ndarray) -> list[np.ndarray]:
     """Node index groups sharing both community and component."""
+    if component.size == 0:
+        return []
     key = community.astype(np.int64) * (component.max() + 1) + component
     order = np.argsort(key, kind="stable")
     cuts = np.flatnonzero(np.diff(key[order])) + 1
@@ -90,9 +94,6 @@ def labelled_clusters(graph: SimilarityGraph, texts: dict[str, str], algorithm: 
     ``terms``: the TF-IDF embeddings of the same ids, reused for the keywords when given (so the
     texts are not tokenized twice); otherwise the texts are embedded with TF-IDF here.
     """
-    from hypograph.proximity.embed import embed
-    from hypograph.proximity.keywords import cluster_keywords
-
     missing = [i for i in graph.ids if i not in texts]
     if missing:
         raise HypographError(
@@ -100,10 +101,24 @@ def labelled_clusters(graph: SimilarityGraph, texts: dict[str, str], algorithm: 
             "re-run embed and graph"
         )
     clusters = find_communities(graph, algorithm, seed)
-    if terms is None or terms.vocabulary is None or terms.ids != graph.ids:
-        terms = embed(graph.ids, [texts[i] for i in graph.ids], "tfidf")
-    clusters.keywords = cluster_keywords(terms.ids, terms.matrix, terms.vocabulary, clusters.clusters)
+    clusters.keywords = keyword_labels(graph, clusters, terms, texts)
     return clusters
+
+
+def keyword_labels(graph: SimilarityGraph, clusters: Clusters, terms: "Embeddings | None" = None,
+                   texts: dict[str, str] | None = None) -> dict[str, str]:
+    """Each cluster's distinctive terms, from ``terms`` when they are TF-IDF rows of exactly the
+    graph's ids with their vocabulary, else from ``texts`` (embedded here); {} when neither fits."""
+    from hypograph.proximity.embed import embed
+    from hypograph.proximity.keywords import cluster_keywords
+
+    if not clusters.clusters:
+        return {}
+    if terms is None or terms.vocabulary is None or terms.ids != graph.ids or terms.notes:
+        if texts is None or any(i not in texts for i in graph.ids):
+            return {}
+        terms = embed(graph.ids, [texts[i] for i in graph.ids], "tfidf")
+    return cluster_keywords(terms.ids, terms.matrix, terms.vocabulary, clusters.clusters)
 
 
 def report_lines(clusters: Clusters, labels: dict[str, str] | None = None, max_members: int = 12) -> list[str]:

@@ -1,4 +1,10 @@
-"""Near-duplicate pairs: graph edges at or above the dupe threshold (default 0.80)."""
+"""Near-duplicate pairs: pairs at or above the dupe threshold (default 0.80).
+
+Read off the graph's edges (similarities as written, 6 decimals, compared as the seed compares
+them) when the graph holds every pair at that level: at or above its threshold if no node was
+capped, at or above the dupe threshold it was built with otherwise. Below that, the pairs are
+computed from the embeddings instead (``pairs_from_embeddings``).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hypograph.errors import HypographError
 from hypograph.hypotheses import id_sort_key
-from hypograph.proximity.graph import EPS, SimilarityGraph
+from hypograph.proximity.graph import SimilarityGraph, check_threshold, similarity_graph
 
 DEFAULT_DUPE_THRESHOLD = 0.80
 AUTO_MERGE_THRESHOLD = 0.92
@@ -23,22 +29,47 @@ class DuplicatePair(BaseModel):
     similarity: float = Field(ge=0.0, le=1.0)
 
 
+def covers(graph: SimilarityGraph, threshold: float) -> bool:
+    """Whether every pair at or above ``threshold`` is an edge of ``graph``."""
+    return threshold >= graph.exact_above
+
+
 def duplicate_pairs(graph: SimilarityGraph, threshold: float = DEFAULT_DUPE_THRESHOLD) -> list[DuplicatePair]:
     """Pairs with similarity >= threshold, each once, sorted by descending similarity then ids.
 
-    Read off the graph's edges, so ``threshold`` must not be below the graph's own threshold.
-    """
-    if threshold + EPS < graph.threshold:
+    Raises HypographError when the graph does not hold every such pair (use
+    ``pairs_from_embeddings``)."""
+    threshold = check_dupe_threshold(threshold)
+    if not covers(graph, threshold):
         raise HypographError(
-            f"dupe threshold {threshold} is below the graph threshold {graph.threshold}: "
-            f"rebuild the graph with --threshold {threshold} or lower"
+            f"dupe threshold {threshold} is below {graph.exact_above}, the level above which the graph holds "
+            f"every pair: compute the pairs from the embeddings, or rebuild the graph with --threshold {threshold} or lower"
         )
-    keep = np.flatnonzero(graph.sim >= threshold - EPS)
-    pairs = []
-    for k in keep.tolist():
-        a, b = graph.ids[graph.src[k]], graph.ids[graph.dst[k]]
+    keep = np.flatnonzero(graph.sim >= threshold)
+    return pairs_of(graph.ids, graph.src[keep], graph.dst[keep], graph.sim[keep])
+
+
+def pairs_from_embeddings(ids: list[str], matrix, threshold: float, embedding: dict | None = None) -> list[DuplicatePair]:
+    """Every pair at or above ``threshold``, computed from the rows (no neighbour cap)."""
+    threshold = check_dupe_threshold(threshold)
+    graph = similarity_graph(ids, matrix, threshold, embedding, max_neighbours=0)
+    return pairs_of(graph.ids, graph.src, graph.dst, graph.sim)
+
+
+def check_dupe_threshold(threshold: float) -> float:
+    threshold = check_threshold(threshold, "dupe")
+    if threshold < 0:
+        raise HypographError(f"dupe threshold must be in [0, 1], got {threshold}")
+    return threshold
+
+
+def pairs_of(ids: list[str], src, dst, sims) -> list[DuplicatePair]:
+    """DuplicatePair records, a before b in id order, by descending similarity then ids."""
+    rows = []
+    for i, j, s in zip(src.tolist(), dst.tolist(), sims.tolist()):
+        a, b = ids[i], ids[j]
         if id_sort_key(b) < id_sort_key(a):
             a, b = b, a
-        pairs.append(DuplicatePair(a=a, b=b, similarity=round(float(graph.sim[k]), 4)))
-    pairs.sort(key=lambda p: (-p.similarity, id_sort_key(p.a), id_sort_key(p.b)))
-    return pairs
+        rows.append((-s, id_sort_key(a), id_sort_key(b), a, b, s))
+    rows.sort()
+    return [DuplicatePair.model_construct(a=a, b=b, similarity=min(max(s, 0.0), 1.0)) for _, _, _, a, b, s in rows]

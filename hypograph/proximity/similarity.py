@@ -136,9 +136,11 @@ def plan_similarity(matrix, threshold: float, cap: int = 0, keep_above: float = 
     return plan
 
 
-def row_blocks(plan: Plan, budget: int = BLOCK_BUDGET) -> list[tuple[int, int]]:
-    """Position ranges [a, b) whose products each hold about ``budget`` candidate entries."""
+def row_blocks(plan: Plan, budget: int | None = None) -> list[tuple[int, int]]:
+    """Position ranges [a, b) whose products each hold about ``budget`` (default ``BLOCK_BUDGET``)
+    candidate entries."""
     n = plan.n
+    budget = budget or BLOCK_BUDGET
     if n == 0:
         return []
     if plan.split is not None:

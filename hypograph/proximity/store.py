@@ -3,21 +3,31 @@
 ==========================  ==================================================================
 file                        content
 ==========================  ==================================================================
-embeddings.npz              TF-IDF: ``scipy.sparse.save_npz`` CSR; sbert: ``numpy.savez`` with
-                            one dense float32 array ``embeddings``. Rows L2-normalised.
+embeddings.npz              TF-IDF: ``scipy.sparse.save_npz`` CSR (uncompressed: the seed's
+                            reader loads it, and 100k rows write in milliseconds); sbert:
+                            ``numpy.savez`` with one dense float32 array ``embeddings``.
 embedding-ids.json          ids in row order
-embedding-meta.json         ``{"backend", "model", "count", "dim", "digest"}`` (Hypograph's addition;
-                            the digest of the npz and ids, written last, ties them together)
+embedding-meta.json         ``{"backend", "model", "vectorizer", "count", "dim", "digest"}``
+                            (Hypograph's addition; the digest of the npz and ids, written last,
+                            ties them together)
 embedding-vocab.txt         tfidf: the term of each column, one per line (for cluster keywords)
-graph.json                  ``{"threshold", "nodes": {id: {"cluster", "edges": [{"target",
-                            "similarity"}]}}, "embedding": {"backend", "model"}}``
+graph.json, graph.npz       see ``graph_files.py``: the seed's graph.json, and its arrays for the
+                            later stages, tied by the digest of graph.json
 clusters.json               ``{"clusters": {label: [ids]}, "algorithm", "num_clusters",
                             "labels": {label: keywords}, "embedding": {...}}``
 dupes.json                  ``[{"a", "b", "similarity"}]`` (what ``prox dupes`` prints)
 ==========================  ==================================================================
 
-Keys beyond the seed's (``embedding``, ``labels``) are additions a seed-format reader ignores.
-Every write is atomic and skipped when the bytes are unchanged.
+Keys beyond the seed's (``embedding``, ``labels``, ``max_neighbours``) are additions a seed-format
+reader ignores. Every write is atomic and skipped when the bytes are unchanged.
+
+Files another tool wrote are read as the seed reads them: an ``embeddings.npz`` without our
+``embedding-meta.json``, or whose digest no longer matches it (the seed's ``prox embed`` replaced
+it), has its rows L2-normalised like ``cosine_similarity`` does, and ``Embeddings.notes`` says so.
+
+Id order: ``prox embed`` writes rows in natural id order (H-2 before H-10); graph.json lists nodes
+in row order; duplicate pairs and cluster members are in natural id order. For the zero-padded
+ids the seed writes (H-0001), that is the plain string order the seed uses.
 """
 
 from __future__ import annotations
@@ -28,16 +38,18 @@ import json
 from pathlib import Path
 
 import numpy as np
+import orjson
 import scipy.sparse as sp
 
 from hypograph.atomic import write_atomic, write_json, write_text
 from hypograph.errors import HypographError
+from hypograph.proximity import graph_files
 from hypograph.proximity.communities import Clusters
 from hypograph.proximity.dupes import DuplicatePair
-from hypograph.proximity.embed import Embeddings
-from hypograph.proximity.graph import SimilarityGraph
+from hypograph.proximity.embed import TFIDF_MODELS, Embeddings
+from hypograph.proximity.graph import DIGITS, SimilarityGraph
 
-DIGITS = 4  # similarities are written rounded to 4 decimals, like the seed's examples
+__all__ = ["DIGITS"]
 
 
 def proximity_dir(root: Path | str) -> Path:
@@ -48,31 +60,46 @@ def _load_json(path: Path, what: str):
     if not path.exists():
         raise HypographError(f"{path}: missing — run {what} first")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        return orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as e:
         raise HypographError(f"{path}: not valid JSON ({e})") from None
 
 
 # -- embeddings ---------------------------------------------------------------------------------
 
 def write_embeddings(root: Path, emb: Embeddings) -> list[Path]:
+    """Write the embedding files. embedding-meta.json first says a write is under way and is
+    completed last, with the digest of the npz and ids, so a set half-written by a crashed run is
+    told apart from one another tool replaced."""
     d = proximity_dir(root)
     buf = io.BytesIO()
     if sp.issparse(emb.matrix):
-        sp.save_npz(buf, emb.matrix.tocsr(), compressed=True)
+        sp.save_npz(buf, emb.matrix.tocsr(), compressed=False)
     else:
-        np.savez_compressed(buf, embeddings=np.asarray(emb.matrix, dtype=np.float32))
+        np.savez(buf, embeddings=np.asarray(emb.matrix, dtype=np.float32))
+    npz = buf.getvalue()
     vocabulary = "".join(f"{term}\n" for term in emb.vocabulary) if emb.vocabulary is not None else None
-    write_atomic(d / "embeddings.npz", lambda fh: fh.write(buf.getvalue()))
-    write_json(d / "embedding-ids.json", emb.ids)
+    emb.digest = _digest(npz, emb.ids)
+    meta = {"backend": emb.backend, "model": emb.model, "count": len(emb.ids), "dim": emb.dim, "digest": emb.digest}
+    if emb.model in TFIDF_MODELS:
+        meta["vectorizer"] = {"class": "sklearn TfidfVectorizer", "arguments": TFIDF_MODELS[emb.model]}
+    if not _on_disk(d, emb.digest):
+        write_json(d / "embedding-meta.json", {**meta, "digest": None, "writing": True})
+        write_atomic(d / "embeddings.npz", lambda fh: fh.write(npz))
+        write_json(d / "embedding-ids.json", emb.ids)
     if vocabulary is not None:
         write_text(d / "embedding-vocab.txt", vocabulary)
-    # Written last, with a digest of the others: a set half-written by a crashed run is detected.
-    write_json(d / "embedding-meta.json", {
-        "backend": emb.backend, "model": emb.model, "count": len(emb.ids), "dim": emb.dim,
-        "digest": _digest(buf.getvalue(), emb.ids)})
+    write_json(d / "embedding-meta.json", meta)
     return [d / f for f in ("embeddings.npz", "embedding-ids.json", "embedding-meta.json", "embedding-vocab.txt")
             if f != "embedding-vocab.txt" or vocabulary is not None]
+
+
+def _on_disk(d: Path, digest: str) -> bool:
+    """Whether embeddings.npz and embedding-ids.json on disk already are the set with ``digest``."""
+    try:
+        return _digest((d / "embeddings.npz").read_bytes(), orjson.loads((d / "embedding-ids.json").read_bytes())) == digest
+    except (OSError, orjson.JSONDecodeError):
+        return False
 
 
 def _digest(npz: bytes, ids: list) -> str:
@@ -82,90 +109,90 @@ def _digest(npz: bytes, ids: list) -> str:
 
 
 def read_embeddings(root: Path) -> Embeddings:
+    """The embeddings under ``root``; a file set another tool wrote is read as the seed reads it
+    (rows normalised, backend from the matrix) with a note saying so."""
     d = proximity_dir(root)
-    ids = _load_json(d / "embedding-ids.json", "prox embed")
-    meta = _load_json(d / "embedding-meta.json", "prox embed") if (d / "embedding-meta.json").exists() else {}
     path = d / "embeddings.npz"
     if not path.exists():
         raise HypographError(f"{path}: missing — run prox embed first")
-    with np.load(path, allow_pickle=False) as npz:
-        if "embeddings" in npz.files:
-            matrix = npz["embeddings"]
-        elif "format" in npz.files:
-            matrix = sp.load_npz(path).tocsr()
+    ids = _load_json(d / "embedding-ids.json", "prox embed")
+    npz = path.read_bytes()
+    with np.load(io.BytesIO(npz), allow_pickle=False) as z:
+        if "embeddings" in z.files:
+            matrix = z["embeddings"]
+        elif "format" in z.files:
+            matrix = sp.load_npz(io.BytesIO(npz)).tocsr()
         else:
             raise HypographError(f"{path}: neither a scipy sparse matrix nor a dense 'embeddings' array")
     if not isinstance(ids, list) or len(ids) != matrix.shape[0]:
         raise HypographError(f"{d / 'embedding-ids.json'}: {len(ids) if isinstance(ids, list) else 'no'} ids for {matrix.shape[0]} rows in embeddings.npz")
-    vocab_path = d / "embedding-vocab.txt"
-    vocab_text = vocab_path.read_text(encoding="utf-8") if vocab_path.exists() and meta.get("backend") == "tfidf" else None
-    if "digest" in meta and meta["digest"] != _digest(path.read_bytes(), ids):
-        raise HypographError(f"{d}: embeddings.npz and embedding-ids.json do not match the digest in embedding-meta.json "
-                             "(not from one run: an interrupted write, or another tool) — run prox embed again")
-    backend = meta.get("backend", "tfidf" if sp.issparse(matrix) else "unknown")
-    vocabulary = vocab_text.splitlines() if vocab_text is not None else None
-    if vocabulary is not None and len(vocabulary) != matrix.shape[1]:
-        vocabulary = None  # a prox without embedding-meta digests wrote it: re-tokenize for keywords
-    return Embeddings(ids, matrix, backend, meta.get("model", "unknown"), vocabulary)
+    meta_path = d / "embedding-meta.json"
+    meta = _load_json(meta_path, "prox embed") if meta_path.exists() else {}
+    if meta.get("writing"):
+        raise HypographError(f"{d}: an interrupted prox embed left its files half-written — run prox embed again")
+    digest = _digest(npz, ids)
+    if meta.get("digest") == digest:
+        vocabulary = None
+        vocab_path = d / "embedding-vocab.txt"
+        if meta.get("backend") == "tfidf" and vocab_path.exists():
+            vocabulary = vocab_path.read_text(encoding="utf-8").splitlines()
+            vocabulary = vocabulary if len(vocabulary) == matrix.shape[1] else None
+        return Embeddings(ids, matrix, meta.get("backend", "unknown"), meta.get("model", "unknown"), vocabulary, digest=digest)
+    return _foreign(path, ids, matrix, "no embedding-meta.json" if not meta else "its digest differs from embedding-meta.json", digest)
+
+
+def _foreign(path: Path, ids: list, matrix, why: str, digest: str) -> Embeddings:
+    from hypograph.proximity.similarity import normalise_rows
+
+    matrix, off = normalise_rows(matrix)
+    note = (f"{path}: written by another tool ({why}): read as the seed reads it, "
+            + (f"{off} of {matrix.shape[0]} rows L2-normalised" if off else "rows already unit length"))
+    backend = "tfidf" if sp.issparse(matrix) else "dense"
+    return Embeddings(ids, matrix, backend, "another tool's", None, [note], digest)
 
 
 # -- graph --------------------------------------------------------------------------------------
 
 def graph_document(graph: SimilarityGraph, membership: dict[str, str] | None = None) -> dict:
-    """graph.json as a dict: every edge on both endpoints, each list by descending similarity."""
+    """graph.json as a dict (for tests and checks on small graphs)."""
     membership = membership or {}
-    adjacency: list[list[tuple[float, str]]] = [[] for _ in graph.ids]
-    ids = graph.ids
-    for i, j, s in zip(graph.src.tolist(), graph.dst.tolist(), graph.sim.tolist()):
-        s = round(s, DIGITS)
-        adjacency[i].append((s, ids[j]))
-        adjacency[j].append((s, ids[i]))
-    nodes = {}
-    for k, node_id in enumerate(ids):
-        edges = sorted(adjacency[k], key=lambda e: (-e[0], e[1]))
-        nodes[node_id] = {"cluster": membership.get(node_id), "edges": [{"target": t, "similarity": s} for s, t in edges]}
-    doc = {"threshold": graph.threshold, "nodes": nodes}
-    if graph.embedding:
-        doc["embedding"] = graph.embedding
-    return doc
+    return orjson.loads(graph_files.graph_json_bytes(graph, [membership.get(i) for i in graph.ids]))
 
 
 def write_graph(root: Path, graph: SimilarityGraph) -> Path:
-    """Write graph.json; ``cluster`` fields are null unless the graph on disk is this very graph."""
-    path = proximity_dir(root) / "graph.json"
-    doc = graph_document(graph)
-    if path.exists():
-        # Same nodes, edges and threshold as on disk: keep its clusters, so a re-run writes nothing.
-        old = json.loads(path.read_text(encoding="utf-8"))
-        kept = graph_document(graph, {i: n.get("cluster") for i, n in old.get("nodes", {}).items()})
-        if kept == old:
-            doc = kept
-    write_json(path, doc)
-    return path
+    """Write graph.json and graph.npz; ``cluster`` fields are null unless the graph on disk is this
+    very graph (same nodes, edges, threshold and embedding), whose clusters are then kept."""
+    d = proximity_dir(root)
+    clusters = None
+    old = graph_files.read_graph_npz(d)
+    if old is not None and _same_graph(old[0], graph):
+        clusters = old[1]
+    graph_files.write_graph_files(d, graph, clusters)
+    return d / graph_files.GRAPH_JSON
+
+
+def _same_graph(a: SimilarityGraph, b: SimilarityGraph) -> bool:
+    return (a.ids == b.ids and a.threshold == b.threshold and a.embedding == b.embedding
+            and a.info.get("max_neighbours") == b.info.get("max_neighbours")
+            and np.array_equal(a.src, b.src) and np.array_equal(a.dst, b.dst) and np.array_equal(a.sim, b.sim))
+
+
+def load_graph(root: Path) -> tuple[SimilarityGraph, list[str | None]]:
+    """The graph and each node's cluster (or None): from graph.npz when it is graph.json's twin,
+    else parsed from graph.json (one written by the seed or edited by hand)."""
+    d = proximity_dir(root)
+    fast = graph_files.read_graph_npz(d)
+    if fast is not None:
+        return fast
+    graph, clusters, _ = graph_files.parse_graph_json(d / graph_files.GRAPH_JSON)
+    return graph, clusters
 
 
 def read_graph(root: Path) -> tuple[SimilarityGraph, dict]:
-    """Rebuild the graph (ids in file order, each undirected edge once) and return the raw document."""
-    path = proximity_dir(root) / "graph.json"
-    doc = _load_json(path, "prox graph")
-    try:
-        threshold = float(doc["threshold"])
-        nodes = doc["nodes"]
-        index = {node_id: k for k, node_id in enumerate(nodes)}
-        src, dst, sim = [], [], []
-        for node_id, node in nodes.items():
-            i = index[node_id]
-            for e in node["edges"]:
-                j = index[e["target"]]
-                if i < j:
-                    src.append(i), dst.append(j), sim.append(float(e["similarity"]))
-    except (KeyError, TypeError, ValueError) as e:
-        raise HypographError(f"{path}: not a prox graph ({type(e).__name__}: {e})") from None
-    graph = SimilarityGraph(
-        list(nodes), threshold, np.asarray(src, dtype=np.int32), np.asarray(dst, dtype=np.int32),
-        np.asarray(sim, dtype=np.float32), dict(doc.get("embedding") or {}),
-    )
-    return graph, doc
+    """The graph (ids in file order, each undirected edge once) and the raw graph.json document."""
+    graph, _, doc = graph_files.parse_graph_json(proximity_dir(root) / graph_files.GRAPH_JSON)
+    fast = graph_files.read_graph_npz(proximity_dir(root))
+    return (fast[0] if fast is not None else graph), doc
 
 
 # -- clusters -----------------------------------------------------------------------------------
@@ -178,16 +205,15 @@ def clusters_document(clusters: Clusters, embedding: dict | None = None) -> dict
     return doc
 
 
-def write_clusters(root: Path, clusters: Clusters) -> list[Path]:
-    """Write clusters.json and set each node's ``cluster`` in graph.json (which must exist)."""
+def write_clusters(root: Path, clusters: Clusters, graph: SimilarityGraph | None = None) -> list[Path]:
+    """Write clusters.json and set each node's ``cluster`` in graph.json and graph.npz (which must
+    exist; ``graph``: the one on disk, when the caller has already loaded it)."""
     d = proximity_dir(root)
-    _, doc = read_graph(root)
-    write_json(d / "clusters.json", clusters_document(clusters, doc.get("embedding")))
+    graph = graph if graph is not None else load_graph(root)[0]
+    write_json(d / "clusters.json", clusters_document(clusters, graph.embedding))
     membership = clusters.membership()
-    for node_id, node in doc["nodes"].items():
-        node["cluster"] = membership.get(node_id)
-    write_json(d / "graph.json", doc)
-    return [d / "clusters.json", d / "graph.json"]
+    graph_files.write_graph_files(d, graph, [membership.get(i) for i in graph.ids])
+    return [d / "clusters.json", d / graph_files.GRAPH_JSON]
 
 
 def read_clusters(root: Path) -> Clusters:

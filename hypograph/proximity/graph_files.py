@@ -1,0 +1,183 @@
+"""graph.json (the seed's format, written streaming) and graph.npz (the same graph as arrays).
+
+``graph.json`` is what the seed and its users read::
+
+    {"threshold": 0.3, "max_neighbours": 50, "embedding": {...},
+     "nodes": {"H-1": {"cluster": "C-01", "edges": [{"target": "H-2", "similarity": 0.923077}, ...]}, ...}}
+
+one node per line, each edge on both endpoints, each node's edges by descending similarity then
+target id (plain string order, as the seed sorts them). It is written from arrays, node by node,
+never as a dict of dicts in memory.
+
+``graph.npz`` (numpy, uncompressed) holds ``ids``, ``src``/``dst``/``sim`` (each undirected edge
+once, src < dst), ``cluster`` (index into the meta's ``clusters`` list, -1 for none) and ``meta``
+(JSON: threshold, embedding, info, and the sha256 of the graph.json it was written with). The
+chain's later stages read the npz when that digest matches graph.json; a graph.json written or
+edited by another tool no longer matches, and is parsed instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+from hypograph.atomic import write_atomic
+from hypograph.errors import HypographError
+from hypograph.proximity.graph import SimilarityGraph
+
+FORMAT = "hypograph-graph/1"
+GRAPH_JSON = "graph.json"
+GRAPH_NPZ = "graph.npz"
+
+
+def graph_json_bytes(graph: SimilarityGraph, clusters: list[str | None] | None = None) -> bytes:
+    """The graph.json text of ``graph``; ``clusters[i]`` is node i's cluster label (or None)."""
+    return b"".join(graph_json_chunks(graph, clusters))
+
+
+def graph_json_chunks(graph: SimilarityGraph, clusters: list[str | None] | None = None, entries_per_chunk: int = 200_000):
+    """graph.json as a stream of byte chunks, built ``entries_per_chunk`` directed edges at a time."""
+    n = len(graph.ids)
+    head = {"threshold": graph.threshold}
+    if "max_neighbours" in graph.info:
+        head["max_neighbours"] = graph.info["max_neighbours"]
+    if graph.embedding:
+        head["embedding"] = graph.embedding
+    yield json.dumps(head).encode()[:-1] + b', "nodes": {'
+    rows, cols, sims = _directed(graph)
+    bounds = np.searchsorted(rows, np.arange(n + 1)).tolist()
+    quoted = _json_strings(graph.ids)
+    prefix = [b'{"target": ' + q + b', "similarity": ' for q in quoted]
+    cluster_text = _json_strings(clusters) if clusters is not None else [b"null"] * n
+    k = 0
+    while k < n:  # nodes [k, m) hold about entries_per_chunk directed edges
+        m = max(k + 1, int(np.searchsorted(bounds, bounds[k] + entries_per_chunk, side="right")) - 1)
+        m = min(m, n)
+        a, b = bounds[k], bounds[m]
+        sim_text = orjson.dumps(sims[a:b].tolist())[1:-1].split(b",") if b > a else []
+        entries = [prefix[c] + t + b"}" for c, t in zip(cols[a:b].tolist(), sim_text)]
+        out = []
+        for node in range(k, m):
+            out.append(b"\n" if node == 0 else b",\n")
+            out.append(quoted[node] + b': {"cluster": ' + cluster_text[node] + b', "edges": [')
+            out.append(b", ".join(entries[bounds[node] - a:bounds[node + 1] - a]))
+            out.append(b"]}")
+        yield b"".join(out)
+        k = m
+    yield b"\n}}\n" if n else b"}}\n"
+
+
+def _json_strings(values: list) -> list[bytes]:
+    """Each value as JSON text (one orjson call when no value holds a comma to split on)."""
+    if values and not any("," in v for v in values if isinstance(v, str)):
+        return orjson.dumps(values)[1:-1].split(b",")
+    return [orjson.dumps(v) for v in values]
+
+
+def _directed(graph: SimilarityGraph):
+    """Every edge from both endpoints, ordered by node, then descending similarity, then target id
+    (plain string order)."""
+    n = len(graph.ids)
+    rows = np.concatenate([graph.src, graph.dst]).astype(np.int64)
+    cols = np.concatenate([graph.dst, graph.src]).astype(np.int64)
+    sims = np.concatenate([graph.sim, graph.sim])
+    string_rank = np.empty(n, dtype=np.int64)
+    string_rank[sorted(range(n), key=graph.ids.__getitem__)] = np.arange(n)
+    micro = np.rint(sims * 1e6).astype(np.int64)  # sims are rounded to 6 decimals
+    bits = max(1, int(n).bit_length())
+    if rows.size and 2 * bits + 22 <= 63 and np.all(np.abs(micro) <= 2 ** 21 - 1):
+        key = (rows << (bits + 22)) | ((2 ** 21 - 1 - micro) << bits) | string_rank[cols]
+        order = np.argsort(key, kind="stable")
+    else:
+        order = np.lexsort((string_rank[cols], -sims, rows))
+    return rows[order], cols[order], sims[order]
+
+
+def write_graph_files(d: Path, graph: SimilarityGraph, clusters: list[str | None] | None = None) -> list[Path]:
+    """Write graph.json (streamed, hashed as it goes), then graph.npz carrying its digest. A crash
+    between the two leaves a digest that does not match, so readers fall back to graph.json."""
+    digest = hashlib.sha256()
+
+    def write(fh) -> None:
+        for chunk in graph_json_chunks(graph, clusters):
+            digest.update(chunk)
+            fh.write(chunk)
+
+    write_atomic(d / GRAPH_JSON, write)
+    labels = sorted({c for c in clusters or [] if c is not None})
+    index = {c: k for k, c in enumerate(labels)}
+    codes = np.asarray([index[c] if c is not None else -1 for c in clusters], dtype=np.int32) \
+        if clusters is not None else np.full(len(graph.ids), -1, dtype=np.int32)
+    meta = {"format": FORMAT, "threshold": graph.threshold, "embedding": graph.embedding, "info": graph.info,
+            "clusters": labels, "graph_json_sha256": digest.hexdigest()}
+    buf = io.BytesIO()
+    np.savez(buf, ids=np.asarray(graph.ids, dtype=str), src=graph.src.astype(np.int32), dst=graph.dst.astype(np.int32),
+             sim=graph.sim.astype(np.float64), cluster=codes, meta=np.frombuffer(orjson.dumps(meta), dtype=np.uint8))
+    write_atomic(d / GRAPH_NPZ, lambda fh: fh.write(buf.getvalue()))
+    return [d / GRAPH_JSON, d / GRAPH_NPZ]
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_graph_npz(d: Path) -> tuple[SimilarityGraph, list[str | None]] | None:
+    """The graph and its node clusters from graph.npz, or None when it is missing, unreadable, or
+    not the twin of the graph.json beside it."""
+    npz_path, json_path = d / GRAPH_NPZ, d / GRAPH_JSON
+    if not npz_path.exists() or not json_path.exists():
+        return None
+    try:
+        with np.load(npz_path, allow_pickle=False) as z:
+            meta = orjson.loads(z["meta"].tobytes())
+            if meta.get("format") != FORMAT or meta.get("graph_json_sha256") != file_sha256(json_path):
+                return None
+            ids, src, dst, sim, codes = z["ids"].tolist(), z["src"], z["dst"], z["sim"], z["cluster"]
+    except (OSError, ValueError, KeyError, orjson.JSONDecodeError):
+        return None
+    labels = meta.get("clusters") or []
+    clusters = [labels[c] if c >= 0 else None for c in codes.tolist()]
+    graph = SimilarityGraph(ids, float(meta["threshold"]), src, dst, sim, dict(meta.get("embedding") or {}),
+                            dict(meta.get("info") or {}))
+    return graph, clusters
+
+
+def parse_graph_json(path: Path) -> tuple[SimilarityGraph, list[str | None], dict]:
+    """A graph.json from any tool: the graph (ids in file order, each edge once), node clusters and
+    the raw document. An edge listed on one endpoint only still counts once."""
+    if not path.exists():
+        raise HypographError(f"{path}: missing — run prox graph first")
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as e:
+        raise HypographError(f"{path}: not valid JSON ({e})") from None
+    try:
+        threshold = float(doc["threshold"])
+        nodes = doc["nodes"]
+        ids = list(nodes)
+        index = {node_id: k for k, node_id in enumerate(ids)}
+        src, dst, sim, clusters = [], [], [], []
+        for node_id, node in nodes.items():
+            i = index[node_id]
+            clusters.append(node.get("cluster"))
+            for e in node["edges"]:
+                j = index[e["target"]]
+                if i != j:
+                    src.append(min(i, j)), dst.append(max(i, j)), sim.append(float(e["similarity"]))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise HypographError(f"{path}: not a prox graph ({type(e).__name__}: {e})") from None
+    src_a, dst_a, sim_a = np.asarray(src, np.int64), np.asarray(dst, np.int64), np.asarray(sim, np.float64)
+    key, first = np.unique(src_a * max(len(ids), 1) + dst_a, return_index=True)
+    graph = SimilarityGraph(ids, threshold, src_a[first].astype(np.int32), dst_a[first].astype(np.int32), sim_a[first],
+                            dict(doc.get("embedding") or {}),
+                            {"max_neighbours": doc["max_neighbours"]} if isinstance(doc.get("max_neighbours"), int) else {})
+    return graph, clusters, doc
