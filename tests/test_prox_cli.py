@@ -179,12 +179,12 @@ def test_command_before_its_input_exists_is_a_one_line_error(run_dir, command, h
 
 
 def test_dupe_threshold_below_graph_threshold_is_computed_from_the_embeddings(run_dir):
-    # The seed accepts it (and silently reads only the graph's edges); we compute every pair >= 0.1.
+    # The seed accepts it (and silently reads only the graph's edges); we compute every pair >= 0.02.
     prepare(run_dir, "embed", "graph")
-    low = prox("dupes", "--run-dir", run_dir, "--threshold", "0.1")
+    low = prox("dupes", "--run-dir", run_dir, "--threshold", "0.02")
     assert low.returncode == 0, low.stderr
-    assert prox("graph", "--run-dir", run_dir, "--threshold", "0.1", "--max-neighbours", "0").returncode == 0
-    from_graph = prox("dupes", "--run-dir", run_dir, "--threshold", "0.1")
+    assert prox("graph", "--run-dir", run_dir, "--threshold", "0.02", "--max-neighbours", "0").returncode == 0
+    from_graph = prox("dupes", "--run-dir", run_dir, "--threshold", "0.02")
     assert json.loads(low.stdout) == json.loads(from_graph.stdout)
     assert {p["similarity"] < 0.3 for p in json.loads(low.stdout)} == {True, False}
 
