@@ -1,408 +1,237 @@
-"""Benchmark the proximity pipeline (embed -> graph -> clusters -> dupes) against a naive baseline.
+"""Benchmark the proximity chain as a user runs it: four whole ``prox`` processes against the naive chain.
 
 What it measures
 ----------------
-For each corpus size it generates a reproducible synthetic corpus (seeded, no network, no files)
-and runs the four proximity stages twice, each approach in a fresh Python subprocess:
+For each corpus size it generates (once, cached under ``--workdir``) a reproducible synthetic run
+directory of the chosen shape (``benchmarks/proximity_corpus.py``: ``--profile sparse`` or
+``dense``) and runs, each command as its own process, exactly as on the command line:
 
-* ``hypograph``: ``embed`` (TF-IDF, sparse) -> ``similarity_graph`` (chunked sparse products, never
-  N x N) -> ``labelled_clusters`` (igraph Louvain split by components, plus c-TF-IDF keyword labels)
-  -> ``duplicate_pairs`` (graph edges >= 0.80).
-* ``naive``: the same ``embed`` -> ``sklearn.metrics.pairwise.cosine_similarity`` as a dense N x N
-  matrix, edges >= 0.30 into a ``networkx.Graph`` -> ``networkx.community.louvain_communities``
-  (no keyword labels, so this stage does less work than hypograph's) -> dupes read off the dense
-  matrix >= 0.80. Skipped above ``--naive-max`` documents, where the dense matrix alone would not
-  reasonably fit in memory.
+* ``hypograph``: ``prox embed``, ``prox graph``, ``prox clusters``, ``prox dupes`` (defaults:
+  the seed's TF-IDF, threshold 0.30, at most 50 neighbours per node, dupes >= 0.80);
+* ``naive``: ``benchmarks/naive_prox.py`` with the same four commands (dense N x N cosine,
+  graph.json as a dict of dicts, networkx Louvain), on a second run directory sharing the same
+  hypotheses. Skipped above ``--naive-max`` hypotheses (its N x N matrix alone would not fit).
 
-Reading the output
-------------------
-``seconds`` is the wall time of one stage. ``peak MiB`` is the process's peak resident set size
-(``ru_maxrss``) read right after the stage: a running high-water mark, so a stage that allocates
-less than an earlier one shows the earlier peak. The ``baseline`` row is the RSS before the first
-stage, after the libraries are imported and the corpus is generated (on Linux the peak is reset
-there, so the corpus generator's freed temporaries do not mask the stages); the ``mem x`` column
-divides naive's growth above its baseline by hypograph's (the memory the stages themselves need),
-the summary line also gives the plain ratio of the final peaks. ``time x`` is naive seconds over
-hypograph seconds: above 1, hypograph is faster.
+Each row gives the process's wall seconds and peak resident memory (``ru_maxrss`` of the process,
+from ``wait4``: the largest single process, workers included); ``total`` sums the four walls and
+takes the largest peak. ``time x`` and ``mem x`` are naive over hypograph. Below each table:
+edges, clusters, duplicate pairs and the recall of the planted paraphrase pairs among each
+chain's duplicate pairs.
 
-Below each table: edge, cluster and duplicate-pair counts of both approaches, and the recall of the
-planted paraphrase pairs among the duplicate pairs (fraction of planted pairs found at >= 0.80).
+Other modes:
 
-The corpus
-----------
-``size / 50`` topics (at least 4), each with its own vocabulary of invented pseudo-words (syllable
-combinations, so the vocabulary grows with the corpus like a real one). A hypothesis is a 25-40
-word sentence mixing words of its topic, shared general scientific words and common function
-words, each drawn with a Zipf-like frequency. About 2% of the hypotheses are paraphrases planted
-by copying another one and replacing ~10% of its words and swapping a few neighbours.
+* ``--cap-study``: for each K in ``--caps``, the capped graph against the uncapped one (K = 0):
+  edges kept, agreement of the Louvain communities (adjusted Rand index, NMI), duplicate pairs
+  identical or not, graph.json size.
+* ``--knn-recall``: synthetic clustered dense embeddings (sentence-embedding-like, 384
+  dimensions, 10% near-duplicates): faiss IVF neighbours against exact search, edge and duplicate
+  recall and wall seconds.
 
 Usage::
 
-    .venv/bin/python benchmarks/proximity.py --sizes 1000,10000,100000 [--json] [--seed 0] [--naive-max 20000]
+    python benchmarks/proximity.py --profile dense --sizes 20000,100000 [--naive-max 20000] [--json]
+    python benchmarks/proximity.py --profile dense --sizes 20000 --cap-study [--caps 10,20,50,100]
+    python benchmarks/proximity.py --knn-recall --sizes 50000
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import resource
+import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from contextlib import contextmanager
-from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-GRAPH_THRESHOLD = 0.30
-DUPE_THRESHOLD = 0.80
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from proximity_corpus import PROFILES, corpus_dir, ensure_run_dir  # noqa: E402
+
 STAGES = ("embed", "graph", "clusters", "dupes")
-APPROACHES = ("hypograph", "naive")
-
-DOCS_PER_TOPIC = 50
-TOPIC_VOCABULARY = 60
-WORDS_PER_HYPOTHESIS = (25, 40)
-# Share of a hypothesis's words drawn from its topic, from the general scientific words and from
-# the common words (mostly English stop words, which the TF-IDF vectorizer drops).
-WORD_MIX = (0.50, 0.20, 0.30)
-# Flatter than Zipf's 1.0 so the most frequent general word is in ~40% of hypotheses, not ~70%.
-GENERAL_ZIPF = 0.7
-PARAPHRASE_SHARE = 0.02
-PARAPHRASE_EDITS = 0.10
-
-GENERAL_WORDS = """
-    increase decrease expression activity levels cells response effect associated risk patients
-    protein gene signaling pathway regulation function mechanism model role receptor binding
-    inhibition activation growth development disease treatment therapy dose exposure concentration
-    tissue brain liver muscle blood plasma serum membrane structure sequence variant mutation
-    population species environment temperature climate soil water carbon nitrogen energy metabolism
-    stress inflammation immune infection virus bacteria resistance tolerance adaptation selection
-    evolution diversity abundance density distribution network interaction correlation variation
-    difference change rate time duration frequency intensity severity outcome survival mortality
-    incidence prevalence age sex diet behavior memory learning attention performance cognition
-    signal noise accuracy sensitivity specificity measurement estimate prediction observed reduced
-    elevated enhanced impaired altered modulates mediates promotes suppresses induces regulates
-    contributes depends predicts explains drives limits affects controls influences determines
-    higher lower greater stronger weaker faster slower early late chronic acute primary secondary
-    specific general local global cellular molecular genetic clinical structural functional
-    """.split()
-COMMON_WORDS = """
-    the of in and that with by is to a an on for from as at which this these its their are be
-    may can will not more than between during under through within among across into
-    """.split()
-ONSETS = "b c d f g k l m n p r s t v z br cl dr fr gr kr pl pr st tr".split()
-VOWELS = "a e i o u".split()
-CODAS = ["", "n", "s", "r", "l", "x"]
+DUPE_THRESHOLD = 0.80
+HERE = Path(__file__).resolve().parent
 
 
-@dataclass
-class Corpus:
-    ids: list[str]
-    texts: list[str]
-    num_topics: int
-    planted: list[tuple[str, str]]  # each planted (original, paraphrase) pair as (smaller id, larger id)
+def prox_command() -> list[str]:
+    script = Path(sys.executable).parent / "prox"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "hypograph.prox_cli"]
 
 
-def zipf(n: int, exponent: float = 1.0) -> np.ndarray:
-    """Probabilities of ranks 1..n proportional to 1 / rank**exponent."""
-    p = 1.0 / np.arange(1, n + 1) ** exponent
-    return p / p.sum()
+def run_process(command: list[str]) -> dict:
+    """Run ``command`` to completion: wall seconds, CPU seconds and peak RSS (MiB) of the process."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    stderr = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - start
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(command)} failed ({proc.returncode}): {stderr.decode(errors='replace').strip()}")
+    return {"seconds": wall, "cpu": usage.ru_utime + usage.ru_stime, "peak_mib": usage.ru_maxrss / 1024}
 
 
-def pseudo_words(rng: np.random.Generator, count: int, reserved: set[str]) -> list[str]:
-    """``count`` distinct invented words of three syllables and an optional coda, none in ``reserved``."""
-    syllables = [o + v for o in ONSETS for v in VOWELS]
-    space = len(syllables) ** 3 * len(CODAS)
-    words: list[str] = []
-    seen = set(reserved)
-    while len(words) < count:
-        for code in rng.choice(space, size=min(space, 2 * (count - len(words))), replace=False).tolist():
-            code, coda = divmod(code, len(CODAS))
-            code, s3 = divmod(code, len(syllables))
-            s1, s2 = divmod(code, len(syllables))
-            word = syllables[s1] + syllables[s2] + syllables[s3] + CODAS[coda]
-            if word not in seen:
-                seen.add(word)
-                words.append(word)
-                if len(words) == count:
-                    break
-    return words
+def naive_dir(root: Path) -> Path:
+    """A second run directory whose hypotheses/ is the corpus's (a symlink), for the naive chain."""
+    other = root.parent / f"{root.name}-naive"
+    other.mkdir(exist_ok=True)
+    link = other / "hypotheses"
+    if not link.exists():
+        link.symlink_to(root / "hypotheses", target_is_directory=True)
+    return other
 
 
-def make_corpus(size: int, seed: int) -> Corpus:
-    """A seeded synthetic corpus of ``size`` hypotheses, ~2% of them planted paraphrases."""
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
-    rng = np.random.default_rng(seed)
-    num_topics = max(4, size // DOCS_PER_TOPIC)
-    num_pairs = max(1, round(PARAPHRASE_SHARE * size))
-    num_originals = size - num_pairs
-
-    topic_words = pseudo_words(rng, num_topics * TOPIC_VOCABULARY, set(ENGLISH_STOP_WORDS) | set(GENERAL_WORDS))
-    vocabulary = np.array(COMMON_WORDS + GENERAL_WORDS + topic_words, dtype=object)
-    general_offset = len(COMMON_WORDS)
-    topic_offset = general_offset + len(GENERAL_WORDS)
-
-    def draw_words(topic: np.ndarray) -> np.ndarray:
-        """One vocabulary index per entry of ``topic`` (the topic of the hypothesis being written)."""
-        kind = rng.choice(3, size=topic.size, p=WORD_MIX)
-        topical = topic_offset + topic * TOPIC_VOCABULARY + rng.choice(TOPIC_VOCABULARY, size=topic.size, p=zipf(TOPIC_VOCABULARY))
-        general = general_offset + rng.choice(len(GENERAL_WORDS), size=topic.size, p=zipf(len(GENERAL_WORDS), GENERAL_ZIPF))
-        common = rng.choice(len(COMMON_WORDS), size=topic.size, p=zipf(len(COMMON_WORDS)))
-        return np.select([kind == 0, kind == 1], [topical, general], common)
-
-    topics = rng.integers(num_topics, size=num_originals)
-    lengths = rng.integers(WORDS_PER_HYPOTHESIS[0], WORDS_PER_HYPOTHESIS[1] + 1, size=num_originals)
-    words = draw_words(np.repeat(topics, lengths))
-    sentences = np.split(words, np.cumsum(lengths)[:-1])
-
-    originals = rng.choice(num_originals, size=num_pairs, replace=False)
-    for k in originals.tolist():
-        sentences.append(paraphrase(rng, sentences[k], lambda n, t=topics[k]: draw_words(np.full(n, t))))
-
-    # Shuffle so that paraphrases sit anywhere in id order, not at the end.
-    position = rng.permutation(size)
-    ids = [""] * size
-    texts = [""] * size
-    width = max(6, len(str(size)))
-    for k, sentence in enumerate(sentences):
-        ids[position[k]] = f"H-{position[k] + 1:0{width}d}"
-        texts[position[k]] = " ".join(vocabulary[sentence])
-    planted = [tuple(sorted((ids[position[k]], ids[position[num_originals + m]]))) for m, k in enumerate(originals.tolist())]
-    return Corpus(ids, texts, num_topics, planted)
+def run_chain(approach: str, root: Path) -> dict:
+    base = prox_command() if approach == "hypograph" else [sys.executable, str(HERE / "naive_prox.py")]
+    stages = [{"stage": s, **run_process([*base, s, "--run-dir", str(root)])} for s in STAGES]
+    return {"stages": stages, **outcome(root)}
 
 
-def paraphrase(rng: np.random.Generator, sentence: np.ndarray, draw: Callable[[int], np.ndarray]) -> np.ndarray:
-    """A copy of ``sentence`` with ~10% of its words replaced by ``draw(n)`` and two neighbours swapped."""
-    copy = sentence.copy()
-    edits = max(1, round(PARAPHRASE_EDITS * copy.size))
-    copy[rng.choice(copy.size, size=edits, replace=False)] = draw(edits)
-    for i in rng.choice(copy.size - 1, size=2, replace=False).tolist():
-        copy[i], copy[i + 1] = copy[i + 1], copy[i]
-    return copy
-
-
-# --- one approach in this process --------------------------------------------------------------
-
-
-def peak_mib() -> float:
-    """Peak resident set size of this process so far, in MiB (ru_maxrss is KiB on Linux, bytes on macOS)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
-
-
-def forget_peak() -> None:
-    """Reset the peak RSS to the current RSS (Linux), so memory freed before now cannot hide later growth.
-
-    Elsewhere a no-op: the baseline then also holds the corpus generator's freed temporaries.
-    """
-    try:
-        with open("/proc/self/clear_refs", "w") as refs:
-            refs.write("5")
-    except OSError:
-        pass
-
-
-class Stages:
-    """Wall seconds and peak RSS after each ``with stages.run(name):`` block."""
-
-    def __init__(self) -> None:
-        forget_peak()
-        self.baseline_mib = peak_mib()
-        self.rows: list[dict] = []
-
-    @contextmanager
-    def run(self, name: str):
-        start = time.perf_counter()
-        yield
-        self.rows.append({"stage": name, "seconds": time.perf_counter() - start, "peak_mib": peak_mib()})
-
-
-def run_hypograph(corpus: Corpus) -> tuple[Stages, dict]:
-    import igraph  # noqa: F401  (imported before the baseline, like the naive approach's libraries)
-    from sklearn.feature_extraction.text import TfidfVectorizer  # noqa: F401
-
-    from hypograph.proximity.communities import labelled_clusters
-    from hypograph.proximity.dupes import duplicate_pairs
-    from hypograph.proximity.embed import embed
-    from hypograph.proximity.graph import similarity_graph
-
-    stages = Stages()
-    with stages.run("embed"):
-        embeddings = embed(corpus.ids, corpus.texts)
-    with stages.run("graph"):
-        graph = similarity_graph(embeddings.ids, embeddings.matrix, GRAPH_THRESHOLD)
-    with stages.run("clusters"):
-        clusters = labelled_clusters(graph, dict(zip(corpus.ids, corpus.texts)), terms=embeddings)
-    with stages.run("dupes"):
-        dupes = duplicate_pairs(graph, DUPE_THRESHOLD)
-    pairs = {(d.a, d.b) for d in dupes}
-    return stages, {"edges": graph.num_edges, "clusters": clusters.num_clusters, "dupe_pairs": pairs}
-
-
-def run_naive(corpus: Corpus) -> tuple[Stages, dict]:
-    import networkx as nx
-    from sklearn.metrics.pairwise import cosine_similarity
-
-    from hypograph.proximity.embed import embed
-
-    stages = Stages()
-    with stages.run("embed"):
-        embeddings = embed(corpus.ids, corpus.texts)
-    with stages.run("graph"):
-        sim = cosine_similarity(embeddings.matrix)  # dense N x N
-        rows, cols = np.nonzero(np.triu(sim >= GRAPH_THRESHOLD, k=1))
-        graph = nx.Graph()
-        graph.add_nodes_from(range(len(corpus.ids)))
-        graph.add_weighted_edges_from(zip(rows.tolist(), cols.tolist(), sim[rows, cols].tolist()))
-    with stages.run("clusters"):
-        communities = nx.community.louvain_communities(graph, weight="weight", seed=42)
-    with stages.run("dupes"):
-        rows, cols = np.nonzero(np.triu(sim >= DUPE_THRESHOLD, k=1))
-        pairs = {(corpus.ids[i], corpus.ids[j]) for i, j in zip(rows.tolist(), cols.tolist())}
-    return stages, {"edges": graph.number_of_edges(), "clusters": len(communities), "dupe_pairs": pairs}
-
-
-def worker(approach: str, size: int, seed: int) -> None:
-    """Generate the corpus, run one approach, print its measurements as one JSON object."""
-    corpus = make_corpus(size, seed)
-    stages, result = (run_hypograph if approach == "hypograph" else run_naive)(corpus)
-    found = result.pop("dupe_pairs")
-    recall = sum(pair in found for pair in corpus.planted) / len(corpus.planted)
-    print(json.dumps({
-        "topics": corpus.num_topics,
-        "planted": len(corpus.planted),
-        "baseline_mib": stages.baseline_mib,
-        "stages": stages.rows,
-        **result,
-        "dupes": len(found),
-        "recall": recall,
-    }))
-
-
-def measure(approach: str, size: int, seed: int) -> dict:
-    """Run one approach on one size in a fresh interpreter, so its peak RSS is its own."""
-    command = [sys.executable, __file__, "--worker", approach, "--sizes", str(size), "--seed", str(seed)]
-    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
-    return json.loads(done.stdout)
-
-
-# --- reporting ----------------------------------------------------------------------------------
-
-
-def skip_reason(size: int) -> str:
-    """Why the naive approach did not run: its float32 N x N similarity matrix alone."""
-    return f"skipped (dense N×N would need {size * size * 4 / 2**30:.1f} GiB)"
-
-
-def ratio(naive: float, hypograph: float) -> float | None:
-    return naive / hypograph if hypograph > 0 else None
-
-
-def memory_ratio(naive: dict, hypograph: dict, peak_naive: float, peak_hypograph: float) -> float | None:
-    """Growth above baseline, naive over hypograph; None when hypograph grew by less than 1 MiB."""
-    grown = peak_hypograph - hypograph["baseline_mib"]
-    return (peak_naive - naive["baseline_mib"]) / grown if grown >= 1 else None
+def outcome(root: Path) -> dict:
+    """Edges, clusters, duplicate pairs and planted recall of the chain that wrote ``root/proximity``."""
+    planted = {tuple(p) for p in json.loads((Path(os.path.realpath(root / "hypotheses")).parent / "planted.json").read_text())}
+    d = root / "proximity"
+    pairs = {(p["a"], p["b"]) for p in json.loads((d / "dupes.json").read_text()) if p["similarity"] >= DUPE_THRESHOLD}
+    clusters = json.loads((d / "clusters.json").read_text())
+    edges = None
+    if (d / "graph.npz").exists():
+        with np.load(d / "graph.npz") as z:
+            edges = int(z["src"].size)
+    else:
+        doc = json.loads((d / "graph.json").read_text())
+        edges = sum(len(n["edges"]) for n in doc["nodes"].values()) // 2
+    return {"edges": edges, "clusters": clusters["num_clusters"], "dupes": len(pairs),
+            "recall": sum(p in pairs for p in planted) / max(len(planted), 1), "planted": len(planted)}
 
 
 def totals(run: dict) -> tuple[float, float]:
-    return sum(s["seconds"] for s in run["stages"]), run["stages"][-1]["peak_mib"]
+    return sum(s["seconds"] for s in run["stages"]), max(s["peak_mib"] for s in run["stages"])
 
 
-def json_lines(size: int, runs: dict[str, dict | None]) -> list[dict]:
-    lines = []
-    for approach in APPROACHES:
-        run = runs[approach]
-        if run is None:
-            lines.append({"record": "skipped", "size": size, "approach": approach, "reason": skip_reason(size)})
-            continue
-        for stage in run["stages"]:
-            lines.append({"record": "stage", "size": size, "approach": approach, **stage, "baseline_mib": run["baseline_mib"]})
-        seconds, peak = totals(run)
-        keys = ("topics", "planted", "baseline_mib", "edges", "clusters", "dupes", "recall")
-        lines.append({"record": "summary", "size": size, "approach": approach, "seconds": seconds, "peak_mib": peak, **{k: run[k] for k in keys}})
-    if runs["naive"] is not None:
-        (hyp_s, hyp_peak), (naive_s, naive_peak) = totals(runs["hypograph"]), totals(runs["naive"])
-        lines.append({
-            "record": "comparison",
-            "size": size,
-            "time_ratio": ratio(naive_s, hyp_s),
-            "memory_ratio": memory_ratio(runs["naive"], runs["hypograph"], naive_peak, hyp_peak),
-            "peak_ratio": ratio(naive_peak, hyp_peak),
-        })
-    return lines
-
-
-def table(size: int, runs: dict[str, dict | None]) -> list[str]:
-    hyp, naive = runs["hypograph"], runs["naive"]
-
-    def num(value: float | None, spec: str) -> str:
-        return "-" if value is None else format(value, spec)
-
-    def times(value: float | None) -> str:
-        return "-" if value is None else f"{value:.1f}x"
+def table(profile: str, size: int, hyp: dict, naive: dict | None) -> list[str]:
+    def ratio(a: float, b: float) -> str:
+        return f"{a / b:.1f}x" if b > 0 else "-"
 
     row = "{:<10} {:>12} {:>10} {:>10} {:>10} {:>8} {:>8}"
-    lines = [
-        f"== {size:,} hypotheses: {hyp['topics']:,} topics, {hyp['planted']:,} planted paraphrase pairs ==",
-        row.format("stage", "hypograph s", "peak MiB", "naive s", "peak MiB", "time x", "mem x"),
-        row.format("baseline", "", f"{hyp['baseline_mib']:.0f}", "", num(naive and naive["baseline_mib"], ".0f"), "", ""),
-    ]
+    lines = [f"== {profile}, {size:,} hypotheses: {hyp['planted']:,} planted paraphrase pairs ==",
+             row.format("process", "hypograph s", "peak MiB", "naive s", "peak MiB", "time x", "mem x")]
     labels = [*STAGES, "total"]
     hyp_rows = [*hyp["stages"], dict(zip(("seconds", "peak_mib"), totals(hyp)))]
     naive_rows = [*naive["stages"], dict(zip(("seconds", "peak_mib"), totals(naive)))] if naive else [None] * len(labels)
     for label, h, n in zip(labels, hyp_rows, naive_rows):
         lines.append(row.format(
-            label,
-            f"{h['seconds']:.2f}",
-            f"{h['peak_mib']:.0f}",
-            num(n and n["seconds"], ".2f"),
-            num(n and n["peak_mib"], ".0f"),
-            times(n and ratio(n["seconds"], h["seconds"])),
-            times(n and memory_ratio(naive, hyp, n["peak_mib"], h["peak_mib"])),
-        ))
-    lines.append(f"hypograph: {hyp['edges']:,} edges, {hyp['clusters']:,} clusters, {hyp['dupes']:,} dupe pairs >= {DUPE_THRESHOLD}, planted recall {hyp['recall']:.3f}")
-    if naive:
-        lines.append(f"naive:     {naive['edges']:,} edges, {naive['clusters']:,} clusters, {naive['dupes']:,} dupe pairs >= {DUPE_THRESHOLD}, planted recall {naive['recall']:.3f}")
-        lines.append(f"peak RSS ratio naive/hypograph, baseline included: {ratio(totals(naive)[1], totals(hyp)[1]):.1f}x")
-    else:
-        lines.append(f"naive:     {skip_reason(size)}")
+            label, f"{h['seconds']:.2f}", f"{h['peak_mib']:.0f}",
+            f"{n['seconds']:.2f}" if n else "-", f"{n['peak_mib']:.0f}" if n else "-",
+            ratio(n["seconds"], h["seconds"]) if n else "-", ratio(n["peak_mib"], h["peak_mib"]) if n else "-"))
+    for name, run in (("hypograph", hyp), ("naive", naive)):
+        if run:
+            lines.append(f"{name + ':':<10} {run['edges']:,} edges, {run['clusters']:,} clusters, {run['dupes']:,} dupe pairs "
+                         f">= {DUPE_THRESHOLD}, planted recall {run['recall']:.4f}")
+    if not naive:
+        lines.append(f"naive:     skipped (a dense N x N float64 matrix alone would need {size * size * 8 / 2**30:.0f} GiB)")
     return lines
 
 
-HEADER = """\
-Proximity benchmark: hypograph (sparse, chunked) vs naive (dense N x N cosine + networkx), TF-IDF.
-Each approach runs in a fresh subprocess. 'hypograph s' / 'naive s': wall seconds of the stage.
-'peak MiB': peak RSS (ru_maxrss) of the process right after the stage, a running high-water mark;
-'baseline' is the RSS before the first stage (libraries imported, corpus generated, peak reset).
-'time x' = naive s / hypograph s; 'mem x' = naive growth above its baseline / hypograph's."""
+# -- the neighbour cap --------------------------------------------------------------------------
+
+def cap_study(root: Path, caps: list[int]) -> list[str]:
+    """Capped graphs against the uncapped one, on the corpus's embeddings (prox embed first)."""
+    from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+
+    from hypograph.proximity.communities import find_communities
+    from hypograph.proximity.dupes import duplicate_pairs
+    from hypograph.proximity.graph import similarity_graph
+    from hypograph.proximity.graph_files import graph_json_bytes
+    from hypograph.proximity.store import read_embeddings
+
+    if not (root / "proximity" / "embeddings.npz").exists():
+        run_process([*prox_command(), "embed", "--run-dir", str(root)])
+    emb = read_embeddings(root)
+    results = {}
+    for k in [0, *caps]:
+        start = time.perf_counter()
+        graph = similarity_graph(emb.ids, emb.matrix, 0.30, emb.describe(), k)
+        seconds = time.perf_counter() - start
+        membership = find_communities(graph).membership()
+        labels = [membership[i] for i in emb.ids]
+        results[k] = (graph, labels, {(p.a, p.b, p.similarity) for p in duplicate_pairs(graph, DUPE_THRESHOLD)},
+                      len(graph_json_bytes(graph)), seconds)
+    base_graph, base_labels, base_dupes, _, _ = results[0]
+    row = "{:>5} {:>10} {:>8} {:>8} {:>7} {:>7} {:>10} {:>9}"
+    lines = [row.format("K", "edges", "kept", "capped", "ARI", "NMI", "dupes", "json MB"),
+             row.format(0, f"{base_graph.num_edges:,}", "1.000", 0, "1.000", "1.000", "exact", f"{results[0][3] / 1e6:.0f}")]
+    for k in caps:
+        graph, labels, dupes, size, _ = results[k]
+        lines.append(row.format(
+            k, f"{graph.num_edges:,}", f"{graph.num_edges / max(base_graph.num_edges, 1):.3f}", graph.info["capped_rows"],
+            f"{adjusted_rand_score(base_labels, labels):.3f}", f"{normalized_mutual_info_score(base_labels, labels):.3f}",
+            "identical" if dupes == base_dupes else f"{len(dupes & base_dupes)}/{len(base_dupes)}", f"{size / 1e6:.0f}"))
+    return lines
+
+
+# -- dense embeddings: faiss against exact --------------------------------------------------------
+
+def knn_recall(size: int, seed: int = 0, dim: int = 384, threshold: float = 0.5, cap: int = 50) -> list[str]:
+    """Recall of the faiss IVF graph against the exact one on clustered unit vectors."""
+    from hypograph.proximity import graph as graph_mod
+    from hypograph.proximity import knn
+
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(max(4, size // 400), dim)).astype(np.float32)
+    originals = size - size // 10
+    x = centers[rng.integers(len(centers), size=originals)] + rng.normal(scale=1.1, size=(originals, dim)).astype(np.float32)
+    copies = x[rng.choice(originals, size=size - originals, replace=False)]
+    x = np.vstack([x, copies + rng.normal(scale=0.35, size=copies.shape).astype(np.float32)])
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    ids = [f"H-{k + 1}" for k in range(size)]
+    out = []
+    runs = {}
+    for name, limit in (("exact", size + 1), ("faiss", 0)):
+        knn.EXACT_MAX = limit
+        start = time.perf_counter()
+        g = graph_mod.similarity_graph(ids, x, threshold, None, cap, keep_above=DUPE_THRESHOLD)
+        runs[name] = (g, time.perf_counter() - start)
+    exact, faiss_g = runs["exact"][0], runs["faiss"][0]
+    e_edges = set(zip(exact.src.tolist(), exact.dst.tolist()))
+    f_edges = set(zip(faiss_g.src.tolist(), faiss_g.dst.tolist()))
+    e_dupes = {e for e, s in zip(zip(exact.src.tolist(), exact.dst.tolist()), exact.sim.tolist()) if s >= DUPE_THRESHOLD}
+    out.append(f"== dense embeddings, {size:,} x {dim}, threshold {threshold}, K {cap} ==")
+    out.append(f"exact: {len(e_edges):,} edges, {len(e_dupes):,} pairs >= {DUPE_THRESHOLD}, {runs['exact'][1]:.1f} s")
+    out.append(f"faiss: {len(f_edges):,} edges, {runs['faiss'][1]:.1f} s ({faiss_g.info.get('method')})")
+    out.append(f"edge recall {len(e_edges & f_edges) / max(len(e_edges), 1):.4f}, "
+               f"duplicate recall {len(e_dupes & f_edges) / max(len(e_dupes), 1):.4f}")
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="1000,10000,100000", help="comma-separated corpus sizes")
+    parser.add_argument("--profile", choices=PROFILES, default="dense")
+    parser.add_argument("--sizes", default="20000,100000", help="comma-separated corpus sizes")
     parser.add_argument("--seed", type=int, default=0, help="corpus seed")
-    parser.add_argument("--naive-max", type=int, default=20_000, help="largest size the naive approach runs at")
-    parser.add_argument("--json", action="store_true", help="one JSON object per line instead of tables")
-    parser.add_argument("--worker", choices=APPROACHES, help=argparse.SUPPRESS)
+    parser.add_argument("--naive-max", type=int, default=20_000, help="largest size the naive chain runs at")
+    parser.add_argument("--workdir", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "hypograph-bench")
+    parser.add_argument("--json", action="store_true", help="one JSON object per size instead of tables")
+    parser.add_argument("--cap-study", action="store_true")
+    parser.add_argument("--caps", default="10,20,30,50,100")
+    parser.add_argument("--knn-recall", action="store_true")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
-    if args.worker:
-        worker(args.worker, sizes[0], args.seed)
-        return
-    if not args.json:
-        print(HEADER, end="\n\n", flush=True)
     for size in sizes:
-        runs = {
-            "hypograph": measure("hypograph", size, args.seed),
-            "naive": measure("naive", size, args.seed) if size <= args.naive_max else None,
-        }
+        if args.knn_recall:
+            print("\n".join(knn_recall(size, args.seed)), end="\n\n", flush=True)
+            continue
+        root = ensure_run_dir(args.workdir, args.profile, size, args.seed)
+        if args.cap_study:
+            print(f"== neighbour cap, {args.profile}, {size:,} hypotheses ==")
+            print("\n".join(cap_study(root, [int(k) for k in args.caps.split(",")])), end="\n\n", flush=True)
+            continue
+        hyp = run_chain("hypograph", root)
+        naive = run_chain("naive", naive_dir(root)) if size <= args.naive_max else None
         if args.json:
-            for line in json_lines(size, runs):
-                print(json.dumps(line), flush=True)
+            print(json.dumps({"profile": args.profile, "size": size, "hypograph": hyp, "naive": naive}), flush=True)
         else:
-            print("\n".join(table(size, runs)), end="\n\n", flush=True)
+            print("\n".join(table(args.profile, size, hyp, naive)), end="\n\n", flush=True)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ Backends and their models:
   L2-normalised rows. Lexical: scores reflect shared vocabulary, not meaning. Two models:
 
   - ``tfidf-seed`` (default): ``TfidfVectorizer()`` with its defaults, exactly as the seed tool
-    embeds, so the seed's thresholds (0.30, 0.80, 0.92) mean what they were calibrated to mean;
+    embeds (same matrix, bit for bit: see ``tfidf.py``), so the seed's thresholds (0.30, 0.80,
+    0.92) mean what they were calibrated to mean;
   - ``tfidf-tuned`` (opt-in): English stop words dropped and sublinear tf — fewer edges made of
     shared function words, but other numbers than the seed's.
 
@@ -95,7 +96,12 @@ def tfidf_rows(texts: list[str], model: str = SEED_TFIDF) -> tuple[sp.csr_matrix
     """TF-IDF rows (L2-normalised float64 CSR, sorted indices) and the term of each column.
 
     A text with no known term is an all-zero row; a corpus with no term at all has no columns.
+    The seed model is computed without scikit-learn (``tfidf.py``, the same numbers, faster).
     """
+    if model == SEED_TFIDF:
+        from hypograph.proximity.tfidf import seed_tfidf
+
+        return seed_tfidf(texts)
     from sklearn.feature_extraction.text import TfidfVectorizer  # heavy import, only when embedding
 
     vec = TfidfVectorizer(**TFIDF_MODELS[model])

@@ -1,0 +1,60 @@
+"""scikit-learn's ``TfidfVectorizer()`` with its default arguments, without importing scikit-learn.
+
+The seed tool embeds with ``TfidfVectorizer()``; importing scikit-learn alone costs 1-2 s per
+``prox embed`` process and its per-token Python loop another 2 s at 100k texts. This module
+computes the same matrix, bit for bit (tested against scikit-learn), in the same steps:
+
+1. each text lowercased and split with the default ``token_pattern`` ``(?u)\\b\\w\\w+\\b``;
+2. counts per text, columns numbered in order of first appearance, entries sorted by that number;
+3. columns renumbered in alphabetical order of the terms (entries keep their stored order);
+4. idf = ln((1 + n) / (1 + df)) + 1, each count times its term's idf;
+5. each row divided by its L2 norm, the squares added in stored order as scikit-learn's C loop does.
+
+O(total text length); the vocabulary is the sorted list of terms.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import scipy.sparse as sp
+
+TOKEN_PATTERN = re.compile(r"(?u)\b\w\w+\b")
+
+
+def seed_tfidf(texts: list[str]) -> tuple[sp.csr_matrix, list[str]]:
+    """``TfidfVectorizer().fit_transform(texts)`` (float64 CSR) and ``get_feature_names_out()``;
+    a corpus without any token gives an (n, 0) matrix and no terms."""
+    from hypograph.proximity.similarity import sequential_row_sums
+
+    n = len(texts)
+    findall = TOKEN_PATTERN.findall
+    tokens_per_text = [findall(t.lower()) for t in texts]
+    lengths = np.fromiter(map(len, tokens_per_text), dtype=np.int64, count=n)
+    vocabulary: dict[str, int] = {}
+    first_seen = vocabulary.setdefault
+    number = [first_seen(tok, len(vocabulary)) for toks in tokens_per_text for tok in toks]
+    v = len(vocabulary)
+    if v == 0:
+        return sp.csr_matrix((n, 0), dtype=np.float64), []
+    text_of = np.repeat(np.arange(n, dtype=np.int64), lengths)
+    # Counts per (text, term), each row's entries sorted by first-appearance number.
+    counts = sp.csr_matrix((np.ones(text_of.size), (text_of, np.asarray(number, dtype=np.int64))), shape=(n, v))
+    counts.sum_duplicates()
+    terms = sorted(vocabulary)
+    alphabetical = np.empty(v, dtype=np.int64)
+    alphabetical[[vocabulary[t] for t in terms]] = np.arange(v)
+    indices = alphabetical[counts.indices].astype(np.int32)
+    indptr = counts.indptr.astype(np.int32)
+    df = np.bincount(indices, minlength=v).astype(np.float64)
+    df += 1.0
+    idf = np.full(v, float(n + 1))
+    idf /= df
+    np.log(idf, out=idf)
+    idf += 1.0
+    data = counts.data
+    data *= idf[indices]
+    norms = np.sqrt(sequential_row_sums(data * data, indptr))
+    data /= np.repeat(np.where(norms > 0, norms, 1.0), np.diff(indptr))
+    return sp.csr_matrix((data, indices, indptr), shape=(n, v)), terms
