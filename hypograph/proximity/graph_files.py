@@ -21,6 +21,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -40,15 +42,22 @@ def graph_json_bytes(graph: SimilarityGraph, clusters: list[str | None] | None =
     return b"".join(graph_json_chunks(graph, clusters))
 
 
-def graph_json_chunks(graph: SimilarityGraph, clusters: list[str | None] | None = None, entries_per_chunk: int = 200_000):
-    """graph.json as a stream of byte chunks, built ``entries_per_chunk`` directed edges at a time."""
+CLUSTER_KEY = b': {"cluster": '
+
+
+def graph_json_chunks(graph: SimilarityGraph, clusters: list[str | None] | None = None,
+                      offsets: np.ndarray | None = None, entries_per_chunk: int = 200_000):
+    """graph.json as a stream of byte chunks, built ``entries_per_chunk`` directed edges at a time.
+    ``offsets``, if given, receives the byte offset of each node's cluster value."""
     n = len(graph.ids)
     head = {"threshold": graph.threshold}
     if "max_neighbours" in graph.info:
         head["max_neighbours"] = graph.info["max_neighbours"]
     if graph.embedding:
         head["embedding"] = graph.embedding
-    yield json.dumps(head).encode()[:-1] + b', "nodes": {'
+    first = json.dumps(head).encode()[:-1] + b', "nodes": {'
+    yield first
+    pos = len(first)
     rows, cols, sims = _directed(graph)
     bounds = np.searchsorted(rows, np.arange(n + 1)).tolist()
     quoted = _json_strings(graph.ids)
@@ -63,13 +72,31 @@ def graph_json_chunks(graph: SimilarityGraph, clusters: list[str | None] | None 
         entries = [prefix[c] + t + b"}" for c, t in zip(cols[a:b].tolist(), sim_text)]
         out = []
         for node in range(k, m):
-            out.append(b"\n" if node == 0 else b",\n")
-            out.append(quoted[node] + b': {"cluster": ' + cluster_text[node] + b', "edges": [')
-            out.append(b", ".join(entries[bounds[node] - a:bounds[node + 1] - a]))
-            out.append(b"]}")
+            head_text = (b"\n" if node == 0 else b",\n") + quoted[node] + CLUSTER_KEY
+            if offsets is not None:
+                offsets[node] = pos + len(head_text)
+            piece = head_text + cluster_text[node] + b', "edges": [' + b", ".join(entries[bounds[node] - a:bounds[node + 1] - a]) + b"]}"
+            out.append(piece)
+            pos += len(piece)
         yield b"".join(out)
         k = m
     yield b"\n}}\n" if n else b"}}\n"
+
+
+def splice_clusters(text: bytes, offsets: np.ndarray, old: list[str | None], new: list[str | None]) -> tuple[bytes, np.ndarray]:
+    """graph.json ``text`` with each node's cluster value ``old[i]`` (at ``offsets[i]``) replaced by
+    ``new[i]``, and the new offsets: setting the clusters without rebuilding the edges' text."""
+    old_text, new_text = _json_strings(old), _json_strings(new)
+    pieces, start = [], 0
+    for at, before, after in zip(offsets.tolist(), old_text, new_text):
+        if text[at:at + len(before)] != before:
+            raise ValueError("graph.json does not hold the expected cluster value")
+        pieces.append(text[start:at])
+        pieces.append(after)
+        start = at + len(before)
+    pieces.append(text[start:])
+    growth = np.fromiter((len(b) - len(a) for a, b in zip(old_text, new_text)), dtype=np.int64, count=len(old_text))
+    return b"".join(pieces), offsets + np.concatenate([[0], np.cumsum(growth)[:-1]]).astype(np.int64)
 
 
 def _json_strings(values: list) -> list[bytes]:
@@ -102,27 +129,53 @@ def write_graph_files(d: Path, graph: SimilarityGraph, clusters: list[str | None
     """Write graph.json (streamed, hashed as it goes), then graph.npz carrying its digest. A crash
     between the two leaves a digest that does not match, so readers fall back to graph.json."""
     digest = hashlib.sha256()
+    offsets = np.zeros(len(graph.ids), dtype=np.int64)
 
     def write(fh) -> None:
-        for chunk in graph_json_chunks(graph, clusters):
+        for chunk in graph_json_chunks(graph, clusters, offsets):
             digest.update(chunk)
             fh.write(chunk)
 
     write_atomic(d / GRAPH_JSON, write)
+    _write_npz(d, graph, clusters, offsets, digest.hexdigest())
+    return [d / GRAPH_JSON, d / GRAPH_NPZ]
+
+
+def set_clusters(d: Path, stored: "StoredGraph", clusters: list[str | None]) -> list[Path]:
+    """Set each node's cluster in graph.json and graph.npz, given the pair as read (``read_graph_npz``):
+    the labels are spliced into graph.json's text, the edges are not written again."""
+    text, offsets = splice_clusters((d / GRAPH_JSON).read_bytes(), stored.offsets, stored.clusters, clusters)
+    write_atomic(d / GRAPH_JSON, lambda fh: fh.write(text))
+    _write_npz(d, stored.graph, clusters, offsets, hashlib.sha256(text).hexdigest())
+    return [d / GRAPH_JSON, d / GRAPH_NPZ]
+
+
+def _write_npz(d: Path, graph: SimilarityGraph, clusters: list[str | None] | None, offsets: np.ndarray, digest: str) -> None:
     labels = sorted({c for c in clusters or [] if c is not None})
     index = {c: k for k, c in enumerate(labels)}
     codes = np.asarray([index[c] if c is not None else -1 for c in clusters], dtype=np.int32) \
         if clusters is not None else np.full(len(graph.ids), -1, dtype=np.int32)
     meta = {"format": FORMAT, "threshold": graph.threshold, "embedding": graph.embedding, "info": graph.info,
-            "clusters": labels, "graph_json_sha256": digest.hexdigest()}
+            "clusters": labels, "graph_json_sha256": digest}
     buf = io.BytesIO()
     np.savez(buf, ids=np.asarray(graph.ids, dtype=str), src=graph.src.astype(np.int32), dst=graph.dst.astype(np.int32),
-             sim=graph.sim.astype(np.float64), cluster=codes, meta=np.frombuffer(orjson.dumps(meta), dtype=np.uint8))
+             sim=graph.sim.astype(np.float64), cluster=codes, cluster_offset=offsets.astype(np.int64),
+             meta=np.frombuffer(orjson.dumps(meta), dtype=np.uint8))
     write_atomic(d / GRAPH_NPZ, lambda fh: fh.write(buf.getvalue()))
-    return [d / GRAPH_JSON, d / GRAPH_NPZ]
+
+
+_DIGESTS: dict[tuple, str] = {}  # (path, inode, size, mtime) -> sha256: each file hashed once per process
 
 
 def file_sha256(path: Path) -> str:
+    st = os.stat(path)
+    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _DIGESTS:
+        _DIGESTS[key] = _hash_file(path)
+    return _DIGESTS[key]
+
+
+def _hash_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(1 << 22):
@@ -130,9 +183,18 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def read_graph_npz(d: Path) -> tuple[SimilarityGraph, list[str | None]] | None:
-    """The graph and its node clusters from graph.npz, or None when it is missing, unreadable, or
-    not the twin of the graph.json beside it."""
+@dataclass
+class StoredGraph:
+    """A graph as read from graph.npz: its nodes' clusters and where graph.json holds them."""
+
+    graph: SimilarityGraph
+    clusters: list[str | None]
+    offsets: np.ndarray
+
+
+def read_graph_npz(d: Path) -> StoredGraph | None:
+    """The graph from graph.npz, or None when it is missing, unreadable, or not the twin of the
+    graph.json beside it."""
     npz_path, json_path = d / GRAPH_NPZ, d / GRAPH_JSON
     if not npz_path.exists() or not json_path.exists():
         return None
@@ -141,14 +203,15 @@ def read_graph_npz(d: Path) -> tuple[SimilarityGraph, list[str | None]] | None:
             meta = orjson.loads(z["meta"].tobytes())
             if meta.get("format") != FORMAT or meta.get("graph_json_sha256") != file_sha256(json_path):
                 return None
-            ids, src, dst, sim, codes = z["ids"].tolist(), z["src"], z["dst"], z["sim"], z["cluster"]
+            ids, src, dst, sim = z["ids"].tolist(), z["src"], z["dst"], z["sim"]
+            codes, offsets = z["cluster"], z["cluster_offset"]
     except (OSError, ValueError, KeyError, orjson.JSONDecodeError):
         return None
     labels = meta.get("clusters") or []
     clusters = [labels[c] if c >= 0 else None for c in codes.tolist()]
     graph = SimilarityGraph(ids, float(meta["threshold"]), src, dst, sim, dict(meta.get("embedding") or {}),
                             dict(meta.get("info") or {}))
-    return graph, clusters
+    return StoredGraph(graph, clusters, offsets)
 
 
 def parse_graph_json(path: Path) -> tuple[SimilarityGraph, list[str | None], dict]:

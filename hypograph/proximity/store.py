@@ -165,8 +165,8 @@ def write_graph(root: Path, graph: SimilarityGraph) -> Path:
     d = proximity_dir(root)
     clusters = None
     old = graph_files.read_graph_npz(d)
-    if old is not None and _same_graph(old[0], graph):
-        clusters = old[1]
+    if old is not None and _same_graph(old.graph, graph):
+        clusters = old.clusters
     graph_files.write_graph_files(d, graph, clusters)
     return d / graph_files.GRAPH_JSON
 
@@ -183,7 +183,7 @@ def load_graph(root: Path) -> tuple[SimilarityGraph, list[str | None]]:
     d = proximity_dir(root)
     fast = graph_files.read_graph_npz(d)
     if fast is not None:
-        return fast
+        return fast.graph, fast.clusters
     graph, clusters, _ = graph_files.parse_graph_json(d / graph_files.GRAPH_JSON)
     return graph, clusters
 
@@ -192,7 +192,7 @@ def read_graph(root: Path) -> tuple[SimilarityGraph, dict]:
     """The graph (ids in file order, each undirected edge once) and the raw graph.json document."""
     graph, _, doc = graph_files.parse_graph_json(proximity_dir(root) / graph_files.GRAPH_JSON)
     fast = graph_files.read_graph_npz(proximity_dir(root))
-    return (fast[0] if fast is not None else graph), doc
+    return (fast.graph if fast is not None else graph), doc
 
 
 # -- clusters -----------------------------------------------------------------------------------
@@ -209,10 +209,17 @@ def write_clusters(root: Path, clusters: Clusters, graph: SimilarityGraph | None
     """Write clusters.json and set each node's ``cluster`` in graph.json and graph.npz (which must
     exist; ``graph``: the one on disk, when the caller has already loaded it)."""
     d = proximity_dir(root)
-    graph = graph if graph is not None else load_graph(root)[0]
+    stored = graph_files.read_graph_npz(d)
+    if stored is not None and graph is not None and not _same_graph(stored.graph, graph):
+        stored = None
+    graph = stored.graph if stored is not None else graph if graph is not None else load_graph(root)[0]
     write_json(d / "clusters.json", clusters_document(clusters, graph.embedding))
     membership = clusters.membership()
-    graph_files.write_graph_files(d, graph, [membership.get(i) for i in graph.ids])
+    labels = [membership.get(i) for i in graph.ids]
+    if stored is not None:  # graph.json is graph.npz's twin: splice the labels in
+        graph_files.set_clusters(d, stored, labels)
+    else:
+        graph_files.write_graph_files(d, graph, labels)
     return [d / "clusters.json", d / graph_files.GRAPH_JSON]
 
 
