@@ -204,8 +204,24 @@ def estimated_entries(plan: sim_.Plan, sample_rows: int = 256) -> float:
     return seen / max(rows, 1) * n
 
 
+MEMORY_LIMIT_ENV = "HYPOGRAPH_MEMORY_LIMIT"
+
+
 def available_memory() -> int:
-    """Bytes the kernel reports as available (0 if unknown)."""
+    """Bytes a graph may use (0 if unknown): ``HYPOGRAPH_MEMORY_LIMIT`` (e.g. ``512M``, ``4G``) when
+    set, else the smaller of the kernel's MemAvailable and the container's (cgroup v2) headroom."""
+    limit = os.environ.get(MEMORY_LIMIT_ENV, "").strip()
+    if limit:
+        try:
+            return int(float(limit[:-1]) * 1024 ** "KMGT".index(limit[-1].upper()) * 1024) \
+                if limit[-1].upper() in "KMGT" else int(float(limit))
+        except ValueError:
+            raise HypographError(f"{MEMORY_LIMIT_ENV}={limit!r}: expected bytes or a size like 512M or 4G") from None
+    found = [v for v in (_meminfo_available(), _cgroup_headroom()) if v]
+    return min(found) if found else 0
+
+
+def _meminfo_available() -> int:
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -214,6 +230,15 @@ def available_memory() -> int:
     except OSError:
         pass
     return 0
+
+
+def _cgroup_headroom() -> int:
+    try:
+        limit = open("/sys/fs/cgroup/memory.max").read().strip()
+        used = int(open("/sys/fs/cgroup/memory.current").read().strip())
+    except (OSError, ValueError):
+        return 0
+    return max(0, int(limit) - used) if limit.isdigit() else 0
 
 
 def _gib(nbytes: float) -> str:
