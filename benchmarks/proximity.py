@@ -135,7 +135,7 @@ def table(profile: str, size: int, hyp: dict, naive: dict | None) -> list[str]:
 
 # -- the neighbour cap --------------------------------------------------------------------------
 
-def cap_study(root: Path, caps: list[int]) -> list[str]:
+def cap_study(root: Path, caps: list[int], threshold: float = 0.30) -> list[str]:
     """Capped graphs against the uncapped one, on the corpus's embeddings (prox embed first)."""
     from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
@@ -151,7 +151,7 @@ def cap_study(root: Path, caps: list[int]) -> list[str]:
     results = {}
     for k in [0, *caps]:
         start = time.perf_counter()
-        graph = similarity_graph(emb.ids, emb.matrix, 0.30, emb.describe(), k)
+        graph = similarity_graph(emb.ids, emb.matrix, threshold, emb.describe(), k)
         seconds = time.perf_counter() - start
         membership = find_communities(graph).membership()
         labels = [membership[i] for i in emb.ids]
@@ -172,7 +172,7 @@ def cap_study(root: Path, caps: list[int]) -> list[str]:
 
 # -- dense embeddings: faiss against exact --------------------------------------------------------
 
-def knn_recall(size: int, seed: int = 0, dim: int = 384, threshold: float = 0.5, cap: int = 50) -> list[str]:
+def knn_recall(size: int, seed: int = 0, dim: int = 384, threshold: float = 0.5, cap: int = 20) -> list[str]:
     """Recall of the faiss IVF graph against the exact one on clustered unit vectors."""
     from hypograph.proximity import graph as graph_mod
     from hypograph.proximity import knn
@@ -199,6 +199,7 @@ def knn_recall(size: int, seed: int = 0, dim: int = 384, threshold: float = 0.5,
     out.append(f"== dense embeddings, {size:,} x {dim}, threshold {threshold}, K {cap} ==")
     out.append(f"exact: {len(e_edges):,} edges, {len(e_dupes):,} pairs >= {DUPE_THRESHOLD}, {runs['exact'][1]:.1f} s")
     out.append(f"faiss: {len(f_edges):,} edges, {runs['faiss'][1]:.1f} s ({faiss_g.info.get('method')})")
+    knn.EXACT_MAX = 20_000
     out.append(f"edge recall {len(e_edges & f_edges) / max(len(e_edges), 1):.4f}, "
                f"duplicate recall {len(e_dupes & f_edges) / max(len(e_dupes), 1):.4f}")
     return out
@@ -214,6 +215,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON object per size instead of tables")
     parser.add_argument("--cap-study", action="store_true")
     parser.add_argument("--caps", default="10,20,30,50,100")
+    parser.add_argument("--threshold", type=float, default=0.30, help="graph threshold of the cap study")
     parser.add_argument("--knn-recall", action="store_true")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -223,8 +225,8 @@ def main(argv: list[str] | None = None) -> None:
             continue
         root = ensure_run_dir(args.workdir, args.profile, size, args.seed)
         if args.cap_study:
-            print(f"== neighbour cap, {args.profile}, {size:,} hypotheses ==")
-            print("\n".join(cap_study(root, [int(k) for k in args.caps.split(",")])), end="\n\n", flush=True)
+            print(f"== neighbour cap, {args.profile}, {size:,} hypotheses, threshold {args.threshold} ==")
+            print("\n".join(cap_study(root, [int(k) for k in args.caps.split(",")], args.threshold)), end="\n\n", flush=True)
             continue
         hyp = run_chain("hypograph", root)
         naive = run_chain("naive", naive_dir(root)) if size <= args.naive_max else None

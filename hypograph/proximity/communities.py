@@ -57,7 +57,7 @@ def find_communities(graph: SimilarityGraph, algorithm: str = "louvain", seed: i
         coo_matrix((np.ones(graph.num_edges), (graph.src, graph.dst)), shape=(n, n)), directed=False
     )
     if algorithm == "louvain" and graph.num_edges:
-        g = igraph.Graph(n=n, edges=np.column_stack([graph.src, graph.dst]).tolist())
+        g = igraph.Graph(n=n, edges=list(zip(graph.src.tolist(), graph.dst.tolist())))
         # igraph draws from Python's random module API; a private seeded generator makes runs repeatable.
         igraph.set_random_number_generator(random.Random(seed))
         try:
@@ -81,8 +81,11 @@ def _groups(community: np.ndarray, component: np.ndarray) -> list[np.ndarray]:
 
 def label_groups(ids: list[str], groups: list) -> dict[str, list[str]]:
     """Label groups C-01.. by size descending, then smallest member id; members in id order."""
-    members = [sorted((ids[i] for i in g), key=id_sort_key) for g in groups]
-    members.sort(key=lambda m: (-len(m), id_sort_key(m[0])))
+    rank = np.empty(len(ids), dtype=np.int64)  # each node's place in id order, sorted once
+    rank[sorted(range(len(ids)), key=lambda i: id_sort_key(ids[i]))] = np.arange(len(ids))
+    ordered = [np.asarray(g, dtype=np.int64)[np.argsort(rank[np.asarray(g, dtype=np.int64)], kind="stable")] for g in groups]
+    ordered.sort(key=lambda g: (-len(g), rank[g[0]]))
+    members = [[ids[i] for i in g.tolist()] for g in ordered]
     width = max(2, len(str(len(members))))
     return {f"C-{k:0{width}d}": m for k, m in enumerate(members, start=1)}
 

@@ -27,7 +27,7 @@ from hypograph.proximity import similarity as sim_
 DEFAULT_THRESHOLD = 0.30
 DEFAULT_DUPE_THRESHOLD = 0.80
 # Chosen by measurement (benchmarks/proximity.py --cap-study): see the README's Performance section.
-DEFAULT_MAX_NEIGHBOURS = 50
+DEFAULT_MAX_NEIGHBOURS = 20
 DIGITS = 6  # similarities are written rounded to 6 decimals, as the seed writes them
 EPS = 1e-6  # float32 tolerance (sentence embeddings); float64 TF-IDF rows are compared exactly
 # Bytes held per directed neighbour entry while a graph is built and written (arrays + JSON text).

@@ -18,7 +18,9 @@ import numpy as np
 from hypograph.proximity.similarity import Block, Plan, select
 
 EXACT_MAX = 20_000  # up to this many dense rows, the exact BLAS product is fast enough
-NPROBE = 24
+NPROBE = 16
+TRAIN_PER_CELL = 40  # k-means on 40 sampled rows per cell (faiss warns below 39)
+TRAIN_ITERATIONS = 10
 SEED = 1234
 
 
@@ -33,8 +35,9 @@ def build_index(plan: Plan, threads: int | None = None):
     nlist = int(max(1, min(n // 39, 4 * np.sqrt(n))))
     quantizer = faiss.IndexFlatIP(d)
     index = faiss.IndexIVFFlat(quantizer, d, nlist, faiss.METRIC_INNER_PRODUCT)
-    sample = np.random.default_rng(SEED).choice(n, size=min(n, 64 * nlist), replace=False)
+    sample = np.random.default_rng(SEED).choice(n, size=min(n, TRAIN_PER_CELL * nlist), replace=False)
     index.cp.seed = SEED
+    index.cp.niter = TRAIN_ITERATIONS
     index.train(x[np.sort(sample)])
     index.add(x)
     index.nprobe = min(NPROBE, nlist)
@@ -55,7 +58,7 @@ def knn_block(plan: Plan, index, start: int, stop: int) -> Block:
         parts.append((rows, cols.ravel(), sims.ravel()))
     radius = plan.keep_above if plan.cap else plan.threshold
     lims, sims, cols = index.range_search(x, float(radius - plan.tolerance))
-    parts.append((np.repeat(np.arange(start, stop), np.diff(lims)), cols, sims))
+    parts.append((np.repeat(np.arange(start, stop), np.diff(lims.astype(np.int64))), cols, sims))
     rows = np.concatenate([p[0] for p in parts]).astype(np.int64)
     cols = np.concatenate([p[1] for p in parts]).astype(np.int64)
     sims = np.concatenate([p[2] for p in parts]).astype(np.float64)
