@@ -748,3 +748,47 @@ def test_embedding_files_replaced_by_another_tool_are_read_as_the_seed_reads_the
     assert emb.vocabulary is None  # our embedding-vocab.txt belongs to the old rows
     rows = emb.matrix.toarray()
     assert float(rows[0] @ rows[1]) == pytest.approx(0.7071067811865475, abs=1e-12)
+
+
+@pytest.mark.parametrize("kind", MATRIX_KINDS)
+@pytest.mark.parametrize("upper", [True, False])
+def test_row_blocks_computed_apart_merge_to_the_same_graph(kind, upper):
+    """The sharding contract: plan, any split of [0, n) into blocks computed independently (here in
+    reverse order, of uneven sizes), merge -> the graph similarity_graph builds."""
+    from hypograph.proximity.graph import assemble_graph
+
+    matrix = MATRIX_KINDS[kind](random_unit_rows().toarray() if kind == "dense" else random_unit_rows())
+    expected = similarity_graph(ids_for(300), matrix, 0.2, max_neighbours=5)
+    plan = similarity_module.plan_similarity(matrix, 0.2, 5, expected_keep_above())
+    plan.upper = upper
+    bounds = [0, 7, 50, 51, 180, 300]
+    blocks = [similarity_module.block_edges(plan, a, b) for a, b in reversed(list(zip(bounds, bounds[1:])))]
+    graph = assemble_graph(ids_for(300), plan, blocks)
+    assert edge_map(graph) == edge_map(expected)
+    assert graph.info["capped_rows"] == expected.info["capped_rows"] > 0
+    with pytest.raises(ValueError, match="do not cover"):
+        similarity_module.merge_blocks(plan, blocks[1:])
+
+
+def expected_keep_above() -> float:
+    from hypograph.proximity.graph import DEFAULT_DUPE_THRESHOLD, DIGITS
+
+    return DEFAULT_DUPE_THRESHOLD - 0.5 * 10 ** -DIGITS
+
+
+def test_the_cap_keeps_each_nodes_strongest_edges_and_every_near_duplicate():
+    # H-1 is similar to H-2..H-6 (decreasing); cap 2 keeps H-1's two best, but H-6's only edge (to
+    # H-1) stays because H-6 keeps it; a pair >= 0.80 stays whatever the cap.
+    ids = ids_for(6)
+    rows = np.zeros((6, 7))
+    rows[:, 0] = 1.0
+    for k, w in enumerate([0.2, 0.4, 0.6, 0.8, 1.2], start=1):
+        rows[k, k] = w
+    graph = similarity_graph(ids, sp.csr_matrix(rows), 0.3, max_neighbours=2)
+    full = similarity_graph(ids, sp.csr_matrix(rows), 0.3, max_neighbours=0)
+    kept = {(a, b) for a, b, _ in graph.edges()}
+    assert kept < {(a, b) for a, b, _ in full.edges()}
+    assert all(len([e for e in kept if node in e]) >= min(2, len([e for e in full.edges() if node in e[:2]]))
+               for node in ids)
+    assert {(a, b) for a, b, s in full.edges() if s >= 0.8} <= kept
+    assert graph.info["capped_rows"] > 0 and graph.exact_above == 0.8

@@ -90,10 +90,17 @@ def similarity_graph(ids: list[str], matrix, threshold: float = DEFAULT_THRESHOL
     plan = sim_.plan_similarity(matrix, threshold, max_neighbours, keep_above - 0.5 * 10 ** -DIGITS)
     plan.upper = fit_plan(plan)
     blocks, info = run_blocks(plan, workers)
+    return assemble_graph(ids, plan, blocks, embedding, info, keep_above)
+
+
+def assemble_graph(ids: list[str], plan: sim_.Plan, blocks: list[sim_.Block], embedding: dict | None = None,
+                   info: dict | None = None, keep_above: float = DEFAULT_DUPE_THRESHOLD) -> SimilarityGraph:
+    """The graph from the row blocks of ``plan`` (computed anywhere, in any order): merged, capped,
+    rounded to 6 decimals, with how it was built in ``info``."""
     src, dst, sims, capped = sim_.merge_blocks(plan, blocks)
-    info.update({"max_neighbours": max_neighbours, "capped_rows": capped,
-                 "exact_above": max(threshold, keep_above) if capped else threshold})
-    return SimilarityGraph(list(ids), threshold, src, dst, round_similarities(sims), dict(embedding or {}), info)
+    info = {**(info or plan.describe()), "max_neighbours": plan.cap, "capped_rows": capped,
+            "exact_above": max(plan.threshold, keep_above) if capped else plan.threshold}
+    return SimilarityGraph(list(ids), plan.threshold, src, dst, round_similarities(sims), dict(embedding or {}), info)
 
 
 def run_blocks(plan: sim_.Plan, workers: int | None = None) -> tuple[list[sim_.Block], dict]:
