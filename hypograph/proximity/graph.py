@@ -122,10 +122,17 @@ def run_blocks(plan: sim_.Plan, workers: int | None = None) -> tuple[list[sim_.B
 
 
 def uses_knn(plan: sim_.Plan) -> bool:
-    """Dense rows above ``knn.EXACT_MAX``: an approximate index rather than the exact product."""
+    """Dense rows above ``knn.EXACT_MAX``: an approximate index rather than the exact product (when
+    faiss, from the ``semantic`` extra, is installed; else the exact product, slower)."""
     from hypograph.proximity import knn
 
-    return not plan.sparse and not plan.every_pair and plan.n > knn.EXACT_MAX
+    if plan.sparse or plan.every_pair or plan.n <= knn.EXACT_MAX:
+        return False
+    try:
+        import faiss  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def available_cpus() -> int:
