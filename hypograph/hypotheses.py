@@ -115,9 +115,9 @@ def load_corpus(root: Path | str) -> Corpus:
     warnings: list[str] = []
     if kind == "vault":
         from hypograph.vault.mint import structuring_lock
-        from hypograph.vault.vault import JOURNAL, Journal
+        from hypograph.journal import Journal
 
-        if (root / JOURNAL).exists():  # an interrupted (or running) structuring write: finish it first
+        if Journal(root).pending():  # an interrupted (or running) structuring write: finish it first
             with structuring_lock(root):
                 Journal(root).roll_forward()
         items = [_read_vault_node(p, root, warnings) for p in sorted((root / "hypotheses").glob("*.md"))]

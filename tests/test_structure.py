@@ -21,7 +21,7 @@ import pytest
 from dagster import DagsterInstance
 
 import hypograph.structure.carving as carving
-import hypograph.vault.vault as vault_module
+import hypograph.journal as journal_module
 from conftest import EXAMPLE_VAULT, SHARED_VAULTS, VENV_BIN, copy_tree, node_markdown, offline_env, snapshot
 from hypograph.llm import LLMClient, LLMConfig
 from hypograph.proximity.adjudicate import Decision
@@ -33,7 +33,8 @@ from hypograph.structure.dispositions import (
     LEDGER, MERGE_SYSTEM, TOPIC_SYSTEM, TopicDecision, apply_dispositions, read_ledger, run_dispositions)
 from hypograph.structure.structure_map import MAP, structure_counts
 from hypograph.vault.nodes import link_target
-from hypograph.vault.vault import JOURNAL, open_vault
+from hypograph.journal import JOURNAL
+from hypograph.vault.vault import open_vault
 from llm_stub import adjudication_answer, answer, asked_clusters, asked_pairs, cluster_label_answer, llm_env, llm_server  # noqa: F401
 from pipelines.definitions import build_definitions
 
@@ -737,7 +738,7 @@ def ids_on_disk(root: Path) -> list[str]:
 def test_merge_interrupted_between_journal_steps_is_completed_by_next_run(tmp_path, monkeypatch):
     root = build_bee_vault(tmp_path / "vault")
     before = ids_on_disk(root)
-    real_apply_step = vault_module.apply_step
+    real_apply_step = journal_module.apply_step
     calls = []
 
     def crash_after_first_step(vault_root, step):
@@ -746,7 +747,7 @@ def test_merge_interrupted_between_journal_steps_is_completed_by_next_run(tmp_pa
             raise RuntimeError("injected crash between journal steps")
         return real_apply_step(vault_root, step)
 
-    monkeypatch.setattr(vault_module, "apply_step", crash_after_first_step)
+    monkeypatch.setattr(journal_module, "apply_step", crash_after_first_step)
     assert not run_job(root).success
     assert len(calls) == 2
     assert ids_on_disk(root) == before  # nothing lost, nothing in two places

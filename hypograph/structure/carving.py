@@ -37,7 +37,8 @@ from hypograph.structure.checks import NUMBERISH
 from hypograph.structure.dispositions import QUESTION_CHARS, active_hypotheses, drop, observations
 from hypograph.vault.mint import create_node, structuring_lock
 from hypograph.vault.nodes import Node, clean_title, id_number, link_target
-from hypograph.vault.vault import Journal, Vault, open_vault
+from hypograph.journal import Journal, Step
+from hypograph.vault.vault import Vault, open_vault
 
 CARVE = Path(".hypograph") / "carving.json"  # a carve being applied: plans, stragglers, minted HC ids
 QUESTION_LINK = 0.5
@@ -308,7 +309,7 @@ def repair(vault: Vault, plans: dict[str, ClusterPlan]) -> list[str]:
             h = vault.nodes.get(member_id)
             if h is not None and h.meta.get("state") == "active" and link_target(h.meta.get("cluster")) != hc.id:
                 h.meta["cluster"] = hc.link
-                steps.append({"from": str(h.path), "to": str(h.path), "text": h.text()})
+                steps.append(Step(to=str(h.path), text=h.text()))
     Journal(vault.root).apply(steps)
     return minted
 
@@ -353,7 +354,7 @@ def _complete_cluster(vault: Vault, hc_id: str, plan: ClusterPlan | None) -> tup
         ordered = named + [m for m in members + adopted if m.meta.get("residual") is True]
         hc.meta["hypotheses"] = [f"[[{m.path.stem}]]" for m in ordered]
         hc.body = _replace_embeds(hc.body, ordered)
-        Journal(vault.root).apply([{"from": str(hc.path), "to": str(hc.path), "text": hc.text()}])
+        Journal(vault.root).apply([Step(to=str(hc.path), text=hc.text())])
     return minted, bool(minted or adopted)
 
 
@@ -438,7 +439,7 @@ def _set_depends_on(vault: Vault, plans: list[ClusterPlan], new_ids: list[str]) 
         if plan.depends_on:
             hc = vault.nodes[hc_id]
             hc.meta["depends_on"] = [f"{new_ids[k]}: {note}" for k, note in plan.depends_on]
-            steps.append({"from": str(hc.path), "to": str(hc.path), "text": hc.text()})
+            steps.append(Step(to=str(hc.path), text=hc.text()))
     Journal(vault.root).apply(steps)
 
 
@@ -448,5 +449,5 @@ def _drop_stragglers(vault: Vault, stragglers: dict[str, str]) -> None:
         if vault.nodes[h_id].meta.get("state") == "dropped":
             continue  # dropped by the run this one completes
         for node, dest in drop(vault, vault.nodes[h_id], reason):
-            steps.append({"from": str(node.path), "to": str(dest), "text": node.text()})
+            steps.append(Step(to=str(dest), text=node.text(), src=str(node.path)))
     Journal(vault.root).apply(steps)

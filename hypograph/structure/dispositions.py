@@ -34,7 +34,8 @@ from hypograph.hypotheses import id_sort_key
 from hypograph.llm.client import LLMClient, Rejected, Request, untrusted
 from hypograph.structure.checks import NUMBERISH
 from hypograph.vault.nodes import Node, link_target
-from hypograph.vault.vault import Journal, Vault
+from hypograph.journal import Journal, Step
+from hypograph.vault.vault import Vault
 
 LEDGER = Path(".hypograph") / "dispositions.json"
 NEIGHBOURS = 3
@@ -385,7 +386,7 @@ def apply_dispositions(vault: Vault, ledger: Ledger) -> DispositionReport:
     report = DispositionReport(decisions=len(ledger.pairs) + len(ledger.topics))
     drops = {t.id: t.drop_reason for t in ledger.topics.values() if t.drop and t.id in ids}
     groups = merge_groups([i for i in ids if i not in drops], ledger)
-    steps: list[dict] = []
+    steps: list[Step] = []
     touched: dict[str, tuple[Node, Path]] = {}
     for survivor_id, absorbed_ids in groups.items():
         survivor, absorbed = vault.nodes[survivor_id], [vault.nodes[x] for x in absorbed_ids]
@@ -413,7 +414,7 @@ def apply_dispositions(vault: Vault, ledger: Ledger) -> DispositionReport:
     # Survivors first, then moves: a merged node never points at a survivor not yet written.
     for node, dest in touched.values():
         if node.changed or dest != node.path:
-            steps.append({"from": str(node.path), "to": str(dest), "text": node.text()})
+            steps.append(Step(to=str(dest), text=node.text(), src=str(node.path)))
     report.files_changed = Journal(vault.root).apply(steps)
     report.active = [h.id for h in active if h.id not in drops and not any(h.id in a for a in groups.values())]
     return report
