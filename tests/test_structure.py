@@ -22,7 +22,8 @@ from dagster import DagsterInstance
 
 import hypograph.structure.carving as carving
 import hypograph.journal as journal_module
-from conftest import EXAMPLE_VAULT, SHARED_VAULTS, VENV_BIN, copy_tree, node_markdown, offline_env, snapshot
+from conftest import (EXAMPLE_VAULT, RECORDED_STRUCTURE, SHARED_VAULTS, VENV_BIN, copy_tree, node_markdown, offline_env,
+                      snapshot, structure_record)
 from hypograph.llm import LLMClient, LLMConfig
 from hypograph.proximity.adjudicate import Decision
 from hypograph.proximity.store import read_verdicts
@@ -221,6 +222,19 @@ def test_structure_cli_on_example_vault(cli_runs):
     assert f"| dropped | {states.count('dropped')} |" in text
     assert f"| clusters | {len(hcs)} |" in text
     assert f"| H in (step 3) | {sum(1 for p in before if p.startswith('hypotheses/'))} |" in text
+
+
+@pytest.mark.parametrize("name", ["example", *REAL_VAULTS])
+def test_structure_cli_writes_the_recorded_bytes(cli_runs, name):
+    """Every file of the structured vault, and the command's output, as recorded before the core
+    was refactored (tests/record_structure.py re-records, for an intended change only)."""
+    root, _, proc = cli_run(cli_runs, name)
+    assert proc.returncode == 0, proc.stderr
+    recorded = json.loads(RECORDED_STRUCTURE.read_text(encoding="utf-8"))[name]
+    fresh = structure_record(root, proc.stdout)
+    assert fresh["<stdout>"] == recorded["<stdout>"]
+    differ = sorted(rel for rel in fresh.keys() | recorded.keys() if fresh.get(rel) != recorded.get(rel))
+    assert differ == []
 
 
 @pytest.fixture(scope="module")
