@@ -11,11 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from hypograph.errors import HypographError
+from hypograph.ids import id_number
+from hypograph.journal import Journal, Step
 from hypograph.structure.baseline import read_baseline
 from hypograph.structure.dispositions import PairDecision, pair_key, read_ledger, write_ledger
+from hypograph.structure.members import set_members
 from hypograph.vault.mint import structuring_lock
-from hypograph.vault.nodes import id_number, link_target
-from hypograph.journal import Journal, Step
+from hypograph.vault.nodes import link_target
 from hypograph.vault.vault import open_vault
 
 
@@ -77,13 +79,10 @@ def _unmerge(root: Path, node_id: str) -> tuple[str, str]:
 
 def _join_cluster(vault, cluster, node) -> Step:
     """The journal step adding ``node`` to ``cluster`` in ascending-id order, residual last."""
-    from hypograph.structure.carving import _replace_embeds
-
     members = [vault.nodes[t] for t in (link_target(l) for l in cluster.meta.get("hypotheses") or []) if t in vault.nodes]
     named = [m for m in members if m.meta.get("residual") is not True] + [node]
     named.sort(key=lambda m: id_number(m.id))
     ordered = named + [m for m in members if m.meta.get("residual") is True]
     # The node's link as it will be once moved back to hypotheses/ (same filename).
-    cluster.meta["hypotheses"] = [f"[[{m.path.stem}]]" for m in ordered]
-    cluster.body = _replace_embeds(cluster.body, ordered)
+    set_members(cluster, ordered)
     return Step(to=str(cluster.path), text=cluster.text())

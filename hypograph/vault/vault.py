@@ -17,7 +17,8 @@ from pathlib import Path
 
 from hypograph.errors import HypographError
 from hypograph.journal import Journal
-from hypograph.vault.nodes import FILENAME_ID_RE, ID_RE, Node, link_target, read_node
+from hypograph.ids import ID_RE, id_sort_key
+from hypograph.vault.nodes import FILENAME_ID_RE, Node, link_target, read_node
 
 SKIP_DIRS = {"agent-notes", "proximity", ".hypograph", ".obsidian", ".git", ".trash"}
 
@@ -40,8 +41,6 @@ class Vault:
     nodes: dict[str, Node]
 
     def of_type(self, node_type: str) -> list[Node]:
-        from hypograph.hypotheses import id_sort_key
-
         return sorted((n for n in self.nodes.values() if n.type == node_type), key=lambda n: id_sort_key(n.id))
 
     def resolve(self, link) -> Node | None:
