@@ -96,7 +96,7 @@ def _check(args) -> int:
     from hypograph.structure.checks import all_checks
     from hypograph.vault.vault import open_vault
 
-    from hypograph.vault.vault import JOURNAL
+    from hypograph.journal import JOURNAL
 
     root = args.path.resolve()
     results = all_checks(open_vault(root, roll_forward=False), read_baseline(root))  # checking writes nothing

@@ -13,8 +13,10 @@ The two topics share no vocabulary, so they are disconnected components of the g
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -149,6 +151,27 @@ def build_vault(root: Path) -> Path:
 def copy_tree(src: Path, dst: Path) -> Path:
     """Copy an input without any proximity output or tool state it may already carry."""
     return Path(shutil.copytree(src, dst, ignore=shutil.ignore_patterns("proximity", ".hypograph")))
+
+
+RECORDED_STRUCTURE = Path(__file__).parent / "fixtures" / "recorded" / "structure-offline.json"
+# Left out of the record: Dagster's own storage and the IO manager's copies (not outputs of the
+# structuring itself), lock files (empty), and the embedding matrix (its digest is in
+# embedding-meta.json, which is recorded).
+UNRECORDED = (".hypograph/dagster/", ".hypograph/assets/", ".hypograph/structure.lock", ".create_node.lock",
+              "proximity/embeddings.npz")
+MAP_DATE_RE = re.compile(rb"^generated: \d{4}-\d{2}-\d{2}$", re.M)
+
+
+def structure_record(root: Path, stdout: str) -> dict[str, str]:
+    """relative path -> sha256 of every file a structured vault holds (the map's ``generated:``
+    date blanked), plus ``<stdout>`` -> the command's output with the vault's path replaced."""
+    out = {}
+    for p in sorted(Path(root).rglob("*")):
+        rel = p.relative_to(root).as_posix()
+        if p.is_file() and not rel.startswith(UNRECORDED):
+            out[rel] = hashlib.sha256(MAP_DATE_RE.sub(b"generated: <date>", p.read_bytes())).hexdigest()
+    out["<stdout>"] = stdout.replace(str(root), "<root>")
+    return out
 
 
 def offline_env() -> dict[str, str]:

@@ -21,8 +21,9 @@ import pytest
 from dagster import DagsterInstance
 
 import hypograph.structure.carving as carving
-import hypograph.vault.vault as vault_module
-from conftest import EXAMPLE_VAULT, SHARED_VAULTS, VENV_BIN, copy_tree, execute, node_markdown, offline_env, snapshot
+import hypograph.journal as journal_module
+from conftest import (EXAMPLE_VAULT, RECORDED_STRUCTURE, SHARED_VAULTS, VENV_BIN, copy_tree, execute, node_markdown,
+                      offline_env, snapshot, structure_record)
 from hypograph.llm import LLMClient, LLMConfig
 from hypograph.proximity.adjudicate import Decision
 from hypograph.proximity.store import read_verdicts
@@ -33,7 +34,8 @@ from hypograph.structure.dispositions import (
     LEDGER, MERGE_SYSTEM, TOPIC_SYSTEM, TopicDecision, apply_dispositions, read_ledger, run_dispositions)
 from hypograph.structure.structure_map import MAP, structure_counts
 from hypograph.vault.nodes import link_target
-from hypograph.vault.vault import JOURNAL, open_vault
+from hypograph.journal import JOURNAL
+from hypograph.vault.vault import open_vault
 from llm_stub import adjudication_answer, answer, asked_clusters, asked_pairs, cluster_label_answer, llm_env, llm_server  # noqa: F401
 
 SAHUL = Path(__file__).resolve().parent / "fixtures" / "sahul"
@@ -218,6 +220,19 @@ def test_structure_cli_on_example_vault(cli_runs):
     assert f"| dropped | {states.count('dropped')} |" in text
     assert f"| clusters | {len(hcs)} |" in text
     assert f"| H in (step 3) | {sum(1 for p in before if p.startswith('hypotheses/'))} |" in text
+
+
+@pytest.mark.parametrize("name", ["example", *REAL_VAULTS])
+def test_structure_cli_writes_the_recorded_bytes(cli_runs, name):
+    """Every file of the structured vault, and the command's output, as recorded before the core
+    was refactored (tests/record_structure.py re-records, for an intended change only)."""
+    root, _, proc = cli_run(cli_runs, name)
+    assert proc.returncode == 0, proc.stderr
+    recorded = json.loads(RECORDED_STRUCTURE.read_text(encoding="utf-8"))[name]
+    fresh = structure_record(root, proc.stdout)
+    assert fresh["<stdout>"] == recorded["<stdout>"]
+    differ = sorted(rel for rel in fresh.keys() | recorded.keys() if fresh.get(rel) != recorded.get(rel))
+    assert differ == []
 
 
 @pytest.fixture(scope="module")
@@ -737,7 +752,7 @@ def ids_on_disk(root: Path) -> list[str]:
 def test_merge_interrupted_between_journal_steps_is_completed_by_next_run(tmp_path, monkeypatch):
     root = build_bee_vault(tmp_path / "vault")
     before = ids_on_disk(root)
-    real_apply_step = vault_module.apply_step
+    real_apply_step = journal_module.apply_step
     calls = []
 
     def crash_after_first_step(vault_root, step):
@@ -746,7 +761,7 @@ def test_merge_interrupted_between_journal_steps_is_completed_by_next_run(tmp_pa
             raise RuntimeError("injected crash between journal steps")
         return real_apply_step(vault_root, step)
 
-    monkeypatch.setattr(vault_module, "apply_step", crash_after_first_step)
+    monkeypatch.setattr(journal_module, "apply_step", crash_after_first_step)
     assert not run_job(root).success
     assert len(calls) == 2
     assert ids_on_disk(root) == before  # nothing lost, nothing in two places

@@ -8,7 +8,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from hypograph.vault.nodes import Node, id_number, link_target
+from hypograph.ids import id_number
+from hypograph.vault.nodes import Node, link_target
 from hypograph.vault.vault import Vault
 
 Violation = tuple[str, str]
