@@ -3,7 +3,7 @@
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
 from assets.metadata import cluster_report, cluster_table, pair_table
-from hypograph.hypotheses import Corpus, load_corpus
+from hypograph.hypotheses import Corpus, input_fingerprint, load_corpus
 from hypograph.proximity.communities import labelled_clusters
 from hypograph.proximity.dupes import duplicate_pairs as find_duplicate_pairs
 from hypograph.proximity.embed import Embeddings, embed
@@ -19,12 +19,15 @@ ASSET = dict(group_name=PROXIMITY, io_manager_key="io_manager", partitions_def=i
 @asset(**ASSET, kinds={"python"})
 def hypothesis_texts(context: AssetExecutionContext, inputs: Inputs) -> Output[Corpus]:
     """Every hypothesis of the input (run dir or vault), validated; bad files skipped or fatal."""
-    corpus = load_corpus(inputs.root(context.partition_key))
+    root = inputs.root(context.partition_key)
+    fingerprint = input_fingerprint(root)  # before reading: a change made meanwhile is seen as one
+    corpus = load_corpus(root)
     for w in corpus.warnings:
         context.log.warning(w)
     return Output(corpus, metadata={
         "hypotheses": len(corpus.hypotheses),
         "input_kind": corpus.kind,
+        "hypotheses_fingerprint": fingerprint,  # the hypotheses_changed sensor's "already processed"
         "skipped": MetadataValue.md("\n".join(f"- {w}" for w in corpus.warnings) or "none"),
     })
 

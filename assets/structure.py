@@ -9,6 +9,7 @@ from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, ass
 
 from assets.groups import STRUCTURE
 from assets.partitions import inputs
+from hypograph.hypotheses import input_fingerprint
 from hypograph.proximity.adjudicate import Decision
 from hypograph.proximity.embed import Embeddings
 from hypograph.structure.carving import run_clusters
@@ -73,4 +74,8 @@ def structured_proximity(context: AssetExecutionContext, inputs: Inputs, llm: LL
         proximity.auto_merge, proximity.algorithm,
         llm.client(state, "dedup_verdicts"), llm.client(state, "cluster_labels"),
     )
-    return MaterializeResult(metadata={**counts, "path": MetadataValue.path(str(root / "proximity"))})
+    return MaterializeResult(metadata={
+        **counts, "path": MetadataValue.path(str(root / "proximity")),
+        # hypotheses/ as step 4 left it: the hypotheses_changed sensor's "already processed"
+        "hypotheses_fingerprint": input_fingerprint(root),
+    })

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from dagster import (
-    DefaultScheduleStatus, DefaultSensorStatus, RunRequest, ScheduleEvaluationContext, SensorEvaluationContext,
-    SensorResult, SkipReason, schedule, sensor,
+    AssetKey, AssetRecordsFilter, DagsterRunStatus, DefaultScheduleStatus, DefaultSensorStatus, RunRequest,
+    RunsFilter, ScheduleEvaluationContext, SensorEvaluationContext, SensorResult, SkipReason, schedule, sensor,
 )
 
 from assets.partitions import INPUTS
@@ -15,6 +15,11 @@ from assets.partitions import inputs as input_partitions
 from hypograph.hypotheses import detect_kind, input_fingerprint
 from pipelines.jobs import proximity_job, structure_job
 from resources import Inputs
+
+FINGERPRINT = "hypotheses_fingerprint"  # metadata: the input_fingerprint a run left
+FINGERPRINT_ASSET = {"vault": "structured_proximity", "run-dir": "hypothesis_texts"}
+ACTIVE = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
+          DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
 
 
 @sensor(minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING)
@@ -34,21 +39,45 @@ def inputs_discovered(context: SensorEvaluationContext, inputs: Inputs):
 @sensor(jobs=[proximity_job, structure_job], minimum_interval_seconds=30, default_status=DefaultSensorStatus.STOPPED)
 def hypotheses_changed(context: SensorEvaluationContext):
     """Request a run for each registered input whose ``hypotheses/`` changed since the last tick:
-    structure for a vault, proximity for a run directory. The cursor maps input -> fingerprint."""
+    structure for a vault, proximity for a run directory. The cursor maps input -> fingerprint.
+
+    An input is unchanged if its fingerprint is the cursor's or the one its last run left (a
+    structure run rewrites ``hypotheses/`` itself: states, backlinks); while a run of it is queued
+    or running it is looked at again on a later tick."""
     seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
     requests = []
     for key in context.instance.get_dynamic_partitions(INPUTS):
         root = Path(key)
-        if not (root / "hypotheses").is_dir():
+        if not (root / "hypotheses").is_dir() or _has_active_run(context.instance, key):
             continue
         fingerprint = input_fingerprint(root)
         if seen.get(key) == fingerprint:
             continue
+        kind = detect_kind(root)
         seen[key] = fingerprint
-        job = structure_job if detect_kind(root) == "vault" else proximity_job
+        if fingerprint == _left_by_last_run(context.instance, key, kind):
+            continue
+        job = structure_job if kind == "vault" else proximity_job
         requests.append(RunRequest(run_key=f"{key}:{fingerprint}", partition_key=key, job_name=job.name))
     context.update_cursor(json.dumps(seen, sort_keys=True))
     return requests or SkipReason("no input changed")
+
+
+def _has_active_run(instance, key: str) -> bool:
+    """A run of input ``key`` is queued or in progress (its own writes are not a change yet)."""
+    return bool(instance.get_run_ids(RunsFilter(tags={"dagster/partition": key}, statuses=ACTIVE), limit=1))
+
+
+def _left_by_last_run(instance, key: str, kind: str) -> str | None:
+    """The ``hypotheses/`` fingerprint the latest run of ``key`` recorded (structure's last asset for
+    a vault, proximity's first for a run directory, whose run never writes ``hypotheses/``)."""
+    asset = AssetKey(FINGERPRINT_ASSET[kind])
+    records = instance.fetch_materializations(AssetRecordsFilter(asset_key=asset, asset_partitions=[key]),
+                                              limit=1).records
+    if not records or records[0].asset_materialization is None:
+        return None
+    value = records[0].asset_materialization.metadata.get(FINGERPRINT)
+    return value.value if value is not None else None
 
 
 @schedule(job=proximity_job, cron_schedule="0 3 * * *", default_status=DefaultScheduleStatus.STOPPED)
