@@ -12,7 +12,6 @@ import glob
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import services
 from conftest import EXAMPLE_RUN, REPO, VENV_BIN, copy_tree, offline_env
 
 DEPLOY_YAML = REPO / "deploy" / "dagster.yaml"
@@ -28,7 +28,8 @@ PG_VARS = ("DAGSTER_PG_HOST", "DAGSTER_PG_PORT", "DAGSTER_PG_USER", "DAGSTER_PG_
 
 def server_bindir() -> Path | None:
     """The newest ``/usr/lib/postgresql/N/bin`` holding initdb and pg_ctl, or None."""
-    found = [Path(p).parent for p in glob.glob("/usr/lib/postgresql/*/bin/pg_ctl") if Path(p).with_name("initdb").exists()]
+    found = [Path(p).parent for p in glob.glob("/usr/lib/postgresql/*/bin/pg_ctl")
+             if Path(p).with_name("initdb").exists()]
     return max(found, key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0) if found else None
 
 
@@ -95,8 +96,7 @@ def test_cli_and_queued_runs_are_recorded_in_postgres(postgres, tmp_path, monkey
     by_cli, by_queue = copy_tree(EXAMPLE_RUN, tmp_path / "cli"), copy_tree(EXAMPLE_RUN, tmp_path / "queued")
 
     log = tmp_path / "daemon.log"
-    daemon = subprocess.Popen([str(VENV_BIN / "dagster-daemon"), "run", "-w", "workspace.yaml"], cwd=REPO, env=env,
-                              stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    daemon = services.start([VENV_BIN / "dagster-daemon", "run", "-w", "workspace.yaml"], log, env, cwd=REPO)
     try:
         cli = subprocess.Popen([VENV_BIN / "hypograph", "proximity", by_cli, "--llm", "offline"], env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # meanwhile, the queued one
@@ -111,8 +111,7 @@ def test_cli_and_queued_runs_are_recorded_in_postgres(postgres, tmp_path, monkey
         assert f"{by_cli}: 30 hypotheses" in out
         statuses = wait_for_statuses(postgres, 2, seconds=300, log=log)
     finally:
-        os.killpg(daemon.pid, signal.SIGTERM)
-        daemon.wait(timeout=60)
+        services.stop(daemon)
 
     assert statuses == {str(by_cli): "SUCCESS", str(by_queue): "SUCCESS"}
     materialized = dict(query(postgres, """

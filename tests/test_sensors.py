@@ -5,8 +5,6 @@ with a real ``dagster-daemon`` that ``dagster sensor start`` turned the sensor o
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -15,6 +13,7 @@ import pytest
 from dagster import DagsterInstance, DagsterRunStatus, SensorResult, SkipReason, build_sensor_context
 from dagster._core.scheduler.instigation import InstigatorType, TickStatus
 
+import services
 from conftest import (
     EXAMPLE_RUN, EXAMPLE_VAULT, REPO, VENV_BIN, build_run_dir, build_vault, copy_tree, execute, offline_env,
     write_json_hypothesis, write_vault_node,
@@ -183,8 +182,7 @@ def test_a_daemon_runs_what_the_sensor_requests_and_nothing_more(tmp_path):
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     log = tmp_path / "daemon.log"
     # Started first, so its start-up overlaps the runs below; the sensor is off until `dagster sensor start`.
-    daemon = subprocess.Popen([str(VENV_BIN / "dagster-daemon"), "run", "-w", "workspace.yaml"], cwd=REPO, env=env,
-                              stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    daemon = services.start([VENV_BIN / "dagster-daemon", "run", "-w", "workspace.yaml"], log, env, cwd=REPO)
     try:
         run, vault = copy_tree(EXAMPLE_RUN, tmp_path / "run"), copy_tree(EXAMPLE_VAULT, tmp_path / "vault")
         idle = build_run_dir(tmp_path / "idle")
@@ -214,7 +212,6 @@ def test_a_daemon_runs_what_the_sensor_requests_and_nothing_more(tmp_path):
             assert [t.status for t in later] == [TickStatus.SKIPPED] * len(later), [t.run_keys for t in later]
             assert len(instance.get_runs()) == 3 + 2  # the three processed inputs, then the two requested
     finally:
-        os.killpg(daemon.pid, signal.SIGTERM)
-        daemon.wait(timeout=60)
+        services.stop(daemon)
     assert "H-31" in (run / "proximity" / "embedding-ids.json").read_text()
     assert all(r.tags.get("dagster/sensor_name") == "hypotheses_changed" for r in runs)
