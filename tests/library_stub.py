@@ -104,8 +104,11 @@ class LibraryModel:
         with self.lock:
             self.calls[kind] += 1
         if kind == "generation":
+            if len(body.get("messages", [])) > 2:  # a re-ask: the same round's answer again
+                return answer(self.last_generation)
             self.generation_prompts.append(RecordedRequest("", {}, body).prompt)
-            return answer(self.rounds.pop(0) if self.rounds else {"behaviors": []})
+            self.last_generation = self.rounds.pop(0) if self.rounds else {"behaviors": []}
+            return answer(self.last_generation)
         if kind == "dedup":
             return answer(self.dedup_answer(body))
         if kind == "score":

@@ -152,7 +152,7 @@ def build_report(root: Path, keys: list[str], requested: int | None = None, sour
     paths = {"library": str(library_path(root)), "tool state": str(Path(root) / ".hypograph" / "library"),
              "traces": str(Path(root) / ".hypograph" / "traces" / "hypothesis-batch")}
     return Report(
-        topic=library.topic if library else (topic or ""), behavior_source=source or (rounds[-1].source if rounds else ""),
+        topic=library.topic if library else (topic or ""), behavior_source=source or (rounds[-1].source if rounds else "(no rounds in tool state)"),
         rounds_requested=requested if requested is not None else len(keys), rounds_run=sum(1 for r in rounds if r.persisted),
         early_stop=early_stop, rounds=rounds, totals=totals, duplicates_dropped=dropped,
         impact=distribution([b.impact.score for b in behaviors if b.impact]),
