@@ -139,6 +139,23 @@ def _items(layer, pool: list[tuple[str, str]], queries: list[tuple[str, str]], e
 
 
 def _decide(items: list[Item], auto_drop: float, client: LLMClient, traces: TraceRun, key: str, layer: str) -> list[Verdict]:
+    verdicts, ask = prefilter(items, auto_drop, layer)
+    if ask:
+        traces.use(client, key)
+        batches = judge_batches(ask)
+        answers = client.ask_many([judge_request(layer, batch) for batch in batches])
+        for batch, answer in zip(batches, answers):
+            for it, v in zip(batch, _verdicts(layer, batch, answer)):
+                verdicts[it.key] = v
+    return [verdicts[it.key] for it in items]
+
+
+def judge_batches(ask: list[Item]) -> list[list[Item]]:
+    return [ask[i:i + BATCH] for i in range(0, len(ask), BATCH)]
+
+
+def prefilter(items: list[Item], auto_drop: float, layer: str) -> tuple[dict[str, Verdict], list[Item]]:
+    """Layer 1's verdicts (duplicate at >= auto_drop, new without neighbours) and the items left for the model."""
     verdicts: dict[str, Verdict] = {}
     ask: list[Item] = []
     for it in items:
@@ -151,17 +168,10 @@ def _decide(items: list[Item], auto_drop: float, client: LLMClient, traces: Trac
             verdicts[it.key] = Verdict(layer=layer, key=it.key, verdict="new", decided_by="no-neighbour")
         else:
             ask.append(it)
-    if ask:
-        traces.use(client, key)
-        batches = [ask[i:i + BATCH] for i in range(0, len(ask), BATCH)]
-        answers = client.ask_many([_request(layer, batch) for batch in batches])
-        for batch, answer in zip(batches, answers):
-            for it, v in zip(batch, _verdicts(layer, batch, answer)):
-                verdicts[it.key] = v
-    return [verdicts[it.key] for it in items]
+    return verdicts, ask
 
 
-def _request(layer: str, batch: list[Item]) -> Request[Judgements]:
+def judge_request(layer: str, batch: list[Item]) -> Request[Judgements]:
     blocks = []
     for n, it in enumerate(batch, 1):
         neigh = {str(j): text for j, (_, text, _) in enumerate(it.neighbours, 1)}

@@ -126,7 +126,7 @@ def generate_round(root: Path, round_key: str, settings: RoundSettings, client: 
         banlist = build_banlist(items, settings.banlist_budget, settings.embedder)
         traces = traces or TraceRun(root)
         traces.use(client, round_key)
-        request = _request(settings, strategies, banlist.text, landscape, target, items)
+        request = generation_request(settings, strategies, banlist.text, landscape, target, items)
         answer = client.ask(request)
         if isinstance(answer, Rejected):
             raise HypographError(f"round {round_key}: the model's generation answer was rejected ({answer.reason}); "
@@ -151,7 +151,7 @@ def _banlist_items(library: Library | None, settings: RoundSettings, target_id: 
     return [(m.id, f"[{m.strategy}; {' -> '.join(m.directions)}] {m.hypothesis}") for m in (node.mechanisms if node else [])]
 
 
-def _request(settings: RoundSettings, strategies: Strategies, banlist: str, landscape, target, items) -> Request:
+def generation_request(settings: RoundSettings, strategies: Strategies, banlist: str, landscape, target, items) -> Request:
     lenses = "\n".join(f"- {lens.name}: {lens.prompt}" for lens in strategies.discovery_lenses)
     combos = "\n".join(f"- {s.name}: {' -> '.join(s.directions)}" for s in strategies.combination_strategies)
     parts = [f"Topic: {settings.topic}"]

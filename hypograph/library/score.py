@@ -88,7 +88,7 @@ def score_round(root: Path, key: str, dedup: RoundDedup | None, client: LLMClien
             client.record(f"search-{b.key}", {"query": outcome.query, "endpoint": search.describe(), "ok": outcome.ok,
                                               "error": outcome.error, "papers": [p.__dict__ for p in outcome.papers]})
         outcomes.append(outcome)
-        requests.append(_request(candidates.settings.topic, b, ask_impact, outcome, landscape.gaps))
+        requests.append(score_request(candidates.settings.topic, b, ask_impact, outcome, landscape.gaps))
     if requests:
         traces.use(client, key)
     answers = client.ask_many(requests)
@@ -102,7 +102,7 @@ def score_round(root: Path, key: str, dedup: RoundDedup | None, client: LLMClien
     return result
 
 
-def _request(topic: str, b: CandidateBehavior, ask_impact: bool, outcome: SearchOutcome | None,
+def score_request(topic: str, b: CandidateBehavior, ask_impact: bool, outcome: SearchOutcome | None,
              gaps: dict[str, str]) -> Request[ScoreAnswer]:
     parts = [f"Topic: {topic}", "Behavior:\n" + untrusted("behavior", {}, {"statement": b.statement,
                                                                            "five_bars": b.five_bars.model_dump()})]
