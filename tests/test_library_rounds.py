@@ -226,7 +226,12 @@ def test_an_atom_server_error_is_a_warning_too(tmp_path, model):
 
 def test_rescoring_with_web_restamps_scores_without_regenerating_or_new_ids(tmp_path, model, atom):
     run_library(tmp_path, TOPIC, rounds=1, n_behaviors=3, web=False)
+    path = tmp_path / "hypothesis_library.json"
+    raw = json.loads(path.read_text())
+    del raw["behaviors"][2]["mechanisms"][3]  # a person deletes B3-M4 by hand: re-scoring must not bring it back
+    path.write_text(json.dumps(raw, indent=2))
     ids = [(b.id, [m.id for m in b.mechanisms]) for b in read_library(tmp_path)[0].behaviors]
+    assert "B3-M4" not in ids[2][1]
     model.impact = 9
     c = client(tmp_path)
     from hypograph.library.search import ArxivSearch
@@ -237,3 +242,55 @@ def test_rescoring_with_web_restamps_scores_without_regenerating_or_new_ids(tmp_
     assert [(b.id, [m.id for m in b.mechanisms]) for b in library.behaviors] == ids
     assert {(b.impact.score, b.impact.method) for b in library.behaviors} == {(9, "llm-chat+web")}
     assert model.calls["generation"] == 1
+
+
+def test_given_mechanism_equal_to_an_existing_one_is_dropped_by_the_prefilter(tmp_path, model):
+    run_library(tmp_path, TOPIC, rounds=1, n_behaviors=3, web=False)
+    existing = read_library(tmp_path)[0].behaviors[1].mechanisms[0]
+    answer = given("third pass", variant=1)
+    answer["mechanisms"][0]["hypothesis"] = existing.hypothesis
+    model.rounds = [answer]
+    report = run_library(tmp_path, TOPIC, rounds=1, behavior="B2", web=False)
+    assert report.rounds[0].removed["mechanism"]["prefilter"] == 1 and report.rounds[0].added_mechanisms == 3
+    hyps = [m.hypothesis for m in read_library(tmp_path)[0].behaviors[1].mechanisms]
+    assert hyps.count(existing.hypothesis) == 1
+
+
+def test_landscape_gaps_ground_generation_and_only_known_gap_ids_are_accepted(tmp_path, model, llm_server):
+    (tmp_path / "idea-stage").mkdir()
+    (tmp_path / "idea-stage" / "LANDSCAPE.md").write_text("# Landscape\n\n- **G1**: no causal test of credential cues.\n")
+    bad = {"behaviors": [behavior(S1, tag="gap", gaps=["G9"])]}
+    good = {"behaviors": [behavior(S1, tag="gap", gaps=["G1"])]}
+    calls = iter([bad, good])
+    original = model.__call__
+
+    def respond(body):
+        from library_stub import task
+        from llm_stub import answer
+        if task(body) == "generation":
+            model.calls["generation"] += 1
+            return answer(next(calls))
+        return original(body)
+
+    llm_server.always(respond)
+    run_library(tmp_path, TOPIC, rounds=1, n_behaviors=1, web=False)
+    gen = [r for r in llm_server.requests if "You generate" in r.system]
+    assert "no causal test of credential cues" in gen[0].prompt and "G9" in gen[1].last_user
+    assert read_library(tmp_path)[0].behaviors[0].gaps == ["G1"]
+
+
+def test_the_cli_runs_rounds_prints_the_report_and_notes_an_ignored_mode(tmp_path, llm_server, llm_env):
+    import subprocess
+    import sys
+
+    from conftest import REPO, offline_env
+
+    env_vars = llm_env(llm_server, timeout=5.0)
+    llm_server.always(LibraryModel(rounds=[{"behaviors": [behavior(S1, tag="cli")]}]))
+    env = {**offline_env(), **env_vars, "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1"}
+    env.pop("HYPOGRAPH_LLM")
+    out = subprocess.run([sys.executable, "-m", "hypograph.library.cli", str(tmp_path), "--topic", TOPIC, "--mode",
+                          "fast", "--no-web", "--n-behaviors", "1"], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "--mode 'fast' ignored" in out.stdout and "r0001: generated 1B/4M" in out.stdout
+    assert "behaviors added 1 / total 1" in out.stdout and read_library(tmp_path)[0].behaviors[0].id == "B1"

@@ -67,7 +67,7 @@ def persist_round(root: Path, key: str, dedup: RoundDedup | None = None, scores:
         loaded = read_library(root)
         library, raw = loaded if loaded else (None, empty_library(candidates.settings.topic, candidates.date))
         plan = _extend_plan(root, plan, library, dedup, scores, candidates.batch)
-        rescored = plan.complete  # scores changed after the round persisted
+        rescored = bool(plan.applied)  # the round was written before: only restamp scores on its nodes
         changed = _apply(raw, plan, dedup, scores, candidates.batch, rescore=rescored)
         if changed or loaded is None:
             raw["updated"] = dt.date.today().isoformat() if loaded else raw["updated"]
@@ -75,6 +75,7 @@ def persist_round(root: Path, key: str, dedup: RoundDedup | None = None, scores:
             write_json(library_path(root), raw)
             if loaded is None:
                 _manifest_entry(root, candidates.settings.topic, candidates.date)
+        plan.applied = sorted(set(plan.applied) | set(plan.ids.values()) | {f"notes:{b}" for b in plan.notes})
         plan.complete, plan.scores_digest = True, scores.digest
         write_model(round_dir(root, key) / "persist.json", plan)
         return plan
@@ -130,6 +131,8 @@ def _apply(raw: dict, plan: PersistPlan, dedup: RoundDedup, scores: RoundScores,
         node = nodes.get(bid)
         if node is None and b.existing_id:
             raise HypographError(f"{LIBRARY_FILE}: behavior {bid} (the round's given behavior) is no longer in the file")
+        if node is None and bid in plan.applied:
+            continue  # a person deleted it after the round was written: never re-added
         if node is None:
             node = _behavior_node(bid, b, s, batch)
             raw["behaviors"].append(node)
@@ -142,15 +145,15 @@ def _apply(raw: dict, plan: PersistPlan, dedup: RoundDedup, scores: RoundScores,
             mid = plan.ids.get(m.key)
             if mid is None or m.key not in s.novelty:
                 continue
-            if mid not in present:
+            if mid not in present and mid not in plan.applied:
                 node["mechanisms"].append(_mechanism_node(mid, m, s, batch))
                 changed = True
-            elif rescore:
+            elif mid in present and rescore:
                 leaf = next(x for x in node["mechanisms"] if x.get("id") == mid)
                 changed |= _set(leaf, "novelty", _novelty(s, m.key))
     for bid, nuance in plan.notes.items():
         node = nodes.get(bid)
-        if node is not None and nuance not in node.get("notes", ""):
+        if node is not None and f"notes:{bid}" not in plan.applied and nuance not in node.get("notes", ""):
             node["notes"] = f"{node['notes']} {nuance}".strip() if node.get("notes") else nuance
             changed = True
     return changed

@@ -160,6 +160,7 @@ class PersistPlan(BaseModel):
     targets: dict[str, str] = Field(default_factory=dict, description="candidate key -> existing behavior id (given)")
     notes: dict[str, str] = Field(default_factory=dict, description="existing id -> merged nuance")
     scores_digest: str = ""
+    applied: list[str] = Field(default_factory=list, description="ids and notes already written to the file")
     complete: bool = False
 
     @property

@@ -87,8 +87,6 @@ def run_library(root: Path, topic: str, rounds: int = 1, n_behaviors: int = 10, 
     early_stop = None
     for _ in range(rounds):
         key = pending.pop(0) if pending else next_round(root)
-        if done and key in done:
-            break
         survivors = run_round(root, key, settings, client, search, traces)
         done.append(key)
         if survivors == 0:
