@@ -19,6 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from hypograph.library.rounds import BanlistStats
+from hypograph.proximity.communities import labelled_clusters
+from hypograph.proximity.embed import embed
+from hypograph.proximity.graph import similarity_graph
 
 CLUSTER_THRESHOLD = 0.30  # the proximity graph's default edge threshold
 
@@ -51,10 +54,6 @@ def build_banlist(items: list[tuple[str, str]], budget: int, backend: str = "tfi
 
 def clustered_banlist(items: list[tuple[str, str]], budget: int, backend: str = "tfidf") -> Banlist:
     """One representative per proximity cluster plus labels, largest clusters first, within ``budget``."""
-    from hypograph.proximity.communities import labelled_clusters
-    from hypograph.proximity.embed import embed
-    from hypograph.proximity.graph import similarity_graph
-
     ids = [i for i, _ in items]
     texts = dict(items)
     emb = embed(ids, [texts[i] for i in ids], backend)

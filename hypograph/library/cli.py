@@ -18,6 +18,12 @@ import sys
 from pathlib import Path
 
 from hypograph.errors import HypographError
+from hypograph.library.checks import run_checks
+from hypograph.library.report import build_report
+from hypograph.library.run import run_library
+from hypograph.library.schema import library_path
+from hypograph.library.state import round_keys
+from hypograph.llm.config import LLMConfig
 
 
 def add_library_parser(subparsers) -> argparse.ArgumentParser:
@@ -56,27 +62,17 @@ def library_command(args: argparse.Namespace) -> int:
 
 
 def _dispatch(args) -> int:
-    from hypograph.library.report import build_report
-    from hypograph.library.state import round_keys
-
     if args.check:
-        from hypograph.library.checks import run_checks
-
         results = run_checks(args.dir)
         bad = sum(len(v) for v in results.values())
         for name, violations in results.items():
             print(f"{'FAIL' if violations else 'ok  '} {name}" + "".join(f"\n     {i}: {r}" for i, r in violations))
         return 1 if bad else 0
     if args.report:
-        from hypograph.library.schema import library_path
-
         if not library_path(args.dir).exists() and not round_keys(args.dir):
             raise HypographError(f"{library_path(args.dir)}: no library here yet")
         report = build_report(args.dir, round_keys(args.dir))
     else:
-        from hypograph.library.run import run_library
-        from hypograph.llm.config import LLMConfig
-
         if not args.topic:
             raise HypographError("a topic is required: --topic \"…\"")
         report = run_library(args.dir, args.topic, rounds=args.rounds, n_behaviors=args.n_behaviors,

@@ -11,13 +11,13 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
+from hypograph.proximity.embed import embed
+
 Embedder = Callable[[list[str]], "sp.csr_matrix | np.ndarray"]
 
 
 def make_embedder(backend: str = "tfidf", model: str | None = None) -> Embedder:
     """An embedder for ``backend`` (tfidf | sbert)."""
-    from hypograph.proximity.embed import embed
-
     def run(texts: list[str]):
         return embed([str(i) for i in range(len(texts))], texts, backend, model).matrix
 

@@ -28,6 +28,7 @@ from hypograph.errors import HypographError
 from hypograph.library.modes import normalise
 from hypograph.library.schema import LIBRARY_FILE, library_path, read_library, slugify
 from hypograph.library.state import library_state
+from hypograph.proximity.embed import embed_sbert
 
 THRESHOLDS = {"tfidf": 0.30, "sbert": 0.50}
 
@@ -48,8 +49,6 @@ def topic_similarity(a: str, b: str, backend: str = "tfidf") -> float:
     if normalise(a) == normalise(b):
         return 1.0
     if backend == "sbert":
-        from hypograph.proximity.embed import embed_sbert
-
         m = embed_sbert([a, b])
         return float(m[0] @ m[1])
     if backend != "tfidf":

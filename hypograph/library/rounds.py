@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from hypograph.library.schema import Data, FiveBars, Method, Recommendation
+from hypograph.library.state import digest
 
 DEFAULT_N_BEHAVIORS = 10
 DEFAULT_BANLIST_BUDGET = 6000  # tokens of banlist pasted into one generation prompt
@@ -147,8 +148,6 @@ class RoundScores(BaseModel):
 
     @property
     def digest(self) -> str:
-        from hypograph.library.state import digest
-
         return digest(self.model_dump(mode="json"))
 
 
