@@ -71,6 +71,14 @@ def test_an_invalid_file_is_an_error_naming_the_field_and_is_never_overwritten(l
     assert path.read_bytes() == before
 
 
+def test_library_texts_feed_the_proximity_engine(lib):
+    from hypograph.proximity.embed import embed
+
+    texts = read_library(lib)[0].texts()
+    assert [i for i, _ in texts] == ["B1", "B1-M1", "B1-M2", "B2", "B2-M1", "B3", "B3-M1"]
+    assert embed([i for i, _ in texts], [t for _, t in texts]).matrix.shape[0] == 7
+
+
 def test_not_json_names_the_file_and_line(tmp_path):
     (tmp_path / "hypothesis_library.json").write_text('{"topic": "x",\n "behaviors": [}')
     with pytest.raises(HypographError, match=r"hypothesis_library.json: not valid JSON \(line 2"):

@@ -111,6 +111,15 @@ class Library(_Open):
             for m in b.mechanisms:
                 yield b, m
 
+    def texts(self) -> list[tuple[str, str]]:
+        """(id, text) of every node, for the proximity engine: a behavior's statement, a
+        mechanism's strategy and hypothesis."""
+        out = []
+        for b in self.behaviors:
+            out.append((b.id, b.statement))
+            out += [(m.id, f"{m.strategy}: {m.hypothesis}") for m in b.mechanisms]
+        return out
+
 
 def slugify(topic: str) -> str:
     """Lowercase kebab-case (letters of any script kept)."""
