@@ -103,6 +103,9 @@ def _new_run_dir(root: Path) -> Path:
             continue
 
 
+new_run_dir = _new_run_dir
+
+
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:80]
 
@@ -147,6 +150,17 @@ class LLMClient:
     def decider(self) -> str:
         """How verdicts made by this client are attributed: ``model:<name>``."""
         return f"model:{self.config.model}"
+
+    def trace_to(self, directory: Path) -> None:
+        """Write this client's next traces into ``directory`` (numbering continues after its files)."""
+        directory = Path(directory)
+        with self._trace.lock:
+            self._trace.dir = directory
+            self._trace.seq = len(list(directory.glob("*.json"))) if directory.is_dir() else 0
+
+    def record(self, name: str, record: dict) -> None:
+        """Trace something that is not a model call (e.g. a web search) beside the calls."""
+        self._trace.write(name, _redact_tree(record, self.config))
 
     def metadata(self) -> dict:
         return {"llm": "offline" if self.offline else self.config.model, "llm_endpoint": self.config.describe(), **self.usage.as_metadata()}
