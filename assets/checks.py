@@ -10,10 +10,12 @@ import warnings
 from dagster import AssetCheckExecutionContext, AssetCheckResult, MetadataValue, PreviewWarning, asset_check
 
 from assets.adjudication import dedup_verdicts
+from assets.library import hypothesis_library
 from assets.metadata import violations_table
 from assets.partitions import inputs
 from assets.proximity import duplicate_pairs, proximity_clusters, similarity_graph
 from assets.structure import hypothesis_clusters, hypothesis_dispositions
+from hypograph.library import checks as library_checks
 from hypograph.proximity import checks, store
 from hypograph.proximity.adjudicate import verdict_violations
 from hypograph.structure import checks as step4
@@ -100,4 +102,22 @@ def _step4_check(number: int, asset):
 STRUCTURE_CHECKS = [
     *(_step4_check(n, hypothesis_dispositions) for n in (1, 5, 6)),
     *(_step4_check(n, hypothesis_clusters) for n in (2, 3, 4, 6)),
+]
+
+
+def _library_check(name: str, description: str):
+    """A blocking check running the library key rule ``name`` on the partition's hypothesis_library.json."""
+
+    @asset_check(asset=hypothesis_library, name=name, description=description, **CHECK)
+    def _check(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
+        return _result(library_checks.run_checks(inputs.root(context.partition_key))[name])
+
+    return _check
+
+
+LIBRARY_CHECKS = [
+    _library_check("file_validates", "hypothesis_library.json validates against seed 001's schema."),
+    _library_check("scored", "Every behavior has an impact; every mechanism a novelty, planned data and models."),
+    _library_check("ids_unique_never_reused", "Ids unique, and none reused after a node was deleted (high-water mark)."),
+    _library_check("statements_distinct", "No two statements equal after normalisation."),
 ]

@@ -10,10 +10,13 @@ from dagster import (
     SensorResult, SkipReason, schedule, sensor,
 )
 
-from assets.partitions import INPUTS
+from assets.partitions import INPUTS, ROUNDS, round_partition
 from assets.partitions import inputs as input_partitions
 from hypograph.hypotheses import detect_kind, input_fingerprint
-from pipelines.jobs import proximity_job, structure_job
+from hypograph.library.run import next_round, pending_rounds
+from hypograph.library.schema import library_path
+from hypograph.library.state import round_keys
+from pipelines.jobs import library_round_job, proximity_job, structure_job
 from resources import Inputs
 
 
@@ -56,3 +59,21 @@ def nightly_proximity(context: ScheduleEvaluationContext):
     """Re-run proximity on every registered input each night (a no-op on disk when nothing changed)."""
     return [RunRequest(partition_key=key, run_key=f"{key}:{context.scheduled_execution_time:%Y-%m-%d}")
             for key in context.instance.get_dynamic_partitions(INPUTS)]
+
+
+@schedule(job=library_round_job, cron_schedule="0 4 * * *", default_status=DefaultScheduleStatus.STOPPED)
+def next_library_round(context: ScheduleEvaluationContext):
+    """For each registered library, add its next round partition (or its unfinished one) and run it
+    with the previous round's settings."""
+    requests = []
+    for key in context.instance.get_dynamic_partitions(INPUTS):
+        root = Path(key)
+        if not (library_path(root).exists() or round_keys(root)):
+            continue
+        pending = pending_rounds(root)
+        round_key = pending[0] if pending else next_round(root)
+        if not context.instance.has_dynamic_partition(ROUNDS, round_key):
+            context.instance.add_dynamic_partitions(ROUNDS, [round_key])
+        requests.append(RunRequest(partition_key=round_partition(key, round_key),
+                                   run_key=f"{key}|{round_key}"))
+    return requests

@@ -53,15 +53,16 @@ def add_library_parser(subparsers) -> argparse.ArgumentParser:
     return c
 
 
-def library_command(args: argparse.Namespace) -> int:
+def library_command(args: argparse.Namespace, round_runner=None) -> int:
+    """Run the subcommand; ``round_runner(root)`` gives the per-round runner (Dagster's, from the CLI)."""
     try:
-        return _dispatch(args)
+        return _dispatch(args, round_runner)
     except HypographError as e:
         print(f"hypograph library: {e}", file=sys.stderr)
         return 2
 
 
-def _dispatch(args) -> int:
+def _dispatch(args, round_runner=None) -> int:
     if args.check:
         results = run_checks(args.dir)
         bad = sum(len(v) for v in results.values())
@@ -80,7 +81,8 @@ def _dispatch(args) -> int:
                              llm_config=LLMConfig.from_env(offline=args.llm == "offline"), mode=args.mode,
                              new_library=args.new_library, confirm_topic=args.confirm_topic,
                              banlist_budget=args.banlist_budget, strategies_file=args.strategies,
-                             embedder=args.embedder, search_url=args.search_url)
+                             embedder=args.embedder, search_url=args.search_url,
+                             round_runner=round_runner(args) if round_runner else None)
     print(json.dumps(report.metadata(), indent=2, ensure_ascii=False) if args.json else report.text())
     return 0
 

@@ -11,6 +11,7 @@ that adds nothing after dedup.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from hypograph.errors import HypographError
@@ -18,16 +19,19 @@ from hypograph.library.dedup import dedup_round
 from hypograph.library.generate import ModelRequired, generate_round
 from hypograph.library.guard import check_topic, move_aside
 from hypograph.library.modes import resolve_mode, resolve_target
-from hypograph.library.persist import persist_round, round_persisted
+from hypograph.library.persist import load_round, persist_round, round_persisted
 from hypograph.library.report import Report, build_report
-from hypograph.library.rounds import RoundSettings
+from hypograph.library.rounds import RoundCandidates, RoundDedup, RoundSettings
 from hypograph.library.schema import read_library
 from hypograph.library.score import score_round
 from hypograph.library.search import ArxivSearch
-from hypograph.library.state import TRACE_TASK, round_key, round_keys, round_number, state_dir
+from hypograph.library.state import TRACE_TASK, read_model, round_dir, round_key, round_keys, round_number, state_dir
 from hypograph.library.traces import TraceRun
 from hypograph.llm.client import LLMClient
 from hypograph.llm.config import LLMConfig
+
+
+RoundRunner = Callable[[str, RoundSettings], int]
 
 
 def pending_rounds(root: Path) -> list[str]:
@@ -50,12 +54,36 @@ def run_round(root: Path, key: str, settings: RoundSettings, client: LLMClient, 
     return len(dedup.survivors)
 
 
+def settings_for_round(root: Path, key: str, given: RoundSettings | None) -> RoundSettings:
+    """The settings round ``key`` runs with: its own if it already generated (a round never
+    regenerates), else ``given``, else the latest earlier round's (a scheduled next round)."""
+    cached = read_model(round_dir(root, key) / "candidates.json", RoundCandidates)
+    if cached is not None:
+        return cached.settings
+    if given is not None:
+        return given
+    for earlier in reversed([k for k in round_keys(root) if round_number(k) < round_number(key)]):
+        previous = read_model(round_dir(root, earlier) / "candidates.json", RoundCandidates)
+        if previous is not None:
+            return previous.settings
+    raise HypographError(f"round {key}: no settings (give a topic: the library has no earlier round to follow)")
+
+
+def round_survivors(root: Path, key: str) -> int:
+    """How many candidates of round ``key`` survived dedup (0: the round added nothing)."""
+    return len(load_round(root, key, "dedup", RoundDedup).survivors)
+
+
 def run_library(root: Path, topic: str, rounds: int = 1, n_behaviors: int = 10, behavior: str | None = None,
                 behavior_source: str | None = None, web: bool = True, llm_config: LLMConfig | None = None,
                 mode: str | None = None, new_library: bool = False, confirm_topic: bool = False,
                 banlist_budget: int | None = None, strategies_file: str | None = None, embedder: str = "tfidf",
-                guard_backend: str = "tfidf", search_url: str | None = None) -> Report:
-    """Run ``rounds`` library rounds on directory ``root`` for ``topic``; the Phase-7 report."""
+                guard_backend: str = "tfidf", search_url: str | None = None,
+                round_runner: RoundRunner | None = None) -> Report:
+    """Run ``rounds`` library rounds on directory ``root`` for ``topic``; the Phase-7 report.
+
+    ``round_runner(key, settings) -> survivors`` runs one round (the CLI passes one that runs the
+    round's Dagster partition); by default the rounds run here, in this process."""
     root = Path(root)
     if not topic or not topic.strip():
         raise HypographError("a topic is required: --topic \"…\"")
@@ -81,13 +109,18 @@ def run_library(root: Path, topic: str, rounds: int = 1, n_behaviors: int = 10, 
     extra = {"banlist_budget": banlist_budget} if banlist_budget else {}
     settings = RoundSettings(topic=topic.strip(), behavior_source=resolution.source, behavior=resolution.behavior,
                              n_behaviors=n_behaviors, web=web, strategies_file=strategies_file, embedder=embedder, **extra)
-    search = ArxivSearch(search_url) if web else None
-    traces = TraceRun(root)
+    if round_runner is None:
+        search = ArxivSearch(search_url) if web else None
+        traces = TraceRun(root)
+
+        def round_runner(key: str, settings: RoundSettings) -> int:
+            return run_round(root, key, settings, client, search, traces)
+
     done: list[str] = []
     early_stop = None
     for _ in range(rounds):
         key = pending.pop(0) if pending else next_round(root)
-        survivors = run_round(root, key, settings, client, search, traces)
+        survivors = round_runner(key, settings)
         done.append(key)
         if survivors == 0:
             early_stop = key
