@@ -22,8 +22,8 @@ from dagster import DagsterInstance
 
 import hypograph.structure.carving as carving
 import hypograph.journal as journal_module
-from conftest import (EXAMPLE_VAULT, RECORDED_STRUCTURE, SHARED_VAULTS, VENV_BIN, copy_tree, node_markdown, offline_env,
-                      snapshot, structure_record)
+from conftest import (EXAMPLE_VAULT, RECORDED_STRUCTURE, SHARED_VAULTS, VENV_BIN, copy_tree, execute, node_markdown,
+                      offline_env, snapshot, structure_record)
 from hypograph.llm import LLMClient, LLMConfig
 from hypograph.proximity.adjudicate import Decision
 from hypograph.proximity.store import read_verdicts
@@ -37,7 +37,6 @@ from hypograph.vault.nodes import link_target
 from hypograph.journal import JOURNAL
 from hypograph.vault.vault import open_vault
 from llm_stub import adjudication_answer, answer, asked_clusters, asked_pairs, cluster_label_answer, llm_env, llm_server  # noqa: F401
-from pipelines.definitions import build_definitions
 
 SAHUL = Path(__file__).resolve().parent / "fixtures" / "sahul"
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -60,8 +59,7 @@ def start_structure(root: Path) -> subprocess.Popen:
 
 def run_job(root: Path, offline: bool = True):
     """The Dagster ``structure`` job in this process (so monkeypatches reach it)."""
-    job = build_definitions(root, offline=offline).resolve_job_def("structure")
-    return job.execute_in_process(instance=DagsterInstance.ephemeral(), raise_on_error=False, run_config=QUIET)
+    return execute(root, "structure", offline=offline)
 
 
 def failures(root: Path) -> dict[int, list]:
@@ -322,9 +320,11 @@ def test_offline_merge_bookkeeping(bee_structured):
     assert failures(root) == {}
 
 
-def test_both_look_alike_pairs_are_auto_merge_candidates(bee_structured):
+def test_both_look_alike_pairs_are_auto_merge_candidates(tmp_path):
     """The premise of the two tests around this one: proximity auto-merges both pairs (TF-IDF > 0.92)."""
-    auto = {d.pair for d in read_verdicts(bee_structured[0]) if d.verdict == "MERGE" and d.decided_by == "auto"}
+    root = build_bee_vault(tmp_path / "vault")
+    assert execute(root, "proximity").success
+    auto = {d.pair for d in read_verdicts(root) if d.verdict == "MERGE" and d.decided_by == "auto"}
     assert auto == {("H-3", "H-4"), ("H-9", "H-10")}
 
 
