@@ -24,7 +24,7 @@ import hypograph.structure.carving.apply as carving_apply
 import hypograph.journal as journal_module
 from conftest import (EXAMPLE_VAULT, RECORDED_STRUCTURE, SHARED_VAULTS, VENV_BIN, copy_tree, execute, node_markdown,
                       offline_env, snapshot, structure_record)
-from hypograph.llm import LLMClient, LLMConfig
+from hypograph.llm import LLMClient, LLMConfig, OfflinePolicy, policy_for
 from hypograph.proximity.adjudicate import Decision
 from hypograph.proximity.store import read_verdicts
 from hypograph.structure.baseline import read_baseline
@@ -548,8 +548,8 @@ def test_micro_example_with_a_model(sahul, llm_server, llm_env):
 
 def structure_4b_with_model(root: Path) -> None:
     """4a offline (everything stays active), then 4b with the configured model."""
-    run_dispositions(open_vault(root), [], LLMClient(LLMConfig(forced_offline=True), root / ".hypograph", "4a"))
-    run_clusters(open_vault(root), LLMClient(LLMConfig.from_env(), root / ".hypograph", "4b"))
+    run_dispositions(open_vault(root), [], None, OfflinePolicy())
+    run_clusters(open_vault(root), policy_for(LLMClient(LLMConfig.from_env(), root / ".hypograph", "4b")))
 
 
 def test_carving_naming_unknown_hypothesis_is_asked_again(sahul, llm_server, llm_env):
@@ -717,10 +717,9 @@ def test_dropping_a_survivor_takes_what_it_absorbed_along(tmp_path):
     """A survivor judged off-topic later (say, once a model is configured) is dropped with the node
     merged into it, which keeps its merge on record as former_merged_into: check 1 still holds."""
     root = build_bee_vault(tmp_path / "vault")
-    offline = LLMClient(LLMConfig(forced_offline=True), root / ".hypograph", "4a")
     auto = Decision(pair=("H-9", "H-10"), similarity=1.0, verdict="MERGE", rationale="Auto-merge candidate.",
                     recommended_action="Retire H-10", decided_by="auto")
-    run_dispositions(open_vault(root), [auto], offline)
+    run_dispositions(open_vault(root), [auto], None, OfflinePolicy())
     assert survivors(root) == {"H-9": ["H-10"]}
     ledger = read_ledger(root)
     ledger.topics["H-9"] = TopicDecision(id="H-9", drop=True, drop_reason="Off the question.", decided_by="model:m")

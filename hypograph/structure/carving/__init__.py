@@ -9,7 +9,8 @@
 * Offline (deterministic, heuristic): members grouped by their ``question`` hints (TF-IDF cosine
   >= 0.5, connected components), a leftover joining its most similar group if its hint is similar
   enough (>= 0.25), else forming its own cluster; one residual each;
-  justification lines say plainly they are heuristic.
+  justification lines say plainly they are heuristic. The carving is asked of a policy
+  (``hypograph.llm.policy``): a rejected model answer falls back to this grouping, saying so.
 * The whole carve (plans, stragglers) is saved to ``.hypograph/carving.json`` before anything is
   minted, with each HC id recorded as it is minted; a run that died half-way is completed from it
   by the next one, which asks no model again and mints nothing twice (an HC minted just before a
@@ -32,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from hypograph.atomic import write_json
-from hypograph.llm.client import LLMClient, Rejected
+from hypograph.llm.policy import Ask, Policy
 from hypograph.structure.carving.apply import create_cluster, drop_stragglers, existing_cluster, repair, set_depends_on
 from hypograph.structure.carving.offline import offline_plans
 from hypograph.structure.carving.plan import ClusterPlan
@@ -55,13 +56,13 @@ class ClusterReport:
     clusters: dict[str, list[str]] = field(default_factory=dict)
 
 
-def run_clusters(vault: Vault, llm: LLMClient) -> ClusterReport:
+def run_clusters(vault: Vault, policy: Policy) -> ClusterReport:
     """4b end to end: carve the unclustered active hypotheses, create clusters, repair, report."""
     with structuring_lock(vault.root):
-        return _run_clusters(open_vault(vault.root), llm)
+        return _run_clusters(open_vault(vault.root), policy)
 
 
-def _run_clusters(vault: Vault, llm: LLMClient) -> ClusterReport:
+def _run_clusters(vault: Vault, policy: Policy) -> ClusterReport:
     root = vault.root
     report = ClusterReport()
     carve = _read_carve(root)  # the decision of a run that died before finishing it
@@ -71,7 +72,7 @@ def _run_clusters(vault: Vault, llm: LLMClient) -> ClusterReport:
         clustered = {link_target(l) for hc in vault.of_type("hypothesis-cluster") for l in hc.meta.get("hypotheses") or []}
         todo = [h for h in active_hypotheses(vault) if h.id not in clustered and h.meta.get("residual") is not True]
         if todo:
-            plans, stragglers = _plan(vault, todo, llm)
+            plans, stragglers = _plan(vault, todo, policy)
             carve = {"plans": [asdict(p) for p in plans], "stragglers": stragglers, "hc_ids": [None] * len(plans)}
             write_json(root / CARVE, carve)  # the whole decision on record before anything is minted
     if carve is not None:
@@ -101,13 +102,13 @@ def _read_carve(root: Path) -> dict | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
-def _plan(vault: Vault, todo: list[Node], llm: LLMClient) -> tuple[list[ClusterPlan], dict[str, str]]:
-    if llm.offline:
-        return offline_plans(todo), {}
-    answer = llm.ask(carve_request(todo, vault.of_type("hypothesis-cluster"), observations(vault), vault.main_question()))
-    if isinstance(answer, Rejected):
+def _plan(vault: Vault, todo: list[Node], policy: Policy) -> tuple[list[ClusterPlan], dict[str, str]]:
+    """The carve of ``todo``: (plans, stragglers to drop with their reasons)."""
+    def offline(note: str | None) -> tuple[list[ClusterPlan], dict[str, str]]:
         plans = offline_plans(todo)
-        for p in plans:
-            p.justification += f"\n\nThe model's carving was rejected ({answer.reason}); this offline grouping stands in."
+        for p in plans if note else []:
+            p.justification += f"\n\n{note[0].upper()}{note[1:]}; this offline grouping stands in."
         return plans, {}
-    return plans_from_model(answer, todo)
+
+    request = carve_request(todo, vault.of_type("hypothesis-cluster"), observations(vault), vault.main_question())
+    return policy.decide("carving", [Ask(request, lambda answer, _by: plans_from_model(answer, todo), offline)])[0]

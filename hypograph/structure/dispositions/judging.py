@@ -7,13 +7,16 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from hypograph.llm.client import LLMClient, Rejected, Request, untrusted
+from hypograph.llm.client import Request, untrusted
+from hypograph.llm.policy import OFFLINE, Ask, Policy
 from hypograph.structure.checks import NUMBERISH
 from hypograph.structure.dispositions.candidates import Candidate, node_text
 from hypograph.structure.dispositions.ledger import Ledger, PairDecision, TopicDecision, pair_key
 from hypograph.structure.scope import QUESTION_CHARS, observations, open_to_4a
 from hypograph.vault.nodes import Node
 from hypograph.vault.vault import Vault
+
+TOPIC_BATCH = 10  # hypotheses per topic question
 
 
 def separating_observations(a: Node, b: Node, obs: list[Node]) -> list[str]:
@@ -109,7 +112,7 @@ def topic_request(batch: list[Node], question: str) -> Request[TopicJudgements]:
                    schema=TopicJudgements, check=check)
 
 
-def decide(vault: Vault, candidates: list[Candidate], ledger: Ledger, llm: LLMClient) -> Ledger:
+def decide(vault: Vault, candidates: list[Candidate], ledger: Ledger, policy: Policy) -> Ledger:
     """Fill the ledger with a decision for every new candidate pair and active hypothesis."""
     nodes = {h.id: h for h in open_to_4a(vault)}
     obs = observations(vault)
@@ -120,35 +123,46 @@ def decide(vault: Vault, candidates: list[Candidate], ledger: Ledger, llm: LLMCl
         if c.human:  # a person's verdict always stands, even over an earlier one
             ledger.pairs[key] = PairDecision(pair=(c.a, c.b), decision=c.human, decided_by="human",
                                              rationale="Recorded in proximity/review.json.")
-        elif key not in ledger.pairs or (not llm.offline and ledger.pairs[key].decided_by == "policy"):
+        elif key not in ledger.pairs or (not policy.offline and ledger.pairs[key].decided_by == OFFLINE):
             todo.append(c)  # new, or decided by the offline policy and now a model can judge it
-    if llm.offline:
-        for c in todo:
-            separated = separating_observations(nodes[c.a], nodes[c.b], obs)
-            merge = c.auto_merge and not separated
-            reason = ("Offline policy: auto-merge pair (lexical near-identity) and no observation separates them."
-                      if merge else "Offline policy: kept separate — " + (
-                          f"observations {', '.join(separated)} may discriminate them." if c.auto_merge
-                          else "only auto-merge pairs are merged without a model."))
-            ledger.pairs[pair_key(c.a, c.b)] = PairDecision(pair=(c.a, c.b), decision="MERGE" if merge else "KEEP",
-                                                            rationale=reason, decided_by="policy")
-        return ledger
-    answers = llm.ask_many([merge_request(c, nodes, obs, question) for c in todo])
-    for c, j in zip(todo, answers):
-        if isinstance(j, Rejected):
-            d = PairDecision(pair=(c.a, c.b), decision="KEEP", decided_by="policy",
-                             rationale=f"Kept separate: the model's answer was rejected ({j.reason}).")
-        else:
-            d = PairDecision(pair=(c.a, c.b), decision=j.decision, decided_by=llm.decider, rationale=j.rationale,
-                             widened_statement=j.widened_statement, generalization_note=j.generalization_note)
+    asks = [_pair_ask(c, nodes, obs, question) for c in todo]
+    for c, d in zip(todo, policy.decide("merge", asks), strict=True):
         ledger.pairs[pair_key(c.a, c.b)] = d
     unjudged = [h for h in nodes.values() if h.id not in ledger.topics and not h.meta.get("origin")]
-    batches = [unjudged[k:k + 10] for k in range(0, len(unjudged), 10)]
-    for batch, j in zip(batches, llm.ask_many([topic_request(b, question) for b in batches])):
-        items = {} if isinstance(j, Rejected) else {i.hypothesis: i for i in j.items}
-        for n, h in enumerate(batch, start=1):
-            item = items.get(n)
-            ledger.topics[h.id] = TopicDecision(id=h.id, drop=bool(item and item.off_topic),
-                                                drop_reason=item.drop_reason if item else None,
-                                                decided_by=llm.decider if item else "policy")
+    batches = [unjudged[k:k + TOPIC_BATCH] for k in range(0, len(unjudged), TOPIC_BATCH)]
+    for decisions in policy.decide("topic", [_topic_ask(b, question) for b in batches]):
+        ledger.topics.update((d.id, d) for d in decisions)
     return ledger
+
+
+def _pair_ask(c: Candidate, nodes: dict[str, Node], obs: list[Node], question: str) -> Ask[MergeJudgement, PairDecision]:
+    def accept(j: MergeJudgement, decided_by: str) -> PairDecision:
+        return PairDecision(pair=(c.a, c.b), decision=j.decision, decided_by=decided_by, rationale=j.rationale,
+                            widened_statement=j.widened_statement, generalization_note=j.generalization_note)
+
+    def offline(note: str | None) -> PairDecision:
+        """Merge only an auto-merge pair no observation separates (conservative: errs towards KEEP)."""
+        separated = separating_observations(nodes[c.a], nodes[c.b], obs)
+        merge = c.auto_merge and not separated
+        head = "Offline policy" if note is None else f"Offline policy, as {note}"
+        reason = (f"{head}: auto-merge pair (lexical near-identity) and no observation separates them."
+                  if merge else f"{head}: kept separate — " + (
+                      f"observations {', '.join(separated)} may discriminate them." if c.auto_merge
+                      else "only auto-merge pairs are merged without a model."))
+        return PairDecision(pair=(c.a, c.b), decision="MERGE" if merge else "KEEP", rationale=reason, decided_by=OFFLINE)
+
+    return Ask(merge_request(c, nodes, obs, question), accept, offline)
+
+
+def _topic_ask(batch: list[Node], question: str) -> Ask[TopicJudgements, list[TopicDecision]]:
+    def accept(j: TopicJudgements, decided_by: str) -> list[TopicDecision]:
+        items = {i.hypothesis: i for i in j.items}  # the request's check: exactly one per number
+        return [TopicDecision(id=h.id, drop=items[n].off_topic, drop_reason=items[n].drop_reason, decided_by=decided_by)
+                for n, h in enumerate(batch, start=1)]
+
+    def offline(note: str | None) -> list[TopicDecision]:
+        """Drop nothing. With no model asked nothing is recorded, so a model configured later judges
+        these; standing in for a rejected answer, each is kept on record."""
+        return [] if note is None else [TopicDecision(id=h.id, drop=False, decided_by=OFFLINE) for h in batch]
+
+    return Ask(topic_request(batch, question), accept, offline)
