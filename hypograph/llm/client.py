@@ -57,6 +57,7 @@ class Usage:
     invalid_answers: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    fallback: int = 0  # rejected answers replaced by the offline decision (hypograph.llm.policy)
 
     def as_metadata(self) -> dict[str, int]:
         return {f"llm_{k}": v for k, v in self.__dict__.items()}
@@ -193,6 +194,11 @@ class LLMClient:
             return [self.ask(r) for r in requests]
         with ThreadPoolExecutor(max_workers=self.config.concurrency) as pool:
             return list(pool.map(self.ask, requests))
+
+    def count_fallback(self) -> None:
+        """Record that a rejected answer was replaced by the offline decision."""
+        with self._lock:
+            self.usage.fallback += 1
 
     # -- internals -------------------------------------------------------------------------------
 
