@@ -62,7 +62,6 @@ def _confirm(args) -> int:
 
 def _batch(args) -> int:
     from hypograph.casework import CaseGateway, CaseStore, HypothesisBuilder, HypothesisConfig, Status
-    from hypograph.casework.package import CasePackage
 
     config = HypothesisConfig.load(args.config) if args.config else HypothesisConfig()
     gateway = None if os.environ.get("HYPOGRAPH_LLM") == "offline" else CaseGateway.from_config(config)
@@ -82,7 +81,7 @@ def _batch(args) -> int:
     if args.into is not None:
         from hypograph.casework.bridge import mint_batch
 
-        print(mint_batch(CasePackage(store.root / case_id), args.into).line())
+        print(mint_batch(store.root / case_id, args.into).line())
     return 0
 
 
