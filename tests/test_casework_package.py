@@ -203,3 +203,26 @@ def test_batch_without_a_model_says_so_in_one_line_and_changes_nothing(tmp_path,
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "needs a model" in err and "nothing was changed" in err
     assert files(case, skip_state=False) == before
+
+
+# -- the domain API a Dagster layer wraps ------------------------------------------------------------
+
+def test_partitions_prepare_and_due_retries(tmp_path, llm_server):
+    from hypograph.casework import CaseStore, due_retries
+    from hypograph.casework.partitions import case_partitions, parse_key, partition_key
+
+    case = make_case(tmp_path / "cases", "a@r1")
+    make_case(tmp_path / "cases", "b", confirmed=False)
+    store = CaseStore(tmp_path / "cases")
+    assert case_partitions(store) == ["a@r1@r0001", "b@r0001"]
+    assert parse_key(partition_key("a@r1", 12)) == ("a@r1", 12)
+    with pytest.raises(HypographError, match="not <case_id>@rNNNN"):
+        parse_key("b")
+    builder = builder_for(case, [llm_server.url])
+    context = builder.prepare("a@r1", package_id(case))  # the confirmed-context asset: no model call
+    assert context["anchor"]["alias"] == "I4" and llm_server.requests == []
+    assert (case / H / "context.json").exists() and (case / H / "policy.json").exists()
+    assert builder.prepare("a@r1", package_id(case)) == context
+    with pytest.raises(HypographError, match="not confirmed"):
+        builder_for(tmp_path / "cases" / "b", [llm_server.url]).prepare("b", package_id(tmp_path / "cases" / "b"))
+    assert due_retries(store) == []

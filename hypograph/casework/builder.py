@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -25,10 +24,11 @@ from hypograph.errors import HypographError
 from hypograph.casework import rules
 from hypograph.casework.batch import assemble, paths
 from hypograph.casework.checks import run_checks
-from hypograph.casework.config import HypothesisConfig, HypothesisPolicy
+from hypograph.casework.config import HypothesisConfig
 from hypograph.casework.context import build_context, verified_interpretation
 from hypograph.casework.dispatch import DispatchState, Status
 from hypograph.casework.gateway import CaseGateway
+from hypograph.casework.guards import attempt_for, pinned_policy, refuse_undeclared
 from hypograph.casework.models import Answer
 from hypograph.casework.package import (HYPOTHESIS_POINTERS, PHASE_GENERATING, CaseBusy, CasePackage,
                                         CaseStore, json_text, rev_dir, sha_text)
@@ -37,8 +37,6 @@ from hypograph.casework.publish import Hook, prefixed
 from hypograph.atomic import write_text
 
 log = logging.getLogger("hypograph.casework")
-ATTEMPT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-POLICY_KEYS = ("min_hypotheses", "max_hypotheses", "initial_budget")
 
 
 @dataclass
@@ -88,11 +86,11 @@ class HypothesisBuilder:
         p = paths(rev)
         if (pkg.root / p["hypothesis_registry"]).exists():
             return self._reuse(pkg, m, rev, result)
-        self._refuse_undeclared(pkg, m, rev)
-        interp, catalogue = verified_interpretation(pkg, m)
-        policy = self._pinned_policy(pkg, rev)
+        refuse_undeclared(pkg, m, rev)
+        verified_interpretation(pkg, m)
+        pinned_policy(pkg, rev, self.config.policy)
         state = DispatchState.load(pkg, rev)
-        attempt = self._attempt(pkg, rev, state, attempt_id)
+        attempt = attempt_for(pkg, rev, state, attempt_id)
         if state is None or state.attempt_id != attempt:
             state = DispatchState(rev, attempt)
         if state.status == "BLOCKED":
@@ -101,9 +99,7 @@ class HypothesisBuilder:
         if state.status == "RETRY_PENDING" and self.clock() < state.due():
             return result(Status.RETRY_PENDING, f"attempt {attempt}: next round due at {state.due_at}",
                           attempt_id=attempt, due_at=state.due_at)
-        context, policy_text = build_context(pkg, m, interp, catalogue, policy, self.config.limits)
-        context_text = json_text(context)
-        m = self._save_context(pkg, m, rev, policy_text, context_text)
+        m, context, context_text = self._context_phase(pkg, m)
         generation = m["package_generation"]
         round_path = f"{rev_dir('hypotheses', rev)}/rounds/{attempt}.json"
         round_doc = pkg.read_optional(round_path)
@@ -138,6 +134,30 @@ class HypothesisBuilder:
                 self.hook("round-recorded")
         self._verify_round(pkg, round_path, round_doc, context, context_text)
         return self._publish(pkg, generation, state, round_doc, round_path, context, context_text, result, llm)
+
+    def prepare(self, case_id: str, package_id: str) -> dict:
+        """Phase 1 alone (the confirmed-context asset): verify the confirmed interpretation, pin the
+        policy and save policy.json and context.json if not saved yet; returns the context. Raises
+        CaseBusy while a dispatch holds the case."""
+        pkg = self.store.package(case_id)
+        with pkg.lock():
+            pkg.roll_forward()
+            m = pkg.manifest()
+            if m["package_id"] != package_id:
+                raise HypographError(f"{pkg.root / 'manifest.json'}: field 'package_id': {m['package_id']!r}, not {package_id!r}")
+            p = paths(m["analysis_revision"])
+            if (pkg.root / p["hypothesis_registry"]).exists():
+                return pkg.read_json(p["hypothesis_context"])
+            refuse_undeclared(pkg, m, m["analysis_revision"])
+            return self._context_phase(pkg, m)[1]
+
+    def _context_phase(self, pkg: CasePackage, m: dict) -> tuple[dict, dict, str]:
+        """(manifest after phase 1, context, its text): verified, policy pinned, both saved."""
+        interp, catalogue = verified_interpretation(pkg, m)
+        policy = pinned_policy(pkg, m["analysis_revision"], self.config.policy)
+        context, policy_text = build_context(pkg, m, interp, catalogue, policy, self.config.limits)
+        context_text = json_text(context)
+        return self._save_context(pkg, m, m["analysis_revision"], policy_text, context_text), context, context_text
 
     def _save_context(self, pkg: CasePackage, m: dict, rev: int, policy_text: str, context_text: str) -> dict:
         """Phase 1 (once per revision): policy and context saved before any model request."""
@@ -203,47 +223,6 @@ class HypothesisBuilder:
         note = f"; restored manifest pointers {', '.join(restored)}" if restored else ""
         return result(Status.COMPLETED, f"already published ({', '.join(ids)}); reused, nothing regenerated{note}",
                       attempt_id=doc["attempt_id"], hypothesis_ids=ids, paths=self._paths(pkg, rev), reused=True)
-
-    def _refuse_undeclared(self, pkg: CasePackage, m: dict, rev: int) -> None:
-        """Hypotheses or a completion without a registry are never silently replaced."""
-        p = paths(rev)
-        state = DispatchState.load(pkg, rev)
-        if (pkg.root / p["hypotheses"]).exists() or (state and state.status == "COMPLETED") or \
-                any(n in m["artifacts"] for n in ("hypotheses", "hypothesis_registry", "hypotheses_summary")):
-            raise HypographError(f"{pkg.root / p['hypothesis_registry']}: missing, but revision {rev} declares a batch "
-                                 "(hypotheses.json, a manifest pointer or a completed dispatch); refusing to replace "
-                                 "it with a fresh allocation")
-
-    def _pinned_policy(self, pkg: CasePackage, rev: int) -> HypothesisPolicy:
-        saved = pkg.read_optional(paths(rev)["hypothesis_policy"])
-        if saved is None:
-            return self.config.policy
-        pinned = HypothesisPolicy.from_document(saved)
-        changed = [k for k in POLICY_KEYS if getattr(pinned, k) != getattr(self.config.policy, k)]
-        if changed:
-            k = changed[0]
-            raise HypographError(f"{pkg.root / paths(rev)['hypothesis_policy']}: hypotheses.{k} is pinned at "
-                                 f"{getattr(pinned, k)} for revision {rev}, the config says {getattr(self.config.policy, k)}; "
-                                 "new values take effect with a new analysis revision")
-        return pinned
-
-    def _attempt(self, pkg: CasePackage, rev: int, state: DispatchState | None, requested: str | None) -> str:
-        errors = pkg.root / rev_dir("hypotheses", rev) / "errors"
-        rejected = {q.stem for q in errors.glob("*.json")} if errors.is_dir() else set()
-        if requested is not None:
-            if not ATTEMPT_RE.match(requested):
-                raise HypographError(f"attempt id {requested!r}: letters, digits, '.', '_' and '-' only")
-            if requested in rejected:
-                raise HypographError(f"{errors / (requested + '.json')}: attempt {requested} was rejected; "
-                                     "a correction needs a new attempt id")
-            return requested
-        if state is not None and state.attempt_id not in rejected:
-            return state.attempt_id
-        if not rejected:
-            return "1"
-        last = state.attempt_id if state else sorted(rejected)[-1]
-        raise HypographError(f"{errors / (last + '.json')}: attempt {last} of revision {rev} was rejected; "
-                             "pass a new attempt id (--attempt) to correct it under the same policy")
 
     def _rejections(self, pkg: CasePackage, rev: int) -> list[dict]:
         errors = pkg.root / rev_dir("hypotheses", rev) / "errors"
