@@ -105,8 +105,8 @@ class HypothesisBuilder:
         round_doc = pkg.read_optional(round_path)
         llm: dict = {}
         if round_doc is None:
-            outcome = await asyncio.to_thread(self.gateway.ask, build_request(context, attempt, self._rejections(pkg, rev)),
-                                              pkg.state_dir)
+            request = build_request(context, attempt, self._rejections(pkg, rev))
+            outcome = await asyncio.to_thread(self.gateway.ask, request, pkg.state_dir)
             llm = outcome.usage
             if outcome.outage:
                 state.fail_round(self.clock(), self.config.retry, "; ".join(outcome.failures))
@@ -127,7 +127,8 @@ class HypothesisBuilder:
             round_doc = {"analysis_revision": rev, "attempt_id": attempt, "phase": PHASE_GENERATING,
                          "endpoint": outcome.endpoint,
                          "bindings": {"context": {"path": p["hypothesis_context"], "sha256": sha_text(context_text)},
-                                      "policy": context["bindings"]["policy"]},
+                                      "policy": context["bindings"]["policy"],
+                                      "request_sha256": sha_text(request.system + "\0" + request.user)},
                          "answer": outcome.answer.model_dump(mode="json")}
             write_text(pkg.root / round_path, json_text(round_doc))
             if self.hook:

@@ -45,6 +45,9 @@ def case_from_vault(vault_root: Path | str, case_dir: Path | str) -> RevisionRep
     """Record the vault's current state as a new unconfirmed revision of ``case_dir`` (created if
     missing); unchanged since the last revision: nothing written."""
     root = Path(vault_root)
+    if (root / ".hypograph" / "journal.json").exists():
+        raise HypographError(f"{root / '.hypograph' / 'journal.json'}: the vault has an interrupted write; "
+                             "finish it first (any hypograph command on the vault rolls it forward)")
     vault = open_vault(root, roll_forward=False)  # a read-only look: the vault is not ours to write
     prompt_path = root / "initial_prompt.md"
     if not prompt_path.is_file():
