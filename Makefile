@@ -2,7 +2,7 @@
 PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
-INPUT  ?= demo/vault
+INPUTS ?= $(wildcard demo/run demo/vault)
 
 .PHONY: demo test ui bench clean
 
@@ -28,14 +28,15 @@ demo: $(VENV)/.installed
 	@echo
 	$(BIN)/hypograph structure demo/vault
 	@echo
-	@echo "Browse the runs and lineage: make ui INPUT=demo/vault"
+	@echo "Browse the runs, lineage and checks of every input: make ui"
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest
 
-# The Dagster web UI on 127.0.0.1:3000 with this code location, on $(INPUT)'s own instance.
+# The Dagster web UI and daemon on 127.0.0.1:3000, on the instance the CLI writes to
+# ($$DAGSTER_HOME, else ~/.hypograph/dagster); $(INPUTS) are registered first.
 ui: $(VENV)/.installed
-	$(BIN)/hypograph ui $(INPUT)
+	$(BIN)/hypograph ui $(INPUTS)
 
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/proximity.py --sizes 1000,10000,100000

@@ -1,6 +1,6 @@
 """Proximity assets (seed 003): texts -> embeddings -> similarity graph -> clusters, graph -> dupes."""
 
-from dagster import MetadataValue, Output, asset
+from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
 from assets.metadata import cluster_report, cluster_table, pair_table
 from hypograph.hypotheses import Corpus, load_corpus
@@ -9,15 +9,17 @@ from hypograph.proximity.dupes import duplicate_pairs as find_duplicate_pairs
 from hypograph.proximity.embed import Embeddings, embed
 from hypograph.proximity.graph import SimilarityGraph
 from hypograph.proximity.graph import similarity_graph as build_similarity_graph
-from resources import HypographInput, ProximitySettings
+from assets.groups import PROXIMITY
+from assets.partitions import inputs
+from resources import Inputs, ProximitySettings
 
-GROUP = "proximity"
+ASSET = dict(group_name=PROXIMITY, io_manager_key="io_manager", partitions_def=inputs)
 
 
-@asset(group_name=GROUP, io_manager_key="proximity_io", kinds={"python"})
-def hypothesis_texts(context, hypograph_input: HypographInput) -> Output[Corpus]:
+@asset(**ASSET, kinds={"python"})
+def hypothesis_texts(context: AssetExecutionContext, inputs: Inputs) -> Output[Corpus]:
     """Every hypothesis of the input (run dir or vault), validated; bad files skipped or fatal."""
-    corpus = load_corpus(hypograph_input.root)
+    corpus = load_corpus(inputs.root(context.partition_key))
     for w in corpus.warnings:
         context.log.warning(w)
     return Output(corpus, metadata={
@@ -27,14 +29,14 @@ def hypothesis_texts(context, hypograph_input: HypographInput) -> Output[Corpus]
     })
 
 
-@asset(group_name=GROUP, io_manager_key="proximity_io", kinds={"scikitlearn"})
+@asset(**ASSET, kinds={"scikitlearn"})
 def hypothesis_embeddings(hypothesis_texts: Corpus, proximity: ProximitySettings) -> Output[Embeddings]:
     """L2-normalised rows, one per hypothesis: TF-IDF (sparse) or sentence-transformers (dense)."""
     emb = embed(hypothesis_texts.ids, hypothesis_texts.texts, proximity.backend, proximity.model)
     return Output(emb, metadata={"hypotheses": len(emb.ids), "backend": emb.backend, "model": emb.model, "dim": emb.dim})
 
 
-@asset(group_name=GROUP, io_manager_key="proximity_io", kinds={"python"})
+@asset(**ASSET, kinds={"python"})
 def similarity_graph(hypothesis_embeddings: Embeddings, proximity: ProximitySettings) -> Output[SimilarityGraph]:
     """Cosine similarity graph: an edge for every pair at or above the graph threshold."""
     emb = hypothesis_embeddings
@@ -45,7 +47,7 @@ def similarity_graph(hypothesis_embeddings: Embeddings, proximity: ProximitySett
     })
 
 
-@asset(group_name=GROUP, io_manager_key="proximity_io", kinds={"igraph"})
+@asset(**ASSET, kinds={"igraph"})
 def proximity_clusters(similarity_graph: SimilarityGraph, hypothesis_texts: Corpus,
                        hypothesis_embeddings: Embeddings, proximity: ProximitySettings):
     """Louvain communities (seeded), labelled C-01.. by size, each with its distinctive keywords."""
@@ -58,7 +60,7 @@ def proximity_clusters(similarity_graph: SimilarityGraph, hypothesis_texts: Corp
     })
 
 
-@asset(group_name=GROUP, io_manager_key="proximity_io", kinds={"python"})
+@asset(**ASSET, kinds={"python"})
 def duplicate_pairs(similarity_graph: SimilarityGraph, proximity: ProximitySettings):
     """Near-duplicate pairs at or above the dupe threshold, by descending similarity."""
     pairs = find_duplicate_pairs(similarity_graph, proximity.dupe_threshold)

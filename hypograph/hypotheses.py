@@ -32,6 +32,7 @@ silently leaving a hole in it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -41,8 +42,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from hypograph.errors import HypographError
+from hypograph.ids import ID_RE, id_sort_key
+from hypograph.journal import Journal
+from hypograph.vault.mint import structuring_lock
+from hypograph.vault.nodes import read_node  # the vault's reader: no YAML alias expansion
 
-ID_RE = re.compile(r"^([A-Z]+)-(\d+)$")
 STEP4_ORIGINS = ("step-4-residual", "step-4-constructed")
 WIKILINK_RE = re.compile(r"!?\[\[([^\]|#]+)(?:#[^\]|]*)?(?:\|([^\]]+))?\]\]")
 
@@ -85,12 +89,6 @@ class Corpus:
         return [h.text for h in self.hypotheses]
 
 
-def id_sort_key(node_id: str) -> tuple[str, int, str]:
-    """Natural order for ids: H-2 < H-10; ids of another shape sort after, as strings."""
-    m = ID_RE.match(node_id)
-    return (m.group(1), int(m.group(2)), "") if m else ("~", 0, node_id)
-
-
 def strip_wikilinks(text: str) -> str:
     """``[[S-2 - Liu 2023|Liu]]`` -> ``Liu``; ``[[H-3 - Title]]`` -> ``H-3 - Title``."""
     return WIKILINK_RE.sub(lambda m: (m.group(2) or m.group(1)).strip(), text)
@@ -114,10 +112,7 @@ def load_corpus(root: Path | str) -> Corpus:
     kind = detect_kind(root)
     warnings: list[str] = []
     if kind == "vault":
-        from hypograph.vault.mint import structuring_lock
-        from hypograph.vault.vault import JOURNAL, Journal
-
-        if (root / JOURNAL).exists():  # an interrupted (or running) structuring write: finish it first
+        if Journal(root).pending():  # an interrupted (or running) structuring write: finish it first
             with structuring_lock(root):
                 Journal(root).roll_forward()
         items = [_read_vault_node(p, root, warnings) for p in sorted((root / "hypotheses").glob("*.md"))]
@@ -185,8 +180,6 @@ def _id_problem(value: Any, filename_id: str) -> str | None:
 
 
 def _read_vault_node(path: Path, root: Path, warnings: list[str]) -> Hypothesis | None:
-    from hypograph.vault.nodes import read_node  # the vault's reader: no YAML alias expansion
-
     rel = str(path.relative_to(root))
     meta = read_node(root, path.relative_to(root)).meta
     filename_id, _, title = path.stem.partition(" - ")
@@ -239,8 +232,6 @@ def corpus_from_document(doc: dict) -> Corpus:
 
 def input_fingerprint(root: Path | str) -> str:
     """A cheap digest of ``hypotheses/`` (names, sizes, mtimes) that changes when any file does."""
-    import hashlib
-
     h = hashlib.sha256()
     for p in sorted((Path(root) / "hypotheses").glob("*")):
         if p.is_file():

@@ -1,4 +1,6 @@
-"""Proximity settings shared by the proximity assets and their checks."""
+"""Proximity settings shared by the proximity assets and their checks (run config in the Launchpad)."""
+
+from typing import Literal
 
 from dagster import ConfigurableResource
 from pydantic import Field
@@ -10,9 +12,9 @@ from hypograph.proximity.graph import DEFAULT_THRESHOLD
 class ProximitySettings(ConfigurableResource):
     """Embedding backend and the seed's thresholds (graph 0.30, dupes 0.80, auto-merge 0.92)."""
 
-    backend: str = Field(default="tfidf", description="tfidf | sbert")
+    backend: Literal["tfidf", "sbert"] = Field(default="tfidf", description="tfidf (seed) or sbert (MiniLM, offline)")
     model: str | None = Field(default=None, description="sbert model name or local path")
-    graph_threshold: float = Field(default=DEFAULT_THRESHOLD, gt=0.0, le=1.0)
-    dupe_threshold: float = Field(default=DEFAULT_DUPE_THRESHOLD, ge=0.0, le=1.0)
+    graph_threshold: float = Field(default=DEFAULT_THRESHOLD, ge=0.0, le=1.0, description="edge at or above")
+    dupe_threshold: float = Field(default=DEFAULT_DUPE_THRESHOLD, ge=0.0, le=1.0, description="duplicate pair at or above")
     auto_merge: float = Field(default=AUTO_MERGE_THRESHOLD, ge=0.0, le=1.0, description="MERGE without a model above this")
-    algorithm: str = Field(default="louvain", description="louvain | components")
+    algorithm: Literal["louvain", "components"] = Field(default="louvain", description="community finder")

@@ -492,12 +492,9 @@ def test_prox_adjudicate_pair_with_a_missing_hypothesis_fails_in_one_line(prox_r
 # -- the Dagster job ---------------------------------------------------------------------------------------------------------
 
 def run_proximity_job(root: Path):
-    from dagster import DagsterInstance
+    from conftest import execute
 
-    from pipelines.definitions import build_definitions
-
-    job = build_definitions(root).resolve_job_def("proximity")
-    return job.execute_in_process(instance=DagsterInstance.ephemeral(), raise_on_error=False)
+    return execute(root, "proximity", offline=None)
 
 
 def asset_metadata(result, asset: str) -> dict:

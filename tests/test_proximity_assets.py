@@ -4,17 +4,17 @@ temporary inputs, its blocking checks, metadata, idempotence, the sensor and the
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
-from dagster import DagsterInstance, DagsterRunStatus, RunRequest, SkipReason, build_sensor_context
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter, SkipReason, build_sensor_context
 
 import hypograph.proximity.checks as checks
-from conftest import RUN_DUPLICATES, RUN_IDS, VENV_BIN, offline_env, snapshot
+from conftest import RUN_DUPLICATES, RUN_IDS, VENV_BIN, execute, offline_env, snapshot
 from hypograph.prox_cli import main as prox_main
-from pipelines.definitions import build_definitions, hypotheses_changed
-from resources import HypographInput
+from pipelines.sensors import hypotheses_changed
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 SEED_FILES = ("embeddings.npz", "embedding-ids.json", "embedding-meta.json", "graph.json", "clusters.json", "dupes.json")
@@ -23,9 +23,8 @@ PROXIMITY_CHECKS = {"graph_covers_embedded_ids", "graph_is_symmetric", "clusters
 
 
 def run_proximity_job(root: Path, **settings):
-    """Execute the ``proximity`` job bound to ``root`` on a throwaway instance; never raises."""
-    job = build_definitions(root, **settings).resolve_job_def("proximity")
-    return job.execute_in_process(instance=DagsterInstance.ephemeral(), raise_on_error=False, run_config=QUIET)
+    """Execute the ``proximity`` job on ``root``'s partition on a throwaway instance; never raises."""
+    return execute(root, "proximity", offline=None, **settings)
 
 
 def materialized(result) -> set[str]:
@@ -180,15 +179,18 @@ def test_job_on_bundled_example(request, example):
 
 # -- sensor -------------------------------------------------------------------------------------
 
-def test_sensor_requests_a_run_only_when_hypotheses_change(run_dir, add_hypothesis):
-    resources = {"hypograph_input": HypographInput(path=str(run_dir))}
-    first = hypotheses_changed(build_sensor_context(resources=resources))
-    assert isinstance(first, RunRequest)
-    unchanged = hypotheses_changed(build_sensor_context(cursor=first.run_key, resources=resources))
+def test_sensor_requests_a_run_only_when_hypotheses_change(run_dir, example_vault, add_hypothesis):
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("inputs", [str(run_dir.resolve()), str(example_vault.resolve())])
+    context = build_sensor_context(instance=instance)
+    first = hypotheses_changed(context)
+    assert {(r.partition_key, r.job_name) for r in first} == {
+        (str(run_dir.resolve()), "proximity"), (str(example_vault.resolve()), "structure")}
+    unchanged = hypotheses_changed(build_sensor_context(instance=instance, cursor=context.cursor))
     assert isinstance(unchanged, SkipReason)
     add_hypothesis(run_dir, "H-11", statement="Mites and viruses again.")
-    changed = hypotheses_changed(build_sensor_context(cursor=first.run_key, resources=resources))
-    assert isinstance(changed, RunRequest) and changed.run_key != first.run_key
+    changed = hypotheses_changed(build_sensor_context(instance=instance, cursor=context.cursor))
+    assert [(r.partition_key, r.job_name) for r in changed] == [(str(run_dir.resolve()), "proximity")]
 
 
 # -- the hypograph CLI --------------------------------------------------------------------------
@@ -207,10 +209,11 @@ def test_hypograph_proximity_prints_summary_and_records_the_run(run_dir):
     assert "  C-03: " in out
     assert "0.9" in out and "H-4  H-5" in out and "H-1  H-2" in out
 
-    home = run_dir / ".hypograph" / "dagster"
-    assert (home / "storage").is_dir()
+    home = Path(os.environ["DAGSTER_HOME"])  # the one shared instance (a throwaway one in tests)
+    assert not (run_dir / ".hypograph" / "dagster").exists()
     with DagsterInstance.from_config(str(home)) as instance:
-        runs = instance.get_runs()
+        runs = instance.get_runs(filters=RunsFilter(tags={"dagster/partition": str(run_dir.resolve())}))
+        assert str(run_dir.resolve()) in instance.get_dynamic_partitions("inputs")
     assert [(r.job_name, r.status) for r in runs] == [("proximity", DagsterRunStatus.SUCCESS)]
 
 

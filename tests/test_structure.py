@@ -21,8 +21,9 @@ import pytest
 from dagster import DagsterInstance
 
 import hypograph.structure.carving as carving
-import hypograph.vault.vault as vault_module
-from conftest import EXAMPLE_VAULT, SHARED_VAULTS, VENV_BIN, copy_tree, node_markdown, offline_env, snapshot
+import hypograph.journal as journal_module
+from conftest import (EXAMPLE_VAULT, RECORDED_STRUCTURE, SHARED_VAULTS, VENV_BIN, copy_tree, execute, node_markdown,
+                      offline_env, snapshot, structure_record)
 from hypograph.llm import LLMClient, LLMConfig
 from hypograph.proximity.adjudicate import Decision
 from hypograph.proximity.store import read_verdicts
@@ -33,9 +34,9 @@ from hypograph.structure.dispositions import (
     LEDGER, MERGE_SYSTEM, TOPIC_SYSTEM, TopicDecision, apply_dispositions, read_ledger, run_dispositions)
 from hypograph.structure.structure_map import MAP, structure_counts
 from hypograph.vault.nodes import link_target
-from hypograph.vault.vault import JOURNAL, open_vault
+from hypograph.journal import JOURNAL
+from hypograph.vault.vault import open_vault
 from llm_stub import adjudication_answer, answer, asked_clusters, asked_pairs, cluster_label_answer, llm_env, llm_server  # noqa: F401
-from pipelines.definitions import build_definitions
 
 SAHUL = Path(__file__).resolve().parent / "fixtures" / "sahul"
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -58,8 +59,7 @@ def start_structure(root: Path) -> subprocess.Popen:
 
 def run_job(root: Path, offline: bool = True):
     """The Dagster ``structure`` job in this process (so monkeypatches reach it)."""
-    job = build_definitions(root, offline=offline).resolve_job_def("structure")
-    return job.execute_in_process(instance=DagsterInstance.ephemeral(), raise_on_error=False, run_config=QUIET)
+    return execute(root, "structure", offline=offline)
 
 
 def failures(root: Path) -> dict[int, list]:
@@ -222,6 +222,19 @@ def test_structure_cli_on_example_vault(cli_runs):
     assert f"| H in (step 3) | {sum(1 for p in before if p.startswith('hypotheses/'))} |" in text
 
 
+@pytest.mark.parametrize("name", ["example", *REAL_VAULTS])
+def test_structure_cli_writes_the_recorded_bytes(cli_runs, name):
+    """Every file of the structured vault, and the command's output, as recorded before the core
+    was refactored (tests/record_structure.py re-records, for an intended change only)."""
+    root, _, proc = cli_run(cli_runs, name)
+    assert proc.returncode == 0, proc.stderr
+    recorded = json.loads(RECORDED_STRUCTURE.read_text(encoding="utf-8"))[name]
+    fresh = structure_record(root, proc.stdout)
+    assert fresh["<stdout>"] == recorded["<stdout>"]
+    differ = sorted(rel for rel in fresh.keys() | recorded.keys() if fresh.get(rel) != recorded.get(rel))
+    assert differ == []
+
+
 @pytest.fixture(scope="module")
 def rerun(cli_runs, tmp_path_factory):
     """A copy of the structured example vault (mtimes kept) before and after a second run."""
@@ -307,9 +320,11 @@ def test_offline_merge_bookkeeping(bee_structured):
     assert failures(root) == {}
 
 
-def test_both_look_alike_pairs_are_auto_merge_candidates(bee_structured):
+def test_both_look_alike_pairs_are_auto_merge_candidates(tmp_path):
     """The premise of the two tests around this one: proximity auto-merges both pairs (TF-IDF > 0.92)."""
-    auto = {d.pair for d in read_verdicts(bee_structured[0]) if d.verdict == "MERGE" and d.decided_by == "auto"}
+    root = build_bee_vault(tmp_path / "vault")
+    assert execute(root, "proximity").success
+    auto = {d.pair for d in read_verdicts(root) if d.verdict == "MERGE" and d.decided_by == "auto"}
     assert auto == {("H-3", "H-4"), ("H-9", "H-10")}
 
 
@@ -737,7 +752,7 @@ def ids_on_disk(root: Path) -> list[str]:
 def test_merge_interrupted_between_journal_steps_is_completed_by_next_run(tmp_path, monkeypatch):
     root = build_bee_vault(tmp_path / "vault")
     before = ids_on_disk(root)
-    real_apply_step = vault_module.apply_step
+    real_apply_step = journal_module.apply_step
     calls = []
 
     def crash_after_first_step(vault_root, step):
@@ -746,7 +761,7 @@ def test_merge_interrupted_between_journal_steps_is_completed_by_next_run(tmp_pa
             raise RuntimeError("injected crash between journal steps")
         return real_apply_step(vault_root, step)
 
-    monkeypatch.setattr(vault_module, "apply_step", crash_after_first_step)
+    monkeypatch.setattr(journal_module, "apply_step", crash_after_first_step)
     assert not run_job(root).success
     assert len(calls) == 2
     assert ids_on_disk(root) == before  # nothing lost, nothing in two places

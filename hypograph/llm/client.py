@@ -132,7 +132,7 @@ class LLMClient:
         self._json_schema_supported = True
         self._openai = None
         if not config.offline:
-            from openai import OpenAI
+            from openai import OpenAI  # heavy: only when a model is configured
 
             self._openai = OpenAI(
                 api_key=config.api_key.get_secret_value(), base_url=config.base_url,
@@ -227,7 +227,7 @@ class LLMClient:
         return Rejected(f"invalid answer after {attempts} attempts: {error}", attempts)
 
     def _complete(self, request: Request, messages: list[dict], attempt: int) -> str:
-        import openai
+        import openai  # heavy: only when a model is asked
 
         kwargs = {"model": self.config.model, "messages": messages, "temperature": 0}
         if self._json_schema_supported:

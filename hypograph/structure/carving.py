@@ -29,15 +29,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel, Field
+from scipy.sparse.csgraph import connected_components
 
 from hypograph.atomic import write_json
-from hypograph.hypotheses import id_sort_key
+from hypograph.ids import id_number, id_sort_key
+from hypograph.journal import Journal, Step
 from hypograph.llm.client import LLMClient, Rejected, Request, untrusted
+from hypograph.proximity.embed import embed_tfidf
 from hypograph.structure.checks import NUMBERISH
 from hypograph.structure.dispositions import QUESTION_CHARS, active_hypotheses, drop, observations
+from hypograph.structure.members import embeds, member_links, set_members
 from hypograph.vault.mint import create_node, structuring_lock
-from hypograph.vault.nodes import Node, clean_title, id_number, link_target
-from hypograph.vault.vault import Journal, Vault, open_vault
+from hypograph.vault.nodes import Node, clean_title, link_target
+from hypograph.vault.vault import Vault, open_vault
 
 CARVE = Path(".hypograph") / "carving.json"  # a carve being applied: plans, stragglers, minted HC ids
 QUESTION_LINK = 0.5
@@ -208,10 +212,6 @@ def _renumber(text: str | None, ids: list[str]) -> str:
 
 def offline_plans(hyps: list[Node]) -> list[ClusterPlan]:
     """Group by question-hint similarity; each group a cluster with a residual; stated as heuristic."""
-    from scipy.sparse.csgraph import connected_components
-
-    from hypograph.proximity.embed import embed_tfidf
-
     if not hyps:
         return []
     hints = [str(h.meta.get("question") or h.meta.get("statement") or h.title) for h in hyps]
@@ -261,23 +261,19 @@ def _central_question(nodes: list[Node], hints: list[str], sims, members: list[i
 
 # -- apply ----------------------------------------------------------------------------------------
 
-def _embeds(members: list[Node]) -> str:
-    return "\n\n".join(f"![[{m.path.stem}]]" for m in members)
-
-
 def _create_cluster(vault: Vault, plan: ClusterPlan) -> str:
     """Mint the HC node with its paper members. Constructed members and the residual are minted by
     ``repair`` from the saved carve; depends_on starts empty and is set once every cluster of the
     carve has its id. Returns the HC id."""
     members = sorted((vault.nodes[i] for i in plan.members), key=lambda m: id_number(m.id))
-    meta = {"hypotheses": [f"[[{m.path.stem}]]" for m in members], "exclusivity": plan.exclusivity,
+    meta = {"hypotheses": member_links(members), "exclusivity": plan.exclusivity,
             "exhaustive_by_construction": plan.exhaustive, "independence": plan.independence,
             "depends_on": []}
     if plan.question:
         meta["question"] = plan.question
     if plan.relevance:
         meta["relevance"] = plan.relevance
-    body = f"\n{_embeds(members)}\n\n## Why this carving\n\n{plan.justification}\n"
+    body = f"\n{embeds(members)}\n\n## Why this carving\n\n{plan.justification}\n"
     hc_id, _ = create_node(vault.root, "hypothesis-cluster", plan.title, meta, body)
     return hc_id
 
@@ -308,7 +304,7 @@ def repair(vault: Vault, plans: dict[str, ClusterPlan]) -> list[str]:
             h = vault.nodes.get(member_id)
             if h is not None and h.meta.get("state") == "active" and link_target(h.meta.get("cluster")) != hc.id:
                 h.meta["cluster"] = hc.link
-                steps.append({"from": str(h.path), "to": str(h.path), "text": h.text()})
+                steps.append(Step(to=str(h.path), text=h.text()))
     Journal(vault.root).apply(steps)
     return minted
 
@@ -351,26 +347,9 @@ def _complete_cluster(vault: Vault, hc_id: str, plan: ClusterPlan | None) -> tup
         named = [m for m in members if m.meta.get("residual") is not True]
         named += sorted((h for h in adopted if h.meta.get("residual") is not True), key=lambda h: id_number(h.id))
         ordered = named + [m for m in members + adopted if m.meta.get("residual") is True]
-        hc.meta["hypotheses"] = [f"[[{m.path.stem}]]" for m in ordered]
-        hc.body = _replace_embeds(hc.body, ordered)
-        Journal(vault.root).apply([{"from": str(hc.path), "to": str(hc.path), "text": hc.text()}])
+        set_members(hc, ordered)
+        Journal(vault.root).apply([Step(to=str(hc.path), text=hc.text())])
     return minted, bool(minted or adopted)
-
-
-def _replace_embeds(body: str, members: list[Node]) -> str:
-    """Rewrite the first run of ``![[…]]`` embed lines (blank lines between them included) to list
-    ``members`` in order; every other line of the body is kept as it is."""
-    lines = body.split("\n")
-    first = next((k for k, l in enumerate(lines) if l.strip().startswith("![[")), None)
-    if first is None:
-        return f"\n{_embeds(members)}\n" + body
-    last = first
-    for k in range(first, len(lines)):
-        if lines[k].strip().startswith("![["):
-            last = k
-        elif lines[k].strip():
-            break
-    return "\n".join(lines[:first] + _embeds(members).split("\n") + lines[last + 1:])
 
 
 def run_clusters(vault: Vault, llm: LLMClient) -> ClusterReport:
@@ -438,7 +417,7 @@ def _set_depends_on(vault: Vault, plans: list[ClusterPlan], new_ids: list[str]) 
         if plan.depends_on:
             hc = vault.nodes[hc_id]
             hc.meta["depends_on"] = [f"{new_ids[k]}: {note}" for k, note in plan.depends_on]
-            steps.append({"from": str(hc.path), "to": str(hc.path), "text": hc.text()})
+            steps.append(Step(to=str(hc.path), text=hc.text()))
     Journal(vault.root).apply(steps)
 
 
@@ -448,5 +427,5 @@ def _drop_stragglers(vault: Vault, stragglers: dict[str, str]) -> None:
         if vault.nodes[h_id].meta.get("state") == "dropped":
             continue  # dropped by the run this one completes
         for node, dest in drop(vault, vault.nodes[h_id], reason):
-            steps.append({"from": str(node.path), "to": str(dest), "text": node.text()})
+            steps.append(Step(to=str(dest), text=node.text(), src=str(node.path)))
     Journal(vault.root).apply(steps)

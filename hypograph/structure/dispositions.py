@@ -30,11 +30,18 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from hypograph.atomic import write_json
-from hypograph.hypotheses import id_sort_key
+from hypograph.errors import HypographError
+from hypograph.hypotheses import detect_kind, strip_wikilinks
+from hypograph.ids import id_sort_key
+from hypograph.journal import Journal, Step
 from hypograph.llm.client import LLMClient, Rejected, Request, untrusted
+from hypograph.proximity.embed import embed
+from hypograph.proximity.graph import nearest_neighbours
+from hypograph.structure.baseline import record_baseline
 from hypograph.structure.checks import NUMBERISH
+from hypograph.vault.mint import structuring_lock
 from hypograph.vault.nodes import Node, link_target
-from hypograph.vault.vault import Journal, Vault
+from hypograph.vault.vault import Vault, open_vault
 
 LEDGER = Path(".hypograph") / "dispositions.json"
 NEIGHBOURS = 3
@@ -116,9 +123,6 @@ def observations(vault: Vault) -> list[Node]:
 
 def candidate_pairs(hypotheses: list[Node], verdicts: list, k: int = NEIGHBOURS, semantic: bool = False) -> list[Candidate]:
     """Proximity's duplicate pairs among ``hypotheses`` plus each one's ``k`` nearest neighbours."""
-    from hypograph.proximity.embed import embed
-    from hypograph.proximity.graph import nearest_neighbours
-
     ids = [h.id for h in hypotheses]
     by_id = {h.id: h for h in hypotheses}
     out: dict[str, Candidate] = {}
@@ -148,8 +152,6 @@ def _has_sbert() -> bool:
 
 
 def _text(node: Node) -> str:
-    from hypograph.hypotheses import strip_wikilinks
-
     return strip_wikilinks(f"{node.title} {node.meta.get('statement') or ''}").strip()
 
 
@@ -158,7 +160,7 @@ def _text(node: Node) -> str:
 def separating_observations(a: Node, b: Node, obs: list[Node]) -> list[str]:
     """Offline stand-in for the discriminability test: observations that mention a content word one
     hypothesis has and the other lacks (English stop words aside). Errs towards 'separated'."""
-    from sklearn.feature_extraction.text import CountVectorizer
+    from sklearn.feature_extraction.text import CountVectorizer  # heavy: only when judging offline
 
     words = CountVectorizer(stop_words="english").build_analyzer()
     terms_a, terms_b = set(words(_text(a))), set(words(_text(b)))
@@ -385,7 +387,7 @@ def apply_dispositions(vault: Vault, ledger: Ledger) -> DispositionReport:
     report = DispositionReport(decisions=len(ledger.pairs) + len(ledger.topics))
     drops = {t.id: t.drop_reason for t in ledger.topics.values() if t.drop and t.id in ids}
     groups = merge_groups([i for i in ids if i not in drops], ledger)
-    steps: list[dict] = []
+    steps: list[Step] = []
     touched: dict[str, tuple[Node, Path]] = {}
     for survivor_id, absorbed_ids in groups.items():
         survivor, absorbed = vault.nodes[survivor_id], [vault.nodes[x] for x in absorbed_ids]
@@ -413,7 +415,7 @@ def apply_dispositions(vault: Vault, ledger: Ledger) -> DispositionReport:
     # Survivors first, then moves: a merged node never points at a survivor not yet written.
     for node, dest in touched.values():
         if node.changed or dest != node.path:
-            steps.append({"from": str(node.path), "to": str(dest), "text": node.text()})
+            steps.append(Step(to=str(dest), text=node.text(), src=str(node.path)))
     report.files_changed = Journal(vault.root).apply(steps)
     report.active = [h.id for h in active if h.id not in drops and not any(h.id in a for a in groups.values())]
     return report
@@ -421,12 +423,6 @@ def apply_dispositions(vault: Vault, ledger: Ledger) -> DispositionReport:
 
 def run_dispositions(vault: Vault, verdicts: list, llm: LLMClient, k: int = NEIGHBOURS) -> DispositionReport:
     """4a end to end: candidates, decisions (ledger), then the vault changes."""
-    from hypograph.errors import HypographError
-    from hypograph.hypotheses import detect_kind
-    from hypograph.structure.baseline import record_baseline
-    from hypograph.vault.mint import structuring_lock
-    from hypograph.vault.vault import open_vault
-
     if detect_kind(vault.root) != "vault":
         raise HypographError(f"{vault.root}: step 4 structures a vault (hypotheses/*.md), not a run directory")
     with structuring_lock(vault.root):

@@ -20,7 +20,6 @@ from frontmatter.default_handlers import YAMLHandler
 from hypograph.errors import HypographError
 
 FRONTMATTER_RE = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*(?:\r?\n|\Z)", re.S | re.M)
-ID_RE = re.compile(r"^([A-Z]+)-(\d+)$")
 FILENAME_ID_RE = re.compile(r"^([A-Z]+-\d+)(?: - |\.md$|$)")
 LINK_RE = re.compile(r"!?\[\[([^\]|#]+?)(?:#[^\]|]*)?(?:\|[^\]]*)?\]\]")
 ILLEGAL_FILENAME_CHARS = re.compile(r'[/\\:*?"<>|\[\]#^\x00-\x1f]')
@@ -184,13 +183,6 @@ def link_target(link: Any) -> str | None:
     target = m.group(1).strip()
     fm = FILENAME_ID_RE.match(target)
     return fm.group(1) if fm else None
-
-
-def id_number(node_id: str) -> int:
-    m = ID_RE.match(node_id)
-    if not m:
-        raise ValueError(f"not an id: {node_id!r}")
-    return int(m.group(2))
 
 
 def clean_title(title: str, limit: int = 150) -> str:

@@ -4,24 +4,23 @@ Nodes are ``.md`` files with an ``id`` in their frontmatter, in any sub-folder e
 (``agent-notes/``, ``proximity/``, ``.hypograph/``, dot-folders). Top-level files such as
 ``initial_prompt.md`` or a problem log are not nodes and are never touched.
 
-Writes go through ``Journal``: the whole plan (moves and new texts) is saved first, then applied
-one file at a time, each step atomic and idempotent; if a run dies half-way, the next ``open_vault``
-rolls the plan forward before reading. Nothing is ever deleted.
+Writes go through ``hypograph.journal.Journal``: the whole plan (moves and new texts) is saved
+first, then applied one file at a time, each step atomic and idempotent; if a run dies half-way,
+the next ``open_vault`` rolls the plan forward before reading. Nothing is ever deleted.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from hypograph.atomic import write_json, write_text
 from hypograph.errors import HypographError
-from hypograph.vault.nodes import FILENAME_ID_RE, ID_RE, Node, link_target, read_node
+from hypograph.journal import Journal
+from hypograph.ids import ID_RE, id_sort_key
+from hypograph.vault.nodes import FILENAME_ID_RE, Node, link_target, read_node
 
 SKIP_DIRS = {"agent-notes", "proximity", ".hypograph", ".obsidian", ".git", ".trash"}
-JOURNAL = Path(".hypograph") / "journal.json"
 
 # node type -> (id prefix, folder), as the seed pipeline lays a vault out
 NODE_TYPES: dict[str, tuple[str, str]] = {
@@ -42,8 +41,6 @@ class Vault:
     nodes: dict[str, Node]
 
     def of_type(self, node_type: str) -> list[Node]:
-        from hypograph.hypotheses import id_sort_key
-
         return sorted((n for n in self.nodes.values() if n.type == node_type), key=lambda n: id_sort_key(n.id))
 
     def resolve(self, link) -> Node | None:
@@ -92,58 +89,3 @@ def open_vault(root: Path | str, roll_forward: bool = True) -> Vault:
             raise HypographError(f"{rel}: field 'id': {node_id} is also the id of {nodes[node_id].path}")
         nodes[node_id] = node
     return Vault(root, nodes)
-
-
-class Journal:
-    """A saved plan of file moves and rewrites, applied idempotently."""
-
-    def __init__(self, root: Path):
-        self.root = Path(root)
-        self.path = self.root / JOURNAL
-
-    def apply(self, steps: list[dict]) -> int:
-        """Save ``steps`` ({"from", "to", "text"}), apply them, then clear. Returns files changed."""
-        if not steps:
-            return 0
-        write_json(self.path, {"steps": steps})
-        changed = self._run(steps)
-        self.path.unlink(missing_ok=True)  # another reader may have rolled the same plan forward
-        return changed
-
-    def roll_forward(self) -> int:
-        """Finish the plan of a run that died half-way, if any."""
-        if not self.path.exists():
-            return 0
-        try:
-            steps = json.loads(self.path.read_text(encoding="utf-8"))["steps"]
-        except (json.JSONDecodeError, KeyError, UnicodeDecodeError):
-            raise HypographError(f"{self.path}: unreadable journal of an interrupted run; inspect and remove it") from None
-        changed = self._run(steps)
-        self.path.unlink(missing_ok=True)  # another reader may have rolled the same plan forward
-        return changed
-
-    def _run(self, steps: list[dict]) -> int:
-        changed = 0
-        for step in steps:
-            changed += apply_step(self.root, step)
-        return changed
-
-
-def apply_step(root: Path, step: dict) -> int:
-    """Move ``from`` to ``to`` (if still there), then write ``text`` to ``to`` atomically.
-
-    Moving first and rewriting second means a node is never in two places and never missing.
-    """
-    src, dst = root / step["from"], root / step["to"]
-    moved = False
-    if src != dst and src.exists():
-        if dst.exists():
-            raise HypographError(f"{step['to']}: already exists; refusing to overwrite it with {step['from']}")
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.replace(src, dst)
-            moved = True
-        except FileNotFoundError:
-            if not dst.exists():  # not moved by a concurrent roll-forward either: really gone
-                raise
-    return int(write_text(dst, step["text"]) or moved)
