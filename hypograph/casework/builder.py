@@ -35,6 +35,7 @@ from hypograph.casework.package import (HYPOTHESIS_POINTERS, PHASE_GENERATING, C
 from hypograph.casework.prompt import build_request
 from hypograph.casework.publish import Hook, prefixed
 from hypograph.atomic import write_text
+from hypograph.journal import Step
 
 log = logging.getLogger("hypograph.casework")
 
@@ -241,7 +242,7 @@ class HypothesisBuilder:
         doc = {"analysis_revision": rev, "attempt_id": state.attempt_id, "phase": PHASE_GENERATING,
                "endpoint": endpoint, "reason": reason, "at": self.clock().isoformat(timespec="seconds")}
         state.status = "REJECTED"
-        pkg.journal().apply([_step(rel, json_text(doc)), _step(paths(rev)["dispatch"], state.text())])
+        pkg.journal().apply([Step(rel, json_text(doc)), Step(paths(rev)["dispatch"], state.text())])
         log.warning("%s phase %s: attempt %s rejected: %s", pkg.root, PHASE_GENERATING, state.attempt_id, reason)
         return result(Status.ERROR, f"attempt {state.attempt_id} rejected ({rel}): {reason}",
                       attempt_id=state.attempt_id, paths={"error": str(pkg.root / rel)}, llm=llm)
@@ -272,8 +273,3 @@ class HypothesisBuilder:
         p = paths(rev)
         return {k: str(pkg.root / p[k]) for k in ("hypotheses", "hypothesis_registry", "hypotheses_summary")}
 
-
-def _step(to: str, text: str):
-    from hypograph.journal import Step
-
-    return Step(to=to, text=text)

@@ -18,6 +18,14 @@ import sys
 from pathlib import Path
 
 from hypograph.errors import HypographError
+from hypograph.casework.bridge import mint_batch
+from hypograph.casework.builder import HypothesisBuilder
+from hypograph.casework.config import HypothesisConfig
+from hypograph.casework.dispatch import Status
+from hypograph.casework.from_vault import case_from_vault
+from hypograph.casework.gateway import CaseGateway
+from hypograph.casework.package import CaseStore
+from hypograph.casework.revision import confirm
 
 NEEDS_MODEL = ("needs a model: set [[endpoints]] in the --config file or HYPOGRAPH_LLM_MODEL "
                "(and HYPOGRAPH_LLM_BASE_URL); nothing was changed")
@@ -45,24 +53,18 @@ def add_case_parsers(subparsers) -> None:
 
 
 def _from_vault(args) -> int:
-    from hypograph.casework.from_vault import case_from_vault
-
     report = case_from_vault(args.path, args.case_dir)
     print(f"{report.case_dir} ({report.package_id}): {report.message}")
     return 0
 
 
 def _confirm(args) -> int:
-    from hypograph.casework.revision import confirm
-
     report = confirm(args.path, args.by)
     print(f"{report.case_dir} ({report.package_id}): {report.message}")
     return 0
 
 
 def _batch(args) -> int:
-    from hypograph.casework import CaseGateway, CaseStore, HypothesisBuilder, HypothesisConfig, Status
-
     config = HypothesisConfig.load(args.config) if args.config else HypothesisConfig()
     gateway = None if os.environ.get("HYPOGRAPH_LLM") == "offline" else CaseGateway.from_config(config)
     if gateway is None:
@@ -79,8 +81,6 @@ def _batch(args) -> int:
     if result.status is not Status.COMPLETED:
         return 2
     if args.into is not None:
-        from hypograph.casework.bridge import mint_batch
-
         print(mint_batch(store.root / case_id, args.into).line())
     return 0
 

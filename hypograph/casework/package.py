@@ -25,6 +25,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -33,6 +34,7 @@ from pydantic import BaseModel, ValidationError
 
 from hypograph.errors import HypographError
 from hypograph.journal import Journal, Step
+from hypograph.casework.publish import HookedJournal
 from hypograph.casework.models import Catalogue, Interpretation
 
 MANIFEST = "manifest.json"
@@ -145,8 +147,6 @@ class CasePackage:
     # -- writing ---------------------------------------------------------------------------------
 
     def journal(self, step_hook=None) -> Journal:
-        from hypograph.casework.publish import HookedJournal
-
         return HookedJournal(self.root, JOURNAL, step_hook)
 
     def roll_forward(self) -> int:
@@ -217,7 +217,5 @@ class CaseStore:
 
 def new_package_id(case_dir: Path) -> str:
     """A fresh package id: the directory's name and random hex (never reused across packages)."""
-    import re
-
     slug = re.sub(r"[^a-z0-9]+", "-", Path(case_dir).name.lower()).strip("-")[:40] or "case"
     return f"{slug}-{os.urandom(4).hex()}"

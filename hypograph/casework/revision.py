@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hypograph.errors import HypographError
+from hypograph.casework.context import verified_interpretation
 from hypograph.casework.models import Bindings, Catalogue, Interpretation, Source, Statement
 from hypograph.casework.package import (PHASE_INTERPRETED, CasePackage, json_text, new_package_id, rev_dir,
                                         sha_text)
@@ -85,8 +86,6 @@ def add_revision(case_dir: Path | str, inputs: dict[str, str], sources: list[Sou
 def confirm(case_dir: Path | str, by: str | None = None, now: dt.datetime | None = None) -> RevisionReport:
     """Mark the current revision's interpretation confirmed (a person's decision, recorded with
     who and when). Verifies the bindings first; confirming twice changes nothing."""
-    from hypograph.casework.context import verified_interpretation
-
     pkg = CasePackage(Path(case_dir))
     if not pkg.exists():
         raise HypographError(f"{pkg.root / 'manifest.json'}: missing (not a case package)")
