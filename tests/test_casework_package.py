@@ -88,6 +88,8 @@ def _edit(case: Path, rel: str, change) -> None:
     ("registry.json", lambda d: d["creations"].__setitem__(2, dict(d["creations"][1])), "registry_consistent",
      "more than one creation"),
     ("registry.json", lambda d: d["creations"][0]["budget_allocation"].update(initial=99), "budget_equal", "registry allocation"),
+    ("registry.json", lambda d: d.update(creations=[], created_count=0, next_id="H1", remaining_slots=5),
+     "registry_consistent", "no creation history"),
     ("hypotheses.json", lambda d: d["hypotheses"][2]["budget_allocation"].update(initial=150), "budget_equal", "{'initial': 150"),
     ("hypotheses.json", lambda d: d["hypotheses"][1].update(source_ids=["GONE"]), "references_resolve", "'GONE'"),
     ("hypotheses.json", lambda d: d["hypotheses"][0].update(interpretation_ids=["I1"]), "h1_grounded", "must cite I4"),
