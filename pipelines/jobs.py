@@ -3,8 +3,9 @@
 from dagster import AssetSelection, define_asset_job, in_process_executor
 
 from assets.groups import PROXIMITY, STRUCTURE
+from assets.casework import batch_vault_nodes, case_context, case_interpretation, hypothesis_batch
 from assets.library import hypothesis_library, round_candidates, round_dedup, round_persisted, round_scores
-from assets.partitions import inputs, library_rounds
+from assets.partitions import case_revisions, inputs, library_rounds
 
 # One process per run, not one per step: a small run finishes in seconds from the UI as from the CLI.
 proximity_job = define_asset_job(
@@ -34,4 +35,16 @@ rescore_job = define_asset_job(
 library_job = define_asset_job(
     "library", selection=[hypothesis_library], partitions_def=inputs, executor_def=in_process_executor,
     description="hypothesis_library.json as the rounds left it, validated, with the Phase-7 report.",
+)
+
+case_batch_job = define_asset_job(
+    "case_batch", selection=[case_interpretation, case_context, hypothesis_batch], partitions_def=case_revisions,
+    executor_def=in_process_executor,
+    description="The initial hypothesis batch of one case revision (seed 004): context, one model round, publication.",
+)
+
+case_into_vault_job = define_asset_job(
+    "case_batch_into_vault", selection=[case_interpretation, case_context, hypothesis_batch, batch_vault_nodes],
+    partitions_def=case_revisions, executor_def=in_process_executor,
+    description="The case batch, then its hypotheses minted into the configured vault as step-3 H nodes.",
 )

@@ -16,7 +16,7 @@ from hypograph.errors import HypographError
 from hypograph.casework import CasePackage, HypothesisConfig, Status
 from hypograph.casework.batch import escape
 from hypograph.casework.checks import run_checks
-from hypograph.casework.cli import main
+from pipelines.cli import main  # what `hypograph` runs: batch goes through Dagster
 from hypograph.casework.context import verified_interpretation
 from llm_stub import answer, llm_env, llm_offline, llm_server  # noqa: F401
 

@@ -114,7 +114,12 @@ EXPECTED_ASSETS = {
     "round_scores": ("library", {"round_dedup"}),
     "round_persisted": ("library", {"round_dedup", "round_scores"}),
     "hypothesis_library": ("library", {"round_persisted"}),
+    "case_interpretation": ("casework", set()),
+    "case_context": ("casework", {"case_interpretation"}),
+    "hypothesis_batch": ("casework", {"case_context"}),
+    "batch_vault_nodes": ("casework", {"hypothesis_batch"}),
 }
+CASE_ASSETS = {"case_interpretation", "case_context", "hypothesis_batch", "batch_vault_nodes"}
 ROUND_ASSETS = {"round_candidates", "round_dedup", "round_scores", "round_persisted"}
 EXPECTED_CHECKS = {
     ("similarity_graph", "graph_covers_embedded_ids"), ("similarity_graph", "graph_is_symmetric"),
@@ -128,6 +133,8 @@ EXPECTED_CHECKS = {
     ("hypothesis_clusters", "no_numbers_in_step4_fields"),
     ("hypothesis_library", "file_validates"), ("hypothesis_library", "scored"),
     ("hypothesis_library", "ids_unique_never_reused"), ("hypothesis_library", "statements_distinct"),
+    *(("hypothesis_batch", name) for name in ("registry_consistent", "budget_equal", "references_resolve",
+                                              "h1_grounded", "no_duplicates", "checked_together")),
 }
 
 
@@ -138,14 +145,16 @@ def test_definitions_snapshot():
         node = graph.get(key)
         name = key.to_user_string()
         assets[name] = (node.group_name, {p.to_user_string() for p in node.parent_keys})
-        dims = ([d.partitions_def.name for d in node.partitions_def.partitions_defs] if name in ROUND_ASSETS
-                else [node.partitions_def.name])
-        assert dims == (["inputs", "library_rounds"] if name in ROUND_ASSETS else ["inputs"]), name
-    assert assets == EXPECTED_ASSETS | {k: v for k, v in assets.items() if v[0] == "casework"}
+        multi = name in ROUND_ASSETS | CASE_ASSETS
+        dims = [d.partitions_def.name for d in node.partitions_def.partitions_defs] if multi else [node.partitions_def.name]
+        assert dims == (["inputs", "library_rounds"] if name in ROUND_ASSETS else
+                        ["inputs", "case_revisions"] if name in CASE_ASSETS else ["inputs"]), name
+    assert assets == EXPECTED_ASSETS
     checks = {(k.asset_key.to_user_string(), k.name): graph.get_check_spec(k).blocking
               for k in graph.asset_check_keys}
     assert EXPECTED_CHECKS <= set(checks) and all(checks[c] for c in EXPECTED_CHECKS)
     jobs = {j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__")}
-    assert {"proximity", "structure", "library_round", "library_rescore", "library"} <= jobs
-    assert {s.name for s in defs.schedules} >= {"nightly_proximity", "next_library_round"}
-    assert {s.name for s in defs.sensors} >= {"inputs_discovered", "hypotheses_changed"}
+    assert jobs == {"proximity", "structure", "library_round", "library_rescore", "library", "case_batch",
+                    "case_batch_into_vault"}
+    assert {s.name for s in defs.schedules} == {"nightly_proximity", "next_library_round"}
+    assert {s.name for s in defs.sensors} == {"inputs_discovered", "hypotheses_changed", "case_retries_due"}

@@ -117,3 +117,14 @@ def run_checks(pkg: CasePackage, revision: int | None = None) -> dict[str, list[
         "no_duplicates": no_duplicates(hyp_doc),
         "checked_together": checked_together(pkg, manifest, revision, hyp_doc, context),
     }
+
+
+# check name -> what it asserts (the blocking asset checks' descriptions).
+CHECKS: dict[str, str] = {
+    "registry_consistent": "Registry consistent with the batch: counts, next id, remaining slots, one creation per id.",
+    "budget_equal": "Every accepted hypothesis holds exactly the pinned initial budget.",
+    "references_resolve": "Every source and interpretation reference resolves in this exact context.",
+    "h1_grounded": "H1 cites human observation/report/comment data and the first known divergence (or fallback).",
+    "no_duplicates": "No two titles or mechanisms equal after normalisation.",
+    "checked_together": "hypotheses.json, registry.json and hypotheses.md published together, as the manifest says.",
+}
