@@ -209,17 +209,12 @@ def test_batch_without_a_model_says_so_in_one_line_and_changes_nothing(tmp_path,
 
 # -- the domain API a Dagster layer wraps ------------------------------------------------------------
 
-def test_partitions_prepare_and_due_retries(tmp_path, llm_server):
+def test_prepare_and_due_retries(tmp_path, llm_server):
     from hypograph.casework import CaseStore, due_retries
-    from hypograph.casework.partitions import case_partitions, parse_key, partition_key
 
     case = make_case(tmp_path / "cases", "a@r1")
     make_case(tmp_path / "cases", "b", confirmed=False)
     store = CaseStore(tmp_path / "cases")
-    assert case_partitions(store) == ["a@r1@r0001", "b@r0001"]
-    assert parse_key(partition_key("a@r1", 12)) == ("a@r1", 12)
-    with pytest.raises(HypographError, match="not <case_id>@rNNNN"):
-        parse_key("b")
     builder = builder_for(case, [llm_server.url])
     context = builder.prepare("a@r1", package_id(case))  # the confirmed-context asset: no model call
     assert context["anchor"]["alias"] == "I4" and llm_server.requests == []
