@@ -51,13 +51,24 @@ def open_instance() -> Iterator:
 
 
 def register(instance, root: Path) -> str:
-    """Add ``root`` as an input partition (idempotent); returns its key."""
-    from assets.partitions import INPUTS
+    """Add ``root`` as an input partition, and a case package's revisions (idempotent); returns its key."""
+    from assets.partitions import INPUTS, REVISIONS
 
     key = str(root.resolve())
     if not instance.has_dynamic_partition(INPUTS, key):
         instance.add_dynamic_partitions(INPUTS, [key])
+    new = [r for r in case_revision_keys(root) if not instance.has_dynamic_partition(REVISIONS, r)]
+    if new:
+        instance.add_dynamic_partitions(REVISIONS, new)
     return key
+
+
+def case_revision_keys(root: Path) -> list[str]:
+    """The revision partition keys (``r0001``…) of a case package; none for another kind of input."""
+    from assets.partitions import revision_key
+    from hypograph.casework.package import MANIFEST, CasePackage
+
+    return [revision_key(r) for r in CasePackage(root).revisions()] if (root / MANIFEST).is_file() else []
 
 
 def run_config(proximity: dict | None = None, offline: bool | None = None, log_level: str = "CRITICAL") -> dict:

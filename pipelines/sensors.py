@@ -10,7 +10,7 @@ from dagster import (
     SensorResult, SkipReason, schedule, sensor,
 )
 
-from assets.partitions import INPUTS, REVISIONS, ROUNDS, revision_key, revision_partition, round_partition
+from assets.partitions import INPUTS, REVISIONS, ROUNDS, revision_partition, round_partition
 from assets.partitions import inputs as input_partitions
 from assets.partitions import revisions as revision_partitions
 from hypograph.hypotheses import detect_kind, input_fingerprint
@@ -18,7 +18,8 @@ from hypograph.library.run import next_round, pending_rounds
 from hypograph.library.schema import library_path
 from hypograph.library.state import round_keys
 from hypograph.casework.dispatch import due_retries
-from hypograph.casework.package import MANIFEST, CasePackage
+from hypograph.casework.package import MANIFEST
+from pipelines.instance import case_revision_keys
 from pipelines.jobs import case_batch_job, library_round_job, proximity_job, structure_job
 from resources import Inputs
 
@@ -26,11 +27,6 @@ from resources import Inputs
 def looks_like_input(path: Path) -> bool:
     """A run directory or vault (``hypotheses/``), a library, or a case package."""
     return path.is_dir() and ((path / "hypotheses").is_dir() or library_path(path).exists() or (path / MANIFEST).is_file())
-
-
-def case_revision_keys(root: Path) -> list[str]:
-    """The revision partition keys of a case package (none for another kind of input)."""
-    return [revision_key(r) for r in CasePackage(root).revisions()] if (root / MANIFEST).is_file() else []
 
 
 @sensor(minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING)
