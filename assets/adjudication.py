@@ -3,12 +3,12 @@
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
 from assets.metadata import cluster_report, pair_table
+from assets.proximity import ASSET
 from hypograph.hypotheses import Corpus
 from hypograph.proximity.adjudicate import adjudicate, read_reviews, review_queue
 from hypograph.proximity.cluster_names import name_clusters
 from hypograph.proximity.communities import Clusters
 from hypograph.proximity.dupes import DuplicatePair
-from assets.proximity import ASSET
 from resources import Inputs, LLMResource, ProximitySettings
 
 

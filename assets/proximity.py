@@ -2,7 +2,9 @@
 
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
+from assets.groups import PROXIMITY
 from assets.metadata import cluster_table, pair_table
+from assets.partitions import inputs
 from hypograph.hypotheses import Corpus, load_corpus
 from hypograph.proximity.communities import labelled_clusters
 from hypograph.proximity.dupes import duplicate_pairs as find_duplicate_pairs
@@ -10,8 +12,6 @@ from hypograph.proximity.embed import Embeddings, embed
 from hypograph.proximity.graph import SimilarityGraph
 from hypograph.proximity.graph import similarity_graph as build_similarity_graph
 from hypograph.proximity.hints import highest_similarity, sparse_graph_hint
-from assets.groups import PROXIMITY
-from assets.partitions import inputs
 from resources import Inputs, ProximitySettings
 
 ASSET = dict(group_name=PROXIMITY, io_manager_key="io_manager", partitions_def=inputs)

@@ -7,14 +7,15 @@ partition key into the folder. ``hypothesis_texts`` has no seed format: its snap
 
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 from dagster import ConfigurableIOManager, InputContext, MetadataValue, OutputContext
 
+from assets.partitions import input_partition
 from hypograph.atomic import write_json
 from hypograph.hypotheses import corpus_document, corpus_from_document
-from assets.partitions import input_partition
 from hypograph.library.persist import load_round
 from hypograph.library.rounds import PersistPlan, RoundCandidates, RoundDedup, RoundScores
 from hypograph.library.state import round_dir, write_model

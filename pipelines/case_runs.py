@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 from assets.partitions import REVISIONS, revision_key, revision_partition
 from hypograph.casework.cli import NEEDS_MODEL, add_case_parsers

@@ -26,8 +26,9 @@ from pathlib import Path
 from hypograph.errors import HypographError
 from hypograph.library.cli import add_library_parser, library_command
 from pipelines import case_runs, summaries
-from pipelines.library_runs import dagster_round_runner
 from pipelines.instance import dagster_home, open_instance, register, run_job
+from pipelines.library_runs import dagster_round_runner
+
 
 def _proximity(args) -> int:
     root = args.path.resolve()

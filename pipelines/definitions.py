@@ -11,10 +11,22 @@ from dagster import Definitions
 from assets import adjudication, casework, library, proximity, structure
 from assets.checks import CASE_CHECKS, LIBRARY_CHECKS, PROXIMITY_CHECKS, STRUCTURE_CHECKS
 from io_managers import HypographIOManager
-from pipelines.jobs import (case_batch_job, case_into_vault_job, library_job, library_round_job, proximity_job,
-                           rescore_job, structure_job)
-from pipelines.sensors import (case_retries_due, hypotheses_changed, inputs_discovered, next_library_round,
-                               nightly_proximity)
+from pipelines.jobs import (
+                           case_batch_job,
+                           case_into_vault_job,
+                           library_job,
+                           library_round_job,
+                           proximity_job,
+                           rescore_job,
+                           structure_job,
+)
+from pipelines.sensors import (
+                           case_retries_due,
+                           hypotheses_changed,
+                           inputs_discovered,
+                           next_library_round,
+                           nightly_proximity,
+)
 from resources import Inputs, LLMResource, ProximitySettings
 from resources.casework import CaseSettings
 from resources.library import LibrarySettings

@@ -2,8 +2,8 @@
 
 from dagster import AssetSelection, define_asset_job, in_process_executor
 
-from assets.groups import PROXIMITY, STRUCTURE
 from assets.casework import batch_vault_nodes, case_context, case_interpretation, hypothesis_batch
+from assets.groups import PROXIMITY, STRUCTURE
 from assets.library import hypothesis_library, round_candidates, round_dedup, round_persisted, round_scores
 from assets.partitions import case_revisions, inputs, library_rounds
 

@@ -15,13 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hypograph.errors import HypographError
-from hypograph.vault.mint import create_node
-from hypograph.vault.vault import open_vault
 from hypograph.casework.batch import paths
 from hypograph.casework.checks import run_checks
 from hypograph.casework.package import CasePackage
 from hypograph.casework.rules import describe
+from hypograph.errors import HypographError
+from hypograph.vault.mint import create_node
+from hypograph.vault.vault import open_vault
 
 
 @dataclass

@@ -17,10 +17,10 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
-from hypograph.errors import HypographError
+from hypograph.atomic import write_text
 from hypograph.casework import rules
 from hypograph.casework.batch import assemble, paths
 from hypograph.casework.checks import run_checks
@@ -30,11 +30,19 @@ from hypograph.casework.dispatch import DispatchState, Status
 from hypograph.casework.gateway import CaseGateway
 from hypograph.casework.guards import attempt_for, pinned_policy, refuse_undeclared
 from hypograph.casework.models import Answer
-from hypograph.casework.package import (HYPOTHESIS_POINTERS, PHASE_GENERATING, CaseBusy, CasePackage,
-                                        CaseStore, json_text, rev_dir, sha_text)
+from hypograph.casework.package import (
+    HYPOTHESIS_POINTERS,
+    PHASE_GENERATING,
+    CaseBusy,
+    CasePackage,
+    CaseStore,
+    json_text,
+    rev_dir,
+    sha_text,
+)
 from hypograph.casework.prompt import build_request
 from hypograph.casework.publish import Hook, prefixed
-from hypograph.atomic import write_text
+from hypograph.errors import HypographError
 from hypograph.journal import Step
 
 log = logging.getLogger("hypograph.casework")
@@ -63,7 +71,7 @@ class HypothesisBuilder:
                  hook: Hook | None = None, clock: Callable[[], dt.datetime] | None = None):
         self.store, self.gateway, self.config = store, gateway, policy
         self.hook = hook
-        self.clock = clock or (lambda: dt.datetime.now(dt.timezone.utc))
+        self.clock = clock or (lambda: dt.datetime.now(dt.UTC))
 
     async def build(self, case_id: str, package_id: str, attempt_id: str | None = None) -> BuildResult:
         """Dispatch ``case_id`` once; see the module docstring. Bad input raises HypographError."""

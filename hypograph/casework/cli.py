@@ -17,7 +17,6 @@ import os
 import sys
 from pathlib import Path
 
-from hypograph.errors import HypographError
 from hypograph.casework.bridge import mint_batch
 from hypograph.casework.builder import HypothesisBuilder
 from hypograph.casework.config import HypothesisConfig
@@ -26,6 +25,7 @@ from hypograph.casework.from_vault import case_from_vault
 from hypograph.casework.gateway import CaseGateway
 from hypograph.casework.package import CaseStore
 from hypograph.casework.revision import confirm
+from hypograph.errors import HypographError
 
 NEEDS_MODEL = ("needs a model: set [[endpoints]] in the --config file or HYPOGRAPH_LLM_MODEL "
                "(and HYPOGRAPH_LLM_BASE_URL); nothing was changed")

@@ -33,9 +33,10 @@ from __future__ import annotations
 import datetime as dt
 import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from hypograph.errors import HypographError
 
@@ -56,7 +57,7 @@ class HypothesisPolicy:
                 "budget_unit": UNIT, "prompt_version": prompt_version}
 
     @classmethod
-    def from_document(cls, doc: dict) -> "HypothesisPolicy":
+    def from_document(cls, doc: dict) -> HypothesisPolicy:
         return cls(doc["min_hypotheses"], doc["max_hypotheses"], doc["initial_budget"])
 
 
@@ -104,7 +105,7 @@ class HypothesisConfig:
     reasks: int = 0  # re-asks of an invalid answer inside one attempt (0: the attempt is rejected)
 
     @classmethod
-    def load(cls, path: str | Path) -> "HypothesisConfig":
+    def load(cls, path: str | Path) -> HypothesisConfig:
         """Read and check ``path``; errors name the file and the key."""
         path = Path(path)
         try:
@@ -116,7 +117,7 @@ class HypothesisConfig:
         return cls.from_mapping(data, str(path))
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], where: str = "config") -> "HypothesisConfig":
+    def from_mapping(cls, data: Mapping[str, Any], where: str = "config") -> HypothesisConfig:
         _only(data, {"hypotheses", "limits", "retry", "endpoints", "model"}, where, "")
         h = _table(data, "hypotheses", where)
         _only(h, {f for f in HypothesisPolicy.__dataclass_fields__}, where, "hypotheses.")

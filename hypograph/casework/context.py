@@ -9,10 +9,10 @@ policy, and earlier revisions' batches labelled as untested initial proposals.
 
 from __future__ import annotations
 
-from hypograph.errors import HypographError
 from hypograph.casework.config import HypothesisLimits, HypothesisPolicy
 from hypograph.casework.models import OBSERVATION_KINDS, Catalogue, Interpretation
 from hypograph.casework.package import CasePackage, json_text, rev_dir, sha_text
+from hypograph.errors import HypographError
 
 PROMPT_VERSION = "hypotheses_v1"
 PRIOR_LABEL = "untested initial proposals (not investigated; not evidence)"

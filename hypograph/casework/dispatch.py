@@ -14,10 +14,10 @@ from enum import Enum
 from pathlib import Path
 
 from hypograph.atomic import write_text
-from hypograph.errors import HypographError
 from hypograph.casework.batch import paths
 from hypograph.casework.config import RetryPolicy
 from hypograph.casework.package import PHASE_GENERATING, CasePackage, CaseStore, json_text
+from hypograph.errors import HypographError
 
 
 class Status(str, Enum):
@@ -41,7 +41,7 @@ class DispatchState:
     phase: str = PHASE_GENERATING
 
     @classmethod
-    def load(cls, pkg: CasePackage, revision: int) -> "DispatchState | None":
+    def load(cls, pkg: CasePackage, revision: int) -> DispatchState | None:
         doc = pkg.read_optional(paths(revision)["dispatch"])
         if doc is None:
             return None
@@ -83,7 +83,7 @@ def due_retries(store: CaseStore | Path | str, now: dt.datetime | None = None) -
     ``now`` (UTC now by default), by due time. Reads only; an unreadable package raises an
     error naming its file rather than being skipped."""
     store = store if isinstance(store, CaseStore) else CaseStore(store)
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     out = []
     for case_id in store.cases():
         pkg = store.package(case_id)

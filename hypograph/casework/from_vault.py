@@ -14,11 +14,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from hypograph.casework.models import Source, Statement
+from hypograph.casework.revision import RevisionReport, add_revision
 from hypograph.errors import HypographError
 from hypograph.vault.nodes import Node, link_target
 from hypograph.vault.vault import open_vault
-from hypograph.casework.models import Source, Statement
-from hypograph.casework.revision import RevisionReport, add_revision
 
 QUESTION_RE = re.compile(r"Main question[^:\n]*:\s*[\"“](.+?)[\"”]\s*$", re.M)
 SUMMARY_RE = re.compile(r"\*\*summary\*\*\s*[-—:]\s*(.+?)(?:\n\s*\n|\Z)", re.S)

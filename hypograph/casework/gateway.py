@@ -9,16 +9,16 @@ builder turns into a retry round with a persisted due time.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 from pydantic import SecretStr
 
+from hypograph.casework.config import HypothesisConfig, env_key
 from hypograph.errors import HypographError
 from hypograph.llm.client import LLMClient, Rejected, Request
 from hypograph.llm.config import LLMConfig
-from hypograph.casework.config import HypothesisConfig, env_key
 
 TASK = "case-hypotheses"
 
@@ -48,7 +48,7 @@ class CaseGateway:
                           for e in endpoints]
 
     @classmethod
-    def from_config(cls, config: HypothesisConfig, env: Mapping[str, str] | None = None) -> "CaseGateway | None":
+    def from_config(cls, config: HypothesisConfig, env: Mapping[str, str] | None = None) -> CaseGateway | None:
         """Endpoints from ``[[endpoints]]``, else the HYPOGRAPH_LLM_* environment; None if no model."""
         if config.endpoints:
             return cls([LLMConfig(model=e.model, base_url=e.base_url, api_key=SecretStr(env_key(e, env)),

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import re
 
-from hypograph.errors import HypographError
 from hypograph.casework.batch import paths
 from hypograph.casework.config import HypothesisPolicy
 from hypograph.casework.dispatch import DispatchState
 from hypograph.casework.package import CasePackage, rev_dir
+from hypograph.errors import HypographError
 
 ATTEMPT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 POLICY_KEYS = ("min_hypotheses", "max_hypotheses", "initial_budget")

@@ -26,16 +26,16 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from pydantic import BaseModel, ValidationError
 
+from hypograph.casework.models import Catalogue, Interpretation
+from hypograph.casework.publish import HookedJournal
 from hypograph.errors import HypographError
 from hypograph.journal import Journal, Step
-from hypograph.casework.publish import HookedJournal
-from hypograph.casework.models import Catalogue, Interpretation
 
 MANIFEST = "manifest.json"
 FORMAT = "hypograph-case-package/1"
@@ -196,7 +196,7 @@ class CaseStore:
         self.root = Path(root)
 
     @classmethod
-    def for_dir(cls, case_dir: Path | str) -> tuple["CaseStore", str]:
+    def for_dir(cls, case_dir: Path | str) -> tuple[CaseStore, str]:
         case_dir = Path(case_dir).resolve()
         return cls(case_dir.parent), case_dir.name
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from importlib import resources
 from string import Template
 
-from hypograph.llm.client import Request, untrusted
 from hypograph.casework.models import Answer
 from hypograph.casework.rules import candidate_violations, describe
+from hypograph.llm.client import Request, untrusted
 
 
 def prompt_text(version: str) -> tuple[str, str]:

@@ -8,7 +8,7 @@ forward without new ids, allocations or model calls. In production the hook is `
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from hypograph.journal import Journal, Step, apply_step
 

@@ -15,11 +15,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from hypograph.errors import HypographError
 from hypograph.casework.context import verified_interpretation
 from hypograph.casework.models import Bindings, Catalogue, Interpretation, Source, Statement
-from hypograph.casework.package import (PHASE_INTERPRETED, CasePackage, json_text, new_package_id, rev_dir,
-                                        sha_text)
+from hypograph.casework.package import PHASE_INTERPRETED, CasePackage, json_text, new_package_id, rev_dir, sha_text
+from hypograph.errors import HypographError
 
 
 @dataclass
@@ -98,7 +97,7 @@ def confirm(case_dir: Path | str, by: str | None = None, now: dt.datetime | None
             return RevisionReport(pkg.root, m["package_id"], rev, False, f"revision {rev} was already confirmed")
         confirmed = interp.model_copy(update={"confirmed": True, "confirmation": {
             "by": by or getpass.getuser(),
-            "at": (now or dt.datetime.now(dt.timezone.utc)).isoformat(timespec="seconds")}})
+            "at": (now or dt.datetime.now(dt.UTC)).isoformat(timespec="seconds")}})
         text = json_text(confirmed.model_dump(mode="json"))
         path = m["artifacts"]["interpretation"]["path"]
         manifest = {**m, "package_generation": m["package_generation"] + 1,

@@ -6,7 +6,7 @@ The library reuses the proximity engine's backends (``hypograph.proximity.embed`
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import scipy.sparse as sp

@@ -25,10 +25,25 @@ from pathlib import Path
 from hypograph.atomic import write_json, write_text
 from hypograph.errors import HypographError
 from hypograph.library.ledger import Minter, absorb, read_ledger, write_ledger
-from hypograph.library.rounds import (BehaviorScores, CandidateBehavior, CandidateMechanism, PersistPlan, RoundCandidates,
-                                      RoundDedup, RoundScores)
+from hypograph.library.rounds import (
+    BehaviorScores,
+    CandidateBehavior,
+    CandidateMechanism,
+    PersistPlan,
+    RoundCandidates,
+    RoundDedup,
+    RoundScores,
+)
 from hypograph.library.schema import LIBRARY_FILE, Library, empty_library, library_path, read_library, validate_library
-from hypograph.library.state import library_lock, read_model, round_dir, round_key, round_keys, round_number, write_model
+from hypograph.library.state import (
+    library_lock,
+    read_model,
+    round_dir,
+    round_key,
+    round_keys,
+    round_number,
+    write_model,
+)
 
 
 def round_plan(root: Path, key: str) -> PersistPlan | None:

@@ -30,7 +30,6 @@ from hypograph.library.traces import TraceRun
 from hypograph.llm.client import LLMClient
 from hypograph.llm.config import LLMConfig
 
-
 RoundRunner = Callable[[str, RoundSettings], int]
 
 

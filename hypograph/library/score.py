@@ -21,8 +21,16 @@ from pydantic import BaseModel, Field
 from hypograph.library.generate import require_model
 from hypograph.library.landscape import read_landscape
 from hypograph.library.persist import load_round
-from hypograph.library.rounds import (BehaviorScores, CandidateBehavior, ImpactScore, NoveltyScore, RoundCandidates,
-                                      RoundDedup, RoundScores, SearchRecord)
+from hypograph.library.rounds import (
+    BehaviorScores,
+    CandidateBehavior,
+    ImpactScore,
+    NoveltyScore,
+    RoundCandidates,
+    RoundDedup,
+    RoundScores,
+    SearchRecord,
+)
 from hypograph.library.schema import read_library
 from hypograph.library.screen import screen_all
 from hypograph.library.search import ArxivSearch, SearchOutcome

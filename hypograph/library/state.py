@@ -21,9 +21,10 @@ import fcntl
 import hashlib
 import json
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, TypeVar
+from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 

@@ -8,7 +8,6 @@ axis) are data, not code: the package ships the seed's four lenses and five stra
 
 from __future__ import annotations
 
-import json
 from importlib import resources
 from pathlib import Path
 
