@@ -2,13 +2,13 @@
 
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
-from assets.metadata import cluster_report
+from assets.metadata import cluster_report, pair_table
+from assets.proximity import ASSET
 from hypograph.hypotheses import Corpus
 from hypograph.proximity.adjudicate import adjudicate, read_reviews, review_queue
 from hypograph.proximity.cluster_names import name_clusters
 from hypograph.proximity.communities import Clusters
 from hypograph.proximity.dupes import DuplicatePair
-from assets.proximity import ASSET
 from resources import Inputs, LLMResource, ProximitySettings
 
 
@@ -26,7 +26,8 @@ def dedup_verdicts(context: AssetExecutionContext, duplicate_pairs: list[Duplica
     return Output(decisions, metadata={
         "pairs": len(decisions), **{f"verdict_{k.lower()}": n for k, n in counts.items()},
         "decided_by": MetadataValue.json({s: sum(d.decided_by == s for d in decisions) for s in {d.decided_by for d in decisions}}),
-        "review_queue": MetadataValue.md("\n".join(f"- {d.pair[0]} / {d.pair[1]} ({d.similarity}): {d.rationale}" for d in queue) or "empty"),
+        "verdicts": pair_table(decisions, hypothesis_texts.hypotheses),
+        "review_queue": pair_table(queue, hypothesis_texts.hypotheses) if queue else MetadataValue.text("empty"),
         **client.metadata(),
     })
 

@@ -2,15 +2,16 @@
 
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
-from assets.metadata import cluster_report, cluster_table, pair_table
+from assets.groups import PROXIMITY
+from assets.metadata import cluster_table, pair_table
+from assets.partitions import inputs
 from hypograph.hypotheses import Corpus, input_fingerprint, load_corpus
 from hypograph.proximity.communities import labelled_clusters
 from hypograph.proximity.dupes import duplicate_pairs as find_duplicate_pairs
 from hypograph.proximity.embed import Embeddings, embed
 from hypograph.proximity.graph import SimilarityGraph
 from hypograph.proximity.graph import similarity_graph as build_similarity_graph
-from assets.groups import PROXIMITY
-from assets.partitions import inputs
+from hypograph.proximity.hints import highest_similarity, sparse_graph_hint
 from resources import Inputs, ProximitySettings
 
 ASSET = dict(group_name=PROXIMITY, io_manager_key="io_manager", partitions_def=inputs)
@@ -29,6 +30,7 @@ def hypothesis_texts(context: AssetExecutionContext, inputs: Inputs) -> Output[C
         "input_kind": corpus.kind,
         "hypotheses_fingerprint": fingerprint,  # the hypotheses_changed sensor's "already processed"
         "skipped": MetadataValue.md("\n".join(f"- {w}" for w in corpus.warnings) or "none"),
+        "warnings": MetadataValue.json(corpus.warnings),
     })
 
 
@@ -40,13 +42,18 @@ def hypothesis_embeddings(hypothesis_texts: Corpus, proximity: ProximitySettings
 
 
 @asset(**ASSET, kinds={"python"})
-def similarity_graph(hypothesis_embeddings: Embeddings, proximity: ProximitySettings) -> Output[SimilarityGraph]:
+def similarity_graph(context: AssetExecutionContext, hypothesis_embeddings: Embeddings,
+                     proximity: ProximitySettings) -> Output[SimilarityGraph]:
     """Cosine similarity graph: an edge for every pair at or above the graph threshold."""
     emb = hypothesis_embeddings
     graph = build_similarity_graph(emb.ids, emb.matrix, proximity.graph_threshold, {"backend": emb.backend, "model": emb.model})
+    hint = sparse_graph_hint(len(graph.ids), graph.num_edges, graph.threshold,
+                             highest_similarity(emb.matrix), emb.backend)
+    if hint:
+        context.log.warning(hint)
     return Output(graph, metadata={
         "nodes": len(graph.ids), "edges": graph.num_edges, "threshold": graph.threshold,
-        "backend": emb.backend, "model": emb.model,
+        "backend": emb.backend, "model": emb.model, **({"hint": hint} if hint else {}),
     })
 
 
@@ -59,14 +66,15 @@ def proximity_clusters(similarity_graph: SimilarityGraph, hypothesis_texts: Corp
     return Output(clusters, metadata={
         "clusters": clusters.num_clusters, "algorithm": clusters.algorithm,
         "singletons": sum(len(m) == 1 for m in clusters.clusters.values()),
-        "report": cluster_report(clusters), "cluster_table": cluster_table(clusters),
+        "cluster_table": cluster_table(clusters),
     })
 
 
 @asset(**ASSET, kinds={"python"})
-def duplicate_pairs(similarity_graph: SimilarityGraph, proximity: ProximitySettings):
+def duplicate_pairs(similarity_graph: SimilarityGraph, hypothesis_texts: Corpus, proximity: ProximitySettings):
     """Near-duplicate pairs at or above the dupe threshold, by descending similarity."""
     pairs = find_duplicate_pairs(similarity_graph, proximity.dupe_threshold)
     return Output(pairs, metadata={
-        "pairs": len(pairs), "threshold": proximity.dupe_threshold, "top_pairs": pair_table(pairs),
+        "pairs": len(pairs), "threshold": proximity.dupe_threshold,
+        "top_pairs": pair_table(pairs, hypothesis_texts.hypotheses),
     })

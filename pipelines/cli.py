@@ -7,6 +7,9 @@ every input and its lineage.
     hypograph add PATH...
     hypograph proximity PATH [--backend tfidf|sbert] [--model M] [--threshold 0.3] [--dupe-threshold 0.8] [--llm offline]
     hypograph structure VAULT [--llm offline] [--backend tfidf|sbert] [--threshold 0.3]
+    hypograph library DIR --topic "…" [--rounds R] [--behavior B3|"text"] [--no-web] [--report|--check]
+    hypograph case from-vault VAULT CASE_DIR | hypograph case confirm CASE_DIR
+    hypograph batch CASE_DIR [--config F] [--attempt ID] [--into VAULT]
     hypograph check VAULT
     hypograph unmerge VAULT H-N
     hypograph create-node VAULT --type hypothesis --title TITLE < body.md
@@ -21,90 +24,50 @@ import sys
 from pathlib import Path
 
 from hypograph.errors import HypographError
+from hypograph.library.cli import add_library_parser, library_command
+from pipelines import case_runs, summaries
 from pipelines.instance import dagster_home, open_instance, register, run_job
-
-def print_proximity_summary(root: Path, top: int = 10) -> None:
-    from hypograph.proximity import store
-    from hypograph.proximity.communities import report_lines
-
-    graph, _ = store.read_graph(root)
-    clusters = store.read_clusters(root)
-    pairs = store.read_dupes(root)
-    verdicts = {frozenset(d.pair): d for d in store.read_verdicts(root)}
-    names = {c: n["label"] for c, n in store.read_cluster_names(root).items()}
-    d = store.proximity_dir(root)
-    print(f"{root}: {len(graph.ids)} hypotheses, {graph.num_edges} edges >= {graph.threshold}, "
-          f"{clusters.num_clusters} clusters ({clusters.algorithm}), {len(pairs)} duplicate pairs "
-          f"[{graph.embedding.get('backend', '?')}]")
-    print("clusters:")
-    for line in report_lines(clusters, names):
-        print(f"  {line}")
-    print("top duplicate pairs:" if pairs else "no duplicate pairs")
-    for p in pairs[:top]:
-        v = verdicts.get(frozenset((p.a, p.b)))
-        print(f"  {p.similarity:.4f}  {p.a}  {p.b}  {v.verdict} [{v.decided_by}]" if v else f"  {p.similarity:.4f}  {p.a}  {p.b}")
-    flagged = sum(v.verdict == "FLAG" for v in verdicts.values())
-    if flagged:
-        print(f"{flagged} pair(s) flagged for human review: record verdicts in {d / 'review.json'}")
-    files = ("embeddings.npz", "embedding-ids.json", "embedding-meta.json", "graph.json", "clusters.json",
-             "cluster-labels.json", "dupes.json", "verdicts.json")
-    print("wrote: " + ", ".join(str(d / f) for f in files))
+from pipelines.library_runs import dagster_round_runner
 
 
 def _proximity(args) -> int:
     root = args.path.resolve()
     settings = {"backend": args.backend, "model": args.model, "graph_threshold": args.threshold,
                 "dupe_threshold": args.dupe_threshold}
-    run_job(root, "proximity", settings, offline=True if args.llm == "offline" else None)
-    print_proximity_summary(root)
+    result = run_job(root, "proximity", settings, offline=True if args.llm == "offline" else None)
+    summaries.print_warnings(result)
+    summaries.print_proximity(root)
     return 0
 
 
 def _structure(args) -> int:
     from hypograph.hypotheses import detect_kind
-    from hypograph.structure.baseline import read_baseline
-    from hypograph.structure.checks import all_checks
-    from hypograph.structure.structure_map import MAP, structure_counts
-    from hypograph.vault.vault import open_vault
 
     root = args.path.resolve()
     if detect_kind(root) != "vault":
-        raise HypographError(f"{root}: structure needs a vault (hypotheses/*.md), not a run directory")
-    run_job(root, "structure", {"backend": args.backend, "graph_threshold": args.threshold},
-            offline=True if args.llm == "offline" else None)
-    vault = open_vault(root)
-    counts = structure_counts(vault)
-    print(f"{root}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
-    for hc in vault.of_type("hypothesis-cluster"):
-        print(f"  {hc.path.stem}")
-        for link in hc.meta.get("hypotheses") or []:
-            print(f"    {link}")
-    merged = [h for h in vault.of_type("hypothesis") if h.meta.get("state") == "merged"]
-    for h in merged:
-        print(f"  merged: {h.id} -> {h.meta.get('merged_into')}")
-    for h in (h for h in vault.of_type("hypothesis") if h.meta.get("state") == "dropped"):
-        print(f"  dropped: {h.id}: {h.meta.get('drop_reason')}")
-    failing = {n: v for n, v in all_checks(vault, read_baseline(root)).items() if v}
-    print("checks 1-6: all pass" if not failing else
-          "checks failing: " + ", ".join(f"{n} ({len(v)})" for n, v in failing.items()) + " — see `hypograph check`")
-    print(f"wrote: {root / MAP}, {root / 'hypothesis-clusters'}/, hypotheses/ (states, backlinks, merged/, dropped/)")
+        raise HypographError(f"{root}: not a vault (structure needs step-3 nodes in hypotheses/*.md)")
+    result = run_job(root, "structure", {"backend": args.backend, "graph_threshold": args.threshold},
+                     offline=True if args.llm == "offline" else None)
+    summaries.print_warnings(result)
+    summaries.print_structure(root, result)
     return 0
 
 
 def _check(args) -> int:
-    from hypograph.structure.baseline import read_baseline
-    from hypograph.structure.checks import all_checks
-    from hypograph.vault.vault import open_vault
-
     from hypograph.journal import JOURNAL
+    from hypograph.structure.baseline import read_baseline
+    from hypograph.structure.checks import CHECK_NAMES, all_checks
+    from hypograph.vault.vault import open_vault, require_vault
 
     root = args.path.resolve()
+    require_vault(root)
     results = all_checks(open_vault(root, roll_forward=False), read_baseline(root))  # checking writes nothing
     if (root / JOURNAL).exists():
         print(f"note: {root / JOURNAL} holds an interrupted write; the next `hypograph structure` completes it")
     failed = 0
     for number, violations in results.items():
-        print(f"check {number}: {'pass' if not violations else f'FAIL ({len(violations)})'}")
+        name, what = CHECK_NAMES[number]
+        print(f"check {number}: {'pass' if not violations else f'FAIL ({len(violations)})'}  {name}: {what}")
         for node_id, reason in violations:
             print(f"  {node_id}: {reason}")
         failed += bool(violations)
@@ -169,6 +132,9 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--threshold", type=float, default=0.30, help="similarity graph threshold")
     c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: never call a model")
     c.set_defaults(func=_structure)
+    case_runs.add_parsers(sub)
+    c = add_library_parser(sub)
+    c.set_defaults(func=lambda args: library_command(args, round_runner=dagster_round_runner))
     c = sub.add_parser("check", help="the six step-4 checks on VAULT; exit 1 if any fails")
     c.add_argument("path", type=Path, help="vault")
     c.set_defaults(func=_check)
@@ -191,6 +157,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "library":  # its own argument checks and exit codes (seed 001's CLI)
+        return args.func(args)
     for path in getattr(args, "paths", None) or [getattr(args, "path", None)]:
         if path is not None and not path.is_dir():
             what = "not a directory" if path.exists() else "no such directory"

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import fcntl
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from hypograph.errors import HypographError
 
-INSTANCE_YAML = "telemetry:\n  enabled: false\n"
+# Pools limit concurrent steps: library rounds generate one at a time (pool library_generation).
+INSTANCE_YAML = "telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n"
 
 
 def dagster_home() -> Path:
@@ -50,13 +51,24 @@ def open_instance() -> Iterator:
 
 
 def register(instance, root: Path) -> str:
-    """Add ``root`` as an input partition (idempotent); returns its key."""
-    from assets.partitions import INPUTS
+    """Add ``root`` as an input partition, and a case package's revisions (idempotent); returns its key."""
+    from assets.partitions import INPUTS, REVISIONS
 
     key = str(root.resolve())
     if not instance.has_dynamic_partition(INPUTS, key):
         instance.add_dynamic_partitions(INPUTS, [key])
+    new = [r for r in case_revision_keys(root) if not instance.has_dynamic_partition(REVISIONS, r)]
+    if new:
+        instance.add_dynamic_partitions(REVISIONS, new)
     return key
+
+
+def case_revision_keys(root: Path) -> list[str]:
+    """The revision partition keys (``r0001``…) of a case package; none for another kind of input."""
+    from assets.partitions import revision_key
+    from hypograph.casework.package import MANIFEST, CasePackage
+
+    return [revision_key(r) for r in CasePackage(root).revisions()] if (root / MANIFEST).is_file() else []
 
 
 def run_config(proximity: dict | None = None, offline: bool | None = None, log_level: str = "CRITICAL") -> dict:
@@ -79,11 +91,11 @@ def run_job(root: Path, job_name: str, proximity: dict | None = None, offline: b
         result = job.execute_in_process(instance=instance, partition_key=key, raise_on_error=False,
                                         run_config=run_config(proximity, offline))
     if not result.success:
-        raise HypographError(f"{job_name} run {result.run_id[:8]} failed: " + "; ".join(_failures(result)))
+        raise HypographError(f"{job_name} run {result.run_id[:8]} failed: " + "; ".join(failures(result)))
     return result
 
 
-def _failures(result) -> list[str]:
+def failures(result) -> list[str]:
     """One line per failed step (its innermost error) and per failed asset check."""
     out = []
     for e in result.all_events:

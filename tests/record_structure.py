@@ -11,6 +11,7 @@ for an intended change, and name it in the commit.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -25,6 +26,7 @@ VAULTS = {"example": EXAMPLE_VAULT, "covid1": SHARED_VAULTS / "covid1", "eggs1":
 def main() -> None:
     record = {}
     with tempfile.TemporaryDirectory() as tmp:
+        os.environ["DAGSTER_HOME"] = str(Path(tmp) / "dagster")  # a throwaway instance
         for name, src in VAULTS.items():
             root = copy_tree(src, Path(tmp) / name)
             proc = subprocess.run([str(VENV_BIN / "hypograph"), "structure", str(root), "--llm", "offline"],

@@ -17,7 +17,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
 import services
 from conftest import EXAMPLE_RUN, EXAMPLE_VAULT, VENV_BIN, copy_tree, offline_env
 from test_ui import free_port, wait_for_code_location

@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 import services
 from conftest import EXAMPLE_RUN, REPO, VENV_BIN, copy_tree, offline_env
 

@@ -100,15 +100,30 @@ def test_metadata_has_counts(job_run):
     assert metadata(result, "duplicate_pairs")["pairs"] == len(read_json(root, "dupes.json")) == 2
 
 
-def test_metadata_has_a_cluster_report(job_run):
+def test_metadata_has_a_cluster_table(job_run):
     root, result = job_run
-    report = metadata(result, "proximity_clusters")["report"]
+    table = metadata(result, "proximity_clusters")["cluster_table"]
     clusters = read_json(root, "clusters.json")
-    lines = report.splitlines()
-    assert len(lines) == clusters["num_clusters"]
-    for line, (label, members) in zip(lines, clusters["clusters"].items()):
-        assert line.startswith(f"- {label}: {clusters['labels'][label]}")
-        assert ", ".join(members) in line
+    rows = [r.data for r in table.records]
+    assert [(r["cluster"], r["label"], r["members"]) for r in rows] == [
+        (label, clusters["labels"][label], ", ".join(members)) for label, members in clusters["clusters"].items()]
+
+
+def test_pair_tables_show_both_hypotheses_and_the_verdict(job_run):
+    root, result = job_run
+    rows = [r.data for r in metadata(result, "dedup_verdicts")["verdicts"].records]
+    titles = {h["id"]: h["title"] for h in (json.loads(p.read_text()) for p in (root / "hypotheses").glob("H-*.json"))}
+    assert {(r["a"], r["b"]) for r in rows} == {tuple(p) for p in RUN_DUPLICATES}
+    for r in rows:
+        assert r["a_text"].startswith(titles[r["a"]]) and r["b_text"].startswith(titles[r["b"]])
+        assert r["verdict"].split()[0] in ("MERGE", "KEEP", "FLAG")
+
+
+def test_an_edgeless_graph_says_the_highest_similarity_and_what_to_try(run_dir):
+    result = run_proximity_job(run_dir, graph_threshold=0.99)
+    hint = metadata(result, "similarity_graph")["hint"]
+    assert "only 0 edge(s) for 6 hypotheses at threshold 0.99" in hint
+    assert "the highest similarity between two hypotheses is 0.9" in hint and "--backend sbert" in hint
 
 
 def test_job_output_matches_the_prox_cli(job_run, run_dir):
@@ -242,3 +257,13 @@ def test_hypograph_proximity_on_bad_input_fails_with_a_final_error_line(failed_h
 def test_hypograph_proximity_error_line_names_the_problem(failed_hypograph_run):
     _, result = failed_hypograph_run
     assert "no hypotheses found" in result.stderr.strip().splitlines()[-1]
+
+
+def test_hypograph_proximity_warns_about_each_skipped_file(run_dir):
+    for n in (21, 22, 23):  # no "id": skipped, each named
+        (run_dir / "hypotheses" / f"H-{n}.json").write_text(json.dumps({"title": f"orphan {n}"}))
+    result = hypograph("proximity", run_dir)
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 3 and all(f"H-{n}.json" in w for n, w in zip((21, 22, 23), warnings, strict=True))
+    assert f"{run_dir.resolve()}: 6 hypotheses" in result.stdout

@@ -10,14 +10,23 @@ import time
 from pathlib import Path
 
 import pytest
+import services
+from conftest import (
+    EXAMPLE_RUN,
+    EXAMPLE_VAULT,
+    REPO,
+    VENV_BIN,
+    build_run_dir,
+    build_vault,
+    copy_tree,
+    execute,
+    offline_env,
+    write_json_hypothesis,
+    write_vault_node,
+)
 from dagster import DagsterInstance, DagsterRunStatus, SensorResult, SkipReason, build_sensor_context
 from dagster._core.scheduler.instigation import InstigatorType, TickStatus
 
-import services
-from conftest import (
-    EXAMPLE_RUN, EXAMPLE_VAULT, REPO, VENV_BIN, build_run_dir, build_vault, copy_tree, execute, offline_env,
-    write_json_hypothesis, write_vault_node,
-)
 from pipelines.sensors import hypotheses_changed, inputs_discovered
 from resources import Inputs
 

@@ -89,3 +89,13 @@ def open_vault(root: Path | str, roll_forward: bool = True) -> Vault:
             raise HypographError(f"{rel}: field 'id': {node_id} is also the id of {nodes[node_id].path}")
         nodes[node_id] = node
     return Vault(root, nodes)
+
+
+def require_vault(root: Path) -> None:
+    """Refuse, in one line, a folder that is not a vault: it must hold step-3 nodes in ``hypotheses/*.md``
+    (an empty folder, a vault's parent or any unrelated tree is never scanned)."""
+    hyp = Path(root) / "hypotheses"
+    if not hyp.is_dir():
+        raise HypographError(f"{root}: not a vault (no hypotheses/ folder)")
+    if not any(p.suffix == ".md" for p in hyp.iterdir()):
+        raise HypographError(f"{root}: not a vault (hypotheses/ holds no .md node)")
