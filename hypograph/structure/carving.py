@@ -41,6 +41,7 @@ from hypograph.structure.dispositions import QUESTION_CHARS, active_hypotheses, 
 from hypograph.structure.members import embeds, member_links, set_members
 from hypograph.vault.mint import create_node, structuring_lock
 from hypograph.vault.nodes import Node, clean_title, link_target
+from hypograph.vault.validate import validate_before_structuring
 from hypograph.vault.vault import Vault, open_vault
 
 CARVE = Path(".hypograph") / "carving.json"  # a carve being applied: plans, stragglers, minted HC ids
@@ -355,7 +356,9 @@ def _complete_cluster(vault: Vault, hc_id: str, plan: ClusterPlan | None) -> tup
 def run_clusters(vault: Vault, llm: LLMClient) -> ClusterReport:
     """4b end to end: carve the unclustered active hypotheses, create clusters, repair, report."""
     with structuring_lock(vault.root):
-        return _run_clusters(open_vault(vault.root), llm)
+        vault = open_vault(vault.root)
+        validate_before_structuring(vault)  # refuse what 4b cannot fix before its first write
+        return _run_clusters(vault, llm)
 
 
 def _run_clusters(vault: Vault, llm: LLMClient) -> ClusterReport:

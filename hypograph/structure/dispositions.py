@@ -41,6 +41,7 @@ from hypograph.structure.baseline import record_baseline
 from hypograph.structure.checks import NUMBERISH
 from hypograph.vault.mint import structuring_lock
 from hypograph.vault.nodes import Node, link_target
+from hypograph.vault.validate import validate_before_structuring
 from hypograph.vault.vault import Vault, open_vault
 
 LEDGER = Path(".hypograph") / "dispositions.json"
@@ -427,6 +428,7 @@ def run_dispositions(vault: Vault, verdicts: list, llm: LLMClient, k: int = NEIG
         raise HypographError(f"{vault.root}: step 4 structures a vault (hypotheses/*.md), not a run directory")
     with structuring_lock(vault.root):
         vault = open_vault(vault.root)  # as it is now that this run holds the lock
+        validate_before_structuring(vault)  # refuse what 4a cannot fix before its first write
         record_baseline(vault)
         ledger = read_ledger(vault.root)
         candidates = candidate_pairs(open_to_4a(vault), verdicts, k=0 if llm.offline else k, semantic=True)
