@@ -76,8 +76,8 @@ def _ours(rel_dir: Path) -> bool:
 
 def scan(root: Path, bad: Callable[[Path, str], None] | None = None, hidden_dirs: bool = False,
          only: tuple[str, ...] | None = None) -> Iterator[Path]:
-    """Every visible file under ``root``, relative to it, in sorted order (a folder's files, then
-    its sub-folders, sorted). Refuses a symlinked folder, and a symlinked file resolving outside
+    """Every visible regular file under ``root``, relative to it, in sorted order (a folder's files,
+    then its sub-folders, sorted); a FIFO, socket or device is left out (reported to ``bad``). Refuses a symlinked folder, and a symlinked file resolving outside
     (or nowhere); with ``bad`` given, such a visible file is reported as ``bad(rel, reason)`` and
     left out instead. ``hidden_dirs``: also descend into other programs' dot-folders (links there
     are neither followed nor refused; used to count ids). ``only``: the top-level folders to scan
@@ -109,8 +109,13 @@ def scan(root: Path, bad: Callable[[Path, str], None] | None = None, hidden_dirs
                         raise HypographError(f"{path}: {problem}")
                     bad(rel_dir / name, problem)
                     continue
-            if not name.startswith("."):
-                yield rel_dir / name
+            if name.startswith("."):
+                continue
+            if not path.is_file():  # a FIFO would block the reader, a socket or device is no file
+                if bad is not None:
+                    bad(rel_dir / name, "not a regular file")
+                continue
+            yield rel_dir / name
 
 
 def check_input(root: Path) -> None:

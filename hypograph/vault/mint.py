@@ -35,7 +35,7 @@ def _locked(path: Path) -> Iterator[None]:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
     except OSError as e:
         why = "is a symlink" if e.errno == errno.ELOOP else f"cannot be opened ({e.strerror})"
-        hint = " (is the input read-only?)" if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM) else ""
+        hint = " (is the input read-only?)" if e.errno in (errno.EACCES, errno.EPERM) else ""
         raise HypographError(f"{path}: lock file {why}{hint}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)

@@ -211,10 +211,11 @@ TITLE_BYTES = 180  # + "HC-NNNNNN - " + ".md" stays well under paths.MAX_NAME_BY
 def clean_title(title: str, limit: int = 150, max_bytes: int = TITLE_BYTES) -> str:
     """A title safe as a filename and inside a wiki-link: illegal characters become ``-``,
     whitespace collapses, no leading/trailing dots or spaces, at most ``limit`` characters and
-    ``max_bytes`` UTF-8 bytes (cut at a word boundary when there is one)."""
+    ``max_bytes`` UTF-8 bytes (cut at the last word boundary when it keeps most of the text)."""
     cleaned = ILLEGAL_FILENAME_CHARS.sub("-", title)
     cleaned = re.sub(r"\s+", " ", cleaned).strip(" .")
     cut = cut_bytes(cleaned[:limit], max_bytes)
     if cut != cleaned:
-        cleaned = (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" .")
+        space = cut.rfind(" ")  # a word boundary, unless it would drop most of the text (CJK has none)
+        cleaned = (cut[:space] if space >= len(cut) * 0.6 else cut).rstrip(" .")
     return cleaned or "Untitled"
