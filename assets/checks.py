@@ -10,10 +10,15 @@ import warnings
 from dagster import AssetCheckExecutionContext, AssetCheckResult, MetadataValue, PreviewWarning, asset_check
 
 from assets.adjudication import dedup_verdicts
+from assets.casework import hypothesis_batch
+from assets.library import hypothesis_library
 from assets.metadata import violations_table
-from assets.partitions import inputs
+from assets.partitions import case_revisions, input_partition, inputs
 from assets.proximity import duplicate_pairs, proximity_clusters, similarity_graph
 from assets.structure import hypothesis_clusters, hypothesis_dispositions
+from hypograph.casework import checks as case_checks
+from hypograph.casework.package import CasePackage
+from hypograph.library import checks as library_checks
 from hypograph.proximity import checks, store
 from hypograph.proximity.adjudicate import verdict_violations
 from hypograph.structure import checks as step4
@@ -101,3 +106,37 @@ STRUCTURE_CHECKS = [
     *(_step4_check(n, hypothesis_dispositions) for n in (1, 5, 6)),
     *(_step4_check(n, hypothesis_clusters) for n in (2, 3, 4, 6)),
 ]
+
+
+def _library_check(name: str, description: str):
+    """A blocking check running the library key rule ``name`` on the partition's hypothesis_library.json."""
+
+    @asset_check(asset=hypothesis_library, name=name, description=description, **CHECK)
+    def _check(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
+        return _result(library_checks.run_checks(inputs.root(context.partition_key))[name])
+
+    return _check
+
+
+LIBRARY_CHECKS = [
+    _library_check("file_validates", "hypothesis_library.json validates against seed 001's schema."),
+    _library_check("scored", "Every behavior has an impact; every mechanism a novelty, planned data and models."),
+    _library_check("ids_unique_never_reused", "Ids unique, and none reused after a node was deleted (high-water mark)."),
+    _library_check("statements_distinct", "No two statements equal after normalisation."),
+]
+
+
+def _case_check(name: str, description: str):
+    """A blocking check running the case-batch rule ``name`` on the partition's published batch."""
+
+    @asset_check(asset=hypothesis_batch, name=name, description=description, blocking=True,
+                 partitions_def=case_revisions)
+    def _check(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
+        where = input_partition(context.partition_key)
+        pkg = CasePackage(inputs.root(where.input))
+        return _result(case_checks.run_checks(pkg, int(where.sub[1:]))[name])
+
+    return _check
+
+
+CASE_CHECKS = [_case_check(name, description) for name, description in case_checks.CHECKS.items()]

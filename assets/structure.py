@@ -9,6 +9,7 @@ from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, ass
 
 from assets.groups import STRUCTURE
 from assets.partitions import inputs
+from hypograph.llm.policy import policy_for
 from hypograph.proximity.adjudicate import Decision
 from hypograph.proximity.embed import Embeddings
 from hypograph.structure.carving import run_clusters
@@ -27,7 +28,7 @@ def hypothesis_dispositions(context: AssetExecutionContext, dedup_verdicts: list
     """4a: merge near-duplicates (discriminability test), drop the off-topic, state on every H."""
     root = inputs.root(context.partition_key)
     client = llm.client(inputs.state_dir(root), "hypothesis_dispositions")
-    report = run_dispositions(open_vault(root), dedup_verdicts, client)
+    report = run_dispositions(open_vault(root), dedup_verdicts, hypothesis_embeddings, policy_for(client))
     return MaterializeResult(metadata={
         "merged": sum(map(len, report.merged.values())), "dropped": len(report.dropped),
         "active": len(report.active), "files_changed": report.files_changed,
@@ -42,7 +43,7 @@ def hypothesis_clusters(context: AssetExecutionContext, inputs: Inputs, llm: LLM
     """4b: hypothesis-cluster nodes with residuals, and each active H's cluster backlink."""
     root = inputs.root(context.partition_key)
     client = llm.client(inputs.state_dir(root), "hypothesis_clusters")
-    report = run_clusters(open_vault(root), client)
+    report = run_clusters(open_vault(root), policy_for(client))
     return MaterializeResult(metadata={
         "clusters": len(report.clusters), "created": len(report.created), "minted": len(report.minted),
         "minted_hypotheses": sum(i.startswith("H-") for i in report.minted),

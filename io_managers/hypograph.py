@@ -14,6 +14,10 @@ from dagster import ConfigurableIOManager, InputContext, MetadataValue, OutputCo
 
 from hypograph.atomic import write_json
 from hypograph.hypotheses import corpus_document, corpus_from_document
+from assets.partitions import input_partition
+from hypograph.library.persist import load_round
+from hypograph.library.rounds import PersistPlan, RoundCandidates, RoundDedup, RoundScores
+from hypograph.library.state import round_dir, write_model
 from hypograph.proximity import store
 from resources.inputs import Inputs
 
@@ -23,6 +27,21 @@ TEXTS = Path(".hypograph") / "assets" / "hypothesis_texts.json"
 class Codec(NamedTuple):
     write: Callable[[Path, Any], list[Path]]  # (input root, value) -> files written
     read: Callable[[Path], Any]  # input root -> value
+
+
+class RoundCodec(NamedTuple):
+    """A library round's step, kept as ``.hypograph/library/rounds/<round>/<name>.json``."""
+
+    name: str
+    model: type
+
+    def write(self, root: Path, round_key: str, value) -> list[Path]:
+        path = round_dir(root, round_key) / f"{self.name}.json"
+        write_model(path, value)
+        return [path]
+
+    def read(self, root: Path, round_key: str):
+        return load_round(root, round_key, self.name, self.model)
 
 
 def _write_texts(root: Path, corpus) -> list[Path]:
@@ -45,20 +64,30 @@ CODECS: dict[str, Codec] = {
 }
 
 
+ROUND_CODECS: dict[str, RoundCodec] = {
+    "round_candidates": RoundCodec("candidates", RoundCandidates),
+    "round_dedup": RoundCodec("dedup", RoundDedup),
+    "round_scores": RoundCodec("scores", RoundScores),
+    "round_persisted": RoundCodec("persist", PersistPlan),
+}
+
+
 class HypographIOManager(ConfigurableIOManager):
     """Writes and reads asset values as files in the input folder named by the partition key."""
 
     inputs: Inputs
 
     def handle_output(self, context: OutputContext, obj) -> None:
-        root = self.inputs.root(context.partition_key)
-        paths = _codec(context.asset_key.path[-1]).write(root, obj)
+        where = input_partition(context.partition_key)
+        root, name = self.inputs.root(where.input), context.asset_key.path[-1]
+        paths = ROUND_CODECS[name].write(root, where.sub, obj) if where.sub else _codec(name).write(root, obj)
         context.add_output_metadata({"path": MetadataValue.path(str(paths[0])),
                                      "files": MetadataValue.md("\n".join(f"- `{p}`" for p in paths))})
 
     def load_input(self, context: InputContext):
-        root = self.inputs.root(context.partition_key)
-        return _codec(context.upstream_output.asset_key.path[-1]).read(root)
+        where = input_partition(context.partition_key)
+        root, name = self.inputs.root(where.input), context.upstream_output.asset_key.path[-1]
+        return ROUND_CODECS[name].read(root, where.sub) if where.sub else _codec(name).read(root)
 
 
 def _codec(name: str) -> Codec:

@@ -7,6 +7,9 @@ every input and its lineage.
     hypograph add PATH...
     hypograph proximity PATH [--backend tfidf|sbert] [--model M] [--threshold 0.3] [--dupe-threshold 0.8] [--llm offline]
     hypograph structure VAULT [--llm offline] [--backend tfidf|sbert] [--threshold 0.3]
+    hypograph library DIR --topic "…" [--rounds R] [--behavior B3|"text"] [--no-web] [--report|--check]
+    hypograph case from-vault VAULT CASE_DIR | hypograph case confirm CASE_DIR
+    hypograph batch CASE_DIR [--config F] [--attempt ID] [--into VAULT]
     hypograph check VAULT
     hypograph unmerge VAULT H-N
     hypograph create-node VAULT --type hypothesis --title TITLE < body.md
@@ -21,7 +24,9 @@ import sys
 from pathlib import Path
 
 from hypograph.errors import HypographError
-from pipelines import summaries
+from hypograph.library.cli import add_library_parser, library_command
+from pipelines import case_runs, summaries
+from pipelines.library_runs import dagster_round_runner
 from pipelines.instance import dagster_home, open_instance, register, run_job
 
 def _proximity(args) -> int:
@@ -126,6 +131,9 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--threshold", type=float, default=0.30, help="similarity graph threshold")
     c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: never call a model")
     c.set_defaults(func=_structure)
+    case_runs.add_parsers(sub)
+    c = add_library_parser(sub)
+    c.set_defaults(func=lambda args: library_command(args, round_runner=dagster_round_runner))
     c = sub.add_parser("check", help="the six step-4 checks on VAULT; exit 1 if any fails")
     c.add_argument("path", type=Path, help="vault")
     c.set_defaults(func=_check)
@@ -148,6 +156,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "library":  # its own argument checks and exit codes (seed 001's CLI)
+        return args.func(args)
     for path in getattr(args, "paths", None) or [getattr(args, "path", None)]:
         if path is not None and not path.is_dir():
             what = "not a directory" if path.exists() else "no such directory"

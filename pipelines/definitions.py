@@ -8,12 +8,16 @@ import os
 
 from dagster import Definitions
 
-from assets import adjudication, proximity, structure
-from assets.checks import PROXIMITY_CHECKS, STRUCTURE_CHECKS
+from assets import adjudication, casework, library, proximity, structure
+from assets.checks import CASE_CHECKS, LIBRARY_CHECKS, PROXIMITY_CHECKS, STRUCTURE_CHECKS
 from io_managers import HypographIOManager
-from pipelines.jobs import proximity_job, structure_job
-from pipelines.sensors import hypotheses_changed, inputs_discovered, nightly_proximity
+from pipelines.jobs import (case_batch_job, case_into_vault_job, library_job, library_round_job, proximity_job,
+                           rescore_job, structure_job)
+from pipelines.sensors import (case_retries_due, hypotheses_changed, inputs_discovered, next_library_round,
+                               nightly_proximity)
 from resources import Inputs, LLMResource, ProximitySettings
+from resources.casework import CaseSettings
+from resources.library import LibrarySettings
 
 PROXIMITY_ASSETS = [
     proximity.hypothesis_texts, proximity.hypothesis_embeddings, proximity.similarity_graph,
@@ -21,18 +25,25 @@ PROXIMITY_ASSETS = [
 ]
 STRUCTURE_ASSETS = [structure.hypothesis_dispositions, structure.hypothesis_clusters, structure.structure_map,
                     structure.structured_proximity]
+LIBRARY_ASSETS = [library.round_candidates, library.round_dedup, library.round_scores, library.round_persisted,
+                  library.hypothesis_library]
+CASE_ASSETS = [casework.case_interpretation, casework.case_context, casework.hypothesis_batch,
+               casework.batch_vault_nodes]
 
 inputs_resource = Inputs(workspace=os.environ.get("HYPOGRAPH_WORKSPACE") or None)
 
 defs = Definitions(
-    assets=PROXIMITY_ASSETS + STRUCTURE_ASSETS,
-    asset_checks=PROXIMITY_CHECKS + STRUCTURE_CHECKS,
-    jobs=[proximity_job, structure_job],
-    schedules=[nightly_proximity],
-    sensors=[inputs_discovered, hypotheses_changed],
+    assets=PROXIMITY_ASSETS + STRUCTURE_ASSETS + LIBRARY_ASSETS + CASE_ASSETS,
+    asset_checks=PROXIMITY_CHECKS + STRUCTURE_CHECKS + LIBRARY_CHECKS + CASE_CHECKS,
+    jobs=[proximity_job, structure_job, library_round_job, rescore_job, library_job, case_batch_job,
+          case_into_vault_job],
+    schedules=[nightly_proximity, next_library_round],
+    sensors=[inputs_discovered, hypotheses_changed, case_retries_due],
     resources={
         "inputs": inputs_resource,
         "proximity": ProximitySettings(),
+        "library": LibrarySettings(),
+        "case": CaseSettings(),
         "io_manager": HypographIOManager(inputs=inputs_resource),
         "llm": LLMResource.from_environment(),
     },

@@ -15,7 +15,8 @@ from typing import Iterator
 
 from hypograph.errors import HypographError
 
-INSTANCE_YAML = "telemetry:\n  enabled: false\n"
+# Pools limit concurrent steps: library rounds generate one at a time (pool library_generation).
+INSTANCE_YAML = "telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n"
 
 
 def dagster_home() -> Path:
@@ -79,11 +80,11 @@ def run_job(root: Path, job_name: str, proximity: dict | None = None, offline: b
         result = job.execute_in_process(instance=instance, partition_key=key, raise_on_error=False,
                                         run_config=run_config(proximity, offline))
     if not result.success:
-        raise HypographError(f"{job_name} run {result.run_id[:8]} failed: " + "; ".join(_failures(result)))
+        raise HypographError(f"{job_name} run {result.run_id[:8]} failed: " + "; ".join(failures(result)))
     return result
 
 
-def _failures(result) -> list[str]:
+def failures(result) -> list[str]:
     """One line per failed step (its innermost error) and per failed asset check."""
     out = []
     for e in result.all_events:

@@ -10,24 +10,45 @@ from dagster import (
     SensorResult, SkipReason, schedule, sensor,
 )
 
-from assets.partitions import INPUTS
+from assets.partitions import INPUTS, REVISIONS, ROUNDS, revision_key, revision_partition, round_partition
 from assets.partitions import inputs as input_partitions
+from assets.partitions import revisions as revision_partitions
 from hypograph.hypotheses import detect_kind, input_fingerprint
-from pipelines.jobs import proximity_job, structure_job
+from hypograph.library.run import next_round, pending_rounds
+from hypograph.library.schema import library_path
+from hypograph.library.state import round_keys
+from hypograph.casework.dispatch import due_retries
+from hypograph.casework.package import MANIFEST, CasePackage
+from pipelines.jobs import case_batch_job, library_round_job, proximity_job, structure_job
 from resources import Inputs
+
+
+def looks_like_input(path: Path) -> bool:
+    """A run directory or vault (``hypotheses/``), a library, or a case package."""
+    return path.is_dir() and ((path / "hypotheses").is_dir() or library_path(path).exists() or (path / MANIFEST).is_file())
+
+
+def case_revision_keys(root: Path) -> list[str]:
+    """The revision partition keys of a case package (none for another kind of input)."""
+    return [revision_key(r) for r in CasePackage(root).revisions()] if (root / MANIFEST).is_file() else []
 
 
 @sensor(minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING)
 def inputs_discovered(context: SensorEvaluationContext, inputs: Inputs):
-    """Register every input folder under ``Inputs.workspace`` (``$HYPOGRAPH_WORKSPACE``) as a partition."""
+    """Register every input folder under ``Inputs.workspace`` (``$HYPOGRAPH_WORKSPACE``) as a partition,
+    and each case package's analysis revisions."""
     if not inputs.workspace:
         return SkipReason("no workspace folder configured (set HYPOGRAPH_WORKSPACE to discover inputs)")
     known = set(context.instance.get_dynamic_partitions(INPUTS))
-    found = sorted(str(p.resolve()) for p in Path(inputs.workspace).iterdir() if (p / "hypotheses").is_dir())
-    new = [key for key in found if key not in known]
-    if not new:
+    found = [p.resolve() for p in sorted(Path(inputs.workspace).iterdir()) if looks_like_input(p)]
+    new = [str(p) for p in found if str(p) not in known]
+    known_revisions = set(context.instance.get_dynamic_partitions(REVISIONS))
+    revisions = sorted({k for p in found for k in case_revision_keys(p)} - known_revisions)
+    if not new and not revisions:
         return SkipReason(f"no new input under {inputs.workspace}")
-    return SensorResult(dynamic_partitions_requests=[input_partitions.build_add_request(new)])
+    requests = [input_partitions.build_add_request(new)] if new else []
+    requests += [revision_partitions.build_add_request(revisions)] if revisions else []
+    return SensorResult(dynamic_partitions_requests=requests)
 
 
 
@@ -56,3 +77,37 @@ def nightly_proximity(context: ScheduleEvaluationContext):
     """Re-run proximity on every registered input each night (a no-op on disk when nothing changed)."""
     return [RunRequest(partition_key=key, run_key=f"{key}:{context.scheduled_execution_time:%Y-%m-%d}")
             for key in context.instance.get_dynamic_partitions(INPUTS)]
+
+
+@schedule(job=library_round_job, cron_schedule="0 4 * * *", default_status=DefaultScheduleStatus.STOPPED)
+def next_library_round(context: ScheduleEvaluationContext):
+    """For each registered library, add its next round partition (or its unfinished one) and run it
+    with the previous round's settings."""
+    requests = []
+    for key in context.instance.get_dynamic_partitions(INPUTS):
+        root = Path(key)
+        if not (library_path(root).exists() or round_keys(root)):
+            continue
+        pending = pending_rounds(root)
+        round_key = pending[0] if pending else next_round(root)
+        if not context.instance.has_dynamic_partition(ROUNDS, round_key):
+            context.instance.add_dynamic_partitions(ROUNDS, [round_key])
+        requests.append(RunRequest(partition_key=round_partition(key, round_key),
+                                   run_key=f"{key}|{round_key}"))
+    return requests
+
+
+@sensor(job=case_batch_job, minimum_interval_seconds=60, default_status=DefaultSensorStatus.STOPPED)
+def case_retries_due(context: SensorEvaluationContext):
+    """Re-dispatch each registered case whose RETRY_PENDING due time has passed (a dispatch never
+    sleeps: this sensor is how a retry happens). One request per case, revision and failed round."""
+    requests = []
+    for key in context.instance.get_dynamic_partitions(INPUTS):
+        root = Path(key)
+        if not (root / MANIFEST).is_file():
+            continue
+        for due in due_retries(root.parent):
+            if due.case_id == root.name:
+                requests.append(RunRequest(partition_key=revision_partition(key, due.analysis_revision),
+                                           run_key=f"{key}|{due.analysis_revision}|{due.attempt_id}|{due.due_at}"))
+    return requests or SkipReason("no case retry is due")

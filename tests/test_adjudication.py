@@ -517,7 +517,7 @@ def test_proximity_job_with_the_stub(run, llm_server, llm_env):
     assert meta["verdict_merge"] == 3 and meta["decided_by"] == {"auto": 1, DECIDER: 2}
     assert asset_metadata(result, "cluster_labels")["llm"] == MODEL
     assert [v["decided_by"] for v in read_proximity(run, "verdicts.json")] == ["auto", DECIDER, DECIDER]
-    everything = json.dumps([asset_metadata(result, a) for a in ("dedup_verdicts", "cluster_labels")], default=str)
+    everything = repr([asset_metadata(result, a) for a in ("dedup_verdicts", "cluster_labels")])
     files = [p.read_bytes() for p in run.rglob("*") if p.is_file()]
     assert API_KEY not in everything and not [f for f in files if API_KEY.encode() in f]
 

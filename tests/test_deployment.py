@@ -102,14 +102,25 @@ EXPECTED_ASSETS = {
     "hypothesis_embeddings": ("proximity", {"hypothesis_texts"}),
     "similarity_graph": ("proximity", {"hypothesis_embeddings"}),
     "proximity_clusters": ("proximity", {"similarity_graph", "hypothesis_texts", "hypothesis_embeddings"}),
-    "duplicate_pairs": ("proximity", {"similarity_graph"}),
+    "duplicate_pairs": ("proximity", {"similarity_graph", "hypothesis_texts"}),
     "dedup_verdicts": ("proximity", {"duplicate_pairs", "hypothesis_texts"}),
     "cluster_labels": ("proximity", {"proximity_clusters", "hypothesis_texts"}),
     "hypothesis_dispositions": ("structure", {"dedup_verdicts", "hypothesis_embeddings"}),
     "hypothesis_clusters": ("structure", {"hypothesis_dispositions"}),
     "structure_map": ("structure", {"hypothesis_clusters"}),
     "structured_proximity": ("structure", {"structure_map"}),
+    "round_candidates": ("library", set()),
+    "round_dedup": ("library", {"round_candidates"}),
+    "round_scores": ("library", {"round_dedup"}),
+    "round_persisted": ("library", {"round_dedup", "round_scores"}),
+    "hypothesis_library": ("library", {"round_persisted"}),
+    "case_interpretation": ("casework", set()),
+    "case_context": ("casework", {"case_interpretation"}),
+    "hypothesis_batch": ("casework", {"case_context"}),
+    "batch_vault_nodes": ("casework", {"hypothesis_batch"}),
 }
+CASE_ASSETS = {"case_interpretation", "case_context", "hypothesis_batch", "batch_vault_nodes"}
+ROUND_ASSETS = {"round_candidates", "round_dedup", "round_scores", "round_persisted"}
 EXPECTED_CHECKS = {
     ("similarity_graph", "graph_covers_embedded_ids"), ("similarity_graph", "graph_is_symmetric"),
     ("proximity_clusters", "clusters_partition_nodes"), ("duplicate_pairs", "duplicate_pairs_are_valid"),
@@ -120,6 +131,10 @@ EXPECTED_CHECKS = {
     ("hypothesis_clusters", "clusters_are_well_formed"), ("hypothesis_clusters", "each_cluster_has_one_residual"),
     ("hypothesis_clusters", "every_active_hypothesis_in_one_cluster"),
     ("hypothesis_clusters", "no_numbers_in_step4_fields"),
+    ("hypothesis_library", "file_validates"), ("hypothesis_library", "scored"),
+    ("hypothesis_library", "ids_unique_never_reused"), ("hypothesis_library", "statements_distinct"),
+    *(("hypothesis_batch", name) for name in ("registry_consistent", "budget_equal", "references_resolve",
+                                              "h1_grounded", "no_duplicates", "checked_together")),
 }
 
 
@@ -128,14 +143,18 @@ def test_definitions_snapshot():
     assets = {}
     for key in graph.get_all_asset_keys():
         node = graph.get(key)
-        assets[key.to_user_string()] = (node.group_name, {p.to_user_string() for p in node.parent_keys})
-        assert node.partitions_def is not None and node.partitions_def.name == "inputs", key
-    assert assets == {k: v for k, v in EXPECTED_ASSETS.items()} | {
-        k: v for k, v in assets.items() if k not in EXPECTED_ASSETS and v[0] in ("library", "casework")}
+        name = key.to_user_string()
+        assets[name] = (node.group_name, {p.to_user_string() for p in node.parent_keys})
+        multi = name in ROUND_ASSETS | CASE_ASSETS
+        dims = [d.partitions_def.name for d in node.partitions_def.partitions_defs] if multi else [node.partitions_def.name]
+        assert dims == (["inputs", "library_rounds"] if name in ROUND_ASSETS else
+                        ["inputs", "case_revisions"] if name in CASE_ASSETS else ["inputs"]), name
+    assert assets == EXPECTED_ASSETS
     checks = {(k.asset_key.to_user_string(), k.name): graph.get_check_spec(k).blocking
               for k in graph.asset_check_keys}
     assert EXPECTED_CHECKS <= set(checks) and all(checks[c] for c in EXPECTED_CHECKS)
     jobs = {j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__")}
-    assert {"proximity", "structure"} <= jobs
-    assert {s.name for s in defs.schedules} >= {"nightly_proximity"}
-    assert {s.name for s in defs.sensors} >= {"inputs_discovered", "hypotheses_changed"}
+    assert jobs == {"proximity", "structure", "library_round", "library_rescore", "library", "case_batch",
+                    "case_batch_into_vault"}
+    assert {s.name for s in defs.schedules} == {"nightly_proximity", "next_library_round"}
+    assert {s.name for s in defs.sensors} == {"inputs_discovered", "hypotheses_changed", "case_retries_due"}

@@ -21,7 +21,7 @@ from conftest import VENV_BIN, build_run_dir, build_vault, node_markdown, offlin
 from hypograph.errors import HypographError
 from hypograph.hypotheses import load_corpus
 from hypograph.journal import JOURNAL
-from hypograph.llm import LLMClient, LLMConfig
+from hypograph.llm import OfflinePolicy
 from hypograph.paths import MAX_NAME_BYTES, NAME_MAX
 from hypograph.structure.baseline import read_baseline
 from hypograph.structure.carving import run_clusters
@@ -55,14 +55,10 @@ def nodes_of(root: Path) -> dict[str, bytes | str]:
     return {k: v for k, v in tree(root).items() if not k.startswith((".hypograph", "proximity", ".create_node"))}
 
 
-def offline(root: Path, task: str) -> LLMClient:
-    return LLMClient(LLMConfig(forced_offline=True), root / ".hypograph", task)
-
-
 def structure(root: Path) -> None:
     """Step 4a then 4b, offline, in this process (what the ``structure`` job's assets call)."""
-    run_dispositions(open_vault(root), [], offline(root, "4a"))
-    run_clusters(open_vault(root), offline(root, "4b"))
+    run_dispositions(open_vault(root), [], None, OfflinePolicy())
+    run_clusters(open_vault(root), OfflinePolicy())
 
 
 def failing_checks(root: Path) -> dict[int, list]:

@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance
 
-import hypograph.structure.carving as carving
+import hypograph.structure.carving.apply as carving_apply
 import hypograph.journal as journal_module
 from conftest import (EXAMPLE_VAULT, RECORDED_STRUCTURE, SHARED_VAULTS, VENV_BIN, copy_tree, execute, node_markdown,
                       offline_env, snapshot, structure_record)
-from hypograph.llm import LLMClient, LLMConfig
+from hypograph.llm import LLMClient, LLMConfig, OfflinePolicy, policy_for
 from hypograph.proximity.adjudicate import Decision
 from hypograph.proximity.store import read_verdicts
 from hypograph.structure.baseline import read_baseline
@@ -548,8 +548,8 @@ def test_micro_example_with_a_model(sahul, llm_server, llm_env):
 
 def structure_4b_with_model(root: Path) -> None:
     """4a offline (everything stays active), then 4b with the configured model."""
-    run_dispositions(open_vault(root), [], LLMClient(LLMConfig(forced_offline=True), root / ".hypograph", "4a"))
-    run_clusters(open_vault(root), LLMClient(LLMConfig.from_env(), root / ".hypograph", "4b"))
+    run_dispositions(open_vault(root), [], None, OfflinePolicy())
+    run_clusters(open_vault(root), policy_for(LLMClient(LLMConfig.from_env(), root / ".hypograph", "4b")))
 
 
 def test_carving_naming_unknown_hypothesis_is_asked_again(sahul, llm_server, llm_env):
@@ -620,7 +620,7 @@ def test_cluster_interrupted_while_minting_its_constructed_member_is_completed(s
     next run mints it exactly once and the cluster ends whole."""
     llm_env(llm_server)
     llm_server.always(replying(two_cluster_answer))
-    real_create_node = carving.create_node
+    real_create_node = carving_apply.create_node
 
     def crash_at_constructed(vault_root, node_type, title, meta=None, body="", folder=None):
         if (meta or {}).get("origin") != "step-4-constructed":
@@ -629,7 +629,7 @@ def test_cluster_interrupted_while_minting_its_constructed_member_is_completed(s
             real_create_node(vault_root, node_type, title, meta, body, folder)
         raise RuntimeError("injected crash while minting a constructed member")
 
-    monkeypatch.setattr(carving, "create_node", crash_at_constructed)
+    monkeypatch.setattr(carving_apply, "create_node", crash_at_constructed)
     with pytest.raises(RuntimeError, match="injected"):
         structure_4b_with_model(sahul)
     monkeypatch.undo()
@@ -649,7 +649,7 @@ def test_carve_interrupted_right_after_minting_a_cluster_is_completed_as_decided
     constructed member, residuals, depends_on notes and straggler drop."""
     llm_env(llm_server)
     llm_server.always(replying(two_cluster_answer))
-    real_create_node = carving.create_node
+    real_create_node = carving_apply.create_node
     clusters_minted = []
 
     def crash_after_second_cluster(vault_root, node_type, title, meta=None, body="", folder=None):
@@ -660,7 +660,7 @@ def test_carve_interrupted_right_after_minting_a_cluster_is_completed_as_decided
                 raise RuntimeError("injected crash right after minting a cluster")
         return result
 
-    monkeypatch.setattr(carving, "create_node", crash_after_second_cluster)
+    monkeypatch.setattr(carving_apply, "create_node", crash_after_second_cluster)
     with pytest.raises(RuntimeError, match="injected"):
         structure_4b_with_model(sahul)
     monkeypatch.undo()
@@ -717,10 +717,9 @@ def test_dropping_a_survivor_takes_what_it_absorbed_along(tmp_path):
     """A survivor judged off-topic later (say, once a model is configured) is dropped with the node
     merged into it, which keeps its merge on record as former_merged_into: check 1 still holds."""
     root = build_bee_vault(tmp_path / "vault")
-    offline = LLMClient(LLMConfig(forced_offline=True), root / ".hypograph", "4a")
     auto = Decision(pair=("H-9", "H-10"), similarity=1.0, verdict="MERGE", rationale="Auto-merge candidate.",
                     recommended_action="Retire H-10", decided_by="auto")
-    run_dispositions(open_vault(root), [auto], offline)
+    run_dispositions(open_vault(root), [auto], None, OfflinePolicy())
     assert survivors(root) == {"H-9": ["H-10"]}
     ledger = read_ledger(root)
     ledger.topics["H-9"] = TopicDecision(id="H-9", drop=True, drop_reason="Off the question.", decided_by="model:m")
@@ -783,7 +782,7 @@ def test_cluster_interrupted_before_its_residual_is_completed_by_next_run(tmp_pa
     """The crash hits the residual's minting: before the file is written, or after it is written but
     before the cluster lists it. The next run must end with exactly one residual per cluster."""
     root = build_bee_vault(tmp_path / "vault")
-    real_create_node = carving.create_node
+    real_create_node = carving_apply.create_node
 
     def crash_at_residual(vault_root, node_type, title, meta=None, body="", folder=None):
         if not (meta or {}).get("residual"):
@@ -792,7 +791,7 @@ def test_cluster_interrupted_before_its_residual_is_completed_by_next_run(tmp_pa
             real_create_node(vault_root, node_type, title, meta, body, folder)
         raise RuntimeError("injected crash while minting a residual")
 
-    monkeypatch.setattr(carving, "create_node", crash_at_residual)
+    monkeypatch.setattr(carving_apply, "create_node", crash_at_residual)
     assert not run_job(root).success
     hcs_after_crash = sorted(clusters(root))
     assert hcs_after_crash
@@ -812,7 +811,7 @@ def test_cluster_interrupted_before_its_residual_is_completed_by_next_run(tmp_pa
 
 
 def test_same_source_locators_merge_place_by_place():
-    from hypograph.structure.dispositions import _absorb
+    from hypograph.structure.dispositions.merge import _absorb
     from hypograph.vault.nodes import parse_node
 
     def node(node_id: str, locator) -> "Node":

@@ -14,7 +14,7 @@ from hypograph.errors import HypographError
 from hypograph.ids import id_number
 from hypograph.journal import Journal, Step
 from hypograph.structure.baseline import read_baseline
-from hypograph.structure.dispositions import PairDecision, pair_key, read_ledger, write_ledger
+from hypograph.structure.dispositions.ledger import PairDecision, pair_key, read_ledger, write_ledger
 from hypograph.structure.members import set_members
 from hypograph.vault.mint import structuring_lock
 from hypograph.vault.nodes import link_target
