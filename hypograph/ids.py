@@ -22,3 +22,10 @@ def id_number(node_id: str) -> int:
     if not m:
         raise ValueError(f"not an id: {node_id!r}")
     return int(m.group(2))
+
+
+def canonical_id(node_id: str) -> str:
+    """``H-0012`` and ``H-12`` -> ``H-12``: the id two spellings share (to find collisions only;
+    an id is kept and written as spelled). Anything that is not an id is returned as it is."""
+    m = ID_RE.match(node_id)
+    return f"{m.group(1)}-{int(m.group(2))}" if m else node_id

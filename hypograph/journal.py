@@ -10,8 +10,9 @@ rolled forward twice (or by two readers at once) with the same result.
 Safety (every refusal is one ``HypographError`` line naming the journal file and the step, and
 nothing is applied):
 
-* every path is relative and resolves inside ``root``: no absolute path, no ``..``, no symlinked
-  parent folder leading outside (a journal may come from a vault received by git, zip or sync);
+* every path is one ``hypograph.paths`` lets the tool write: relative, no ``..``, no symlinked
+  folder on the way, no symlink resolving outside, a name that fits (a journal may come from a
+  vault received by git, zip or sync);
 * the saved plan records, for every file it will rewrite or move, the sha256 of its bytes at plan
   time (or ``"absent"``); a roll-forward refuses a plan when a file is in neither the state it was
   planned against nor a state the plan itself produces — someone edited it since, so finishing
@@ -22,7 +23,7 @@ Journal file format (``version`` 2)::
     {"version": 2, "steps": [{"to": "a.md", "src": null, "text": "...",
                               "before": {"a.md": "<sha256 hex>" | "absent"}}, ...]}
 
-Bottom layer: imports only ``atomic`` and ``errors``.
+Bottom layer: imports only ``atomic``, ``paths`` and ``errors``.
 """
 
 from __future__ import annotations
@@ -31,10 +32,11 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from hypograph.atomic import write_json, write_text
 from hypograph.errors import HypographError
+from hypograph.paths import check_folder, unsafe, write_target
 
 ABSENT = "absent"
 JOURNAL = Path(".hypograph") / "journal.json"  # default place, relative to the root
@@ -174,23 +176,13 @@ class Journal:
                                          "was saved; not rolling it forward (inspect and remove the journal)")
 
     def _check_paths(self, step: Step) -> None:
+        """Every path of ``step`` one the tool may write (``hypograph.paths.unsafe``), and the
+        journal's own folder no symlink."""
+        check_folder(self.root, self.name.parent)
         for rel in _paths(step):
-            problem = self._escapes(rel)
+            problem = unsafe(self.root, rel, moving=step.moves and rel == step.src)
             if problem:
                 raise HypographError(f"{self.path}: step to {step.to!r}: path {rel!r} {problem}")
-
-    def _escapes(self, rel: str) -> str | None:
-        """Why ``rel`` is not a path inside the root, or None."""
-        pure = PurePosixPath(rel)
-        if not rel or pure.is_absolute() or Path(rel).is_absolute():
-            return "is not relative to the input"
-        if ".." in pure.parts or pure.name in ("", "."):
-            return "leaves the input"
-        root = self.root.resolve()
-        parent = (self.root / rel).parent.resolve()  # follows symlinked folders
-        if parent != root and root not in parent.parents:
-            return "leads outside the input through a symlink"
-        return None
 
     # -- apply -----------------------------------------------------------------------------------
 
@@ -221,7 +213,7 @@ def apply_step(root: Path, step: Step) -> int:
     Moving first and rewriting second means a file is never in two places and never missing.
     Returns 1 if anything changed, else 0.
     """
-    dst = root / step.to
+    dst = write_target(root, step.to)  # a symlinked node (inside the input) is written through
     moved = False
     if step.moves:
         src = root / step.src

@@ -66,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        from hypograph.hypotheses import check_input
+
+        check_input(args.run_dir)  # no command reads or writes through a forbidden symlink
         return COMMANDS[args.command](args)
     except HypographError as e:
         print(f"prox {args.command}: {e}", file=sys.stderr)

@@ -169,6 +169,10 @@ def main(argv: list[str] | None = None) -> int:
     except HypographError as e:
         print(f"hypograph {args.command}: {e}", file=sys.stderr)
         return 1
+    except OSError as e:  # e.g. a DAGSTER_HOME that cannot be created: one line, not a traceback
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"hypograph {args.command}: {where}{e.strerror or e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

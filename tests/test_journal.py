@@ -186,13 +186,27 @@ def test_paths_leaving_the_input_are_refused(tmp_path, bad, field):
     assert files(root) == before and list(outside.iterdir()) == []
 
 
-def test_a_symlinked_file_inside_is_replaced_not_followed(tmp_path):
+def test_a_symlinked_file_leading_outside_is_refused_and_stays_a_link(tmp_path):
     outside = tmp_path / "outside.md"
     outside.write_text("keep me\n")
     root = start(tmp_path / "in")
     (root / "link.md").symlink_to(outside)
+    with pytest.raises(HypographError, match="link.md.*outside the input"):
+        Journal(root).apply([Step(to="b.md", text="changed\n"), Step(to="link.md", text="new\n")])
+    assert outside.read_text() == "keep me\n" and (root / "link.md").is_symlink()
+    assert (root / "b.md").read_text() == "b\n"
+
+
+def test_a_symlinked_file_inside_is_written_through_and_never_moved(tmp_path):
+    root = start(tmp_path / "in")
+    (root / "notes").mkdir()
+    (root / "notes" / "real.md").write_text("real\n")
+    (root / "link.md").symlink_to("notes/real.md")
     Journal(root).apply([Step(to="link.md", text="new\n")])
-    assert outside.read_text() == "keep me\n" and (root / "link.md").read_text() == "new\n"
+    assert (root / "link.md").is_symlink() and (root / "notes" / "real.md").read_text() == "new\n"
+    with pytest.raises(HypographError, match="is a symlink; moving it"):
+        Journal(root).apply([Step(to="moved.md", text="x\n", src="link.md")])
+    assert (root / "link.md").is_symlink() and not (root / "moved.md").exists()
 
 
 def test_stale_journal_is_refused_and_nothing_applied(tmp_path, crash_after):

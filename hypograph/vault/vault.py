@@ -11,13 +11,14 @@ the next ``open_vault`` rolls the plan forward before reading. Nothing is ever d
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from hypograph.errors import HypographError
 from hypograph.journal import Journal
-from hypograph.ids import ID_RE, id_sort_key
+from hypograph.ids import ID_RE, canonical_id, id_sort_key
+from hypograph.limits import encodable
+from hypograph.paths import scan
 from hypograph.vault.nodes import FILENAME_ID_RE, Node, link_target, read_node
 
 SKIP_DIRS = {"agent-notes", "proximity", ".hypograph", ".obsidian", ".git", ".trash"}
@@ -55,15 +56,16 @@ class Vault:
 
 
 def node_files(root: Path):
-    """Relative paths of candidate node files, sorted."""
-    for dirpath, dirnames, filenames in os.walk(root):
-        rel_dir = Path(dirpath).relative_to(root)
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
-        if rel_dir == Path("."):
-            continue  # top-level files are not nodes
-        for name in sorted(filenames):
-            if name.endswith(".md"):
-                yield rel_dir / name
+    """Relative paths of candidate node files, sorted. The scan (``hypograph.paths.scan``) covers
+    the whole input, so a forbidden symlink anywhere the tool reads or writes is refused here."""
+    for rel in scan(root):
+        if len(rel.parts) < 2 or any(p in SKIP_DIRS or p.startswith(".") for p in rel.parts[:-1]):
+            continue  # top-level files are not nodes; nor is anything in the tool's folders
+        if rel.suffix == ".md":
+            if not encodable(rel.name):
+                raise HypographError(f"{root / rel.parent}: a file name is not UTF-8 ({ascii(rel.name)}); rename it")
+            yield rel
+
 
 
 def open_vault(root: Path | str, roll_forward: bool = True) -> Vault:
@@ -75,6 +77,7 @@ def open_vault(root: Path | str, roll_forward: bool = True) -> Vault:
     if roll_forward:
         Journal(root).roll_forward()
     nodes: dict[str, Node] = {}
+    spelled: dict[str, str] = {}  # canonical id -> the id as spelled (H-01 and H-1 collide)
     for rel in node_files(root):
         node = read_node(root, rel)
         if "id" not in node.meta:
@@ -85,8 +88,11 @@ def open_vault(root: Path | str, roll_forward: bool = True) -> Vault:
         m = FILENAME_ID_RE.match(rel.name)
         if not m or m.group(1) != node_id:
             raise HypographError(f"{rel}: field 'id': {node_id} does not match the filename")
-        if node_id in nodes:
-            raise HypographError(f"{rel}: field 'id': {node_id} is also the id of {nodes[node_id].path}")
+        other = spelled.get(canonical_id(node_id))
+        if other is not None:
+            raise HypographError(f"{rel}: field 'id': {node_id} is also the id of {nodes[other].path}"
+                                 + ("" if other == node_id else f" (as {other})"))
+        spelled[canonical_id(node_id)] = node_id
         nodes[node_id] = node
     return Vault(root, nodes)
 

@@ -41,6 +41,7 @@ from hypograph.structure.carving.prompt import CARVE_SYSTEM, carve_request, plan
 from hypograph.structure.scope import active_hypotheses, observations
 from hypograph.vault.mint import structuring_lock
 from hypograph.vault.nodes import Node, link_target
+from hypograph.vault.validate import validate_before_structuring
 from hypograph.vault.vault import Vault, open_vault
 
 __all__ = ["CARVE", "CARVE_SYSTEM", "ClusterPlan", "ClusterReport", "offline_plans", "repair", "run_clusters"]
@@ -59,7 +60,9 @@ class ClusterReport:
 def run_clusters(vault: Vault, policy: Policy) -> ClusterReport:
     """4b end to end: carve the unclustered active hypotheses, create clusters, repair, report."""
     with structuring_lock(vault.root):
-        return _run_clusters(open_vault(vault.root), policy)
+        vault = open_vault(vault.root)
+        validate_before_structuring(vault)  # refuse what 4b cannot fix before its first write
+        return _run_clusters(vault, policy)
 
 
 def _run_clusters(vault: Vault, policy: Policy) -> ClusterReport:

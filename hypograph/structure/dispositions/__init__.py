@@ -41,6 +41,7 @@ from hypograph.structure.dispositions.ledger import (
 from hypograph.structure.dispositions.merge import DispositionReport, apply_dispositions, drop, merge_groups
 from hypograph.structure.scope import open_to_4a
 from hypograph.vault.mint import structuring_lock
+from hypograph.vault.validate import validate_before_structuring
 from hypograph.vault.vault import Vault, open_vault
 
 __all__ = ["LEDGER", "MERGE_SYSTEM", "NEIGHBOURS", "TOPIC_SYSTEM", "Candidate", "DispositionReport", "Ledger",
@@ -61,6 +62,7 @@ def run_dispositions(vault: Vault, verdicts: list[Decision], embeddings: Embeddi
         raise HypographError(f"{vault.root}: step 4 structures a vault (hypotheses/*.md), not a run directory")
     with structuring_lock(vault.root):
         vault = open_vault(vault.root)  # as it is now that this run holds the lock
+        validate_before_structuring(vault)  # refuse what 4a cannot fix before its first write
         record_baseline(vault)
         ledger = read_ledger(vault.root)
         # Offline, only proximity's own pairs: the offline policy merges nothing else anyway.
