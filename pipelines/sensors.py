@@ -51,6 +51,8 @@ def inputs_discovered(context: SensorEvaluationContext, inputs: Inputs):
     and each case package's analysis revisions."""
     if not inputs.workspace:
         return SkipReason("no workspace folder configured (set HYPOGRAPH_WORKSPACE to discover inputs)")
+    if not Path(inputs.workspace).is_dir():
+        return SkipReason(f"workspace folder {inputs.workspace} does not exist (HYPOGRAPH_WORKSPACE)")
     known = set(context.instance.get_dynamic_partitions(INPUTS))
     found = [p.resolve() for p in sorted(Path(inputs.workspace).iterdir()) if looks_like_input(p)]
     new = [str(p) for p in found if str(p) not in known]
