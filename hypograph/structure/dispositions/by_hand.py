@@ -56,6 +56,11 @@ def apply_by_hand(root: Path, verdicts: list[Decision], ledger: Ledger) -> tuple
         vault = open_vault(root)
         a, b = sorted(v.pair, key=id_sort_key)
         survivor, absorbed = vault.nodes[a], vault.nodes[b]
+        gone = next((n for n in (survivor, absorbed) if n.meta.get("state") not in (None, "active")), None)
+        if gone is not None:  # merged by an earlier review of this list
+            refused.append(f"MERGE {a}/{b} from {REVIEW} refused: {gone.id} was just merged into "
+                           f"{link_target(gone.meta.get('merged_into'))} by another review; record that pair instead")
+            continue
         hc = _cluster_of(vault, b)
         reason = _refusal(vault, survivor, absorbed, hc, ledger)
         if reason:
