@@ -35,6 +35,9 @@ def hypothesis_dispositions(context: AssetExecutionContext, dedup_verdicts: list
         "active": len(report.active), "files_changed": report.files_changed,
         "merges": MetadataValue.md("\n".join(f"- {s} ← {', '.join(a)}" for s, a in report.merged.items()) or "none"),
         "drops": MetadataValue.md("\n".join(f"- {i}: {r}" for i, r in report.dropped.items()) or "none"),
+        "candidate_pairs": report.candidates, "pairs_judged": report.judged,
+        "merge_groups_asked_directly": report.groups_direct, "merge_groups_closed_by_chaining": report.groups_chained,
+        "amended": report.amended, "merged_by_hand": report.by_hand, "refused_by_hand": report.refused,
         **client.metadata(),
     })
 

@@ -90,6 +90,8 @@ def print_structure(root: Path, result) -> None:
                                               (b.get("created", 0), "clusters created"),
                                               (b.get("minted_hypotheses", 0), "hypotheses minted (residuals, complements)")) if n]
     print(f"{root}: this run: " + (", ".join(changed) if changed else "nothing to change (already structured)"))
+    for line in [*(a.get("merged_by_hand") or []), *(a.get("refused_by_hand") or []), *(a.get("amended") or [])]:
+        print(f"  {line}")  # a person's MERGE applied or refused; a decision amended so the vault completes
     vault = open_vault(root)
     hyps = vault.of_type("hypothesis")
     state = lambda s: sum(h.meta.get("state") == s for h in hyps)  # noqa: E731

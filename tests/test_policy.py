@@ -26,15 +26,12 @@ from hypograph.llm import Ask, LLMClient, LLMConfig, ModelPolicy, OfflinePolicy,
 from hypograph.llm.client import Request
 from hypograph.proximity.adjudicate import Decision
 from hypograph.proximity.embed import Embeddings, embed
-from hypograph.structure.dispositions import MERGE_SYSTEM, TOPIC_SYSTEM, candidate_pairs, read_ledger, run_dispositions
+from hypograph.structure.dispositions import MERGE_SYSTEM, TOPIC_SYSTEM, Net, candidate_pairs, read_ledger, run_dispositions
 from hypograph.structure.dispositions.candidates import rows
 from hypograph.structure.scope import open_to_4a
 from hypograph.vault.vault import open_vault
-from llm_stub import MODEL, answer, invalid_json, llm_env, llm_server  # noqa: F401
+from llm_stub import MODEL, answer, invalid_json, llm_env, llm_server, merge_answer, merge_pairs  # noqa: F401
 from test_structure import build_bee_vault, survivors
-
-ID_RE = re.compile(r'<hypothesis id="([A-Z]+-\d+)">')
-
 
 class Choice(BaseModel):
     pick: Literal["left", "right"]
@@ -93,15 +90,14 @@ def test_policy_for_passes_a_policy_through_and_model_policy_needs_a_model(clien
 # -- 4a ---------------------------------------------------------------------------------------------
 
 def pair_ids(body: dict) -> tuple[str, ...]:
-    prompt = next(m["content"] for m in body["messages"] if m["role"] == "user")
-    return tuple(sorted(ID_RE.findall(prompt)))
+    """The ids of a one-pair merge request (4a run with batch_size=1); () for any other request."""
+    return tuple(sorted(i for _, a, b in merge_pairs(body) for i in (a, b)))
 
 
 def keep_everything(body: dict):
     system = next(m["content"] for m in body["messages"] if m["role"] == "system")
     if system.startswith(MERGE_SYSTEM):
-        return answer({"decision": "KEEP", "discriminating_observations": [], "widened_statement": None,
-                       "generalization_note": None, "rationale": "Different cores, kept apart."})
+        return answer(merge_answer(body))
     assert system.startswith(TOPIC_SYSTEM)
     numbers = re.findall(r'<hypothesis number="(\d+)">', next(m["content"] for m in body["messages"] if m["role"] == "user"))
     return answer({"items": [{"hypothesis": int(n), "off_topic": False, "drop_reason": None} for n in numbers]})
@@ -121,7 +117,7 @@ def test_4a_rejected_pair_answer_falls_back_to_the_offline_rule(tmp_path, client
     a rejected model answer merges them too — recorded as the policy's decision, with the reason."""
     root = build_bee_vault(tmp_path / "vault")
     llm_server.always(lambda body: invalid_json() if pair_ids(body) == ("H-10", "H-9") else keep_everything(body))
-    run_dispositions(open_vault(root), [AUTO], tfidf_embeddings(root), ModelPolicy(client))
+    run_dispositions(open_vault(root), [AUTO], tfidf_embeddings(root), ModelPolicy(client), batch_size=1)
 
     assert survivors(root) == {"H-9": ["H-10"]}
     d = read_ledger(root).pairs["H-9|H-10"]
@@ -142,7 +138,7 @@ def crafted(ids: list[str]) -> Embeddings:
 def test_4a_neighbours_are_the_rows_of_the_embeddings_it_is_given(tmp_path, client, llm_server):
     root = build_bee_vault(tmp_path / "vault")
     llm_server.always(keep_everything)
-    run_dispositions(open_vault(root), [], crafted(["H-3", "H-4", "H-5", "H-9", "H-10"]), ModelPolicy(client), k=1)
+    run_dispositions(open_vault(root), [], crafted(["H-3", "H-4", "H-5", "H-9", "H-10"]), ModelPolicy(client), net=Net(k=1), batch_size=1)
     asked = {pair_ids(r.body) for r in llm_server.requests if r.system.startswith(MERGE_SYSTEM)}
     assert asked == {("H-3", "H-5"), ("H-4", "H-9"), ("H-10", "H-9")}
 
@@ -154,7 +150,7 @@ def test_a_hypothesis_missing_from_tfidf_embeddings_is_embedded_against_their_vo
     given = embed([i for i in corpus.ids if i != "H-10"], [t for i, t in zip(corpus.ids, corpus.texts) if i != "H-10"])
     matrix = rows(given, nodes)
     assert matrix.shape == (len(nodes), given.dim)
-    pairs = {(c.a, c.b): c.similarity for c in candidate_pairs(nodes, [], given, k=1)}
+    pairs = {(c.a, c.b): c.similarity for c in candidate_pairs(nodes, [], given, Net(k=1))}
     assert pairs[("H-9", "H-10")] > 0.8  # H-10 reads as H-9 does: found though it was never embedded with them
 
     ids = [n.id for n in nodes]
@@ -172,7 +168,7 @@ def test_a_hypothesis_missing_from_sbert_embeddings_is_embedded_with_their_model
     corpus = load_corpus(root)
     keep = [k for k, i in enumerate(corpus.ids) if i != "H-10"]
     real = embed([corpus.ids[k] for k in keep], [corpus.texts[k] for k in keep], "sbert")
-    pairs = {(c.a, c.b): c.similarity for c in candidate_pairs(nodes, [], real, k=1)}
+    pairs = {(c.a, c.b): c.similarity for c in candidate_pairs(nodes, [], real, Net(k=1))}
     assert pairs[("H-9", "H-10")] > 0.99  # the same text, embedded by the same model
 
 

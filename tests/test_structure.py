@@ -36,7 +36,8 @@ from hypograph.structure.structure_map import MAP, structure_counts
 from hypograph.vault.nodes import link_target
 from hypograph.journal import JOURNAL
 from hypograph.vault.vault import open_vault
-from llm_stub import adjudication_answer, answer, asked_clusters, asked_pairs, cluster_label_answer, llm_env, llm_server  # noqa: F401
+from llm_stub import (adjudication_answer, answer, asked_clusters, asked_pairs, cluster_label_answer, llm_env,  # noqa: F401
+                      llm_server, merge_answer, merge_pairs)
 
 SAHUL = Path(__file__).resolve().parent / "fixtures" / "sahul"
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -419,16 +420,18 @@ def tagged(body: dict, tag: str) -> list[tuple[dict, dict]]:
 
 
 def pair_answer(body: dict) -> dict:
-    ids = {a["id"] for a, _ in tagged(body, "hypothesis")}
-    if ids == {"H-3", "H-127"}:
-        return {"decision": "MERGE", "discriminating_observations": [], "widened_statement": WIDENED,
-                "generalization_note": GENERALIZATION, "rationale": "Same core claim: people killed the megafauna directly."}
+    """The seed's micro-example, pair by pair: H-3/H-127 merge (widened), O-22 separates H-3/H-11."""
     o22 = [int(a["number"]) for a, c in tagged(body, "observation") if "five thousand years" in c["statement"]]
-    if ids == {"H-3", "H-11"}:
-        return {"decision": "KEEP", "discriminating_observations": o22, "generalization_note": None,
-                "widened_statement": None, "rationale": "O-22: survival past arrival fits a slow squeeze, not a rapid kill-off."}
-    return {"decision": "KEEP", "discriminating_observations": [], "widened_statement": None,
-            "generalization_note": None, "rationale": "Different cores: these name different drivers or topics."}
+
+    def judge(a: str, b: str) -> dict:
+        if {a, b} == {"H-3", "H-127"}:
+            return {"decision": "MERGE", "widened_statement": WIDENED, "generalization_note": GENERALIZATION,
+                    "rationale": "Same core claim: people killed the megafauna directly."}
+        if {a, b} == {"H-3", "H-11"}:
+            return {"discriminating_observations": o22,
+                    "rationale": "O-22: survival past arrival fits a slow squeeze, not a rapid kill-off."}
+        return {"rationale": "Different cores: these name different drivers or topics."}
+    return merge_answer(body, judge)
 
 
 def is_taxonomy(content: dict) -> bool:
@@ -693,10 +696,7 @@ def keep_except(merge: set[str]):
     def respond(body: dict):
         system = system_of(body)
         if system.startswith(MERGE_SYSTEM):
-            ids = {a["id"] for a, _ in tagged(body, "hypothesis")}
-            return answer({"decision": "MERGE" if ids == merge else "KEEP", "discriminating_observations": [],
-                           "widened_statement": None, "generalization_note": None,
-                           "rationale": "Compared on their cores and on every observation listed."})
+            return answer(merge_answer(body, lambda a, b: {"decision": "MERGE"} if {a, b} == merge else {}))
         if system.startswith(TOPIC_SYSTEM):
             return answer({"items": [{"hypothesis": int(a["number"]), "off_topic": False, "drop_reason": None}
                                      for a, _ in tagged(body, "hypothesis")]})
@@ -811,7 +811,7 @@ def test_cluster_interrupted_before_its_residual_is_completed_by_next_run(tmp_pa
 
 
 def test_same_source_locators_merge_place_by_place():
-    from hypograph.structure.dispositions.merge import _absorb
+    from hypograph.structure.dispositions.merge import absorb
     from hypograph.vault.nodes import parse_node
 
     def node(node_id: str, locator) -> "Node":
@@ -819,6 +819,6 @@ def test_same_source_locators_merge_place_by_place():
         return parse_node(node_markdown(meta), Path(f"hypotheses/{node_id} - T.md"))
 
     survivor = node("H-1", "p. 4; fig. 2")
-    _absorb(survivor, [node("H-2", "p. 4; fig. 2"), node("H-3", "p. 1")], None)
+    absorb(survivor, [node("H-2", "p. 4; fig. 2"), node("H-3", "p. 1")], None)
     assert survivor.meta["locator"] == ["S-1: p. 4; fig. 2; p. 1"]
     assert "additional_sources" not in survivor.meta  # one paper: nothing to add beside its own source

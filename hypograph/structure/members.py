@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from hypograph.vault.nodes import Node
 
+BY_HAND = "Changed by hand:"  # opens a cluster body's line recording a person's change to its members
+
 
 def member_links(members: list[Node]) -> list[str]:
     """``[[ID - Title]]`` for each member, in order (the HC's ``hypotheses`` field)."""

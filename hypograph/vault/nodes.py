@@ -95,9 +95,12 @@ class Node:
         """``[[ID - Title]]``: an Obsidian wiki-link to this node."""
         return f"[[{self.path.stem}]]"
 
+    def __post_init__(self) -> None:
+        self._original_body = self.body  # as read: a body-only edit is a change too
+
     @property
     def changed(self) -> bool:
-        return self.meta != self.original_meta
+        return self.meta != self.original_meta or self.body != self._original_body
 
     def text(self) -> str:
         """The file's text: the raw text if nothing changed, else edited frontmatter + same body."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from hypograph.ids import id_number
 from hypograph.journal import Journal, Step
-from hypograph.structure.carving.plan import ClusterPlan
+from hypograph.structure.carving.plan import ClusterPlan, resolve
 from hypograph.structure.dispositions.merge import drop
 from hypograph.structure.members import embeds, member_links, set_members
 from hypograph.vault.mint import create_node
@@ -64,34 +64,40 @@ def repair(vault: Vault, plans: dict[str, ClusterPlan]) -> list[str]:
 
 
 def _complete_cluster(vault: Vault, hc_id: str, plan: ClusterPlan | None) -> tuple[list[str], bool]:
-    """Mint what cluster ``hc_id`` still lacks and list it. Returns (ids minted, whether anything was written)."""
+    """Mint what cluster ``hc_id`` still lacks, list it, and resolve the plan's placeholders for
+    its minted members. Returns (ids minted, whether anything was written)."""
     hc = vault.nodes[hc_id]
     minted_for_it = [h for h in vault.of_type("hypothesis")
                      if h.meta.get("origin") and link_target(h.meta.get("cluster")) == hc_id]
-    minted = []
+    minted, constructed = [], []
     question = plan.question if plan else hc.meta.get("question")
+    # Constructed members first, in the plan's order, then the residual: minted ids follow member order.
     for c in plan.constructed if plan else []:
-        if not any(h.meta.get("origin") == "step-4-constructed" and h.title == clean_title(c["title"]) for h in minted_for_it):
-            node_id, _ = create_node(vault.root, "hypothesis", c["title"], {
-                "statement": c["statement"], "question": question, "source": None, "locator": None,
+        have = next((h.id for h in minted_for_it
+                     if h.meta.get("origin") == "step-4-constructed" and h.title == clean_title(c["title"])), None)
+        if have is None:
+            reason = c["reason"]
+            have, _ = create_node(vault.root, "hypothesis", c["title"], {
+                "statement": c["statement"], "question": c.get("question") or question, "source": None, "locator": None,
                 "state": "active", "cluster": hc.link, "origin": "step-4-constructed"},
-                body=f"\nConstructed complement: {c['reason']}\n")
-            minted.append(node_id)
+                body=f"\nConstructed complement: {reason}\n")
+            minted.append(have)
+        constructed.append(have)
     listed = [link_target(l) for l in hc.meta.get("hypotheses") or []]
     if minted:
         vault = open_vault(vault.root)
-    has_residual = any(vault.nodes[i].meta.get("residual") is True for i in listed if i in vault.nodes) or any(
-        h.meta.get("residual") is True for h in minted_for_it)
-    if hc.meta.get("exhaustive_by_construction") is not True and not has_residual:
+    residual = next((i for i in listed if i in vault.nodes and vault.nodes[i].meta.get("residual") is True),
+                    next((h.id for h in minted_for_it if h.meta.get("residual") is True), None))
+    if hc.meta.get("exhaustive_by_construction") is not True and residual is None:
         r = {"title": plan.residual_title, "statement": plan.residual_statement, "note": plan.residual_note} if plan else {
             "title": f"The answer is not listed here - {hc.title}",
             "statement": f"The answer to this cluster's sub-question ({hc.title}) is something none of its other members states.",
             "note": "Residual catch-all so that exactly one member of the cluster is true."}
-        node_id, _ = create_node(vault.root, "hypothesis", r["title"], {
-            "statement": r["statement"], "question": question, "source": None,
+        residual, _ = create_node(vault.root, "hypothesis", r["title"], {
+            "statement": r["statement"], "question": (plan.residual_question if plan else None) or question, "source": None,
             "locator": None, "state": "active", "cluster": hc.link, "residual": True, "origin": "step-4-residual"},
             body=f"\n{r['note']}\n")
-        minted.append(node_id)
+        minted.append(residual)
         vault = open_vault(vault.root)
     hc = vault.nodes[hc_id]
     adopted = [h for h in vault.of_type("hypothesis")
@@ -102,8 +108,27 @@ def _complete_cluster(vault: Vault, hc_id: str, plan: ClusterPlan | None) -> tup
         named += sorted((h for h in adopted if h.meta.get("residual") is not True), key=lambda h: id_number(h.id))
         ordered = named + [m for m in members + adopted if m.meta.get("residual") is True]
         set_members(hc, ordered)
-        Journal(vault.root).apply([Step(to=str(hc.path), text=hc.text())])
-    return minted, bool(minted or adopted)
+    steps = _resolved(vault, hc, constructed, residual) if plan else []
+    if adopted and not any(st.to == str(hc.path) for st in steps):
+        steps.append(Step(to=str(hc.path), text=hc.text()))
+    Journal(vault.root).apply(steps)
+    return minted, bool(minted or steps)
+
+
+def _resolved(vault: Vault, hc, constructed: list[str], residual: str | None) -> list[Step]:
+    """Journal steps writing the cluster and its minted members with the placeholders for those
+    members replaced by their ids (none for a node without a placeholder)."""
+    steps = []
+    for node in [hc] + [vault.nodes[i] for i in [*constructed, residual] if i in vault.nodes]:
+        for key, value in list(node.meta.items()):
+            if isinstance(value, str):
+                node.meta[key] = resolve(value, constructed, residual)
+            elif isinstance(value, list):
+                node.meta[key] = [resolve(v, constructed, residual) if isinstance(v, str) else v for v in value]
+        node.body = resolve(node.body, constructed, residual)
+        if node.changed:
+            steps.append(Step(to=str(node.path), text=node.text()))
+    return steps
 
 
 def set_depends_on(vault: Vault, plans: list[ClusterPlan], new_ids: list[str]) -> None:

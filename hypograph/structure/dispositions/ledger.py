@@ -22,6 +22,7 @@ class PairDecision(BaseModel):
     decided_by: str
     widened_statement: str | None = None
     generalization_note: str | None = None
+    amended: str | None = None  # what Hypograph changed in the decision, and why (written only when set)
 
 
 class TopicDecision(BaseModel):
@@ -48,4 +49,8 @@ def read_ledger(root: Path) -> Ledger:
 
 
 def write_ledger(root: Path, ledger: Ledger) -> None:
-    write_json(Path(root) / LEDGER, json.loads(ledger.model_dump_json()))
+    doc = json.loads(ledger.model_dump_json())
+    for d in doc["pairs"].values():
+        if d.get("amended") is None:
+            d.pop("amended", None)  # the usual case: the ledger reads as before amendments existed
+    write_json(Path(root) / LEDGER, doc)

@@ -6,10 +6,13 @@ statement plus ``generalization_note``. Drops move to ``hypotheses/dropped/`` wi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import combinations
 from pathlib import Path
 
 from hypograph.ids import id_sort_key
 from hypograph.journal import Journal, Step
+from hypograph.structure.baseline import read_baseline
+from hypograph.structure.dispositions.amend import stale_notes, widening_problem
 from hypograph.structure.dispositions.ledger import Ledger, PairDecision
 from hypograph.structure.scope import active_hypotheses, open_to_4a
 from hypograph.vault.nodes import Node, link_target
@@ -23,6 +26,13 @@ class DispositionReport:
     active: list[str] = field(default_factory=list)
     files_changed: int = 0
     decisions: int = 0
+    candidates: int = 0  # candidate pairs this run (proximity's pairs plus the net)
+    judged: int = 0  # pairs put to the policy this run
+    groups_direct: int = 0  # MERGE groups whose every pair was judged MERGE
+    groups_chained: int = 0  # MERGE groups that hold a pair no one judged (closed by chaining)
+    amended: list[str] = field(default_factory=list)  # decisions or files amended so the vault completes
+    by_hand: list[str] = field(default_factory=list)  # human MERGEs applied to clustered hypotheses
+    refused: list[str] = field(default_factory=list)  # human MERGEs refused, with the reason
 
 
 def drop(vault: Vault, h: Node, reason: str) -> list[tuple[Node, Path]]:
@@ -75,7 +85,7 @@ def _locator_entries(node: Node) -> list[str]:
     return [f"{sid}: {loc}" if loc not in (None, "") else f"{sid}: unspecified"] if sid else []
 
 
-def _absorb(survivor: Node, absorbed: list[Node], widening: PairDecision | None) -> None:
+def absorb(survivor: Node, absorbed: list[Node], widening: PairDecision | None) -> None:
     meta = survivor.meta
     own = _source_id(survivor)
     merged_from = list(meta.get("merged_from") or [])
@@ -108,24 +118,45 @@ def _absorb(survivor: Node, absorbed: list[Node], widening: PairDecision | None)
         meta["generalization_note"] = widening.generalization_note
 
 
+def group_widening(survivor: Node, absorbed_ids: list[str], ledger: Ledger, baseline: dict | None) -> PairDecision | None:
+    """The widening the group takes: from a MERGE pair holding the survivor if one widens, else from
+    any MERGE pair of the group (ledger order); never one that repeats the survivor's statement."""
+    group = {survivor.id, *absorbed_ids}
+    widenings = [d for d in ledger.pairs.values()
+                 if d.decision == "MERGE" and d.widened_statement and set(d.pair) <= group
+                 and widening_problem(d.widened_statement, [survivor], baseline) is None]
+    return next((d for d in widenings if survivor.id in d.pair), next(iter(widenings), None))
+
+
+def chained(survivor: str, absorbed: list[str], ledger: Ledger) -> bool:
+    """Whether the group holds a pair no decision judged MERGE (it was closed by chaining)."""
+    merged = {frozenset(d.pair) for d in ledger.pairs.values() if d.decision == "MERGE"}
+    return any(frozenset(p) not in merged for p in combinations([survivor, *absorbed], 2))
+
+
 def apply_dispositions(vault: Vault, ledger: Ledger) -> DispositionReport:
     """Plan every file change from the ledger and apply it through the journal."""
     active = active_hypotheses(vault)
     ids = [h.id for h in open_to_4a(vault)]
+    baseline = read_baseline(vault.root)
     report = DispositionReport(decisions=len(ledger.pairs) + len(ledger.topics))
     drops = {t.id: t.drop_reason for t in ledger.topics.values() if t.drop and t.id in ids}
     groups = merge_groups([i for i in ids if i not in drops], ledger)
+    report.groups_chained = sum(chained(s, a, ledger) for s, a in groups.items())
+    report.groups_direct = len(groups) - report.groups_chained
     steps: list[Step] = []
     touched: dict[str, tuple[Node, Path]] = {}
+    for node, line in stale_notes(vault, baseline):  # what an earlier version wrote from a non-widening
+        touched[node.id] = (node, node.path)
+        report.amended.append(line)
     for survivor_id, absorbed_ids in groups.items():
         survivor, absorbed = vault.nodes[survivor_id], [vault.nodes[x] for x in absorbed_ids]
         # Nodes merged earlier into one being absorbed now follow it to the new survivor (one hop).
         for x in list(absorbed):
             absorbed += [m for m in vault.of_type("hypothesis")
                          if m.meta.get("state") == "merged" and link_target(m.meta.get("merged_into")) == x.id]
-        widening = next((d for d in ledger.pairs.values() if d.decision == "MERGE" and d.widened_statement
-                         and survivor_id in d.pair and set(d.pair) <= {survivor_id, *absorbed_ids}), None)
-        _absorb(survivor, absorbed, widening)
+        widening = group_widening(survivor, absorbed_ids, ledger, baseline)
+        absorb(survivor, absorbed, widening)
         touched[survivor.id] = (survivor, survivor.path)
         for x in absorbed:
             x.meta["state"] = "merged"
