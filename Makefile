@@ -2,7 +2,7 @@
 PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
-INPUT  ?= demo/vault
+INPUTS ?= $(wildcard demo/run demo/vault demo/library demo/case)
 
 .PHONY: demo test ui bench clean
 
@@ -20,22 +20,28 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[test,semantic]'
 	touch $@ $(VENV)/.installed
 
-# Copies the bundled examples to demo/ once (so the checked-in examples are never modified),
-# then runs the proximity job on the run directory and the structure job on the vault, through Dagster.
+# Copies the bundled examples to demo/ once (so the checked-in examples are never modified), runs
+# the proximity job on the run directory and the structure job on the vault through Dagster, prints
+# the example library's report, and registers the library and the case so `make ui` shows them.
 demo: $(VENV)/.installed
-	@test -d demo || { mkdir -p demo && cp -r examples/run examples/vault demo/; }
+	@for d in run vault library case; do test -d demo/$$d || { mkdir -p demo && cp -r examples/$$d demo/; }; done
 	$(BIN)/hypograph proximity demo/run
 	@echo
 	$(BIN)/hypograph structure demo/vault
 	@echo
-	@echo "Browse the runs and lineage: make ui INPUT=demo/vault"
+	$(BIN)/hypograph library demo/library --report
+	@echo
+	$(BIN)/hypograph add demo/library demo/case
+	@echo
+	@echo "Browse the runs, lineage and checks of every input: make ui"
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest
 
-# The Dagster web UI on 127.0.0.1:3000 with this code location, on $(INPUT)'s own instance.
+# The Dagster web UI and daemon on 127.0.0.1:3000, on the instance the CLI writes to
+# ($$DAGSTER_HOME, else ~/.hypograph/dagster); $(INPUTS) are registered first.
 ui: $(VENV)/.installed
-	$(BIN)/hypograph ui $(INPUT)
+	$(BIN)/hypograph ui $(INPUTS)
 
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/proximity.py --sizes 1000,10000,100000

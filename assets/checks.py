@@ -1,48 +1,64 @@
-"""Blocking asset checks: the invariants of the files each asset wrote, read back from disk."""
+"""Blocking asset checks, one per predicate, on the partition (input folder) the asset wrote.
+
+Proximity checks read the files the IO manager wrote (the seed formats, as a reader sees them);
+step-4 checks run the seed's checks on the vault with the same functions as ``hypograph check``.
+"""
 
 import json
+import warnings
 
-from dagster import AssetCheckResult, asset_check
+from dagster import AssetCheckExecutionContext, AssetCheckResult, MetadataValue, PreviewWarning, asset_check
 
-from assets.metadata import violations_table
 from assets.adjudication import dedup_verdicts
-from assets.structure import hypothesis_clusters, hypothesis_dispositions
+from assets.casework import hypothesis_batch
+from assets.library import hypothesis_library
+from assets.metadata import violations_table
+from assets.partitions import case_revisions, input_partition, inputs
 from assets.proximity import duplicate_pairs, proximity_clusters, similarity_graph
+from assets.structure import hypothesis_clusters, hypothesis_dispositions
+from hypograph.casework import checks as case_checks
+from hypograph.casework.package import CasePackage
+from hypograph.library import checks as library_checks
 from hypograph.proximity import checks, store
 from hypograph.proximity.adjudicate import verdict_violations
 from hypograph.structure import checks as step4
 from hypograph.structure.baseline import read_baseline
 from hypograph.vault.vault import open_vault
-from resources import HypographInput, ProximitySettings
+from resources import Inputs, ProximitySettings
+
+# Checks of partitioned assets take the asset's partitions (the issue asks for it; Dagster 1.13 calls it preview).
+warnings.filterwarnings("ignore", message="Specifying a partitions_def on an AssetCheckSpec", category=PreviewWarning)
+CHECK = dict(blocking=True, partitions_def=inputs)
 
 
 def _result(violations: list[tuple[str, str]], **metadata) -> AssetCheckResult:
-    return AssetCheckResult(
-        passed=not violations,
-        metadata={"violations": len(violations), "violation_list": violations_table(violations), **metadata},
-    )
+    return AssetCheckResult(passed=not violations, metadata={
+        "violations": len(violations),
+        "violation_list": violations_table(violations) if violations else MetadataValue.text("no violations"),
+        **metadata,
+    })
 
 
-@asset_check(asset=similarity_graph, blocking=True)
-def graph_covers_embedded_ids(hypograph_input: HypographInput) -> AssetCheckResult:
+@asset_check(asset=similarity_graph, **CHECK)
+def graph_covers_embedded_ids(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
     """Every embedded id is a graph node, and every node was embedded."""
-    root = hypograph_input.root
+    root = inputs.root(context.partition_key)
     ids = json.loads((store.proximity_dir(root) / "embedding-ids.json").read_text(encoding="utf-8"))
     _, doc = store.read_graph(root)
     return _result(checks.embedded_ids_in_graph(ids, doc), embedded=len(ids))
 
 
-@asset_check(asset=similarity_graph, blocking=True)
-def graph_is_symmetric(hypograph_input: HypographInput) -> AssetCheckResult:
+@asset_check(asset=similarity_graph, **CHECK)
+def graph_is_symmetric(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
     """Each edge listed on both endpoints with one similarity, none below threshold, no self-edges."""
-    _, doc = store.read_graph(hypograph_input.root)
+    _, doc = store.read_graph(inputs.root(context.partition_key))
     return _result(checks.graph_symmetric(doc))
 
 
-@asset_check(asset=proximity_clusters, blocking=True)
-def clusters_partition_nodes(hypograph_input: HypographInput) -> AssetCheckResult:
+@asset_check(asset=proximity_clusters, **CHECK)
+def clusters_partition_nodes(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
     """Clusters partition the graph's nodes, labelled C-01.. without gaps, matching graph.json."""
-    root = hypograph_input.root
+    root = inputs.root(context.partition_key)
     _, doc = store.read_graph(root)
     raw = json.loads((store.proximity_dir(root) / "clusters.json").read_text(encoding="utf-8"))
     violations = checks.clusters_partition(raw["clusters"], list(doc["nodes"]), raw.get("num_clusters"))
@@ -52,17 +68,18 @@ def clusters_partition_nodes(hypograph_input: HypographInput) -> AssetCheckResul
     return _result(violations)
 
 
-@asset_check(asset=duplicate_pairs, blocking=True)
-def duplicate_pairs_are_valid(hypograph_input: HypographInput, proximity: ProximitySettings) -> AssetCheckResult:
+@asset_check(asset=duplicate_pairs, **CHECK)
+def duplicate_pairs_are_valid(context: AssetCheckExecutionContext, inputs: Inputs,
+                              proximity: ProximitySettings) -> AssetCheckResult:
     """Pairs unique, ordered a < b, at or above the dupe threshold, by descending similarity."""
-    pairs = store.read_dupes(hypograph_input.root)
+    pairs = store.read_dupes(inputs.root(context.partition_key))
     return _result(checks.duplicate_pairs_valid(pairs, proximity.dupe_threshold), pairs=len(pairs))
 
 
-@asset_check(asset=dedup_verdicts, blocking=True)
-def every_pair_has_one_verdict(hypograph_input: HypographInput) -> AssetCheckResult:
+@asset_check(asset=dedup_verdicts, **CHECK)
+def every_pair_has_one_verdict(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
     """verdicts.json holds exactly one valid MERGE/KEEP/FLAG decision per duplicate pair."""
-    root = hypograph_input.root
+    root = inputs.root(context.partition_key)
     raw = json.loads((store.proximity_dir(root) / "verdicts.json").read_text(encoding="utf-8"))
     return _result(verdict_violations(store.read_dupes(root), raw), decisions=len(raw))
 
@@ -73,23 +90,53 @@ PROXIMITY_CHECKS = [
 ]
 
 
-def _step4_check(number: int, asset, description: str):
-    """A blocking check running the seed's step-4 check ``number`` on the vault."""
+def _step4_check(number: int, asset):
+    """A blocking check running the seed's step-4 check ``number`` on the partition's vault."""
+    name, what = step4.CHECK_NAMES[number]
 
-    @asset_check(asset=asset, name=f"check_{number}_{asset.key.path[-1]}", blocking=True, description=description)
-    def _check(hypograph_input: HypographInput) -> AssetCheckResult:
-        vault = open_vault(hypograph_input.root)
-        return _result(step4.run_check(number, vault, read_baseline(vault.root)))
+    @asset_check(asset=asset, name=name, description=f"Seed check {number}: {what}.", **CHECK)
+    def _check(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
+        vault = open_vault(inputs.root(context.partition_key))
+        return _result(step4.run_check(number, vault, read_baseline(vault.root)), seed_check=number)
 
     return _check
 
 
 STRUCTURE_CHECKS = [
-    _step4_check(1, hypothesis_dispositions, "Check 1: every H has one state; merged resolves in one hop; drops have reasons; folders match; nothing deleted."),
-    _step4_check(5, hypothesis_dispositions, "Check 5: survivors' merged_from, sources, locators and generalization notes; sourceless H are residual or constructed."),
-    _step4_check(6, hypothesis_dispositions, "Check 6: no step-4 field holds a number, probability, weight or rank."),
-    _step4_check(2, hypothesis_clusters, "Check 2: HC nodes well-formed: folder, id, >= 2 active members in order, required keys."),
-    _step4_check(3, hypothesis_clusters, "Check 3: exactly one residual listed last, or a justified exhaustive cluster."),
-    _step4_check(4, hypothesis_clusters, "Check 4: every active H in exactly one HC, its backlink naming it."),
-    _step4_check(6, hypothesis_clusters, "Check 6: no step-4 field holds a number, probability, weight or rank."),
+    *(_step4_check(n, hypothesis_dispositions) for n in (1, 5, 6)),
+    *(_step4_check(n, hypothesis_clusters) for n in (2, 3, 4, 6)),
 ]
+
+
+def _library_check(name: str, description: str):
+    """A blocking check running the library key rule ``name`` on the partition's hypothesis_library.json."""
+
+    @asset_check(asset=hypothesis_library, name=name, description=description, **CHECK)
+    def _check(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
+        return _result(library_checks.run_checks(inputs.root(context.partition_key))[name])
+
+    return _check
+
+
+LIBRARY_CHECKS = [
+    _library_check("file_validates", "hypothesis_library.json validates against seed 001's schema."),
+    _library_check("scored", "Every behavior has an impact; every mechanism a novelty, planned data and models."),
+    _library_check("ids_unique_never_reused", "Ids unique, and none reused after a node was deleted (high-water mark)."),
+    _library_check("statements_distinct", "No two statements equal after normalisation."),
+]
+
+
+def _case_check(name: str, description: str):
+    """A blocking check running the case-batch rule ``name`` on the partition's published batch."""
+
+    @asset_check(asset=hypothesis_batch, name=name, description=description, blocking=True,
+                 partitions_def=case_revisions)
+    def _check(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
+        where = input_partition(context.partition_key)
+        pkg = CasePackage(inputs.root(where.input))
+        return _result(case_checks.run_checks(pkg, int(where.sub[1:]))[name])
+
+    return _check
+
+
+CASE_CHECKS = [_case_check(name, description) for name, description in case_checks.CHECKS.items()]

@@ -2,15 +2,17 @@
 
 from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
 
+from hypograph.hypotheses import Hypothesis
 from hypograph.proximity.communities import Clusters, report_lines
-from hypograph.proximity.dupes import DuplicatePair
 
 CLUSTER_SCHEMA = TableSchema(columns=[
     TableColumn("cluster", "string"), TableColumn("label", "string"),
     TableColumn("size", "int"), TableColumn("members", "string"),
 ])
 PAIR_SCHEMA = TableSchema(columns=[
-    TableColumn("a", "string"), TableColumn("b", "string"), TableColumn("similarity", "float"),
+    TableColumn("similarity", "float"), TableColumn("verdict", "string"),
+    TableColumn("a", "string"), TableColumn("a_text", "string"),
+    TableColumn("b", "string"), TableColumn("b_text", "string"),
 ])
 
 
@@ -29,10 +31,24 @@ def cluster_report(clusters: Clusters, labels: dict[str, str] | None = None, lim
     return MetadataValue.md("\n".join(f"- {line}" for line in lines[:limit] + more))
 
 
-def pair_table(pairs: list[DuplicatePair], limit: int = 25) -> MetadataValue:
-    return MetadataValue.table(
-        [TableRecord(p.model_dump()) for p in pairs[:limit]], schema=PAIR_SCHEMA
-    )
+def _gist(h: Hypothesis | None, width: int = 160) -> str:
+    """Title and statement, cut to ``width`` characters: enough for a reviewer to recognise it."""
+    if h is None:
+        return ""
+    text = " — ".join(t for t in (h.title, h.statement) if t)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def pair_table(pairs: list, hypotheses: list[Hypothesis], limit: int = 25) -> MetadataValue:
+    """Pairs (DuplicatePair or Decision) with both hypotheses' title and statement, and the verdict."""
+    by_id = {h.id: h for h in hypotheses}
+    records = []
+    for p in pairs[:limit]:
+        a, b = p.pair if hasattr(p, "pair") else (p.a, p.b)
+        verdict = f"{p.verdict} [{p.decided_by}]" if hasattr(p, "verdict") else ""
+        records.append(TableRecord({"similarity": p.similarity, "verdict": verdict, "a": a, "a_text": _gist(by_id.get(a)),
+                                    "b": b, "b_text": _gist(by_id.get(b))}))
+    return MetadataValue.table(records, schema=PAIR_SCHEMA)
 
 
 def violations_table(violations: list[tuple[str, str]], limit: int = 200) -> MetadataValue:

@@ -1,51 +1,67 @@
 """Proximity assets (seed 003): texts -> embeddings -> similarity graph -> clusters, graph -> dupes."""
 
-from dagster import MetadataValue, Output, asset
+from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
-from assets.metadata import cluster_report, cluster_table, pair_table
-from hypograph.hypotheses import Corpus, load_corpus
+from assets.groups import PROXIMITY
+from assets.metadata import cluster_table, pair_table
+from assets.partitions import inputs
+from hypograph.hypotheses import Corpus, input_fingerprint, load_corpus
 from hypograph.proximity.communities import labelled_clusters
-from hypograph.proximity.dupes import duplicate_pairs as find_duplicate_pairs
+from hypograph.proximity.dupes import pairs_at
 from hypograph.proximity.embed import Embeddings, embed
 from hypograph.proximity.graph import SimilarityGraph
 from hypograph.proximity.graph import similarity_graph as build_similarity_graph
-from resources import HypographInput, ProximitySettings
+from hypograph.proximity.hints import highest_similarity, sparse_graph_hint
+from resources import Inputs, ProximitySettings
 
-GROUP = "proximity"
+ASSET = dict(group_name=PROXIMITY, io_manager_key="io_manager", partitions_def=inputs)
 
 
-@asset(group_name=GROUP, io_manager_key="proximity_io", kinds={"python"})
-def hypothesis_texts(context, hypograph_input: HypographInput) -> Output[Corpus]:
+@asset(**ASSET, kinds={"python"})
+def hypothesis_texts(context: AssetExecutionContext, inputs: Inputs) -> Output[Corpus]:
     """Every hypothesis of the input (run dir or vault), validated; bad files skipped or fatal."""
-    corpus = load_corpus(hypograph_input.root)
+    root = inputs.root(context.partition_key)
+    fingerprint = input_fingerprint(root)  # before reading: a change made meanwhile is seen as one
+    corpus = load_corpus(root)
     for w in corpus.warnings:
         context.log.warning(w)
     return Output(corpus, metadata={
         "hypotheses": len(corpus.hypotheses),
         "input_kind": corpus.kind,
+        "hypotheses_fingerprint": fingerprint,  # the hypotheses_changed sensor's "already processed"
         "skipped": MetadataValue.md("\n".join(f"- {w}" for w in corpus.warnings) or "none"),
+        "warnings": MetadataValue.json(corpus.warnings),
     })
 
 
-@asset(group_name=GROUP, io_manager_key="proximity_io", kinds={"scikitlearn"})
+@asset(**ASSET, kinds={"scikitlearn"})
 def hypothesis_embeddings(hypothesis_texts: Corpus, proximity: ProximitySettings) -> Output[Embeddings]:
     """L2-normalised rows, one per hypothesis: TF-IDF (sparse) or sentence-transformers (dense)."""
     emb = embed(hypothesis_texts.ids, hypothesis_texts.texts, proximity.backend, proximity.model)
-    return Output(emb, metadata={"hypotheses": len(emb.ids), "backend": emb.backend, "model": emb.model, "dim": emb.dim})
+    return Output(emb, metadata={"hypotheses": len(emb.ids), "backend": emb.backend, "model": emb.model, "dim": emb.dim,
+                                 "notes": MetadataValue.json(emb.notes)})
 
 
-@asset(group_name=GROUP, io_manager_key="proximity_io", kinds={"python"})
-def similarity_graph(hypothesis_embeddings: Embeddings, proximity: ProximitySettings) -> Output[SimilarityGraph]:
+@asset(**ASSET, kinds={"python"})
+def similarity_graph(context: AssetExecutionContext, hypothesis_embeddings: Embeddings,
+                     proximity: ProximitySettings) -> Output[SimilarityGraph]:
     """Cosine similarity graph: an edge for every pair at or above the graph threshold."""
     emb = hypothesis_embeddings
-    graph = build_similarity_graph(emb.ids, emb.matrix, proximity.graph_threshold, {"backend": emb.backend, "model": emb.model})
+    graph = build_similarity_graph(emb.ids, emb.matrix, proximity.graph_threshold,
+                                   {"backend": emb.backend, "model": emb.model},
+                                   max_neighbours=proximity.max_neighbours, keep_above=proximity.dupe_threshold)
+    hint = sparse_graph_hint(len(graph.ids), graph.num_edges, graph.threshold,
+                             highest_similarity(emb.matrix), emb.backend)
+    if hint:
+        context.log.warning(hint)
     return Output(graph, metadata={
         "nodes": len(graph.ids), "edges": graph.num_edges, "threshold": graph.threshold,
-        "backend": emb.backend, "model": emb.model,
+        "backend": emb.backend, "model": emb.model, "built": MetadataValue.json(graph.info),
+        **({"hint": hint} if hint else {}),
     })
 
 
-@asset(group_name=GROUP, io_manager_key="proximity_io", kinds={"igraph"})
+@asset(**ASSET, kinds={"igraph"})
 def proximity_clusters(similarity_graph: SimilarityGraph, hypothesis_texts: Corpus,
                        hypothesis_embeddings: Embeddings, proximity: ProximitySettings):
     """Louvain communities (seeded), labelled C-01.. by size, each with its distinctive keywords."""
@@ -54,14 +70,17 @@ def proximity_clusters(similarity_graph: SimilarityGraph, hypothesis_texts: Corp
     return Output(clusters, metadata={
         "clusters": clusters.num_clusters, "algorithm": clusters.algorithm,
         "singletons": sum(len(m) == 1 for m in clusters.clusters.values()),
-        "report": cluster_report(clusters), "cluster_table": cluster_table(clusters),
+        "cluster_table": cluster_table(clusters),
     })
 
 
-@asset(group_name=GROUP, io_manager_key="proximity_io", kinds={"python"})
-def duplicate_pairs(similarity_graph: SimilarityGraph, proximity: ProximitySettings):
-    """Near-duplicate pairs at or above the dupe threshold, by descending similarity."""
-    pairs = find_duplicate_pairs(similarity_graph, proximity.dupe_threshold)
+@asset(**ASSET, kinds={"python"})
+def duplicate_pairs(similarity_graph: SimilarityGraph, hypothesis_embeddings: Embeddings, hypothesis_texts: Corpus,
+                    proximity: ProximitySettings):
+    """Near-duplicate pairs at or above the dupe threshold, by descending similarity (from the
+    embeddings when the graph does not hold them all: a lower threshold, or the neighbour cap)."""
+    pairs = pairs_at(similarity_graph, hypothesis_embeddings, proximity.dupe_threshold)
     return Output(pairs, metadata={
-        "pairs": len(pairs), "threshold": proximity.dupe_threshold, "top_pairs": pair_table(pairs),
+        "pairs": len(pairs), "threshold": proximity.dupe_threshold,
+        "top_pairs": pair_table(pairs, hypothesis_texts.hypotheses),
     })

@@ -8,6 +8,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, IO
 
+from hypograph.errors import HypographError
+
 
 def _umask() -> int:
     mask = os.umask(0)
@@ -23,9 +25,20 @@ def write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> bool:
     """Write `path` through `write(fileobj)` into a temp file beside it, fsync, then `os.replace`.
 
     Returns False (and leaves the file untouched, mtime included) when the new bytes equal the old,
-    so a re-run on unchanged input changes nothing on disk.
+    so a re-run on unchanged input changes nothing on disk. Refuses to replace a symlink by a regular
+    file (write to the file it points at instead: ``hypograph.paths.write_target``). A file system
+    refusing the write (read-only, permissions, full) is one HypographError naming ``path``.
     """
     path = Path(path)
+    if path.is_symlink():
+        raise HypographError(f"{path}: is a symlink; not replacing it by a regular file")
+    try:
+        return _write_atomic(path, write)
+    except OSError as e:
+        raise HypographError(f"{path}: cannot write ({e.strerror or type(e).__name__})") from None
+
+
+def _write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> bool:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

@@ -13,15 +13,22 @@ Bad input policy (each case is tested):
 =============================  ==========================  =================================
 problem                        run directory (prox)        vault
 =============================  ==========================  =================================
-not UTF-8                      skip + warning              error
+not UTF-8 (content or name)    skip + warning              error
 unparseable JSON / YAML        skip + warning              error
+too deep, lone surrogate,      skip + warning              error
+huge number, unreadable file
 missing id / id not a string   skip + warning              error
 id does not match filename     skip + warning              error
+``h-1.json``, ``H-1.JSON``     skip + warning              --
 no text to embed               skip + warning              error
 state merged/dropped at top    --                          skip + warning
-YAML aliases in frontmatter    --                          error
+YAML aliases, duplicate keys   --                          error
 step-4 residual / constructed  --                          skipped (not from a paper)
 two files with one id          error                       error
+(``H-01`` and ``H-1`` too)
+symlink leading outside        skip + warning              error
+symlinked folder               error                       error
+hidden file (``.x``, ``._x``)  ignored                     ignored
 no hypotheses at all           error                       error
 =============================  ==========================  =================================
 
@@ -32,8 +39,9 @@ silently leaving a hole in it.
 
 from __future__ import annotations
 
+import fnmatch
+import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,8 +51,14 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from hypograph.errors import HypographError
+from hypograph.ids import ID_RE, canonical_id, id_sort_key
+from hypograph.journal import Journal
+from hypograph.limits import data_problem, encodable
+from hypograph.paths import scan
+from hypograph.vault.mint import structuring_lock
+from hypograph.vault.nodes import read_node  # the vault's reader: no YAML alias expansion
+from hypograph.vault.vault import node_files
 
-ID_RE = re.compile(r"^([A-Z]+)-(\d+)$")
 STEP4_ORIGINS = ("step-4-residual", "step-4-constructed")
 WIKILINK_RE = re.compile(r"!?\[\[([^\]|#]+)(?:#[^\]|]*)?(?:\|([^\]]+))?\]\]")
 
@@ -87,12 +101,6 @@ class Corpus:
         return [h.text for h in self.hypotheses]
 
 
-def id_sort_key(node_id: str) -> tuple[str, int, str]:
-    """Natural order for ids: H-2 < H-10; ids of another shape sort after, as strings."""
-    m = ID_RE.match(node_id)
-    return (m.group(1), int(m.group(2)), "") if m else ("~", 0, node_id)
-
-
 def strip_wikilinks(text: str) -> str:
     """``[[S-2 - Liu 2023|Liu]]`` -> ``Liu``; ``[[H-3 - Title]]`` -> ``H-3 - Title``."""
     if "[[" not in text:  # the common case, without a regex pass (100k files: ~1 s)
@@ -112,73 +120,98 @@ def detect_kind(root: Path) -> Literal["run-dir", "vault"]:
     return "run-dir"
 
 
+RUN_DIR_FOLDERS = ("hypotheses", "proximity", ".hypograph")  # all prox reads or writes in a run dir
+
+
 def load_corpus(root: Path | str) -> Corpus:
     """Read every hypothesis under ``root`` (run dir or vault); raise HypographError on fatal input."""
     root = Path(root)
     kind = detect_kind(root)
     warnings: list[str] = []
     if kind == "vault":
-        from hypograph.vault.mint import structuring_lock
-        from hypograph.vault.vault import JOURNAL, Journal
-
-        if (root / JOURNAL).exists():  # an interrupted (or running) structuring write: finish it first
+        if Journal(root).pending():  # an interrupted (or running) structuring write: finish it first
             with structuring_lock(root):
                 Journal(root).roll_forward()
-        items = [_read_vault_node(p, root, warnings) for p in sorted((root / "hypotheses").glob("*.md"))]
+        files = [rel for rel in node_files(root) if rel.parent == Path("hypotheses")]
+        items = [_read_vault_node(root / rel, root, warnings) for rel in files]
     else:
-        items = [_read_json_hypothesis(p, root, warnings) for p in _json_files(root / "hypotheses")]
+        items = [_read_json_hypothesis(root / rel, root, warnings) for rel in _run_dir_files(root, warnings)]
     hyps = [h for h in items if h is not None]
     _reject_duplicate_ids(hyps)
     if not hyps:
-        raise HypographError(f"{root / 'hypotheses'}: no hypotheses found")
+        skipped = f" ({len(warnings)} file(s) skipped, first: {warnings[0]})" if warnings else ""
+        raise HypographError(f"{root / 'hypotheses'}: no hypotheses found{skipped}")
     hyps.sort(key=lambda h: id_sort_key(h.id))
     return Corpus(root=root, kind=kind, hypotheses=hyps, warnings=warnings)
 
 
+def check_input(root: Path | str) -> None:
+    """Refuse, in one line, a symlink ``hypograph.paths`` forbids where the tool reads or writes:
+    anywhere in a vault; in a run dir's ``hypotheses/``, ``proximity/`` and ``.hypograph/`` (a file
+    there leading outside is only skipped, with the warning ``load_corpus`` gives)."""
+    root = Path(root)
+    run_dir = not (root / "hypotheses").is_dir() or detect_kind(root) == "run-dir"
+    for _ in scan(root, only=RUN_DIR_FOLDERS if run_dir else None, bad=(lambda *_: None) if run_dir else None):
+        pass
+
+
+def _run_dir_files(root: Path, warnings: list[str]) -> list[Path]:
+    """The ``hypotheses/H-*.json`` files of a run dir, by the one input scan (``hypograph.paths``):
+    a symlinked folder is refused, a symlinked file leading outside skipped with a warning, and a
+    file almost named so (``h-1.json``, ``H-1.JSON``) named in a warning; other files are ignored."""
+    out = []
+    for rel in scan(root, bad=lambda rel, why: warnings.append(f"{rel}: skipped: {why}"), only=RUN_DIR_FOLDERS):
+        if rel.parent != Path("hypotheses") or not rel.name.lower().endswith(".json"):
+            continue
+        if not encodable(rel.name):
+            warnings.append(f"hypotheses/{ascii(rel.name)}: skipped: the file name is not UTF-8")
+        elif fnmatch.fnmatchcase(rel.name, "H-*.json"):
+            out.append(rel)
+        elif fnmatch.fnmatchcase(rel.name.lower(), "h-*.json"):  # notes.json is no hypothesis; h-1.json meant one
+            warnings.append(f"{rel}: skipped: a hypothesis file is named H-<number>.json (capital H, .json)")
+    return out
+
+
 def _reject_duplicate_ids(hyps: list[Hypothesis]) -> None:
-    seen: dict[str, str] = {}
+    """Two files with one id (``H-01`` and ``H-1`` are one id spelled twice) is an error naming both."""
+    seen: dict[str, Hypothesis] = {}
     for h in hyps:
-        if h.id in seen:
-            raise HypographError(f"{h.path}: field 'id': {h.id} is also the id of {seen[h.id]}")
-        seen[h.id] = h.path
+        other = seen.get(canonical_id(h.id))
+        if other is not None:
+            spelled = "" if other.id == h.id else f" (as {other.id})"
+            raise HypographError(f"{h.path}: field 'id': {h.id} is also the id of {other.path}{spelled}")
+        seen[canonical_id(h.id)] = h
 
 
-def _json_files(folder: Path) -> list[Path]:
-    """``folder/H-*.json`` in name order: ``sorted(folder.glob(...))`` without comparing 100k Path
-    objects (seconds at that size)."""
-    names = sorted(e.name for e in os.scandir(folder) if e.name.startswith("H-") and e.name.endswith(".json"))
-    return [folder / name for name in names]
 
-
-def _read_file(path: Path) -> bytes:
-    """The file's bytes, without the io layers of ``Path.read_bytes`` (half the cost at 100k files)."""
-    fd = os.open(path, os.O_RDONLY)
+def _parse_json(path: Path) -> tuple[Any, str | None]:
+    """(data, None) or (None, why the file cannot be used): every failure of reading or parsing one
+    file, so a bad file is a warning and never stops the run."""
     try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
-def _parse_json(raw: bytes):
-    """orjson's parse (4x faster); on failure, the standard library's, for its error message."""
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return json.loads(raw.decode("utf-8"))
+        raw = path.read_bytes()
+        try:  # orjson: 4x faster; anything it refuses goes to the standard library for the message
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        return None, f"not UTF-8 ({e.reason} at byte {e.start})"
+    except json.JSONDecodeError as e:
+        return None, f"malformed JSON (line {e.lineno} column {e.colno}: {e.msg})"
+    except RecursionError:
+        return None, "malformed JSON (nested too deeply to read)"
+    except ValueError as e:  # e.g. an integer of more digits than Python converts
+        return None, f"malformed JSON ({str(e).split(';')[0]})"
+    except OSError as e:
+        return None, f"cannot be read ({e.strerror or type(e).__name__})"
+    problem = data_problem(data)
+    return (None, f"malformed JSON ({problem})") if problem else (data, None)
 
 
 def _read_json_hypothesis(path: Path, root: Path, warnings: list[str]) -> Hypothesis | None:
-    rel = f"{path.parent.name}/{path.name}"  # hypotheses/H-1.json, as path.relative_to(root) gives it
-    try:
-        data = _parse_json(_read_file(path))
-    except UnicodeDecodeError as e:
-        warnings.append(f"{rel}: skipped: not UTF-8 ({e.reason} at byte {e.start})")
-        return None
-    except json.JSONDecodeError as e:
-        warnings.append(f"{rel}: skipped: malformed JSON (line {e.lineno} column {e.colno}: {e.msg})")
+    rel = str(path.relative_to(root))
+    data, problem = _parse_json(path)
+    if problem:
+        warnings.append(f"{rel}: skipped: {problem}")
         return None
     if not isinstance(data, dict):
         warnings.append(f"{rel}: skipped: expected a JSON object, got {type(data).__name__}")
@@ -216,8 +249,6 @@ def _id_problem(value: Any, filename_id: str) -> str | None:
 
 
 def _read_vault_node(path: Path, root: Path, warnings: list[str]) -> Hypothesis | None:
-    from hypograph.vault.nodes import read_node  # the vault's reader: no YAML alias expansion
-
     rel = str(path.relative_to(root))
     meta = read_node(root, path.relative_to(root)).meta
     filename_id, _, title = path.stem.partition(" - ")
@@ -270,8 +301,6 @@ def corpus_from_document(doc: dict) -> Corpus:
 
 def input_fingerprint(root: Path | str) -> str:
     """A cheap digest of ``hypotheses/`` (names, sizes, mtimes) that changes when any file does."""
-    import hashlib
-
     h = hashlib.sha256()
     for p in sorted((Path(root) / "hypotheses").glob("*")):
         if p.is_file():

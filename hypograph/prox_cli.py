@@ -21,6 +21,8 @@ from pathlib import Path
 from hypograph.errors import HypographError
 from hypograph.proximity.graph import DEFAULT_MAX_NEIGHBOURS
 
+# Each subcommand imports the modules it runs inside its function, so `prox` starts fast.
+
 
 class _Parser(argparse.ArgumentParser):
     """Usage errors as one line on stderr (exit 2), like every other prox error."""
@@ -70,6 +72,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        from hypograph.hypotheses import check_input
+
+        check_input(args.run_dir)  # no command reads or writes through a forbidden symlink
         return COMMANDS[args.command](args)
     except HypographError as e:
         print(f"prox {args.command}: {e}", file=sys.stderr)

@@ -1,5 +1,5 @@
 """IO managers that persist asset values in the seed formats."""
 
-from io_managers.proximity import ProximityIOManager
+from io_managers.hypograph import HypographIOManager
 
-__all__ = ["ProximityIOManager"]
+__all__ = ["HypographIOManager"]

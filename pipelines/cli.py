@@ -1,14 +1,19 @@
 """``hypograph``: run the pipeline on a run directory or vault through Dagster.
 
-Runs go through a real Dagster instance whose storage lives in ``<input>/.hypograph/dagster``
-(or ``$DAGSTER_HOME`` when set), so ``make ui INPUT=<input>`` shows every run and its lineage.
+Runs go through the one Dagster instance of ``pipelines/instance.py`` (``$DAGSTER_HOME``, else
+``~/.hypograph/dagster``), each on its input's partition, so ``hypograph ui`` shows every run of
+every input and its lineage.
 
+    hypograph add PATH...
     hypograph proximity PATH [--backend tfidf|sbert] [--model M] [--threshold 0.3] [--dupe-threshold 0.8] [--llm offline]
-    hypograph structure VAULT [--llm offline] [--backend tfidf|sbert]
+    hypograph structure VAULT [--llm offline] [--backend tfidf|sbert] [--threshold 0.3]
+    hypograph library DIR --topic "…" [--rounds R] [--behavior B3|"text"] [--no-web] [--report|--check]
+    hypograph case from-vault VAULT CASE_DIR | hypograph case confirm CASE_DIR
+    hypograph batch CASE_DIR [--config F] [--attempt ID] [--into VAULT]
     hypograph check VAULT
     hypograph unmerge VAULT H-N
     hypograph create-node VAULT --type hypothesis --title TITLE < body.md
-    hypograph ui PATH [--host 127.0.0.1] [--port 3000]
+    hypograph ui [PATH...] [--host 127.0.0.1] [--port 3000]
 """
 
 from __future__ import annotations
@@ -19,136 +24,50 @@ import sys
 from pathlib import Path
 
 from hypograph.errors import HypographError
-
-INSTANCE_YAML = "telemetry:\n  enabled: false\n"
-
-
-def dagster_home(root: Path) -> Path:
-    """``$DAGSTER_HOME`` if set, else ``<root>/.hypograph/dagster`` (created with telemetry off)."""
-    home = Path(os.environ.get("DAGSTER_HOME") or root / ".hypograph" / "dagster")
-    home.mkdir(parents=True, exist_ok=True)
-    if not (home / "dagster.yaml").exists():
-        (home / "dagster.yaml").write_text(INSTANCE_YAML)
-    return home
-
-
-def run_job(root: Path, job_name: str, **settings):
-    """Execute ``job_name`` of the definitions bound to ``root`` on the input's Dagster instance."""
-    from dagster import DagsterInstance
-
-    from pipelines.definitions import build_definitions
-
-    job = build_definitions(root, **settings).resolve_job_def(job_name)
-    with DagsterInstance.from_config(str(dagster_home(root))) as instance:
-        result = job.execute_in_process(
-            instance=instance, raise_on_error=False,
-            # Failures are reported below in one line each; the UI keeps the full logs and traces.
-            run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}},
-        )
-    if not result.success:
-        raise HypographError(f"{job_name} run {result.run_id[:8]} failed: " + "; ".join(_failures(result)))
-    return result
-
-
-def _failures(result) -> list[str]:
-    """One line per failed step (its innermost error) and per failed asset check."""
-    out = []
-    for e in result.all_events:
-        if e.is_step_failure:
-            error = e.step_failure_data.error
-            while error is not None and error.cause is not None:
-                error = error.cause
-            message = error.message.strip().splitlines()[-1] if error else "failed"
-            out.append(f"{e.step_key}: {message.split(': ', 1)[-1] if 'Error: ' in message else message}")
-    for check in result.get_asset_check_evaluations():
-        if not check.passed:
-            out.append(f"check {check.check_name} failed ({check.metadata.get('violations').value if check.metadata.get('violations') else '?'} violations)")
-    return out or ["see the run in the UI"]
-
-
-def print_proximity_summary(root: Path, top: int = 10) -> None:
-    from hypograph.proximity import store
-    from hypograph.proximity.communities import report_lines
-
-    graph, _ = store.read_graph(root)
-    clusters = store.read_clusters(root)
-    pairs = store.read_dupes(root)
-    verdicts = {frozenset(d.pair): d for d in store.read_verdicts(root)}
-    names = {c: n["label"] for c, n in store.read_cluster_names(root).items()}
-    d = store.proximity_dir(root)
-    print(f"{root}: {len(graph.ids)} hypotheses, {graph.num_edges} edges >= {graph.threshold}, "
-          f"{clusters.num_clusters} clusters ({clusters.algorithm}), {len(pairs)} duplicate pairs "
-          f"[{graph.embedding.get('backend', '?')}]")
-    print("clusters:")
-    for line in report_lines(clusters, names):
-        print(f"  {line}")
-    print("top duplicate pairs:" if pairs else "no duplicate pairs")
-    for p in pairs[:top]:
-        v = verdicts.get(frozenset((p.a, p.b)))
-        print(f"  {p.similarity:.4f}  {p.a}  {p.b}  {v.verdict} [{v.decided_by}]" if v else f"  {p.similarity:.4f}  {p.a}  {p.b}")
-    flagged = sum(v.verdict == "FLAG" for v in verdicts.values())
-    if flagged:
-        print(f"{flagged} pair(s) flagged for human review: record verdicts in {d / 'review.json'}")
-    files = ("embeddings.npz", "embedding-ids.json", "embedding-meta.json", "graph.json", "clusters.json",
-             "cluster-labels.json", "dupes.json", "verdicts.json")
-    print("wrote: " + ", ".join(str(d / f) for f in files))
+from hypograph.library.cli import add_library_parser, library_command
+from pipelines import case_runs, summaries
+from pipelines.instance import dagster_home, open_instance, register, run_job
+from pipelines.library_runs import dagster_round_runner
 
 
 def _proximity(args) -> int:
     root = args.path.resolve()
-    run_job(root, "proximity", backend=args.backend, model=args.model,
-            graph_threshold=args.threshold, dupe_threshold=args.dupe_threshold, offline=args.llm == "offline")
-    print_proximity_summary(root)
+    settings = {"backend": args.backend, "model": args.model, "graph_threshold": args.threshold,
+                "dupe_threshold": args.dupe_threshold}
+    result = run_job(root, "proximity", settings, offline=True if args.llm == "offline" else None)
+    summaries.print_warnings(result)
+    summaries.print_proximity(root)
     return 0
 
 
 def _structure(args) -> int:
     from hypograph.hypotheses import detect_kind
-    from hypograph.structure.baseline import read_baseline
-    from hypograph.structure.checks import all_checks
-    from hypograph.structure.structure_map import MAP, structure_counts
-    from hypograph.vault.vault import open_vault
 
     root = args.path.resolve()
     if detect_kind(root) != "vault":
-        raise HypographError(f"{root}: structure needs a vault (hypotheses/*.md), not a run directory")
-    run_job(root, "structure", backend=args.backend, offline=args.llm == "offline")
-    # Refresh proximity/ for the structured vault (merged nodes gone), so a second run finds
-    # exactly what this one left and changes nothing. Costs no call: the verdicts are cached.
-    run_job(root, "proximity", backend=args.backend, offline=args.llm == "offline")
-    vault = open_vault(root)
-    counts = structure_counts(vault)
-    print(f"{root}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
-    for hc in vault.of_type("hypothesis-cluster"):
-        print(f"  {hc.path.stem}")
-        for link in hc.meta.get("hypotheses") or []:
-            print(f"    {link}")
-    merged = [h for h in vault.of_type("hypothesis") if h.meta.get("state") == "merged"]
-    for h in merged:
-        print(f"  merged: {h.id} -> {h.meta.get('merged_into')}")
-    for h in (h for h in vault.of_type("hypothesis") if h.meta.get("state") == "dropped"):
-        print(f"  dropped: {h.id}: {h.meta.get('drop_reason')}")
-    failing = {n: v for n, v in all_checks(vault, read_baseline(root)).items() if v}
-    print("checks 1-6: all pass" if not failing else
-          "checks failing: " + ", ".join(f"{n} ({len(v)})" for n, v in failing.items()) + " — see `hypograph check`")
-    print(f"wrote: {root / MAP}, {root / 'hypothesis-clusters'}/, hypotheses/ (states, backlinks, merged/, dropped/)")
+        raise HypographError(f"{root}: not a vault (structure needs step-3 nodes in hypotheses/*.md)")
+    result = run_job(root, "structure", {"backend": args.backend, "graph_threshold": args.threshold},
+                     offline=True if args.llm == "offline" else None)
+    summaries.print_warnings(result)
+    summaries.print_structure(root, result)
     return 0
 
 
 def _check(args) -> int:
+    from hypograph.journal import JOURNAL
     from hypograph.structure.baseline import read_baseline
-    from hypograph.structure.checks import all_checks
-    from hypograph.vault.vault import open_vault
-
-    from hypograph.vault.vault import JOURNAL
+    from hypograph.structure.checks import CHECK_NAMES, all_checks
+    from hypograph.vault.vault import open_vault, require_vault
 
     root = args.path.resolve()
+    require_vault(root)
     results = all_checks(open_vault(root, roll_forward=False), read_baseline(root))  # checking writes nothing
     if (root / JOURNAL).exists():
         print(f"note: {root / JOURNAL} holds an interrupted write; the next `hypograph structure` completes it")
     failed = 0
     for number, violations in results.items():
-        print(f"check {number}: {'pass' if not violations else f'FAIL ({len(violations)})'}")
+        name, what = CHECK_NAMES[number]
+        print(f"check {number}: {'pass' if not violations else f'FAIL ({len(violations)})'}  {name}: {what}")
         for node_id, reason in violations:
             print(f"  {node_id}: {reason}")
         failed += bool(violations)
@@ -173,20 +92,32 @@ def _create_node(args) -> int:
     return 0
 
 
+def _add(args) -> int:
+    with open_instance() as instance:
+        for path in args.paths:
+            print(f"input partition: {register(instance, path)}")
+    return 0
+
+
 def _ui(args) -> int:
-    """Replace this process with the Dagster web UI on the input's instance."""
-    root = args.path.resolve()
-    os.environ["DAGSTER_HOME"] = str(dagster_home(root))
-    os.environ["HYPOGRAPH_INPUT"] = str(root)
+    """Replace this process with ``dagster dev``: the web UI and the daemon (which starts queued runs,
+    sensors, schedules and backfills) on the shared instance, stopped together on Ctrl-C."""
+    with open_instance() as instance:
+        for path in args.paths:
+            register(instance, path)
+    os.environ["DAGSTER_HOME"] = str(dagster_home())
     workspace = Path(__file__).resolve().parent.parent / "workspace.yaml"
-    webserver = Path(sys.executable).with_name("dagster-webserver")
+    dagster = Path(sys.executable).with_name("dagster")
     os.chdir(workspace.parent)
-    os.execv(webserver, [str(webserver), "-w", str(workspace), "-h", args.host, "-p", str(args.port)])
+    os.execv(dagster, [str(dagster), "dev", "-w", str(workspace), "-h", args.host, "-p", str(args.port)])
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hypograph", description="Hypothesis structuring pipeline (Dagster).")
     sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("add", help="register input folders (run directories, vaults) as partitions")
+    c.add_argument("paths", type=Path, nargs="+", metavar="path")
+    c.set_defaults(func=_add)
     c = sub.add_parser("proximity", help="embed, graph, cluster and list duplicates of PATH")
     c.add_argument("path", type=Path, help="run directory or vault")
     c.add_argument("--backend", choices=["tfidf", "sbert"], default="tfidf")
@@ -198,8 +129,12 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("structure", help="proximity, then step 4 (merge/drop, clusters, map) on VAULT, in place")
     c.add_argument("path", type=Path, help="vault")
     c.add_argument("--backend", choices=["tfidf", "sbert"], default="tfidf")
+    c.add_argument("--threshold", type=float, default=0.30, help="similarity graph threshold")
     c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: never call a model")
     c.set_defaults(func=_structure)
+    case_runs.add_parsers(sub)
+    c = add_library_parser(sub)
+    c.set_defaults(func=lambda args: library_command(args, round_runner=dagster_round_runner))
     c = sub.add_parser("check", help="the six step-4 checks on VAULT; exit 1 if any fails")
     c.add_argument("path", type=Path, help="vault")
     c.set_defaults(func=_check)
@@ -212,8 +147,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--type", required=True, help="hypothesis, hypothesis-cluster, observation, source, ...")
     c.add_argument("--title", required=True)
     c.set_defaults(func=_create_node)
-    c = sub.add_parser("ui", help="the Dagster web UI for PATH's runs and lineage")
-    c.add_argument("path", type=Path, help="run directory or vault")
+    c = sub.add_parser("ui", help="the Dagster web UI and daemon for every input (PATHs are registered first)")
+    c.add_argument("paths", type=Path, nargs="*", metavar="path", help="inputs to register first")
     c.add_argument("--host", default="127.0.0.1")
     c.add_argument("--port", type=int, default=3000)
     c.set_defaults(func=_ui)
@@ -222,13 +157,21 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if not args.path.is_dir():
-        print(f"hypograph {args.command}: {args.path}: no such directory", file=sys.stderr)
-        return 1
+    if args.command == "library":  # its own argument checks and exit codes (seed 001's CLI)
+        return args.func(args)
+    for path in getattr(args, "paths", None) or [getattr(args, "path", None)]:
+        if path is not None and not path.is_dir():
+            what = "not a directory" if path.exists() else "no such directory"
+            print(f"hypograph {args.command}: {path}: {what}", file=sys.stderr)
+            return 1
     try:
         return args.func(args)
     except HypographError as e:
         print(f"hypograph {args.command}: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:  # e.g. a DAGSTER_HOME that cannot be created: one line, not a traceback
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"hypograph {args.command}: {where}{e.strerror or e}", file=sys.stderr)
         return 1
 
 

@@ -1,7 +1,7 @@
-"""Dagster resources: where the input lives, proximity settings, the LLM."""
+"""Dagster resources: where each input lives, proximity settings, the LLM."""
 
-from resources.input import HypographInput
+from resources.inputs import Inputs
 from resources.llm import LLMResource
 from resources.proximity import ProximitySettings
 
-__all__ = ["HypographInput", "LLMResource", "ProximitySettings"]
+__all__ = ["Inputs", "LLMResource", "ProximitySettings"]

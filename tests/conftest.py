@@ -13,8 +13,10 @@ The two topics share no vocabulary, so they are disconnected components of the g
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -30,8 +32,13 @@ SHARED_VAULTS = Path(__file__).parent / "fixtures" / "vaults"  # copies of ../sh
 
 # Environment variables that could make a test reach a network service or a shared Dagster instance.
 UNSAFE_ENV_PREFIXES = ("HYPOGRAPH_LLM", "OPENAI_")
-UNSAFE_ENV = ("DAGSTER_HOME", "HYPOGRAPH_INPUT", "HYPOGRAPH_BACKEND", "HYPOGRAPH_MODEL")
+UNSAFE_ENV = ("DAGSTER_HOME", "HYPOGRAPH_WORKSPACE")
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HYPOGRAPH_LLM": "offline"}
+
+# Before any test module imports the code location: its LLM resource binds to the variables set now.
+for _key in [k for k in os.environ if k in UNSAFE_ENV or k.startswith(UNSAFE_ENV_PREFIXES)]:
+    del os.environ[_key]
+import pipelines.definitions  # noqa: E402,F401 - loaded once, here, with no model variable bound
 
 RUN_HYPOTHESES: dict[str, dict] = {
     "H-1": {
@@ -146,10 +153,31 @@ def copy_tree(src: Path, dst: Path) -> Path:
     return Path(shutil.copytree(src, dst, ignore=shutil.ignore_patterns("proximity", ".hypograph")))
 
 
+RECORDED_STRUCTURE = Path(__file__).parent / "fixtures" / "recorded" / "structure-offline.json"
+# Left out of the record: Dagster's own storage and the IO manager's copies (not outputs of the
+# structuring itself), lock files (empty), and the embedding matrix (its digest is in
+# embedding-meta.json, which is recorded).
+UNRECORDED = (".hypograph/dagster/", ".hypograph/assets/", ".hypograph/structure.lock", ".create_node.lock",
+              "proximity/embeddings.npz")
+MAP_DATE_RE = re.compile(rb"^generated: \d{4}-\d{2}-\d{2}$", re.M)
+
+
+def structure_record(root: Path, stdout: str) -> dict[str, str]:
+    """relative path -> sha256 of every file a structured vault holds (the map's ``generated:``
+    date blanked), plus ``<stdout>`` -> the command's output with the vault's path replaced."""
+    out = {}
+    for p in sorted(Path(root).rglob("*")):
+        rel = p.relative_to(root).as_posix()
+        if p.is_file() and not rel.startswith(UNRECORDED):
+            out[rel] = hashlib.sha256(MAP_DATE_RE.sub(b"generated: <date>", p.read_bytes())).hexdigest()
+    out["<stdout>"] = stdout.replace(str(root), "<root>")
+    return out
+
+
 def offline_env() -> dict[str, str]:
     """The current environment minus anything that could reach a model or a shared instance."""
     env = {k: v for k, v in os.environ.items() if k not in UNSAFE_ENV and not k.startswith(UNSAFE_ENV_PREFIXES)}
-    return {**env, **OFFLINE_ENV}
+    return {**env, **OFFLINE_ENV, "DAGSTER_HOME": os.environ["DAGSTER_HOME"]}
 
 
 def snapshot(root: Path, exclude: tuple[str, ...] = ()) -> dict[str, tuple[bytes, int]]:
@@ -165,16 +193,36 @@ def snapshot(root: Path, exclude: tuple[str, ...] = ()) -> dict[str, tuple[bytes
 # -- fixtures -----------------------------------------------------------------------------------
 
 @pytest.fixture(scope="session", autouse=True)
-def _offline():
+def _offline(tmp_path_factory):
     """No test may reach an LLM endpoint, a model hub or the user's Dagster instance (session-wide,
-    so module-scoped fixtures that run a pipeline are covered too)."""
+    so module-scoped fixtures that run a pipeline are covered too): the CLI's shared instance is a
+    throwaway one for the session."""
     with pytest.MonkeyPatch.context() as mp:
         for key in list(os.environ):
             if key in UNSAFE_ENV or key.startswith(UNSAFE_ENV_PREFIXES):
                 mp.delenv(key)
         for key, value in OFFLINE_ENV.items():
             mp.setenv(key, value)
+        mp.setenv("DAGSTER_HOME", str(tmp_path_factory.mktemp("dagster_home")))
         yield
+
+
+def execute(root: Path, job_name: str = "proximity", offline: bool | None = True, log_level: str = "WARNING",
+            instance=None, **proximity):
+    """Run ``job_name`` on ``root``'s input partition in this process (so monkeypatches reach it), on
+    ``instance`` or a throwaway one; never raises. ``proximity``: ProximitySettings fields."""
+    from dagster import DagsterInstance
+
+    from assets.partitions import INPUTS
+    from pipelines.definitions import defs
+    from pipelines.instance import run_config
+
+    instance = instance or DagsterInstance.ephemeral()
+    key = str(Path(root).resolve())
+    instance.add_dynamic_partitions(INPUTS, [key])
+    return defs.resolve_job_def(job_name).execute_in_process(
+        instance=instance, partition_key=key, raise_on_error=False,
+        run_config=run_config(proximity, offline, log_level))
 
 
 @pytest.fixture(scope="session")

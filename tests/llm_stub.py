@@ -327,6 +327,25 @@ def cluster_label_responder(label: Callable[[int], str] = lambda n: f"Stub theme
     return lambda body: answer(cluster_label_answer(body, label))
 
 
+MERGE_PAIR_RE = re.compile(r'<hypothesis pair="(\d+)" role="(first|second)" id="([^"]+)">')
+
+
+def merge_pairs(body: dict) -> list[tuple[int, str, str]]:
+    """``(number, first id, second id)`` for each pair of a 4a merge request (several per question)."""
+    found: dict[int, dict[str, str]] = {}
+    for n, role, node_id in MERGE_PAIR_RE.findall(RecordedRequest("", {}, body).prompt):
+        found.setdefault(int(n), {})[role] = node_id
+    return [(n, ids["first"], ids["second"]) for n, ids in sorted(found.items())]
+
+
+def merge_answer(body: dict, judge: Callable[[str, str], dict] | None = None) -> dict:
+    """A valid answer to the 4a merge request ``body``: ``judge(a, b)`` gives each pair's fields
+    (default: KEEP, nothing discriminating named, no widening)."""
+    keep = {"decision": "KEEP", "discriminating_observations": [], "widened_statement": None,
+            "generalization_note": None, "rationale": "Different cores: compared on every observation listed."}
+    return {"decisions": [{"pair": n, **keep, **(judge(a, b) if judge else {})} for n, a, b in merge_pairs(body)]}
+
+
 def routed(adjudication: Item, labels: Item) -> Responder:
     """One endpoint serving both tasks (a pipeline run): route on what the prompt asks."""
     def respond(body: dict) -> Reply:

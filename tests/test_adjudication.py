@@ -492,12 +492,9 @@ def test_prox_adjudicate_pair_with_a_missing_hypothesis_fails_in_one_line(prox_r
 # -- the Dagster job ---------------------------------------------------------------------------------------------------------
 
 def run_proximity_job(root: Path):
-    from dagster import DagsterInstance
+    from conftest import execute
 
-    from pipelines.definitions import build_definitions
-
-    job = build_definitions(root).resolve_job_def("proximity")
-    return job.execute_in_process(instance=DagsterInstance.ephemeral(), raise_on_error=False)
+    return execute(root, "proximity", offline=None)
 
 
 def asset_metadata(result, asset: str) -> dict:
@@ -520,7 +517,7 @@ def test_proximity_job_with_the_stub(run, llm_server, llm_env):
     assert meta["verdict_merge"] == 3 and meta["decided_by"] == {"auto": 1, DECIDER: 2}
     assert asset_metadata(result, "cluster_labels")["llm"] == MODEL
     assert [v["decided_by"] for v in read_proximity(run, "verdicts.json")] == ["auto", DECIDER, DECIDER]
-    everything = json.dumps([asset_metadata(result, a) for a in ("dedup_verdicts", "cluster_labels")], default=str)
+    everything = repr([asset_metadata(result, a) for a in ("dedup_verdicts", "cluster_labels")])
     files = [p.read_bytes() for p in run.rglob("*") if p.is_file()]
     assert API_KEY not in everything and not [f for f in files if API_KEY.encode() in f]
 

@@ -4,17 +4,17 @@ temporary inputs, its blocking checks, metadata, idempotence, the sensor and the
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
-from dagster import DagsterInstance, DagsterRunStatus, RunRequest, SkipReason, build_sensor_context
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter, SkipReason, build_sensor_context
 
 import hypograph.proximity.checks as checks
-from conftest import RUN_DUPLICATES, RUN_IDS, VENV_BIN, offline_env, snapshot
+from conftest import RUN_DUPLICATES, RUN_IDS, VENV_BIN, execute, offline_env, snapshot
 from hypograph.prox_cli import main as prox_main
-from pipelines.definitions import build_definitions, hypotheses_changed
-from resources import HypographInput
+from pipelines.sensors import hypotheses_changed
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 SEED_FILES = ("embeddings.npz", "embedding-ids.json", "embedding-meta.json", "graph.json", "clusters.json", "dupes.json")
@@ -23,9 +23,8 @@ PROXIMITY_CHECKS = {"graph_covers_embedded_ids", "graph_is_symmetric", "clusters
 
 
 def run_proximity_job(root: Path, **settings):
-    """Execute the ``proximity`` job bound to ``root`` on a throwaway instance; never raises."""
-    job = build_definitions(root, **settings).resolve_job_def("proximity")
-    return job.execute_in_process(instance=DagsterInstance.ephemeral(), raise_on_error=False, run_config=QUIET)
+    """Execute the ``proximity`` job on ``root``'s partition on a throwaway instance; never raises."""
+    return execute(root, "proximity", offline=None, **settings)
 
 
 def materialized(result) -> set[str]:
@@ -101,15 +100,30 @@ def test_metadata_has_counts(job_run):
     assert metadata(result, "duplicate_pairs")["pairs"] == len(read_json(root, "dupes.json")) == 2
 
 
-def test_metadata_has_a_cluster_report(job_run):
+def test_metadata_has_a_cluster_table(job_run):
     root, result = job_run
-    report = metadata(result, "proximity_clusters")["report"]
+    table = metadata(result, "proximity_clusters")["cluster_table"]
     clusters = read_json(root, "clusters.json")
-    lines = report.splitlines()
-    assert len(lines) == clusters["num_clusters"]
-    for line, (label, members) in zip(lines, clusters["clusters"].items()):
-        assert line.startswith(f"- {label}: {clusters['labels'][label]}")
-        assert ", ".join(members) in line
+    rows = [r.data for r in table.records]
+    assert [(r["cluster"], r["label"], r["members"]) for r in rows] == [
+        (label, clusters["labels"][label], ", ".join(members)) for label, members in clusters["clusters"].items()]
+
+
+def test_pair_tables_show_both_hypotheses_and_the_verdict(job_run):
+    root, result = job_run
+    rows = [r.data for r in metadata(result, "dedup_verdicts")["verdicts"].records]
+    titles = {h["id"]: h["title"] for h in (json.loads(p.read_text()) for p in (root / "hypotheses").glob("H-*.json"))}
+    assert {(r["a"], r["b"]) for r in rows} == {tuple(p) for p in RUN_DUPLICATES}
+    for r in rows:
+        assert r["a_text"].startswith(titles[r["a"]]) and r["b_text"].startswith(titles[r["b"]])
+        assert r["verdict"].split()[0] in ("MERGE", "KEEP", "FLAG")
+
+
+def test_an_edgeless_graph_says_the_highest_similarity_and_what_to_try(run_dir):
+    result = run_proximity_job(run_dir, graph_threshold=0.99)
+    hint = metadata(result, "similarity_graph")["hint"]
+    assert "only 0 edge(s) for 6 hypotheses at threshold 0.99" in hint
+    assert "the highest similarity between two hypotheses is 0.9" in hint and "--backend sbert" in hint
 
 
 def test_job_output_matches_the_prox_cli(job_run, run_dir):
@@ -180,15 +194,18 @@ def test_job_on_bundled_example(request, example):
 
 # -- sensor -------------------------------------------------------------------------------------
 
-def test_sensor_requests_a_run_only_when_hypotheses_change(run_dir, add_hypothesis):
-    resources = {"hypograph_input": HypographInput(path=str(run_dir))}
-    first = hypotheses_changed(build_sensor_context(resources=resources))
-    assert isinstance(first, RunRequest)
-    unchanged = hypotheses_changed(build_sensor_context(cursor=first.run_key, resources=resources))
+def test_sensor_requests_a_run_only_when_hypotheses_change(run_dir, example_vault, add_hypothesis):
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("inputs", [str(run_dir.resolve()), str(example_vault.resolve())])
+    context = build_sensor_context(instance=instance)
+    first = hypotheses_changed(context)
+    assert {(r.partition_key, r.job_name) for r in first} == {
+        (str(run_dir.resolve()), "proximity"), (str(example_vault.resolve()), "structure")}
+    unchanged = hypotheses_changed(build_sensor_context(instance=instance, cursor=context.cursor))
     assert isinstance(unchanged, SkipReason)
     add_hypothesis(run_dir, "H-11", statement="Mites and viruses again.")
-    changed = hypotheses_changed(build_sensor_context(cursor=first.run_key, resources=resources))
-    assert isinstance(changed, RunRequest) and changed.run_key != first.run_key
+    changed = hypotheses_changed(build_sensor_context(instance=instance, cursor=context.cursor))
+    assert [(r.partition_key, r.job_name) for r in changed] == [(str(run_dir.resolve()), "proximity")]
 
 
 # -- the hypograph CLI --------------------------------------------------------------------------
@@ -207,10 +224,11 @@ def test_hypograph_proximity_prints_summary_and_records_the_run(run_dir):
     assert "  C-03: " in out
     assert "0.9" in out and "H-4  H-5" in out and "H-1  H-2" in out
 
-    home = run_dir / ".hypograph" / "dagster"
-    assert (home / "storage").is_dir()
+    home = Path(os.environ["DAGSTER_HOME"])  # the one shared instance (a throwaway one in tests)
+    assert not (run_dir / ".hypograph" / "dagster").exists()
     with DagsterInstance.from_config(str(home)) as instance:
-        runs = instance.get_runs()
+        runs = instance.get_runs(filters=RunsFilter(tags={"dagster/partition": str(run_dir.resolve())}))
+        assert str(run_dir.resolve()) in instance.get_dynamic_partitions("inputs")
     assert [(r.job_name, r.status) for r in runs] == [("proximity", DagsterRunStatus.SUCCESS)]
 
 
@@ -239,3 +257,13 @@ def test_hypograph_proximity_on_bad_input_fails_with_a_final_error_line(failed_h
 def test_hypograph_proximity_error_line_names_the_problem(failed_hypograph_run):
     _, result = failed_hypograph_run
     assert "no hypotheses found" in result.stderr.strip().splitlines()[-1]
+
+
+def test_hypograph_proximity_warns_about_each_skipped_file(run_dir):
+    for n in (21, 22, 23):  # no "id": skipped, each named
+        (run_dir / "hypotheses" / f"H-{n}.json").write_text(json.dumps({"title": f"orphan {n}"}))
+    result = hypograph("proximity", run_dir)
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 3 and all(f"H-{n}.json" in w for n, w in zip((21, 22, 23), warnings, strict=True))
+    assert f"{run_dir.resolve()}: 6 hypotheses" in result.stdout

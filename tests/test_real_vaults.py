@@ -12,11 +12,10 @@ import pytest
 import yaml
 from dagster import DagsterInstance
 
-from conftest import SHARED_VAULTS, snapshot
+from conftest import SHARED_VAULTS, execute, snapshot
 from hypograph.hypotheses import id_sort_key, load_corpus
 from hypograph.prox_cli import main as prox_main
 from hypograph.proximity import checks, store
-from pipelines.definitions import build_definitions
 
 EXPECTED_IDS = {
     "covid1": ["H-1", "H-5"],  # H-2 is in merged/, H-3 and H-4 in dropped/, H-6 is a step-4 residual
@@ -43,9 +42,7 @@ def run_prox(root: Path) -> None:
 
 
 def run_dagster(root: Path) -> None:
-    job = build_definitions(root).resolve_job_def("proximity")
-    result = job.execute_in_process(instance=DagsterInstance.ephemeral(), raise_on_error=False,
-                                    run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
+    result = execute(root, "proximity", offline=None)
     assert result.success
     evaluations = result.get_asset_check_evaluations()
     assert evaluations and all(e.passed for e in evaluations)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED_VAULTS, VENV_BIN, copy_tree, offline_env, snapshot
+from conftest import EXAMPLE_VAULT, SHARED_VAULTS, VENV_BIN, copy_tree, offline_env, snapshot
 from hypograph.atomic import write_json
 from hypograph.structure.baseline import BASELINE, read_baseline
 from hypograph.structure.checks import all_checks
@@ -108,7 +108,8 @@ def test_real_vault_passes_all_six_checks(tmp_path, name):
     proc = hypograph_check(root)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert check_report(proc.stdout) == {n: [] for n in range(1, 7)}
-    assert [line for line in proc.stdout.splitlines() if line.startswith("check")] == [f"check {n}: pass" for n in range(1, 7)]
+    assert [line.split("  ")[0] for line in proc.stdout.splitlines() if line.startswith("check")] == [
+        f"check {n}: pass" for n in range(1, 7)]
     assert snapshot(root) == before  # checking writes nothing
 
 
@@ -391,3 +392,18 @@ def test_check_6_reads_link_aliases_but_not_linked_titles():
 
     assert _numbers("[[O-3 - Rainfall fell 35% in a decade]]", "cluster") == []
     assert _numbers("[[O-3 - Rainfall|a 35% chance]]", "cluster")
+
+
+@pytest.mark.parametrize("layout", ["empty", "parent", "run-dir"])
+def test_check_refuses_what_is_not_a_vault(tmp_path, layout):
+    """An empty folder, a vault's parent folder or a prox run directory: one line, exit 1, nothing scanned."""
+    if layout == "parent":
+        copy_tree(EXAMPLE_VAULT, tmp_path / "vault")
+    elif layout == "run-dir":
+        (tmp_path / "hypotheses").mkdir()
+        (tmp_path / "hypotheses" / "H-1.json").write_text('{"id": "H-1", "title": "t"}')
+    proc = hypograph_check(tmp_path)
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [f"hypograph check: {tmp_path}: not a vault " + (
+        "(hypotheses/ holds no .md node)" if layout == "run-dir" else "(no hypotheses/ folder)")]

@@ -20,10 +20,11 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance
 
-import hypograph.structure.carving as carving
-import hypograph.vault.vault as vault_module
-from conftest import EXAMPLE_VAULT, SHARED_VAULTS, VENV_BIN, copy_tree, node_markdown, offline_env, snapshot
-from hypograph.llm import LLMClient, LLMConfig
+import hypograph.structure.carving.apply as carving_apply
+import hypograph.journal as journal_module
+from conftest import (EXAMPLE_VAULT, RECORDED_STRUCTURE, SHARED_VAULTS, VENV_BIN, copy_tree, execute, node_markdown,
+                      offline_env, snapshot, structure_record)
+from hypograph.llm import LLMClient, LLMConfig, OfflinePolicy, policy_for
 from hypograph.proximity.adjudicate import Decision
 from hypograph.proximity.store import read_verdicts
 from hypograph.structure.baseline import read_baseline
@@ -33,9 +34,10 @@ from hypograph.structure.dispositions import (
     LEDGER, MERGE_SYSTEM, TOPIC_SYSTEM, TopicDecision, apply_dispositions, read_ledger, run_dispositions)
 from hypograph.structure.structure_map import MAP, structure_counts
 from hypograph.vault.nodes import link_target
-from hypograph.vault.vault import JOURNAL, open_vault
-from llm_stub import adjudication_answer, answer, asked_clusters, asked_pairs, cluster_label_answer, llm_env, llm_server  # noqa: F401
-from pipelines.definitions import build_definitions
+from hypograph.journal import JOURNAL
+from hypograph.vault.vault import open_vault
+from llm_stub import (adjudication_answer, answer, asked_clusters, asked_pairs, cluster_label_answer, llm_env,  # noqa: F401
+                      llm_server, merge_answer, merge_pairs)
 
 SAHUL = Path(__file__).resolve().parent / "fixtures" / "sahul"
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -58,8 +60,7 @@ def start_structure(root: Path) -> subprocess.Popen:
 
 def run_job(root: Path, offline: bool = True):
     """The Dagster ``structure`` job in this process (so monkeypatches reach it)."""
-    job = build_definitions(root, offline=offline).resolve_job_def("structure")
-    return job.execute_in_process(instance=DagsterInstance.ephemeral(), raise_on_error=False, run_config=QUIET)
+    return execute(root, "structure", offline=offline)
 
 
 def failures(root: Path) -> dict[int, list]:
@@ -222,6 +223,19 @@ def test_structure_cli_on_example_vault(cli_runs):
     assert f"| H in (step 3) | {sum(1 for p in before if p.startswith('hypotheses/'))} |" in text
 
 
+@pytest.mark.parametrize("name", ["example", *REAL_VAULTS])
+def test_structure_cli_writes_the_recorded_bytes(cli_runs, name):
+    """Every file of the structured vault, and the command's output, as recorded before the core
+    was refactored (tests/record_structure.py re-records, for an intended change only)."""
+    root, _, proc = cli_run(cli_runs, name)
+    assert proc.returncode == 0, proc.stderr
+    recorded = json.loads(RECORDED_STRUCTURE.read_text(encoding="utf-8"))[name]
+    fresh = structure_record(root, proc.stdout)
+    differ = sorted(rel for rel in fresh.keys() | recorded.keys() if fresh.get(rel) != recorded.get(rel))
+    assert [rel for rel in differ if rel != "<stdout>"] == []
+    assert fresh["<stdout>"] == recorded["<stdout>"]
+
+
 @pytest.fixture(scope="module")
 def rerun(cli_runs, tmp_path_factory):
     """A copy of the structured example vault (mtimes kept) before and after a second run."""
@@ -307,9 +321,11 @@ def test_offline_merge_bookkeeping(bee_structured):
     assert failures(root) == {}
 
 
-def test_both_look_alike_pairs_are_auto_merge_candidates(bee_structured):
+def test_both_look_alike_pairs_are_auto_merge_candidates(tmp_path):
     """The premise of the two tests around this one: proximity auto-merges both pairs (TF-IDF > 0.92)."""
-    auto = {d.pair for d in read_verdicts(bee_structured[0]) if d.verdict == "MERGE" and d.decided_by == "auto"}
+    root = build_bee_vault(tmp_path / "vault")
+    assert execute(root, "proximity").success
+    auto = {d.pair for d in read_verdicts(root) if d.verdict == "MERGE" and d.decided_by == "auto"}
     assert auto == {("H-3", "H-4"), ("H-9", "H-10")}
 
 
@@ -404,16 +420,18 @@ def tagged(body: dict, tag: str) -> list[tuple[dict, dict]]:
 
 
 def pair_answer(body: dict) -> dict:
-    ids = {a["id"] for a, _ in tagged(body, "hypothesis")}
-    if ids == {"H-3", "H-127"}:
-        return {"decision": "MERGE", "discriminating_observations": [], "widened_statement": WIDENED,
-                "generalization_note": GENERALIZATION, "rationale": "Same core claim: people killed the megafauna directly."}
+    """The seed's micro-example, pair by pair: H-3/H-127 merge (widened), O-22 separates H-3/H-11."""
     o22 = [int(a["number"]) for a, c in tagged(body, "observation") if "five thousand years" in c["statement"]]
-    if ids == {"H-3", "H-11"}:
-        return {"decision": "KEEP", "discriminating_observations": o22, "generalization_note": None,
-                "widened_statement": None, "rationale": "O-22: survival past arrival fits a slow squeeze, not a rapid kill-off."}
-    return {"decision": "KEEP", "discriminating_observations": [], "widened_statement": None,
-            "generalization_note": None, "rationale": "Different cores: these name different drivers or topics."}
+
+    def judge(a: str, b: str) -> dict:
+        if {a, b} == {"H-3", "H-127"}:
+            return {"decision": "MERGE", "widened_statement": WIDENED, "generalization_note": GENERALIZATION,
+                    "rationale": "Same core claim: people killed the megafauna directly."}
+        if {a, b} == {"H-3", "H-11"}:
+            return {"discriminating_observations": o22,
+                    "rationale": "O-22: survival past arrival fits a slow squeeze, not a rapid kill-off."}
+        return {"rationale": "Different cores: these name different drivers or topics."}
+    return merge_answer(body, judge)
 
 
 def is_taxonomy(content: dict) -> bool:
@@ -533,8 +551,8 @@ def test_micro_example_with_a_model(sahul, llm_server, llm_env):
 
 def structure_4b_with_model(root: Path) -> None:
     """4a offline (everything stays active), then 4b with the configured model."""
-    run_dispositions(open_vault(root), [], LLMClient(LLMConfig(forced_offline=True), root / ".hypograph", "4a"))
-    run_clusters(open_vault(root), LLMClient(LLMConfig.from_env(), root / ".hypograph", "4b"))
+    run_dispositions(open_vault(root), [], None, OfflinePolicy())
+    run_clusters(open_vault(root), policy_for(LLMClient(LLMConfig.from_env(), root / ".hypograph", "4b")))
 
 
 def test_carving_naming_unknown_hypothesis_is_asked_again(sahul, llm_server, llm_env):
@@ -605,7 +623,7 @@ def test_cluster_interrupted_while_minting_its_constructed_member_is_completed(s
     next run mints it exactly once and the cluster ends whole."""
     llm_env(llm_server)
     llm_server.always(replying(two_cluster_answer))
-    real_create_node = carving.create_node
+    real_create_node = carving_apply.create_node
 
     def crash_at_constructed(vault_root, node_type, title, meta=None, body="", folder=None):
         if (meta or {}).get("origin") != "step-4-constructed":
@@ -614,7 +632,7 @@ def test_cluster_interrupted_while_minting_its_constructed_member_is_completed(s
             real_create_node(vault_root, node_type, title, meta, body, folder)
         raise RuntimeError("injected crash while minting a constructed member")
 
-    monkeypatch.setattr(carving, "create_node", crash_at_constructed)
+    monkeypatch.setattr(carving_apply, "create_node", crash_at_constructed)
     with pytest.raises(RuntimeError, match="injected"):
         structure_4b_with_model(sahul)
     monkeypatch.undo()
@@ -634,7 +652,7 @@ def test_carve_interrupted_right_after_minting_a_cluster_is_completed_as_decided
     constructed member, residuals, depends_on notes and straggler drop."""
     llm_env(llm_server)
     llm_server.always(replying(two_cluster_answer))
-    real_create_node = carving.create_node
+    real_create_node = carving_apply.create_node
     clusters_minted = []
 
     def crash_after_second_cluster(vault_root, node_type, title, meta=None, body="", folder=None):
@@ -645,7 +663,7 @@ def test_carve_interrupted_right_after_minting_a_cluster_is_completed_as_decided
                 raise RuntimeError("injected crash right after minting a cluster")
         return result
 
-    monkeypatch.setattr(carving, "create_node", crash_after_second_cluster)
+    monkeypatch.setattr(carving_apply, "create_node", crash_after_second_cluster)
     with pytest.raises(RuntimeError, match="injected"):
         structure_4b_with_model(sahul)
     monkeypatch.undo()
@@ -678,10 +696,7 @@ def keep_except(merge: set[str]):
     def respond(body: dict):
         system = system_of(body)
         if system.startswith(MERGE_SYSTEM):
-            ids = {a["id"] for a, _ in tagged(body, "hypothesis")}
-            return answer({"decision": "MERGE" if ids == merge else "KEEP", "discriminating_observations": [],
-                           "widened_statement": None, "generalization_note": None,
-                           "rationale": "Compared on their cores and on every observation listed."})
+            return answer(merge_answer(body, lambda a, b: {"decision": "MERGE"} if {a, b} == merge else {}))
         if system.startswith(TOPIC_SYSTEM):
             return answer({"items": [{"hypothesis": int(a["number"]), "off_topic": False, "drop_reason": None}
                                      for a, _ in tagged(body, "hypothesis")]})
@@ -702,10 +717,9 @@ def test_dropping_a_survivor_takes_what_it_absorbed_along(tmp_path):
     """A survivor judged off-topic later (say, once a model is configured) is dropped with the node
     merged into it, which keeps its merge on record as former_merged_into: check 1 still holds."""
     root = build_bee_vault(tmp_path / "vault")
-    offline = LLMClient(LLMConfig(forced_offline=True), root / ".hypograph", "4a")
     auto = Decision(pair=("H-9", "H-10"), similarity=1.0, verdict="MERGE", rationale="Auto-merge candidate.",
                     recommended_action="Retire H-10", decided_by="auto")
-    run_dispositions(open_vault(root), [auto], offline)
+    run_dispositions(open_vault(root), [auto], None, OfflinePolicy())
     assert survivors(root) == {"H-9": ["H-10"]}
     ledger = read_ledger(root)
     ledger.topics["H-9"] = TopicDecision(id="H-9", drop=True, drop_reason="Off the question.", decided_by="model:m")
@@ -737,7 +751,7 @@ def ids_on_disk(root: Path) -> list[str]:
 def test_merge_interrupted_between_journal_steps_is_completed_by_next_run(tmp_path, monkeypatch):
     root = build_bee_vault(tmp_path / "vault")
     before = ids_on_disk(root)
-    real_apply_step = vault_module.apply_step
+    real_apply_step = journal_module.apply_step
     calls = []
 
     def crash_after_first_step(vault_root, step):
@@ -746,7 +760,7 @@ def test_merge_interrupted_between_journal_steps_is_completed_by_next_run(tmp_pa
             raise RuntimeError("injected crash between journal steps")
         return real_apply_step(vault_root, step)
 
-    monkeypatch.setattr(vault_module, "apply_step", crash_after_first_step)
+    monkeypatch.setattr(journal_module, "apply_step", crash_after_first_step)
     assert not run_job(root).success
     assert len(calls) == 2
     assert ids_on_disk(root) == before  # nothing lost, nothing in two places
@@ -768,7 +782,7 @@ def test_cluster_interrupted_before_its_residual_is_completed_by_next_run(tmp_pa
     """The crash hits the residual's minting: before the file is written, or after it is written but
     before the cluster lists it. The next run must end with exactly one residual per cluster."""
     root = build_bee_vault(tmp_path / "vault")
-    real_create_node = carving.create_node
+    real_create_node = carving_apply.create_node
 
     def crash_at_residual(vault_root, node_type, title, meta=None, body="", folder=None):
         if not (meta or {}).get("residual"):
@@ -777,7 +791,7 @@ def test_cluster_interrupted_before_its_residual_is_completed_by_next_run(tmp_pa
             real_create_node(vault_root, node_type, title, meta, body, folder)
         raise RuntimeError("injected crash while minting a residual")
 
-    monkeypatch.setattr(carving, "create_node", crash_at_residual)
+    monkeypatch.setattr(carving_apply, "create_node", crash_at_residual)
     assert not run_job(root).success
     hcs_after_crash = sorted(clusters(root))
     assert hcs_after_crash
@@ -797,7 +811,7 @@ def test_cluster_interrupted_before_its_residual_is_completed_by_next_run(tmp_pa
 
 
 def test_same_source_locators_merge_place_by_place():
-    from hypograph.structure.dispositions import _absorb
+    from hypograph.structure.dispositions.merge import absorb
     from hypograph.vault.nodes import parse_node
 
     def node(node_id: str, locator) -> "Node":
@@ -805,6 +819,6 @@ def test_same_source_locators_merge_place_by_place():
         return parse_node(node_markdown(meta), Path(f"hypotheses/{node_id} - T.md"))
 
     survivor = node("H-1", "p. 4; fig. 2")
-    _absorb(survivor, [node("H-2", "p. 4; fig. 2"), node("H-3", "p. 1")], None)
+    absorb(survivor, [node("H-2", "p. 4; fig. 2"), node("H-3", "p. 1")], None)
     assert survivor.meta["locator"] == ["S-1: p. 4; fig. 2; p. 1"]
     assert "additional_sources" not in survivor.meta  # one paper: nothing to add beside its own source

@@ -72,7 +72,8 @@ def test_ui_shows_the_asset_graph_with_lineage(ui):
     assert deps["hypothesis_embeddings"] == {"hypothesis_texts"}
     assert deps["similarity_graph"] == {"hypothesis_embeddings"}
     assert "similarity_graph" in deps["proximity_clusters"] and "similarity_graph" in deps["duplicate_pairs"]
-    assert deps["hypothesis_dispositions"] == {"dedup_verdicts"}
+    assert deps["hypothesis_dispositions"] == {"dedup_verdicts", "hypothesis_embeddings"}
+    assert deps["structured_proximity"] == {"structure_map"}
     assert deps["structure_map"] == {"hypothesis_clusters"}
     assert {nodes[n]["groupName"] for n in ("hypothesis_dispositions", "hypothesis_clusters")} == {"structure"}
 
@@ -80,9 +81,10 @@ def test_ui_shows_the_asset_graph_with_lineage(ui):
 def test_ui_lists_the_blocking_checks(ui):
     checks = {c["name"]: c["blocking"] for n in ui["assetNodes"] for c in n["assetChecksOrError"]["checks"]}
     assert checks["graph_is_symmetric"] and checks["every_pair_has_one_verdict"]
-    assert all(checks[f"check_{k}_hypothesis_clusters"] for k in (2, 3, 4, 6))
+    assert all(checks[name] for name in ("clusters_are_well_formed", "each_cluster_has_one_residual",
+                                         "every_active_hypothesis_in_one_cluster", "no_numbers_in_step4_fields"))
 
 
 def test_ui_shows_the_runs_the_cli_made(ui):
     runs = {(r["jobName"], r["status"]) for r in ui["runsOrError"]["results"]}
-    assert {("structure", "SUCCESS"), ("proximity", "SUCCESS")} <= runs
+    assert ("structure", "SUCCESS") in runs

@@ -57,6 +57,7 @@ class Usage:
     invalid_answers: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    fallback: int = 0  # rejected answers replaced by the offline decision (hypograph.llm.policy)
 
     def as_metadata(self) -> dict[str, int]:
         return {f"llm_{k}": v for k, v in self.__dict__.items()}
@@ -103,6 +104,9 @@ def _new_run_dir(root: Path) -> Path:
             continue
 
 
+new_run_dir = _new_run_dir
+
+
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:80]
 
@@ -132,7 +136,7 @@ class LLMClient:
         self._json_schema_supported = True
         self._openai = None
         if not config.offline:
-            from openai import OpenAI
+            from openai import OpenAI  # heavy: only when a model is configured
 
             self._openai = OpenAI(
                 api_key=config.api_key.get_secret_value(), base_url=config.base_url,
@@ -147,6 +151,17 @@ class LLMClient:
     def decider(self) -> str:
         """How verdicts made by this client are attributed: ``model:<name>``."""
         return f"model:{self.config.model}"
+
+    def trace_to(self, directory: Path) -> None:
+        """Write this client's next traces into ``directory`` (numbering continues after its files)."""
+        directory = Path(directory)
+        with self._trace.lock:
+            self._trace.dir = directory
+            self._trace.seq = len(list(directory.glob("*.json"))) if directory.is_dir() else 0
+
+    def record(self, name: str, record: dict) -> None:
+        """Trace something that is not a model call (e.g. a web search) beside the calls."""
+        self._trace.write(name, _redact_tree(record, self.config))
 
     def metadata(self) -> dict:
         return {"llm": "offline" if self.offline else self.config.model, "llm_endpoint": self.config.describe(), **self.usage.as_metadata()}
@@ -179,6 +194,11 @@ class LLMClient:
             return [self.ask(r) for r in requests]
         with ThreadPoolExecutor(max_workers=self.config.concurrency) as pool:
             return list(pool.map(self.ask, requests))
+
+    def count_fallback(self) -> None:
+        """Record that a rejected answer was replaced by the offline decision."""
+        with self._lock:
+            self.usage.fallback += 1
 
     # -- internals -------------------------------------------------------------------------------
 
@@ -227,7 +247,7 @@ class LLMClient:
         return Rejected(f"invalid answer after {attempts} attempts: {error}", attempts)
 
     def _complete(self, request: Request, messages: list[dict], attempt: int) -> str:
-        import openai
+        import openai  # heavy: only when a model is asked
 
         kwargs = {"model": self.config.model, "messages": messages, "temperature": 0}
         if self._json_schema_supported:

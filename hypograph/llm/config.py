@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from typing import Mapping
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError
 
@@ -86,7 +87,5 @@ class LLMConfig(BaseModel):
 
 def _public_url(url: str) -> str:
     """The endpoint without user-info or query (where some servers take a key)."""
-    from urllib.parse import urlsplit, urlunsplit
-
     parts = urlsplit(url)
     return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -23,7 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hypograph.errors import HypographError
 from hypograph.hypotheses import Hypothesis, id_sort_key
-from hypograph.llm.client import LLMClient, Rejected, Request, untrusted
+from hypograph.llm.client import LLMClient, Request, untrusted
+from hypograph.llm.policy import Ask, Policy, policy_for
 from hypograph.proximity.dupes import AUTO_MERGE_THRESHOLD, DuplicatePair
 
 Verdict = Literal["MERGE", "KEEP", "FLAG"]
@@ -87,7 +89,7 @@ def adjudicate(
     pairs: list[DuplicatePair],
     hypotheses: dict[str, Hypothesis],
     reviews: dict[frozenset, HumanReview],
-    llm: LLMClient,
+    llm: LLMClient | Policy,
     auto_merge: float = AUTO_MERGE_THRESHOLD,
     batch_size: int = BATCH_SIZE,
 ) -> list[Decision]:
@@ -107,16 +109,11 @@ def adjudicate(
             decided[(p.a, p.b)] = _auto_merge(p, auto_merge)
         else:
             borderline.append(p)
-    if llm.offline:
-        for p in borderline:
-            decided[(p.a, p.b)] = _flag(p, "Needs human review: no model configured "
-                                           f"(similarity {p.similarity} is in the borderline band).")
-    else:
-        batches = [borderline[k:k + batch_size] for k in range(0, len(borderline), batch_size)]
-        answers = llm.ask_many([_request(batch, hypotheses) for batch in batches])
-        for batch, answer in zip(batches, answers):
-            for p, d in zip(batch, _decisions(batch, answer, llm.decider)):
-                decided[(p.a, p.b)] = d
+    batches = [borderline[k:k + batch_size] for k in range(0, len(borderline), batch_size)]
+    asks = [Ask(_request(batch, hypotheses), partial(_decisions, batch), partial(_flags, batch)) for batch in batches]
+    for batch, decisions in zip(batches, policy_for(llm).decide("pair verdict", asks), strict=True):
+        for p, d in zip(batch, decisions, strict=True):
+            decided[(p.a, p.b)] = d
     return [decided[(p.a, p.b)] for p in pairs]
 
 
@@ -172,9 +169,7 @@ def _request(batch: list[DuplicatePair], hypotheses: dict[str, Hypothesis]) -> R
     return Request(name=name, system=SYSTEM, user=user, schema=PairJudgements, check=check)
 
 
-def _decisions(batch: list[DuplicatePair], answer: PairJudgements | Rejected, decider: str) -> list[Decision]:
-    if isinstance(answer, Rejected):
-        return [_flag(p, f"Needs human review: the model's answer was rejected ({answer.reason}).") for p in batch]
+def _decisions(batch: list[DuplicatePair], answer: PairJudgements, decider: str) -> list[Decision]:
     by_number = {d.pair: d for d in answer.decisions}
     return [
         Decision(pair=(p.a, p.b), similarity=p.similarity, verdict=by_number[n].verdict,
@@ -182,6 +177,13 @@ def _decisions(batch: list[DuplicatePair], answer: PairJudgements | Rejected, de
                  decided_by=decider)
         for n, p in enumerate(batch, start=1)
     ]
+
+
+def _flags(batch: list[DuplicatePair], note: str | None) -> list[Decision]:
+    """The offline decision: a borderline pair is left to a person."""
+    return [_flag(p, f"Needs human review: {note}." if note else "Needs human review: no model configured "
+                                                                  f"(similarity {p.similarity} is in the borderline band).")
+            for p in batch]
 
 
 # -- files ------------------------------------------------------------------------------------------

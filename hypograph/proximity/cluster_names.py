@@ -10,7 +10,8 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from hypograph.hypotheses import Hypothesis
-from hypograph.llm.client import LLMClient, Rejected, Request, untrusted
+from hypograph.llm.client import LLMClient, Request, untrusted
+from hypograph.llm.policy import Ask, Policy, policy_for
 from hypograph.proximity.communities import Clusters
 
 BATCH_SIZE = 10
@@ -31,21 +32,18 @@ For each numbered cluster, give a short descriptive label (3 to 8 words, e.g. "G
 neuroinflammation") naming the shared theme or mechanism of its members. No ids, no quotes."""
 
 
-def name_clusters(clusters: Clusters, hypotheses: dict[str, Hypothesis], llm: LLMClient,
+def name_clusters(clusters: Clusters, hypotheses: dict[str, Hypothesis], llm: LLMClient | Policy,
                   batch_size: int = BATCH_SIZE) -> dict[str, dict]:
     """Map each cluster label (C-NN) to its best name and who gave it."""
     names = {c: {"label": clusters.keywords.get(c, ""), "keywords": clusters.keywords.get(c, ""), "decided_by": "keywords"}
              for c in clusters.clusters}
-    if llm.offline:
-        return names
     labels = list(clusters.clusters)
     batches = [labels[k:k + batch_size] for k in range(0, len(labels), batch_size)]
-    answers = llm.ask_many([_request(b, clusters, hypotheses) for b in batches])
-    for batch, answer in zip(batches, answers):
-        if isinstance(answer, Rejected):
-            continue
-        for item in answer.labels:
-            names[batch[item.cluster - 1]].update(label=item.label.strip(), decided_by=llm.decider)
+    asks = [Ask(_request(b, clusters, hypotheses), lambda answer, by: [(i.cluster, i.label.strip(), by) for i in answer.labels],
+                lambda _note: []) for b in batches]  # offline or rejected: the keyword label stands
+    for batch, named in zip(batches, policy_for(llm).decide("cluster name", asks), strict=True):
+        for number, label, by in named:
+            names[batch[number - 1]].update(label=label, decided_by=by)
     return names
 
 

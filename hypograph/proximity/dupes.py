@@ -73,3 +73,11 @@ def pairs_of(ids: list[str], src, dst, sims) -> list[DuplicatePair]:
         rows.append((-s, id_sort_key(a), id_sort_key(b), a, b, s))
     rows.sort()
     return [DuplicatePair.model_construct(a=a, b=b, similarity=min(max(s, 0.0), 1.0)) for _, _, _, a, b, s in rows]
+
+
+def pairs_at(graph: SimilarityGraph, emb, threshold: float) -> list[DuplicatePair]:
+    """The duplicate pairs at ``threshold``: from the graph when it holds every such pair, else from
+    the embeddings ``emb`` (a threshold below the graph's, or pairs the neighbour cap dropped)."""
+    if covers(graph, threshold):
+        return duplicate_pairs(graph, threshold)
+    return pairs_from_embeddings(emb.ids, emb.matrix, threshold, {"backend": emb.backend, "model": emb.model})

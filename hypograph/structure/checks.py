@@ -8,7 +8,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from hypograph.vault.nodes import Node, id_number, link_target
+from hypograph.ids import id_number
+from hypograph.vault.nodes import Node, link_target
 from hypograph.vault.vault import Vault
 
 Violation = tuple[str, str]
@@ -237,3 +238,16 @@ def run_check(number: int, vault: Vault, baseline: dict | None) -> list[Violatio
 def all_checks(vault: Vault, baseline: dict | None) -> dict[int, list[Violation]]:
     """Run checks 1-6; {check number: violations}."""
     return {n: run_check(n, vault, baseline) for n in range(1, 7)}
+
+
+# check number -> (predicate name, what it asserts): the names the asset checks and the CLI show.
+CHECK_NAMES: dict[int, tuple[str, str]] = {
+    1: ("every_hypothesis_has_one_state",
+        "every H has one state; merged resolves in one hop; drops have reasons; folders match; nothing deleted"),
+    2: ("clusters_are_well_formed", "HC nodes well-formed: folder, id, >= 2 active members in order, required keys"),
+    3: ("each_cluster_has_one_residual", "exactly one residual listed last, or a justified exhaustive cluster"),
+    4: ("every_active_hypothesis_in_one_cluster", "every active H in exactly one HC, its backlink naming it"),
+    5: ("survivors_keep_their_provenance",
+        "survivors' merged_from, sources, locators and generalization notes; sourceless H are residual or constructed"),
+    6: ("no_numbers_in_step4_fields", "no step-4 field holds a number, probability, weight or rank"),
+}

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from hypograph.atomic import write_text
+from hypograph.structure.members import BY_HAND
 from hypograph.vault.nodes import link_target
 from hypograph.vault.vault import Vault
 
@@ -42,6 +43,10 @@ def render_map(vault: Vault, today: dt.date) -> str:
             h = vault.nodes.get(link_target(link) or "")
             suffix = " (residual)" if h is not None and h.meta.get("residual") is True else ""
             lines.append(f"\t{k}. [[{h.path.stem if h else link_target(link)}]]{suffix}")
+    by_hand = [f"- [[{hc.path.stem}]]: {line.strip()[len(BY_HAND):].strip()}" for hc in vault.of_type("hypothesis-cluster")
+               for line in hc.body.splitlines() if line.strip().startswith(BY_HAND)]
+    if by_hand:  # a person's deliberate exceptions to the frozen member lists
+        lines += ["", "## Changed by hand", "", *by_hand]
     lines += ["", "## Counts", "", "| | |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in structure_counts(vault).items()]
     return "\n".join(lines) + "\n"

@@ -11,11 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from hypograph.errors import HypographError
+from hypograph.ids import id_number
+from hypograph.journal import Journal, Step
 from hypograph.structure.baseline import read_baseline
-from hypograph.structure.dispositions import PairDecision, pair_key, read_ledger, write_ledger
+from hypograph.structure.dispositions.ledger import PairDecision, pair_key, read_ledger, write_ledger
+from hypograph.structure.members import set_members
 from hypograph.vault.mint import structuring_lock
-from hypograph.vault.nodes import id_number, link_target
-from hypograph.vault.vault import Journal, open_vault
+from hypograph.vault.nodes import link_target
+from hypograph.vault.vault import open_vault
 
 
 def unmerge(root: Path, node_id: str) -> tuple[str, str]:
@@ -59,12 +62,12 @@ def _unmerge(root: Path, node_id: str) -> tuple[str, str]:
 
     node.meta["state"] = "active"
     node.meta.pop("merged_into", None)
-    steps = [{"from": str(survivor.path), "to": str(survivor.path), "text": survivor.text()}]
+    steps = [Step(to=str(survivor.path), text=survivor.text())]
     cluster = vault.resolve(survivor.meta.get("cluster"))
     if cluster is not None and cluster.type == "hypothesis-cluster":
         node.meta["cluster"] = cluster.link
         steps.append(_join_cluster(vault, cluster, node))
-    steps.append({"from": str(node.path), "to": str(Path("hypotheses") / node.path.name), "text": node.text()})
+    steps.append(Step(to=str(Path("hypotheses") / node.path.name), text=node.text(), src=str(node.path)))
     # The KEEP goes on record first: if the files then fail half-way, no later run re-merges them.
     ledger = read_ledger(root)
     ledger.pairs[pair_key(survivor.id, node_id)] = PairDecision(
@@ -74,15 +77,12 @@ def _unmerge(root: Path, node_id: str) -> tuple[str, str]:
     return node_id, survivor.id
 
 
-def _join_cluster(vault, cluster, node) -> dict:
+def _join_cluster(vault, cluster, node) -> Step:
     """The journal step adding ``node`` to ``cluster`` in ascending-id order, residual last."""
-    from hypograph.structure.carving import _replace_embeds
-
     members = [vault.nodes[t] for t in (link_target(l) for l in cluster.meta.get("hypotheses") or []) if t in vault.nodes]
     named = [m for m in members if m.meta.get("residual") is not True] + [node]
     named.sort(key=lambda m: id_number(m.id))
     ordered = named + [m for m in members if m.meta.get("residual") is True]
     # The node's link as it will be once moved back to hypotheses/ (same filename).
-    cluster.meta["hypotheses"] = [f"[[{m.path.stem}]]" for m in ordered]
-    cluster.body = _replace_embeds(cluster.body, ordered)
-    return {"from": str(cluster.path), "to": str(cluster.path), "text": cluster.text()}
+    set_members(cluster, ordered)
+    return Step(to=str(cluster.path), text=cluster.text())

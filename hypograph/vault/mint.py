@@ -8,14 +8,18 @@ one vault at once. Ids never come from a model.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import re
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from hypograph.atomic import FILE_MODE
 from hypograph.errors import HypographError
+from hypograph.paths import scan, unsafe
 from hypograph.vault.nodes import clean_title, parse_node, render
 from hypograph.vault.vault import NODE_TYPES
 
@@ -24,39 +28,47 @@ PLACEHOLDER = "{{ID}}"
 
 
 @contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created if missing; never through a symlink)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
+    except OSError as e:
+        why = "is a symlink" if e.errno == errno.ELOOP else f"cannot be opened ({e.strerror})"
+        hint = " (is the input read-only?)" if e.errno in (errno.EACCES, errno.EPERM) else ""
+        raise HypographError(f"{path}: lock file {why}{hint}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+@contextmanager
 def vault_lock(root: Path) -> Iterator[None]:
     """Hold the vault's exclusive minting lock (blocks until free)."""
-    with open(Path(root) / LOCK_NAME, "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    with _locked(Path(root) / LOCK_NAME):
+        yield
 
 
 @contextmanager
 def structuring_lock(root: Path) -> Iterator[None]:
     """One structuring step (4a, 4b, unmerge) at a time per vault: deciding which hypotheses to
     merge or carve must not race another run deciding the same. (Minting has its own lock.)"""
-    path = Path(root) / ".hypograph" / "structure.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    with _locked(Path(root) / ".hypograph" / "structure.lock"):
+        yield
 
 
 def highest_id(root: Path, prefix: str) -> int:
-    """Highest N of any file named ``PREFIX-N…`` anywhere under ``root`` (0 if none)."""
+    """Highest N of any file named ``PREFIX-N…`` anywhere under ``root``, other programs' dot-folders
+    included (0 if none). The scan is the one every read and write uses: a symlinked folder that a
+    write would follow but a scan would not is refused, never minted into."""
     pattern = re.compile(rf"^{re.escape(prefix)}-(\d+)(?:\D|$)")
     best = 0
-    for _dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            m = pattern.match(name)
-            if m:
-                best = max(best, int(m.group(1)))
+    for rel in scan(root, hidden_dirs=True):
+        m = pattern.match(rel.name)
+        if m:
+            best = max(best, int(m.group(1)))
     return best
 
 
@@ -78,17 +90,25 @@ def create_node(root: Path, node_type: str, title: str, meta: dict[str, Any] | N
             if k not in fields:
                 fields[k] = v.replace(PLACEHOLDER, node_id) if isinstance(v, str) else v
         rel = Path(folder or default_folder) / f"{node_id} - {clean_title(title.replace(PLACEHOLDER, node_id))}.md"
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        _create_exclusive(root / rel, render(fields, body.replace(PLACEHOLDER, node_id)))
+        problem = unsafe(root, str(rel))
+        if problem:
+            raise HypographError(f"{root / rel}: {problem}")
+        try:
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            _create_exclusive(root / rel, render(fields, body.replace(PLACEHOLDER, node_id)))
+        except OSError as e:
+            raise HypographError(f"{root / rel}: cannot write ({e.strerror or type(e).__name__})") from None
     return node_id, rel
 
 
 def _create_exclusive(path: Path, text: str) -> None:
     """Write a complete file under a temp name, then hard-link it into place: the file appears
     whole or not at all, and an existing file is never overwritten."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # a killed run's leftover never collides
+    tmp = Path(name)
     try:
-        with open(tmp, "x", encoding="utf-8") as fh:
+        os.fchmod(fd, FILE_MODE)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())

@@ -18,22 +18,35 @@ import yaml
 from frontmatter.default_handlers import YAMLHandler
 
 from hypograph.errors import HypographError
+from hypograph.limits import data_problem
+from hypograph.paths import cut_bytes
 
 FRONTMATTER_RE = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*(?:\r?\n|\Z)", re.S | re.M)
-ID_RE = re.compile(r"^([A-Z]+)-(\d+)$")
 FILENAME_ID_RE = re.compile(r"^([A-Z]+-\d+)(?: - |\.md$|$)")
 LINK_RE = re.compile(r"!?\[\[([^\]|#]+?)(?:#[^\]|]*)?(?:\|[^\]]*)?\]\]")
 ILLEGAL_FILENAME_CHARS = re.compile(r'[/\\:*?"<>|\[\]#^\x00-\x1f]')
 
 
 class _NoAliasLoader(yaml.SafeLoader):
-    """SafeLoader that rejects YAML aliases (``*name``): no billion-laughs expansion."""
+    """SafeLoader that rejects YAML aliases (``*name``: no billion-laughs expansion) and duplicate
+    keys (the later would silently shadow the earlier, which a rewrite would then lose)."""
 
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise yaml.composer.ComposerError(None, None, "YAML aliases are not allowed in node frontmatter", event.start_mark)
         return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen = set()
+            for key_node, _value in node.value:
+                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+                if key is not None and key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r} (a later one would hide the first)", key_node.start_mark)
+                seen.add(key)
+        return super().construct_mapping(node, deep)
 
 
 class _Dumper(yaml.SafeDumper):
@@ -82,9 +95,12 @@ class Node:
         """``[[ID - Title]]``: an Obsidian wiki-link to this node."""
         return f"[[{self.path.stem}]]"
 
+    def __post_init__(self) -> None:
+        self._original_body = self.body  # as read: a body-only edit is a change too
+
     @property
     def changed(self) -> bool:
-        return self.meta != self.original_meta
+        return self.meta != self.original_meta or self.body != self._original_body
 
     def text(self) -> str:
         """The file's text: the raw text if nothing changed, else edited frontmatter + same body."""
@@ -150,10 +166,16 @@ def parse_node(raw: str, rel: Path) -> Node:
         mark = getattr(e, "problem_mark", None)
         where = f" (frontmatter line {mark.line + 1})" if mark else ""
         raise HypographError(f"{rel}: frontmatter is not valid YAML{where}: {getattr(e, 'problem', None) or e}") from None
+    except RecursionError:
+        raise HypographError(f"{rel}: frontmatter is nested too deeply to read") from None
     if meta is None:
         meta = {}
     if not isinstance(meta, dict):
         raise HypographError(f"{rel}: frontmatter is not a mapping of fields")
+    for key, value in meta.items():
+        problem = data_problem(value)
+        if problem or not isinstance(key, str):
+            raise HypographError(f"{rel}: field {key!r}: {problem or 'a field name must be text'}")
     return Node(rel, meta, raw[m.end():], raw, _deep_copy(meta), m.group(1),
                 (raw[:m.start(1)], raw[m.end(1):m.end()]))
 
@@ -186,18 +208,17 @@ def link_target(link: Any) -> str | None:
     return fm.group(1) if fm else None
 
 
-def id_number(node_id: str) -> int:
-    m = ID_RE.match(node_id)
-    if not m:
-        raise ValueError(f"not an id: {node_id!r}")
-    return int(m.group(2))
+TITLE_BYTES = 180  # + "HC-NNNNNN - " + ".md" stays well under paths.MAX_NAME_BYTES
 
 
-def clean_title(title: str, limit: int = 150) -> str:
+def clean_title(title: str, limit: int = 150, max_bytes: int = TITLE_BYTES) -> str:
     """A title safe as a filename and inside a wiki-link: illegal characters become ``-``,
-    whitespace collapses, no leading/trailing dots or spaces, at most ``limit`` characters."""
+    whitespace collapses, no leading/trailing dots or spaces, at most ``limit`` characters and
+    ``max_bytes`` UTF-8 bytes (cut at the last word boundary when it keeps most of the text)."""
     cleaned = ILLEGAL_FILENAME_CHARS.sub("-", title)
     cleaned = re.sub(r"\s+", " ", cleaned).strip(" .")
-    if len(cleaned) > limit:
-        cleaned = cleaned[:limit].rsplit(" ", 1)[0].rstrip(" .")
+    cut = cut_bytes(cleaned[:limit], max_bytes)
+    if cut != cleaned:
+        space = cut.rfind(" ")  # a word boundary, unless it would drop most of the text (CJK has none)
+        cleaned = (cut[:space] if space >= len(cut) * 0.6 else cut).rstrip(" .")
     return cleaned or "Untitled"

@@ -4,24 +4,24 @@ Nodes are ``.md`` files with an ``id`` in their frontmatter, in any sub-folder e
 (``agent-notes/``, ``proximity/``, ``.hypograph/``, dot-folders). Top-level files such as
 ``initial_prompt.md`` or a problem log are not nodes and are never touched.
 
-Writes go through ``Journal``: the whole plan (moves and new texts) is saved first, then applied
-one file at a time, each step atomic and idempotent; if a run dies half-way, the next ``open_vault``
-rolls the plan forward before reading. Nothing is ever deleted.
+Writes go through ``hypograph.journal.Journal``: the whole plan (moves and new texts) is saved
+first, then applied one file at a time, each step atomic and idempotent; if a run dies half-way,
+the next ``open_vault`` rolls the plan forward before reading. Nothing is ever deleted.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from hypograph.atomic import write_json, write_text
 from hypograph.errors import HypographError
-from hypograph.vault.nodes import FILENAME_ID_RE, ID_RE, Node, link_target, read_node
+from hypograph.journal import Journal
+from hypograph.ids import ID_RE, canonical_id, id_sort_key
+from hypograph.limits import encodable
+from hypograph.paths import scan
+from hypograph.vault.nodes import FILENAME_ID_RE, Node, link_target, read_node
 
 SKIP_DIRS = {"agent-notes", "proximity", ".hypograph", ".obsidian", ".git", ".trash"}
-JOURNAL = Path(".hypograph") / "journal.json"
 
 # node type -> (id prefix, folder), as the seed pipeline lays a vault out
 NODE_TYPES: dict[str, tuple[str, str]] = {
@@ -42,8 +42,6 @@ class Vault:
     nodes: dict[str, Node]
 
     def of_type(self, node_type: str) -> list[Node]:
-        from hypograph.hypotheses import id_sort_key
-
         return sorted((n for n in self.nodes.values() if n.type == node_type), key=lambda n: id_sort_key(n.id))
 
     def resolve(self, link) -> Node | None:
@@ -58,15 +56,16 @@ class Vault:
 
 
 def node_files(root: Path):
-    """Relative paths of candidate node files, sorted."""
-    for dirpath, dirnames, filenames in os.walk(root):
-        rel_dir = Path(dirpath).relative_to(root)
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
-        if rel_dir == Path("."):
-            continue  # top-level files are not nodes
-        for name in sorted(filenames):
-            if name.endswith(".md"):
-                yield rel_dir / name
+    """Relative paths of candidate node files, sorted. The scan (``hypograph.paths.scan``) covers
+    the whole input, so a forbidden symlink anywhere the tool reads or writes is refused here."""
+    for rel in scan(root):
+        if len(rel.parts) < 2 or any(p in SKIP_DIRS or p.startswith(".") for p in rel.parts[:-1]):
+            continue  # top-level files are not nodes; nor is anything in the tool's folders
+        if rel.suffix == ".md":
+            if not encodable(rel.name):
+                raise HypographError(f"{root / rel.parent}: a file name is not UTF-8 ({ascii(rel.name)}); rename it")
+            yield rel
+
 
 
 def open_vault(root: Path | str, roll_forward: bool = True) -> Vault:
@@ -78,6 +77,7 @@ def open_vault(root: Path | str, roll_forward: bool = True) -> Vault:
     if roll_forward:
         Journal(root).roll_forward()
     nodes: dict[str, Node] = {}
+    spelled: dict[str, str] = {}  # canonical id -> the id as spelled (H-01 and H-1 collide)
     for rel in node_files(root):
         node = read_node(root, rel)
         if "id" not in node.meta:
@@ -88,62 +88,20 @@ def open_vault(root: Path | str, roll_forward: bool = True) -> Vault:
         m = FILENAME_ID_RE.match(rel.name)
         if not m or m.group(1) != node_id:
             raise HypographError(f"{rel}: field 'id': {node_id} does not match the filename")
-        if node_id in nodes:
-            raise HypographError(f"{rel}: field 'id': {node_id} is also the id of {nodes[node_id].path}")
+        other = spelled.get(canonical_id(node_id))
+        if other is not None:
+            raise HypographError(f"{rel}: field 'id': {node_id} is also the id of {nodes[other].path}"
+                                 + ("" if other == node_id else f" (as {other})"))
+        spelled[canonical_id(node_id)] = node_id
         nodes[node_id] = node
     return Vault(root, nodes)
 
 
-class Journal:
-    """A saved plan of file moves and rewrites, applied idempotently."""
-
-    def __init__(self, root: Path):
-        self.root = Path(root)
-        self.path = self.root / JOURNAL
-
-    def apply(self, steps: list[dict]) -> int:
-        """Save ``steps`` ({"from", "to", "text"}), apply them, then clear. Returns files changed."""
-        if not steps:
-            return 0
-        write_json(self.path, {"steps": steps})
-        changed = self._run(steps)
-        self.path.unlink(missing_ok=True)  # another reader may have rolled the same plan forward
-        return changed
-
-    def roll_forward(self) -> int:
-        """Finish the plan of a run that died half-way, if any."""
-        if not self.path.exists():
-            return 0
-        try:
-            steps = json.loads(self.path.read_text(encoding="utf-8"))["steps"]
-        except (json.JSONDecodeError, KeyError, UnicodeDecodeError):
-            raise HypographError(f"{self.path}: unreadable journal of an interrupted run; inspect and remove it") from None
-        changed = self._run(steps)
-        self.path.unlink(missing_ok=True)  # another reader may have rolled the same plan forward
-        return changed
-
-    def _run(self, steps: list[dict]) -> int:
-        changed = 0
-        for step in steps:
-            changed += apply_step(self.root, step)
-        return changed
-
-
-def apply_step(root: Path, step: dict) -> int:
-    """Move ``from`` to ``to`` (if still there), then write ``text`` to ``to`` atomically.
-
-    Moving first and rewriting second means a node is never in two places and never missing.
-    """
-    src, dst = root / step["from"], root / step["to"]
-    moved = False
-    if src != dst and src.exists():
-        if dst.exists():
-            raise HypographError(f"{step['to']}: already exists; refusing to overwrite it with {step['from']}")
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.replace(src, dst)
-            moved = True
-        except FileNotFoundError:
-            if not dst.exists():  # not moved by a concurrent roll-forward either: really gone
-                raise
-    return int(write_text(dst, step["text"]) or moved)
+def require_vault(root: Path) -> None:
+    """Refuse, in one line, a folder that is not a vault: it must hold step-3 nodes in ``hypotheses/*.md``
+    (an empty folder, a vault's parent or any unrelated tree is never scanned)."""
+    hyp = Path(root) / "hypotheses"
+    if not hyp.is_dir():
+        raise HypographError(f"{root}: not a vault (no hypotheses/ folder)")
+    if not any(p.suffix == ".md" for p in hyp.iterdir()):
+        raise HypographError(f"{root}: not a vault (hypotheses/ holds no .md node)")

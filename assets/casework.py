@@ -1,0 +1,84 @@
+"""Case batch assets (seed 004), one partition per case package and analysis revision
+(``input|rNNNN``): the confirmed interpretation -> the frozen context (policy pinned) -> the
+published batch -> the batch's H nodes in a vault. Blocking checks are in ``assets/checks``."""
+
+import asyncio
+import os
+
+from dagster import AssetExecutionContext, Failure, MaterializeResult, MetadataValue, asset
+
+from assets.groups import CASEWORK
+from assets.partitions import case_revisions, input_partition
+from hypograph.casework.bridge import mint_batch
+from hypograph.casework.builder import HypothesisBuilder
+from hypograph.casework.context import verified_interpretation
+from hypograph.casework.dispatch import Status
+from hypograph.casework.gateway import CaseGateway
+from hypograph.casework.package import CaseStore
+from hypograph.errors import HypographError
+from resources import Inputs
+from resources.casework import CaseSettings
+
+ASSET = dict(group_name=CASEWORK, partitions_def=case_revisions)
+
+
+def _case(context: AssetExecutionContext, inputs: Inputs):
+    """(store, case id, manifest) of this partition; the revision must be the package's current one."""
+    where = input_partition(context.partition_key)
+    root = inputs.root(where.input)
+    store, case_id = CaseStore.for_dir(root)
+    manifest = store.package(case_id).manifest()
+    if f"r{manifest['analysis_revision']:04d}" != where.sub:
+        raise HypographError(f"{root}: revision {where.sub} is not the current one "
+                             f"(r{manifest['analysis_revision']:04d}); earlier revisions stay as they were")
+    return store, case_id, manifest
+
+
+@asset(**ASSET, kinds={"json"})
+def case_interpretation(context: AssetExecutionContext, inputs: Inputs) -> MaterializeResult:
+    """The revision's interpretation, confirmed by a person and verified against its case files."""
+    store, case_id, manifest = _case(context, inputs)
+    interp, catalogue = verified_interpretation(store.package(case_id), manifest)
+    return MaterializeResult(metadata={
+        "revision": manifest["analysis_revision"], "confirmed": interp.confirmed,
+        "statements": len(interp.statements), "sources": len(catalogue.sources),
+        "path": MetadataValue.path(str(store.root / case_id / manifest["artifacts"]["interpretation"]["path"])),
+    })
+
+
+@asset(**ASSET, deps=[case_interpretation], kinds={"json"})
+def case_context(context: AssetExecutionContext, inputs: Inputs, case: CaseSettings) -> MaterializeResult:
+    """Phase 1: the policy pinned and the prompt context frozen (policy.json, context.json), no model call."""
+    store, case_id, manifest = _case(context, inputs)
+    frozen = HypothesisBuilder(store, None, case.policy()).prepare(case_id, manifest["package_id"])
+    return MaterializeResult(metadata={"sources": len(frozen["catalogue"]), "policy": MetadataValue.json(frozen["policy"])})
+
+
+@asset(**ASSET, deps=[case_context], kinds={"openai"})
+def hypothesis_batch(context: AssetExecutionContext, inputs: Inputs, case: CaseSettings) -> MaterializeResult:
+    """Phases 2-3: one model round, then hypotheses, registry and summary published together.
+    RETRY_PENDING, DEFERRED, BLOCKED and ERROR fail the run with the dispatch's own line."""
+    store, case_id, manifest = _case(context, inputs)
+    policy = case.policy()
+    gateway = None if os.environ.get("HYPOGRAPH_LLM") == "offline" else CaseGateway.from_config(policy)
+    if gateway is None:
+        raise HypographError("case batches need a model: set [[endpoints]] in the config file or "
+                             "HYPOGRAPH_LLM_MODEL (and HYPOGRAPH_LLM_BASE_URL); nothing was changed")
+    result = asyncio.run(HypothesisBuilder(store, gateway, policy).build(case_id, manifest["package_id"], case.attempt))
+    metadata = {"status": result.status.value, "line": result.line(), "attempt": result.attempt_id or "",
+                "hypotheses": MetadataValue.json(result.hypothesis_ids), "reused": result.reused,
+                "paths": MetadataValue.json(result.paths), "due_at": result.due_at or ""}
+    if result.status is not Status.COMPLETED:
+        raise Failure(description=result.line(), metadata=metadata)
+    return MaterializeResult(metadata=metadata)
+
+
+@asset(**ASSET, deps=[hypothesis_batch], kinds={"markdown"})
+def batch_vault_nodes(context: AssetExecutionContext, inputs: Inputs, case: CaseSettings) -> MaterializeResult:
+    """The accepted hypotheses minted into ``case.vault`` as step-3 H nodes (idempotent), so the batch
+    flows on into that vault's proximity and structure."""
+    store, case_id, _ = _case(context, inputs)
+    if not case.vault:
+        raise HypographError("no vault to mint into: set resources.case.config.vault (or hypograph batch --into)")
+    report = mint_batch(store.root / case_id, case.vault)
+    return MaterializeResult(metadata={"line": report.line(), "vault": MetadataValue.path(case.vault)})

@@ -1,0 +1,98 @@
+"""A published batch into a vault: ``hypograph batch CASE_DIR --into VAULT``.
+
+Each accepted hypothesis becomes a step-3 H node (``type: hypothesis``, ``statement`` = its
+mechanism, ``question`` = the case's question), so proximity and structure treat it like any
+extracted hypothesis. Its origin is the registry creation: ``source`` links one S node minted
+for the batch (``source_type: case-hypothesis-batch``, the registry's path and sha256) and
+``locator`` is the creation's JSON pointer in registry.json; ``case_creation`` names
+(package, revision, H id). Ids are minted by ``create_node`` under the vault lock. A node whose
+``case_creation`` is already in the vault (in any folder, merged or dropped included) is never
+minted again, so re-running, or running after a crash half-way, mints only what is missing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hypograph.casework.batch import paths
+from hypograph.casework.checks import run_checks
+from hypograph.casework.package import CasePackage
+from hypograph.casework.rules import describe
+from hypograph.errors import HypographError
+from hypograph.vault.mint import create_node
+from hypograph.vault.vault import open_vault
+
+
+@dataclass
+class MintReport:
+    vault: Path
+    source_id: str = ""
+    minted: list[tuple[str, str]] = field(default_factory=list)  # (case H id, vault node id)
+    existing: list[tuple[str, str]] = field(default_factory=list)
+
+    def line(self) -> str:
+        return (f"{self.vault}: {len(self.minted)} H nodes minted, {len(self.existing)} already there "
+                f"(batch source {self.source_id})")
+
+
+def mint_batch(case_dir: Path | str, vault_root: Path | str) -> MintReport:
+    """Mint the current revision's published batch into ``vault_root`` (idempotent)."""
+    pkg = CasePackage(Path(case_dir))
+    with pkg.lock():
+        pkg.roll_forward()
+        m = pkg.manifest()
+        rev = m["analysis_revision"]
+        p = paths(rev)
+        if not (pkg.root / p["hypothesis_registry"]).exists():
+            raise HypographError(f"{pkg.root / p['hypothesis_registry']}: no published batch for revision {rev}")
+        bad = {k: v for k, v in run_checks(pkg, rev).items() if v}
+        if bad:
+            raise HypographError(f"{pkg.root}: the batch fails its checks, not minting: "
+                                 + "; ".join(f"{k}: {describe(v, 3)}" for k, v in bad.items()))
+        hyp_doc, context = pkg.read_json(p["hypotheses"]), pkg.read_json(p["hypothesis_context"])
+        return _mint(pkg, Path(vault_root), m["package_id"], rev, hyp_doc, context)
+
+
+def _mint(pkg: CasePackage, root: Path, package_id: str, rev: int, hyp_doc: dict, context: dict) -> MintReport:
+    vault = open_vault(root)
+    key = f"{package_id}/r{rev:04d}"
+    report = MintReport(root)
+    registry_path = paths(rev)["hypothesis_registry"]
+    source = next((n for n in vault.of_type("source") if n.meta.get("case_batch") == key), None)
+    if source is None:
+        report.source_id, rel = create_node(root, "source", f"Case batch {package_id} revision {rev}", {
+            "source_type": "case-hypothesis-batch", "case_batch": key, "case_package": package_id,
+            "registry": registry_path, "registry_sha256": pkg.sha(registry_path)},
+            f"Initial hypotheses of case package {package_id}, analysis revision {rev}: possible causes, "
+            "untested. Each H node minted from it points at its registry creation.\n")
+        link = f"[[{rel.stem}]]"
+    else:
+        report.source_id, link = source.id, source.link
+    minted = {n.meta.get("case_creation"): n.id for n in vault.of_type("hypothesis") if n.meta.get("case_creation")}
+    for i, h in enumerate(hyp_doc["hypotheses"]):
+        creation = f"{key}/{h['id']}"
+        if creation in minted:
+            report.existing.append((h["id"], minted[creation]))
+            continue
+        node_id, _ = create_node(root, "hypothesis", h["title"], {
+            "statement": " ".join(h["mechanism"].split()), "question": context["question"], "source": link,
+            "locator": f"{registry_path}#/creations/{i}", "case_creation": creation, "case_role": h["role"]},
+            _body(h, context, vault))
+        report.minted.append((h["id"], node_id))
+    return report
+
+
+def _body(h: dict, context: dict, vault) -> str:
+    """The record's prose; a cited source that is a node of this vault becomes a wiki-link."""
+    def cite(sid: str) -> str:
+        node = vault.nodes.get(sid)
+        return node.link if node is not None else sid
+
+    statements = {s["alias"]: s["text"] for s in context["statements"]}
+    lines = [f"**rationale** - {h['rationale']}", "", f"**distinction** - {h['distinction']}", "",
+             "**cites** - " + ", ".join(cite(s) for s in h["source_ids"]), "",
+             "**explains** - " + "; ".join(f"{a}: {statements.get(a, '?')}" for a in h["interpretation_ids"]), ""]
+    for key in ("expected_evidence", "falsifying_evidence", "open_questions"):
+        lines += [f"**{key}**", *[f"- {x}" for x in h[key]], ""]
+    return "\n".join(lines)

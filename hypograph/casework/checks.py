@@ -1,0 +1,130 @@
+"""Blocking checks of a published batch: pure functions returning ``(id, reason)`` violations.
+
+``run_checks(pkg, revision)`` loads the accepted files once and runs every check on them; the
+Dagster layer turns each list into a blocking asset check (empty list: passed).
+"""
+
+from __future__ import annotations
+
+from hypograph.casework import rules
+from hypograph.casework.batch import CANDIDATE_FIELDS, paths, summary
+from hypograph.casework.config import UNIT
+from hypograph.casework.package import CasePackage
+
+Violation = rules.Violation
+
+
+def registry_consistent(hyp_doc: dict, registry: dict, hyp_sha: str) -> list[Violation]:
+    """Counts, next id and remaining slots follow from the creations; one creation per id; each
+    creation points at its record in hypotheses.json by hash and JSON pointer."""
+    out: list[Violation] = []
+    hyps = hyp_doc.get("hypotheses", [])
+    creations = registry.get("creations", [])
+    n = len(creations)
+    if not creations:
+        out.append(("registry", "no creation history"))
+    if registry.get("created_count") != n:
+        out.append(("registry", f"created_count {registry.get('created_count')} != {n} creations"))
+    if registry.get("next_id") != f"H{n + 1}":
+        out.append(("registry", f"next_id {registry.get('next_id')} != H{n + 1}"))
+    if registry.get("remaining_slots") != registry.get("max_hypotheses", 0) - n or registry.get("remaining_slots", -1) < 0:
+        out.append(("registry", f"remaining_slots {registry.get('remaining_slots')} != max_hypotheses "
+                                f"{registry.get('max_hypotheses')} - {n}"))
+    ids = [c.get("id") for c in creations]
+    for i in sorted({x for x in ids if ids.count(x) > 1}, key=str):
+        out.append((str(i), "more than one creation"))
+    if ids != [h.get("id") for h in hyps]:
+        out.append(("registry", f"creations {ids} do not match the hypotheses {[h.get('id') for h in hyps]}"))
+    for k, c in enumerate(creations):
+        origin = c.get("origin", {})
+        if origin.get("sha256") != hyp_sha:
+            out.append((str(c.get("id")), "origin hash is not that of hypotheses.json"))
+        if origin.get("pointer") != f"/hypotheses/{k}" or k >= len(hyps) or hyps[k].get("id") != c.get("id"):
+            out.append((str(c.get("id")), f"origin pointer {origin.get('pointer')!r} does not resolve to {c.get('id')}"))
+    for k, h in enumerate(hyps):
+        if h.get("id") != f"H{k + 1}" or h.get("position") != k + 1:
+            out.append((str(h.get("id")), f"id/position not controller-labelled H{k + 1}"))
+        if h.get("status") != "new" or h.get("confidence") != "unassessed" or \
+                h.get("role") != ("tester_primary" if k == 0 else "alternative"):
+            out.append((str(h.get("id")), "status/confidence/role not as the controller sets them"))
+    return out
+
+
+def budget_equal(hyp_doc: dict, registry: dict, policy: dict) -> list[Violation]:
+    """Every hypothesis and every creation holds exactly the policy's initial budget, unspent."""
+    want = {"initial": policy["initial_budget"], "unit": UNIT}
+    out = [(str(h.get("id")), f"budget_allocation {h.get('budget_allocation')} != {want}")
+           for h in hyp_doc.get("hypotheses", []) if h.get("budget_allocation") != want]
+    out += [(str(h.get("id")), "budget_accounting is not 'not_started'")
+            for h in hyp_doc.get("hypotheses", []) if h.get("budget_accounting") != "not_started"]
+    out += [(str(c.get("id")), f"registry allocation {c.get('budget_allocation')} != {want}")
+            for c in registry.get("creations", []) if c.get("budget_allocation") != want]
+    return out
+
+
+def _candidates(hyp_doc: dict) -> list[dict]:
+    return [{k: h.get(k) for k in ("id", *CANDIDATE_FIELDS)} for h in hyp_doc.get("hypotheses", [])]
+
+
+def references_resolve(hyp_doc: dict, context: dict) -> list[Violation]:
+    return rules.references(_candidates(hyp_doc), context)
+
+
+def h1_grounded(hyp_doc: dict, context: dict) -> list[Violation]:
+    return rules.grounding(_candidates(hyp_doc), context)
+
+
+def no_duplicates(hyp_doc: dict) -> list[Violation]:
+    return rules.duplicates(_candidates(hyp_doc))
+
+
+def checked_together(pkg: CasePackage, manifest: dict, revision: int, hyp_doc: dict, context: dict) -> list[Violation]:
+    """The manifest points at exactly these files (by hash), the summary is the rendering of the
+    hypotheses, and the hypotheses are bound to the saved policy and context."""
+    out: list[Violation] = []
+    p = paths(revision)
+    if manifest["analysis_revision"] == revision:
+        for name in ("hypotheses", "hypothesis_registry", "hypotheses_summary", "hypothesis_policy", "hypothesis_context"):
+            ptr = manifest["artifacts"].get(name)
+            if ptr is None or ptr.get("path") != p[name]:
+                out.append((name, f"manifest pointer is {ptr!r}, not {p[name]}"))
+            elif pkg.sha(p[name]) != ptr["sha256"]:
+                out.append((name, f"{p[name]} does not match the manifest's sha256"))
+    md = (pkg.root / p["hypotheses_summary"])
+    if not md.exists() or md.read_text(encoding="utf-8") != summary(hyp_doc, context):
+        out.append(("hypotheses_summary", "hypotheses.md is not the rendering of hypotheses.json"))
+    for key in ("policy", "context", "round"):
+        ref = hyp_doc.get("bindings", {}).get(key, {})
+        if not ref or pkg.sha(ref.get("path", "")) != ref.get("sha256"):
+            out.append(("hypotheses", f"bindings.{key}: {ref.get('path')} missing or changed"))
+    return out
+
+
+def run_checks(pkg: CasePackage, revision: int | None = None) -> dict[str, list[Violation]]:
+    """Every blocking check of ``revision``'s batch (default: the current revision)."""
+    manifest = pkg.manifest()
+    revision = revision or manifest["analysis_revision"]
+    p = paths(revision)
+    hyp_doc = pkg.read_json(p["hypotheses"])
+    registry = pkg.read_json(p["hypothesis_registry"])
+    policy = pkg.read_json(p["hypothesis_policy"])
+    context = pkg.read_json(p["hypothesis_context"])
+    return {
+        "registry_consistent": registry_consistent(hyp_doc, registry, pkg.sha(p["hypotheses"])),
+        "budget_equal": budget_equal(hyp_doc, registry, policy),
+        "references_resolve": references_resolve(hyp_doc, context),
+        "h1_grounded": h1_grounded(hyp_doc, context),
+        "no_duplicates": no_duplicates(hyp_doc),
+        "checked_together": checked_together(pkg, manifest, revision, hyp_doc, context),
+    }
+
+
+# check name -> what it asserts (the blocking asset checks' descriptions).
+CHECKS: dict[str, str] = {
+    "registry_consistent": "Registry consistent with the batch: counts, next id, remaining slots, one creation per id.",
+    "budget_equal": "Every accepted hypothesis holds exactly the pinned initial budget.",
+    "references_resolve": "Every source and interpretation reference resolves in this exact context.",
+    "h1_grounded": "H1 cites human observation/report/comment data and the first known divergence (or fallback).",
+    "no_duplicates": "No two titles or mechanisms equal after normalisation.",
+    "checked_together": "hypotheses.json, registry.json and hypotheses.md published together, as the manifest says.",
+}

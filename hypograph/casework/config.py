@@ -1,0 +1,203 @@
+"""The analysis configuration of case batches: ``HypothesisConfig.load(path)`` from TOML.
+
+```toml
+[hypotheses]              # the generation policy, pinned per analysis revision
+min_hypotheses = 3
+max_hypotheses = 5
+initial_budget = 100      # investigation units allocated to every accepted hypothesis
+
+[limits]                  # operational limits; reaching one is an error, never a truncation
+context_bytes = 1048576
+prior_documents = 32
+output_bytes = 2097152
+summary_bytes = 2097152
+
+[retry]                   # an unreachable model: rounds, each due later; blocked after the last
+rounds = 10
+first_delay_seconds = 60
+factor = 2.0
+max_delay_seconds = 3600
+
+[[endpoints]]             # tried in this order in every dispatch (failover); none: HYPOGRAPH_LLM_*
+model = "llama3.1"
+base_url = "http://localhost:11434/v1"
+api_key_env = "OLLAMA_API_KEY"
+timeout_seconds = 120
+```
+
+Every value is checked; a bad one is one ``HypographError`` line naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypograph.errors import HypographError
+
+UNIT = "investigation_units"
+
+
+@dataclass(frozen=True)
+class HypothesisPolicy:
+    """The counts and budget a revision's batch is generated under (saved as policy.json)."""
+
+    min_hypotheses: int = 3
+    max_hypotheses: int = 5
+    initial_budget: int = 100
+
+    def document(self, revision: int, prompt_version: str) -> dict:
+        return {"analysis_revision": revision, "min_hypotheses": self.min_hypotheses,
+                "max_hypotheses": self.max_hypotheses, "initial_budget": self.initial_budget,
+                "budget_unit": UNIT, "prompt_version": prompt_version}
+
+    @classmethod
+    def from_document(cls, doc: dict) -> HypothesisPolicy:
+        return cls(doc["min_hypotheses"], doc["max_hypotheses"], doc["initial_budget"])
+
+
+@dataclass(frozen=True)
+class HypothesisLimits:
+    """Operational limits (bytes, documents); independent of the package format."""
+
+    context_bytes: int = 1 << 20
+    prior_documents: int = 32
+    output_bytes: int = 2 << 20
+    summary_bytes: int = 2 << 20
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """``rounds`` dispatches may fail on an unreachable model; after round k < rounds the next is
+    due ``min(first_delay * factor**(k-1), max_delay)`` seconds later; after the last, BLOCKED."""
+
+    rounds: int = 10
+    first_delay_seconds: float = 60.0
+    factor: float = 2.0
+    max_delay_seconds: float = 3600.0
+
+    def delay(self, failed_round: int) -> dt.timedelta:
+        seconds = self.first_delay_seconds * self.factor ** (failed_round - 1)
+        return dt.timedelta(seconds=min(seconds, self.max_delay_seconds))
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One OpenAI-compatible endpoint; the key is read from ``api_key_env`` at call time."""
+
+    model: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+    timeout_seconds: float = 60.0
+
+
+@dataclass(frozen=True)
+class HypothesisConfig:
+    policy: HypothesisPolicy = field(default_factory=HypothesisPolicy)
+    limits: HypothesisLimits = field(default_factory=HypothesisLimits)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    endpoints: tuple[Endpoint, ...] = ()
+    reasks: int = 0  # re-asks of an invalid answer inside one attempt (0: the attempt is rejected)
+
+    @classmethod
+    def load(cls, path: str | Path) -> HypothesisConfig:
+        """Read and check ``path``; errors name the file and the key."""
+        path = Path(path)
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise HypographError(f"{path}: no such config file (copy config/analysis.example.toml)") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise HypographError(f"{path}: not valid TOML: {e}") from None
+        return cls.from_mapping(data, str(path))
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], where: str = "config") -> HypothesisConfig:
+        _only(data, {"hypotheses", "limits", "retry", "endpoints", "model"}, where, "")
+        h = _table(data, "hypotheses", where)
+        _only(h, {f for f in HypothesisPolicy.__dataclass_fields__}, where, "hypotheses.")
+        policy = HypothesisPolicy(**{k: _positive_int(h, k, getattr(HypothesisPolicy, k), where, "hypotheses.")
+                                     for k in HypothesisPolicy.__dataclass_fields__})
+        if policy.min_hypotheses > policy.max_hypotheses:
+            raise HypographError(f"{where}: hypotheses.min_hypotheses: {policy.min_hypotheses} exceeds "
+                                 f"hypotheses.max_hypotheses {policy.max_hypotheses}")
+        lt = _table(data, "limits", where)
+        _only(lt, set(HypothesisLimits.__dataclass_fields__), where, "limits.")
+        limits = HypothesisLimits(**{k: _positive_int(lt, k, getattr(HypothesisLimits, k), where, "limits.")
+                                     for k in HypothesisLimits.__dataclass_fields__})
+        rt = _table(data, "retry", where)
+        _only(rt, set(RetryPolicy.__dataclass_fields__), where, "retry.")
+        retry = RetryPolicy(
+            rounds=_positive_int(rt, "rounds", RetryPolicy.rounds, where, "retry."),
+            first_delay_seconds=_positive_number(rt, "first_delay_seconds", RetryPolicy.first_delay_seconds, where),
+            factor=_positive_number(rt, "factor", RetryPolicy.factor, where),
+            max_delay_seconds=_positive_number(rt, "max_delay_seconds", RetryPolicy.max_delay_seconds, where))
+        model = _table(data, "model", where)
+        _only(model, {"reasks"}, where, "model.")
+        reasks = model.get("reasks", 0)
+        if isinstance(reasks, bool) or not isinstance(reasks, int) or reasks < 0:
+            raise HypographError(f"{where}: model.reasks: must be a non-negative integer, got {reasks!r}")
+        return cls(policy, limits, retry, _endpoints(data.get("endpoints", []), where), reasks)
+
+    def describe(self) -> dict:
+        return {"policy": asdict(self.policy), "limits": asdict(self.limits), "retry": asdict(self.retry),
+                "endpoints": [f"{e.model}@{e.base_url or 'default'}" for e in self.endpoints]}
+
+
+def _table(data: Mapping, key: str, where: str) -> Mapping:
+    value = data.get(key, {})
+    if not isinstance(value, Mapping):
+        raise HypographError(f"{where}: {key}: must be a table")
+    return value
+
+
+def _only(table: Mapping, allowed: set[str], where: str, prefix: str) -> None:
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise HypographError(f"{where}: {prefix}{unknown[0]}: unknown key (allowed: {', '.join(sorted(allowed))})")
+
+
+def _positive_int(table: Mapping, key: str, default: int, where: str, prefix: str) -> int:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise HypographError(f"{where}: {prefix}{key}: must be a positive integer, got {value!r}")
+    return value
+
+
+def _positive_number(table: Mapping, key: str, default: float, where: str) -> float:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise HypographError(f"{where}: retry.{key}: must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _endpoints(raw: Any, where: str) -> tuple[Endpoint, ...]:
+    if not isinstance(raw, list):
+        raise HypographError(f"{where}: endpoints: must be an array of tables ([[endpoints]])")
+    out = []
+    for i, e in enumerate(raw):
+        key = f"endpoints[{i}]"
+        if not isinstance(e, Mapping):
+            raise HypographError(f"{where}: {key}: must be a table")
+        _only(e, set(Endpoint.__dataclass_fields__), where, f"{key}.")
+        if not isinstance(e.get("model"), str) or not e["model"].strip():
+            raise HypographError(f"{where}: {key}.model: a model name is required")
+        for k in ("base_url", "api_key_env"):
+            if k in e and not isinstance(e[k], str):
+                raise HypographError(f"{where}: {key}.{k}: must be a string")
+        timeout = e.get("timeout_seconds", 60.0)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise HypographError(f"{where}: {key}.timeout_seconds: must be a positive number, got {timeout!r}")
+        out.append(Endpoint(e["model"], e.get("base_url"), e.get("api_key_env"), float(timeout)))
+    return tuple(out)
+
+
+def env_key(endpoint: Endpoint, env: Mapping[str, str] | None = None) -> str:
+    """The endpoint's key from the environment (``"none"`` when it takes none)."""
+    env = os.environ if env is None else env
+    return (env.get(endpoint.api_key_env) if endpoint.api_key_env else None) or "none"

@@ -1,0 +1,101 @@
+"""From a confirmed interpretation to the frozen context of one batch (context.json).
+
+``verified_interpretation`` refuses to go on unless the current revision's interpretation is
+confirmed and still matches, by sha256, the catalogue and every input it was made from; it
+never runs an earlier phase itself. ``build_context`` gathers what the prompt may see: the
+catalogue without raw payloads, the accepted statements as I-aliases with JSON pointers, the
+policy, and earlier revisions' batches labelled as untested initial proposals.
+"""
+
+from __future__ import annotations
+
+from hypograph.casework.config import HypothesisLimits, HypothesisPolicy
+from hypograph.casework.models import OBSERVATION_KINDS, Catalogue, Interpretation
+from hypograph.casework.package import CasePackage, json_text, rev_dir, sha_text
+from hypograph.errors import HypographError
+
+PROMPT_VERSION = "hypotheses_v1"
+PRIOR_LABEL = "untested initial proposals (not investigated; not evidence)"
+
+
+def verified_interpretation(pkg: CasePackage, manifest: dict) -> tuple[Interpretation, Catalogue]:
+    """The current revision's confirmed interpretation and its catalogue, verified against the
+    files they were made from. Raises HypographError naming the file otherwise."""
+    interp = pkg.interpretation(manifest)
+    where = pkg.root / manifest["artifacts"]["interpretation"]["path"]
+    rev = manifest["analysis_revision"]
+    if interp.analysis_revision != rev:
+        raise HypographError(f"{where}: field 'analysis_revision': {interp.analysis_revision}, but the manifest's "
+                             f"current revision is {rev}")
+    if not interp.confirmed:
+        raise HypographError(f"{where}: revision {rev} is not confirmed; a person confirms it with "
+                             f"`hypograph case confirm {pkg.root}` (the builder never interprets a case itself)")
+    cat_ptr = interp.bindings.catalogue
+    if manifest["artifacts"].get("catalogue", {}).get("path") != cat_ptr.get("path"):
+        raise HypographError(f"{where}: field 'bindings.catalogue': not the manifest's catalogue")
+    for rel, expected in [(cat_ptr.get("path", ""), cat_ptr.get("sha256")), *interp.bindings.inputs.items()]:
+        actual = pkg.sha(rel)
+        if actual != expected:
+            state = "missing" if actual is None else "changed since the interpretation was made"
+            raise HypographError(f"{pkg.root / rel}: {state} (bound by {where.name} of revision {rev})")
+    catalogue = pkg.catalogue(interp)
+    known = catalogue.by_id()
+    for alias, pointer, s in interp.aliases():
+        for sid in s.source_ids:
+            if sid not in known:
+                raise HypographError(f"{where}: field '{pointer.lstrip('/').replace('/', '.')}.source_ids': "
+                                     f"{sid!r} is not in the catalogue")
+    if not interp.statements or not any(s.kind in OBSERVATION_KINDS for s in catalogue.sources):
+        raise HypographError(f"{where}: revision {rev} has no observations (no accepted statement or no human "
+                             "observation, report or comment in the catalogue); no hypotheses without them")
+    if interp.anchor() is None:
+        raise HypographError(f"{where}: needs a first_known_divergence, failure_stage or reported_behavior "
+                             "for the first hypothesis to cite")
+    return interp, catalogue
+
+
+def prior_generations(pkg: CasePackage, revision: int, limits: HypothesisLimits) -> list[dict]:
+    """Published batches of earlier revisions, oldest first; too many is an error, not a cut."""
+    prior = [r for r in pkg.revisions() if r < revision and (pkg.root / rev_dir("hypotheses", r) / "registry.json").exists()]
+    if len(prior) > limits.prior_documents:
+        raise HypographError(f"{pkg.root}: {len(prior)} earlier batches exceed limits.prior_documents="
+                             f"{limits.prior_documents}; raise the limit (nothing is dropped silently)")
+    out = []
+    for r in prior:
+        doc = pkg.read_json(f"{rev_dir('hypotheses', r)}/hypotheses.json")
+        out.append({"analysis_revision": r, "label": PRIOR_LABEL,
+                    "hypotheses": [{"id": h["id"], "title": h["title"], "mechanism": h["mechanism"]}
+                                   for h in doc["hypotheses"]]})
+    return out
+
+
+def build_context(pkg: CasePackage, manifest: dict, interp: Interpretation, catalogue: Catalogue,
+                  policy: HypothesisPolicy, limits: HypothesisLimits) -> tuple[dict, str]:
+    """(context document, its policy.json text). Raises when the context exceeds its limit."""
+    rev = manifest["analysis_revision"]
+    policy_text = json_text(policy.document(rev, PROMPT_VERSION))
+    anchor_alias, anchor_name = interp.anchor()
+    context = {
+        "package_id": manifest["package_id"],
+        "analysis_revision": rev,
+        "prompt_version": PROMPT_VERSION,
+        "question": interp.question,
+        "catalogue": [{"id": s.id, "kind": s.kind, "title": s.title, "summary": s.summary, "read": s.read}
+                      for s in catalogue.sources],
+        "statements": [{"alias": a, "pointer": p, "text": s.text, "source_ids": s.source_ids}
+                       for a, p, s in interp.aliases()],
+        "anchor": {"alias": anchor_alias, "name": anchor_name},
+        "policy": policy.document(rev, PROMPT_VERSION),
+        "prior_generations": prior_generations(pkg, rev, limits),
+        "bindings": {
+            "interpretation": manifest["artifacts"]["interpretation"],
+            "catalogue": interp.bindings.catalogue,
+            "inputs": interp.bindings.inputs,
+            "policy": {"path": f"{rev_dir('hypotheses', rev)}/policy.json", "sha256": sha_text(policy_text)},
+        },
+    }
+    size = len(json_text(context).encode("utf-8"))
+    if size > limits.context_bytes:
+        raise HypographError(f"{pkg.root}: the context of revision {rev} is {size} bytes, over "
+                             f"limits.context_bytes={limits.context_bytes}; raise the limit (nothing is truncated)")
+    return context, policy_text

@@ -1,0 +1,94 @@
+"""The persisted state of a revision's dispatches (dispatch.json) and the due-retry query.
+
+A dispatch never waits: an unreachable model ends it with ``RETRY_PENDING`` and a due time
+saved here; a dispatch before that time returns at once without a call; after the retry
+policy's last round the case is ``BLOCKED`` until a person starts a new attempt id. A sensor
+calls ``due_retries`` to find the cases to dispatch again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import asdict, dataclass
+from enum import Enum
+from pathlib import Path
+
+from hypograph.atomic import write_text
+from hypograph.casework.batch import paths
+from hypograph.casework.config import RetryPolicy
+from hypograph.casework.package import PHASE_GENERATING, CasePackage, CaseStore, json_text
+from hypograph.errors import HypographError
+
+
+class Status(str, Enum):
+    """What a dispatch ended with."""
+
+    COMPLETED = "COMPLETED"        # the batch is published (now, or earlier and reused)
+    RETRY_PENDING = "RETRY_PENDING"  # no endpoint reachable; due again at ``due_at``
+    DEFERRED = "DEFERRED"          # another dispatch holds the case lock; nothing done
+    BLOCKED = "BLOCKED"            # the retry rounds are spent; a person must start a new attempt
+    ERROR = "ERROR"                # the answer was rejected (see errors/), or went stale
+
+
+@dataclass
+class DispatchState:
+    analysis_revision: int
+    attempt_id: str
+    status: str = "PENDING"  # PENDING, RETRY_PENDING, BLOCKED, REJECTED, COMPLETED
+    failed_rounds: int = 0
+    due_at: str | None = None
+    last_failure: str | None = None
+    phase: str = PHASE_GENERATING
+
+    @classmethod
+    def load(cls, pkg: CasePackage, revision: int) -> DispatchState | None:
+        doc = pkg.read_optional(paths(revision)["dispatch"])
+        if doc is None:
+            return None
+        try:
+            return cls(**doc)
+        except TypeError:
+            raise HypographError(f"{pkg.root / paths(revision)['dispatch']}: not a dispatch state") from None
+
+    def text(self) -> str:
+        return json_text(asdict(self))
+
+    def save(self, pkg: CasePackage) -> None:
+        write_text(pkg.root / paths(self.analysis_revision)["dispatch"], self.text())
+
+    def due(self) -> dt.datetime | None:
+        return dt.datetime.fromisoformat(self.due_at) if self.due_at else None
+
+    def fail_round(self, now: dt.datetime, retry: RetryPolicy, failure: str) -> None:
+        """Record an outage round: RETRY_PENDING with the next due time, or BLOCKED after the last."""
+        self.failed_rounds += 1
+        self.last_failure = failure
+        if self.failed_rounds >= retry.rounds:
+            self.status, self.due_at = "BLOCKED", None
+        else:
+            self.status = "RETRY_PENDING"
+            self.due_at = (now + retry.delay(self.failed_rounds)).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class DueCase:
+    case_id: str
+    analysis_revision: int
+    attempt_id: str
+    due_at: str
+
+
+def due_retries(store: CaseStore | Path | str, now: dt.datetime | None = None) -> list[DueCase]:
+    """Cases of ``store`` whose current revision is RETRY_PENDING with a due time at or before
+    ``now`` (UTC now by default), by due time. Reads only; an unreadable package raises an
+    error naming its file rather than being skipped."""
+    store = store if isinstance(store, CaseStore) else CaseStore(store)
+    now = now or dt.datetime.now(dt.UTC)
+    out = []
+    for case_id in store.cases():
+        pkg = store.package(case_id)
+        rev = pkg.manifest()["analysis_revision"]
+        state = DispatchState.load(pkg, rev)
+        if state and state.status == "RETRY_PENDING" and state.due() and state.due() <= now:
+            out.append(DueCase(case_id, rev, state.attempt_id, state.due_at))
+    return sorted(out, key=lambda d: (d.due_at, d.case_id))

@@ -1,0 +1,79 @@
+"""The model round of a dispatch: ordered failover across configured endpoints, no sleeping.
+
+Each endpoint is asked once through ``LLMClient`` with the openai client's own retries off
+(``max_retries=0``: those back off by sleeping, and a dispatch never sleeps). The first endpoint
+that answers decides: a valid answer, or an invalid one (``Rejected``; not an outage, and not
+sent to the next endpoint). Only when every endpoint fails is the round an outage, which the
+builder turns into a retry round with a persisted due time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import SecretStr
+
+from hypograph.casework.config import HypothesisConfig, env_key
+from hypograph.errors import HypographError
+from hypograph.llm.client import LLMClient, Rejected, Request
+from hypograph.llm.config import LLMConfig
+
+TASK = "case-hypotheses"
+
+
+@dataclass
+class RoundOutcome:
+    """``answer`` (validated), or ``rejected`` (reason), or neither: an outage (``failures``)."""
+
+    answer: object | None = None
+    rejected: str | None = None
+    endpoint: str | None = None
+    failures: list[str] = field(default_factory=list)
+    usage: dict = field(default_factory=dict)
+
+    @property
+    def outage(self) -> bool:
+        return self.answer is None and self.rejected is None
+
+
+class CaseGateway:
+    """Ordered endpoints; ``ask`` is synchronous (the builder runs it in a worker thread)."""
+
+    def __init__(self, endpoints: list[LLMConfig], reasks: int = 0):
+        if not endpoints or any(e.offline for e in endpoints):
+            raise HypographError("a case gateway needs at least one configured model endpoint")
+        self.endpoints = [e.model_copy(update={"max_retries": 0, "validation_retries": reasks, "concurrency": 1})
+                          for e in endpoints]
+
+    @classmethod
+    def from_config(cls, config: HypothesisConfig, env: Mapping[str, str] | None = None) -> CaseGateway | None:
+        """Endpoints from ``[[endpoints]]``, else the HYPOGRAPH_LLM_* environment; None if no model."""
+        if config.endpoints:
+            return cls([LLMConfig(model=e.model, base_url=e.base_url, api_key=SecretStr(env_key(e, env)),
+                                  timeout=e.timeout_seconds) for e in config.endpoints], config.reasks)
+        from_env = LLMConfig.from_env(env)
+        return None if from_env.offline else cls([from_env], config.reasks)
+
+    def describe(self) -> list[str]:
+        return [e.describe() for e in self.endpoints]
+
+    def ask(self, request: Request, state_dir: Path) -> RoundOutcome:
+        outcome = RoundOutcome()
+        for config in self.endpoints:
+            client = LLMClient(config, state_dir, TASK)
+            try:
+                result = client.ask(request)
+            except HypographError as e:
+                outcome.failures.append(str(e))
+                continue
+            finally:
+                outcome.usage = {k: outcome.usage.get(k, 0) + v for k, v in client.usage.as_metadata().items()}
+            outcome.endpoint = config.describe()
+            if isinstance(result, Rejected):
+                outcome.rejected = result.reason
+            else:
+                outcome.answer = result
+            return outcome
+        return outcome

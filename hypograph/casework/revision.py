@@ -1,0 +1,125 @@
+"""Analysis revisions: record a new (unconfirmed) interpretation, and a person's confirmation.
+
+``add_revision`` writes the inputs under ``case/`` (new files only: an original is never
+rewritten), the revision's catalogue and interpretation bound to them by sha256, and moves the
+manifest to the new revision; an identical interpretation is not a new revision. Earlier
+revisions' files, batches and allocations are never touched. ``confirm`` is the explicit human
+step the builder requires.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import getpass
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from hypograph.casework.context import verified_interpretation
+from hypograph.casework.models import Bindings, Catalogue, Interpretation, Source, Statement
+from hypograph.casework.package import PHASE_INTERPRETED, CasePackage, json_text, new_package_id, rev_dir, sha_text
+from hypograph.errors import HypographError
+
+
+@dataclass
+class RevisionReport:
+    case_dir: Path
+    package_id: str
+    analysis_revision: int
+    created: bool  # False: the interpretation was unchanged, nothing written
+    message: str
+
+
+def _content(interp: dict, catalogue: dict) -> str:
+    """What makes two revisions the same: question, statements, anchors and sources, not paths."""
+    sources = [{k: v for k, v in s.items() if k != "origin"} for s in catalogue["sources"]]
+    keep = {k: v for k, v in interp.items() if k not in ("analysis_revision", "bindings", "confirmed", "confirmation")}
+    return json.dumps([keep, sources], sort_keys=True)
+
+
+def add_revision(case_dir: Path | str, inputs: dict[str, str], sources: list[Source], question: str,
+                 statements: list[Statement], anchors: dict[str, Statement | None] | None = None,
+                 input_folder: str = "case") -> RevisionReport:
+    """Create the package if needed and record an unconfirmed revision. ``inputs``: path under
+    ``<input_folder>/rNNNN/`` -> text; each source's ``origin`` is relative to that folder."""
+    pkg = CasePackage(Path(case_dir))
+    if not pkg.exists() and pkg.root.exists() and any(pkg.root.iterdir()):
+        raise HypographError(f"{pkg.root}: not empty and not a case package; choose a new directory")
+    pkg.root.mkdir(parents=True, exist_ok=True)
+    with pkg.lock():
+        pkg.roll_forward()
+        m = pkg.manifest() if pkg.exists() else {"package_id": new_package_id(pkg.root), "analysis_revision": 0,
+                                                  "package_generation": 0, "phase": PHASE_INTERPRETED, "artifacts": {}}
+        rev = m["analysis_revision"] + 1
+        base = f"{input_folder}/r{rev:04d}"
+        files = {f"{base}/{rel}": text for rel, text in sorted(inputs.items())}
+        for rel in files:
+            if (pkg.root / rel).exists():
+                raise HypographError(f"{pkg.root / rel}: already exists; an original input is never rewritten")
+        sources = [s.model_copy(update={"origin": f"{base}/{s.origin}" if s.origin else None}) for s in sources]
+        catalogue_text = json_text(Catalogue(sources=sources).model_dump(mode="json"))
+        cat_path = f"{rev_dir('interpretation', rev)}/catalogue.json"
+        interp = Interpretation(
+            analysis_revision=rev, question=question, statements=statements, **(anchors or {}),
+            bindings=Bindings(catalogue={"path": cat_path, "sha256": sha_text(catalogue_text)},
+                              inputs={rel: sha_text(text) for rel, text in files.items()}))
+        interp_text = json_text(interp.model_dump(mode="json"))
+        if rev > 1:
+            old = pkg.interpretation(m)
+            old_cat = pkg.catalogue(old)
+            if _content(old.model_dump(mode="json"), old_cat.model_dump(mode="json")) == \
+                    _content(json.loads(interp_text), json.loads(catalogue_text)):
+                return RevisionReport(pkg.root, m["package_id"], rev - 1, False,
+                                      f"unchanged: revision {rev - 1} already holds this interpretation")
+        int_path = f"{rev_dir('interpretation', rev)}/interpretation.json"
+        files[cat_path], files[int_path] = catalogue_text, interp_text
+        manifest = {**m, "analysis_revision": rev, "package_generation": m["package_generation"] + 1,
+                    "phase": PHASE_INTERPRETED,
+                    "artifacts": {"catalogue": CasePackage.pointer(cat_path, catalogue_text),
+                                  "interpretation": CasePackage.pointer(int_path, interp_text)}}
+        pkg.write(files, manifest)
+    return RevisionReport(pkg.root, m["package_id"], rev, True,
+                          f"revision {rev} recorded, unconfirmed: review {int_path}, then `hypograph case confirm`")
+
+
+def confirm(case_dir: Path | str, by: str | None = None, now: dt.datetime | None = None) -> RevisionReport:
+    """Mark the current revision's interpretation confirmed (a person's decision, recorded with
+    who and when). Verifies the bindings first; confirming twice changes nothing."""
+    pkg = CasePackage(Path(case_dir))
+    if not pkg.exists():
+        raise HypographError(f"{pkg.root / 'manifest.json'}: missing (not a case package)")
+    with pkg.lock():
+        pkg.roll_forward()
+        m = pkg.manifest()
+        interp = pkg.interpretation(m)
+        rev = m["analysis_revision"]
+        if interp.confirmed:
+            return RevisionReport(pkg.root, m["package_id"], rev, False, f"revision {rev} was already confirmed")
+        confirmed = interp.model_copy(update={"confirmed": True, "confirmation": {
+            "by": by or getpass.getuser(),
+            "at": (now or dt.datetime.now(dt.UTC)).isoformat(timespec="seconds")}})
+        text = json_text(confirmed.model_dump(mode="json"))
+        path = m["artifacts"]["interpretation"]["path"]
+        manifest = {**m, "package_generation": m["package_generation"] + 1,
+                    "artifacts": {**m["artifacts"], "interpretation": CasePackage.pointer(path, text)}}
+        # Check what the builder will check, before recording the decision.
+        verified_interpretation(_Preview(pkg, {path: text}), manifest)
+        pkg.write({path: text}, manifest)
+    return RevisionReport(pkg.root, m["package_id"], rev, True, f"revision {rev} confirmed")
+
+
+class _Preview(CasePackage):
+    """The package as it will be once ``overrides`` (path -> text) are written."""
+
+    def __init__(self, pkg: CasePackage, overrides: dict[str, str]):
+        super().__init__(pkg.root, pkg.case_id)
+        self.overrides = overrides
+
+    def sha(self, rel: str):
+        return sha_text(self.overrides[rel]) if rel in self.overrides else super().sha(rel)
+
+    def read_json(self, rel: str, model=None):
+        if rel in self.overrides:
+            data = json.loads(self.overrides[rel])
+            return model.model_validate(data) if model else data
+        return super().read_json(rel, model)

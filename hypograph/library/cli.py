@@ -1,0 +1,99 @@
+"""``hypograph library …``: the argparse subcommand (the lead hooks ``add_library_parser`` into the CLI).
+
+    hypograph library DIR --topic "…" [--rounds R] [--n-behaviors N] [--behavior B3|"free text"]
+                          [--behavior-source discover|given] [--no-web] [--mode M (ignored)]
+                          [--new-library | --confirm-topic] [--banlist-budget TOKENS]
+                          [--strategies FILE] [--embedder tfidf|sbert] [--search-url URL] [--llm offline]
+    hypograph library DIR --report      # Phase-7 report of every round so far (offline)
+    hypograph library DIR --check       # the key-rule checks; exit 1 on any violation (offline)
+
+Errors are one line on stderr and exit status 2; nothing is written when Phase 0 fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from hypograph.errors import HypographError
+from hypograph.library.checks import run_checks
+from hypograph.library.report import build_report
+from hypograph.library.run import run_library
+from hypograph.library.schema import library_path
+from hypograph.library.state import round_keys
+from hypograph.llm.config import LLMConfig
+
+
+def add_library_parser(subparsers) -> argparse.ArgumentParser:
+    """Add the ``library`` subcommand to ``subparsers``; its handler is ``args.func(args) -> exit code``."""
+    c = subparsers.add_parser("library", help="generate, dedup, score and persist hypothesis-library rounds in DIR")
+    c.add_argument("dir", type=Path, help="project directory holding hypothesis_library.json")
+    c.add_argument("--topic", help="the library's topic (required to run rounds)")
+    c.add_argument("--rounds", type=int, default=1, help="rounds to run in this invocation (default 1)")
+    c.add_argument("--n-behaviors", type=int, default=10, help="new behaviors per round, discover only (default 10)")
+    c.add_argument("--behavior", help="given mode: an existing node id (B3) or a one-sentence behavior")
+    c.add_argument("--behavior-source", choices=["discover", "given"], help="the only mode selector (default: derived)")
+    c.add_argument("--mode", help=argparse.SUPPRESS)  # accepted and ignored, with a note (seed 001)
+    c.add_argument("--no-web", dest="web", action="store_false", help="no arXiv grounding: method llm-chat")
+    c.add_argument("--search-url", help="Atom search endpoint (default $HYPOGRAPH_SEARCH_URL or arXiv's)")
+    g = c.add_mutually_exclusive_group()
+    g.add_argument("--new-library", action="store_true", help="move the existing library aside and start a new one")
+    g.add_argument("--confirm-topic", action="store_true", help="add to the existing library despite a topic mismatch")
+    c.add_argument("--banlist-budget", type=int, help="tokens of banlist pasted per generation prompt (default 6000)")
+    c.add_argument("--strategies", help="JSON file of discovery lenses and combination strategies")
+    c.add_argument("--embedder", choices=["tfidf", "sbert"], default="tfidf", help="dedup prefilter embedder")
+    c.add_argument("--llm", choices=["offline"], help="force offline (only --report and --check can then run)")
+    c.add_argument("--json", action="store_true", help="print the report as JSON")
+    a = c.add_mutually_exclusive_group()
+    a.add_argument("--report", action="store_true", help="print the report of every round so far (offline)")
+    a.add_argument("--check", action="store_true", help="run the key-rule checks (offline); exit 1 on violations")
+    c.set_defaults(func=library_command)
+    return c
+
+
+def library_command(args: argparse.Namespace, round_runner=None) -> int:
+    """Run the subcommand; ``round_runner(root)`` gives the per-round runner (Dagster's, from the CLI)."""
+    try:
+        return _dispatch(args, round_runner)
+    except HypographError as e:
+        print(f"hypograph library: {e}", file=sys.stderr)
+        return 2
+
+
+def _dispatch(args, round_runner=None) -> int:
+    if args.check:
+        results = run_checks(args.dir)
+        bad = sum(len(v) for v in results.values())
+        for name, violations in results.items():
+            print(f"{'FAIL' if violations else 'ok  '} {name}" + "".join(f"\n     {i}: {r}" for i, r in violations))
+        return 1 if bad else 0
+    if args.report:
+        if not library_path(args.dir).exists() and not round_keys(args.dir):
+            raise HypographError(f"{library_path(args.dir)}: no library here yet")
+        report = build_report(args.dir, round_keys(args.dir))
+    else:
+        if not args.topic:
+            raise HypographError("a topic is required: --topic \"…\"")
+        report = run_library(args.dir, args.topic, rounds=args.rounds, n_behaviors=args.n_behaviors,
+                             behavior=args.behavior, behavior_source=args.behavior_source, web=args.web,
+                             llm_config=LLMConfig.from_env(offline=args.llm == "offline"), mode=args.mode,
+                             new_library=args.new_library, confirm_topic=args.confirm_topic,
+                             banlist_budget=args.banlist_budget, strategies_file=args.strategies,
+                             embedder=args.embedder, search_url=args.search_url,
+                             round_runner=round_runner(args) if round_runner else None)
+    print(json.dumps(report.metadata(), indent=2, ensure_ascii=False) if args.json else report.text())
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone entry (``python -m hypograph.library.cli DIR …``) until the lead wires it in."""
+    parser = argparse.ArgumentParser(prog="hypograph")
+    add_library_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["library", *(sys.argv[1:] if argv is None else argv)])
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""Phase 7: the aggregate report, from tool state and the library file (works offline).
+
+``round_ledger(L, key)`` is one round's line: generated, removed per dedup layer (prefilter /
+model / unjudged), unscored, added, unique yield (survivors / generated — behaviors in discover,
+mechanisms in given). ``build_report`` aggregates rounds; ``Report.text()`` is what the CLI prints,
+``Report.metadata()`` a JSON-able dict for asset metadata.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from hypograph.library.persist import round_plan
+from hypograph.library.rounds import RoundCandidates, RoundDedup, RoundScores
+from hypograph.library.schema import library_path, read_library
+from hypograph.library.state import read_model, round_dir
+
+REMINDER = ("Promotion is manual: write the chosen behavior into a task.md, then run /auto "
+            "(this tool never does; it only ever writes status: candidate).")
+
+
+@dataclass
+class RoundLedger:
+    round: str
+    batch: str = ""
+    source: str = ""
+    banlist: str = ""
+    generated_behaviors: int = 0
+    generated_mechanisms: int = 0
+    removed: dict[str, dict[str, int]] = field(default_factory=dict)  # layer -> {prefilter, model, unjudged}
+    unscored: int = 0
+    added_behaviors: int = 0
+    added_mechanisms: int = 0
+    unique_yield: float | None = None
+    persisted: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    def line(self, totals: tuple[int, int]) -> str:
+        rm = ", ".join(f"{layer} -{d['prefilter']} prefilter -{d['model']} model" + (f" -{d['unjudged']} unjudged" if d["unjudged"] else "")
+                       for layer, d in self.removed.items()) or "no dedup"
+        yld = f"{self.unique_yield:.0%}" if self.unique_yield is not None else "n/a"
+        state = "" if self.persisted else " (not persisted yet)"
+        return (f"{self.round}: generated {self.generated_behaviors}B/{self.generated_mechanisms}M [{self.banlist}] → {rm}"
+                + (f", {self.unscored} unscored" if self.unscored else "")
+                + f" → added {self.added_behaviors}B/{self.added_mechanisms}M, yield {yld} → total {totals[0]}B/{totals[1]}M{state}")
+
+
+def round_ledger(root: Path, key: str) -> RoundLedger:
+    d = round_dir(root, key)
+    out = RoundLedger(round=key)
+    cands = read_model(d / "candidates.json", RoundCandidates)
+    if cands is None:
+        return out
+    out.batch, out.source = cands.batch, cands.settings.behavior_source
+    out.banlist = f"banlist {cands.banlist.mode} {cands.banlist.shown}/{cands.banlist.items} items, ~{cands.banlist.tokens} tok"
+    out.generated_behaviors = sum(1 for b in cands.behaviors if not b.existing_id)
+    out.generated_mechanisms = sum(len(b.mechanisms) for b in cands.behaviors)
+    dedup = read_model(d / "dedup.json", RoundDedup)
+    if dedup is not None:
+        layers = ["behavior", "mechanism"] if out.source == "discover" else ["mechanism"]
+        out.removed = {layer: {by: dedup.removed(layer, by) for by in ("prefilter", "model")} for layer in layers}
+        for layer in layers:
+            out.removed[layer]["unjudged"] = dedup.removed(layer, "rejected")
+        if out.source == "discover":
+            out.unique_yield = len(dedup.survivors) / out.generated_behaviors if out.generated_behaviors else 0.0
+        else:
+            kept = sum(len(b.mechanisms) for b in dedup.survivors)
+            out.unique_yield = kept / out.generated_mechanisms if out.generated_mechanisms else 0.0
+    scores = read_model(d / "scores.json", RoundScores)
+    if scores is not None:
+        out.unscored = sum(1 for s in scores.behaviors if s.rejected)
+        out.warnings = list(scores.warnings)
+    plan = round_plan(root, key)
+    if plan is not None:
+        out.added_behaviors, out.added_mechanisms, out.persisted = plan.added_behaviors, plan.added_mechanisms, plan.complete
+    return out
+
+
+@dataclass
+class Report:
+    topic: str
+    behavior_source: str
+    rounds_requested: int
+    rounds_run: int
+    early_stop: str | None
+    rounds: list[RoundLedger]
+    totals: dict[str, int]
+    duplicates_dropped: dict[str, int]
+    impact: dict[str, float | int | None]
+    novelty: dict[str, float | int | None]
+    paths: dict[str, str]
+    notes: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        lines = [f"topic: {self.topic}", f"behavior source: {self.behavior_source}",
+                 f"rounds: {self.rounds_run} run of {self.rounds_requested} requested"
+                 + (f" — stopped early: {self.early_stop} added nothing after dedup (topic saturated for this run)"
+                    if self.early_stop else "")]
+        lines += [f"  {note}" for note in self.notes]
+        before = (self.totals["behaviors"] - self.totals["behaviors_added"], self.totals["mechanisms"] - self.totals["mechanisms_added"])
+        running = list(before)
+        for r in self.rounds:
+            running[0] += r.added_behaviors
+            running[1] += r.added_mechanisms
+            lines.append("  " + r.line(tuple(running)))
+        t, d = self.totals, self.duplicates_dropped
+        lines += [f"behaviors added {t['behaviors_added']} / total {t['behaviors']}; mechanisms added "
+                  f"{t['mechanisms_added']} / total {t['mechanisms']}",
+                  f"semantic duplicates dropped: {d['total']} (behaviors {d['behavior']}, mechanisms {d['mechanism']}; "
+                  f"prefilter {d['prefilter']}, model {d['model']}){'; unjudged ' + str(d['unjudged']) if d['unjudged'] else ''}",
+                  f"impact (all behaviors): min {self.impact['min']} / median {self.impact['median']} / max {self.impact['max']} "
+                  f"(n={self.impact['count']})",
+                  f"novelty (all mechanisms): min {self.novelty['min']} / median {self.novelty['median']} / max "
+                  f"{self.novelty['max']}, {self.novelty['at_least_8']} scored >= 8 (n={self.novelty['count']})"]
+        lines += [f"{name}: {path}" for name, path in self.paths.items()]
+        lines.append(REMINDER)
+        return "\n".join(lines)
+
+    def metadata(self) -> dict:
+        return {**asdict(self), "rounds": [asdict(r) for r in self.rounds], "reminder": REMINDER}
+
+
+def distribution(scores: list[int], high: int | None = None) -> dict:
+    out = {"count": len(scores), "min": min(scores) if scores else None, "max": max(scores) if scores else None,
+           "median": statistics.median(scores) if scores else None}
+    if high is not None:
+        out["at_least_8"] = sum(1 for s in scores if s >= high)
+    return out
+
+
+def build_report(root: Path, keys: list[str], requested: int | None = None, source: str | None = None,
+                 early_stop: str | None = None, notes: list[str] | None = None, topic: str | None = None) -> Report:
+    """The Phase-7 report over rounds ``keys`` and the library as it stands."""
+    loaded = read_library(root)
+    library = loaded[0] if loaded else None
+    rounds = [round_ledger(root, k) for k in keys]
+    dropped = {"behavior": 0, "mechanism": 0, "prefilter": 0, "model": 0, "unjudged": 0}
+    for r in rounds:
+        for layer, by in r.removed.items():
+            dropped[layer] += by["prefilter"] + by["model"]
+            dropped["prefilter"] += by["prefilter"]
+            dropped["model"] += by["model"]
+            dropped["unjudged"] += by["unjudged"]
+    dropped["total"] = dropped["behavior"] + dropped["mechanism"]
+    behaviors = library.behaviors if library else []
+    mechanisms = [m for _, m in library.mechanisms()] if library else []
+    totals = {"behaviors": len(behaviors), "mechanisms": len(mechanisms),
+              "behaviors_added": sum(r.added_behaviors for r in rounds),
+              "mechanisms_added": sum(r.added_mechanisms for r in rounds)}
+    paths = {"library": str(library_path(root)), "tool state": str(Path(root) / ".hypograph" / "library"),
+             "traces": str(Path(root) / ".hypograph" / "traces" / "hypothesis-batch")}
+    return Report(
+        topic=library.topic if library else (topic or ""), behavior_source=source or (rounds[-1].source if rounds else "(no rounds in tool state)"),
+        rounds_requested=requested if requested is not None else len(keys), rounds_run=sum(1 for r in rounds if r.persisted),
+        early_stop=early_stop, rounds=rounds, totals=totals, duplicates_dropped=dropped,
+        impact=distribution([b.impact.score for b in behaviors if b.impact]),
+        novelty=distribution([m.novelty.score for m in mechanisms if m.novelty], high=8),
+        paths=paths, notes=list(notes or []) + [w for r in rounds for w in r.warnings])

@@ -1,0 +1,128 @@
+"""``run_library``: R rounds in order through the same per-round functions a Dagster layer wraps.
+
+Phase 0 first, and nothing is written until it passes: the mode is resolved (seed's table), the
+library file is read and validated, the given behavior is resolved (an unknown id is an error), the
+cross-topic guard runs, and a model must be configured for any round that is not already cached.
+``--new-library`` then moves the old file aside. A round left half-done by a crash is completed
+first from its cached steps (no new model call, no id minted twice), then new rounds
+``r<last+1>``… run: generate -> dedup -> score -> persist, and the loop stops early on a round
+that adds nothing after dedup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from hypograph.errors import HypographError
+from hypograph.library.dedup import dedup_round
+from hypograph.library.generate import ModelRequired, generate_round
+from hypograph.library.guard import check_topic, move_aside
+from hypograph.library.modes import resolve_mode, resolve_target
+from hypograph.library.persist import load_round, persist_round, round_persisted
+from hypograph.library.report import Report, build_report
+from hypograph.library.rounds import RoundCandidates, RoundDedup, RoundSettings
+from hypograph.library.schema import read_library
+from hypograph.library.score import score_round
+from hypograph.library.search import ArxivSearch
+from hypograph.library.state import TRACE_TASK, read_model, round_dir, round_key, round_keys, round_number, state_dir
+from hypograph.library.traces import TraceRun
+from hypograph.llm.client import LLMClient
+from hypograph.llm.config import LLMConfig
+
+RoundRunner = Callable[[str, RoundSettings], int]
+
+
+def pending_rounds(root: Path) -> list[str]:
+    """Rounds with state that have not persisted (left by a crash or an interrupted run)."""
+    return [k for k in round_keys(root) if not round_persisted(root, k)]
+
+
+def next_round(root: Path) -> str:
+    keys = round_keys(root)
+    return round_key(round_number(keys[-1]) + 1 if keys else 1)
+
+
+def run_round(root: Path, key: str, settings: RoundSettings, client: LLMClient, search: ArxivSearch | None,
+              traces: TraceRun) -> int:
+    """Generate, dedup, score and persist round ``key``; returns the dedup survivors' count."""
+    candidates = generate_round(root, key, settings, client, traces)
+    dedup = dedup_round(root, key, candidates, client, traces=traces)
+    scores = score_round(root, key, dedup, client, search, traces=traces)
+    persist_round(root, key, dedup, scores)
+    return len(dedup.survivors)
+
+
+def settings_for_round(root: Path, key: str, given: RoundSettings | None) -> RoundSettings:
+    """The settings round ``key`` runs with: its own if it already generated (a round never
+    regenerates), else ``given``, else the latest earlier round's (a scheduled next round)."""
+    cached = read_model(round_dir(root, key) / "candidates.json", RoundCandidates)
+    if cached is not None:
+        return cached.settings
+    if given is not None:
+        return given
+    for earlier in reversed([k for k in round_keys(root) if round_number(k) < round_number(key)]):
+        previous = read_model(round_dir(root, earlier) / "candidates.json", RoundCandidates)
+        if previous is not None:
+            return previous.settings
+    raise HypographError(f"round {key}: no settings (give a topic: the library has no earlier round to follow)")
+
+
+def round_survivors(root: Path, key: str) -> int:
+    """How many candidates of round ``key`` survived dedup (0: the round added nothing)."""
+    return len(load_round(root, key, "dedup", RoundDedup).survivors)
+
+
+def run_library(root: Path, topic: str, rounds: int = 1, n_behaviors: int = 10, behavior: str | None = None,
+                behavior_source: str | None = None, web: bool = True, llm_config: LLMConfig | None = None,
+                mode: str | None = None, new_library: bool = False, confirm_topic: bool = False,
+                banlist_budget: int | None = None, strategies_file: str | None = None, embedder: str = "tfidf",
+                guard_backend: str = "tfidf", search_url: str | None = None,
+                round_runner: RoundRunner | None = None) -> Report:
+    """Run ``rounds`` library rounds on directory ``root`` for ``topic``; the Phase-7 report.
+
+    ``round_runner(key, settings) -> survivors`` runs one round (the CLI passes one that runs the
+    round's Dagster partition); by default the rounds run here, in this process."""
+    root = Path(root)
+    if not topic or not topic.strip():
+        raise HypographError("a topic is required: --topic \"…\"")
+    resolution = resolve_mode(behavior_source, behavior, mode)
+    loaded = read_library(root)  # an invalid file stops here, before anything is written
+    if new_library:
+        library = None
+    else:
+        check_topic(root, topic, guard_backend, confirm=confirm_topic)
+        library = loaded[0] if loaded else None
+    if resolution.source == "given":
+        resolve_target(library, resolution.behavior)  # an unknown id is an error now, not after a model call
+    pending = [] if new_library else pending_rounds(root)
+    client = LLMClient(llm_config or LLMConfig.from_env(), state_dir(root), TRACE_TASK)
+    if client.offline and rounds > 0:
+        raise ModelRequired("library rounds need a model: set HYPOGRAPH_LLM_MODEL (and HYPOGRAPH_LLM_BASE_URL); "
+                            "nothing was changed (validate, report and check work offline)")
+    notes = list(resolution.notes)
+    if new_library:
+        moved = move_aside(root)
+        if moved:
+            notes.append(f"previous library moved aside to {moved.name}")
+    extra = {"banlist_budget": banlist_budget} if banlist_budget else {}
+    settings = RoundSettings(topic=topic.strip(), behavior_source=resolution.source, behavior=resolution.behavior,
+                             n_behaviors=n_behaviors, web=web, strategies_file=strategies_file, embedder=embedder, **extra)
+    if round_runner is None:
+        search = ArxivSearch(search_url) if web else None
+        traces = TraceRun(root)
+
+        def round_runner(key: str, settings: RoundSettings) -> int:
+            return run_round(root, key, settings, client, search, traces)
+
+    done: list[str] = []
+    early_stop = None
+    for _ in range(rounds):
+        key = pending.pop(0) if pending else next_round(root)
+        survivors = round_runner(key, settings)
+        done.append(key)
+        if survivors == 0:
+            early_stop = key
+            break
+    return build_report(root, done, requested=rounds, source=resolution.source, early_stop=early_stop, notes=notes,
+                        topic=topic)

@@ -1,0 +1,107 @@
+"""Tool state of a library directory ``L``: everything under ``L/.hypograph/library/``.
+
+=====================================  ==========================================================
+path                                   content
+=====================================  ==========================================================
+``rounds/rNNNN/candidates.json``       the round's generated candidates (written once, never redone)
+``rounds/rNNNN/dedup.json``            the two dedup layers' verdicts for those candidates
+``rounds/rNNNN/scores.json``           impact + novelty per surviving behavior (re-scorable)
+``rounds/rNNNN/persist.json``          ids planned for the round's survivors, then ``complete``
+``ids.json``                           high-water marks and every id ever minted (never reused)
+``library.lock``                       one writer of the library at a time
+=====================================  ==========================================================
+
+Round keys are ``r0001``, ``r0002``, … (the Dagster partition keys); traces go to
+``L/.hypograph/traces/hypothesis-batch/<date>_run<NN>/r<NN>/``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from hypograph.atomic import write_json
+from hypograph.errors import HypographError
+
+ROUND_RE = re.compile(r"^r(\d{4,})$")
+TRACE_TASK = "hypothesis-batch"
+M = TypeVar("M", bound=BaseModel)
+
+
+def state_dir(root: Path) -> Path:
+    """``L/.hypograph``: the state directory the LLM client caches and traces under."""
+    return Path(root) / ".hypograph"
+
+
+def library_state(root: Path) -> Path:
+    return state_dir(root) / "library"
+
+
+def round_number(round_key: str) -> int:
+    m = ROUND_RE.match(round_key)
+    if not m or int(m.group(1)) < 1:
+        raise HypographError(f"round key {round_key!r}: expected r0001, r0002, …")
+    return int(m.group(1))
+
+
+def round_key(n: int) -> str:
+    return f"r{n:04d}"
+
+
+def round_dir(root: Path, key: str) -> Path:
+    round_number(key)
+    return library_state(root) / "rounds" / key
+
+
+def round_keys(root: Path) -> list[str]:
+    """Round keys with any state, in round order."""
+    d = library_state(root) / "rounds"
+    if not d.is_dir():
+        return []
+    return sorted((p.name for p in d.iterdir() if p.is_dir() and ROUND_RE.match(p.name)), key=round_number)
+
+
+def trace_round_dir(run_dir: Path, key: str) -> Path:
+    """``<run_dir>/r<NN>`` (the seed's two-digit round folder; wider past 99)."""
+    return Path(run_dir) / f"r{round_number(key):02d}"
+
+
+def digest(value) -> str:
+    """Short content hash of a JSON-able value (what a cached step was computed from)."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()[:16]
+
+
+def read_model(path: Path, model: type[M]) -> M | None:
+    """The model stored at ``path`` (None if absent); a corrupt state file is an error naming it."""
+    if not path.exists():
+        return None
+    try:
+        return model.model_validate_json(path.read_text(encoding="utf-8"))
+    except (ValidationError, UnicodeDecodeError) as e:
+        raise HypographError(f"{path}: tool state is not valid ({str(e).splitlines()[0]}); "
+                             "delete the file to recompute that step") from None
+
+
+def write_model(path: Path, value: BaseModel) -> bool:
+    return write_json(path, value.model_dump(mode="json"))
+
+
+@contextmanager
+def library_lock(root: Path) -> Iterator[None]:
+    """Exclusive lock of the library directory (generation and persistence run one at a time)."""
+    path = library_state(root) / "library.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)

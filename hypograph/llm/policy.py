@@ -1,0 +1,104 @@
+"""One seam for every decision a model may make: ask a policy, get decisions back.
+
+A decision kind (a duplicate pair's verdict, a 4a merge or topic judgement, a 4b carving, a
+cluster label; next: generation, dedup, scoring) is put to a ``Policy`` as a list of ``Ask``:
+
+* ``request``: the question for a model (``hypograph.llm.client.Request``: prompt, pydantic
+  schema, semantic ``check``). Untrusted text inside it is delimited with ``untrusted()``.
+* ``accept(answer, decided_by)``: the decision made from a validated answer; ``decided_by`` is
+  ``model:<name>``.
+* ``offline(note)``: the deterministic decision. ``note`` is None when no model is asked at all,
+  else the one phrase saying why the model's answer was not used (``"the model's answer was
+  rejected (<reason>)"``); the decision records ``decided_by="policy"`` (``OFFLINE``) and puts
+  ``note`` in its rationale or justification.
+
+``OfflinePolicy`` answers every ask with ``offline(None)``. ``ModelPolicy`` asks the model (the
+client caches by content hash, re-asks on invalid answers, runs asks concurrently) and accepts
+each valid answer; a rejected answer — and only that — falls back to ``offline(note)``, here, in
+one place, counted in the client's ``usage.fallback`` (asset metadata ``llm_fallback``).
+Decisions come back in the order of the asks.
+
+``policy_for(client)`` picks the policy from the configured client: no model -> offline.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Callable, Generic, TypeVar
+
+from hypograph.llm.client import LLMClient, Rejected, Request
+
+T = TypeVar("T")  # the model's answer (a pydantic model)
+R = TypeVar("R")  # the decision the caller keeps
+
+OFFLINE = "policy"  # decided_by of every offline decision, fallbacks included
+
+
+def fallback_note(reason: str) -> str:
+    """The phrase every fallback records: why the model's answer was not used."""
+    return f"the model's answer was rejected ({reason})"
+
+
+@dataclass(frozen=True)
+class Ask(Generic[T, R]):
+    """One decision to make: the model's question and both ways to decide it."""
+
+    request: Request[T]
+    accept: Callable[[T, str], R]
+    offline: Callable[[str | None], R]
+
+
+class Policy(ABC):
+    """Decides asks of one kind at a time (``kind`` names them in traces and counts)."""
+
+    @property
+    @abstractmethod
+    def offline(self) -> bool:
+        """Whether no model is asked (so an offline decision is final, not a stand-in)."""
+
+    @abstractmethod
+    def decide(self, kind: str, asks: list[Ask[T, R]]) -> list[R]:
+        """One decision per ask, in order."""
+
+
+class OfflinePolicy(Policy):
+    """The deterministic heuristics: no model, no call, same input -> same decisions."""
+
+    @property
+    def offline(self) -> bool:
+        return True
+
+    def decide(self, kind: str, asks: list[Ask[T, R]]) -> list[R]:
+        return [a.offline(None) for a in asks]
+
+
+class ModelPolicy(Policy):
+    """Validated model answers; a rejected one falls back to the offline decision."""
+
+    def __init__(self, client: LLMClient):
+        if client.offline:
+            raise ValueError("ModelPolicy needs a client with a model; use OfflinePolicy")
+        self.client = client
+
+    @property
+    def offline(self) -> bool:
+        return False
+
+    def decide(self, kind: str, asks: list[Ask[T, R]]) -> list[R]:
+        answers = self.client.ask_many([a.request for a in asks])
+        out = []
+        for a, answer in zip(asks, answers, strict=True):
+            if isinstance(answer, Rejected):
+                self.client.count_fallback()
+                out.append(a.offline(fallback_note(answer.reason)))
+            else:
+                out.append(a.accept(answer, self.client.decider))
+        return out
+
+
+def policy_for(client: LLMClient | Policy) -> Policy:
+    """The policy a configured client stands for (a policy is returned as it is)."""
+    if isinstance(client, Policy):
+        return client
+    return OfflinePolicy() if client.offline else ModelPolicy(client)

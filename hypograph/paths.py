@@ -1,0 +1,162 @@
+"""Paths inside an input: the one place deciding which files a run may scan, read and write.
+
+Policy (every refusal is one ``HypographError`` line naming the path):
+
+* **Symlinked folders** are refused anywhere the tool reads or writes (node folders, ``hypotheses/``,
+  ``proximity/``, ``.hypograph/``, ``agent-notes/``), wherever they point: a scan that does not
+  follow the link and a write that does would disagree (ids minted twice, nodes written outside the
+  input), and a link to a parent folder would loop. Other dot-folders (``.git``, ``.obsidian``,
+  ``.trash``, a sync tool's) are not the tool's: never read or written, scanned only for ids so a
+  tombstoned id is never reused, their links never followed.
+* **Symlinked files** that resolve outside the input root, or nowhere, are refused (a run directory
+  skips them with a warning instead, as it skips any unreadable file). One that resolves inside is
+  read through, and written through (the link stays a link: a symlinked file is never replaced by
+  a regular copy); moving one is refused.
+* **Hidden files** (``.name``) are never nodes or hypotheses: the temporary files of a killed
+  atomic write (``.NAME.xxxxxxxx.tmp``) and macOS ``._NAME.md`` copies are ignored by every scan.
+* **Names**: a file name the tool writes must fit ``MAX_NAME_BYTES`` UTF-8 bytes, leaving room for
+  the temporary name of an atomic write (``.NAME.`` + 8 random characters + ``.tmp``) within the
+  255-byte limit of common file systems.
+
+Bottom layer: imports only ``errors``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path, PurePosixPath
+from typing import Callable, Iterator
+
+from hypograph.errors import HypographError
+
+NAME_MAX = 255  # bytes per file name on ext4, APFS, NTFS (as UTF-16 units), most others
+TEMP_ROOM = 24  # ".NAME." + 8 random + ".tmp" is 14 bytes; mint's ".NAME.<pid>.tmp" at most 14 too
+MAX_NAME_BYTES = NAME_MAX - TEMP_ROOM
+OURS = ".hypograph"  # the one dot-folder the tool writes
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be written safely (too long in UTF-8 bytes), or None."""
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size > MAX_NAME_BYTES:
+        return (f"file name is {size} bytes; at most {MAX_NAME_BYTES} fit beside the temporary name "
+                "of a safe write (shorten the title)")
+    return None
+
+
+def cut_bytes(text: str, max_bytes: int) -> str:
+    """``text`` cut to at most ``max_bytes`` UTF-8 bytes, never inside a character."""
+    data = text.encode("utf-8")
+    return text if len(data) <= max_bytes else data[:max_bytes].decode("utf-8", "ignore")
+
+
+def _inside(root: Path, path: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _link_problem(root: Path, path: Path) -> str | None:
+    """Why the symlinked file ``path`` may not be used (resolves outside ``root`` or nowhere), or None."""
+    target = Path(os.path.realpath(path))
+    if not _inside(root.resolve(), target):
+        return f"is a symlink to {os.readlink(path)}, outside the input; not followed"
+    if not target.is_file():
+        return f"is a symlink to {os.readlink(path)}, which is not a file"
+    return None
+
+
+def _folder_refusal(root: Path, path: Path) -> HypographError:
+    return HypographError(f"{path}: is a symlinked folder (-> {os.readlink(path)}); an input's folders "
+                          "must be real folders (replace the link by the folder, or move it out)")
+
+
+def _ours(rel_dir: Path) -> bool:
+    """Whether the tool reads or writes in this folder (not another program's dot-folder)."""
+    return not any(part.startswith(".") and part != OURS for part in rel_dir.parts)
+
+
+def scan(root: Path, bad: Callable[[Path, str], None] | None = None, hidden_dirs: bool = False,
+         only: tuple[str, ...] | None = None) -> Iterator[Path]:
+    """Every visible regular file under ``root``, relative to it, in sorted order (a folder's files,
+    then its sub-folders, sorted); a FIFO, socket or device is left out (reported to ``bad``). Refuses a symlinked folder, and a symlinked file resolving outside
+    (or nowhere); with ``bad`` given, such a visible file is reported as ``bad(rel, reason)`` and
+    left out instead. ``hidden_dirs``: also descend into other programs' dot-folders (links there
+    are neither followed nor refused; used to count ids). ``only``: the top-level folders to scan
+    (top-level files left out), for an input whose other folders the tool never touches."""
+    root = Path(root)
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        rel_dir = here.relative_to(root)
+        ours = _ours(rel_dir)
+        if only is not None and rel_dir == Path("."):
+            dirnames[:] = [d for d in dirnames if d in only]
+            filenames = []
+        keep = []
+        for d in sorted(dirnames):
+            child = rel_dir / d
+            if os.path.islink(here / d):
+                if ours and _ours(child):
+                    raise _folder_refusal(root, here / d)
+                continue  # os.walk would not follow it either; never read or written
+            if hidden_dirs or _ours(child):
+                keep.append(d)
+        dirnames[:] = keep
+        for name in sorted(filenames):
+            path = here / name
+            if ours and os.path.islink(path):
+                problem = _link_problem(root, path)
+                if problem:
+                    if bad is None or name.startswith("."):
+                        raise HypographError(f"{path}: {problem}")
+                    bad(rel_dir / name, problem)
+                    continue
+            if name.startswith("."):
+                continue
+            if not path.is_file():  # a FIFO would block the reader, a socket or device is no file
+                if bad is not None:
+                    bad(rel_dir / name, "not a regular file")
+                continue
+            yield rel_dir / name
+
+
+def check_input(root: Path) -> None:
+    """Refuse, in one line, an input holding a symlink the policy above forbids."""
+    for _ in scan(root):
+        pass
+
+
+def check_folder(root: Path, rel: str | Path) -> None:
+    """Refuse when ``rel`` or a folder on the way to it (below ``root``) is a symlink."""
+    path = Path(root)
+    for part in Path(rel).parts:
+        path = path / part
+        if os.path.islink(path):
+            raise _folder_refusal(root, path)
+
+
+def unsafe(root: Path, rel: str, moving: bool = False) -> str | None:
+    """Why ``rel`` is not a file path the tool may write inside ``root`` (or move, if ``moving``), or None."""
+    pure = PurePosixPath(rel)
+    if not rel or pure.is_absolute() or Path(rel).is_absolute():
+        return "is not relative to the input"
+    if ".." in pure.parts or pure.name in ("", "."):
+        return "leaves the input"
+    path = Path(root)
+    for part in pure.parts[:-1]:
+        path = path / part
+        if os.path.islink(path):
+            return f"leads through the symlinked folder {path} (-> {os.readlink(path)})"
+    path = path / pure.name
+    if os.path.islink(path):
+        if moving:
+            return "is a symlink; moving it would break it (replace it by the file it points to)"
+        problem = _link_problem(Path(root), path)
+        if problem:
+            return problem
+    return name_problem(pure.name)
+
+
+def write_target(root: Path, rel: str) -> Path:
+    """The path to write for ``rel``: the file a (checked, inside) symlink points at, so the link
+    stays a link; else ``root / rel``."""
+    path = Path(root) / rel
+    return Path(os.path.realpath(path)) if os.path.islink(path) else path

@@ -1,0 +1,117 @@
+"""Step 4b: carve the active hypotheses into hypothesis-cluster (HC) nodes with residuals.
+
+* Existing HC nodes are never re-carved or reordered. Active hypotheses in no cluster are carved
+  into new clusters; they never join an existing one (that would shift its frozen member order).
+* With a model: a validated structured answer gives each new cluster its members (by number,
+  never by id), name, question, exclusivity, independence, depends_on, relevance, and a residual
+  statement naming the escape (or an exhaustiveness argument), plus constructed complements and
+  stragglers to drop.
+* Offline (deterministic, heuristic): members grouped by their ``question`` hints (TF-IDF cosine
+  >= 0.5, connected components), a leftover joining its most similar group if its hint is similar
+  enough (>= 0.25), else forming its own cluster; one residual each;
+  justification lines say plainly they are heuristic. The carving is asked of a policy
+  (``hypograph.llm.policy``): a rejected model answer falls back to this grouping, saying so.
+* The whole carve (plans, stragglers) is saved to ``.hypograph/carving.json`` before anything is
+  minted, with each HC id recorded as it is minted; a run that died half-way is completed from it
+  by the next one, which asks no model again and mints nothing twice (an HC minted just before a
+  crash is recognised by its title and members).
+* A repair pass then makes every cluster whole: its constructed members and residual are minted
+  (or adopted, when an interrupted run minted them already: they carry the cluster's backlink) and
+  every member's ``cluster`` backlink is set.
+
+New nodes are minted under the vault lock (``create_node``); edits go through the journal.
+
+One module per concern: ``plan`` (what a cluster will be), ``prompt`` (the model's schema, request
+and answer -> plans), ``offline`` (the heuristic), ``apply`` (mint, complete, repair);
+``run_clusters`` here runs them under the structuring lock and keeps the carve file.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from hypograph.atomic import write_json
+from hypograph.llm.policy import Ask, Policy
+from hypograph.structure.carving.apply import create_cluster, drop_stragglers, existing_cluster, repair, set_depends_on
+from hypograph.structure.carving.offline import offline_plans
+from hypograph.structure.carving.plan import ClusterPlan
+from hypograph.structure.carving.prompt import CARVE_SYSTEM, carve_request, plans_from_model
+from hypograph.structure.scope import active_hypotheses, observations
+from hypograph.vault.mint import structuring_lock
+from hypograph.vault.nodes import Node, link_target
+from hypograph.vault.validate import validate_before_structuring
+from hypograph.vault.vault import Vault, open_vault
+
+__all__ = ["CARVE", "CARVE_SYSTEM", "ClusterPlan", "ClusterReport", "offline_plans", "repair", "run_clusters"]
+
+CARVE = Path(".hypograph") / "carving.json"  # a carve being applied: plans, stragglers, minted HC ids
+
+
+@dataclass
+class ClusterReport:
+    created: list[str] = field(default_factory=list)
+    minted: list[str] = field(default_factory=list)
+    dropped: dict[str, str] = field(default_factory=dict)
+    clusters: dict[str, list[str]] = field(default_factory=dict)
+
+
+def run_clusters(vault: Vault, policy: Policy) -> ClusterReport:
+    """4b end to end: carve the unclustered active hypotheses, create clusters, repair, report."""
+    with structuring_lock(vault.root):
+        vault = open_vault(vault.root)
+        validate_before_structuring(vault)  # refuse what 4b cannot fix before its first write
+        return _run_clusters(vault, policy)
+
+
+def _run_clusters(vault: Vault, policy: Policy) -> ClusterReport:
+    root = vault.root
+    report = ClusterReport()
+    carve = _read_carve(root)  # the decision of a run that died before finishing it
+    if carve is None:
+        report.minted += repair(vault, {})  # a cluster someone left without its residual
+        vault = open_vault(root)
+        clustered = {link_target(l) for hc in vault.of_type("hypothesis-cluster") for l in hc.meta.get("hypotheses") or []}
+        todo = [h for h in active_hypotheses(vault) if h.id not in clustered and h.meta.get("residual") is not True]
+        if todo:
+            plans, stragglers = _plan(vault, todo, policy)
+            carve = {"plans": [asdict(p) for p in plans], "stragglers": stragglers, "hc_ids": [None] * len(plans)}
+            write_json(root / CARVE, carve)  # the whole decision on record before anything is minted
+    if carve is not None:
+        plans = [ClusterPlan(**p) for p in carve["plans"]]
+        for k, plan in enumerate(plans):
+            if carve["hc_ids"][k] is None:
+                vault = open_vault(root)
+                hc_id = existing_cluster(vault, plan, carve["hc_ids"])
+                if hc_id is None:
+                    hc_id = create_cluster(vault, plan)
+                    report.minted.append(hc_id)
+                carve["hc_ids"][k] = hc_id
+                write_json(root / CARVE, carve)
+            report.created.append(carve["hc_ids"][k])
+        set_depends_on(open_vault(root), plans, carve["hc_ids"])
+        drop_stragglers(open_vault(root), carve["stragglers"])
+        report.dropped = carve["stragglers"]
+        report.minted += repair(open_vault(root), dict(zip(carve["hc_ids"], plans)))
+        (root / CARVE).unlink()  # tool state, not a node: the carve is complete
+    vault = open_vault(root)
+    report.clusters = {hc.id: [link_target(l) for l in hc.meta.get("hypotheses") or []] for hc in vault.of_type("hypothesis-cluster")}
+    return report
+
+
+def _read_carve(root: Path) -> dict | None:
+    path = root / CARVE
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def _plan(vault: Vault, todo: list[Node], policy: Policy) -> tuple[list[ClusterPlan], dict[str, str]]:
+    """The carve of ``todo``: (plans, stragglers to drop with their reasons)."""
+    def offline(note: str | None) -> tuple[list[ClusterPlan], dict[str, str]]:
+        plans = offline_plans(todo)
+        for p in plans if note else []:
+            p.justification += f"\n\n{note[0].upper()}{note[1:]}; this offline grouping stands in."
+        return plans, {}
+
+    request = carve_request(todo, vault.of_type("hypothesis-cluster"), observations(vault), vault.main_question())
+    return policy.decide("carving", [Ask(request, lambda answer, _by: plans_from_model(answer, todo), offline)])[0]

@@ -1,0 +1,127 @@
+"""A person's MERGE (``proximity/review.json``) of a pair whose members are already clustered.
+
+Clustered hypotheses are frozen (steps 7-8 index a cluster's members by position), so 4a never
+judges them again. A person's MERGE is the one exception, as ``hypograph unmerge`` is: it is
+applied, never silently ignored —
+
+* survivor = the lower id (the seed's rule); the absorbed node gets ``state: merged`` and a one-hop
+  ``merged_into``, moves to ``hypotheses/merged/`` and leaves its cluster (nodes merged into it
+  follow it to the survivor); the survivor gains ``merged_from``, ``additional_sources`` and the
+  per-source ``locator`` list, its statement unchanged; the survivor stays where it is;
+* the cluster the absorbed node leaves lists its other members in their order and records the
+  change in its body (a "Changed by hand:" line, which the structure map lists);
+* the pair goes on the 4a ledger as a human MERGE.
+
+It is refused, loudly (in the run's report and the CLI summary, every run while the review stands),
+when applying it would break the vault: the cluster would keep fewer than 2 members, an exhaustive
+cluster's argument names no member left, a member was minted at step 4 (residual or constructed),
+or the pair was unmerged by hand (``hypograph unmerge``), which a review.json MERGE does not undo.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from hypograph.ids import id_sort_key
+from hypograph.journal import Journal, Step
+from hypograph.proximity.adjudicate import Decision
+from hypograph.structure.dispositions.ledger import Ledger, PairDecision, pair_key
+from hypograph.structure.dispositions.merge import absorb
+from hypograph.structure.members import BY_HAND, set_members
+from hypograph.structure.scope import open_to_4a
+from hypograph.vault.nodes import Node, link_target
+from hypograph.vault.vault import Vault, open_vault
+
+REVIEW = "proximity/review.json"
+
+
+def clustered_human_merges(vault: Vault, verdicts: list[Decision]) -> list[Decision]:
+    """The human MERGE verdicts between two active hypotheses, at least one of them clustered."""
+    open_ids = {h.id for h in open_to_4a(vault)}
+    out = []
+    for v in verdicts:
+        nodes = [vault.nodes.get(i) for i in v.pair]
+        if (v.decided_by == "human" and v.verdict == "MERGE" and all(n is not None and n.type == "hypothesis"
+                and n.meta.get("state") in (None, "active") for n in nodes) and not set(v.pair) <= open_ids):
+            out.append(v)
+    return out
+
+
+def apply_by_hand(root: Path, verdicts: list[Decision], ledger: Ledger) -> tuple[list[str], list[str]]:
+    """Apply (or refuse) each human MERGE of clustered hypotheses, one after the other.
+    Returns (one line per merge applied, one line per merge refused, with its reason)."""
+    applied, refused = [], []
+    for v in clustered_human_merges(open_vault(root), verdicts):
+        vault = open_vault(root)
+        a, b = sorted(v.pair, key=id_sort_key)
+        survivor, absorbed = vault.nodes[a], vault.nodes[b]
+        gone = next((n for n in (survivor, absorbed) if n.meta.get("state") not in (None, "active")), None)
+        if gone is not None:  # merged by an earlier review of this list
+            refused.append(f"MERGE {a}/{b} from {REVIEW} refused: {gone.id} was just merged into "
+                           f"{link_target(gone.meta.get('merged_into'))} by another review; record that pair instead")
+            continue
+        hc = _cluster_of(vault, b)
+        reason = _refusal(vault, survivor, absorbed, hc, ledger)
+        if reason:
+            refused.append(f"MERGE {a}/{b} from {REVIEW} refused: {reason}")
+            continue
+        steps = _merge_steps(vault, survivor, absorbed, hc, v.rationale)
+        ledger.pairs[pair_key(a, b)] = PairDecision(
+            pair=(a, b), decision="MERGE", decided_by="human",
+            rationale=f"Recorded in {REVIEW}; applied to clustered hypotheses as a deliberate exception"
+                      + (f" ({b} left {hc.id})." if hc else "."))
+        Journal(root).apply(steps)
+        applied.append(f"MERGE {a}/{b} from {REVIEW} applied: {b} merged into {a}"
+                       + (f" and left {hc.id}" if hc else ""))
+    return applied, refused
+
+
+def _cluster_of(vault: Vault, h_id: str) -> Node | None:
+    return next((hc for hc in vault.of_type("hypothesis-cluster")
+                 if h_id in {link_target(l) for l in hc.meta.get("hypotheses") or []}), None)
+
+
+def _refusal(vault: Vault, survivor: Node, absorbed: Node, hc: Node | None, ledger: Ledger) -> str | None:
+    """Why this merge cannot be applied, or None."""
+    minted = [n.id for n in (survivor, absorbed) if n.meta.get("origin")]
+    if minted:
+        return f"{minted[0]} was minted at step 4 (residual or constructed member), not stated by a paper"
+    earlier = ledger.pairs.get(pair_key(survivor.id, absorbed.id))
+    if earlier and earlier.decided_by == "human" and earlier.decision == "KEEP":
+        return (f"the pair was kept apart by hand ({earlier.rationale.rstrip('.')}); "
+                f"remove its MERGE from {REVIEW} or merge it again deliberately")
+    if hc is None:
+        return None
+    left = [vault.nodes[t] for t in (link_target(l) for l in hc.meta.get("hypotheses") or [])
+            if t != absorbed.id and t in vault.nodes]
+    if len(left) < 2:
+        return (f"{absorbed.id} would leave {hc.id} with {len(left)} member(s) and a cluster needs at least 2 "
+                f"(seed check 2); merge it by hand only after re-carving {hc.id}")
+    if hc.meta.get("exhaustive_by_construction") is True:
+        prose = "\n".join(l for l in hc.body.splitlines() if not l.strip().startswith("![["))
+        if not any(re.search(rf"\b{re.escape(m.id)}\b", prose) for m in left):
+            return (f"{hc.id} is exhaustive by construction and its argument names no member but "
+                    f"{absorbed.id} (seed check 3)")
+    return None
+
+
+def _merge_steps(vault: Vault, survivor: Node, absorbed: Node, hc: Node | None, rationale: str) -> list[Step]:
+    """The journal steps of the merge: survivor and cluster first, then the moves."""
+    followers = [m for m in vault.of_type("hypothesis")
+                 if m.meta.get("state") == "merged" and link_target(m.meta.get("merged_into")) == absorbed.id]
+    absorb(survivor, [absorbed, *followers], None)
+    steps = [Step(to=str(survivor.path), text=survivor.text())]
+    if hc is not None:
+        set_members(hc, [vault.nodes[t] for t in (link_target(l) for l in hc.meta.get("hypotheses") or [])
+                         if t != absorbed.id and t in vault.nodes])
+        why = " ".join(rationale.split())
+        hc.body = (hc.body.rstrip("\n") + f"\n\n{BY_HAND} {absorbed.id} left this cluster, merged into "
+                   f"{survivor.id} by a person's MERGE in {REVIEW} (\"{why}\").\n")
+        steps.append(Step(to=str(hc.path), text=hc.text()))
+    for x in (absorbed, *followers):
+        x.meta["state"] = "merged"
+        x.meta["merged_into"] = survivor.link
+        x.meta.pop("cluster", None)  # no longer a member: the backlink is 4b's derived field
+        steps.append(Step(to=str(Path("hypotheses/merged") / x.path.name), text=x.text(), src=str(x.path)))
+    return steps

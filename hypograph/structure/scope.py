@@ -1,0 +1,29 @@
+"""What step 4 looks at in a vault: the active hypotheses, those 4a may still change, and the
+observations in scope; and how much of the run's question a prompt carries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypograph.vault.nodes import Node, link_target
+from hypograph.vault.vault import Vault
+
+QUESTION_CHARS = 6000  # of initial_prompt.md, in every step-4 prompt
+
+
+def active_hypotheses(vault: Vault) -> list[Node]:
+    """Hypotheses in ``hypotheses/`` that are active or not yet dispositioned."""
+    return [h for h in vault.of_type("hypothesis")
+            if h.path.parent == Path("hypotheses") and h.meta.get("state") in (None, "active")]
+
+
+def open_to_4a(vault: Vault) -> list[Node]:
+    """Active hypotheses 4a may still merge or drop: from a paper, and in no cluster yet."""
+    clustered = {link_target(l) for hc in vault.of_type("hypothesis-cluster") for l in hc.meta.get("hypotheses") or []}
+    return [h for h in active_hypotheses(vault)
+            if not h.meta.get("origin") and h.id not in clustered and not h.meta.get("cluster")]
+
+
+def observations(vault: Vault) -> list[Node]:
+    """In-scope observations: those directly in ``observations-and-facts/``."""
+    return [o for o in vault.of_type("observation") if o.path.parent == Path("observations-and-facts")]

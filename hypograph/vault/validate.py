@@ -1,0 +1,66 @@
+"""What step 4 can check in a vault before it writes anything, so a run never half-rewrites a vault
+and only then finds a problem it cannot fix.
+
+Step 4a/4b rewrite and move hypothesis nodes and rewrite cluster nodes; they cannot repair a node a
+person left inconsistent (a ``merged`` node without ``merged_into``, a ``dropped`` one without a
+``drop_reason``, a file in the wrong folder, an unknown state), nor write a file whose name leaves
+no room for the temporary name of a safe write. Such a node would fail check 1 (or the write) only
+after the other nodes were rewritten; here it is refused first, in one line naming the file and
+the field. (Nodes 4a fixes itself — an active hypothesis without ``state`` — pass.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+from hypograph.errors import HypographError
+from hypograph.paths import name_problem
+from hypograph.vault.nodes import Node
+from hypograph.vault.vault import Vault
+
+FOLDER = {"active": Path("hypotheses"), "merged": Path("hypotheses/merged"), "dropped": Path("hypotheses/dropped")}
+REWRITTEN = ("hypothesis", "hypothesis-cluster")  # the node types step 4 may rewrite or move
+
+
+def validate_before_structuring(vault: Vault) -> None:
+    """Raise one HypographError naming the first node step 4 could not leave consistent (and how
+    many more there are); return when there is none. Writes nothing."""
+    problems = list(structuring_problems(vault))
+    if problems:
+        more = f" (and {len(problems) - 1} more; fix them and re-run)" if len(problems) > 1 else ""
+        raise HypographError(f"{problems[0]}{more}; nothing was changed")
+
+
+def structuring_problems(vault: Vault) -> Iterator[str]:
+    """``"<file>: field '<name>': <what is wrong>"`` for each problem, in id order."""
+    for node_type in REWRITTEN:
+        for node in vault.of_type(node_type):
+            problem = name_problem(node.path.name)
+            if problem:
+                yield f"{vault.root / node.path}: {problem}"
+    for h in vault.of_type("hypothesis"):
+        problem = _state_problem(vault, h)
+        if problem:
+            yield f"{vault.root / h.path}: {problem}"
+
+
+def _state_problem(vault: Vault, h: Node) -> str | None:
+    state = h.meta.get("state")
+    if state is None and h.path.parent == FOLDER["active"]:
+        return None  # not dispositioned yet: 4a makes it active
+    if state not in FOLDER:
+        return f"field 'state': {state!r} is not one of active, merged, dropped"
+    if h.path.parent != FOLDER[state]:
+        return f"field 'state': {state} but the file is in {h.path.parent}/, not {FOLDER[state]}/"
+    if state == "merged":
+        target = vault.resolve(h.meta.get("merged_into"))
+        if target is None or target.type != "hypothesis":
+            return f"field 'merged_into': {h.meta.get('merged_into')!r} does not link to a hypothesis node"
+        if target.meta.get("state") not in (None, "active"):
+            return f"field 'merged_into': {target.id} is {target.meta.get('state')}, not active (one hop)"
+    if state == "dropped":
+        reason = h.meta.get("drop_reason")
+        if not isinstance(reason, str) or not reason.strip():
+            return "field 'drop_reason': empty, but the node is dropped"
+    return None

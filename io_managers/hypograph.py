@@ -1,0 +1,98 @@
+"""Persists each asset's value in its seed format inside the partition's input folder.
+
+One table says how each asset is written and read; one path function (``Inputs.root``) turns the
+partition key into the folder. ``hypothesis_texts`` has no seed format: its snapshot goes to
+``<input>/.hypograph/assets/hypothesis_texts.json``.
+"""
+
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from dagster import ConfigurableIOManager, InputContext, MetadataValue, OutputContext
+
+from assets.partitions import input_partition
+from hypograph.atomic import write_json
+from hypograph.hypotheses import corpus_document, corpus_from_document
+from hypograph.library.persist import load_round
+from hypograph.library.rounds import PersistPlan, RoundCandidates, RoundDedup, RoundScores
+from hypograph.library.state import round_dir, write_model
+from hypograph.proximity import store
+from resources.inputs import Inputs
+
+TEXTS = Path(".hypograph") / "assets" / "hypothesis_texts.json"
+
+
+class Codec(NamedTuple):
+    write: Callable[[Path, Any], list[Path]]  # (input root, value) -> files written
+    read: Callable[[Path], Any]  # input root -> value
+
+
+class RoundCodec(NamedTuple):
+    """A library round's step, kept as ``.hypograph/library/rounds/<round>/<name>.json``."""
+
+    name: str
+    model: type
+
+    def write(self, root: Path, round_key: str, value) -> list[Path]:
+        path = round_dir(root, round_key) / f"{self.name}.json"
+        write_model(path, value)
+        return [path]
+
+    def read(self, root: Path, round_key: str):
+        return load_round(root, round_key, self.name, self.model)
+
+
+def _write_texts(root: Path, corpus) -> list[Path]:
+    write_json(root / TEXTS, corpus_document(corpus))
+    return [root / TEXTS]
+
+
+def _read_texts(root: Path):
+    return corpus_from_document(json.loads((root / TEXTS).read_text(encoding="utf-8")))
+
+
+CODECS: dict[str, Codec] = {
+    "hypothesis_texts": Codec(_write_texts, _read_texts),
+    "hypothesis_embeddings": Codec(store.write_embeddings, store.read_embeddings),
+    "similarity_graph": Codec(lambda r, g: [store.write_graph(r, g)], lambda r: store.load_graph(r)[0]),
+    "proximity_clusters": Codec(store.write_clusters, store.read_clusters),
+    "duplicate_pairs": Codec(lambda r, p: [store.write_dupes(r, p)], store.read_dupes),
+    "dedup_verdicts": Codec(lambda r, v: [store.write_verdicts(r, v)], store.read_verdicts),
+    "cluster_labels": Codec(lambda r, n: [store.write_cluster_names(r, n)], store.read_cluster_names),
+}
+
+
+ROUND_CODECS: dict[str, RoundCodec] = {
+    "round_candidates": RoundCodec("candidates", RoundCandidates),
+    "round_dedup": RoundCodec("dedup", RoundDedup),
+    "round_scores": RoundCodec("scores", RoundScores),
+    "round_persisted": RoundCodec("persist", PersistPlan),
+}
+
+
+class HypographIOManager(ConfigurableIOManager):
+    """Writes and reads asset values as files in the input folder named by the partition key."""
+
+    inputs: Inputs
+
+    def handle_output(self, context: OutputContext, obj) -> None:
+        where = input_partition(context.partition_key)
+        root, name = self.inputs.root(where.input), context.asset_key.path[-1]
+        paths = ROUND_CODECS[name].write(root, where.sub, obj) if where.sub else _codec(name).write(root, obj)
+        context.add_output_metadata({"path": MetadataValue.path(str(paths[0])),
+                                     "files": MetadataValue.md("\n".join(f"- `{p}`" for p in paths))})
+
+    def load_input(self, context: InputContext):
+        where = input_partition(context.partition_key)
+        root, name = self.inputs.root(where.input), context.upstream_output.asset_key.path[-1]
+        return ROUND_CODECS[name].read(root, where.sub) if where.sub else _codec(name).read(root)
+
+
+def _codec(name: str) -> Codec:
+    try:
+        return CODECS[name]
+    except KeyError:
+        raise KeyError(f"HypographIOManager has no format for asset {name!r}") from None

@@ -1,0 +1,112 @@
+"""The one Dagster instance every ``hypograph`` command and ``make ui`` share, and running a job on
+one input partition of it.
+
+The instance lives in ``$DAGSTER_HOME`` when set, else ``~/.hypograph/dagster``; one instance holds
+the runs of every input, so one UI shows them all.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from hypograph.errors import HypographError
+
+# Pools limit concurrent steps: library rounds generate one at a time (pool library_generation).
+INSTANCE_YAML = "telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n"
+
+
+def dagster_home() -> Path:
+    """``$DAGSTER_HOME`` if set, else ``~/.hypograph/dagster`` (created with telemetry off)."""
+    home = Path(os.environ.get("DAGSTER_HOME") or Path.home() / ".hypograph" / "dagster").resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    if not (home / "dagster.yaml").exists():
+        (home / "dagster.yaml").write_text(INSTANCE_YAML)
+    return home
+
+
+@contextmanager
+def open_instance() -> Iterator:
+    """The shared instance. Opening is serialized by a file lock: two commands creating a fresh
+    storage at once would otherwise race on its schema migrations."""
+    from dagster import DagsterInstance
+
+    home = dagster_home()
+    with open(home / ".open.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            instance = DagsterInstance.from_config(str(home))
+            instance.get_dynamic_partitions("inputs")  # touches the storage now, under the lock
+        except Exception as e:  # noqa: BLE001 - any storage failure becomes one actionable line
+            raise HypographError(f"Dagster storage in {home} is unreadable ({type(e).__name__}: "
+                                 f"{str(e).splitlines()[0] if str(e) else 'no detail'}); move the folder aside "
+                                 "and re-run (only run history is lost, no input file)") from None
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    with instance:
+        yield instance
+
+
+def register(instance, root: Path) -> str:
+    """Add ``root`` as an input partition, and a case package's revisions (idempotent); returns its key."""
+    from assets.partitions import INPUTS, REVISIONS
+
+    key = str(root.resolve())
+    if not instance.has_dynamic_partition(INPUTS, key):
+        instance.add_dynamic_partitions(INPUTS, [key])
+    new = [r for r in case_revision_keys(root) if not instance.has_dynamic_partition(REVISIONS, r)]
+    if new:
+        instance.add_dynamic_partitions(REVISIONS, new)
+    return key
+
+
+def case_revision_keys(root: Path) -> list[str]:
+    """The revision partition keys (``r0001``…) of a case package; none for another kind of input."""
+    from assets.partitions import revision_key
+    from hypograph.casework.package import MANIFEST, CasePackage
+
+    return [revision_key(r) for r in CasePackage(root).revisions()] if (root / MANIFEST).is_file() else []
+
+
+def run_config(proximity: dict | None = None, offline: bool | None = None, log_level: str = "CRITICAL") -> dict:
+    """Run config setting the proximity resource's fields and the LLM switch (as the Launchpad does);
+    ``offline=None`` keeps the resource's default."""
+    resources: dict = {} if offline is None else {"llm": {"config": {"offline": offline}}}
+    if proximity:
+        resources["proximity"] = {"config": {k: v for k, v in proximity.items() if v is not None}}
+    return {"resources": resources, "loggers": {"console": {"config": {"log_level": log_level}}}}
+
+
+def run_job(root: Path, job_name: str, proximity: dict | None = None, offline: bool | None = None):
+    """Register ``root`` and execute ``job_name`` on its partition; a failed run is one HypographError."""
+    from pipelines.definitions import defs
+
+    job = defs.resolve_job_def(job_name)
+    with open_instance() as instance:
+        key = register(instance, root)
+        # Failures are reported below in one line each; the UI keeps the full logs and traces.
+        result = job.execute_in_process(instance=instance, partition_key=key, raise_on_error=False,
+                                        run_config=run_config(proximity, offline))
+    if not result.success:
+        raise HypographError(f"{job_name} run {result.run_id[:8]} failed: " + "; ".join(failures(result)))
+    return result
+
+
+def failures(result) -> list[str]:
+    """One line per failed step (its innermost error) and per failed asset check."""
+    out = []
+    for e in result.all_events:
+        if e.is_step_failure:
+            error = e.step_failure_data.error
+            while error is not None and error.cause is not None:
+                error = error.cause
+            message = error.message.strip().splitlines()[-1] if error else "failed"
+            out.append(f"{e.step_key}: {message.split(': ', 1)[-1] if 'Error: ' in message else message}")
+    for check in result.get_asset_check_evaluations():
+        if not check.passed:
+            count = check.metadata.get("violations")
+            out.append(f"check {check.check_name} failed ({count.value if count else '?'} violations)")
+    return out or ["see the run in the UI"]

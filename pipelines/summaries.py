@@ -1,0 +1,117 @@
+"""What ``hypograph proximity`` and ``hypograph structure`` print: what the run did and what waits
+for the user, in words a user knows (read from the files written and the run's metadata)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from hypograph.proximity import store
+from hypograph.proximity.communities import report_lines
+from hypograph.structure.baseline import read_baseline
+from hypograph.structure.checks import CHECK_NAMES, all_checks
+from hypograph.structure.structure_map import MAP
+from hypograph.vault.vault import open_vault
+
+
+def asset_metadata(result, asset: str) -> dict:
+    """The plain metadata values of ``asset``'s materialization in this run ({} if none)."""
+    for event in result.get_asset_materialization_events():
+        if event.asset_key.to_user_string() == asset:
+            return {k: v.value for k, v in event.materialization.metadata.items()}
+    return {}
+
+
+def print_warnings(result) -> None:
+    """Each skipped input file and each hint, one line each on stderr."""
+    for line in asset_metadata(result, "hypothesis_texts").get("warnings") or []:
+        print(f"warning: {line}", file=sys.stderr)
+    hint = asset_metadata(result, "similarity_graph").get("hint")
+    if hint:
+        print(f"hint: {hint}", file=sys.stderr)
+
+
+def _title(hypotheses: dict, node_id: str, width: int = 70) -> str:
+    title = hypotheses.get(node_id, "")
+    return f'{node_id} "{title[: width - 1]}…"' if len(title) > width else f'{node_id} "{title}"'
+
+
+def print_proximity(root: Path, top: int = 10) -> None:
+    """Counts, clusters with labels, the top duplicate pairs with verdicts, the review queue, files."""
+    graph, _ = store.read_graph(root)
+    clusters = store.read_clusters(root)
+    pairs = store.read_dupes(root)
+    verdicts = {frozenset(d.pair): d for d in store.read_verdicts(root)}
+    names = {c: n["label"] for c, n in store.read_cluster_names(root).items()}
+    d = store.proximity_dir(root)
+    print(f"{root}: {len(graph.ids)} hypotheses, {graph.num_edges} edges >= {graph.threshold}, "
+          f"{clusters.num_clusters} clusters ({clusters.algorithm}), {len(pairs)} duplicate pairs "
+          f"[{graph.embedding.get('backend', '?')}]")
+    print("clusters:")
+    for line in report_lines(clusters, names):
+        print(f"  {line}")
+    print("top duplicate pairs:" if pairs else "no duplicate pairs")
+    for p in pairs[:top]:
+        v = verdicts.get(frozenset((p.a, p.b)))
+        print(f"  {p.similarity:.4f}  {p.a}  {p.b}  {v.verdict} [{v.decided_by}]" if v else f"  {p.similarity:.4f}  {p.a}  {p.b}")
+    print_review_queue(root)
+    files = ("embeddings.npz", "embedding-ids.json", "embedding-meta.json", "graph.json", "clusters.json",
+             "cluster-labels.json", "dupes.json", "verdicts.json")
+    print(f"files in {d}: " + ", ".join(files))
+
+
+def print_review_queue(root: Path) -> None:
+    """The FLAG pairs waiting for a human verdict, with both titles, and where to record verdicts."""
+    queue = [v for v in store.read_verdicts(root) if v.verdict == "FLAG"]
+    if not queue:
+        return
+    titles = _titles(root)
+    print(f"{len(queue)} pair(s) wait for your review; record MERGE or KEEP in "
+          f"{store.proximity_dir(root) / 'review.json'}:")
+    for v in queue:
+        print(f"  {v.similarity:.4f}  {_title(titles, v.pair[0])}  /  {_title(titles, v.pair[1])}")
+
+
+def _titles(root: Path) -> dict[str, str]:
+    try:
+        from hypograph.hypotheses import load_corpus
+
+        return {h.id: h.title for h in load_corpus(root).hypotheses}
+    except Exception:  # noqa: BLE001 - titles are a courtesy; ids alone still identify the pair
+        return {}
+
+
+def print_structure(root: Path, result) -> None:
+    """What this run changed, the vault's clusters, the six checks by name, the review queue."""
+    a = asset_metadata(result, "hypothesis_dispositions")
+    b = asset_metadata(result, "hypothesis_clusters")
+    changed = [f"{n} {what}" for n, what in ((a.get("merged", 0), "hypotheses merged into a survivor"),
+                                              (a.get("dropped", 0), "dropped as off-topic"),
+                                              (b.get("created", 0), "clusters created"),
+                                              (b.get("minted_hypotheses", 0), "hypotheses minted (residuals, complements)")) if n]
+    print(f"{root}: this run: " + (", ".join(changed) if changed else "nothing to change (already structured)"))
+    for line in [*(a.get("merged_by_hand") or []), *(a.get("refused_by_hand") or []), *(a.get("amended") or [])]:
+        print(f"  {line}")  # a person's MERGE applied or refused; a decision amended so the vault completes
+    vault = open_vault(root)
+    hyps = vault.of_type("hypothesis")
+    state = lambda s: sum(h.meta.get("state") == s for h in hyps)  # noqa: E731
+    clusters = vault.of_type("hypothesis-cluster")
+    print(f"vault now: {state('active')} active hypotheses in {len(clusters)} clusters; "
+          f"{state('merged')} merged, {state('dropped')} dropped (kept in hypotheses/merged/ and dropped/)")
+    for hc in clusters:
+        print(f"  {hc.path.stem}")
+        for link in hc.meta.get("hypotheses") or []:
+            print(f"    {link}")
+    for h in (h for h in hyps if h.meta.get("state") == "merged"):
+        print(f"  merged: {h.id} -> {h.meta.get('merged_into')}")
+    for h in (h for h in hyps if h.meta.get("state") == "dropped"):
+        print(f"  dropped: {h.id}: {h.meta.get('drop_reason')}")
+    results = all_checks(vault, read_baseline(root))
+    print("checks:")
+    for number, violations in results.items():
+        name, _ = CHECK_NAMES[number]
+        print(f"  {name} (seed check {number}): " + ("pass" if not violations else f"FAIL ({len(violations)})"))
+    if any(results.values()):
+        print("  see `hypograph check` for each violation")
+    print_review_queue(root)
+    print(f"structure map: {root / MAP}")

@@ -1,0 +1,30 @@
+"""Library round settings (seed 001), as run config: the Launchpad form for one round."""
+
+from typing import Literal
+
+from dagster import ConfigurableResource
+from pydantic import Field
+
+from hypograph.library.rounds import RoundSettings
+
+
+class LibrarySettings(ConfigurableResource):
+    """What a new round is asked to do. Leave ``topic`` empty to follow the previous round's settings
+    (what the schedule does); a round that already generated always keeps its own."""
+
+    topic: str | None = Field(default=None, description="the library's topic; empty: as the previous round")
+    behavior_source: Literal["discover", "given"] = Field(default="discover", description="seed 001's mode")
+    behavior: str | None = Field(default=None, description="given mode: a behavior id (B3) or one sentence")
+    n_behaviors: int = Field(default=10, ge=1, le=100, description="new behaviors per round (discover)")
+    web: bool = Field(default=True, description="ground the referees with an arXiv search (NOVELTY_WEB)")
+    search_url: str | None = Field(default=None, description="Atom search endpoint (default arXiv's)")
+    banlist_budget: int = Field(default=6000, ge=200, description="tokens of banlist pasted per generation prompt")
+    embedder: Literal["tfidf", "sbert"] = Field(default="tfidf", description="dedup prefilter embedder")
+    strategies_file: str | None = Field(default=None, description="JSON file of lenses and strategies")
+
+    def round_settings(self) -> RoundSettings | None:
+        if not self.topic:
+            return None
+        return RoundSettings(topic=self.topic, behavior_source=self.behavior_source, behavior=self.behavior,
+                             n_behaviors=self.n_behaviors, web=self.web, banlist_budget=self.banlist_budget,
+                             embedder=self.embedder, strategies_file=self.strategies_file)

@@ -1,0 +1,191 @@
+"""A "smart" model for library rounds behind the LLM stub, and a local Atom search server.
+
+``LibraryModel`` answers the three library tasks from what the request asks (never the network):
+
+* generation: the next scripted answer of ``rounds`` (a list of DiscoverAnswer / GivenAnswer
+  dicts, one per generation call; ``behavior()`` and ``mechanisms()`` build them);
+* dedup: reads each item and its numbered neighbours out of the prompt; an item whose text maps
+  to a neighbour's text in ``paraphrases`` is a duplicate of that neighbour, anything else is new;
+* scoring: impact when the prompt asks for it, one novelty per numbered mechanism.
+
+``AtomServer`` serves an Atom feed (or an error status) at ``/api/query`` and records queries.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+from llm_stub import RecordedRequest, Reply, answer
+
+STRATEGIES = ["Mechanistic evidence", "Capability / editing", "Complete account", "Explaining a model", "Decision reliability"]
+LENSES = ["Cross-domain transfer", "Borrow from the human sciences", "Cross-modal transfer", "Reuse past CS results"]
+BLOCK_RE = re.compile(r"<(candidate|neighbours|mechanisms)[^>]*>\n(.*?)\n</\1>", re.S)
+
+
+def mechanism(strategy: str, text: str) -> dict:
+    return {"strategy": strategy, "hypothesis": text, "boring_null": "A surface-feature shortcut explains the effect.",
+            "data": {"provenance": "existing", "source": "SycophancyEval", "used_n": "n_pairs=500",
+                     "note": "Paired prompts with and without a stated user opinion."},
+            "model": ["Llama-3-8B"]}
+
+
+OBJECTS = [["a late-layer residual direction", "attention heads in layers 14-18", "an SAE feature family",
+            "MLP neurons in the middle layers", "a linear probe direction"],
+           ["the key-value memory of early MLP blocks", "induction circuits spanning two heads",
+            "a sparse set of gating units", "the unembedding subspace of agreement tokens",
+            "a cross-layer transcoder feature"]]
+TEMPLATES = ["For {tag}, {obj} causally carries the effect: ablating it removes the behavior with a dose-response "
+             "under steering ({s}).",
+             "Patching {obj} from a neutral run into the {tag} run localizes the shift; its rank-one edit flips "
+             "outcomes ({s})."]
+
+
+def mechanisms(tag: str, skip_last: bool = True, variant: int = 0) -> tuple[list[dict], list[dict]]:
+    """One mechanism per strategy (the last skipped with a reason), texts made unique by ``tag``;
+    ``variant`` 1 words them differently throughout."""
+    used = STRATEGIES[:-1] if skip_last else STRATEGIES
+    mechs = [mechanism(s, TEMPLATES[variant].format(tag=tag, obj=OBJECTS[variant][k], s=s)) for k, s in enumerate(used)]
+    skipped = [{"strategy": STRATEGIES[-1], "reason": "No decision to audit for this behavior."}] if skip_last else []
+    return mechs, skipped
+
+
+def behavior(statement: str, lens: str = LENSES[0], tag: str | None = None, gaps: list[str] | None = None) -> dict:
+    mechs, skipped = mechanisms(tag or statement[:40])
+    return {"discovery_strategy": lens, "discovery_strategy_detail": f"Borrowed via {lens.lower()} from a known finding.",
+            "statement": statement,
+            "five_bars": {"real": "Seen in pilot logs.", "nonobvious": "Not predicted by scale alone.",
+                          "specific": "Names the trigger.", "robust": "Holds across prompts.",
+                          "tractable": "Testable on open models."},
+            "gaps": gaps or [], "mechanisms": mechs, "skipped": skipped}
+
+
+def given(tag: str, variant: int = 0) -> dict:
+    mechs, skipped = mechanisms(tag, variant=variant)
+    return {"mechanisms": mechs, "skipped": skipped}
+
+
+def blocks(body: dict) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for tag, text in BLOCK_RE.findall(RecordedRequest("", {}, body).prompt):
+        out.setdefault(tag, []).append(json.loads(text))
+    return out
+
+
+def task(body: dict) -> str:
+    system = RecordedRequest("", {}, body).system
+    if system.startswith("You generate"):
+        return "generation"
+    if system.startswith("You judge"):
+        return "dedup"
+    if system.startswith("You are two referees"):
+        return "score"
+    return "other"
+
+
+class LibraryModel:
+    """Callable responder for ``LLMStub.always``; ``calls`` counts requests per task."""
+
+    def __init__(self, rounds: list[dict] | None = None, paraphrases: dict[str, str] | None = None,
+                 impact: int = 7, novelty: int = 8):
+        self.rounds = list(rounds or [])
+        self.paraphrases = dict(paraphrases or {})
+        self.impact, self.novelty = impact, novelty
+        self.calls = {"generation": 0, "dedup": 0, "score": 0, "other": 0}
+        self.generation_prompts: list[str] = []
+        self.dedup_items: list[dict] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, body: dict) -> Reply:
+        kind = task(body)
+        with self.lock:
+            self.calls[kind] += 1
+        if kind == "generation":
+            if len(body.get("messages", [])) > 2:  # a re-ask: the same round's answer again
+                return answer(self.last_generation)
+            self.generation_prompts.append(RecordedRequest("", {}, body).prompt)
+            self.last_generation = self.rounds.pop(0) if self.rounds else {"behaviors": []}
+            return answer(self.last_generation)
+        if kind == "dedup":
+            return answer(self.dedup_answer(body))
+        if kind == "score":
+            return answer(self.score_answer(body))
+        return Reply(status=500, error="library stub: unknown task")
+
+    def dedup_answer(self, body: dict) -> dict:
+        found = blocks(body)
+        out = []
+        for n, (cand, neigh) in enumerate(zip(found.get("candidate", []), found.get("neighbours", [])), 1):
+            self.dedup_items.append({"text": cand["text"], "neighbours": list(neigh.values())})
+            original = self.paraphrases.get(cand["text"])
+            match = next((int(k) for k, v in neigh.items() if original and v == original), None)
+            out.append({"item": n, "verdict": "duplicate", "neighbour": match, "nuance": "Adds the expertise framing."}
+                       if match else {"item": n, "verdict": "new"})
+        return {"judgements": out}
+
+    def score_answer(self, body: dict) -> dict:
+        prompt = RecordedRequest("", {}, body).prompt
+        mechs = blocks(body).get("mechanisms", [{}])[0]
+        impact = ({"score": self.impact, "rationale": "Matters for deployed assistants; alignment teams build on it.",
+                   "recommendation": "PROCEED"} if "Give the impact score" in prompt else None)
+        return {"impact": impact, "novelty": [
+            {"mechanism": int(k), "score": self.novelty, "closest": "Perez et al. 2022, model-written evaluations",
+             "differentiation": "Localizes the effect instead of only measuring it."} for k in mechs]}
+
+
+ATOM_FEED = """<?xml version="1.0" encoding="UTF-8"?>
+<feed xmlns="http://www.w3.org/2005/Atom">
+  <title>ArXiv Query</title>
+  <entry>
+    <id>http://arxiv.org/abs/2310.13548v1</id>
+    <published>2023-10-20T17:00:00Z</published>
+    <title>Towards Understanding Sycophancy in Language Models</title>
+    <summary>Human feedback may encourage model responses that match user beliefs over truthful ones.</summary>
+    <link href="http://arxiv.org/abs/2310.13548v1" rel="alternate" type="text/html"/>
+  </entry>
+  <entry>
+    <id>http://arxiv.org/abs/2308.03958v1</id>
+    <published>2023-08-07T00:00:00Z</published>
+    <title>Simple synthetic data reduces sycophancy in large language models</title>
+    <summary>Synthetic data intervention reduces sycophancy.</summary>
+    <link href="http://arxiv.org/abs/2308.03958v1" rel="alternate" type="text/html"/>
+  </entry>
+</feed>
+"""
+
+
+class AtomServer:
+    """``url`` is the query endpoint; ``status`` != 200 makes every answer that error."""
+
+    def __init__(self, body: str = ATOM_FEED, status: int = 200):
+        self.body, self.status, self.queries = body, status, []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                parts = urlsplit(self.path)
+                server.queries.append(parse_qs(parts.query))
+                data = server.body.encode("utf-8")
+                self.send_response(server.status if parts.path == "/api/query" else 404)
+                self.send_header("Content-Type", "application/atom+xml")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/api/query"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

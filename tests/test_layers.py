@@ -1,0 +1,136 @@
+"""The domain core's import layers, read from the source with ``ast`` (nothing is imported).
+
+* no module under ``hypograph/`` imports Dagster (the core runs without it: ``prox``, the CLI);
+* every module belongs to one declared layer, and imports only from its own layer or below;
+* there is no import cycle, counting imports inside functions too (a function-level import must
+  not hide a cycle; the few kept are there to delay a heavy third-party import, or listed below).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "hypograph"
+
+# Bottom to top. A module belongs to the longest prefix listed here.
+LAYERS: dict[str, list[str]] = {
+    "base": ["hypograph", "hypograph.errors", "hypograph.atomic", "hypograph.ids", "hypograph.paths",
+             "hypograph.limits", "hypograph.journal"],
+    "vault": ["hypograph.vault"],
+    "corpus": ["hypograph.hypotheses"],
+    "llm": ["hypograph.llm"],
+    "proximity": ["hypograph.proximity"],
+    "structure": ["hypograph.structure"],
+    "top": ["hypograph.library", "hypograph.casework", "hypograph.prox_cli"],
+}
+# Modules allowed to import hypograph modules inside functions, and why.
+LAZY_HYPOGRAPH_IMPORTS = {
+    "hypograph.prox_cli": "each prox subcommand imports only what it runs, so it starts fast",
+    "hypograph.proximity.store": "owned by the proximity work; hides no cycle (checked below)",
+    "hypograph.proximity.communities": "owned by the proximity work; hides no cycle (checked below)",
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imports(name: str) -> list[tuple[str, bool]]:
+    """(imported module, inside a function?) for every import statement of module ``name``."""
+    path = MODULES[name]
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            nested = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if isinstance(child, ast.Import):
+                out.extend((alias.name, in_function) for alias in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    anchor = package.rsplit(".", child.level - 1)[0] if child.level > 1 else package
+                    base = f"{anchor}.{base}" if base else anchor
+                for alias in child.names:  # ``from pkg import module`` imports the module
+                    sub = f"{base}.{alias.name}"
+                    out.append((sub if sub in MODULES else base, in_function))
+            visit(child, nested)
+
+    visit(tree, False)
+    return out
+
+
+def layer_of(name: str) -> int:
+    best, index = "", -1
+    for k, prefixes in enumerate(LAYERS.values()):
+        for prefix in prefixes:
+            if (name == prefix or name.startswith(prefix + ".")) and len(prefix) > len(best):
+                best, index = prefix, k
+    return index
+
+
+def own(name: str) -> bool:
+    return name == "hypograph" or name.startswith("hypograph.")
+
+
+def test_every_module_has_a_layer():
+    assert [m for m in MODULES if layer_of(m) < 0] == []
+    assert layer_of("hypograph.library.rounds") == layer_of("hypograph.casework") == len(LAYERS) - 1
+
+
+def test_no_module_imports_dagster():
+    offenders = [(m, imp) for m in MODULES for imp, _ in imports(m) if imp.split(".")[0].startswith("dagster")]
+    assert offenders == []
+
+
+def test_imports_only_go_down_the_layers():
+    names = list(LAYERS)
+    upward = [f"{m} ({names[layer_of(m)]}) imports {imp} ({names[layer_of(imp)]})"
+              for m in MODULES for imp, _ in imports(m) if own(imp) and layer_of(imp) > layer_of(m)]
+    assert upward == []
+
+
+def test_function_level_imports_of_the_core_are_only_where_listed():
+    lazy = sorted({m for m in MODULES for imp, inside in imports(m) if inside and own(imp)})
+    assert set(lazy) <= set(LAZY_HYPOGRAPH_IMPORTS), lazy
+
+
+def test_no_import_cycle():
+    graph = {m: sorted({imp for imp, _ in imports(m) if imp in MODULES and imp != m}) for m in MODULES}
+    state: dict[str, int] = {}  # 1 on the path, 2 done
+    cycles = []
+
+    def walk(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for n in graph[m]:
+            if state.get(n) == 1:
+                cycles.append(path[path.index(n):] + [n])
+            elif n not in state:
+                walk(n, path + [n])
+        state[m] = 2
+
+    for m in graph:
+        if m not in state:
+            walk(m, [m])
+    assert cycles == []
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("from hypograph.vault import vault\n", [("hypograph.vault.vault", False)]),
+    ("def f():\n    from hypograph.ids import id_number\n", [("hypograph.ids", True)]),
+    ("import dagster as dg\n", [("dagster", False)]),
+])
+def test_the_import_reader_sees_what_it_must(tmp_path, monkeypatch, source, expected):
+    """The checks above are only as good as ``imports``: it must resolve submodules and see
+    imports inside functions."""
+    monkeypatch.setitem(MODULES, "hypograph.structure.probe", tmp_path / "probe.py")
+    (tmp_path / "probe.py").write_text(source, encoding="utf-8")
+    assert imports("hypograph.structure.probe") == expected

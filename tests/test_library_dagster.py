@@ -1,0 +1,89 @@
+"""Library rounds as Dagster partitions: ``hypograph library`` runs each round as its ``input|rNNNN``
+partition on the shared instance, and a re-score backfill over every round regenerates nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+from dagster import DagsterInstance, DagsterRunStatus
+
+from assets.partitions import ROUNDS, round_partition
+from conftest import VENV_BIN, offline_env
+from hypograph.library.schema import read_library
+from library_stub import AtomServer, LibraryModel, behavior
+from llm_stub import llm_env, llm_server  # noqa: F401  (fixtures)
+from pipelines.definitions import defs
+from pipelines.instance import run_config
+from test_library_rounds import S1, S2, S3, S4, TOPIC, three_round_model
+
+
+@pytest.fixture
+def cli_env(llm_server, llm_env):
+    env_vars = llm_env(llm_server, timeout=5.0)
+    env = {**offline_env(), **env_vars, "NO_PROXY": "127.0.0.1"}
+    env.pop("HYPOGRAPH_LLM")
+    return env
+
+
+def test_hypograph_library_runs_each_round_as_a_partition(tmp_path, llm_server, cli_env):
+    model = three_round_model()
+    llm_server.always(model)
+    root = tmp_path / "lib"
+    root.mkdir()
+    out = subprocess.run([str(VENV_BIN / "hypograph"), "library", str(root), "--topic", TOPIC, "--rounds", "5",
+                          "--n-behaviors", "3", "--no-web"], capture_output=True, text=True, env=cli_env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "stopped early: r0003" in out.stdout
+    assert [b.statement for b in read_library(root)[0].behaviors] == [S1, S2, S3, S4]
+    with DagsterInstance.from_config(os.environ["DAGSTER_HOME"]) as instance:
+        runs = instance.get_runs()
+        assert {"r0001", "r0002", "r0003"} <= set(instance.get_dynamic_partitions(ROUNDS))
+    rounds = sorted(r.tags["dagster/partition"] for r in runs if r.job_name == "library_round")
+    assert rounds == [round_partition(str(root.resolve()), k) for k in ("r0001", "r0002", "r0003")]
+    assert all(r.status == DagsterRunStatus.SUCCESS for r in runs if r.job_name in ("library_round", "library"))
+    assert any(r.job_name == "library" and r.tags["dagster/partition"] == str(root.resolve()) for r in runs)
+    # A second invocation of round 1..3 is served from the rounds' state: no model call.
+    calls = len(llm_server.requests)
+    again = subprocess.run([str(VENV_BIN / "hypograph"), "library", str(root), "--report"], capture_output=True,
+                           text=True, env=cli_env, timeout=120)
+    assert again.returncode == 0 and "behaviors added" in again.stdout and len(llm_server.requests) == calls
+
+
+def test_a_rescore_backfill_over_every_round_regenerates_nothing_and_keeps_ids(tmp_path, llm_server, llm_env):
+    llm_env(llm_server, timeout=5.0)
+    model = LibraryModel(rounds=[{"behaviors": [behavior(S1, tag="a")]}, {"behaviors": [behavior(S2, tag="b")]}])
+    llm_server.always(model)
+    root = tmp_path / "lib"
+    root.mkdir()
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("inputs", [str(root)])
+    instance.add_dynamic_partitions(ROUNDS, ["r0001", "r0002"])
+    settings = {"topic": TOPIC, "n_behaviors": 1, "web": False}
+    for key in ("r0001", "r0002"):
+        config = run_config(offline=False)
+        config["resources"]["library"] = {"config": settings}
+        result = defs.resolve_job_def("library_round").execute_in_process(
+            instance=instance, partition_key=round_partition(str(root), key), run_config=config)
+        assert result.success
+    before = read_library(root)[0]
+    assert [b.id for b in before.behaviors] == ["B1", "B2"] and before.behaviors[0].impact.method == "llm-chat"
+    generations = len(model.generation_prompts)
+    atom = AtomServer()
+    try:
+        for key in ("r0001", "r0002"):  # the backfill: every round partition of library_rescore
+            config = run_config(offline=False)
+            config["resources"]["library"] = {"config": {"web": True, "search_url": atom.url}}
+            result = defs.resolve_job_def("library_rescore").execute_in_process(
+                instance=instance, partition_key=round_partition(str(root), key), run_config=config)
+            assert result.success
+    finally:
+        atom.close()
+    after = read_library(root)[0]
+    assert len(model.generation_prompts) == generations
+    assert [b.id for b in after.behaviors] == ["B1", "B2"]
+    assert [[m.id for m in b.mechanisms] for b in after.behaviors] == [[m.id for m in b.mechanisms] for b in before.behaviors]
+    assert {b.impact.method for b in after.behaviors} == {"llm-chat+web"}
+    assert json.loads((root / "hypothesis_library.json").read_text())["topic"] == TOPIC

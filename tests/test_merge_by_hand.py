@@ -1,0 +1,116 @@
+"""A person's MERGE in ``proximity/review.json`` for hypotheses already clustered (issue 11):
+applied as a deliberate exception (the absorbed node leaves its cluster, said in the cluster's
+body, the structure map and the CLI summary) or refused loudly, never silently ignored.
+
+Driven through the ``hypograph`` CLI as a user would: structure the example vault (H-12 "Nile
+flood agriculture…" and H-13 "Nile flood farming…" end in different clusters and wait for review),
+record the MERGE, structure again.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import EXAMPLE_VAULT, copy_tree
+from hypograph.proximity.adjudicate import Decision
+from hypograph.structure.dispositions import read_ledger, run_dispositions
+from hypograph.llm import OfflinePolicy
+from hypograph.structure.structure_map import MAP
+from hypograph.vault.nodes import link_target
+from hypograph.vault.vault import open_vault
+from test_structure import clusters, failures, hypograph, hypotheses, members
+
+
+def review(root: Path, a: str, b: str, verdict: str = "MERGE") -> None:
+    (root / "proximity" / "review.json").write_text(json.dumps([
+        {"pair": [a, b], "verdict": verdict, "rationale": "Same claim about the Nile, in other words.", "reviewer": "ana"}]))
+
+
+def full_copy(src: Path, dst: Path) -> Path:
+    """A copy with the vault's proximity output and tool state (ledger, baseline) kept."""
+    return Path(shutil.copytree(src, dst, ignore=shutil.ignore_patterns("dagster")))
+
+
+def cluster_of(root: Path, h_id: str) -> str | None:
+    return next((hc.id for hc in clusters(root).values() if h_id in members(hc)), None)
+
+
+@pytest.fixture(scope="module")
+def structured(tmp_path_factory):
+    """The example vault structured once, offline, through the CLI."""
+    root = copy_tree(EXAMPLE_VAULT, tmp_path_factory.mktemp("by-hand") / "vault")
+    proc = hypograph("structure", root, "--llm", "offline")
+    assert proc.returncode == 0, proc.stderr
+    assert 'H-12 "Nile flood agriculture' in proc.stdout and "wait for your review" in proc.stdout
+    return root
+
+
+@pytest.fixture(scope="module")
+def merged(structured, tmp_path_factory):
+    root = full_copy(structured, tmp_path_factory.mktemp("merged") / "vault")
+    before = {h: cluster_of(root, h) for h in ("H-12", "H-13")}
+    left = [m for m in members(clusters(root)[before["H-13"]]) if m != "H-13"]
+    review(root, "H-12", "H-13")
+    proc = hypograph("structure", root, "--llm", "offline")
+    assert proc.returncode == 0, proc.stderr
+    return root, before, left, proc
+
+
+def test_a_human_merge_of_clustered_hypotheses_is_applied(merged):
+    root, before, left, proc = merged
+    assert before["H-12"] != before["H-13"] and before["H-13"] is not None
+    hyps = hypotheses(root)
+    h12, h13 = hyps["H-12"], hyps["H-13"]
+    assert h13.meta["state"] == "merged" and h13.path.parent == Path("hypotheses/merged")
+    assert h13.meta["merged_into"] == h12.link and "cluster" not in h13.meta
+    assert h12.meta["merged_from"] == [h13.link] and h12.meta["state"] == "active"
+    assert cluster_of(root, "H-12") == before["H-12"]  # the survivor stays where it was
+
+    hc = clusters(root)[before["H-13"]]
+    assert members(hc) == left  # the others, in their frozen order
+    assert [link_target(l) for l in hc.body.splitlines() if l.startswith("![[")] == left
+    assert "Changed by hand: H-13 left this cluster, merged into H-12" in hc.body
+    text = (root / MAP).read_text(encoding="utf-8")
+    assert "## Changed by hand" in text and f"[[{hc.path.stem}]]: H-13 left this cluster" in text
+    d = read_ledger(root).pairs["H-12|H-13"]
+    assert d.decision == "MERGE" and d.decided_by == "human" and "deliberate exception" in d.rationale
+    assert failures(root) == {}
+
+    # The user is told, and the pair has left the review queue.
+    assert f"MERGE H-12/H-13 from proximity/review.json applied: H-13 merged into H-12 and left {hc.id}" in proc.stdout
+    assert "1 hypotheses merged into a survivor" in proc.stdout
+    assert 'H-13 "Nile flood farming' not in proc.stdout.split("wait for your review")[-1]
+
+
+def test_structuring_again_changes_nothing(merged, tmp_path):
+    root = full_copy(merged[0], tmp_path / "vault")
+    proc = hypograph("structure", root, "--llm", "offline")
+    assert proc.returncode == 0, proc.stderr
+    assert "nothing to change" in proc.stdout and "H-12/H-13" not in proc.stdout
+
+
+def test_a_merge_unmerged_by_hand_is_refused_loudly(merged, tmp_path):
+    root = full_copy(merged[0], tmp_path / "vault")
+    assert hypograph("unmerge", root, "H-13").returncode == 0  # review.json still says MERGE
+    proc = hypograph("structure", root, "--llm", "offline")
+    assert proc.returncode == 0, proc.stderr
+    assert "MERGE H-12/H-13 from proximity/review.json refused: the pair was kept apart by hand" in proc.stdout
+    assert hypotheses(root)["H-13"].meta["state"] == "active"
+    assert failures(root) == {}
+
+
+def test_a_merge_that_would_leave_a_cluster_with_one_member_is_refused(structured, tmp_path):
+    """H-19 and H-26 each sit alone in a cluster with its residual: H-26 cannot leave its cluster."""
+    root = full_copy(structured, tmp_path / "vault")
+    assert {len(members(clusters(root)[cluster_of(root, h)])) for h in ("H-19", "H-26")} == {2}
+    human = Decision(pair=("H-19", "H-26"), similarity=0.5, verdict="MERGE", rationale="Same claim.",
+                     recommended_action="Retire H-26", decided_by="human")
+    report = run_dispositions(open_vault(root), [human], None, OfflinePolicy())
+    (line,) = report.refused
+    assert line.startswith("MERGE H-19/H-26 from proximity/review.json refused: H-26 would leave")
+    assert "1 member(s)" in line and report.by_hand == [] and report.merged == {}
+    assert hypotheses(root)["H-26"].meta["state"] == "active" and failures(root) == {}
