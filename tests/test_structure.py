@@ -232,7 +232,7 @@ def test_structure_cli_writes_the_recorded_bytes(cli_runs, name):
     recorded = json.loads(RECORDED_STRUCTURE.read_text(encoding="utf-8"))[name]
     fresh = structure_record(root, proc.stdout)
     differ = sorted(rel for rel in fresh.keys() | recorded.keys() if fresh.get(rel) != recorded.get(rel))
-    assert [rel for rel in differ if rel != "<stdout>"] == []
+    assert [rel for rel in differ if rel != "<stdout>"] == [], [rel for rel in differ if rel != "<stdout>"]
     assert fresh["<stdout>"] == recorded["<stdout>"]
 
 
