@@ -24,8 +24,8 @@ Bottom layer: imports only ``errors``.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
-from typing import Callable, Iterator
 
 from hypograph.errors import HypographError
 

@@ -8,15 +8,15 @@ import datetime as dt
 import json
 from pathlib import Path
 
+from llm_stub import API_KEY, MODEL, answer
 from pydantic import SecretStr
 
-from hypograph.llm.config import LLMConfig
 from hypograph.casework import CaseGateway, CaseStore, HypothesisBuilder, HypothesisConfig
 from hypograph.casework.models import Source, Statement
 from hypograph.casework.revision import add_revision, confirm
-from llm_stub import API_KEY, MODEL, answer
+from hypograph.llm.config import LLMConfig
 
-T0 = dt.datetime(2030, 1, 1, 12, 0, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2030, 1, 1, 12, 0, tzinfo=dt.UTC)
 
 INPUTS = {
     "grower-report.md": "# Report\nThe tomato plants in house 3 wilt every afternoon since 2 June.\n",

@@ -28,9 +28,10 @@ import re
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable, Union
+from typing import Union
 
 import pytest
 
@@ -172,12 +173,12 @@ class LLMStub:
         with self._lock:
             return list(self._requests)
 
-    def script(self, *items: Item) -> "LLMStub":
+    def script(self, *items: Item) -> LLMStub:
         with self._lock:
             self._queue.extend(items)
         return self
 
-    def always(self, item: Item) -> "LLMStub":
+    def always(self, item: Item) -> LLMStub:
         with self._lock:
             self._default = item
         return self

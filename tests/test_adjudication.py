@@ -15,6 +15,21 @@ import sys
 from pathlib import Path
 
 import pytest
+from llm_stub import (  # noqa: F401  (fixtures)
+    API_KEY,
+    MODEL,
+    adjudication_answer,
+    adjudication_responder,
+    answer,
+    asked_pairs,
+    cluster_label_responder,
+    invalid_json,
+    llm_env,
+    llm_offline,
+    llm_server,
+    routed,
+    unused_port,
+)
 
 from hypograph.errors import HypographError
 from hypograph.hypotheses import Hypothesis, load_corpus
@@ -24,10 +39,6 @@ from hypograph.proximity.adjudicate import adjudicate, read_reviews, verdict_vio
 from hypograph.proximity.cluster_names import name_clusters
 from hypograph.proximity.communities import Clusters
 from hypograph.proximity.dupes import DuplicatePair
-from llm_stub import (
-    API_KEY, MODEL, adjudication_answer, adjudication_responder, answer, asked_pairs,  # noqa: F401
-    cluster_label_responder, invalid_json, llm_env, llm_offline, llm_server, routed, unused_port,
-)
 
 REPO = Path(__file__).resolve().parent.parent
 DECIDER = f"model:{MODEL}"

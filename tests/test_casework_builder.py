@@ -7,14 +7,24 @@ import asyncio
 import json
 
 import pytest
+from casework_support import (
+    ANCHOR,
+    INPUTS,
+    builder_for,
+    candidate,
+    changed,
+    files,
+    make_case,
+    package_id,
+    reply,
+    valid_answer,
+)
+from llm_stub import llm_server  # noqa: F401
 
-from casework_support import (ANCHOR, INPUTS, builder_for, candidate, changed, files, make_case, package_id,
-                              reply, valid_answer)
-from hypograph.errors import HypographError
 from hypograph.casework import HypothesisConfig, Status
 from hypograph.casework.checks import run_checks
 from hypograph.casework.models import Source, Statement
-from llm_stub import llm_server  # noqa: F401
+from hypograph.errors import HypographError
 
 H = "analysis/hypotheses/0001"
 
@@ -180,8 +190,9 @@ def test_reopening_attempts(tmp_path, llm_server):
 
 
 def test_new_revision_allocates_afresh_and_keeps_old_allocations(tmp_path, llm_server):
-    from hypograph.casework.revision import add_revision, confirm
     from casework_support import ANCHORS, SOURCES, STATEMENTS
+
+    from hypograph.casework.revision import add_revision, confirm
 
     case = make_case(tmp_path)
     llm_server.script(reply(valid_answer(3)))
@@ -221,8 +232,9 @@ def test_limits_are_clear_errors(tmp_path, llm_server):
 
 
 def test_prior_documents_limit(tmp_path, llm_server):
-    from hypograph.casework.revision import add_revision, confirm
     from casework_support import ANCHORS, SOURCES, STATEMENTS
+
+    from hypograph.casework.revision import add_revision, confirm
 
     case = make_case(tmp_path)
     llm_server.always(reply(valid_answer()))

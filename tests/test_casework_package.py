@@ -9,16 +9,16 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from casework_support import builder_for, changed, files, make_case, package_id, reply, valid_answer
 from conftest import REPO
-from hypograph.errors import HypographError
+from llm_stub import answer, llm_env, llm_offline, llm_server  # noqa: F401
+
 from hypograph.casework import CasePackage, HypothesisConfig, Status
 from hypograph.casework.batch import escape
 from hypograph.casework.checks import run_checks
-from pipelines.cli import main  # what `hypograph` runs: batch goes through Dagster
 from hypograph.casework.context import verified_interpretation
-from llm_stub import answer, llm_env, llm_offline, llm_server  # noqa: F401
+from hypograph.errors import HypographError
+from pipelines.cli import main  # what `hypograph` runs: batch goes through Dagster
 
 H = "analysis/hypotheses/0001"
 EXAMPLE_CASE = REPO / "examples" / "case"

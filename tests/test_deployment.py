@@ -10,9 +10,19 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import (
+    EXAMPLE_RUN,
+    EXAMPLE_VAULT,
+    REPO,
+    SHARED_VAULTS,
+    VENV_BIN,
+    copy_tree,
+    execute,
+    offline_env,
+    snapshot,
+)
 from dagster import DagsterInstance, DagsterRunStatus
 
-from conftest import EXAMPLE_RUN, EXAMPLE_VAULT, REPO, SHARED_VAULTS, VENV_BIN, copy_tree, execute, offline_env, snapshot
 from pipelines.definitions import defs
 
 

@@ -6,11 +6,17 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import QUESTION, RUN_HYPOTHESES, RUN_IDS, VAULT_IDS, VAULT_NODES
+
 from hypograph.errors import HypographError
 from hypograph.hypotheses import (
-    Hypothesis, corpus_document, corpus_from_document, detect_kind, id_sort_key, input_fingerprint, load_corpus,
+    Hypothesis,
+    corpus_document,
+    corpus_from_document,
+    detect_kind,
+    id_sort_key,
+    input_fingerprint,
+    load_corpus,
     strip_wikilinks,
 )
 

@@ -15,9 +15,9 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import build_vault
 
 import hypograph.journal as journal_module
-from conftest import build_vault
 from hypograph.errors import HypographError
 from hypograph.journal import JOURNAL, Journal, Step
 from hypograph.structure.dispositions import Ledger, PairDecision, apply_dispositions, read_ledger, write_ledger

@@ -10,12 +10,12 @@ import copy
 import json
 
 import pytest
+from library_stub import LibraryModel, behavior, task
+from llm_stub import answer, llm_env, llm_server  # noqa: F401  (fixtures)
 
 from hypograph.errors import HypographError
 from hypograph.library.run import run_library
 from hypograph.library.schema import library_path, read_library
-from library_stub import LibraryModel, behavior, task
-from llm_stub import answer, llm_env, llm_server  # noqa: F401  (fixtures)
 
 TOPIC = "LLM sycophancy"
 S1 = "Language models agree with a user's stated opinion more often when the user claims expertise."

@@ -8,16 +8,16 @@ import os
 import subprocess
 
 import pytest
-from dagster import DagsterInstance, DagsterRunStatus
-
-from assets.partitions import ROUNDS, round_partition
 from conftest import VENV_BIN, offline_env
-from hypograph.library.schema import read_library
+from dagster import DagsterInstance, DagsterRunStatus
 from library_stub import AtomServer, LibraryModel, behavior
 from llm_stub import llm_env, llm_server  # noqa: F401  (fixtures)
+from test_library_rounds import S1, S2, S3, S4, TOPIC, three_round_model
+
+from assets.partitions import ROUNDS, round_partition
+from hypograph.library.schema import read_library
 from pipelines.definitions import defs
 from pipelines.instance import run_config
-from test_library_rounds import S1, S2, S3, S4, TOPIC, three_round_model
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, offline_env, snapshot
+
 from hypograph.errors import HypographError
 from hypograph.library.banlist import build_banlist, estimate_tokens
 from hypograph.library.checks import check_distinct, check_ids, check_scored, run_checks
@@ -24,7 +24,7 @@ from hypograph.library.ledger import IdLedger
 from hypograph.library.modes import resolve_mode, resolve_target
 from hypograph.library.report import build_report
 from hypograph.library.run import run_library
-from hypograph.library.schema import Library, read_library
+from hypograph.library.schema import read_library
 from hypograph.library.strategies import load_strategies
 from hypograph.llm import LLMConfig
 

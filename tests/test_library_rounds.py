@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
+from library_stub import AtomServer, LibraryModel, behavior, given
+from llm_stub import llm_env, llm_server, unused_port  # noqa: F401  (fixtures)
 
 from hypograph.library import dedup as dedup_mod
 from hypograph.library import run as run_mod
@@ -24,8 +26,6 @@ from hypograph.library.run import run_library
 from hypograph.library.schema import read_library
 from hypograph.library.score import score_round
 from hypograph.llm import LLMClient, LLMConfig
-from library_stub import AtomServer, LibraryModel, behavior, given
-from llm_stub import llm_env, llm_server, unused_port  # noqa: F401  (fixtures)
 
 TOPIC = "LLM sycophancy"
 S1 = "Language models agree with a user's stated opinion more often when the user claims expertise."

@@ -12,15 +12,29 @@ import re
 from pathlib import Path
 
 import pytest
+from llm_stub import (  # noqa: F401  (fixtures)
+    API_KEY,
+    MODEL,
+    Reply,
+    answer,
+    bad_request,
+    dropped,
+    invalid_json,
+    llm_env,
+    llm_offline,
+    llm_server,
+    rate_limited,
+    server_error,
+    sleeping,
+    slow,
+    unused_port,
+    without_response_format,
+)
 from pydantic import BaseModel
 
 from hypograph.errors import HypographError
 from hypograph.llm import LLMClient, LLMConfig, Rejected
 from hypograph.llm.client import UNTRUSTED_NOTE, Request
-from llm_stub import (
-    API_KEY, MODEL, Reply, answer, bad_request, dropped, invalid_json, llm_env, llm_offline, llm_server,  # noqa: F401
-    rate_limited, server_error, sleeping, slow, unused_port, without_response_format,
-)
 
 
 class Score(BaseModel):

@@ -18,7 +18,9 @@ from typing import Literal
 
 import numpy as np
 import pytest
+from llm_stub import MODEL, answer, invalid_json, llm_env, llm_server  # noqa: F401
 from pydantic import BaseModel
+from test_structure import build_bee_vault, survivors
 
 from hypograph.errors import HypographError
 from hypograph.hypotheses import load_corpus
@@ -30,8 +32,6 @@ from hypograph.structure.dispositions import MERGE_SYSTEM, TOPIC_SYSTEM, candida
 from hypograph.structure.dispositions.candidates import rows
 from hypograph.structure.scope import open_to_4a
 from hypograph.vault.vault import open_vault
-from llm_stub import MODEL, answer, invalid_json, llm_env, llm_server  # noqa: F401
-from test_structure import build_bee_vault, survivors
 
 ID_RE = re.compile(r'<hypothesis id="([A-Z]+-\d+)">')
 

@@ -9,10 +9,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import RUN_DUPLICATES, RUN_IDS, VENV_BIN, execute, offline_env, snapshot
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter, SkipReason, build_sensor_context
 
 import hypograph.proximity.checks as checks
-from conftest import RUN_DUPLICATES, RUN_IDS, VENV_BIN, execute, offline_env, snapshot
 from hypograph.prox_cli import main as prox_main
 from pipelines.sensors import hypotheses_changed
 

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from dagster import DagsterInstance
-
 from conftest import SHARED_VAULTS, execute, snapshot
+
 from hypograph.hypotheses import id_sort_key, load_corpus
 from hypograph.prox_cli import main as prox_main
 from hypograph.proximity import checks, store

@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import VENV_BIN, build_run_dir, build_vault, node_markdown, offline_env, write_vault_node
+
 from hypograph.errors import HypographError
 from hypograph.hypotheses import load_corpus
 from hypograph.journal import JOURNAL

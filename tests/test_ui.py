@@ -11,7 +11,6 @@ import time
 import urllib.request
 
 import pytest
-
 from conftest import EXAMPLE_VAULT, VENV_BIN, copy_tree, offline_env
 
 QUERY = """{

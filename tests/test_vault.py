@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_VAULTS, VENV_BIN, node_markdown, offline_env
 
 import hypograph.vault.mint as mint
-from conftest import SHARED_VAULTS, VENV_BIN, node_markdown, offline_env
 from hypograph.errors import HypographError
 from hypograph.vault.mint import LOCK_NAME, create_node, vault_lock
 from hypograph.vault.nodes import clean_title, parse_node, read_node

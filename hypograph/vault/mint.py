@@ -13,9 +13,10 @@ import fcntl
 import os
 import re
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from hypograph.atomic import FILE_MODE
 from hypograph.errors import HypographError
