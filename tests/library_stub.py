@@ -118,7 +118,7 @@ class LibraryModel:
     def dedup_answer(self, body: dict) -> dict:
         found = blocks(body)
         out = []
-        for n, (cand, neigh) in enumerate(zip(found.get("candidate", []), found.get("neighbours", [])), 1):
+        for n, (cand, neigh) in enumerate(zip(found.get("candidate", []), found.get("neighbours", []), strict=True), 1):
             self.dedup_items.append({"text": cand["text"], "neighbours": list(neigh.values())})
             original = self.paraphrases.get(cand["text"])
             match = next((int(k) for k, v in neigh.items() if original and v == original), None)

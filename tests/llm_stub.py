@@ -31,7 +31,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Union
 
 import pytest
 
@@ -65,7 +64,7 @@ class Reply:
 
 
 Responder = Callable[[dict], Reply]
-Item = Union[Reply, Responder]
+Item = Reply | Responder
 
 
 def answer(value: dict | str, delay: float = 0.0) -> Reply:

@@ -70,7 +70,7 @@ def unknown_lens(a):
 @pytest.mark.parametrize("spoil, reason", [(with_id, "library id(s) B1"), (with_injection, "instruction-like text"),
                                            (without_data, "data"), (unknown_lens, "Astrology")])
 def test_invalid_generation_is_re_asked_then_accepted(tmp_path, llm_server, llm_env, spoil, reason):
-    model = setup(llm_server, llm_env, "generation", spoil, bad=1)
+    setup(llm_server, llm_env, "generation", spoil, bad=1)
     run_library(tmp_path, TOPIC, rounds=1, n_behaviors=2, web=False)
     gen = [r for r in llm_server.requests if task(r.body) == "generation"]
     assert len(gen) == 2 and reason in gen[1].last_user

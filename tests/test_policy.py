@@ -151,7 +151,7 @@ def test_a_hypothesis_missing_from_tfidf_embeddings_is_embedded_against_their_vo
     root = build_bee_vault(tmp_path / "vault")
     nodes = open_to_4a(open_vault(root))
     corpus = load_corpus(root)
-    given = embed([i for i in corpus.ids if i != "H-10"], [t for i, t in zip(corpus.ids, corpus.texts) if i != "H-10"])
+    given = embed([i for i in corpus.ids if i != "H-10"], [t for i, t in zip(corpus.ids, corpus.texts, strict=True) if i != "H-10"])
     matrix = rows(given, nodes)
     assert matrix.shape == (len(nodes), given.dim)
     pairs = {(c.a, c.b): c.similarity for c in candidate_pairs(nodes, [], given, k=1)}

@@ -318,7 +318,7 @@ def bad_run_dir(root: Path) -> Path:
 
 def assert_each_bad_file_warned(stderr: str) -> None:
     for name in [*BAD_JSON, "H-26.json"]:
-        lines = [l for l in stderr.splitlines() if f"hypotheses/{name}: skipped:" in l]
+        lines = [line for line in stderr.splitlines() if f"hypotheses/{name}: skipped:" in line]
         assert len(lines) == 1 and lines[0].startswith("warning: "), (name, stderr)
     assert "Traceback" not in stderr and "RecursionError" not in stderr
 

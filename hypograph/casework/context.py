@@ -40,7 +40,7 @@ def verified_interpretation(pkg: CasePackage, manifest: dict) -> tuple[Interpret
             raise HypographError(f"{pkg.root / rel}: {state} (bound by {where.name} of revision {rev})")
     catalogue = pkg.catalogue(interp)
     known = catalogue.by_id()
-    for alias, pointer, s in interp.aliases():
+    for _alias, pointer, s in interp.aliases():
         for sid in s.source_ids:
             if sid not in known:
                 raise HypographError(f"{where}: field '{pointer.lstrip('/').replace('/', '.')}.source_ids': "

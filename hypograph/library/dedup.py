@@ -144,8 +144,8 @@ def _decide(items: list[Item], auto_drop: float, client: LLMClient, traces: Trac
         traces.use(client, key)
         batches = judge_batches(ask)
         answers = client.ask_many([judge_request(layer, batch) for batch in batches])
-        for batch, answer in zip(batches, answers):
-            for it, v in zip(batch, _verdicts(layer, batch, answer)):
+        for batch, answer in zip(batches, answers, strict=True):
+            for it, v in zip(batch, _verdicts(layer, batch, answer), strict=True):
                 verdicts[it.key] = v
     return [verdicts[it.key] for it in items]
 

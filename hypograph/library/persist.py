@@ -155,22 +155,31 @@ def _apply(raw: dict, plan: PersistPlan, dedup: RoundDedup, scores: RoundScores,
             changed = True
         elif s.impact is not None and (rescore or "impact" not in node):
             changed |= _set(node, "impact", _impact(s))
-        present = {m.get("id") for m in node.setdefault("mechanisms", [])}
-        for m in b.mechanisms:
-            mid = plan.ids.get(m.key)
-            if mid is None or m.key not in s.novelty:
-                continue
-            if mid not in present and mid not in plan.applied:
-                node["mechanisms"].append(_mechanism_node(mid, m, s, batch))
-                changed = True
-            elif mid in present and rescore:
-                leaf = next(x for x in node["mechanisms"] if x.get("id") == mid)
-                changed |= _set(leaf, "novelty", _novelty(s, m.key))
+        changed |= _apply_mechanisms(node, b, s, plan, batch, rescore)
     for bid, nuance in plan.notes.items():
         node = nodes.get(bid)
         if node is not None and f"notes:{bid}" not in plan.applied and nuance not in node.get("notes", ""):
             node["notes"] = f"{node['notes']} {nuance}".strip() if node.get("notes") else nuance
             changed = True
+    return changed
+
+
+def _apply_mechanisms(node: dict, b: CandidateBehavior, s: BehaviorScores, plan: PersistPlan, batch: str,
+                      rescore: bool) -> bool:
+    """Add ``b``'s scored mechanisms missing from ``node`` (never one a person deleted), or rescore
+    those present; True if anything changed."""
+    changed = False
+    present = {m.get("id") for m in node.setdefault("mechanisms", [])}
+    for m in b.mechanisms:
+        mid = plan.ids.get(m.key)
+        if mid is None or m.key not in s.novelty:
+            continue
+        if mid not in present and mid not in plan.applied:
+            node["mechanisms"].append(_mechanism_node(mid, m, s, batch))
+            changed = True
+        elif mid in present and rescore:
+            leaf = next(x for x in node["mechanisms"] if x.get("id") == mid)
+            changed |= _set(leaf, "novelty", _novelty(s, m.key))
     return changed
 
 

@@ -100,7 +100,7 @@ def score_round(root: Path, key: str, dedup: RoundDedup | None, client: LLMClien
     if requests:
         traces.use(client, key)
     answers = client.ask_many(requests)
-    scored = [_scores(b, a, o, today) for b, a, o in zip(dedup.survivors, answers, outcomes)]
+    scored = [_scores(b, a, o, today) for b, a, o in zip(dedup.survivors, answers, outcomes, strict=True)]
     failed = [o for o in outcomes if o is not None and not o.ok]
     warnings = ([f"web search failed for {len(failed)} of {len(outcomes)} behavior(s) ({failed[0].error}): "
                  "those were scored with method llm-chat"] if failed else [])
