@@ -35,7 +35,8 @@ def hypothesis_texts(context: AssetExecutionContext, inputs: Inputs) -> Output[C
 def hypothesis_embeddings(hypothesis_texts: Corpus, proximity: ProximitySettings) -> Output[Embeddings]:
     """L2-normalised rows, one per hypothesis: TF-IDF (sparse) or sentence-transformers (dense)."""
     emb = embed(hypothesis_texts.ids, hypothesis_texts.texts, proximity.backend, proximity.model)
-    return Output(emb, metadata={"hypotheses": len(emb.ids), "backend": emb.backend, "model": emb.model, "dim": emb.dim})
+    return Output(emb, metadata={"hypotheses": len(emb.ids), "backend": emb.backend, "model": emb.model,
+                                 "dim": emb.dim})
 
 
 @asset(**ASSET, kinds={"python"})
@@ -43,7 +44,8 @@ def similarity_graph(context: AssetExecutionContext, hypothesis_embeddings: Embe
                      proximity: ProximitySettings) -> Output[SimilarityGraph]:
     """Cosine similarity graph: an edge for every pair at or above the graph threshold."""
     emb = hypothesis_embeddings
-    graph = build_similarity_graph(emb.ids, emb.matrix, proximity.graph_threshold, {"backend": emb.backend, "model": emb.model})
+    graph = build_similarity_graph(emb.ids, emb.matrix, proximity.graph_threshold,
+                                   {"backend": emb.backend, "model": emb.model})
     hint = sparse_graph_hint(len(graph.ids), graph.num_edges, graph.threshold,
                              highest_similarity(emb.matrix), emb.backend)
     if hint:

@@ -94,8 +94,9 @@ def scan(root: Path, bad: Callable[[Path, str], None] | None = None, hidden_dirs
     """Every visible regular file under ``root``, relative to it, in sorted order (a folder's files,
     then its sub-folders, sorted); a FIFO, socket or device is left out (reported to ``bad``).
     Refuses a symlinked folder, and a symlinked file resolving outside (or nowhere); with ``bad``
-    given, such a visible file is reported as ``bad(rel, reason)`` and left out instead. ``hidden_dirs``: also descend into other programs' dot-folders (links there
-    are neither followed nor refused; used to count ids). ``only``: the top-level folders to scan
+    given, such a visible file is reported as ``bad(rel, reason)`` and left out instead.
+    ``hidden_dirs``: also descend into other programs' dot-folders (links there are neither
+    followed nor refused; used to count ids). ``only``: the top-level folders to scan
     (top-level files left out), for an input whose other folders the tool never touches."""
     root = Path(root)
     for dirpath, dirnames, filenames in os.walk(root):

@@ -15,6 +15,8 @@ class ProximitySettings(ConfigurableResource):
     backend: Literal["tfidf", "sbert"] = Field(default="tfidf", description="tfidf (seed) or sbert (MiniLM, offline)")
     model: str | None = Field(default=None, description="sbert model name or local path")
     graph_threshold: float = Field(default=DEFAULT_THRESHOLD, ge=0.0, le=1.0, description="edge at or above")
-    dupe_threshold: float = Field(default=DEFAULT_DUPE_THRESHOLD, ge=0.0, le=1.0, description="duplicate pair at or above")
-    auto_merge: float = Field(default=AUTO_MERGE_THRESHOLD, ge=0.0, le=1.0, description="MERGE without a model above this")
+    dupe_threshold: float = Field(default=DEFAULT_DUPE_THRESHOLD, ge=0.0, le=1.0,
+                                  description="duplicate pair at or above")
+    auto_merge: float = Field(default=AUTO_MERGE_THRESHOLD, ge=0.0, le=1.0,
+                              description="MERGE without a model above this")
     algorithm: Literal["louvain", "components"] = Field(default="louvain", description="community finder")

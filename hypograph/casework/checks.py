@@ -101,7 +101,8 @@ def checked_together(pkg: CasePackage, manifest: dict, revision: int, hyp_doc: d
     out: list[Violation] = []
     p = paths(revision)
     if manifest["analysis_revision"] == revision:
-        for name in ("hypotheses", "hypothesis_registry", "hypotheses_summary", "hypothesis_policy", "hypothesis_context"):
+        for name in ("hypotheses", "hypothesis_registry", "hypotheses_summary", "hypothesis_policy",
+                     "hypothesis_context"):
             ptr = manifest["artifacts"].get(name)
             if ptr is None or ptr.get("path") != p[name]:
                 out.append((name, f"manifest pointer is {ptr!r}, not {p[name]}"))

@@ -70,7 +70,8 @@ def load_round(root: Path, key: str, name: str, model):
     return value
 
 
-def persist_round(root: Path, key: str, dedup: RoundDedup | None = None, scores: RoundScores | None = None) -> PersistPlan:
+def persist_round(root: Path, key: str, dedup: RoundDedup | None = None,
+                  scores: RoundScores | None = None) -> PersistPlan:
     """Merge round ``key``'s scored survivors into the library; returns the completed plan."""
     candidates = load_round(root, key, "candidates", RoundCandidates)
     dedup = dedup or load_round(root, key, "dedup", RoundDedup)
@@ -145,7 +146,8 @@ def _apply(raw: dict, plan: PersistPlan, dedup: RoundDedup, scores: RoundScores,
             continue
         node = nodes.get(bid)
         if node is None and b.existing_id:
-            raise HypographError(f"{LIBRARY_FILE}: behavior {bid} (the round's given behavior) is no longer in the file")
+            raise HypographError(f"{LIBRARY_FILE}: behavior {bid} (the round's given behavior) "
+                                 "is no longer in the file")
         if node is None and bid in plan.applied:
             continue  # a person deleted it after the round was written: never re-added
         if node is None:
@@ -215,5 +217,6 @@ def _manifest_entry(root: Path, topic: str, date: str) -> None:
     """One line in ``MANIFEST.md`` for the library file's creation (the file is created if absent)."""
     path = Path(root) / "MANIFEST.md"
     old = path.read_text(encoding="utf-8") if path.exists() else "# Manifest\n\n"
-    line = f"- {date} `{LIBRARY_FILE}` — hypothesis-batch: tree library of behaviors → mechanisms for topic \"{topic}\" (created)\n"
+    line = (f"- {date} `{LIBRARY_FILE}` — hypothesis-batch: tree library of behaviors → mechanisms "
+            f"for topic \"{topic}\" (created)\n")
     write_text(path, old + ("" if old.endswith("\n") else "\n") + line)

@@ -55,7 +55,8 @@ class ArxivSearch:
     def search(self, query: str) -> SearchOutcome:
         """The feed's entries for ``query``; any failure is an outcome, never an exception."""
         terms = " AND ".join(f"all:{w}" for w in _keywords(query)[:4]) or "all:" + urllib.parse.quote(query[:50])
-        url = f"{self.base_url}?{urllib.parse.urlencode({'search_query': terms, 'start': 0, 'max_results': self.max_results})}"
+        params = {"search_query": terms, "start": 0, "max_results": self.max_results}
+        url = f"{self.base_url}?{urllib.parse.urlencode(params)}"
         try:
             request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
