@@ -275,7 +275,8 @@ def _completion(request: dict, content: str) -> dict:
 
 
 def _error_body(reply: Reply) -> dict:
-    kind = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error"}.get(reply.status, "server_error")
+    kinds = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error"}
+    kind = kinds.get(reply.status, "server_error")
     return {"error": {"message": reply.error, "type": kind, "param": None, "code": None}}
 
 
@@ -288,7 +289,8 @@ def unused_port() -> int:
 
 # -- smart answers ---------------------------------------------------------------------------------------
 
-PAIR_RE = re.compile(r'^Pair (\d+) \(cosine similarity ([0-9.]+)\):\n<hypothesis id="([^"]+)">.*?<hypothesis id="([^"]+)">',
+PAIR_RE = re.compile(r'^Pair (\d+) \(cosine similarity ([0-9.]+)\):\n'
+                     r'<hypothesis id="([^"]+)">.*?<hypothesis id="([^"]+)">',
                      re.S | re.M)
 CLUSTER_RE = re.compile(r"^Cluster (\d+) \(", re.M)
 

@@ -42,7 +42,8 @@ class Tampering(LibraryModel):
 
 def setup(llm_server, llm_env, kind, spoil, bad, rounds=None):
     llm_env(llm_server, timeout=5.0)
-    model = Tampering(kind, spoil, bad, rounds=rounds or [{"behaviors": [behavior(S1, tag="a"), behavior(S2, tag="b")]}])
+    rounds = rounds or [{"behaviors": [behavior(S1, tag="a"), behavior(S2, tag="b")]}]
+    model = Tampering(kind, spoil, bad, rounds=rounds)
     llm_server.always(model)
     return model
 

@@ -84,6 +84,7 @@ def test_a_rescore_backfill_over_every_round_regenerates_nothing_and_keeps_ids(t
     after = read_library(root)[0]
     assert len(model.generation_prompts) == generations
     assert [b.id for b in after.behaviors] == ["B1", "B2"]
-    assert [[m.id for m in b.mechanisms] for b in after.behaviors] == [[m.id for m in b.mechanisms] for b in before.behaviors]
+    mechanism_ids = lambda lib: [[m.id for m in b.mechanisms] for b in lib.behaviors]
+    assert mechanism_ids(after) == mechanism_ids(before)
     assert {b.impact.method for b in after.behaviors} == {"llm-chat+web"}
     assert json.loads((root / "hypothesis_library.json").read_text())["topic"] == TOPIC

@@ -90,10 +90,12 @@ def cache_entries(state: Path) -> list[dict]:
 
 def test_config_reads_hypograph_variables():
     cfg = LLMConfig.from_env({
-        "HYPOGRAPH_LLM_MODEL": "m1", "HYPOGRAPH_LLM_BASE_URL": "http://127.0.0.1:9/v1", "HYPOGRAPH_LLM_API_KEY": API_KEY,
+        "HYPOGRAPH_LLM_MODEL": "m1", "HYPOGRAPH_LLM_BASE_URL": "http://127.0.0.1:9/v1",
+        "HYPOGRAPH_LLM_API_KEY": API_KEY,
         "HYPOGRAPH_LLM_TIMEOUT": "2.5", "HYPOGRAPH_LLM_MAX_RETRIES": "0", "HYPOGRAPH_LLM_CONCURRENCY": "3",
     })
-    assert (cfg.model, cfg.base_url, cfg.timeout, cfg.max_retries, cfg.concurrency) == ("m1", "http://127.0.0.1:9/v1", 2.5, 0, 3)
+    assert ((cfg.model, cfg.base_url, cfg.timeout, cfg.max_retries, cfg.concurrency)
+            == ("m1", "http://127.0.0.1:9/v1", 2.5, 0, 3))
     assert cfg.api_key.get_secret_value() == API_KEY
     assert not cfg.offline
     assert cfg.describe() == "m1@http://127.0.0.1:9/v1"
@@ -102,19 +104,22 @@ def test_config_reads_hypograph_variables():
 
 def test_config_defaults():
     cfg = LLMConfig.from_env({"HYPOGRAPH_LLM_MODEL": "m1"})
-    assert (cfg.base_url, cfg.api_key.get_secret_value(), cfg.timeout, cfg.max_retries, cfg.concurrency) == (None, "none", 60.0, 3, 4)
+    assert ((cfg.base_url, cfg.api_key.get_secret_value(), cfg.timeout, cfg.max_retries, cfg.concurrency)
+            == (None, "none", 60.0, 3, 4))
     assert cfg.describe() == "m1@api.openai.com"
 
 
 def test_config_falls_back_to_openai_variables():
-    cfg = LLMConfig.from_env({"HYPOGRAPH_LLM_MODEL": "m1", "OPENAI_BASE_URL": "http://127.0.0.1:8/v1", "OPENAI_API_KEY": "sk-openai-key-123"})
+    cfg = LLMConfig.from_env({"HYPOGRAPH_LLM_MODEL": "m1", "OPENAI_BASE_URL": "http://127.0.0.1:8/v1",
+                              "OPENAI_API_KEY": "sk-openai-key-123"})
     assert cfg.base_url == "http://127.0.0.1:8/v1"
     assert cfg.api_key.get_secret_value() == "sk-openai-key-123"
 
 
 def test_hypograph_variables_win_over_openai_variables():
     cfg = LLMConfig.from_env({
-        "HYPOGRAPH_LLM_MODEL": "m1", "HYPOGRAPH_LLM_BASE_URL": "http://127.0.0.1:9/v1", "HYPOGRAPH_LLM_API_KEY": API_KEY,
+        "HYPOGRAPH_LLM_MODEL": "m1", "HYPOGRAPH_LLM_BASE_URL": "http://127.0.0.1:9/v1",
+        "HYPOGRAPH_LLM_API_KEY": API_KEY,
         "OPENAI_BASE_URL": "http://127.0.0.1:8/v1", "OPENAI_API_KEY": "sk-openai-key-123",
     })
     assert cfg.base_url == "http://127.0.0.1:9/v1"
@@ -242,7 +247,8 @@ def test_always_invalid_answer_is_rejected_and_never_cached_as_an_answer(stub, m
 
 # -- transport errors ------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("failure", [rate_limited("0"), rate_limited(None), server_error(500), server_error(503), dropped()],
+@pytest.mark.parametrize("failure", [rate_limited("0"), rate_limited(None), server_error(500), server_error(503),
+                                     dropped()],
                          ids=["429-retry-after-0", "429", "500", "503", "dropped-connection"])
 def test_transient_failure_then_success(failure, stub, make_client):
     stub.script(failure, answer(GOOD))

@@ -103,7 +103,8 @@ def keep_everything(body: dict):
         return answer({"decision": "KEEP", "discriminating_observations": [], "widened_statement": None,
                        "generalization_note": None, "rationale": "Different cores, kept apart."})
     assert system.startswith(TOPIC_SYSTEM)
-    numbers = re.findall(r'<hypothesis number="(\d+)">', next(m["content"] for m in body["messages"] if m["role"] == "user"))
+    user = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    numbers = re.findall(r'<hypothesis number="(\d+)">', user)
     return answer({"items": [{"hypothesis": int(n), "off_topic": False, "drop_reason": None} for n in numbers]})
 
 
@@ -151,7 +152,8 @@ def test_a_hypothesis_missing_from_tfidf_embeddings_is_embedded_against_their_vo
     root = build_bee_vault(tmp_path / "vault")
     nodes = open_to_4a(open_vault(root))
     corpus = load_corpus(root)
-    given = embed([i for i in corpus.ids if i != "H-10"], [t for i, t in zip(corpus.ids, corpus.texts, strict=True) if i != "H-10"])
+    kept = [(i, t) for i, t in zip(corpus.ids, corpus.texts, strict=True) if i != "H-10"]
+    given = embed([i for i, _ in kept], [t for _, t in kept])
     matrix = rows(given, nodes)
     assert matrix.shape == (len(nodes), given.dim)
     pairs = {(c.a, c.b): c.similarity for c in candidate_pairs(nodes, [], given, k=1)}

@@ -17,9 +17,12 @@ from hypograph.prox_cli import main as prox_main
 from pipelines.sensors import hypotheses_changed
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-SEED_FILES = ("embeddings.npz", "embedding-ids.json", "embedding-meta.json", "graph.json", "clusters.json", "dupes.json")
-PROXIMITY_ASSETS = {"hypothesis_texts", "hypothesis_embeddings", "similarity_graph", "proximity_clusters", "duplicate_pairs"}
-PROXIMITY_CHECKS = {"graph_covers_embedded_ids", "graph_is_symmetric", "clusters_partition_nodes", "duplicate_pairs_are_valid"}
+SEED_FILES = ("embeddings.npz", "embedding-ids.json", "embedding-meta.json", "graph.json", "clusters.json",
+              "dupes.json")
+PROXIMITY_ASSETS = {"hypothesis_texts", "hypothesis_embeddings", "similarity_graph", "proximity_clusters",
+                    "duplicate_pairs"}
+PROXIMITY_CHECKS = {"graph_covers_embedded_ids", "graph_is_symmetric", "clusters_partition_nodes",
+                    "duplicate_pairs_are_valid"}
 
 
 def run_proximity_job(root: Path, **settings):

@@ -14,7 +14,8 @@ import pytest
 from conftest import EXAMPLE_VAULT, VENV_BIN, copy_tree, offline_env
 
 QUERY = """{
-  assetNodes { assetKey { path } groupName dependencyKeys { path } assetChecksOrError { ... on AssetChecks { checks { name blocking } } } }
+  assetNodes { assetKey { path } groupName dependencyKeys { path }
+               assetChecksOrError { ... on AssetChecks { checks { name blocking } } } }
   runsOrError { ... on Runs { results { jobName status } } }
 }"""
 
