@@ -178,8 +178,8 @@ def test_paths_leaving_the_input_are_refused(tmp_path, bad, field):
 
     # The same plan arriving as a saved journal (a vault received from someone else).
     (root / JOURNAL).parent.mkdir(exist_ok=True)
-    before = {step.to: "absent", **({step.src: "absent"} if step.src else {})}
-    record = {"to": step.to, "src": step.src, "text": "x", "before": before}
+    absent = {step.to: "absent", **({step.src: "absent"} if step.src else {})}
+    record = {"to": step.to, "src": step.src, "text": "x", "before": absent}
     (root / JOURNAL).write_text(json.dumps({"version": 2, "steps": [
         {"to": "b.md", "src": None, "text": "changed\n", "before": {"b.md": "absent"}}, record]}))
     with pytest.raises(HypographError, match="journal.json"):
