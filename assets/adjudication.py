@@ -25,7 +25,8 @@ def dedup_verdicts(context: AssetExecutionContext, duplicate_pairs: list[Duplica
     counts = {v: sum(d.verdict == v for d in decisions) for v in ("MERGE", "KEEP", "FLAG")}
     return Output(decisions, metadata={
         "pairs": len(decisions), **{f"verdict_{k.lower()}": n for k, n in counts.items()},
-        "decided_by": MetadataValue.json({s: sum(d.decided_by == s for d in decisions) for s in {d.decided_by for d in decisions}}),
+        "decided_by": MetadataValue.json({s: sum(d.decided_by == s for d in decisions)
+                                          for s in {d.decided_by for d in decisions}}),
         "verdicts": pair_table(decisions, hypothesis_texts.hypotheses),
         "review_queue": pair_table(queue, hypothesis_texts.hypotheses) if queue else MetadataValue.text("empty"),
         **client.metadata(),

@@ -51,7 +51,8 @@ def case_context(context: AssetExecutionContext, inputs: Inputs, case: CaseSetti
     """Phase 1: the policy pinned and the prompt context frozen (policy.json, context.json), no model call."""
     store, case_id, manifest = _case(context, inputs)
     frozen = HypothesisBuilder(store, None, case.policy()).prepare(case_id, manifest["package_id"])
-    return MaterializeResult(metadata={"sources": len(frozen["catalogue"]), "policy": MetadataValue.json(frozen["policy"])})
+    return MaterializeResult(metadata={"sources": len(frozen["catalogue"]),
+                                       "policy": MetadataValue.json(frozen["policy"])})
 
 
 @asset(**ASSET, deps=[case_context], kinds={"openai"})

@@ -121,7 +121,8 @@ def _library_check(name: str, description: str):
 LIBRARY_CHECKS = [
     _library_check("file_validates", "hypothesis_library.json validates against seed 001's schema."),
     _library_check("scored", "Every behavior has an impact; every mechanism a novelty, planned data and models."),
-    _library_check("ids_unique_never_reused", "Ids unique, and none reused after a node was deleted (high-water mark)."),
+    _library_check("ids_unique_never_reused",
+                   "Ids unique, and none reused after a node was deleted (high-water mark)."),
     _library_check("statements_distinct", "No two statements equal after normalisation."),
 ]
 

@@ -46,8 +46,8 @@ def pair_table(pairs: list, hypotheses: list[Hypothesis], limit: int = 25) -> Me
     for p in pairs[:limit]:
         a, b = p.pair if hasattr(p, "pair") else (p.a, p.b)
         verdict = f"{p.verdict} [{p.decided_by}]" if hasattr(p, "verdict") else ""
-        records.append(TableRecord({"similarity": p.similarity, "verdict": verdict, "a": a, "a_text": _gist(by_id.get(a)),
-                                    "b": b, "b_text": _gist(by_id.get(b))}))
+        records.append(TableRecord({"similarity": p.similarity, "verdict": verdict,
+                                    "a": a, "a_text": _gist(by_id.get(a)), "b": b, "b_text": _gist(by_id.get(b))}))
     return MetadataValue.table(records, schema=PAIR_SCHEMA)
 
 

@@ -65,7 +65,7 @@ def similarity_graph(context: AssetExecutionContext, hypothesis_embeddings: Embe
 def proximity_clusters(similarity_graph: SimilarityGraph, hypothesis_texts: Corpus,
                        hypothesis_embeddings: Embeddings, proximity: ProximitySettings):
     """Louvain communities (seeded), labelled C-01.. by size, each with its distinctive keywords."""
-    texts = dict(zip(hypothesis_texts.ids, hypothesis_texts.texts))
+    texts = dict(zip(hypothesis_texts.ids, hypothesis_texts.texts, strict=True))
     clusters = labelled_clusters(similarity_graph, texts, proximity.algorithm, terms=hypothesis_embeddings)
     return Output(clusters, metadata={
         "clusters": clusters.num_clusters, "algorithm": clusters.algorithm,

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, IO
+from typing import IO, Any
 
 from hypograph.errors import HypographError
 

@@ -24,8 +24,8 @@ Bottom layer: imports only ``errors``.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
-from typing import Callable, Iterator
 
 from hypograph.errors import HypographError
 
@@ -74,13 +74,29 @@ def _ours(rel_dir: Path) -> bool:
     return not any(part.startswith(".") and part != OURS for part in rel_dir.parts)
 
 
+def _descend(root: Path, here: Path, rel_dir: Path, dirnames: list[str], ours: bool, hidden_dirs: bool) -> list[str]:
+    """The sub-folders of ``here`` that ``scan`` walks into, sorted; a symlinked one is never
+    followed, and refused where the tool reads or writes."""
+    keep = []
+    for d in sorted(dirnames):
+        child = rel_dir / d
+        if os.path.islink(here / d):
+            if ours and _ours(child):
+                raise _folder_refusal(root, here / d)
+            continue  # os.walk would not follow it either; never read or written
+        if hidden_dirs or _ours(child):
+            keep.append(d)
+    return keep
+
+
 def scan(root: Path, bad: Callable[[Path, str], None] | None = None, hidden_dirs: bool = False,
          only: tuple[str, ...] | None = None) -> Iterator[Path]:
     """Every visible regular file under ``root``, relative to it, in sorted order (a folder's files,
-    then its sub-folders, sorted); a FIFO, socket or device is left out (reported to ``bad``). Refuses a symlinked folder, and a symlinked file resolving outside
-    (or nowhere); with ``bad`` given, such a visible file is reported as ``bad(rel, reason)`` and
-    left out instead. ``hidden_dirs``: also descend into other programs' dot-folders (links there
-    are neither followed nor refused; used to count ids). ``only``: the top-level folders to scan
+    then its sub-folders, sorted); a FIFO, socket or device is left out (reported to ``bad``).
+    Refuses a symlinked folder, and a symlinked file resolving outside (or nowhere); with ``bad``
+    given, such a visible file is reported as ``bad(rel, reason)`` and left out instead.
+    ``hidden_dirs``: also descend into other programs' dot-folders (links there are neither
+    followed nor refused; used to count ids). ``only``: the top-level folders to scan
     (top-level files left out), for an input whose other folders the tool never touches."""
     root = Path(root)
     for dirpath, dirnames, filenames in os.walk(root):
@@ -90,16 +106,7 @@ def scan(root: Path, bad: Callable[[Path, str], None] | None = None, hidden_dirs
         if only is not None and rel_dir == Path("."):
             dirnames[:] = [d for d in dirnames if d in only]
             filenames = []
-        keep = []
-        for d in sorted(dirnames):
-            child = rel_dir / d
-            if os.path.islink(here / d):
-                if ours and _ours(child):
-                    raise _folder_refusal(root, here / d)
-                continue  # os.walk would not follow it either; never read or written
-            if hidden_dirs or _ours(child):
-                keep.append(d)
-        dirnames[:] = keep
+        dirnames[:] = _descend(root, here, rel_dir, dirnames, ours, hidden_dirs)
         for name in sorted(filenames):
             path = here / name
             if ours and os.path.islink(path):

@@ -5,7 +5,8 @@ Runs go through the one Dagster instance of ``pipelines/instance.py`` (``$DAGSTE
 every input and its lineage.
 
     hypograph add PATH...
-    hypograph proximity PATH [--backend tfidf|sbert] [--model M] [--threshold 0.3] [--dupe-threshold 0.8] [--llm offline]
+    hypograph proximity PATH [--backend tfidf|sbert] [--model M] [--threshold 0.3] [--dupe-threshold 0.8]
+                             [--llm offline]
     hypograph structure VAULT [--llm offline] [--backend tfidf|sbert] [--threshold 0.3]
     hypograph library DIR --topic "…" [--rounds R] [--behavior B3|"text"] [--no-web] [--report|--check]
     hypograph case from-vault VAULT CASE_DIR | hypograph case confirm CASE_DIR

@@ -42,7 +42,8 @@ ACTIVE = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatu
 
 def looks_like_input(path: Path) -> bool:
     """A run directory or vault (``hypotheses/``), a library, or a case package."""
-    return path.is_dir() and ((path / "hypotheses").is_dir() or library_path(path).exists() or (path / MANIFEST).is_file())
+    return path.is_dir() and ((path / "hypotheses").is_dir() or library_path(path).exists()
+                              or (path / MANIFEST).is_file())
 
 
 @sensor(minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING)

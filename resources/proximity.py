@@ -17,6 +17,8 @@ class ProximitySettings(ConfigurableResource):
     graph_threshold: float = Field(default=DEFAULT_THRESHOLD, ge=-1.0, le=1.0, description="edge at or above")
     max_neighbours: int = Field(default=DEFAULT_MAX_NEIGHBOURS, ge=0,
                                 description="strongest edges kept per node (pairs >= dupe threshold always); 0: all")
-    dupe_threshold: float = Field(default=DEFAULT_DUPE_THRESHOLD, ge=0.0, le=1.0, description="duplicate pair at or above")
-    auto_merge: float = Field(default=AUTO_MERGE_THRESHOLD, ge=0.0, le=1.0, description="MERGE without a model above this")
+    dupe_threshold: float = Field(default=DEFAULT_DUPE_THRESHOLD, ge=0.0, le=1.0,
+                                  description="duplicate pair at or above")
+    auto_merge: float = Field(default=AUTO_MERGE_THRESHOLD, ge=0.0, le=1.0,
+                              description="MERGE without a model above this")
     algorithm: Literal["louvain", "components"] = Field(default="louvain", description="community finder")

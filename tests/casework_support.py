@@ -8,15 +8,15 @@ import datetime as dt
 import json
 from pathlib import Path
 
+from llm_stub import API_KEY, MODEL, answer
 from pydantic import SecretStr
 
-from hypograph.llm.config import LLMConfig
 from hypograph.casework import CaseGateway, CaseStore, HypothesisBuilder, HypothesisConfig
 from hypograph.casework.models import Source, Statement
 from hypograph.casework.revision import add_revision, confirm
-from llm_stub import API_KEY, MODEL, answer
+from hypograph.llm.config import LLMConfig
 
-T0 = dt.datetime(2030, 1, 1, 12, 0, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2030, 1, 1, 12, 0, tzinfo=dt.UTC)
 
 INPUTS = {
     "grower-report.md": "# Report\nThe tomato plants in house 3 wilt every afternoon since 2 June.\n",
@@ -26,13 +26,16 @@ INPUTS = {
 SOURCES = [
     Source(id="OBS1", kind="human_observation", title="Afternoon wilting in house 3",
            summary="Plants wilt from about 14:00 and recover overnight.", origin="grower-report.md"),
-    Source(id="REP1", kind="report", title="Grower's report", summary="Wilting began on 2 June.", origin="grower-report.md"),
-    Source(id="COM1", kind="comment", title="Maintenance note", summary="Valve 3B replaced on 1 June.", origin="notes/comment.txt"),
+    Source(id="REP1", kind="report", title="Grower's report", summary="Wilting began on 2 June.",
+           origin="grower-report.md"),
+    Source(id="COM1", kind="comment", title="Maintenance note", summary="Valve 3B replaced on 1 June.",
+           origin="notes/comment.txt"),
     Source(id="TEC1", kind="technical_fact", title="Substrate moisture log", summary="18% at 14:00 on 2 June.",
            origin="sensor-log.csv"),
     Source(id="ASM1", kind="assumption", title="Heat is the usual cause", summary="Assumed heat stress."),
     Source(id="EXP1", kind="external_expectation", title="Supplier expectation", summary="Valves need no calibration."),
-    Source(id="IMP1", kind="implementation_reference", title="Valve controller firmware", summary="Not read.", read=False),
+    Source(id="IMP1", kind="implementation_reference", title="Valve controller firmware", summary="Not read.",
+           read=False),
 ]
 STATEMENTS = [
     Statement(text="Plants in house 3 wilt every afternoon and recover overnight.", source_ids=["OBS1"]),
@@ -56,9 +59,12 @@ def make_case(root: Path, name: str = "tomatoes", confirmed: bool = True, **chan
     return case_dir
 
 
+CAUSES = ["valve flow", "root rot", "sensor drift", "salt build-up", "pump timing", "drain block", "heat"]
+
+
 def candidate(n: int, **over) -> dict:
     base = {
-        "title": f"Cause number {n}: {['valve flow', 'root rot', 'sensor drift', 'salt build-up', 'pump timing', 'drain block', 'heat'][n % 7]}",
+        "title": f"Cause number {n}: {CAUSES[n % 7]}",
         "mechanism": f"Mechanism {n}: " + ["the new valve delivers less water", "roots decay and take up less",
                                             "the moisture probe misreads", "salts raise osmotic stress",
                                             "the pump runs too early", "drains hold water", "heat"][n % 7],

@@ -21,7 +21,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from llm_stub import RecordedRequest, Reply, answer
 
-STRATEGIES = ["Mechanistic evidence", "Capability / editing", "Complete account", "Explaining a model", "Decision reliability"]
+STRATEGIES = ["Mechanistic evidence", "Capability / editing", "Complete account", "Explaining a model",
+              "Decision reliability"]
 LENSES = ["Cross-domain transfer", "Borrow from the human sciences", "Cross-modal transfer", "Reuse past CS results"]
 BLOCK_RE = re.compile(r"<(candidate|neighbours|mechanisms)[^>]*>\n(.*?)\n</\1>", re.S)
 
@@ -55,7 +56,8 @@ def mechanisms(tag: str, skip_last: bool = True, variant: int = 0) -> tuple[list
 
 def behavior(statement: str, lens: str = LENSES[0], tag: str | None = None, gaps: list[str] | None = None) -> dict:
     mechs, skipped = mechanisms(tag or statement[:40])
-    return {"discovery_strategy": lens, "discovery_strategy_detail": f"Borrowed via {lens.lower()} from a known finding.",
+    return {"discovery_strategy": lens,
+            "discovery_strategy_detail": f"Borrowed via {lens.lower()} from a known finding.",
             "statement": statement,
             "five_bars": {"real": "Seen in pilot logs.", "nonobvious": "Not predicted by scale alone.",
                           "specific": "Names the trigger.", "robust": "Holds across prompts.",
@@ -118,7 +120,7 @@ class LibraryModel:
     def dedup_answer(self, body: dict) -> dict:
         found = blocks(body)
         out = []
-        for n, (cand, neigh) in enumerate(zip(found.get("candidate", []), found.get("neighbours", [])), 1):
+        for n, (cand, neigh) in enumerate(zip(found.get("candidate", []), found.get("neighbours", []), strict=True), 1):
             self.dedup_items.append({"text": cand["text"], "neighbours": list(neigh.values())})
             original = self.paraphrases.get(cand["text"])
             match = next((int(k) for k, v in neigh.items() if original and v == original), None)

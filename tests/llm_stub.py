@@ -28,9 +28,9 @@ import re
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable, Union
 
 import pytest
 
@@ -64,7 +64,7 @@ class Reply:
 
 
 Responder = Callable[[dict], Reply]
-Item = Union[Reply, Responder]
+Item = Reply | Responder
 
 
 def answer(value: dict | str, delay: float = 0.0) -> Reply:
@@ -172,12 +172,12 @@ class LLMStub:
         with self._lock:
             return list(self._requests)
 
-    def script(self, *items: Item) -> "LLMStub":
+    def script(self, *items: Item) -> LLMStub:
         with self._lock:
             self._queue.extend(items)
         return self
 
-    def always(self, item: Item) -> "LLMStub":
+    def always(self, item: Item) -> LLMStub:
         with self._lock:
             self._default = item
         return self
@@ -275,7 +275,8 @@ def _completion(request: dict, content: str) -> dict:
 
 
 def _error_body(reply: Reply) -> dict:
-    kind = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error"}.get(reply.status, "server_error")
+    kinds = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error"}
+    kind = kinds.get(reply.status, "server_error")
     return {"error": {"message": reply.error, "type": kind, "param": None, "code": None}}
 
 
@@ -288,7 +289,8 @@ def unused_port() -> int:
 
 # -- smart answers ---------------------------------------------------------------------------------------
 
-PAIR_RE = re.compile(r'^Pair (\d+) \(cosine similarity ([0-9.]+)\):\n<hypothesis id="([^"]+)">.*?<hypothesis id="([^"]+)">',
+PAIR_RE = re.compile(r'^Pair (\d+) \(cosine similarity ([0-9.]+)\):\n'
+                     r'<hypothesis id="([^"]+)">.*?<hypothesis id="([^"]+)">',
                      re.S | re.M)
 CLUSTER_RE = re.compile(r"^Cluster (\d+) \(", re.M)
 

@@ -18,7 +18,15 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import EXAMPLE_VAULT, RECORDED_STRUCTURE, SHARED_VAULTS, VENV_BIN, copy_tree, offline_env, structure_record  # noqa: E402
+from conftest import (  # noqa: E402
+    EXAMPLE_VAULT,
+    RECORDED_STRUCTURE,
+    SHARED_VAULTS,
+    VENV_BIN,
+    copy_tree,
+    offline_env,
+    structure_record,
+)
 
 VAULTS = {"example": EXAMPLE_VAULT, "covid1": SHARED_VAULTS / "covid1", "eggs1": SHARED_VAULTS / "eggs1"}
 

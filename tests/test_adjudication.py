@@ -15,6 +15,21 @@ import sys
 from pathlib import Path
 
 import pytest
+from llm_stub import (  # noqa: F401  (fixtures)
+    API_KEY,
+    MODEL,
+    adjudication_answer,
+    adjudication_responder,
+    answer,
+    asked_pairs,
+    cluster_label_responder,
+    invalid_json,
+    llm_env,
+    llm_offline,
+    llm_server,
+    routed,
+    unused_port,
+)
 
 from hypograph.errors import HypographError
 from hypograph.hypotheses import Hypothesis, load_corpus
@@ -24,10 +39,6 @@ from hypograph.proximity.adjudicate import adjudicate, read_reviews, verdict_vio
 from hypograph.proximity.cluster_names import name_clusters
 from hypograph.proximity.communities import Clusters
 from hypograph.proximity.dupes import DuplicatePair
-from llm_stub import (
-    API_KEY, MODEL, adjudication_answer, adjudication_responder, answer, asked_pairs,  # noqa: F401
-    cluster_label_responder, invalid_json, llm_env, llm_offline, llm_server, routed, unused_port,
-)
 
 REPO = Path(__file__).resolve().parent.parent
 DECIDER = f"model:{MODEL}"
@@ -37,34 +48,47 @@ SEED_KEYS = {"pair", "similarity", "verdict", "rationale", "recommended_action",
 # H-0003/H-0004 0.88 and H-0005/H-0006 0.82 (borderline); every other pair is below 0.30.
 CORPUS = {
     "H-0001": {"title": "Soil fungi protect wheat roots",
-               "statement": "Arbuscular mycorrhizal fungi colonising wheat roots reduce take-all disease severity in dry seasons.",
-               "mechanism": "Fungal hyphae occupy root cortex niches and prime jasmonate defences against Gaeumannomyces.",
+               "statement": "Arbuscular mycorrhizal fungi colonising wheat roots reduce take-all disease severity in "
+                            "dry seasons.",
+               "mechanism": "Fungal hyphae occupy root cortex niches and prime jasmonate defences against "
+                            "Gaeumannomyces.",
                "predictions": ["Inoculated plots show fewer blackened roots"], "evidence": ["Field 2019 trial"],
                "status": "proposed"},
     "H-0002": {"title": "Soil fungi protect wheat roots",
-               "statement": "Arbuscular mycorrhizal fungi colonising wheat roots reduce take-all disease severity in dry summers.",
-               "mechanism": "Fungal hyphae occupy root cortex niches and prime jasmonate defences against Gaeumannomyces."},
+               "statement": "Arbuscular mycorrhizal fungi colonising wheat roots reduce take-all disease severity in "
+                            "dry summers.",
+               "mechanism": "Fungal hyphae occupy root cortex niches and prime jasmonate defences against "
+                            "Gaeumannomyces."},
     "H-0003": {"title": "Urban heat raises mosquito biting rates",
-               "statement": "Higher night temperatures in dense city blocks increase Aedes aegypti biting frequency and dengue transmission.",
+               "statement": "Higher night temperatures in dense city blocks increase Aedes aegypti biting frequency "
+                            "and dengue transmission.",
                "mechanism": "Warm nights shorten the gonotrophic cycle so females feed more often.",
                "predictions": ["Biting rates rise with the urban heat index", "Dengue incidence tracks night minima"],
                "evidence": ["Harbour 2021 trap counts"], "cluster": None, "status": "proposed"},
     "H-0004": {"title": "Urban heat raises mosquito biting rates",
-               "statement": "Higher night temperatures in dense city blocks increase Aedes aegypti biting frequency and chikungunya transmission.",
-               "mechanism": "Warm nights shorten the gonotrophic cycle so females feed more often and viruses replicate faster.",
+               "statement": "Higher night temperatures in dense city blocks increase Aedes aegypti biting frequency "
+                            "and chikungunya transmission.",
+               "mechanism": "Warm nights shorten the gonotrophic cycle so females feed more often and viruses "
+                            "replicate faster.",
                "predictions": ["Chikungunya outbreaks follow heatwaves by two weeks"]},
     "H-0005": {"title": "Lithium coatings extend battery cycle life",
-               "statement": "A thin lithium phosphate coating on nickel-rich cathodes slows capacity fade over thousands of charge cycles.",
-               "mechanism": "The coating blocks electrolyte oxidation at the cathode surface and suppresses transition metal dissolution."},
+               "statement": "A thin lithium phosphate coating on nickel-rich cathodes slows capacity fade over "
+                            "thousands of charge cycles.",
+               "mechanism": "The coating blocks electrolyte oxidation at the cathode surface and suppresses transition "
+                            "metal dissolution."},
     "H-0006": {"title": "Lithium coatings extend battery cycle life",
-               "statement": "A thin lithium phosphate coating on nickel-rich cathodes slows capacity fade over thousands of fast charge cycles.",
-               "mechanism": "The coating blocks electrolyte oxidation at the cathode surface and limits oxygen release."},
+               "statement": "A thin lithium phosphate coating on nickel-rich cathodes slows capacity fade over "
+                            "thousands of fast charge cycles.",
+               "mechanism": "The coating blocks electrolyte oxidation at the cathode surface and limits oxygen "
+                            "release."},
     "H-0007": {"title": "Coral bleaching follows marine heatwaves",
                "statement": "Reef corals expel symbiotic algae after sustained ocean temperature anomalies.",
-               "mechanism": "Heat stress damages photosystem II in the algae, producing reactive oxygen that triggers expulsion."},
+               "mechanism": "Heat stress damages photosystem II in the algae, producing reactive oxygen that triggers "
+                            "expulsion."},
     "H-0008": {"title": "Sleep loss impairs memory consolidation",
                "statement": "Students deprived of slow-wave sleep recall fewer word pairs the next morning.",
-               "mechanism": "Hippocampal replay during slow oscillations transfers traces to neocortex; without it traces decay."},
+               "mechanism": "Hippocampal replay during slow oscillations transfers traces to neocortex; without it "
+                            "traces decay."},
     "H-0009": {"title": "Microplastics alter gut microbiota in fish",
                "statement": "Zebrafish fed polystyrene particles show reduced gut bacterial diversity.",
                "mechanism": "Particles abrade the intestinal mucus layer and favour opportunistic Proteobacteria."},
@@ -146,7 +170,8 @@ def test_auto_merge_pairs_merge_without_a_model(stub, hyps, make_client):
 
 def test_auto_merge_rationale_shows_a_similarity_above_the_threshold(llm_offline, hyps, make_client):
     [d] = adjudicate([pair("H-0001", "H-0002", 0.9249)], hyps, {}, make_client())
-    shown, threshold = map(float, re.search(r"similarity ([0-9.]+) exceeds auto-merge threshold \(([0-9.]+)\)", d.rationale).groups())
+    found = re.search(r"similarity ([0-9.]+) exceeds auto-merge threshold \(([0-9.]+)\)", d.rationale)
+    shown, threshold = map(float, found.groups())
     assert shown > threshold
 
 
@@ -255,7 +280,8 @@ def test_persistently_invalid_answer_flags_the_whole_batch(how, stub, hyps, make
     assert len(stub.requests) == attempts
     assert flat(decisions) == [(p, "FLAG", "policy") for p in BORDERLINE_PAIRS], "nothing partial"
     for d in decisions:
-        assert f"the model's answer was rejected (invalid answer after {attempts} attempts: {MANGLINGS[how]})" in d.rationale
+        assert (f"the model's answer was rejected (invalid answer after {attempts} attempts: {MANGLINGS[how]})"
+                in d.rationale)
 
 
 def test_a_gene_name_in_the_rationale_is_not_an_unknown_id(stub, hyps, make_client):
@@ -292,8 +318,8 @@ def write_review(run: Path, entries) -> Path:
 
 def test_human_review_overrides_model_and_auto_merge(stub, run, hyps, make_client):
     write_review(run, [
-        {"pair": ["H-0004", "H-0003"], "verdict": "MERGE", "rationale": "Same mechanism; H-0004 only renames the virus.",
-         "reviewer": "ana"},
+        {"pair": ["H-0004", "H-0003"], "verdict": "MERGE",
+         "rationale": "Same mechanism; H-0004 only renames the virus.", "reviewer": "ana"},
         {"pair": ["H-0001", "H-0002"], "verdict": "KEEP", "rationale": "Different seasons matter here.",
          "recommended_action": "Keep both; revisit after the trial"},
     ])
@@ -367,7 +393,8 @@ def test_verdict_violations_pass_on_good_output(llm_offline, hyps, make_client):
     (lambda doc: [doc[0], {k: v for k, v in doc[1].items() if k != "rationale"}, doc[2]],
      [("decision 1", "invalid: Field required"), ("H-0003/H-0004", "no decision")]),
     (lambda doc: doc[:2] + [dict(doc[2], decided_by="robot")],
-     [("decision 2", "invalid: String should match pattern '^(auto|human|policy|model:.+)$'"), ("H-0005/H-0006", "no decision")]),
+     [("decision 2", "invalid: String should match pattern '^(auto|human|policy|model:.+)$'"),
+      ("H-0005/H-0006", "no decision")]),
 ], ids=["missing", "duplicate", "unknown-pair", "bad-verdict", "no-rationale", "bad-decided-by"])
 def test_verdict_violations_catch_bad_output(llm_offline, hyps, make_client, edit, expected):
     pairs, doc = good_verdicts(hyps, make_client)
@@ -404,7 +431,7 @@ def test_rejected_cluster_names_keep_the_keywords(stub, hyps, make_client):
     assert {n["decided_by"] for n in names.values()} == {"keywords"}
 
 
-# -- prox adjudicate / prox label as subprocesses ---------------------------------------------------------------------------
+# -- prox adjudicate / prox label as subprocesses ----------------------------------------------------------------------
 
 @pytest.fixture
 def prox_run(run, capsys) -> Path:
@@ -439,7 +466,8 @@ def test_prox_adjudicate_and_label_against_the_stub(prox_run, llm_server, llm_en
     assert done.returncode == 0, done.stderr
     assert f"3 decisions (llm: {MODEL}@{llm_server.url}; 1 calls, 0 cached, 0 rejected)" in done.stdout
     verdicts = read_proximity(prox_run, "verdicts.json")
-    assert all(list(v) == ["pair", "similarity", "verdict", "rationale", "recommended_action", "decided_by"] for v in verdicts)
+    assert all(list(v) == ["pair", "similarity", "verdict", "rationale", "recommended_action", "decided_by"]
+               for v in verdicts)
     assert [(tuple(v["pair"]), v["verdict"], v["decided_by"]) for v in verdicts] == [
         (AUTO_PAIR, "MERGE", "auto"), *[(p, "KEEP", DECIDER) for p in BORDERLINE_PAIRS]]
     [req] = llm_server.requests
@@ -489,7 +517,7 @@ def test_prox_adjudicate_pair_with_a_missing_hypothesis_fails_in_one_line(prox_r
     assert done.stderr.count("\n") == 1
 
 
-# -- the Dagster job ---------------------------------------------------------------------------------------------------------
+# -- the Dagster job ---------------------------------------------------------------------------------------------------
 
 def run_proximity_job(root: Path):
     from conftest import execute

@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 
+from casework_support import Clock, builder_for, make_case, package_id
 from dagster import DagsterInstance, RunRequest, SensorResult, SkipReason, build_sensor_context
+from llm_stub import llm_server, unused_port  # noqa: F401  (fixtures)
 
 from assets.partitions import REVISIONS, revision_partition
-from casework_support import Clock, builder_for, make_case, package_id
 from hypograph.casework import Status
-from llm_stub import llm_server, unused_port  # noqa: F401  (fixtures)
 from pipelines.sensors import case_retries_due, inputs_discovered
 from resources import Inputs
 
@@ -33,11 +33,11 @@ def test_a_due_retry_is_requested_for_its_revision_partition_and_not_before(tmp_
     instance.add_dynamic_partitions("inputs", [str(case)])
     assert isinstance(case_retries_due(build_sensor_context(instance=instance)), SkipReason)
     dead = f"http://127.0.0.1:{unused_port()}/v1"
-    future = Clock(dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1))
+    future = Clock(dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
     result = asyncio.run(builder_for(case, [dead], clock=future).build(case.name, package_id(case)))
     assert result.status is Status.RETRY_PENDING
     assert isinstance(case_retries_due(build_sensor_context(instance=instance)), SkipReason)  # not due yet
-    past = Clock(dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1))
+    past = Clock(dt.datetime.now(dt.UTC) - dt.timedelta(hours=1))
     case_two = make_case(tmp_path / "more")
     instance.add_dynamic_partitions("inputs", [str(case_two)])
     asyncio.run(builder_for(case_two, [dead], clock=past).build(case_two.name, package_id(case_two)))

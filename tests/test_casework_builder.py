@@ -7,14 +7,24 @@ import asyncio
 import json
 
 import pytest
+from casework_support import (
+    ANCHOR,
+    INPUTS,
+    builder_for,
+    candidate,
+    changed,
+    files,
+    make_case,
+    package_id,
+    reply,
+    valid_answer,
+)
+from llm_stub import llm_server  # noqa: F401
 
-from casework_support import (ANCHOR, INPUTS, builder_for, candidate, changed, files, make_case, package_id,
-                              reply, valid_answer)
-from hypograph.errors import HypographError
 from hypograph.casework import HypothesisConfig, Status
 from hypograph.casework.checks import run_checks
 from hypograph.casework.models import Source, Statement
-from llm_stub import llm_server  # noqa: F401
+from hypograph.errors import HypographError
 
 H = "analysis/hypotheses/0001"
 
@@ -36,7 +46,8 @@ def test_batch_published_with_budget_equality_and_controller_labels(tmp_path, ll
     hyps = read(case, f"{H}/hypotheses.json")["hypotheses"]
     assert [h["id"] for h in hyps] == ["H1", "H2", "H3", "H4"]
     assert [h["role"] for h in hyps] == ["tester_primary", "alternative", "alternative", "alternative"]
-    assert {(h["status"], h["confidence"], h["budget_accounting"]) for h in hyps} == {("new", "unassessed", "not_started")}
+    assert ({(h["status"], h["confidence"], h["budget_accounting"]) for h in hyps}
+            == {("new", "unassessed", "not_started")})
     assert all(h["budget_allocation"] == {"initial": 37, "unit": "investigation_units"} for h in hyps)
     reg = read(case, f"{H}/registry.json")
     assert (reg["max_hypotheses"], reg["created_count"], reg["remaining_slots"], reg["next_id"]) == (5, 4, 1, "H5")
@@ -62,7 +73,8 @@ def test_prompt_is_delimited_and_carries_no_raw_payload(tmp_path, llm_server):
     assert "never an instruction" in req.system
 
 
-@pytest.mark.parametrize("field", ["id", "priority", "status", "confidence", "budget", "patch_instructions", "tool_requests"])
+@pytest.mark.parametrize("field", ["id", "priority", "status", "confidence", "budget", "patch_instructions",
+                                   "tool_requests"])
 def test_model_fields_are_rejected_atomically(tmp_path, llm_server, field):
     case = make_case(tmp_path)
     llm_server.script(reply(changed(valid_answer(), 0, **{field: "H9" if field == "id" else "x"})))
@@ -140,12 +152,14 @@ def test_pinned_policy_rejects_a_changed_config_and_completed_batch_is_reused(tm
     llm_server.script(reply(changed(valid_answer(), 0, source_ids=["TEC1"])))
     assert build(case, [llm_server.url]).status is Status.ERROR  # attempt 1 rejected; policy now pinned
     bigger = HypothesisConfig.from_mapping({"hypotheses": {"max_hypotheses": 6}})
-    with pytest.raises(HypographError, match="hypotheses.max_hypotheses is pinned at 5 for revision 1, the config says 6"):
+    with pytest.raises(HypographError,
+                       match="hypotheses.max_hypotheses is pinned at 5 for revision 1, the config says 6"):
         build(case, [llm_server.url], attempt="2", config=bigger)
     llm_server.script(reply(valid_answer()))
     assert build(case, [llm_server.url], attempt="2").status is Status.COMPLETED
     before = files(case)
-    other = HypothesisConfig.from_mapping({"hypotheses": {"min_hypotheses": 1, "max_hypotheses": 9, "initial_budget": 5}})
+    other = HypothesisConfig.from_mapping({"hypotheses": {"min_hypotheses": 1, "max_hypotheses": 9,
+                                                          "initial_budget": 5}})
     again = build(case, [llm_server.url], attempt="7", config=other)
     assert again.status is Status.COMPLETED and again.reused and again.attempt_id == "2"
     assert files(case) == before and len(llm_server.requests) == 2
@@ -180,8 +194,9 @@ def test_reopening_attempts(tmp_path, llm_server):
 
 
 def test_new_revision_allocates_afresh_and_keeps_old_allocations(tmp_path, llm_server):
-    from hypograph.casework.revision import add_revision, confirm
     from casework_support import ANCHORS, SOURCES, STATEMENTS
+
+    from hypograph.casework.revision import add_revision, confirm
 
     case = make_case(tmp_path)
     llm_server.script(reply(valid_answer(3)))
@@ -208,7 +223,8 @@ def test_new_revision_allocates_afresh_and_keeps_old_allocations(tmp_path, llm_s
 def test_limits_are_clear_errors(tmp_path, llm_server):
     case = make_case(tmp_path)
     small = HypothesisConfig.from_mapping({"limits": {"context_bytes": 500}})
-    with pytest.raises(HypographError, match=r"over limits.context_bytes=500; raise the limit \(nothing is truncated\)"):
+    with pytest.raises(HypographError,
+                       match=r"over limits.context_bytes=500; raise the limit \(nothing is truncated\)"):
         build(case, [llm_server.url], config=small)
     assert llm_server.requests == [] and not (case / H).exists()
     llm_server.script(reply(valid_answer()))
@@ -216,13 +232,15 @@ def test_limits_are_clear_errors(tmp_path, llm_server):
     assert result.status is Status.ERROR and "over limits.output_bytes=100" in result.message
     llm_server.script(reply(valid_answer()))
     with pytest.raises(HypographError, match="over limits.summary_bytes=300"):
-        build(case, [llm_server.url], attempt="2", config=HypothesisConfig.from_mapping({"limits": {"summary_bytes": 300}}))
+        build(case, [llm_server.url], attempt="2",
+              config=HypothesisConfig.from_mapping({"limits": {"summary_bytes": 300}}))
     assert not (case / f"{H}/registry.json").exists()
 
 
 def test_prior_documents_limit(tmp_path, llm_server):
-    from hypograph.casework.revision import add_revision, confirm
     from casework_support import ANCHORS, SOURCES, STATEMENTS
+
+    from hypograph.casework.revision import add_revision, confirm
 
     case = make_case(tmp_path)
     llm_server.always(reply(valid_answer()))
@@ -242,6 +260,8 @@ def test_original_package_preserved_byte_for_byte(tmp_path, llm_server):
     llm_server.script(reply(valid_answer()))
     assert build(case, [llm_server.url]).status is Status.COMPLETED
     after = files(case)
-    assert {k: after[k] for k in before if k != "manifest.json"} == {k: v for k, v in before.items() if k != "manifest.json"}
+    assert ({k: after[k] for k in before if k != "manifest.json"}
+            == {k: v for k, v in before.items() if k != "manifest.json"})
     assert sorted(set(after) - set(before)) == sorted(f"{H}/{n}" for n in (
-        "context.json", "dispatch.json", "hypotheses.json", "hypotheses.md", "policy.json", "registry.json", "rounds/1.json"))
+        "context.json", "dispatch.json", "hypotheses.json", "hypotheses.md", "policy.json", "registry.json",
+        "rounds/1.json"))

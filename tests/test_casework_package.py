@@ -9,16 +9,16 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from casework_support import builder_for, changed, files, make_case, package_id, reply, valid_answer
 from conftest import REPO
-from hypograph.errors import HypographError
+from llm_stub import answer, llm_env, llm_offline, llm_server  # noqa: F401
+
 from hypograph.casework import CasePackage, HypothesisConfig, Status
 from hypograph.casework.batch import escape
 from hypograph.casework.checks import run_checks
-from pipelines.cli import main  # what `hypograph` runs: batch goes through Dagster
 from hypograph.casework.context import verified_interpretation
-from llm_stub import answer, llm_env, llm_offline, llm_server  # noqa: F401
+from hypograph.errors import HypographError
+from pipelines.cli import main  # what `hypograph` runs: batch goes through Dagster
 
 H = "analysis/hypotheses/0001"
 EXAMPLE_CASE = REPO / "examples" / "case"
@@ -29,8 +29,9 @@ EXAMPLE_CASE = REPO / "examples" / "case"
 def test_config_defaults_and_example(tmp_path):
     cfg = HypothesisConfig.load(REPO / "config" / "analysis.example.toml")
     assert (cfg.policy.min_hypotheses, cfg.policy.max_hypotheses, cfg.policy.initial_budget) == (3, 5, 100)
-    assert (cfg.limits.context_bytes, cfg.limits.prior_documents, cfg.limits.output_bytes, cfg.limits.summary_bytes) == \
-        (1 << 20, 32, 2 << 20, 2 << 20)
+    limits = cfg.limits
+    assert (limits.context_bytes, limits.prior_documents, limits.output_bytes, limits.summary_bytes) == (
+        1 << 20, 32, 2 << 20, 2 << 20)
     assert cfg.retry.rounds == 10 and cfg.endpoints == ()
     empty = tmp_path / "empty.toml"
     empty.write_text("")
@@ -87,10 +88,12 @@ def _edit(case: Path, rel: str, change) -> None:
     ("registry.json", lambda d: d.update(remaining_slots=5), "registry_consistent", "remaining_slots 5"),
     ("registry.json", lambda d: d["creations"].__setitem__(2, dict(d["creations"][1])), "registry_consistent",
      "more than one creation"),
-    ("registry.json", lambda d: d["creations"][0]["budget_allocation"].update(initial=99), "budget_equal", "registry allocation"),
+    ("registry.json", lambda d: d["creations"][0]["budget_allocation"].update(initial=99), "budget_equal",
+     "registry allocation"),
     ("registry.json", lambda d: d.update(creations=[], created_count=0, next_id="H1", remaining_slots=5),
      "registry_consistent", "no creation history"),
-    ("hypotheses.json", lambda d: d["hypotheses"][2]["budget_allocation"].update(initial=150), "budget_equal", "{'initial': 150"),
+    ("hypotheses.json", lambda d: d["hypotheses"][2]["budget_allocation"].update(initial=150), "budget_equal",
+     "{'initial': 150"),
     ("hypotheses.json", lambda d: d["hypotheses"][1].update(source_ids=["GONE"]), "references_resolve", "'GONE'"),
     ("hypotheses.json", lambda d: d["hypotheses"][0].update(interpretation_ids=["I1"]), "h1_grounded", "must cite I4"),
     ("hypotheses.json", lambda d: d["hypotheses"][2].update(title=d["hypotheses"][0]["title"].upper()), "no_duplicates",
@@ -121,7 +124,8 @@ def test_example_case_is_complete_and_replays_without_a_call(tmp_path):
     pkg = CasePackage(EXAMPLE_CASE)
     m = pkg.manifest()
     interp, catalogue = verified_interpretation(pkg, m)
-    assert interp.confirmed and {s.kind for s in catalogue.sources} >= {"human_observation", "comment", "technical_fact"}
+    assert interp.confirmed
+    assert {s.kind for s in catalogue.sources} >= {"human_observation", "comment", "technical_fact"}
     assert all(v == [] for v in run_checks(pkg).values())
     copy = Path(shutil.copytree(EXAMPLE_CASE, tmp_path / "case"))
     before = files(copy)
@@ -138,16 +142,19 @@ def vault_answer(body: dict):
     aliases = [a for a in json.loads(prompt.split("<interpretation>")[1].split("</interpretation>")[0])["statements"]]
     last = aliases[-1]["alias"]
     hyps = [
-        {"title": "Drought cut the palace grain surplus", "mechanism": "Failing rains cut harvests below what the palaces redistributed.",
+        {"title": "Drought cut the palace grain surplus",
+         "mechanism": "Failing rains cut harvests below what the palaces redistributed.",
          "source_ids": ["O-1", "O-2"], "interpretation_ids": ["I1", last]},
-        {"title": "Earthquakes destroyed the centres", "mechanism": "A sequence of earthquakes ruined the palace buildings.",
+        {"title": "Earthquakes destroyed the centres",
+         "mechanism": "A sequence of earthquakes ruined the palace buildings.",
          "source_ids": ["O-4", "S-3"], "interpretation_ids": ["I4"]},
         {"title": "Tin supply broke down", "mechanism": "Lost tin routes starved bronze production.",
          "source_ids": ["O-6"], "interpretation_ids": ["I6"]},
     ]
     common = {"rationale": "The cited records date it.", "distinction": "Different cause.", "expected_evidence": ["x"],
               "falsifying_evidence": ["y"], "open_questions": []}
-    return answer(json.dumps({"hypotheses": [{**common, **h, "distinction": f"Only this one: {h['title']}"} for h in hyps]}))
+    hyps = [{**common, **h, "distinction": f"Only this one: {h['title']}"} for h in hyps]
+    return answer(json.dumps({"hypotheses": hyps}))
 
 
 def test_vault_case_confirm_batch_into_vault(example_vault, tmp_path, llm_server, llm_env, capsys):

@@ -11,13 +11,13 @@ import shutil
 import threading
 
 import pytest
-
 from casework_support import Clock, builder_for, files, make_case, package_id, reply, valid_answer
-from hypograph.journal import Journal
+from llm_stub import answer, invalid_json, llm_server, server_error, sleeping, unused_port  # noqa: F401
+
 from hypograph.casework import Status, due_retries
 from hypograph.casework.package import JOURNAL, CaseStore
 from hypograph.casework.publish import CrashAt, SimulatedCrash
-from llm_stub import answer, invalid_json, llm_server, server_error, sleeping, unused_port  # noqa: F401
+from hypograph.journal import Journal
 
 H = "analysis/hypotheses/0001"
 

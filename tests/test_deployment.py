@@ -10,9 +10,19 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import (
+    EXAMPLE_RUN,
+    EXAMPLE_VAULT,
+    REPO,
+    SHARED_VAULTS,
+    VENV_BIN,
+    copy_tree,
+    execute,
+    offline_env,
+    snapshot,
+)
 from dagster import DagsterInstance, DagsterRunStatus
 
-from conftest import EXAMPLE_RUN, EXAMPLE_VAULT, REPO, SHARED_VAULTS, VENV_BIN, copy_tree, execute, offline_env, snapshot
 from pipelines.definitions import defs
 
 
@@ -146,7 +156,8 @@ def test_definitions_snapshot():
         name = key.to_user_string()
         assets[name] = (node.group_name, {p.to_user_string() for p in node.parent_keys})
         multi = name in ROUND_ASSETS | CASE_ASSETS
-        dims = [d.partitions_def.name for d in node.partitions_def.partitions_defs] if multi else [node.partitions_def.name]
+        parts = node.partitions_def
+        dims = [d.partitions_def.name for d in parts.partitions_defs] if multi else [parts.name]
         assert dims == (["inputs", "library_rounds"] if name in ROUND_ASSETS else
                         ["inputs", "case_revisions"] if name in CASE_ASSETS else ["inputs"]), name
     assert assets == EXPECTED_ASSETS

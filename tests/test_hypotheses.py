@@ -6,11 +6,17 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import QUESTION, RUN_HYPOTHESES, RUN_IDS, VAULT_IDS, VAULT_NODES
+
 from hypograph.errors import HypographError
 from hypograph.hypotheses import (
-    Hypothesis, corpus_document, corpus_from_document, detect_kind, id_sort_key, input_fingerprint, load_corpus,
+    Hypothesis,
+    corpus_document,
+    corpus_from_document,
+    detect_kind,
+    id_sort_key,
+    input_fingerprint,
+    load_corpus,
     strip_wikilinks,
 )
 
@@ -51,8 +57,10 @@ def test_run_dir_keeps_extra_fields(run_dir):
 @pytest.mark.parametrize("fields, expected", [
     ({"statement": "Mites spread virus."}, "Mites spread virus."),
     ({"statement": "Mites spread virus.", "mechanism": "By feeding."}, "Mites spread virus. By feeding."),
-    ({"title": None, "statement": "Mites spread virus.", "mechanism": "By feeding."}, "Mites spread virus. By feeding."),
-    ({"title": "", "statement": "  Mites spread virus.  ", "mechanism": "\tBy feeding.\n"}, "Mites spread virus. By feeding."),
+    ({"title": None, "statement": "Mites spread virus.", "mechanism": "By feeding."},
+     "Mites spread virus. By feeding."),
+    ({"title": "", "statement": "  Mites spread virus.  ", "mechanism": "\tBy feeding.\n"},
+     "Mites spread virus. By feeding."),
     ({"title": "Mites", "mechanism": "By feeding."}, "Mites By feeding."),
 ], ids=["statement-only", "no-title", "null-title", "blank-title-and-padding", "no-statement"])
 def test_run_dir_text_joins_present_fields_with_single_spaces(run_dir, add_hypothesis, fields, expected):
@@ -140,7 +148,8 @@ def test_vault_keeps_question_and_other_fields(vault):
 
 
 def test_vault_node_without_title_in_filename_uses_statement(vault):
-    (vault / "hypotheses" / "H-7.md").write_text("---\ntype: hypothesis\nid: H-7\nstatement: Mites spread virus.\n---\n")
+    (vault / "hypotheses" / "H-7.md").write_text("---\ntype: hypothesis\nid: H-7\n"
+                                                 "statement: Mites spread virus.\n---\n")
     assert by_id(load_corpus(vault))["H-7"].text == "Mites spread virus."
 
 

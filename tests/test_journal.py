@@ -15,9 +15,9 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import build_vault
 
 import hypograph.journal as journal_module
-from conftest import build_vault
 from hypograph.errors import HypographError
 from hypograph.journal import JOURNAL, Journal, Step
 from hypograph.structure.dispositions import Ledger, PairDecision, apply_dispositions, read_ledger, write_ledger
@@ -178,7 +178,8 @@ def test_paths_leaving_the_input_are_refused(tmp_path, bad, field):
 
     # The same plan arriving as a saved journal (a vault received from someone else).
     (root / JOURNAL).parent.mkdir(exist_ok=True)
-    record = {"to": step.to, "src": step.src, "text": "x", "before": {step.to: "absent", **({step.src: "absent"} if step.src else {})}}
+    absent = {step.to: "absent", **({step.src: "absent"} if step.src else {})}
+    record = {"to": step.to, "src": step.src, "text": "x", "before": absent}
     (root / JOURNAL).write_text(json.dumps({"version": 2, "steps": [
         {"to": "b.md", "src": None, "text": "changed\n", "before": {"b.md": "absent"}}, record]}))
     with pytest.raises(HypographError, match="journal.json"):
@@ -227,7 +228,8 @@ def test_stale_journal_is_refused_and_nothing_applied(tmp_path, crash_after):
 def test_old_or_broken_journal_is_refused_in_one_line(tmp_path):
     root = start(tmp_path / "in")
     (root / JOURNAL).parent.mkdir()
-    for text in ['{"steps": [{"from": "a.md", "to": "b.md", "text": "x"}]}', "{not json", '{"version": 2, "steps": [{"to": 1}]}']:
+    for text in ['{"steps": [{"from": "a.md", "to": "b.md", "text": "x"}]}', "{not json",
+                 '{"version": 2, "steps": [{"to": 1}]}']:
         (root / JOURNAL).write_text(text)
         with pytest.raises(HypographError, match="unreadable journal") as err:
             Journal(root).roll_forward()

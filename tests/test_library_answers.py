@@ -10,12 +10,12 @@ import copy
 import json
 
 import pytest
+from library_stub import LibraryModel, behavior, task
+from llm_stub import answer, llm_env, llm_server  # noqa: F401  (fixtures)
 
 from hypograph.errors import HypographError
 from hypograph.library.run import run_library
 from hypograph.library.schema import library_path, read_library
-from library_stub import LibraryModel, behavior, task
-from llm_stub import answer, llm_env, llm_server  # noqa: F401  (fixtures)
 
 TOPIC = "LLM sycophancy"
 S1 = "Language models agree with a user's stated opinion more often when the user claims expertise."
@@ -42,7 +42,8 @@ class Tampering(LibraryModel):
 
 def setup(llm_server, llm_env, kind, spoil, bad, rounds=None):
     llm_env(llm_server, timeout=5.0)
-    model = Tampering(kind, spoil, bad, rounds=rounds or [{"behaviors": [behavior(S1, tag="a"), behavior(S2, tag="b")]}])
+    rounds = rounds or [{"behaviors": [behavior(S1, tag="a"), behavior(S2, tag="b")]}]
+    model = Tampering(kind, spoil, bad, rounds=rounds)
     llm_server.always(model)
     return model
 
@@ -70,7 +71,7 @@ def unknown_lens(a):
 @pytest.mark.parametrize("spoil, reason", [(with_id, "library id(s) B1"), (with_injection, "instruction-like text"),
                                            (without_data, "data"), (unknown_lens, "Astrology")])
 def test_invalid_generation_is_re_asked_then_accepted(tmp_path, llm_server, llm_env, spoil, reason):
-    model = setup(llm_server, llm_env, "generation", spoil, bad=1)
+    setup(llm_server, llm_env, "generation", spoil, bad=1)
     run_library(tmp_path, TOPIC, rounds=1, n_behaviors=2, web=False)
     gen = [r for r in llm_server.requests if task(r.body) == "generation"]
     assert len(gen) == 2 and reason in gen[1].last_user

@@ -8,16 +8,16 @@ import os
 import subprocess
 
 import pytest
-from dagster import DagsterInstance, DagsterRunStatus
-
-from assets.partitions import ROUNDS, round_partition
 from conftest import VENV_BIN, offline_env
-from hypograph.library.schema import read_library
+from dagster import DagsterInstance, DagsterRunStatus
 from library_stub import AtomServer, LibraryModel, behavior
 from llm_stub import llm_env, llm_server  # noqa: F401  (fixtures)
+from test_library_rounds import S1, S2, S3, S4, TOPIC, three_round_model
+
+from assets.partitions import ROUNDS, round_partition
+from hypograph.library.schema import read_library
 from pipelines.definitions import defs
 from pipelines.instance import run_config
-from test_library_rounds import S1, S2, S3, S4, TOPIC, three_round_model
 
 
 @pytest.fixture
@@ -84,6 +84,7 @@ def test_a_rescore_backfill_over_every_round_regenerates_nothing_and_keeps_ids(t
     after = read_library(root)[0]
     assert len(model.generation_prompts) == generations
     assert [b.id for b in after.behaviors] == ["B1", "B2"]
-    assert [[m.id for m in b.mechanisms] for b in after.behaviors] == [[m.id for m in b.mechanisms] for b in before.behaviors]
+    mechanism_ids = lambda lib: [[m.id for m in b.mechanisms] for b in lib.behaviors]
+    assert mechanism_ids(after) == mechanism_ids(before)
     assert {b.impact.method for b in after.behaviors} == {"llm-chat+web"}
     assert json.loads((root / "hypothesis_library.json").read_text())["topic"] == TOPIC

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, offline_env, snapshot
+
 from hypograph.errors import HypographError
 from hypograph.library.banlist import build_banlist, estimate_tokens
 from hypograph.library.checks import check_distinct, check_ids, check_scored, run_checks
@@ -24,7 +24,7 @@ from hypograph.library.ledger import IdLedger
 from hypograph.library.modes import resolve_mode, resolve_target
 from hypograph.library.report import build_report
 from hypograph.library.run import run_library
-from hypograph.library.schema import Library, read_library
+from hypograph.library.schema import read_library
 from hypograph.library.strategies import load_strategies
 from hypograph.llm import LLMConfig
 
@@ -57,7 +57,8 @@ def test_the_example_library_validates_and_keeps_unknown_keys(lib):
     (lambda r: r["behaviors"][1]["impact"].update(score=11), "behaviors[1].impact.score"),
     (lambda r: r["behaviors"][0]["mechanisms"][0].update(status="done"), "behaviors[0].mechanisms[0].status"),
     (lambda r: r["behaviors"][2].update(id="B-3"), "behaviors[2].id"),
-    (lambda r: r["behaviors"][0]["mechanisms"][0]["data"].update(provenance="scraped"), "behaviors[0].mechanisms[0].data.provenance"),
+    (lambda r: r["behaviors"][0]["mechanisms"][0]["data"].update(provenance="scraped"),
+     "behaviors[0].mechanisms[0].data.provenance"),
     (lambda r: r.pop("topic"), "topic"),
     (lambda r: r["behaviors"][0]["impact"].update(method="gpt"), "behaviors[0].impact.method"),
 ])
@@ -119,7 +120,8 @@ def test_given_targets_existing_id_unknown_id_and_free_text(lib):
     assert resolve_target(library, " b3 ").existing_id == "B3"
     with pytest.raises(HypographError, match="--behavior B9: no such behavior"):
         resolve_target(library, "B9")
-    assert resolve_target(library, "Models PRAISE user-written code more when the user says they wrote it").existing_id == "B3"
+    praise = "Models PRAISE user-written code more when the user says they wrote it"
+    assert resolve_target(library, praise).existing_id == "B3"
     assert resolve_target(library, "Something new entirely.").existing_id is None
 
 
@@ -207,7 +209,8 @@ def test_checks_name_each_violation(lib):
 def test_ids_check_catches_a_reused_id_against_the_ledger(lib):
     library = read_library(lib)[0]
     ledger = IdLedger(behavior_hwm=4, minted={"B3": "2026-06-01.run01.r01"})
-    assert check_ids(library, ledger) == [("B3", "id reused: minted for batch 2026-06-01.run01.r01, now on a node of batch 2026-06-23.run01.r02")]
+    assert check_ids(library, ledger) == [
+        ("B3", "id reused: minted for batch 2026-06-01.run01.r01, now on a node of batch 2026-06-23.run01.r02")]
 
 
 def test_file_check_reports_an_invalid_file(lib):
@@ -247,7 +250,8 @@ def test_strategies_come_from_the_data_file_with_the_seed_defaults(tmp_path):
     assert s.directions("Complete account") == ["Location", "Causal Intervention", "Formation Tracing"]
     assert len(s.lens_names) == 4
     bad = tmp_path / "s.json"
-    bad.write_text(json.dumps({"discovery_lenses": [{"name": "x"}], "combination_strategies": [{"name": "y", "directions": []}]}))
+    bad.write_text(json.dumps({"discovery_lenses": [{"name": "x"}],
+                               "combination_strategies": [{"name": "y", "directions": []}]}))
     with pytest.raises(HypographError, match=r"s.json: field combination_strategies\[0\].directions"):
         load_strategies(bad)
 

@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
+from library_stub import AtomServer, LibraryModel, behavior, given
+from llm_stub import llm_env, llm_server, unused_port  # noqa: F401  (fixtures)
 
 from hypograph.library import dedup as dedup_mod
 from hypograph.library import run as run_mod
@@ -24,8 +26,6 @@ from hypograph.library.run import run_library
 from hypograph.library.schema import read_library
 from hypograph.library.score import score_round
 from hypograph.llm import LLMClient, LLMConfig
-from library_stub import AtomServer, LibraryModel, behavior, given
-from llm_stub import llm_env, llm_server, unused_port  # noqa: F401  (fixtures)
 
 TOPIC = "LLM sycophancy"
 S1 = "Language models agree with a user's stated opinion more often when the user claims expertise."
@@ -258,7 +258,8 @@ def test_given_mechanism_equal_to_an_existing_one_is_dropped_by_the_prefilter(tm
 
 def test_landscape_gaps_ground_generation_and_only_known_gap_ids_are_accepted(tmp_path, model, llm_server):
     (tmp_path / "idea-stage").mkdir()
-    (tmp_path / "idea-stage" / "LANDSCAPE.md").write_text("# Landscape\n\n- **G1**: no causal test of credential cues.\n")
+    (tmp_path / "idea-stage" / "LANDSCAPE.md").write_text(
+        "# Landscape\n\n- **G1**: no causal test of credential cues.\n")
     bad = {"behaviors": [behavior(S1, tag="gap", gaps=["G9"])]}
     good = {"behaviors": [behavior(S1, tag="gap", gaps=["G1"])]}
     calls = iter([bad, good])
@@ -290,7 +291,8 @@ def test_the_cli_runs_rounds_prints_the_report_and_notes_an_ignored_mode(tmp_pat
     env = {**offline_env(), **env_vars, "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1"}
     env.pop("HYPOGRAPH_LLM")
     out = subprocess.run([sys.executable, "-m", "hypograph.library.cli", str(tmp_path), "--topic", TOPIC, "--mode",
-                          "fast", "--no-web", "--n-behaviors", "1"], capture_output=True, text=True, env=env, timeout=120)
+                          "fast", "--no-web", "--n-behaviors", "1"],
+                         capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "--mode 'fast' ignored" in out.stdout and "r0001: generated 1B/4M" in out.stdout
     assert "behaviors added 1 / total 1" in out.stdout and read_library(tmp_path)[0].behaviors[0].id == "B1"

@@ -12,15 +12,29 @@ import re
 from pathlib import Path
 
 import pytest
+from llm_stub import (  # noqa: F401  (fixtures)
+    API_KEY,
+    MODEL,
+    Reply,
+    answer,
+    bad_request,
+    dropped,
+    invalid_json,
+    llm_env,
+    llm_offline,
+    llm_server,
+    rate_limited,
+    server_error,
+    sleeping,
+    slow,
+    unused_port,
+    without_response_format,
+)
 from pydantic import BaseModel
 
 from hypograph.errors import HypographError
 from hypograph.llm import LLMClient, LLMConfig, Rejected
 from hypograph.llm.client import UNTRUSTED_NOTE, Request
-from llm_stub import (
-    API_KEY, MODEL, Reply, answer, bad_request, dropped, invalid_json, llm_env, llm_offline, llm_server,  # noqa: F401
-    rate_limited, server_error, sleeping, slow, unused_port, without_response_format,
-)
 
 
 class Score(BaseModel):
@@ -76,10 +90,12 @@ def cache_entries(state: Path) -> list[dict]:
 
 def test_config_reads_hypograph_variables():
     cfg = LLMConfig.from_env({
-        "HYPOGRAPH_LLM_MODEL": "m1", "HYPOGRAPH_LLM_BASE_URL": "http://127.0.0.1:9/v1", "HYPOGRAPH_LLM_API_KEY": API_KEY,
+        "HYPOGRAPH_LLM_MODEL": "m1", "HYPOGRAPH_LLM_BASE_URL": "http://127.0.0.1:9/v1",
+        "HYPOGRAPH_LLM_API_KEY": API_KEY,
         "HYPOGRAPH_LLM_TIMEOUT": "2.5", "HYPOGRAPH_LLM_MAX_RETRIES": "0", "HYPOGRAPH_LLM_CONCURRENCY": "3",
     })
-    assert (cfg.model, cfg.base_url, cfg.timeout, cfg.max_retries, cfg.concurrency) == ("m1", "http://127.0.0.1:9/v1", 2.5, 0, 3)
+    assert ((cfg.model, cfg.base_url, cfg.timeout, cfg.max_retries, cfg.concurrency)
+            == ("m1", "http://127.0.0.1:9/v1", 2.5, 0, 3))
     assert cfg.api_key.get_secret_value() == API_KEY
     assert not cfg.offline
     assert cfg.describe() == "m1@http://127.0.0.1:9/v1"
@@ -88,19 +104,22 @@ def test_config_reads_hypograph_variables():
 
 def test_config_defaults():
     cfg = LLMConfig.from_env({"HYPOGRAPH_LLM_MODEL": "m1"})
-    assert (cfg.base_url, cfg.api_key.get_secret_value(), cfg.timeout, cfg.max_retries, cfg.concurrency) == (None, "none", 60.0, 3, 4)
+    assert ((cfg.base_url, cfg.api_key.get_secret_value(), cfg.timeout, cfg.max_retries, cfg.concurrency)
+            == (None, "none", 60.0, 3, 4))
     assert cfg.describe() == "m1@api.openai.com"
 
 
 def test_config_falls_back_to_openai_variables():
-    cfg = LLMConfig.from_env({"HYPOGRAPH_LLM_MODEL": "m1", "OPENAI_BASE_URL": "http://127.0.0.1:8/v1", "OPENAI_API_KEY": "sk-openai-key-123"})
+    cfg = LLMConfig.from_env({"HYPOGRAPH_LLM_MODEL": "m1", "OPENAI_BASE_URL": "http://127.0.0.1:8/v1",
+                              "OPENAI_API_KEY": "sk-openai-key-123"})
     assert cfg.base_url == "http://127.0.0.1:8/v1"
     assert cfg.api_key.get_secret_value() == "sk-openai-key-123"
 
 
 def test_hypograph_variables_win_over_openai_variables():
     cfg = LLMConfig.from_env({
-        "HYPOGRAPH_LLM_MODEL": "m1", "HYPOGRAPH_LLM_BASE_URL": "http://127.0.0.1:9/v1", "HYPOGRAPH_LLM_API_KEY": API_KEY,
+        "HYPOGRAPH_LLM_MODEL": "m1", "HYPOGRAPH_LLM_BASE_URL": "http://127.0.0.1:9/v1",
+        "HYPOGRAPH_LLM_API_KEY": API_KEY,
         "OPENAI_BASE_URL": "http://127.0.0.1:8/v1", "OPENAI_API_KEY": "sk-openai-key-123",
     })
     assert cfg.base_url == "http://127.0.0.1:9/v1"
@@ -228,7 +247,8 @@ def test_always_invalid_answer_is_rejected_and_never_cached_as_an_answer(stub, m
 
 # -- transport errors ------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("failure", [rate_limited("0"), rate_limited(None), server_error(500), server_error(503), dropped()],
+@pytest.mark.parametrize("failure", [rate_limited("0"), rate_limited(None), server_error(500), server_error(503),
+                                     dropped()],
                          ids=["429-retry-after-0", "429", "500", "503", "dropped-connection"])
 def test_transient_failure_then_success(failure, stub, make_client):
     stub.script(failure, answer(GOOD))

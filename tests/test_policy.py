@@ -18,7 +18,9 @@ from typing import Literal
 
 import numpy as np
 import pytest
+from llm_stub import MODEL, answer, invalid_json, llm_env, llm_server, merge_answer, merge_pairs  # noqa: F401
 from pydantic import BaseModel
+from test_structure import build_bee_vault, survivors
 
 from hypograph.errors import HypographError
 from hypograph.hypotheses import load_corpus
@@ -30,8 +32,6 @@ from hypograph.structure.dispositions import MERGE_SYSTEM, TOPIC_SYSTEM, Net, ca
 from hypograph.structure.dispositions.candidates import rows
 from hypograph.structure.scope import open_to_4a
 from hypograph.vault.vault import open_vault
-from llm_stub import MODEL, answer, invalid_json, llm_env, llm_server, merge_answer, merge_pairs  # noqa: F401
-from test_structure import build_bee_vault, survivors
 
 class Choice(BaseModel):
     pick: Literal["left", "right"]
@@ -99,7 +99,8 @@ def keep_everything(body: dict):
     if system.startswith(MERGE_SYSTEM):
         return answer(merge_answer(body))
     assert system.startswith(TOPIC_SYSTEM)
-    numbers = re.findall(r'<hypothesis number="(\d+)">', next(m["content"] for m in body["messages"] if m["role"] == "user"))
+    user = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    numbers = re.findall(r'<hypothesis number="(\d+)">', user)
     return answer({"items": [{"hypothesis": int(n), "off_topic": False, "drop_reason": None} for n in numbers]})
 
 
@@ -147,7 +148,8 @@ def test_a_hypothesis_missing_from_tfidf_embeddings_is_embedded_against_their_vo
     root = build_bee_vault(tmp_path / "vault")
     nodes = open_to_4a(open_vault(root))
     corpus = load_corpus(root)
-    given = embed([i for i in corpus.ids if i != "H-10"], [t for i, t in zip(corpus.ids, corpus.texts) if i != "H-10"])
+    kept = [(i, t) for i, t in zip(corpus.ids, corpus.texts, strict=True) if i != "H-10"]
+    given = embed([i for i, _ in kept], [t for _, t in kept])
     matrix = rows(given, nodes)
     assert matrix.shape == (len(nodes), given.dim)
     pairs = {(c.a, c.b): c.similarity for c in candidate_pairs(nodes, [], given, Net(k=1))}

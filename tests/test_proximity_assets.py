@@ -9,17 +9,20 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import RUN_DUPLICATES, RUN_IDS, VENV_BIN, execute, offline_env, snapshot
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter, SkipReason, build_sensor_context
 
 import hypograph.proximity.checks as checks
-from conftest import RUN_DUPLICATES, RUN_IDS, VENV_BIN, execute, offline_env, snapshot
 from hypograph.prox_cli import main as prox_main
 from pipelines.sensors import hypotheses_changed
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-SEED_FILES = ("embeddings.npz", "embedding-ids.json", "embedding-meta.json", "graph.json", "clusters.json", "dupes.json")
-PROXIMITY_ASSETS = {"hypothesis_texts", "hypothesis_embeddings", "similarity_graph", "proximity_clusters", "duplicate_pairs"}
-PROXIMITY_CHECKS = {"graph_covers_embedded_ids", "graph_is_symmetric", "clusters_partition_nodes", "duplicate_pairs_are_valid"}
+SEED_FILES = ("embeddings.npz", "embedding-ids.json", "embedding-meta.json", "graph.json", "clusters.json",
+              "dupes.json")
+PROXIMITY_ASSETS = {"hypothesis_texts", "hypothesis_embeddings", "similarity_graph", "proximity_clusters",
+                    "duplicate_pairs"}
+PROXIMITY_CHECKS = {"graph_covers_embedded_ids", "graph_is_symmetric", "clusters_partition_nodes",
+                    "duplicate_pairs_are_valid"}
 
 
 def run_proximity_job(root: Path, **settings):

@@ -1,6 +1,7 @@
-"""The proximity chain on real research vaults (copies of tests/fixtures/vaults/*, themselves copies of ../shared/examples/vaults), through
-both the ``prox`` functions and the Dagster job: it must succeed on them unchanged, read exactly
-the active hypotheses, and leave every pre-existing file of the vault as it was."""
+"""The proximity chain on real research vaults (copies of tests/fixtures/vaults/*, themselves copies
+of ../shared/examples/vaults), through both the ``prox`` functions and the Dagster job: it must
+succeed on them unchanged, read exactly the active hypotheses, and leave every pre-existing file
+of the vault as it was."""
 
 from __future__ import annotations
 
@@ -10,9 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from dagster import DagsterInstance
-
 from conftest import SHARED_VAULTS, execute, snapshot
+
 from hypograph.hypotheses import id_sort_key, load_corpus
 from hypograph.prox_cli import main as prox_main
 from hypograph.proximity import checks, store

@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import VENV_BIN, build_run_dir, build_vault, node_markdown, offline_env, write_vault_node
+
 from hypograph.errors import HypographError
 from hypograph.hypotheses import load_corpus
 from hypograph.journal import JOURNAL
@@ -136,7 +136,8 @@ def hostile_journal(root: Path, node: Path) -> None:
 def test_prox_embed_on_a_vault_with_a_hostile_journal_refuses(vault, outside):
     hostile_journal(vault, next((vault / "hypotheses").glob("H-1 *.md")))
     before = nodes_of(vault)
-    failed_in_one_line(prox("embed", "--run-dir", vault), str(vault / JOURNAL), "../outside/victim.md", "leaves the input")
+    failed_in_one_line(prox("embed", "--run-dir", vault), str(vault / JOURNAL), "../outside/victim.md",
+                       "leaves the input")
     assert untouched(outside) and nodes_of(vault) == before
     (vault / JOURNAL).unlink()  # the repair: inspect and remove the journal
     assert prox("embed", "--run-dir", vault).returncode == 0
@@ -273,7 +274,8 @@ def test_two_structure_runs_at_once_on_a_fresh_instance(tmp_path):
     root = sound_vault(tmp_path / "vault")
     env = {**offline_env(), "DAGSTER_HOME": str(tmp_path / "fresh-dagster-home")}
     args = [str(VENV_BIN / "hypograph"), "structure", str(root), "--llm", "offline"]
-    procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for _ in range(2)]
     results = [p.communicate(timeout=600) + (p.returncode,) for p in procs]
     assert any(code == 0 for _, _, code in results), results
     for _, stderr, code in results:
@@ -290,7 +292,8 @@ def test_corrupt_dagster_storage_is_one_line(tmp_path, vault, damage):
     assert hypograph("add", vault, env=env).returncode == 0
     (tmp_path / "dagster-home" / damage).write_text("garbage: [\x00 not a database")
     before = nodes_of(vault)
-    failed_in_one_line(hypograph("add", vault, env=env), str(tmp_path / "dagster-home"), "unreadable", "move the folder aside")
+    failed_in_one_line(hypograph("add", vault, env=env), str(tmp_path / "dagster-home"), "unreadable",
+                       "move the folder aside")
     assert nodes_of(vault) == before
     shutil.move(tmp_path / "dagster-home", tmp_path / "aside")  # the repair the message names
     assert hypograph("add", vault, env=env).returncode == 0
@@ -318,7 +321,7 @@ def bad_run_dir(root: Path) -> Path:
 
 def assert_each_bad_file_warned(stderr: str) -> None:
     for name in [*BAD_JSON, "H-26.json"]:
-        lines = [l for l in stderr.splitlines() if f"hypotheses/{name}: skipped:" in l]
+        lines = [line for line in stderr.splitlines() if f"hypotheses/{name}: skipped:" in line]
         assert len(lines) == 1 and lines[0].startswith("warning: "), (name, stderr)
     assert "Traceback" not in stderr and "RecursionError" not in stderr
 
@@ -328,7 +331,8 @@ def test_prox_embed_skips_each_malformed_file_with_a_warning(tmp_path):
     result = prox("embed", "--run-dir", root)
     assert result.returncode == 0, result.stderr
     assert_each_bad_file_warned(result.stderr)
-    assert json.loads((root / "proximity" / "embedding-ids.json").read_text()) == ["H-1", "H-2", "H-3", "H-4", "H-5", "H-10"]
+    embedded = json.loads((root / "proximity" / "embedding-ids.json").read_text())
+    assert embedded == ["H-1", "H-2", "H-3", "H-4", "H-5", "H-10"]
 
 
 def test_hypograph_proximity_prints_the_same_warnings(tmp_path):
@@ -450,7 +454,8 @@ def test_read_only_vault_is_one_line(tmp_path, vault):
     if not can_mount_read_only(tmp_path):
         pytest.skip("needs unshare and mount (a private read-only bind mount)")
     before = tree(vault)
-    failed_in_one_line(read_only(vault, VENV_BIN / "prox", "embed", "--run-dir", vault), "embeddings.npz", "Read-only file system")
+    failed_in_one_line(read_only(vault, VENV_BIN / "prox", "embed", "--run-dir", vault), "embeddings.npz",
+                       "Read-only file system")
     failed_in_one_line(read_only(vault, VENV_BIN / "hypograph", "unmerge", vault, "H-5"), "structure.lock", "Read-only")
     failed_in_one_line(read_only(vault, VENV_BIN / "hypograph", "structure", vault, "--llm", "offline"),
                        str(vault), "cannot write (Read-only file system)")

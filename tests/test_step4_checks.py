@@ -11,8 +11,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import EXAMPLE_VAULT, SHARED_VAULTS, VENV_BIN, copy_tree, offline_env, snapshot
+
 from hypograph.atomic import write_json
 from hypograph.structure.baseline import BASELINE, read_baseline
 from hypograph.structure.checks import all_checks

@@ -11,11 +11,11 @@ import time
 import urllib.request
 
 import pytest
-
 from conftest import EXAMPLE_VAULT, VENV_BIN, copy_tree, offline_env
 
 QUERY = """{
-  assetNodes { assetKey { path } groupName dependencyKeys { path } assetChecksOrError { ... on AssetChecks { checks { name blocking } } } }
+  assetNodes { assetKey { path } groupName dependencyKeys { path }
+               assetChecksOrError { ... on AssetChecks { checks { name blocking } } } }
   runsOrError { ... on Runs { results { jobName status } } }
 }"""
 

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_VAULTS, VENV_BIN, node_markdown, offline_env
 
 import hypograph.vault.mint as mint
-from conftest import SHARED_VAULTS, VENV_BIN, node_markdown, offline_env
 from hypograph.errors import HypographError
 from hypograph.vault.mint import LOCK_NAME, create_node, vault_lock
 from hypograph.vault.nodes import clean_title, parse_node, read_node
@@ -187,7 +187,8 @@ def test_real_vault_links_resolve(name):
 
 
 @pytest.mark.parametrize("title, cleaned", [
-    ('Mites / viruses \\ cause: collapse* ? "yes" <no> | [maybe] #1 ^x', "Mites - viruses - cause- collapse- - -yes- -no- - -maybe- -1 -x"),
+    ('Mites / viruses \\ cause: collapse* ? "yes" <no> | [maybe] #1 ^x',
+     "Mites - viruses - cause- collapse- - -yes- -no- - -maybe- -1 -x"),
     ("  Trailing dots and   spaces ...  ", "Trailing dots and spaces"),
     ("/:*", "---"),
     ("", "Untitled"),
@@ -217,7 +218,8 @@ def test_next_id_counts_tombstones_in_subfolders(tmp_path):
                                body="\nMinted as {{ID}}.\n")
     assert (node_id, rel) == ("H-41", Path("hypotheses/H-41 - New H-41.md"))
     node = read_node(tmp_path, rel)
-    assert list(node.meta.items()) == [("type", "hypothesis"), ("id", "H-41"), ("statement", "I am H-41."), ("source", None)]
+    assert list(node.meta.items()) == [("type", "hypothesis"), ("id", "H-41"), ("statement", "I am H-41."),
+                                       ("source", None)]
     assert node.body == "\nMinted as H-41.\n"
     assert create_node(tmp_path, "hypothesis-cluster", "Next cluster")[0] == "HC-8"
     assert (tmp_path / LOCK_NAME).is_file()
@@ -321,7 +323,8 @@ def test_create_node_cli_unknown_type_fails(tmp_path):
 
 # -- bad input --------------------------------------------------------------------------------------------
 
-BILLION_LAUGHS = "\n".join(["---", "type: hypothesis", "id: H-2", 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+BILLION_LAUGHS = "\n".join(["---", "type: hypothesis", "id: H-2",
+                            'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
                            + [f"{chr(98 + k)}: &{chr(98 + k)} [{','.join(['*' + chr(97 + k)] * 9)}]" for k in range(8)]
                            + ["---", ""])
 
@@ -330,7 +333,8 @@ BILLION_LAUGHS = "\n".join(["---", "type: hypothesis", "id: H-2", 'a: &a ["lol",
     ("hypotheses/H-2 - Broken.md", "---\ntype: hypothesis\nid: H-2\nstatement: [unclosed\n---\n", "not valid YAML"),
     ("hypotheses/H-2 - Laughs.md", BILLION_LAUGHS, "aliases are not allowed"),
     ("hypotheses/H-2 - Alias.md", "---\ntype: hypothesis\nid: &x H-2\nalso: *x\n---\n", "aliases are not allowed"),
-    ("hypotheses/H-2 - Latin-1.md", "---\ntype: hypothesis\nid: H-2\nstatement: caf\xe9\n---\n".encode("latin-1"), "not UTF-8"),
+    ("hypotheses/H-2 - Latin-1.md", "---\ntype: hypothesis\nid: H-2\nstatement: caf\xe9\n---\n".encode("latin-1"),
+     "not UTF-8"),
     ("hypotheses/H-2 - Mismatch.md", "---\ntype: hypothesis\nid: H-3\n---\n", "does not match the filename"),
     ("hypotheses/H-2 - Number.md", "---\ntype: hypothesis\nid: 2\n---\n", "is not an id"),
     ("hypotheses/H-2 - List.md", "---\n- type\n- id\n---\n", "not a mapping"),

@@ -56,7 +56,8 @@ def assemble(round_doc: dict, round_path: str, context: dict, context_text: str)
         "max_hypotheses": policy["max_hypotheses"], "created_count": len(hyps),
         "remaining_slots": policy["max_hypotheses"] - len(hyps), "next_id": f"H{len(hyps) + 1}",
         "creations": [{"id": h["id"], "analysis_revision": rev,
-                       "origin": {"artifact": p["hypotheses"], "sha256": sha_text(hyp_text), "pointer": f"/hypotheses/{i}"},
+                       "origin": {"artifact": p["hypotheses"], "sha256": sha_text(hyp_text),
+                                  "pointer": f"/hypotheses/{i}"},
                        "budget_allocation": h["budget_allocation"]} for i, h in enumerate(hyps)],
     }
     return {p["hypotheses"]: hyp_text, p["hypothesis_registry"]: json_text(registry),

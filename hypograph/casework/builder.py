@@ -89,7 +89,8 @@ class HypothesisBuilder:
         pkg.roll_forward()
         m = pkg.manifest()
         if m["package_id"] != package_id:
-            raise HypographError(f"{pkg.root / 'manifest.json'}: field 'package_id': {m['package_id']!r}, not {package_id!r}")
+            raise HypographError(f"{pkg.root / 'manifest.json'}: field 'package_id': {m['package_id']!r}, "
+                                 f"not {package_id!r}")
         rev = m["analysis_revision"]
         result = lambda status, msg, **kw: BuildResult(status, pkg.case_id, package_id, rev, msg, **kw)  # noqa: E731
         p = paths(rev)
@@ -103,8 +104,9 @@ class HypothesisBuilder:
         if state is None or state.attempt_id != attempt:
             state = DispatchState(rev, attempt)
         if state.status == "BLOCKED":
-            return result(Status.BLOCKED, f"attempt {attempt}: {state.failed_rounds} rounds failed ({state.last_failure}); "
-                                          "start a new attempt id to try again", attempt_id=attempt)
+            return result(Status.BLOCKED, f"attempt {attempt}: {state.failed_rounds} rounds failed "
+                                          f"({state.last_failure}); start a new attempt id to try again",
+                          attempt_id=attempt)
         if state.status == "RETRY_PENDING" and self.clock() < state.due():
             return result(Status.RETRY_PENDING, f"attempt {attempt}: next round due at {state.due_at}",
                           attempt_id=attempt, due_at=state.due_at)
@@ -154,7 +156,8 @@ class HypothesisBuilder:
             pkg.roll_forward()
             m = pkg.manifest()
             if m["package_id"] != package_id:
-                raise HypographError(f"{pkg.root / 'manifest.json'}: field 'package_id': {m['package_id']!r}, not {package_id!r}")
+                raise HypographError(f"{pkg.root / 'manifest.json'}: field 'package_id': {m['package_id']!r}, "
+                                     f"not {package_id!r}")
             p = paths(m["analysis_revision"])
             if (pkg.root / p["hypothesis_registry"]).exists():
                 return pkg.read_json(p["hypothesis_context"])
@@ -186,7 +189,8 @@ class HypothesisBuilder:
                   prefixed(self.hook, "context"))
         return new
 
-    def _publish(self, pkg, generation, state, round_doc, round_path, context, context_text, result, llm) -> BuildResult:
+    def _publish(self, pkg, generation, state, round_doc, round_path, context, context_text, result,
+                 llm) -> BuildResult:
         rev = context["analysis_revision"]
         p = paths(rev)
         files = assemble(round_doc, round_path, context, context_text)
@@ -236,7 +240,9 @@ class HypothesisBuilder:
 
     def _rejections(self, pkg: CasePackage, rev: int) -> list[dict]:
         errors = pkg.root / rev_dir("hypotheses", rev) / "errors"
-        return [pkg.read_json(str(q.relative_to(pkg.root))) for q in sorted(errors.glob("*.json"))] if errors.is_dir() else []
+        if not errors.is_dir():
+            return []
+        return [pkg.read_json(str(q.relative_to(pkg.root))) for q in sorted(errors.glob("*.json"))]
 
     def _over_output_limit(self, answer: Answer) -> str | None:
         size = len(answer.model_dump_json().encode("utf-8"))
@@ -266,7 +272,8 @@ class HypothesisBuilder:
     def _verify_round(self, pkg, round_path: str, round_doc: dict, context: dict, context_text: str) -> None:
         where = pkg.root / round_path
         b = round_doc.get("bindings", {})
-        if b.get("context", {}).get("sha256") != sha_text(context_text) or b.get("policy") != context["bindings"]["policy"]:
+        if (b.get("context", {}).get("sha256") != sha_text(context_text)
+                or b.get("policy") != context["bindings"]["policy"]):
             raise HypographError(f"{where}: bound to another context or policy than this revision's")
         try:
             answer = Answer.model_validate(round_doc.get("answer"))

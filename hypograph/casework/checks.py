@@ -17,30 +17,47 @@ Violation = rules.Violation
 def registry_consistent(hyp_doc: dict, registry: dict, hyp_sha: str) -> list[Violation]:
     """Counts, next id and remaining slots follow from the creations; one creation per id; each
     creation points at its record in hypotheses.json by hash and JSON pointer."""
-    out: list[Violation] = []
     hyps = hyp_doc.get("hypotheses", [])
     creations = registry.get("creations", [])
-    n = len(creations)
-    if not creations:
+    return _registry_counts(registry, len(creations)) + _creations(creations, hyps, hyp_sha) + _labels(hyps)
+
+
+def _registry_counts(registry: dict, n: int) -> list[Violation]:
+    """The registry's counters against its ``n`` creations."""
+    out: list[Violation] = []
+    if not n:
         out.append(("registry", "no creation history"))
     if registry.get("created_count") != n:
         out.append(("registry", f"created_count {registry.get('created_count')} != {n} creations"))
     if registry.get("next_id") != f"H{n + 1}":
         out.append(("registry", f"next_id {registry.get('next_id')} != H{n + 1}"))
-    if registry.get("remaining_slots") != registry.get("max_hypotheses", 0) - n or registry.get("remaining_slots", -1) < 0:
-        out.append(("registry", f"remaining_slots {registry.get('remaining_slots')} != max_hypotheses "
+    remaining = registry.get("remaining_slots")
+    if remaining != registry.get("max_hypotheses", 0) - n or registry.get("remaining_slots", -1) < 0:
+        out.append(("registry", f"remaining_slots {remaining} != max_hypotheses "
                                 f"{registry.get('max_hypotheses')} - {n}"))
+    return out
+
+
+def _creations(creations: list[dict], hyps: list[dict], hyp_sha: str) -> list[Violation]:
+    """One creation per hypothesis, in order, each pointing at its record by hash and JSON pointer."""
+    out: list[Violation] = []
     ids = [c.get("id") for c in creations]
     for i in sorted({x for x in ids if ids.count(x) > 1}, key=str):
         out.append((str(i), "more than one creation"))
     if ids != [h.get("id") for h in hyps]:
         out.append(("registry", f"creations {ids} do not match the hypotheses {[h.get('id') for h in hyps]}"))
     for k, c in enumerate(creations):
-        origin = c.get("origin", {})
+        origin, cid = c.get("origin", {}), c.get("id")
         if origin.get("sha256") != hyp_sha:
-            out.append((str(c.get("id")), "origin hash is not that of hypotheses.json"))
-        if origin.get("pointer") != f"/hypotheses/{k}" or k >= len(hyps) or hyps[k].get("id") != c.get("id"):
-            out.append((str(c.get("id")), f"origin pointer {origin.get('pointer')!r} does not resolve to {c.get('id')}"))
+            out.append((str(cid), "origin hash is not that of hypotheses.json"))
+        if origin.get("pointer") != f"/hypotheses/{k}" or k >= len(hyps) or hyps[k].get("id") != cid:
+            out.append((str(cid), f"origin pointer {origin.get('pointer')!r} does not resolve to {cid}"))
+    return out
+
+
+def _labels(hyps: list[dict]) -> list[Violation]:
+    """Ids, positions, status, confidence and role are the controller's, not the model's."""
+    out: list[Violation] = []
     for k, h in enumerate(hyps):
         if h.get("id") != f"H{k + 1}" or h.get("position") != k + 1:
             out.append((str(h.get("id")), f"id/position not controller-labelled H{k + 1}"))
@@ -84,7 +101,8 @@ def checked_together(pkg: CasePackage, manifest: dict, revision: int, hyp_doc: d
     out: list[Violation] = []
     p = paths(revision)
     if manifest["analysis_revision"] == revision:
-        for name in ("hypotheses", "hypothesis_registry", "hypotheses_summary", "hypothesis_policy", "hypothesis_context"):
+        for name in ("hypotheses", "hypothesis_registry", "hypotheses_summary", "hypothesis_policy",
+                     "hypothesis_context"):
             ptr = manifest["artifacts"].get(name)
             if ptr is None or ptr.get("path") != p[name]:
                 out.append((name, f"manifest pointer is {ptr!r}, not {p[name]}"))

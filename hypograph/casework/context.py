@@ -40,7 +40,7 @@ def verified_interpretation(pkg: CasePackage, manifest: dict) -> tuple[Interpret
             raise HypographError(f"{pkg.root / rel}: {state} (bound by {where.name} of revision {rev})")
     catalogue = pkg.catalogue(interp)
     known = catalogue.by_id()
-    for alias, pointer, s in interp.aliases():
+    for _alias, pointer, s in interp.aliases():
         for sid in s.source_ids:
             if sid not in known:
                 raise HypographError(f"{where}: field '{pointer.lstrip('/').replace('/', '.')}.source_ids': "
@@ -56,7 +56,8 @@ def verified_interpretation(pkg: CasePackage, manifest: dict) -> tuple[Interpret
 
 def prior_generations(pkg: CasePackage, revision: int, limits: HypothesisLimits) -> list[dict]:
     """Published batches of earlier revisions, oldest first; too many is an error, not a cut."""
-    prior = [r for r in pkg.revisions() if r < revision and (pkg.root / rev_dir("hypotheses", r) / "registry.json").exists()]
+    prior = [r for r in pkg.revisions()
+             if r < revision and (pkg.root / rev_dir("hypotheses", r) / "registry.json").exists()]
     if len(prior) > limits.prior_documents:
         raise HypographError(f"{pkg.root}: {len(prior)} earlier batches exceed limits.prior_documents="
                              f"{limits.prior_documents}; raise the limit (nothing is dropped silently)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import asdict, dataclass
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 from hypograph.atomic import write_text
@@ -20,7 +20,7 @@ from hypograph.casework.package import PHASE_GENERATING, CasePackage, CaseStore,
 from hypograph.errors import HypographError
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     """What a dispatch ended with."""
 
     COMPLETED = "COMPLETED"        # the batch is published (now, or earlier and reused)

@@ -156,7 +156,8 @@ class CasePackage:
     @staticmethod
     def manifest_text(manifest: dict) -> str:
         arts = manifest["artifacts"]
-        ordered = {k: arts[k] for k in ARTIFACT_ORDER if k in arts} | {k: v for k, v in sorted(arts.items()) if k not in ARTIFACT_ORDER}
+        ordered = ({k: arts[k] for k in ARTIFACT_ORDER if k in arts}
+                   | {k: v for k, v in sorted(arts.items()) if k not in ARTIFACT_ORDER})
         return json_text({"format": FORMAT, **{k: manifest[k] for k in ("package_id", "analysis_revision",
                           "package_generation", "phase")}, "artifacts": ordered})
 

@@ -43,7 +43,8 @@ def item_line(item_id: str, text: str) -> str:
 def build_banlist(items: list[tuple[str, str]], budget: int, backend: str = "tfidf") -> Banlist:
     """The banlist of ``items`` (id, text): every line if they fit ``budget`` tokens, else clustered."""
     if not items:
-        return Banlist("(the library is empty: nothing is banned yet)", BanlistStats(mode="empty", items=0, shown=0, tokens=0))
+        return Banlist("(the library is empty: nothing is banned yet)",
+                       BanlistStats(mode="empty", items=0, shown=0, tokens=0))
     lines = [item_line(i, t) for i, t in items]
     text = "\n".join(lines)
     tokens = estimate_tokens(text)

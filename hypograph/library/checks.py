@@ -59,7 +59,8 @@ def check_ids(library: Library, ledger: IdLedger | None = None) -> list[Violatio
 def check_distinct(library: Library) -> list[Violation]:
     out: list[Violation] = []
     first: dict[str, str] = {}
-    for node_id, text in [(b.id, b.statement) for b in library.behaviors] + [(m.id, m.hypothesis) for _, m in library.mechanisms()]:
+    nodes = [(b.id, b.statement) for b in library.behaviors] + [(m.id, m.hypothesis) for _, m in library.mechanisms()]
+    for node_id, text in nodes:
         kind = "mechanism" if "-M" in node_id else "behavior"
         key = (kind, normalise(text))
         if key in first:

@@ -113,7 +113,8 @@ def nearest(query_rows, pool_rows, k: int, allowed: list[int] | None = None) -> 
     return out
 
 
-def behavior_items(library: Library | None, behaviors: list[CandidateBehavior], embedder: Embedder, k: int) -> list[Item]:
+def behavior_items(library: Library | None, behaviors: list[CandidateBehavior], embedder: Embedder,
+                   k: int) -> list[Item]:
     """Each candidate behavior with its nearest library behaviors and earlier candidates."""
     pool = [(b.id, b.statement) for b in (library.behaviors if library else [])]
     pool += [(c.key, c.statement) for c in behaviors]
@@ -128,7 +129,8 @@ def mechanism_items(library: Library | None, behavior: CandidateBehavior, embedd
     return _items("mechanism", pool, [(m.key, m.hypothesis) for m in behavior.mechanisms], embedder, k)
 
 
-def _items(layer, pool: list[tuple[str, str]], queries: list[tuple[str, str]], embedder: Embedder, k: int) -> list[Item]:
+def _items(layer, pool: list[tuple[str, str]], queries: list[tuple[str, str]], embedder: Embedder,
+           k: int) -> list[Item]:
     if not queries:
         return []
     offset = len(pool) - len(queries)  # queries are the last rows of the pool
@@ -138,14 +140,15 @@ def _items(layer, pool: list[tuple[str, str]], queries: list[tuple[str, str]], e
             for q, (qk, qt) in enumerate(queries)]
 
 
-def _decide(items: list[Item], auto_drop: float, client: LLMClient, traces: TraceRun, key: str, layer: str) -> list[Verdict]:
+def _decide(items: list[Item], auto_drop: float, client: LLMClient, traces: TraceRun, key: str,
+            layer: str) -> list[Verdict]:
     verdicts, ask = prefilter(items, auto_drop, layer)
     if ask:
         traces.use(client, key)
         batches = judge_batches(ask)
         answers = client.ask_many([judge_request(layer, batch) for batch in batches])
-        for batch, answer in zip(batches, answers):
-            for it, v in zip(batch, _verdicts(layer, batch, answer)):
+        for batch, answer in zip(batches, answers, strict=True):
+            for it, v in zip(batch, _verdicts(layer, batch, answer), strict=True):
                 verdicts[it.key] = v
     return [verdicts[it.key] for it in items]
 

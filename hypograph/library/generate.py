@@ -148,10 +148,12 @@ def _banlist_items(library: Library | None, settings: RoundSettings, target_id: 
     if settings.behavior_source == "discover":
         return [(b.id, b.statement) for b in library.behaviors]
     node = library.behavior(target_id) if target_id else None
-    return [(m.id, f"[{m.strategy}; {' -> '.join(m.directions)}] {m.hypothesis}") for m in (node.mechanisms if node else [])]
+    return [(m.id, f"[{m.strategy}; {' -> '.join(m.directions)}] {m.hypothesis}")
+            for m in (node.mechanisms if node else [])]
 
 
-def generation_request(settings: RoundSettings, strategies: Strategies, banlist: str, landscape, target, items) -> Request:
+def generation_request(settings: RoundSettings, strategies: Strategies, banlist: str, landscape, target,
+                       items) -> Request:
     lenses = "\n".join(f"- {lens.name}: {lens.prompt}" for lens in strategies.discovery_lenses)
     combos = "\n".join(f"- {s.name}: {' -> '.join(s.directions)}" for s in strategies.combination_strategies)
     parts = [f"Topic: {settings.topic}"]
@@ -191,10 +193,12 @@ def _check(answer, settings: RoundSettings, strategies: Strategies, gaps: set[st
     for k, b in enumerate(answer.behaviors):
         where = f"behaviors[{k}]"
         if b.discovery_strategy not in strategies.lens_names:
-            raise ValueError(f"{where}.discovery_strategy: {b.discovery_strategy!r} is not one of {strategies.lens_names}")
+            raise ValueError(f"{where}.discovery_strategy: {b.discovery_strategy!r} "
+                             f"is not one of {strategies.lens_names}")
         unknown = set(b.gaps) - gaps
         if unknown:
-            raise ValueError(f"{where}.gaps: {sorted(unknown)} are not gap ids of LANDSCAPE.md ({sorted(gaps) or 'none'})")
+            raise ValueError(f"{where}.gaps: {sorted(unknown)} are not gap ids of LANDSCAPE.md "
+                             f"({sorted(gaps) or 'none'})")
         key = normalise(b.statement)
         if key in banned or key in seen:
             raise ValueError(f"{where}.statement repeats {'a banlist item' if key in banned else 'another behavior'}")

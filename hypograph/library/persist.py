@@ -70,7 +70,8 @@ def load_round(root: Path, key: str, name: str, model):
     return value
 
 
-def persist_round(root: Path, key: str, dedup: RoundDedup | None = None, scores: RoundScores | None = None) -> PersistPlan:
+def persist_round(root: Path, key: str, dedup: RoundDedup | None = None,
+                  scores: RoundScores | None = None) -> PersistPlan:
     """Merge round ``key``'s scored survivors into the library; returns the completed plan."""
     candidates = load_round(root, key, "candidates", RoundCandidates)
     dedup = dedup or load_round(root, key, "dedup", RoundDedup)
@@ -145,7 +146,8 @@ def _apply(raw: dict, plan: PersistPlan, dedup: RoundDedup, scores: RoundScores,
             continue
         node = nodes.get(bid)
         if node is None and b.existing_id:
-            raise HypographError(f"{LIBRARY_FILE}: behavior {bid} (the round's given behavior) is no longer in the file")
+            raise HypographError(f"{LIBRARY_FILE}: behavior {bid} (the round's given behavior) "
+                                 "is no longer in the file")
         if node is None and bid in plan.applied:
             continue  # a person deleted it after the round was written: never re-added
         if node is None:
@@ -155,22 +157,31 @@ def _apply(raw: dict, plan: PersistPlan, dedup: RoundDedup, scores: RoundScores,
             changed = True
         elif s.impact is not None and (rescore or "impact" not in node):
             changed |= _set(node, "impact", _impact(s))
-        present = {m.get("id") for m in node.setdefault("mechanisms", [])}
-        for m in b.mechanisms:
-            mid = plan.ids.get(m.key)
-            if mid is None or m.key not in s.novelty:
-                continue
-            if mid not in present and mid not in plan.applied:
-                node["mechanisms"].append(_mechanism_node(mid, m, s, batch))
-                changed = True
-            elif mid in present and rescore:
-                leaf = next(x for x in node["mechanisms"] if x.get("id") == mid)
-                changed |= _set(leaf, "novelty", _novelty(s, m.key))
+        changed |= _apply_mechanisms(node, b, s, plan, batch, rescore)
     for bid, nuance in plan.notes.items():
         node = nodes.get(bid)
         if node is not None and f"notes:{bid}" not in plan.applied and nuance not in node.get("notes", ""):
             node["notes"] = f"{node['notes']} {nuance}".strip() if node.get("notes") else nuance
             changed = True
+    return changed
+
+
+def _apply_mechanisms(node: dict, b: CandidateBehavior, s: BehaviorScores, plan: PersistPlan, batch: str,
+                      rescore: bool) -> bool:
+    """Add ``b``'s scored mechanisms missing from ``node`` (never one a person deleted), or rescore
+    those present; True if anything changed."""
+    changed = False
+    present = {m.get("id") for m in node.setdefault("mechanisms", [])}
+    for m in b.mechanisms:
+        mid = plan.ids.get(m.key)
+        if mid is None or m.key not in s.novelty:
+            continue
+        if mid not in present and mid not in plan.applied:
+            node["mechanisms"].append(_mechanism_node(mid, m, s, batch))
+            changed = True
+        elif mid in present and rescore:
+            leaf = next(x for x in node["mechanisms"] if x.get("id") == mid)
+            changed |= _set(leaf, "novelty", _novelty(s, m.key))
     return changed
 
 
@@ -206,5 +217,6 @@ def _manifest_entry(root: Path, topic: str, date: str) -> None:
     """One line in ``MANIFEST.md`` for the library file's creation (the file is created if absent)."""
     path = Path(root) / "MANIFEST.md"
     old = path.read_text(encoding="utf-8") if path.exists() else "# Manifest\n\n"
-    line = f"- {date} `{LIBRARY_FILE}` — hypothesis-batch: tree library of behaviors → mechanisms for topic \"{topic}\" (created)\n"
+    line = (f"- {date} `{LIBRARY_FILE}` — hypothesis-batch: tree library of behaviors → mechanisms "
+            f"for topic \"{topic}\" (created)\n")
     write_text(path, old + ("" if old.endswith("\n") else "\n") + line)

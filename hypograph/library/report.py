@@ -38,13 +38,16 @@ class RoundLedger:
     warnings: list[str] = field(default_factory=list)
 
     def line(self, totals: tuple[int, int]) -> str:
-        rm = ", ".join(f"{layer} -{d['prefilter']} prefilter -{d['model']} model" + (f" -{d['unjudged']} unjudged" if d["unjudged"] else "")
+        rm = ", ".join(f"{layer} -{d['prefilter']} prefilter -{d['model']} model"
+                       + (f" -{d['unjudged']} unjudged" if d["unjudged"] else "")
                        for layer, d in self.removed.items()) or "no dedup"
         yld = f"{self.unique_yield:.0%}" if self.unique_yield is not None else "n/a"
         state = "" if self.persisted else " (not persisted yet)"
-        return (f"{self.round}: generated {self.generated_behaviors}B/{self.generated_mechanisms}M [{self.banlist}] → {rm}"
+        return (f"{self.round}: generated {self.generated_behaviors}B/{self.generated_mechanisms}M "
+                f"[{self.banlist}] → {rm}"
                 + (f", {self.unscored} unscored" if self.unscored else "")
-                + f" → added {self.added_behaviors}B/{self.added_mechanisms}M, yield {yld} → total {totals[0]}B/{totals[1]}M{state}")
+                + f" → added {self.added_behaviors}B/{self.added_mechanisms}M, yield {yld} "
+                  f"→ total {totals[0]}B/{totals[1]}M{state}")
 
 
 def round_ledger(root: Path, key: str) -> RoundLedger:
@@ -54,7 +57,8 @@ def round_ledger(root: Path, key: str) -> RoundLedger:
     if cands is None:
         return out
     out.batch, out.source = cands.batch, cands.settings.behavior_source
-    out.banlist = f"banlist {cands.banlist.mode} {cands.banlist.shown}/{cands.banlist.items} items, ~{cands.banlist.tokens} tok"
+    ban = cands.banlist
+    out.banlist = f"banlist {ban.mode} {ban.shown}/{ban.items} items, ~{ban.tokens} tok"
     out.generated_behaviors = sum(1 for b in cands.behaviors if not b.existing_id)
     out.generated_mechanisms = sum(len(b.mechanisms) for b in cands.behaviors)
     dedup = read_model(d / "dedup.json", RoundDedup)
@@ -74,7 +78,8 @@ def round_ledger(root: Path, key: str) -> RoundLedger:
         out.warnings = list(scores.warnings)
     plan = round_plan(root, key)
     if plan is not None:
-        out.added_behaviors, out.added_mechanisms, out.persisted = plan.added_behaviors, plan.added_mechanisms, plan.complete
+        out.added_behaviors, out.added_mechanisms = plan.added_behaviors, plan.added_mechanisms
+        out.persisted = plan.complete
     return out
 
 
@@ -99,7 +104,8 @@ class Report:
                  + (f" — stopped early: {self.early_stop} added nothing after dedup (topic saturated for this run)"
                     if self.early_stop else "")]
         lines += [f"  {note}" for note in self.notes]
-        before = (self.totals["behaviors"] - self.totals["behaviors_added"], self.totals["mechanisms"] - self.totals["mechanisms_added"])
+        before = (self.totals["behaviors"] - self.totals["behaviors_added"],
+                  self.totals["mechanisms"] - self.totals["mechanisms_added"])
         running = list(before)
         for r in self.rounds:
             running[0] += r.added_behaviors
@@ -109,9 +115,10 @@ class Report:
         lines += [f"behaviors added {t['behaviors_added']} / total {t['behaviors']}; mechanisms added "
                   f"{t['mechanisms_added']} / total {t['mechanisms']}",
                   f"semantic duplicates dropped: {d['total']} (behaviors {d['behavior']}, mechanisms {d['mechanism']}; "
-                  f"prefilter {d['prefilter']}, model {d['model']}){'; unjudged ' + str(d['unjudged']) if d['unjudged'] else ''}",
-                  f"impact (all behaviors): min {self.impact['min']} / median {self.impact['median']} / max {self.impact['max']} "
-                  f"(n={self.impact['count']})",
+                  f"prefilter {d['prefilter']}, model {d['model']})"
+                  f"{'; unjudged ' + str(d['unjudged']) if d['unjudged'] else ''}",
+                  f"impact (all behaviors): min {self.impact['min']} / median {self.impact['median']} / max "
+                  f"{self.impact['max']} (n={self.impact['count']})",
                   f"novelty (all mechanisms): min {self.novelty['min']} / median {self.novelty['median']} / max "
                   f"{self.novelty['max']}, {self.novelty['at_least_8']} scored >= 8 (n={self.novelty['count']})"]
         lines += [f"{name}: {path}" for name, path in self.paths.items()]
@@ -152,8 +159,10 @@ def build_report(root: Path, keys: list[str], requested: int | None = None, sour
     paths = {"library": str(library_path(root)), "tool state": str(Path(root) / ".hypograph" / "library"),
              "traces": str(Path(root) / ".hypograph" / "traces" / "hypothesis-batch")}
     return Report(
-        topic=library.topic if library else (topic or ""), behavior_source=source or (rounds[-1].source if rounds else "(no rounds in tool state)"),
-        rounds_requested=requested if requested is not None else len(keys), rounds_run=sum(1 for r in rounds if r.persisted),
+        topic=library.topic if library else (topic or ""),
+        behavior_source=source or (rounds[-1].source if rounds else "(no rounds in tool state)"),
+        rounds_requested=requested if requested is not None else len(keys),
+        rounds_run=sum(1 for r in rounds if r.persisted),
         early_stop=early_stop, rounds=rounds, totals=totals, duplicates_dropped=dropped,
         impact=distribution([b.impact.score for b in behaviors if b.impact]),
         novelty=distribution([m.novelty.score for m in mechanisms if m.novelty], high=8),

@@ -107,7 +107,8 @@ def run_library(root: Path, topic: str, rounds: int = 1, n_behaviors: int = 10, 
             notes.append(f"previous library moved aside to {moved.name}")
     extra = {"banlist_budget": banlist_budget} if banlist_budget else {}
     settings = RoundSettings(topic=topic.strip(), behavior_source=resolution.source, behavior=resolution.behavior,
-                             n_behaviors=n_behaviors, web=web, strategies_file=strategies_file, embedder=embedder, **extra)
+                             n_behaviors=n_behaviors, web=web, strategies_file=strategies_file, embedder=embedder,
+                             **extra)
     if round_runner is None:
         search = ArxivSearch(search_url) if web else None
         traces = TraceRun(root)

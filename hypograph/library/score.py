@@ -100,7 +100,7 @@ def score_round(root: Path, key: str, dedup: RoundDedup | None, client: LLMClien
     if requests:
         traces.use(client, key)
     answers = client.ask_many(requests)
-    scored = [_scores(b, a, o, today) for b, a, o in zip(dedup.survivors, answers, outcomes)]
+    scored = [_scores(b, a, o, today) for b, a, o in zip(dedup.survivors, answers, outcomes, strict=True)]
     failed = [o for o in outcomes if o is not None and not o.ok]
     warnings = ([f"web search failed for {len(failed)} of {len(outcomes)} behavior(s) ({failed[0].error}): "
                  "those were scored with method llm-chat"] if failed else [])
@@ -118,7 +118,8 @@ def score_request(topic: str, b: CandidateBehavior, ask_impact: bool, outcome: S
              for n, m in enumerate(b.mechanisms, 1)}
     parts.append("Mechanisms:\n" + untrusted("mechanisms", {}, mechs))
     if outcome is not None and outcome.ok:
-        parts.append("Search results (arXiv):\n" + untrusted("search", {}, {"papers": [p.__dict__ for p in outcome.papers]}))
+        papers = {"papers": [p.__dict__ for p in outcome.papers]}
+        parts.append("Search results (arXiv):\n" + untrusted("search", {}, papers))
     if gaps:
         parts.append("Landscape gaps:\n" + untrusted("landscape", {}, gaps))
     parts.append(("Give the impact score of the behavior and " if ask_impact else
@@ -140,7 +141,8 @@ def score_request(topic: str, b: CandidateBehavior, ask_impact: bool, outcome: S
 
 
 def _scores(b: CandidateBehavior, answer, outcome: SearchOutcome | None, today: str) -> BehaviorScores:
-    record = SearchRecord(query=outcome.query, ok=outcome.ok, results=len(outcome.papers), error=outcome.error) if outcome else None
+    record = (SearchRecord(query=outcome.query, ok=outcome.ok, results=len(outcome.papers), error=outcome.error)
+              if outcome else None)
     method = "llm-chat+web" if outcome is not None and outcome.ok else "llm-chat"
     if isinstance(answer, Rejected):
         return BehaviorScores(key=b.key, date=today, method=method, search=record, rejected=answer.reason)

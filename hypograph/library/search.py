@@ -55,7 +55,8 @@ class ArxivSearch:
     def search(self, query: str) -> SearchOutcome:
         """The feed's entries for ``query``; any failure is an outcome, never an exception."""
         terms = " AND ".join(f"all:{w}" for w in _keywords(query)[:4]) or "all:" + urllib.parse.quote(query[:50])
-        url = f"{self.base_url}?{urllib.parse.urlencode({'search_query': terms, 'start': 0, 'max_results': self.max_results})}"
+        params = {"search_query": terms, "start": 0, "max_results": self.max_results}
+        url = f"{self.base_url}?{urllib.parse.urlencode(params)}"
         try:
             request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
@@ -77,13 +78,15 @@ def parse_atom(body: bytes) -> list[Paper]:
     root = ET.fromstring(body)
     if root.tag != f"{ATOM}feed":
         raise ET.ParseError(f"root element is {root.tag!r}, not an Atom feed")
-    papers = []
-    for entry in root.findall(f"{ATOM}entry"):
-        text = lambda tag: " ".join((entry.findtext(f"{ATOM}{tag}") or "").split())
-        link = next((l.get("href", "") for l in entry.findall(f"{ATOM}link") if l.get("rel", "alternate") == "alternate"),
-                    text("id"))
-        papers.append(Paper(text("title"), link, text("published")[:10], text("summary")[:SUMMARY_CHARS]))
-    return papers
+    return [_paper(entry) for entry in root.findall(f"{ATOM}entry")]
+
+
+def _paper(entry: ET.Element) -> Paper:
+    """One Atom entry: whitespace-collapsed fields; the alternate link, else the entry id."""
+    text = lambda tag: " ".join((entry.findtext(f"{ATOM}{tag}") or "").split())
+    links = entry.findall(f"{ATOM}link")
+    link = next((a.get("href", "") for a in links if a.get("rel", "alternate") == "alternate"), text("id"))
+    return Paper(text("title"), link, text("published")[:10], text("summary")[:SUMMARY_CHARS])
 
 
 STOP = set("a an and the of in on for to with by from is are be as at that this which into its it or not "

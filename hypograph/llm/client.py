@@ -23,10 +23,11 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -35,7 +36,8 @@ from hypograph.errors import HypographError
 from hypograph.llm.config import LLMConfig
 
 T = TypeVar("T", bound=BaseModel)
-PLACEHOLDER_KEYS = {"none", "empty", "ollama", "lm-studio", "lmstudio", "dummy", "sk-no-key-required", "not-needed", "key"}
+PLACEHOLDER_KEYS = {"none", "empty", "ollama", "lm-studio", "lmstudio", "dummy", "sk-no-key-required", "not-needed",
+                    "key"}
 FENCE_RE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
 
 
@@ -94,7 +96,8 @@ def _new_run_dir(root: Path) -> Path:
     """``<root>/<date>_runNN`` with NN one past the highest for today, created exclusively."""
     today = dt.date.today().isoformat()
     root.mkdir(parents=True, exist_ok=True)
-    n = max((int(p.name.rsplit("run", 1)[1]) for p in root.glob(f"{today}_run*") if p.name.rsplit("run", 1)[1].isdigit()), default=0)
+    numbers = (p.name.rsplit("run", 1)[1] for p in root.glob(f"{today}_run*"))
+    n = max((int(k) for k in numbers if k.isdigit()), default=0)
     while True:
         n += 1
         try:
@@ -164,7 +167,8 @@ class LLMClient:
         self._trace.write(name, _redact_tree(record, self.config))
 
     def metadata(self) -> dict:
-        return {"llm": "offline" if self.offline else self.config.model, "llm_endpoint": self.config.describe(), **self.usage.as_metadata()}
+        return {"llm": "offline" if self.offline else self.config.model, "llm_endpoint": self.config.describe(),
+                **self.usage.as_metadata()}
 
     # -- public API ------------------------------------------------------------------------------
 
@@ -211,7 +215,8 @@ class LLMClient:
         return [{"role": "system", "content": system}, {"role": "user", "content": request.user}]
 
     def _cache_key(self, messages: list[dict], schema: type[BaseModel]) -> str:
-        blob = json.dumps({"model": self.config.model, "messages": messages, "schema": schema.model_json_schema()}, sort_keys=True)
+        blob = json.dumps({"model": self.config.model, "messages": messages, "schema": schema.model_json_schema()},
+                          sort_keys=True)
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
     def _cache_get(self, key: str) -> dict | None:
@@ -240,7 +245,8 @@ class LLMClient:
                     self.usage.invalid_answers += 1
                 messages = messages + [
                     {"role": "assistant", "content": text},
-                    {"role": "user", "content": f"That answer is invalid: {error}\nAnswer again: one JSON object matching the schema."},
+                    {"role": "user", "content": f"That answer is invalid: {error}\n"
+                                                "Answer again: one JSON object matching the schema."},
                 ]
         with self._lock:
             self.usage.rejected += 1
@@ -263,7 +269,8 @@ class LLMClient:
                 # Servers without structured outputs reject the parameter: fall back to plain JSON.
                 self._json_schema_supported = False
                 return self._complete(request, messages, attempt)
-            raise HypographError(f"LLM request rejected by {self.config.describe()}: {_redact(str(e), self.config)}") from None
+            raise HypographError(f"LLM request rejected by {self.config.describe()}: "
+                                 f"{_redact(str(e), self.config)}") from None
         except openai.APIStatusError as e:
             self._trace_error(request, record, started, e)
             if e.status_code in (408, 409, 429) or e.status_code >= 500:

@@ -18,13 +18,12 @@ tools never makes Hypograph spend money by itself.
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from collections.abc import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError
 
 from hypograph.errors import HypographError
-
 
 ENV_NAMES = {"timeout": "HYPOGRAPH_LLM_TIMEOUT", "max_retries": "HYPOGRAPH_LLM_MAX_RETRIES",
              "concurrency": "HYPOGRAPH_LLM_CONCURRENCY"}
@@ -53,7 +52,7 @@ class LLMConfig(BaseModel):
         return f"{self.model}@{_public_url(self.base_url) if self.base_url else 'api.openai.com'}"
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, offline: bool = False) -> "LLMConfig":
+    def from_env(cls, env: Mapping[str, str] | None = None, offline: bool = False) -> LLMConfig:
         env = os.environ if env is None else env
 
         def number(name: str, kind, default):
@@ -73,7 +72,7 @@ class LLMConfig(BaseModel):
             raise HypographError(f"environment variable {name}: {err['msg']}") from None
 
     @classmethod
-    def _from_values(cls, env, number, offline: bool) -> "LLMConfig":
+    def _from_values(cls, env, number, offline: bool) -> LLMConfig:
         return cls(
             model=env.get("HYPOGRAPH_LLM_MODEL") or None,
             base_url=env.get("HYPOGRAPH_LLM_BASE_URL") or env.get("OPENAI_BASE_URL") or None,

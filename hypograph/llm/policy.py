@@ -24,8 +24,9 @@ Decisions come back in the order of the asks.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from hypograph.llm.client import LLMClient, Rejected, Request
 

@@ -13,9 +13,10 @@ import fcntl
 import os
 import re
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from hypograph.atomic import FILE_MODE
 from hypograph.errors import HypographError
@@ -104,7 +105,8 @@ def create_node(root: Path, node_type: str, title: str, meta: dict[str, Any] | N
 def _create_exclusive(path: Path, text: str) -> None:
     """Write a complete file under a temp name, then hard-link it into place: the file appears
     whole or not at all, and an existing file is never overwritten."""
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # a killed run's leftover never collides
+    # a killed run's leftover never collides
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     tmp = Path(name)
     try:
         os.fchmod(fd, FILE_MODE)

@@ -34,7 +34,8 @@ class _NoAliasLoader(yaml.SafeLoader):
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
-            raise yaml.composer.ComposerError(None, None, "YAML aliases are not allowed in node frontmatter", event.start_mark)
+            raise yaml.composer.ComposerError(None, None, "YAML aliases are not allowed in node frontmatter",
+                                              event.start_mark)
         return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):
@@ -165,7 +166,8 @@ def parse_node(raw: str, rel: Path) -> Node:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (frontmatter line {mark.line + 1})" if mark else ""
-        raise HypographError(f"{rel}: frontmatter is not valid YAML{where}: {getattr(e, 'problem', None) or e}") from None
+        problem = getattr(e, "problem", None) or e
+        raise HypographError(f"{rel}: frontmatter is not valid YAML{where}: {problem}") from None
     except RecursionError:
         raise HypographError(f"{rel}: frontmatter is nested too deeply to read") from None
     if meta is None:

@@ -11,8 +11,8 @@ the field. (Nodes 4a fixes itself — an active hypothesis without ``state`` —
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from hypograph.errors import HypographError
 from hypograph.paths import name_problem

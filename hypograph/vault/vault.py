@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hypograph.errors import HypographError
-from hypograph.journal import Journal
 from hypograph.ids import ID_RE, canonical_id, id_sort_key
+from hypograph.journal import Journal
 from hypograph.limits import encodable
 from hypograph.paths import scan
 from hypograph.vault.nodes import FILENAME_ID_RE, Node, link_target, read_node
