@@ -44,7 +44,8 @@ ui: $(VENV)/.installed
 	$(BIN)/hypograph ui $(INPUTS)
 
 bench: $(VENV)/.installed
-	$(BIN)/python benchmarks/proximity.py --sizes 1000,10000,100000
+	$(BIN)/python benchmarks/proximity.py --profile sparse --sizes 20000,100000
+	$(BIN)/python benchmarks/proximity.py --profile dense --sizes 20000,100000
 
 clean:
 	rm -rf demo .pytest_cache
