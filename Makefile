@@ -11,13 +11,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-# The stamp files re-install only when pyproject.toml changes.
+# The stamp files re-install only when pyproject.toml changes. PYTHONWARNINGS silences setuptools'
+# editable-install banner, which tells a user nothing they can act on.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e .
+	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e .
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[test,semantic]'
+	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[test,semantic]'
 	touch $@ $(VENV)/.installed
 
 # Copies the bundled examples to demo/ once (so the checked-in examples are never modified), runs
