@@ -5,7 +5,8 @@ from dagster import AssetExecutionContext, MetadataValue, Output, asset
 from assets.groups import PROXIMITY
 from assets.metadata import cluster_table, pair_table
 from assets.partitions import inputs
-from hypograph.hypotheses import Corpus, input_fingerprint, load_corpus
+from hypograph.hypotheses import Corpus, input_fingerprint
+from hypograph.library.corpus import input_corpus
 from hypograph.proximity.communities import labelled_clusters
 from hypograph.proximity.dupes import pairs_at
 from hypograph.proximity.embed import Embeddings, embed
@@ -19,10 +20,11 @@ ASSET = dict(group_name=PROXIMITY, io_manager_key="io_manager", partitions_def=i
 
 @asset(**ASSET, kinds={"python"})
 def hypothesis_texts(context: AssetExecutionContext, inputs: Inputs) -> Output[Corpus]:
-    """Every hypothesis of the input (run dir or vault), validated; bad files skipped or fatal."""
+    """Every hypothesis of the input (run dir, vault, or a library's behaviors and mechanisms),
+    validated; bad files skipped or fatal."""
     root = inputs.root(context.partition_key)
     fingerprint = input_fingerprint(root)  # before reading: a change made meanwhile is seen as one
-    corpus = load_corpus(root)
+    corpus = input_corpus(root)
     for w in corpus.warnings:
         context.log.warning(w)
     return Output(corpus, metadata={

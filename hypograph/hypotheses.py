@@ -68,7 +68,7 @@ class Hypothesis(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    id: str = Field(pattern=r"^[A-Za-z]+-\d+$")
+    id: str = Field(pattern=r"^(?:[A-Za-z]+-\d+|B\d+(?:-M\d+)?)$")  # node ids; library B3, B3-M2
     title: str = ""
     statement: str = ""
     mechanism: str = ""
@@ -88,7 +88,7 @@ class Corpus:
     """The hypotheses of one input, in id order, plus what was skipped and why."""
 
     root: Path
-    kind: Literal["run-dir", "vault"]
+    kind: Literal["run-dir", "vault", "library"]
     hypotheses: list[Hypothesis]
     warnings: list[str] = field(default_factory=list)
 

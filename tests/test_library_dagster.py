@@ -88,3 +88,18 @@ def test_a_rescore_backfill_over_every_round_regenerates_nothing_and_keeps_ids(t
     assert mechanism_ids(after) == mechanism_ids(before)
     assert {b.impact.method for b in after.behaviors} == {"llm-chat+web"}
     assert json.loads((root / "hypothesis_library.json").read_text())["topic"] == TOPIC
+
+
+def test_a_library_goes_through_the_proximity_assets_like_any_input(tmp_path):
+    """The example library's behaviors and mechanisms are embedded, graphed, clustered and paired."""
+    from conftest import REPO, copy_tree, execute
+
+    root = copy_tree(REPO / "examples" / "library", tmp_path / "library")
+    library = read_library(root)[0]
+    result = execute(root, "proximity")
+    assert result.success
+    ids = json.loads((root / "proximity" / "embedding-ids.json").read_text())
+    assert sorted(ids) == sorted(node_id for node_id, _ in library.texts())
+    clusters = json.loads((root / "proximity" / "clusters.json").read_text())["clusters"]
+    assert sorted(m for ms in clusters.values() for m in ms) == sorted(ids)
+    assert all(e.passed for e in result.get_asset_check_evaluations())
