@@ -9,18 +9,21 @@ from hypograph.proximity.adjudicate import adjudicate, read_reviews, review_queu
 from hypograph.proximity.cluster_names import name_clusters
 from hypograph.proximity.communities import Clusters
 from hypograph.proximity.dupes import DuplicatePair
+from hypograph.proximity.embed import Embeddings, pair_similarity
 from resources import Inputs, LLMResource, ProximitySettings
 
 
 @asset(**ASSET, kinds={"openai"})
 def dedup_verdicts(context: AssetExecutionContext, duplicate_pairs: list[DuplicatePair], hypothesis_texts: Corpus,
-                   inputs: Inputs, llm: LLMResource, proximity: ProximitySettings):
-    """One MERGE/KEEP/FLAG decision per duplicate pair: human review, auto-merge, model, or FLAG."""
+                   hypothesis_embeddings: Embeddings, inputs: Inputs, llm: LLMResource, proximity: ProximitySettings):
+    """One MERGE/KEEP/FLAG decision per duplicate pair (human review, auto-merge, model, or FLAG),
+    and a person's decision on any other pair of current hypotheses."""
     root = inputs.root(context.partition_key)
     client = llm.client(inputs.state_dir(root), "dedup_verdicts")
     reviews = read_reviews(root)
     hypotheses = {h.id: h for h in hypothesis_texts.hypotheses}
-    decisions = adjudicate(duplicate_pairs, hypotheses, reviews, client, proximity.auto_merge)
+    decisions = adjudicate(duplicate_pairs, hypotheses, reviews, client, proximity.auto_merge,
+                           similarity=pair_similarity(hypothesis_embeddings))
     queue = review_queue(decisions)
     counts = {v: sum(d.verdict == v for d in decisions) for v in ("MERGE", "KEEP", "FLAG")}
     return Output(decisions, metadata={

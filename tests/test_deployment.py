@@ -113,7 +113,7 @@ EXPECTED_ASSETS = {
     "similarity_graph": ("proximity", {"hypothesis_embeddings"}),
     "proximity_clusters": ("proximity", {"similarity_graph", "hypothesis_texts", "hypothesis_embeddings"}),
     "duplicate_pairs": ("proximity", {"similarity_graph", "hypothesis_embeddings", "hypothesis_texts"}),
-    "dedup_verdicts": ("proximity", {"duplicate_pairs", "hypothesis_texts"}),
+    "dedup_verdicts": ("proximity", {"duplicate_pairs", "hypothesis_texts", "hypothesis_embeddings"}),
     "cluster_labels": ("proximity", {"proximity_clusters", "hypothesis_texts"}),
     "hypothesis_dispositions": ("structure", {"dedup_verdicts", "hypothesis_embeddings"}),
     "hypothesis_clusters": ("structure", {"hypothesis_dispositions"}),

@@ -3,8 +3,9 @@ applied as a deliberate exception (the absorbed node leaves its cluster, said in
 body, the structure map and the CLI summary) or refused loudly, never silently ignored.
 
 Driven through the ``hypograph`` CLI as a user would: structure the example vault (H-12 "Nile
-flood agriculture…" and H-13 "Nile flood farming…" end in different clusters and wait for review),
-record the MERGE, structure again.
+flood agriculture…" and H-13 "Nile flood farming…" end in different clusters; at 0.78 with the
+seed's vectorizer they are not even a duplicate pair, and a person's MERGE still applies), record
+the MERGE, structure again.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def structured(tmp_path_factory):
     root = copy_tree(EXAMPLE_VAULT, tmp_path_factory.mktemp("by-hand") / "vault")
     proc = hypograph("structure", root, "--llm", "offline")
     assert proc.returncode == 0, proc.stderr
-    assert 'H-12 "Nile flood agriculture' in proc.stdout and "wait for your review" in proc.stdout
+    assert "wait for your review" in proc.stdout
     return root
 
 

@@ -454,7 +454,7 @@ def test_read_only_vault_is_one_line(tmp_path, vault):
     if not can_mount_read_only(tmp_path):
         pytest.skip("needs unshare and mount (a private read-only bind mount)")
     before = tree(vault)
-    failed_in_one_line(read_only(vault, VENV_BIN / "prox", "embed", "--run-dir", vault), "embeddings.npz",
+    failed_in_one_line(read_only(vault, VENV_BIN / "prox", "embed", "--run-dir", vault), "proximity/embedding",
                        "Read-only file system")
     failed_in_one_line(read_only(vault, VENV_BIN / "hypograph", "unmerge", vault, "H-5"), "structure.lock", "Read-only")
     failed_in_one_line(read_only(vault, VENV_BIN / "hypograph", "structure", vault, "--llm", "offline"),

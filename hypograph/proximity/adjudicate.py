@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Literal
@@ -92,8 +93,11 @@ def adjudicate(
     llm: LLMClient | Policy,
     auto_merge: float = AUTO_MERGE_THRESHOLD,
     batch_size: int = BATCH_SIZE,
+    similarity: Callable[[str, str], float] | None = None,
 ) -> list[Decision]:
-    """One decision per pair, in the pairs' order. Raises HypographError if the endpoint fails."""
+    """One decision per pair, in the pairs' order, then a person's decision on any other pair of
+    current hypotheses (below the dupe threshold: applied, never silently ignored; its similarity
+    from ``similarity(a, b)``). Raises HypographError if the endpoint fails."""
     for p in pairs:
         missing = [i for i in (p.a, p.b) if i not in hypotheses]
         if missing:
@@ -114,7 +118,22 @@ def adjudicate(
     for batch, decisions in zip(batches, policy_for(llm).decide("pair verdict", asks), strict=True):
         for p, d in zip(batch, decisions, strict=True):
             decided[(p.a, p.b)] = d
-    return [decided[(p.a, p.b)] for p in pairs]
+    return [decided[(p.a, p.b)] for p in pairs] + _reviews_of_other_pairs(pairs, hypotheses, reviews, similarity)
+
+
+def _reviews_of_other_pairs(pairs: list[DuplicatePair], hypotheses: dict[str, Hypothesis],
+                            reviews: dict[frozenset, HumanReview], similarity) -> list[Decision]:
+    """Decisions for reviewed pairs that are not duplicate pairs. A pair naming a hypothesis that is
+    no longer current (merged or dropped since) has been acted on and is left out."""
+    listed = {frozenset((p.a, p.b)) for p in pairs}
+    out = []
+    for key, review in reviews.items():
+        a, b = sorted(key, key=id_sort_key)
+        if key in listed or a not in hypotheses or b not in hypotheses:
+            continue
+        sim = min(1.0, max(0.0, round(float(similarity(a, b)), 6))) if similarity else 0.0
+        out.append(_human(DuplicatePair(a=a, b=b, similarity=sim), review))
+    return sorted(out, key=lambda d: (-d.similarity, id_sort_key(d.pair[0]), id_sort_key(d.pair[1])))
 
 
 def _human(p: DuplicatePair, r: HumanReview) -> Decision:
@@ -233,7 +252,7 @@ def verdict_violations(pairs: list[DuplicatePair], decisions: list[dict]) -> lis
             continue
         key = frozenset(d.pair)
         name = "/".join(d.pair)
-        if key not in expected:
+        if key not in expected and d.decided_by != "human":  # a person may decide any pair
             out.append((name, "decision for a pair that is not a duplicate pair"))
         seen[key] = seen.get(key, 0) + 1
         if seen[key] == 2:

@@ -150,3 +150,17 @@ def embed_sbert(texts: list[str], model: str = DEFAULT_SBERT_MODEL, batch_size: 
         raise HypographError(f"cannot load sentence-transformers model {model!r} offline: {e}") from None
     vectors = st.encode(texts, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False)
     return np.ascontiguousarray(vectors, dtype=np.float32)
+
+
+def pair_similarity(emb: Embeddings):
+    """``similarity(a, b)``: the cosine of two embedded ids' rows (for a pair outside the graph)."""
+    row = {node_id: k for k, node_id in enumerate(emb.ids)}
+
+    def similarity(a: str, b: str) -> float:
+        x, y = emb.matrix[row[a]], emb.matrix[row[b]]
+        dot = x.multiply(y).sum() if hasattr(x, "multiply") else float(np.dot(x, y))
+        nx = np.sqrt(x.multiply(x).sum()) if hasattr(x, "multiply") else float(np.linalg.norm(x))
+        ny = np.sqrt(y.multiply(y).sum()) if hasattr(y, "multiply") else float(np.linalg.norm(y))
+        return float(dot / (nx * ny)) if nx and ny else 0.0
+
+    return similarity

@@ -17,7 +17,7 @@ from hypograph.proximity.adjudicate import adjudicate, read_reviews
 from hypograph.proximity.cluster_names import name_clusters
 from hypograph.proximity.communities import labelled_clusters
 from hypograph.proximity.dupes import pairs_at
-from hypograph.proximity.embed import embed
+from hypograph.proximity.embed import embed, pair_similarity
 from hypograph.proximity.graph import DEFAULT_MAX_NEIGHBOURS, similarity_graph
 
 
@@ -35,7 +35,8 @@ def refresh_proximity(root: Path, backend: str, model: str | None, graph_thresho
                              max_neighbours=max_neighbours, keep_above=dupe_threshold)
     clusters = labelled_clusters(graph, dict(zip(corpus.ids, corpus.texts, strict=True)), algorithm, terms=emb)
     pairs = pairs_at(graph, emb, dupe_threshold)
-    decisions = adjudicate(pairs, hypotheses, read_reviews(root), verdicts, auto_merge)
+    decisions = adjudicate(pairs, hypotheses, read_reviews(root), verdicts, auto_merge,
+                           similarity=pair_similarity(emb))
     names = name_clusters(clusters, hypotheses, labels)
     written = [*store.write_embeddings(root, emb), store.write_graph(root, graph), *store.write_clusters(root, clusters),
                store.write_dupes(root, pairs), store.write_verdicts(root, decisions),
