@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import subprocess
 import sys
 import time
@@ -79,7 +78,8 @@ def measure(size: int, approach: str, budget: int, seed: int, edits: float, dups
     import resource
 
     from hypograph.library.banlist import build_banlist, estimate_tokens
-    from hypograph.library.dedup import SYSTEM as JUDGE_SYSTEM, behavior_items, judge_batches, judge_request, prefilter
+    from hypograph.library.dedup import SYSTEM as JUDGE_SYSTEM
+    from hypograph.library.dedup import behavior_items, judge_batches, judge_request, prefilter
     from hypograph.library.embedder import make_embedder
     from hypograph.library.generate import generation_request
     from hypograph.library.landscape import Landscape

@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from proximity_corpus import PROFILES, corpus_dir, ensure_run_dir  # noqa: E402
+from proximity_corpus import PROFILES, ensure_run_dir  # noqa: E402
 
 STAGES = ("embed", "graph", "clusters", "dupes")
 DUPE_THRESHOLD = 0.80

@@ -43,6 +43,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 import llm_stub  # noqa: E402
+
 from hypograph.hypotheses import load_corpus  # noqa: E402
 from hypograph.llm import LLMClient, LLMConfig, ModelPolicy  # noqa: E402
 from hypograph.proximity.adjudicate import adjudicate  # noqa: E402

@@ -14,15 +14,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import EXAMPLE_VAULT, copy_tree
+from test_structure import clusters, failures, hypograph, hypotheses, members
+
+from hypograph.llm import OfflinePolicy
 from hypograph.proximity.adjudicate import Decision
 from hypograph.structure.dispositions import read_ledger, run_dispositions
-from hypograph.llm import OfflinePolicy
 from hypograph.structure.structure_map import MAP
 from hypograph.vault.nodes import link_target
 from hypograph.vault.vault import open_vault
-from test_structure import clusters, failures, hypograph, hypotheses, members
 
 
 def review(root: Path, a: str, b: str, verdict: str = "MERGE") -> None:

@@ -28,10 +28,18 @@ from hypograph.llm import Ask, LLMClient, LLMConfig, ModelPolicy, OfflinePolicy,
 from hypograph.llm.client import Request
 from hypograph.proximity.adjudicate import Decision
 from hypograph.proximity.embed import Embeddings, embed
-from hypograph.structure.dispositions import MERGE_SYSTEM, TOPIC_SYSTEM, Net, candidate_pairs, read_ledger, run_dispositions
+from hypograph.structure.dispositions import (
+    MERGE_SYSTEM,
+    TOPIC_SYSTEM,
+    Net,
+    candidate_pairs,
+    read_ledger,
+    run_dispositions,
+)
 from hypograph.structure.dispositions.candidates import rows
 from hypograph.structure.scope import open_to_4a
 from hypograph.vault.vault import open_vault
+
 
 class Choice(BaseModel):
     pick: Literal["left", "right"]

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import EXAMPLE_RUN, VENV_BIN, offline_env
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.metrics.pairwise import cosine_similarity
 
-from conftest import EXAMPLE_RUN, VENV_BIN, offline_env
 from hypograph.errors import HypographError
 from hypograph.hypotheses import load_corpus
 from hypograph.prox_cli import main as prox_main

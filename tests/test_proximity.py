@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import RUN_COMPONENTS, RUN_DUPLICATES, RUN_IDS
 from sklearn.preprocessing import normalize
 
 import hypograph.proximity.similarity as similarity_module
-from conftest import RUN_COMPONENTS, RUN_DUPLICATES, RUN_IDS
 from hypograph.errors import HypographError
 from hypograph.hypotheses import id_sort_key, load_corpus
 from hypograph.proximity import checks, store

@@ -12,31 +12,50 @@ placeholders for minted members (issue 12).
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+from llm_stub import answer, llm_env, llm_server, merge_answer, merge_pairs  # noqa: F401
+from test_structure import (
+    CARVE_SYSTEM,
+    CLUSTER,
+    GENERALIZATION,
+    SAHUL,
+    SOURCES,
+    WARM,
+    WARM_TITLE,
+    build_bee_vault,
+    clusters,
+    failures,
+    hypotheses,
+    members,
+    run_job,
+    sahul_model,
+    start_vault,
+    structure_4b_with_model,
+    system_of,
+    tagged,
+    write_node,
+)
 
-from hypograph.atomic import write_json
 from hypograph.journal import Journal, Step
-from hypograph.llm import LLMClient, LLMConfig, ModelPolicy
-from hypograph.proximity.embed import Embeddings
 from hypograph.structure.carving.plan import TOKEN_RE
 from hypograph.structure.dispositions import (
-    LEDGER, MERGE_SYSTEM, PAIR_BATCH, Net, PairDecision, apply_dispositions, read_ledger, write_ledger)
+    MERGE_SYSTEM,
+    PAIR_BATCH,
+    Net,
+    PairDecision,
+    apply_dispositions,
+    read_ledger,
+    write_ledger,
+)
 from hypograph.structure.dispositions.candidates import net_pairs
 from hypograph.structure.dispositions.ledger import Ledger
 from hypograph.vault.vault import open_vault
-from llm_stub import answer, llm_env, llm_server, merge_answer, merge_pairs  # noqa: F401
 from pipelines.summaries import asset_metadata
-from test_policy import tfidf_embeddings
-from test_structure import (
-    CARVE_SYSTEM, CLUSTER, GENERALIZATION, SAHUL, SOURCES, TOPIC_SYSTEM, WARM, WARM_TITLE, build_bee_vault, clusters,
-    failures, hypotheses, members, run_job, sahul_model, start_vault, structure_4b_with_model, system_of, tagged,
-    write_node)
 
 H3_STATEMENT = ("Hunting by the first human arrivals killed off the megafauna in a rapid overkill soon after people "
                 "reached Sahul.")

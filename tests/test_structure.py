@@ -18,12 +18,33 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from dagster import DagsterInstance
+from conftest import (
+    EXAMPLE_VAULT,
+    RECORDED_STRUCTURE,
+    SHARED_VAULTS,
+    VENV_BIN,
+    copy_tree,
+    execute,
+    node_markdown,
+    offline_env,
+    snapshot,
+    structure_record,
+)
+from llm_stub import (  # noqa: F401
+    adjudication_answer,
+    answer,
+    asked_clusters,
+    asked_pairs,
+    cluster_label_answer,
+    llm_env,
+    llm_server,
+    merge_answer,
+    merge_pairs,
+)
 
-import hypograph.structure.carving.apply as carving_apply
 import hypograph.journal as journal_module
-from conftest import (EXAMPLE_VAULT, RECORDED_STRUCTURE, SHARED_VAULTS, VENV_BIN, copy_tree, execute, node_markdown,
-                      offline_env, snapshot, structure_record)
+import hypograph.structure.carving.apply as carving_apply
+from hypograph.journal import JOURNAL
 from hypograph.llm import LLMClient, LLMConfig, OfflinePolicy, policy_for
 from hypograph.proximity.adjudicate import Decision
 from hypograph.proximity.store import read_verdicts
@@ -31,13 +52,17 @@ from hypograph.structure.baseline import read_baseline
 from hypograph.structure.carving import CARVE_SYSTEM, run_clusters
 from hypograph.structure.checks import all_checks
 from hypograph.structure.dispositions import (
-    LEDGER, MERGE_SYSTEM, TOPIC_SYSTEM, TopicDecision, apply_dispositions, read_ledger, run_dispositions)
+    LEDGER,
+    MERGE_SYSTEM,
+    TOPIC_SYSTEM,
+    TopicDecision,
+    apply_dispositions,
+    read_ledger,
+    run_dispositions,
+)
 from hypograph.structure.structure_map import MAP, structure_counts
 from hypograph.vault.nodes import link_target
-from hypograph.journal import JOURNAL
 from hypograph.vault.vault import open_vault
-from llm_stub import (adjudication_answer, answer, asked_clusters, asked_pairs, cluster_label_answer, llm_env,  # noqa: F401
-                      llm_server, merge_answer, merge_pairs)
 
 SAHUL = Path(__file__).resolve().parent / "fixtures" / "sahul"
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -812,9 +837,9 @@ def test_cluster_interrupted_before_its_residual_is_completed_by_next_run(tmp_pa
 
 def test_same_source_locators_merge_place_by_place():
     from hypograph.structure.dispositions.merge import absorb
-    from hypograph.vault.nodes import parse_node
+    from hypograph.vault.nodes import Node, parse_node
 
-    def node(node_id: str, locator) -> "Node":
+    def node(node_id: str, locator) -> Node:
         meta = {"type": "hypothesis", "id": node_id, "statement": "s", "source": "[[S-1 - Okafor 2019]]", "locator": locator}
         return parse_node(node_markdown(meta), Path(f"hypotheses/{node_id} - T.md"))
 

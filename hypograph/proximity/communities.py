@@ -91,7 +91,7 @@ def label_groups(ids: list[str], groups: list) -> dict[str, list[str]]:
 
 
 def labelled_clusters(graph: SimilarityGraph, texts: dict[str, str], algorithm: str = "louvain", seed: int = SEED,
-                      terms: "Embeddings | None" = None) -> Clusters:
+                      terms: Embeddings | None = None) -> Clusters:
     """Communities of ``graph`` with a keyword label each; ``texts`` maps every node id to its text.
 
     ``terms``: the TF-IDF embeddings of the same ids, reused for the keywords when given (so the
@@ -108,7 +108,7 @@ def labelled_clusters(graph: SimilarityGraph, texts: dict[str, str], algorithm: 
     return clusters
 
 
-def keyword_labels(graph: SimilarityGraph, clusters: Clusters, terms: "Embeddings | None" = None,
+def keyword_labels(graph: SimilarityGraph, clusters: Clusters, terms: Embeddings | None = None,
                    texts: dict[str, str] | None = None) -> dict[str, str]:
     """Each cluster's distinctive terms, from ``terms`` when they are TF-IDF rows of exactly the
     graph's ids with their vocabulary, else from ``texts`` (embedded here); {} when neither fits."""

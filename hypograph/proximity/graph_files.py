@@ -141,7 +141,7 @@ def write_graph_files(d: Path, graph: SimilarityGraph, clusters: list[str | None
     return [d / GRAPH_JSON, d / GRAPH_NPZ]
 
 
-def set_clusters(d: Path, stored: "StoredGraph", clusters: list[str | None]) -> list[Path]:
+def set_clusters(d: Path, stored: StoredGraph, clusters: list[str | None]) -> list[Path]:
     """Set each node's cluster in graph.json and graph.npz, given the pair as read (``read_graph_npz``):
     the labels are spliced into graph.json's text, the edges are not written again."""
     text, offsets = splice_clusters((d / GRAPH_JSON).read_bytes(), stored.offsets, stored.clusters, clusters)

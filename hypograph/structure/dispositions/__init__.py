@@ -39,7 +39,14 @@ from hypograph.structure.dispositions.by_hand import apply_by_hand
 from hypograph.structure.dispositions.candidates import NEIGHBOURS, NET, Candidate, Net, candidate_pairs
 from hypograph.structure.dispositions.judging import MERGE_SYSTEM, PAIR_BATCH, TOPIC_SYSTEM, decide
 from hypograph.structure.dispositions.ledger import (
-    LEDGER, Ledger, PairDecision, TopicDecision, pair_key, read_ledger, write_ledger)
+    LEDGER,
+    Ledger,
+    PairDecision,
+    TopicDecision,
+    pair_key,
+    read_ledger,
+    write_ledger,
+)
 from hypograph.structure.dispositions.merge import DispositionReport, apply_dispositions, drop, merge_groups
 from hypograph.structure.scope import open_to_4a
 from hypograph.vault.mint import structuring_lock
