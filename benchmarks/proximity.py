@@ -117,9 +117,9 @@ def table(profile: str, size: int, hyp: dict, naive: dict | None) -> list[str]:
     lines = [f"== {profile}, {size:,} hypotheses: {hyp['planted']:,} planted paraphrase pairs ==",
              row.format("process", "hypograph s", "peak MiB", "naive s", "peak MiB", "time x", "mem x")]
     labels = [*STAGES, "total"]
-    hyp_rows = [*hyp["stages"], dict(zip(("seconds", "peak_mib"), totals(hyp)))]
-    naive_rows = [*naive["stages"], dict(zip(("seconds", "peak_mib"), totals(naive)))] if naive else [None] * len(labels)
-    for label, h, n in zip(labels, hyp_rows, naive_rows):
+    hyp_rows = [*hyp["stages"], dict(zip(("seconds", "peak_mib"), totals(hyp), strict=True))]
+    naive_rows = [*naive["stages"], dict(zip(("seconds", "peak_mib"), totals(naive), strict=True))] if naive else [None] * len(labels)
+    for label, h, n in zip(labels, hyp_rows, naive_rows, strict=True):
         lines.append(row.format(
             label, f"{h['seconds']:.2f}", f"{h['peak_mib']:.0f}",
             f"{n['seconds']:.2f}" if n else "-", f"{n['peak_mib']:.0f}" if n else "-",
@@ -193,9 +193,9 @@ def knn_recall(size: int, seed: int = 0, dim: int = 384, threshold: float = 0.5,
         g = graph_mod.similarity_graph(ids, x, threshold, None, cap, keep_above=DUPE_THRESHOLD)
         runs[name] = (g, time.perf_counter() - start)
     exact, faiss_g = runs["exact"][0], runs["faiss"][0]
-    e_edges = set(zip(exact.src.tolist(), exact.dst.tolist()))
-    f_edges = set(zip(faiss_g.src.tolist(), faiss_g.dst.tolist()))
-    e_dupes = {e for e, s in zip(zip(exact.src.tolist(), exact.dst.tolist()), exact.sim.tolist()) if s >= DUPE_THRESHOLD}
+    e_edges = set(zip(exact.src.tolist(), exact.dst.tolist(), strict=True))
+    f_edges = set(zip(faiss_g.src.tolist(), faiss_g.dst.tolist(), strict=True))
+    e_dupes = {e for e, s in zip(zip(exact.src.tolist(), exact.dst.tolist(), strict=True), exact.sim.tolist(), strict=True) if s >= DUPE_THRESHOLD}
     out.append(f"== dense embeddings, {size:,} x {dim}, threshold {threshold}, K {cap} ==")
     out.append(f"exact: {len(e_edges):,} edges, {len(e_dupes):,} pairs >= {DUPE_THRESHOLD}, {runs['exact'][1]:.1f} s")
     out.append(f"faiss: {len(f_edges):,} edges, {runs['faiss'][1]:.1f} s ({faiss_g.info.get('method')})")

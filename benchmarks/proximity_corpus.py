@@ -170,7 +170,7 @@ def write_run_dir(corpus: Corpus, root: Path) -> Path:
         return root
     hyp = root / "hypotheses"
     hyp.mkdir(parents=True, exist_ok=True)
-    for hid, text in zip(corpus.ids, corpus.texts):
+    for hid, text in zip(corpus.ids, corpus.texts, strict=True):
         words = text.split()
         with open(hyp / f"{hid}.json", "w", encoding="utf-8") as f:
             json.dump({"id": hid, "title": " ".join(words[:6]), "statement": " ".join(words[6:])}, f)

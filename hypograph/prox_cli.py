@@ -154,7 +154,7 @@ def _label_sources(root: Path, ids: list[str]):
         corpus = load_corpus(root)
     except HypographError:
         return None, None
-    return None, dict(zip(corpus.ids, corpus.texts))
+    return None, dict(zip(corpus.ids, corpus.texts, strict=True))
 
 
 def _dupes(args) -> int:

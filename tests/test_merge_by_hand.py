@@ -72,7 +72,7 @@ def test_a_human_merge_of_clustered_hypotheses_is_applied(merged):
 
     hc = clusters(root)[before["H-13"]]
     assert members(hc) == left  # the others, in their frozen order
-    assert [link_target(l) for l in hc.body.splitlines() if l.startswith("![[")] == left
+    assert [link_target(link) for link in hc.body.splitlines() if link.startswith("![[")] == left
     assert "Changed by hand: H-13 left this cluster, merged into H-12" in hc.body
     text = (root / MAP).read_text(encoding="utf-8")
     assert "## Changed by hand" in text and f"[[{hc.path.stem}]]: H-13 left this cluster" in text

@@ -52,11 +52,11 @@ def brute_force_edges(matrix, threshold: float) -> dict[tuple[int, int], float]:
     dense = matrix.toarray() if sp.issparse(matrix) else np.asarray(matrix)
     sims = dense.astype(np.float64) @ dense.astype(np.float64).T
     i, j = np.nonzero(np.triu(sims >= threshold, k=1))
-    return {(a, b): sims[a, b] for a, b in zip(i.tolist(), j.tolist())}
+    return {(a, b): sims[a, b] for a, b in zip(i.tolist(), j.tolist(), strict=True)}
 
 
 def edge_map(graph: SimilarityGraph) -> dict[tuple[int, int], float]:
-    return {(i, j): s for i, j, s in zip(graph.src.tolist(), graph.dst.tolist(), graph.sim.tolist())}
+    return {(i, j): s for i, j, s in zip(graph.src.tolist(), graph.dst.tolist(), graph.sim.tolist(), strict=True)}
 
 
 def assert_same_edges(actual: dict, expected: dict, tol: float = 1e-5) -> None:
@@ -70,7 +70,7 @@ def graph_from_edges(ids: list[str], edges: list[tuple[str, str, float]], thresh
     float64, as graphs store them: rounded to 6 decimals)."""
     index = {node: k for k, node in enumerate(ids)}
     triples = sorted((min(index[a], index[b]), max(index[a], index[b]), s) for a, b, s in edges)
-    src, dst, sim = zip(*triples) if triples else ((), (), ())
+    src, dst, sim = zip(*triples, strict=True) if triples else ((), (), ())
     return SimilarityGraph(list(ids), threshold, np.array(src, dtype=np.int32), np.array(dst, dtype=np.int32),
                            np.array(sim, dtype=np.float64))
 
@@ -113,7 +113,7 @@ def run_pipeline(root: Path, threshold: float = 0.3, algorithm: str = "louvain")
     store.write_embeddings(root, emb)
     graph = similarity_graph(emb.ids, emb.matrix, threshold, {"backend": emb.backend, "model": emb.model})
     store.write_graph(root, graph)
-    clusters = labelled_clusters(graph, dict(zip(corpus.ids, corpus.texts)), algorithm)
+    clusters = labelled_clusters(graph, dict(zip(corpus.ids, corpus.texts, strict=True)), algorithm)
     store.write_clusters(root, clusters)
     pairs = duplicate_pairs(graph)
     store.write_dupes(root, pairs)
@@ -297,7 +297,7 @@ def test_threshold_zero_is_the_complete_graph_as_the_seed_builds_it():
 
 def test_edges_are_sorted_by_row_then_column():
     graph = similarity_graph(ids_for(300), random_unit_rows(), 0.3)
-    pairs = list(zip(graph.src.tolist(), graph.dst.tolist()))
+    pairs = list(zip(graph.src.tolist(), graph.dst.tolist(), strict=True))
     assert pairs == sorted(pairs)
 
 
@@ -762,7 +762,7 @@ def test_row_blocks_computed_apart_merge_to_the_same_graph(kind, upper):
     plan = similarity_module.plan_similarity(matrix, 0.2, 5, expected_keep_above())
     plan.upper = upper
     bounds = [0, 7, 50, 51, 180, 300]
-    blocks = [similarity_module.block_edges(plan, a, b) for a, b in reversed(list(zip(bounds, bounds[1:])))]
+    blocks = [similarity_module.block_edges(plan, a, b) for a, b in reversed(list(zip(bounds, bounds[1:], strict=False)))]
     graph = assemble_graph(ids_for(300), plan, blocks)
     assert edge_map(graph) == edge_map(expected)
     assert graph.info["capped_rows"] == expected.info["capped_rows"] > 0

@@ -57,7 +57,7 @@ def find_communities(graph: SimilarityGraph, algorithm: str = "louvain", seed: i
         coo_matrix((np.ones(graph.num_edges), (graph.src, graph.dst)), shape=(n, n)), directed=False
     )
     if algorithm == "louvain" and graph.num_edges:
-        g = igraph.Graph(n=n, edges=list(zip(graph.src.tolist(), graph.dst.tolist())))
+        g = igraph.Graph(n=n, edges=list(zip(graph.src.tolist(), graph.dst.tolist(), strict=True)))
         # igraph draws from Python's random module API; a private seeded generator makes runs repeatable.
         igraph.set_random_number_generator(random.Random(seed))
         try:

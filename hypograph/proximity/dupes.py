@@ -66,7 +66,7 @@ def check_dupe_threshold(threshold: float) -> float:
 def pairs_of(ids: list[str], src, dst, sims) -> list[DuplicatePair]:
     """DuplicatePair records, a before b in id order, by descending similarity then ids."""
     rows = []
-    for i, j, s in zip(src.tolist(), dst.tolist(), sims.tolist()):
+    for i, j, s in zip(src.tolist(), dst.tolist(), sims.tolist(), strict=True):
         a, b = ids[i], ids[j]
         if id_sort_key(b) < id_sort_key(a):
             a, b = b, a

@@ -69,7 +69,7 @@ def graph_json_chunks(graph: SimilarityGraph, clusters: list[str | None] | None 
         m = min(m, n)
         a, b = bounds[k], bounds[m]
         sim_text = orjson.dumps(sims[a:b].tolist())[1:-1].split(b",") if b > a else []
-        entries = [prefix[c] + t + b"}" for c, t in zip(cols[a:b].tolist(), sim_text)]
+        entries = [prefix[c] + t + b"}" for c, t in zip(cols[a:b].tolist(), sim_text, strict=True)]
         out = []
         for node in range(k, m):
             head_text = (b"\n" if node == 0 else b",\n") + quoted[node] + CLUSTER_KEY
@@ -88,14 +88,14 @@ def splice_clusters(text: bytes, offsets: np.ndarray, old: list[str | None], new
     ``new[i]``, and the new offsets: setting the clusters without rebuilding the edges' text."""
     old_text, new_text = _json_strings(old), _json_strings(new)
     pieces, start = [], 0
-    for at, before, after in zip(offsets.tolist(), old_text, new_text):
+    for at, before, after in zip(offsets.tolist(), old_text, new_text, strict=True):
         if text[at:at + len(before)] != before:
             raise ValueError("graph.json does not hold the expected cluster value")
         pieces.append(text[start:at])
         pieces.append(after)
         start = at + len(before)
     pieces.append(text[start:])
-    growth = np.fromiter((len(b) - len(a) for a, b in zip(old_text, new_text)), dtype=np.int64, count=len(old_text))
+    growth = np.fromiter((len(b) - len(a) for a, b in zip(old_text, new_text, strict=True)), dtype=np.int64, count=len(old_text))
     return b"".join(pieces), offsets + np.concatenate([[0], np.cumsum(growth)[:-1]]).astype(np.int64)
 
 

@@ -179,9 +179,9 @@ def seed_cosine(x: sp.csr_matrix, i: int, j: int) -> float:
     product adds them: for values the fast path leaves within float error of a boundary."""
     a = slice(x.indptr[i], x.indptr[i + 1])
     b = slice(x.indptr[j], x.indptr[j + 1])
-    other = dict(zip(x.indices[b].tolist(), x.data[b].tolist()))
+    other = dict(zip(x.indices[b].tolist(), x.data[b].tolist(), strict=True))
     total = 0.0
-    for col, value in zip(x.indices[a].tolist(), x.data[a].tolist()):
+    for col, value in zip(x.indices[a].tolist(), x.data[a].tolist(), strict=True):
         if col in other:
             total += value * other[col]
     return total

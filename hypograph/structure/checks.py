@@ -89,7 +89,7 @@ def check_2_clusters(vault: Vault) -> list[Violation]:
             out.append((hc.id, "a member is listed twice"))
         if len(set(targets)) < 2:
             out.append((hc.id, f"{len(set(targets))} distinct member(s); at least 2 required"))
-        for t, m in zip(targets, members):
+        for t, m in zip(targets, members, strict=True):
             if m is None or m.type != "hypothesis":
                 out.append((hc.id, f"member {t} is not a hypothesis node"))
             elif m.meta.get("state") != "active":
@@ -116,7 +116,7 @@ def check_3_residuals(vault: Vault) -> list[Violation]:
         if hc.meta.get("exhaustive_by_construction") is True:
             if residuals:
                 out.append((hc.id, "exhaustive_by_construction but has a residual member"))
-            prose = "\n".join(l for l in hc.body.splitlines() if not l.strip().startswith("![["))
+            prose = "\n".join(line for line in hc.body.splitlines() if not line.strip().startswith("![["))
             if not prose.strip() or not any(m is not None and re.search(rf"\b{re.escape(m.id)}\b", prose) for m in members):
                 out.append((hc.id, "exhaustive_by_construction without a body justification naming the member a failure would favour"))
         elif len(residuals) != 1:
@@ -183,7 +183,7 @@ def check_5_survivors(vault: Vault, baseline: dict | None) -> list[Violation]:
             out.append((h.id, "additional_sources repeats the node's own source"))
         locators = h.meta.get("locator")
         wanted = {link_target(source)} | extra
-        prefixes = [str(l).split(":", 1)[0].strip() for l in locators] if isinstance(locators, list) else []
+        prefixes = [str(loc).split(":", 1)[0].strip() for loc in locators] if isinstance(locators, list) else []
         if not isinstance(locators, list) or sorted(prefixes) != sorted(wanted):
             out.append((h.id, f"locator should be one 'S-N: where' entry per source {sorted(wanted)}"))
         if baseline and h.id in baseline:

@@ -53,7 +53,7 @@ def render_map(vault: Vault, today: dt.date) -> str:
 
 
 def _without_timestamp(text: str) -> str:
-    return "\n".join(l for l in text.splitlines() if not l.startswith(GENERATED))
+    return "\n".join(line for line in text.splitlines() if not line.startswith(GENERATED))
 
 
 def write_map(vault: Vault, today: dt.date | None = None) -> tuple[Path, bool]:
