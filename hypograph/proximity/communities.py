@@ -83,7 +83,8 @@ def label_groups(ids: list[str], groups: list) -> dict[str, list[str]]:
     """Label groups C-01.. by size descending, then smallest member id; members in id order."""
     rank = np.empty(len(ids), dtype=np.int64)  # each node's place in id order, sorted once
     rank[sorted(range(len(ids)), key=lambda i: id_sort_key(ids[i]))] = np.arange(len(ids))
-    ordered = [np.asarray(g, dtype=np.int64)[np.argsort(rank[np.asarray(g, dtype=np.int64)], kind="stable")] for g in groups]
+    ordered = [np.asarray(g, dtype=np.int64)[np.argsort(rank[np.asarray(g, dtype=np.int64)], kind="stable")]
+               for g in groups]
     ordered.sort(key=lambda g: (-len(g), rank[g[0]]))
     members = [[ids[i] for i in g.tolist()] for g in ordered]
     width = max(2, len(str(len(members))))

@@ -43,13 +43,15 @@ def duplicate_pairs(graph: SimilarityGraph, threshold: float = DEFAULT_DUPE_THRE
     if not covers(graph, threshold):
         raise HypographError(
             f"dupe threshold {threshold} is below {graph.exact_above}, the level above which the graph holds "
-            f"every pair: compute the pairs from the embeddings, or rebuild the graph with --threshold {threshold} or lower"
+            f"every pair: compute the pairs from the embeddings, "
+            f"or rebuild the graph with --threshold {threshold} or lower"
         )
     keep = np.flatnonzero(graph.sim >= threshold)
     return pairs_of(graph.ids, graph.src[keep], graph.dst[keep], graph.sim[keep])
 
 
-def pairs_from_embeddings(ids: list[str], matrix, threshold: float, embedding: dict | None = None) -> list[DuplicatePair]:
+def pairs_from_embeddings(ids: list[str], matrix, threshold: float,
+                          embedding: dict | None = None) -> list[DuplicatePair]:
     """Every pair at or above ``threshold``, computed from the rows (no neighbour cap)."""
     threshold = check_dupe_threshold(threshold)
     graph = similarity_graph(ids, matrix, threshold, embedding, max_neighbours=0)
