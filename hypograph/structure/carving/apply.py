@@ -89,13 +89,16 @@ def _complete_cluster(vault: Vault, hc_id: str, plan: ClusterPlan | None) -> tup
     residual = next((i for i in listed if i in vault.nodes and vault.nodes[i].meta.get("residual") is True),
                     next((h.id for h in minted_for_it if h.meta.get("residual") is True), None))
     if hc.meta.get("exhaustive_by_construction") is not True and residual is None:
-        r = {"title": plan.residual_title, "statement": plan.residual_statement, "note": plan.residual_note} if plan else {
-            "title": f"The answer is not listed here - {hc.title}",
-            "statement": f"The answer to this cluster's sub-question ({hc.title}) is something none of its other members states.",
-            "note": "Residual catch-all so that exactly one member of the cluster is true."}
+        r = ({"title": plan.residual_title, "statement": plan.residual_statement, "note": plan.residual_note}
+             if plan else {
+                 "title": f"The answer is not listed here - {hc.title}",
+                 "statement": f"The answer to this cluster's sub-question ({hc.title}) "
+                              "is something none of its other members states.",
+                 "note": "Residual catch-all so that exactly one member of the cluster is true."})
         residual, _ = create_node(vault.root, "hypothesis", r["title"], {
-            "statement": r["statement"], "question": (plan.residual_question if plan else None) or question, "source": None,
-            "locator": None, "state": "active", "cluster": hc.link, "residual": True, "origin": "step-4-residual"},
+            "statement": r["statement"], "question": (plan.residual_question if plan else None) or question,
+            "source": None, "locator": None, "state": "active", "cluster": hc.link, "residual": True,
+            "origin": "step-4-residual"},
             body=f"\n{r['note']}\n")
         minted.append(residual)
         vault = open_vault(vault.root)
