@@ -53,8 +53,8 @@ from hypograph.vault.mint import structuring_lock
 from hypograph.vault.validate import validate_before_structuring
 from hypograph.vault.vault import Vault, open_vault
 
-__all__ = ["LEDGER", "MERGE_SYSTEM", "NEIGHBOURS", "NET", "PAIR_BATCH", "TOPIC_SYSTEM", "Candidate", "DispositionReport",
-           "Ledger", "Net",
+__all__ = ["LEDGER", "MERGE_SYSTEM", "NEIGHBOURS", "NET", "PAIR_BATCH", "TOPIC_SYSTEM", "Candidate",
+           "DispositionReport", "Ledger", "Net",
            "PairDecision", "TopicDecision", "apply_dispositions", "candidate_pairs", "decide", "drop", "merge_groups",
            "pair_key", "read_ledger", "run_dispositions", "write_ledger"]
 
