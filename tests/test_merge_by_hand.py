@@ -27,7 +27,8 @@ from hypograph.vault.vault import open_vault
 
 def review(root: Path, a: str, b: str, verdict: str = "MERGE") -> None:
     (root / "proximity" / "review.json").write_text(json.dumps([
-        {"pair": [a, b], "verdict": verdict, "rationale": "Same claim about the Nile, in other words.", "reviewer": "ana"}]))
+        {"pair": [a, b], "verdict": verdict, "rationale": "Same claim about the Nile, in other words.",
+         "reviewer": "ana"}]))
 
 
 def full_copy(src: Path, dst: Path) -> Path:
