@@ -47,7 +47,7 @@ CANDIDATES_NEW, CANDIDATES_DUP = 5, 5
 def round_inputs(size: int, seed: int, edits: float, dups: int = CANDIDATES_DUP):
     """(library items, candidate texts, {candidate index: original id}) for one round."""
     import numpy as np
-    from proximity import make_corpus
+    from proximity_corpus import make_corpus
 
     corpus = make_corpus(size + CANDIDATES_NEW, seed)
     rng = np.random.default_rng(seed + 1)
