@@ -52,7 +52,8 @@ def hypothesis_clusters(context: AssetExecutionContext, inputs: Inputs, llm: LLM
         "clusters": len(report.clusters), "created": len(report.created), "minted": len(report.minted),
         "minted_hypotheses": sum(i.startswith("H-") for i in report.minted),
         "stragglers_dropped": len(report.dropped),
-        "membership": MetadataValue.md("\n".join(f"- {c}: {', '.join(m)}" for c, m in report.clusters.items()) or "none"),
+        "membership": MetadataValue.md("\n".join(f"- {c}: {', '.join(m)}" for c, m in report.clusters.items())
+                                       or "none"),
         **client.metadata(),
     })
 

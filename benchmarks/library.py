@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import subprocess
 import sys
 import time
@@ -48,7 +47,7 @@ CANDIDATES_NEW, CANDIDATES_DUP = 5, 5
 def round_inputs(size: int, seed: int, edits: float, dups: int = CANDIDATES_DUP):
     """(library items, candidate texts, {candidate index: original id}) for one round."""
     import numpy as np
-    from proximity import make_corpus
+    from proximity_corpus import make_corpus
 
     corpus = make_corpus(size + CANDIDATES_NEW, seed)
     rng = np.random.default_rng(seed + 1)
@@ -79,7 +78,8 @@ def measure(size: int, approach: str, budget: int, seed: int, edits: float, dups
     import resource
 
     from hypograph.library.banlist import build_banlist, estimate_tokens
-    from hypograph.library.dedup import SYSTEM as JUDGE_SYSTEM, behavior_items, judge_batches, judge_request, prefilter
+    from hypograph.library.dedup import SYSTEM as JUDGE_SYSTEM
+    from hypograph.library.dedup import behavior_items, judge_batches, judge_request, prefilter
     from hypograph.library.embedder import make_embedder
     from hypograph.library.generate import generation_request
     from hypograph.library.landscape import Landscape
@@ -112,7 +112,8 @@ def measure(size: int, approach: str, budget: int, seed: int, edits: float, dups
         out["dedup_tokens"] = sum(tokens(judge_request("behavior", b)) for b in batches)
         hits = [planted[k] in [r for r, _, _ in found[k].neighbours] for k in planted]
         out["recall"] = sum(hits) / len(planted)
-        out["auto"] = sum(1 for k in planted if verdicts.get(f"c{k + 1}") and verdicts[f"c{k + 1}"].verdict == "duplicate") / len(planted)
+        out["auto"] = sum(1 for k in planted
+                          if verdicts.get(f"c{k + 1}") and verdicts[f"c{k + 1}"].verdict == "duplicate") / len(planted)
     out["calls"] = 1 + out["dedup_calls"] + CANDIDATES_NEW  # one scoring call per surviving (new) behavior
     out["seconds"] = round(time.perf_counter() - started, 3)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -142,16 +143,17 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"banlist budget {args.budget} tokens; round = {args.dups + CANDIDATES_NEW} candidates ({args.dups} reworded duplicates with "
-          f"{args.edits:.0%} of words replaced, {CANDIDATES_NEW} new)")
+    print(f"banlist budget {args.budget} tokens; round = {args.dups + CANDIDATES_NEW} candidates "
+          f"({args.dups} reworded duplicates with {args.edits:.0%} of words replaced, {CANDIDATES_NEW} new)")
     head = f"{'behaviors':>9} {'approach':>9} {'gen prompt tok':>14} {'dedup calls':>11} {'dedup tok':>10} " \
            f"{'calls/round':>11} {'prefilter recall@5':>18} {'auto':>5} {'seconds':>8} {'peak MiB':>8}"
     print(head)
     print("-" * len(head))
     for r in rows:
         mode = f" ({r['banlist_mode']})" if "banlist_mode" in r else ""
-        print(f"{r['size']:>9} {r['approach']:>9} {r['gen_tokens']:>14,} {r['dedup_calls']:>11} {r['dedup_tokens']:>10,} "
-              f"{r['calls']:>11} {_pct(r['recall']):>18} {_pct(r['auto']):>5} {r['seconds']:>8.2f} {r['peak_mib']:>8.1f}{mode}")
+        print(f"{r['size']:>9} {r['approach']:>9} {r['gen_tokens']:>14,} {r['dedup_calls']:>11} "
+              f"{r['dedup_tokens']:>10,} {r['calls']:>11} {_pct(r['recall']):>18} {_pct(r['auto']):>5} "
+              f"{r['seconds']:>8.2f} {r['peak_mib']:>8.1f}{mode}")
 
 
 def _pct(value) -> str:

@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from proximity_corpus import PROFILES, corpus_dir, ensure_run_dir  # noqa: E402
+from proximity_corpus import PROFILES, ensure_run_dir  # noqa: E402
 
 STAGES = ("embed", "graph", "clusters", "dupes")
 DUPE_THRESHOLD = 0.80
@@ -90,7 +90,8 @@ def run_chain(approach: str, root: Path) -> dict:
 
 def outcome(root: Path) -> dict:
     """Edges, clusters, duplicate pairs and planted recall of the chain that wrote ``root/proximity``."""
-    planted = {tuple(p) for p in json.loads((Path(os.path.realpath(root / "hypotheses")).parent / "planted.json").read_text())}
+    planted_file = Path(os.path.realpath(root / "hypotheses")).parent / "planted.json"
+    planted = {tuple(p) for p in json.loads(planted_file.read_text())}
     d = root / "proximity"
     pairs = {(p["a"], p["b"]) for p in json.loads((d / "dupes.json").read_text()) if p["similarity"] >= DUPE_THRESHOLD}
     clusters = json.loads((d / "clusters.json").read_text())
@@ -117,19 +118,21 @@ def table(profile: str, size: int, hyp: dict, naive: dict | None) -> list[str]:
     lines = [f"== {profile}, {size:,} hypotheses: {hyp['planted']:,} planted paraphrase pairs ==",
              row.format("process", "hypograph s", "peak MiB", "naive s", "peak MiB", "time x", "mem x")]
     labels = [*STAGES, "total"]
-    hyp_rows = [*hyp["stages"], dict(zip(("seconds", "peak_mib"), totals(hyp)))]
-    naive_rows = [*naive["stages"], dict(zip(("seconds", "peak_mib"), totals(naive)))] if naive else [None] * len(labels)
-    for label, h, n in zip(labels, hyp_rows, naive_rows):
+    hyp_rows = [*hyp["stages"], dict(zip(("seconds", "peak_mib"), totals(hyp), strict=True))]
+    naive_rows = ([*naive["stages"], dict(zip(("seconds", "peak_mib"), totals(naive), strict=True))] if naive
+                  else [None] * len(labels))
+    for label, h, n in zip(labels, hyp_rows, naive_rows, strict=True):
         lines.append(row.format(
             label, f"{h['seconds']:.2f}", f"{h['peak_mib']:.0f}",
             f"{n['seconds']:.2f}" if n else "-", f"{n['peak_mib']:.0f}" if n else "-",
             ratio(n["seconds"], h["seconds"]) if n else "-", ratio(n["peak_mib"], h["peak_mib"]) if n else "-"))
     for name, run in (("hypograph", hyp), ("naive", naive)):
         if run:
-            lines.append(f"{name + ':':<10} {run['edges']:,} edges, {run['clusters']:,} clusters, {run['dupes']:,} dupe pairs "
-                         f">= {DUPE_THRESHOLD}, planted recall {run['recall']:.4f}")
+            lines.append(f"{name + ':':<10} {run['edges']:,} edges, {run['clusters']:,} clusters, "
+                         f"{run['dupes']:,} dupe pairs >= {DUPE_THRESHOLD}, planted recall {run['recall']:.4f}")
     if not naive:
-        lines.append(f"naive:     skipped (a dense N x N float64 matrix alone would need {size * size * 8 / 2**30:.0f} GiB)")
+        lines.append("naive:     skipped (a dense N x N float64 matrix alone would need "
+                     f"{size * size * 8 / 2**30:.0f} GiB)")
     return lines
 
 
@@ -160,13 +163,16 @@ def cap_study(root: Path, caps: list[int], threshold: float = 0.30) -> list[str]
     base_graph, base_labels, base_dupes, _, _ = results[0]
     row = "{:>5} {:>10} {:>8} {:>8} {:>7} {:>7} {:>10} {:>9}"
     lines = [row.format("K", "edges", "kept", "capped", "ARI", "NMI", "dupes", "json MB"),
-             row.format(0, f"{base_graph.num_edges:,}", "1.000", 0, "1.000", "1.000", "exact", f"{results[0][3] / 1e6:.0f}")]
+             row.format(0, f"{base_graph.num_edges:,}", "1.000", 0, "1.000", "1.000", "exact",
+                        f"{results[0][3] / 1e6:.0f}")]
     for k in caps:
         graph, labels, dupes, size, _ = results[k]
         lines.append(row.format(
-            k, f"{graph.num_edges:,}", f"{graph.num_edges / max(base_graph.num_edges, 1):.3f}", graph.info["capped_rows"],
-            f"{adjusted_rand_score(base_labels, labels):.3f}", f"{normalized_mutual_info_score(base_labels, labels):.3f}",
-            "identical" if dupes == base_dupes else f"{len(dupes & base_dupes)}/{len(base_dupes)}", f"{size / 1e6:.0f}"))
+            k, f"{graph.num_edges:,}", f"{graph.num_edges / max(base_graph.num_edges, 1):.3f}",
+            graph.info["capped_rows"], f"{adjusted_rand_score(base_labels, labels):.3f}",
+            f"{normalized_mutual_info_score(base_labels, labels):.3f}",
+            "identical" if dupes == base_dupes else f"{len(dupes & base_dupes)}/{len(base_dupes)}",
+            f"{size / 1e6:.0f}"))
     return lines
 
 
@@ -180,7 +186,8 @@ def knn_recall(size: int, seed: int = 0, dim: int = 384, threshold: float = 0.5,
     rng = np.random.default_rng(seed)
     centers = rng.normal(size=(max(4, size // 400), dim)).astype(np.float32)
     originals = size - size // 10
-    x = centers[rng.integers(len(centers), size=originals)] + rng.normal(scale=1.1, size=(originals, dim)).astype(np.float32)
+    x = (centers[rng.integers(len(centers), size=originals)]
+         + rng.normal(scale=1.1, size=(originals, dim)).astype(np.float32))
     copies = x[rng.choice(originals, size=size - originals, replace=False)]
     x = np.vstack([x, copies + rng.normal(scale=0.35, size=copies.shape).astype(np.float32)])
     x /= np.linalg.norm(x, axis=1, keepdims=True)
@@ -193,9 +200,11 @@ def knn_recall(size: int, seed: int = 0, dim: int = 384, threshold: float = 0.5,
         g = graph_mod.similarity_graph(ids, x, threshold, None, cap, keep_above=DUPE_THRESHOLD)
         runs[name] = (g, time.perf_counter() - start)
     exact, faiss_g = runs["exact"][0], runs["faiss"][0]
-    e_edges = set(zip(exact.src.tolist(), exact.dst.tolist()))
-    f_edges = set(zip(faiss_g.src.tolist(), faiss_g.dst.tolist()))
-    e_dupes = {e for e, s in zip(zip(exact.src.tolist(), exact.dst.tolist()), exact.sim.tolist()) if s >= DUPE_THRESHOLD}
+    e_edges = set(zip(exact.src.tolist(), exact.dst.tolist(), strict=True))
+    f_edges = set(zip(faiss_g.src.tolist(), faiss_g.dst.tolist(), strict=True))
+    e_dupes = {e for e, s in zip(zip(exact.src.tolist(), exact.dst.tolist(), strict=True), exact.sim.tolist(),
+                                 strict=True)
+               if s >= DUPE_THRESHOLD}
     out.append(f"== dense embeddings, {size:,} x {dim}, threshold {threshold}, K {cap} ==")
     out.append(f"exact: {len(e_edges):,} edges, {len(e_dupes):,} pairs >= {DUPE_THRESHOLD}, {runs['exact'][1]:.1f} s")
     out.append(f"faiss: {len(f_edges):,} edges, {runs['faiss'][1]:.1f} s ({faiss_g.info.get('method')})")
@@ -226,7 +235,8 @@ def main(argv: list[str] | None = None) -> None:
         root = ensure_run_dir(args.workdir, args.profile, size, args.seed)
         if args.cap_study:
             print(f"== neighbour cap, {args.profile}, {size:,} hypotheses, threshold {args.threshold} ==")
-            print("\n".join(cap_study(root, [int(k) for k in args.caps.split(",")], args.threshold)), end="\n\n", flush=True)
+            print("\n".join(cap_study(root, [int(k) for k in args.caps.split(",")], args.threshold)), end="\n\n",
+                  flush=True)
             continue
         hyp = run_chain("hypograph", root)
         naive = run_chain("naive", naive_dir(root)) if size <= args.naive_max else None

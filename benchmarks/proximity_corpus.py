@@ -147,7 +147,8 @@ def make_corpus(size: int, seed: int = 0, profile: str = "sparse") -> Corpus:
         ids[position[k]] = f"H-{position[k] + 1:0{width}d}"
         texts[position[k]] = " ".join(vocabulary[sentence])
         by_position[position[k]] = all_topics[k]
-    planted = [tuple(sorted((ids[position[k]], ids[position[num_originals + m]]))) for m, k in enumerate(originals.tolist())]
+    planted = [tuple(sorted((ids[position[k]], ids[position[num_originals + m]])))
+               for m, k in enumerate(originals.tolist())]
     return Corpus(ids, texts, num_topics, by_position, planted)
 
 
@@ -170,7 +171,7 @@ def write_run_dir(corpus: Corpus, root: Path) -> Path:
         return root
     hyp = root / "hypotheses"
     hyp.mkdir(parents=True, exist_ok=True)
-    for hid, text in zip(corpus.ids, corpus.texts):
+    for hid, text in zip(corpus.ids, corpus.texts, strict=True):
         words = text.split()
         with open(hyp / f"{hid}.json", "w", encoding="utf-8") as f:
             json.dump({"id": hid, "title": " ".join(words[:6]), "statement": " ".join(words[6:])}, f)

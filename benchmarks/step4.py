@@ -43,6 +43,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 import llm_stub  # noqa: E402
+
 from hypograph.hypotheses import load_corpus  # noqa: E402
 from hypograph.llm import LLMClient, LLMConfig, ModelPolicy  # noqa: E402
 from hypograph.proximity.adjudicate import adjudicate  # noqa: E402
@@ -58,7 +59,8 @@ from hypograph.vault.vault import open_vault  # noqa: E402
 EXAMPLE = REPO / "examples" / "vault"
 SITES = ["Pylos", "Mycenae", "Tiryns", "Thebes", "Knossos", "Ugarit", "Hattusa", "Emar", "Alalakh", "Enkomi",
          "Kition", "Sidon", "Byblos", "Megiddo", "Lachish", "Ashkelon", "Carchemish", "Tarsus"]
-SYNONYMS = dict(pair.split(":") for pair in """multi-decade:decades-long across:throughout eastern:east beginning:starting
+SYNONYMS = dict(pair.split(":") for pair in """
+multi-decade:decades-long across:throughout eastern:east beginning:starting
 around:about repeated:recurrent harvest:crop failures:losses undermined:weakened led:brought destruction:ruin
 layers:levels conventionally:traditionally attributed:ascribed single:one local:regional wars:conflicts
 neighbouring:adjacent polities:states rather:instead common:shared external:outside agent:cause earthquakes:quakes
@@ -107,8 +109,10 @@ def claims(n: int) -> list[tuple[dict, tuple[int, int]]]:
     bases = []
     for path in sorted((EXAMPLE / "hypotheses").glob("H-*.md"), key=lambda p: int(p.name.split()[0][2:])):
         meta = frontmatter(path)
-        bases.append({"title": path.stem.split(" - ", 1)[1], **{k: meta[k] for k in ("statement", "question", "source", "locator")}})
-    family = {i: min(g) if i in g else i for i in range(1, len(bases) + 1) for g in [next((g for g in PLANTED if i in g), set())]}
+        bases.append({"title": path.stem.split(" - ", 1)[1],
+                      **{k: meta[k] for k in ("statement", "question", "source", "locator")}})
+    family = {i: min(g) if i in g else i for i in range(1, len(bases) + 1)
+              for g in [next((g for g in PLANTED if i in g), set())]}
     rng = random.Random(n)
     out = [(dict(b), (family[k + 1],)) for k, b in enumerate(bases)]
     for k in range(len(bases), n):
@@ -118,7 +122,8 @@ def claims(n: int) -> list[tuple[dict, tuple[int, int]]]:
         head, tail = bases[i]["statement"].rstrip(".").split(), bases[j]["statement"].rstrip(".").split()
         statement = " ".join(head[:len(head) // 2] + ["and"] + tail[len(tail) // 2:])
         title = " ".join(bases[i]["title"].split()[:5] + ["and"] + bases[j]["title"].split()[-4:])
-        out.append(({**bases[i], "title": f"{title} at {where}", "statement": f"At {where}, {statement[0].lower()}{statement[1:]}."},
+        out.append(({**bases[i], "title": f"{title} at {where}",
+                     "statement": f"At {where}, {statement[0].lower()}{statement[1:]}."},
                     (family[i + 1], j, where)))
     return out
 
@@ -145,7 +150,8 @@ def build(root: Path, n: int, seed: int = 0) -> dict[str, tuple[int, int]]:
     families = {}
     for k, (c, f) in enumerate(hyps, start=1):
         title = re.sub(r"[^\w ,'-]", "", c["title"])[:110].strip()
-        meta = {"type": "hypothesis", "id": f"H-{k}", **{key: c[key] for key in ("statement", "question", "source", "locator")}}
+        meta = {"type": "hypothesis", "id": f"H-{k}",
+                **{key: c[key] for key in ("statement", "question", "source", "locator")}}
         (root / "hypotheses").mkdir(exist_ok=True)
         (root / "hypotheses" / f"H-{k} - {title}.md").write_text(
             "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n", encoding="utf-8")
@@ -165,7 +171,8 @@ def proximity(root: Path):
     corpus = load_corpus(root)
     emb = embed(corpus.ids, corpus.texts, "tfidf")
     pairs = duplicate_pairs(similarity_graph(emb.ids, emb.matrix, 0.3), 0.8)
-    verdicts = adjudicate(pairs, {h.id: h for h in corpus.hypotheses}, {}, LLMClient(LLMConfig(forced_offline=True), root, "p"))
+    verdicts = adjudicate(pairs, {h.id: h for h in corpus.hypotheses}, {},
+                          LLMClient(LLMConfig(forced_offline=True), root, "p"))
     return emb, verdicts
 
 
@@ -213,9 +220,11 @@ def stub_model(families: dict[str, tuple]):
             return llm_stub.answer(llm_stub.merge_answer(
                 body, lambda a, b: {"decision": "MERGE", "rationale": "One family: the same claim reworded."}
                 if families[a] == families[b] else {}))
-        numbered = [(int(n), json.loads(c)) for n, c in re.findall(r'<hypothesis number="(\d+)">\n(.*?)\n</hypothesis>', prompt, re.S)]
+        numbered = [(int(n), json.loads(c))
+                    for n, c in re.findall(r'<hypothesis number="(\d+)">\n(.*?)\n</hypothesis>', prompt, re.S)]
         if system.startswith(TOPIC_SYSTEM):
-            return llm_stub.answer({"items": [{"hypothesis": n, "off_topic": False, "drop_reason": None} for n, _ in numbered]})
+            return llm_stub.answer({"items": [{"hypothesis": n, "off_topic": False, "drop_reason": None}
+                                              for n, _ in numbered]})
         assert system.startswith(CARVE_SYSTEM), system[:60]
         by_question: dict[str, list[int]] = {}
         for n, c in numbered:
@@ -224,9 +233,11 @@ def stub_model(families: dict[str, tuple]):
             "name": "Answers to one shared sub-question", "members": ns,
             "exclusivity": "each member names a different answer to the sub-question; at most one holds",
             "independence": "its sub-question factorizes from the other clusters' sub-questions",
-            "residual_title": "Some answer not listed here", "residual_note": "Covers any answer none of the members gives.",
+            "residual_title": "Some answer not listed here",
+            "residual_note": "Covers any answer none of the members gives.",
             "residual_statement": "the answer is something not listed here, e.g. a cause no paper proposed",
-            "carving_justification": "Grouped by the sub-question the members answer."} for ns in by_question.values()]})
+            "carving_justification": "Grouped by the sub-question the members answer."}
+            for ns in by_question.values()]})
     return respond
 
 
@@ -250,7 +261,8 @@ def cost_row(n: int, name: str, net: Net, batch: int, root: Path, families, emb,
             "groups_chained": report.groups_chained, "groups_direct": report.groups_direct, "wall_s": round(wall, 2)}
 
 
-APPROACHES = {"one pair per call, k=3 (before)": (Net(k=3), 1), f"{PAIR_BATCH} pairs per call, k=3": (Net(k=3), PAIR_BATCH),
+APPROACHES = {"one pair per call, k=3 (before)": (Net(k=3), 1),
+              f"{PAIR_BATCH} pairs per call, k=3": (Net(k=3), PAIR_BATCH),
               "one pair per call, NET": (NET, 1), "4 pairs per call, NET": (NET, 4),
               f"{PAIR_BATCH} pairs per call, NET (default)": (NET, PAIR_BATCH), "16 pairs per call, NET": (NET, 16)}
 

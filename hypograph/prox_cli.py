@@ -50,19 +50,21 @@ def _parser() -> argparse.ArgumentParser:
     c = command("embed", "vectorise hypothesis texts -> proximity/embeddings.npz, embedding-ids.json")
     c.add_argument("--backend", choices=["tfidf", "sbert"], default="tfidf")
     c.add_argument("--model", default=None,
-                   help="tfidf: seed (default: the seed tool's TfidfVectorizer() defaults) or tuned (English stop words "
-                        "dropped, sublinear tf); sbert: model name or local path (default all-MiniLM-L6-v2, offline)")
+                   help="tfidf: seed (default: the seed tool's TfidfVectorizer() defaults) or tuned "
+                        "(English stop words dropped, sublinear tf); sbert: model name or local path "
+                        "(default all-MiniLM-L6-v2, offline)")
     c = command("graph", "similarity graph -> proximity/graph.json (and graph.npz for the next steps)")
     c.add_argument("--threshold", type=float, default=0.30, help="edge when cosine >= this; 0: every pair")
     c.add_argument("--max-neighbours", type=int, default=DEFAULT_MAX_NEIGHBOURS, metavar="K",
-                   help=f"keep each node's K strongest edges (default {DEFAULT_MAX_NEIGHBOURS}; 0: all), and every pair "
-                        ">= 0.80 whatever K")
+                   help=f"keep each node's K strongest edges (default {DEFAULT_MAX_NEIGHBOURS}; 0: all), "
+                        "and every pair >= 0.80 whatever K")
     c = command("clusters", "communities -> proximity/clusters.json, cluster fields in graph.json")
     c.add_argument("--algorithm", choices=["louvain", "components"], default="louvain")
     c = command("dupes", "near-duplicate pairs as a JSON array on stdout (and proximity/dupes.json)")
     c.add_argument("--threshold", type=float, default=0.80)
     c = command("adjudicate", "MERGE/KEEP/FLAG each duplicate pair -> proximity/verdicts.json")
-    c.add_argument("--auto-merge", type=float, default=0.92, help="similarity above which a pair merges without a model")
+    c.add_argument("--auto-merge", type=float, default=0.92,
+                   help="similarity above which a pair merges without a model")
     c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: never call a model")
     c = command("label", "descriptive cluster names -> proximity/cluster-labels.json")
     c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: keyword labels only")
@@ -116,7 +118,8 @@ def _graph(args) -> int:
     capped = graph.info.get("capped_rows", 0)
     print(f"graph: {len(graph.ids)} nodes, {graph.num_edges} edges at similarity >= {graph.threshold} "
           f"({graph.info.get('method')}; "
-          + (f"{capped} nodes kept their {args.max_neighbours} strongest edges and every pair >= {DEFAULT_DUPE_THRESHOLD}"
+          + (f"{capped} nodes kept their {args.max_neighbours} strongest edges "
+             f"and every pair >= {DEFAULT_DUPE_THRESHOLD}"
              if capped else "no node capped") + f") -> {path}")
     return 0
 
@@ -154,7 +157,7 @@ def _label_sources(root: Path, ids: list[str]):
         corpus = load_corpus(root)
     except HypographError:
         return None, None
-    return None, dict(zip(corpus.ids, corpus.texts))
+    return None, dict(zip(corpus.ids, corpus.texts, strict=True))
 
 
 def _dupes(args) -> int:
@@ -190,7 +193,8 @@ def _adjudicate(args) -> int:
     pairs = read_dupes(args.run_dir)
     corpus = load_corpus(args.run_dir)
     client = _llm_client(args, "dedup_verdicts")
-    decisions = adjudicate(pairs, {h.id: h for h in corpus.hypotheses}, read_reviews(args.run_dir), client, args.auto_merge)
+    decisions = adjudicate(pairs, {h.id: h for h in corpus.hypotheses}, read_reviews(args.run_dir), client,
+                           args.auto_merge)
     path = write_verdicts(args.run_dir, decisions)
     usage = client.usage
     print(f"{len(decisions)} decisions (llm: {client.config.describe()}; {usage.calls} calls, {usage.cached} cached, "

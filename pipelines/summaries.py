@@ -53,7 +53,8 @@ def print_proximity(root: Path, top: int = 10) -> None:
     print("top duplicate pairs:" if pairs else "no duplicate pairs")
     for p in pairs[:top]:
         v = verdicts.get(frozenset((p.a, p.b)))
-        print(f"  {p.similarity:.4f}  {p.a}  {p.b}  {v.verdict} [{v.decided_by}]" if v else f"  {p.similarity:.4f}  {p.a}  {p.b}")
+        print(f"  {p.similarity:.4f}  {p.a}  {p.b}  {v.verdict} [{v.decided_by}]" if v
+              else f"  {p.similarity:.4f}  {p.a}  {p.b}")
     print_review_queue(root)
     files = ("embeddings.npz", "embedding-ids.json", "embedding-meta.json", "graph.json", "clusters.json",
              "cluster-labels.json", "dupes.json", "verdicts.json")
@@ -88,7 +89,8 @@ def print_structure(root: Path, result) -> None:
     changed = [f"{n} {what}" for n, what in ((a.get("merged", 0), "hypotheses merged into a survivor"),
                                               (a.get("dropped", 0), "dropped as off-topic"),
                                               (b.get("created", 0), "clusters created"),
-                                              (b.get("minted_hypotheses", 0), "hypotheses minted (residuals, complements)")) if n]
+                                              (b.get("minted_hypotheses", 0),
+                                               "hypotheses minted (residuals, complements)")) if n]
     print(f"{root}: this run: " + (", ".join(changed) if changed else "nothing to change (already structured)"))
     for line in [*(a.get("merged_by_hand") or []), *(a.get("refused_by_hand") or []), *(a.get("amended") or [])]:
         print(f"  {line}")  # a person's MERGE applied or refused; a decision amended so the vault completes

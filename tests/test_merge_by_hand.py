@@ -15,20 +15,21 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import EXAMPLE_VAULT, copy_tree
+from test_structure import clusters, failures, hypograph, hypotheses, members
+
+from hypograph.llm import OfflinePolicy
 from hypograph.proximity.adjudicate import Decision
 from hypograph.structure.dispositions import read_ledger, run_dispositions
-from hypograph.llm import OfflinePolicy
 from hypograph.structure.structure_map import MAP
 from hypograph.vault.nodes import link_target
 from hypograph.vault.vault import open_vault
-from test_structure import clusters, failures, hypograph, hypotheses, members
 
 
 def review(root: Path, a: str, b: str, verdict: str = "MERGE") -> None:
     (root / "proximity" / "review.json").write_text(json.dumps([
-        {"pair": [a, b], "verdict": verdict, "rationale": "Same claim about the Nile, in other words.", "reviewer": "ana"}]))
+        {"pair": [a, b], "verdict": verdict, "rationale": "Same claim about the Nile, in other words.",
+         "reviewer": "ana"}]))
 
 
 def full_copy(src: Path, dst: Path) -> Path:
@@ -73,7 +74,7 @@ def test_a_human_merge_of_clustered_hypotheses_is_applied(merged):
 
     hc = clusters(root)[before["H-13"]]
     assert members(hc) == left  # the others, in their frozen order
-    assert [link_target(l) for l in hc.body.splitlines() if l.startswith("![[")] == left
+    assert [link_target(link) for link in hc.body.splitlines() if link.startswith("![[")] == left
     assert "Changed by hand: H-13 left this cluster, merged into H-12" in hc.body
     text = (root / MAP).read_text(encoding="utf-8")
     assert "## Changed by hand" in text and f"[[{hc.path.stem}]]: H-13 left this cluster" in text

@@ -28,10 +28,18 @@ from hypograph.llm import Ask, LLMClient, LLMConfig, ModelPolicy, OfflinePolicy,
 from hypograph.llm.client import Request
 from hypograph.proximity.adjudicate import Decision
 from hypograph.proximity.embed import Embeddings, embed
-from hypograph.structure.dispositions import MERGE_SYSTEM, TOPIC_SYSTEM, Net, candidate_pairs, read_ledger, run_dispositions
+from hypograph.structure.dispositions import (
+    MERGE_SYSTEM,
+    TOPIC_SYSTEM,
+    Net,
+    candidate_pairs,
+    read_ledger,
+    run_dispositions,
+)
 from hypograph.structure.dispositions.candidates import rows
 from hypograph.structure.scope import open_to_4a
 from hypograph.vault.vault import open_vault
+
 
 class Choice(BaseModel):
     pick: Literal["left", "right"]
@@ -139,7 +147,8 @@ def crafted(ids: list[str]) -> Embeddings:
 def test_4a_neighbours_are_the_rows_of_the_embeddings_it_is_given(tmp_path, client, llm_server):
     root = build_bee_vault(tmp_path / "vault")
     llm_server.always(keep_everything)
-    run_dispositions(open_vault(root), [], crafted(["H-3", "H-4", "H-5", "H-9", "H-10"]), ModelPolicy(client), net=Net(k=1), batch_size=1)
+    run_dispositions(open_vault(root), [], crafted(["H-3", "H-4", "H-5", "H-9", "H-10"]), ModelPolicy(client),
+                     net=Net(k=1), batch_size=1)
     asked = {pair_ids(r.body) for r in llm_server.requests if r.system.startswith(MERGE_SYSTEM)}
     assert asked == {("H-3", "H-5"), ("H-4", "H-9"), ("H-10", "H-9")}
 

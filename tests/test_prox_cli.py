@@ -10,10 +10,19 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import (
-    EXAMPLE_RUN, EXAMPLE_VAULT, RUN_COMPONENTS, RUN_DUPLICATES, RUN_IDS, VAULT_DUPLICATES, VAULT_IDS, VENV_BIN, offline_env, snapshot,
+    EXAMPLE_RUN,
+    EXAMPLE_VAULT,
+    RUN_COMPONENTS,
+    RUN_DUPLICATES,
+    RUN_IDS,
+    VAULT_DUPLICATES,
+    VAULT_IDS,
+    VENV_BIN,
+    offline_env,
+    snapshot,
 )
+
 from hypograph.prox_cli import main as prox_main
 
 PROX = VENV_BIN / "prox"

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import EXAMPLE_RUN, VENV_BIN, offline_env
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.metrics.pairwise import cosine_similarity
 
-from conftest import EXAMPLE_RUN, VENV_BIN, offline_env
 from hypograph.errors import HypographError
 from hypograph.hypotheses import load_corpus
 from hypograph.prox_cli import main as prox_main
@@ -56,7 +56,8 @@ def read(root: Path, name: str):
 def seed_texts(root: Path) -> tuple[list[str], list[str]]:
     """ids and texts as the seed's embed reads them: files in name order, non-empty fields joined."""
     docs = [json.loads(p.read_text()) for p in sorted((root / "hypotheses").glob("H-*.json"))]
-    return [d["id"] for d in docs], [" ".join(p for p in (d.get("title", ""), d.get("statement", ""), d.get("mechanism", "")) if p)
+    return [d["id"] for d in docs], [" ".join(p for p in (d.get("title", ""), d.get("statement", ""),
+                                                          d.get("mechanism", "")) if p)
                                      for d in docs]
 
 
@@ -162,7 +163,8 @@ def test_dupes_below_the_graph_threshold_come_from_the_embeddings(seed_run):
 def test_a_graph_that_cannot_fit_in_memory_is_refused_in_one_line_with_its_size(seed_run):
     run(seed_run, "embed")
     env = {**offline_env(), "HYPOGRAPH_MEMORY_LIMIT": "64K"}
-    result = subprocess.run([str(PROX), "graph", "--run-dir", str(seed_run), "--threshold", "0", "--max-neighbours", "0"],
+    result = subprocess.run([str(PROX), "graph", "--run-dir", str(seed_run), "--threshold", "0",
+                             "--max-neighbours", "0"],
                             capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
@@ -197,7 +199,8 @@ def test_clusters_work_from_a_seed_graph_json_alone(tmp_path):
     result = prox("clusters", "--run-dir", root)
     assert result.returncode == 0, result.stderr
     clusters = read(root, "clusters.json")
-    assert sorted(map(sorted, clusters["clusters"].values())) == [["H-0001", "H-0002"], ["H-0003", "H-0004"], ["H-0005"]]
+    assert sorted(map(sorted, clusters["clusters"].values())) == [["H-0001", "H-0002"], ["H-0003", "H-0004"],
+                                                                  ["H-0005"]]
     assert clusters["num_clusters"] == 3 and clusters["algorithm"] == "louvain"
     graph = read(root, "graph.json")
     assert {n: v["cluster"] for n, v in graph["nodes"].items()} == {

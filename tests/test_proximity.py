@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import RUN_COMPONENTS, RUN_DUPLICATES, RUN_IDS
 from sklearn.preprocessing import normalize
 
 import hypograph.proximity.similarity as similarity_module
-from conftest import RUN_COMPONENTS, RUN_DUPLICATES, RUN_IDS
 from hypograph.errors import HypographError
 from hypograph.hypotheses import id_sort_key, load_corpus
 from hypograph.proximity import checks, store
@@ -52,11 +52,11 @@ def brute_force_edges(matrix, threshold: float) -> dict[tuple[int, int], float]:
     dense = matrix.toarray() if sp.issparse(matrix) else np.asarray(matrix)
     sims = dense.astype(np.float64) @ dense.astype(np.float64).T
     i, j = np.nonzero(np.triu(sims >= threshold, k=1))
-    return {(a, b): sims[a, b] for a, b in zip(i.tolist(), j.tolist())}
+    return {(a, b): sims[a, b] for a, b in zip(i.tolist(), j.tolist(), strict=True)}
 
 
 def edge_map(graph: SimilarityGraph) -> dict[tuple[int, int], float]:
-    return {(i, j): s for i, j, s in zip(graph.src.tolist(), graph.dst.tolist(), graph.sim.tolist())}
+    return {(i, j): s for i, j, s in zip(graph.src.tolist(), graph.dst.tolist(), graph.sim.tolist(), strict=True)}
 
 
 def assert_same_edges(actual: dict, expected: dict, tol: float = 1e-5) -> None:
@@ -70,7 +70,7 @@ def graph_from_edges(ids: list[str], edges: list[tuple[str, str, float]], thresh
     float64, as graphs store them: rounded to 6 decimals)."""
     index = {node: k for k, node in enumerate(ids)}
     triples = sorted((min(index[a], index[b]), max(index[a], index[b]), s) for a, b, s in edges)
-    src, dst, sim = zip(*triples) if triples else ((), (), ())
+    src, dst, sim = zip(*triples, strict=True) if triples else ((), (), ())
     return SimilarityGraph(list(ids), threshold, np.array(src, dtype=np.int32), np.array(dst, dtype=np.int32),
                            np.array(sim, dtype=np.float64))
 
@@ -113,7 +113,7 @@ def run_pipeline(root: Path, threshold: float = 0.3, algorithm: str = "louvain")
     store.write_embeddings(root, emb)
     graph = similarity_graph(emb.ids, emb.matrix, threshold, {"backend": emb.backend, "model": emb.model})
     store.write_graph(root, graph)
-    clusters = labelled_clusters(graph, dict(zip(corpus.ids, corpus.texts)), algorithm)
+    clusters = labelled_clusters(graph, dict(zip(corpus.ids, corpus.texts, strict=True)), algorithm)
     store.write_clusters(root, clusters)
     pairs = duplicate_pairs(graph)
     store.write_dupes(root, pairs)
@@ -274,8 +274,10 @@ def test_tiny_blocks_give_the_same_graph(monkeypatch, threshold, cap):
     monkeypatch.setattr(similarity_module, "BLOCK_BUDGET", 50)
     plan = similarity_module.plan_similarity(matrix, threshold, cap)
     assert len(similarity_module.row_blocks(plan)) > 10
-    assert_same_edges(edge_map(similarity_graph(ids_for(300), matrix, threshold, max_neighbours=cap)), expected, tol=1e-12)
-    assert_same_edges(edge_map(similarity_graph(ids_for(300), matrix.toarray(), threshold, max_neighbours=cap)), expected)
+    assert_same_edges(edge_map(similarity_graph(ids_for(300), matrix, threshold, max_neighbours=cap)), expected,
+                      tol=1e-12)
+    assert_same_edges(edge_map(similarity_graph(ids_for(300), matrix.toarray(), threshold, max_neighbours=cap)),
+                      expected)
 
 
 @pytest.mark.parametrize("threshold", [0.1, 0.3, 0.5])
@@ -297,7 +299,7 @@ def test_threshold_zero_is_the_complete_graph_as_the_seed_builds_it():
 
 def test_edges_are_sorted_by_row_then_column():
     graph = similarity_graph(ids_for(300), random_unit_rows(), 0.3)
-    pairs = list(zip(graph.src.tolist(), graph.dst.tolist()))
+    pairs = list(zip(graph.src.tolist(), graph.dst.tolist(), strict=True))
     assert pairs == sorted(pairs)
 
 
@@ -397,7 +399,8 @@ def test_louvain_splits_two_cliques_joined_by_a_weak_bridge():
 def test_labels_are_by_size_then_smallest_member_id():
     ids = ["H-1", "H-2", "H-3", "H-10", "H-11", "H-20"]
     groups = [[5], [3, 4], [0], [1, 2]]  # [H-20], [H-10, H-11], [H-1], [H-2, H-3]
-    assert label_groups(ids, groups) == {"C-01": ["H-2", "H-3"], "C-02": ["H-10", "H-11"], "C-03": ["H-1"], "C-04": ["H-20"]}
+    assert label_groups(ids, groups) == {"C-01": ["H-2", "H-3"], "C-02": ["H-10", "H-11"], "C-03": ["H-1"],
+                                         "C-04": ["H-20"]}
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -520,7 +523,8 @@ def test_checks_pass_on_pipeline_output(output):
     clusters_doc = output.json("clusters.json")
     assert checks.embedded_ids_in_graph(output.json("embedding-ids.json"), graph_doc) == []
     assert checks.graph_symmetric(graph_doc) == []
-    assert checks.clusters_partition(clusters_doc["clusters"], list(graph_doc["nodes"]), clusters_doc["num_clusters"]) == []
+    assert checks.clusters_partition(clusters_doc["clusters"], list(graph_doc["nodes"]),
+                                     clusters_doc["num_clusters"]) == []
     assert checks.duplicate_pairs_valid(store.read_dupes(output.root), 0.8) == []
 
 
@@ -635,7 +639,8 @@ def swap_a_and_b(pairs):
 
 DUPE_CORRUPTIONS = {
     "unsorted": (list.reverse, "not sorted by descending similarity"),
-    "below-threshold": (lambda pairs: pairs.append(DuplicatePair(a="H-1", b="H-3", similarity=0.45)), "below threshold"),
+    "below-threshold": (lambda pairs: pairs.append(DuplicatePair(a="H-1", b="H-3", similarity=0.45)),
+                        "below threshold"),
     "a-after-b": (swap_a_and_b, "a does not sort before b"),
     "listed-twice": (lambda pairs: pairs.append(pairs[-1]), "listed twice"),
 }
@@ -687,7 +692,8 @@ def test_embeddings_with_wrong_id_count_are_an_error(output):
         store.read_embeddings(output.root)
 
 
-@pytest.mark.parametrize("content", ['{"nodes": {}}', '{"threshold": 0.3, "nodes": {"H-1": {"edges": [{"target": "H-9"}]}}}', "[1"])
+@pytest.mark.parametrize("content", ['{"nodes": {}}',
+                                     '{"threshold": 0.3, "nodes": {"H-1": {"edges": [{"target": "H-9"}]}}}', "[1"])
 def test_unreadable_graph_json_is_an_error(tmp_path, content):
     (tmp_path / "proximity").mkdir()
     (tmp_path / "proximity" / "graph.json").write_text(content)
@@ -762,7 +768,9 @@ def test_row_blocks_computed_apart_merge_to_the_same_graph(kind, upper):
     plan = similarity_module.plan_similarity(matrix, 0.2, 5, expected_keep_above())
     plan.upper = upper
     bounds = [0, 7, 50, 51, 180, 300]
-    blocks = [similarity_module.block_edges(plan, a, b) for a, b in reversed(list(zip(bounds, bounds[1:])))]
+    # consecutive bounds: the shorter tail ends the pairs
+    blocks = [similarity_module.block_edges(plan, a, b)
+              for a, b in reversed(list(zip(bounds, bounds[1:], strict=False)))]
     graph = assemble_graph(ids_for(300), plan, blocks)
     assert edge_map(graph) == edge_map(expected)
     assert graph.info["capped_rows"] == expected.info["capped_rows"] > 0

@@ -12,31 +12,50 @@ placeholders for minted members (issue 12).
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+from llm_stub import answer, llm_env, llm_server, merge_answer, merge_pairs  # noqa: F401
+from test_structure import (
+    CARVE_SYSTEM,
+    CLUSTER,
+    GENERALIZATION,
+    SAHUL,
+    SOURCES,
+    WARM,
+    WARM_TITLE,
+    build_bee_vault,
+    clusters,
+    failures,
+    hypotheses,
+    members,
+    run_job,
+    sahul_model,
+    start_vault,
+    structure_4b_with_model,
+    system_of,
+    tagged,
+    write_node,
+)
 
-from hypograph.atomic import write_json
 from hypograph.journal import Journal, Step
-from hypograph.llm import LLMClient, LLMConfig, ModelPolicy
-from hypograph.proximity.embed import Embeddings
 from hypograph.structure.carving.plan import TOKEN_RE
 from hypograph.structure.dispositions import (
-    LEDGER, MERGE_SYSTEM, PAIR_BATCH, Net, PairDecision, apply_dispositions, read_ledger, write_ledger)
+    MERGE_SYSTEM,
+    PAIR_BATCH,
+    Net,
+    PairDecision,
+    apply_dispositions,
+    read_ledger,
+    write_ledger,
+)
 from hypograph.structure.dispositions.candidates import net_pairs
 from hypograph.structure.dispositions.ledger import Ledger
 from hypograph.vault.vault import open_vault
-from llm_stub import answer, llm_env, llm_server, merge_answer, merge_pairs  # noqa: F401
 from pipelines.summaries import asset_metadata
-from test_policy import tfidf_embeddings
-from test_structure import (
-    CARVE_SYSTEM, CLUSTER, GENERALIZATION, SAHUL, SOURCES, TOPIC_SYSTEM, WARM, WARM_TITLE, build_bee_vault, clusters,
-    failures, hypotheses, members, run_job, sahul_model, start_vault, structure_4b_with_model, system_of, tagged,
-    write_node)
 
 H3_STATEMENT = ("Hunting by the first human arrivals killed off the megafauna in a rapid overkill soon after people "
                 "reached Sahul.")
@@ -179,7 +198,8 @@ def test_the_group_widens_through_any_of_its_merge_pairs(tmp_path):
     ledger = Ledger(pairs={
         "H-1|H-2": PairDecision(pair=("H-1", "H-2"), decision="MERGE", decided_by="model:m", rationale="Same core."),
         "H-2|H-3": PairDecision(pair=("H-2", "H-3"), decision="MERGE", decided_by="model:m", rationale="Same core.",
-                                widened_statement=widened, generalization_note="widened 'warm autumns' to any mild spell")})
+                                widened_statement=widened,
+                                generalization_note="widened 'warm autumns' to any mild spell")})
     report = apply_dispositions(open_vault(root), ledger)
     h1 = hypotheses(root)["H-1"].meta
     assert report.merged == {"H-1": ["H-2", "H-3"]}
@@ -214,19 +234,23 @@ def exhaustive_with_complement(body: dict) -> dict:
     base = {k: v for k, v in CLUSTER.items() if k not in ("name", "question", "residual_title", "residual_statement")}
     return {"clusters": [
         {**base, "name": "Whether people drove the extinction", "members": [number["Direct"], number["Indirect"]],
-         "exclusivity": "hypothesis 1, hypothesis 2 and constructed 1 name different roles for people; at most one holds",
+         "exclusivity": "hypothesis 1, hypothesis 2 and constructed 1 name different roles for people; "
+                        "at most one holds",
          "exhaustive_by_construction": True,
-         "exhaustiveness_argument": "people played a direct, an indirect or no part; a dating failure would favour constructed 1",
+         "exhaustiveness_argument": "people played a direct, an indirect or no part; "
+                                    "a dating failure would favour constructed 1",
          "constructed": [{"title": "People played no part in the extinction",
                           "statement": "Humans had no causal role in the extinction pulse at all, unlike hypothesis 1.",
                           "reason": "Constructed complement: the no-human answer, which no paper stated",
                           "question": COMPLEMENT_QUESTION}]},
-        {**base, "name": "Whether climate drove the extinction", "members": [number["Climate-driven"], number["Hunting"]],
+        {**base, "name": "Whether climate drove the extinction",
+         "members": [number["Climate-driven"], number["Hunting"]],
          "residual_title": "Some driver other than these dominated",
          "residual_statement": "the answer is something not listed here, e.g. a disease",
          "residual_note": RESIDUAL_NOTE, "residual_question": RESIDUAL_QUESTION,
          "carving_justification": "Climate against hunting of juveniles; the residual keeps the space whole."}],
-        "stragglers": [{"hypothesis": number["Genyornis"], "drop_reason": "concerns taxonomy only; bears on no cluster"}]}
+        "stragglers": [{"hypothesis": number["Genyornis"],
+                        "drop_reason": "concerns taxonomy only; bears on no cluster"}]}
 
 
 def test_a_constructed_member_named_in_the_exhaustiveness_argument_and_a_residual_note(sahul, llm_server, llm_env):
@@ -241,7 +265,8 @@ def test_a_constructed_member_named_in_the_exhaustiveness_argument_and_a_residua
 
     assert people.meta["exhaustive_by_construction"] is True
     assert f"a dating failure would favour {complement}" in people.body  # check 3 reads this
-    assert people.meta["exclusivity"] == f"H-3, H-11 and {complement} name different roles for people; at most one holds"
+    assert people.meta["exclusivity"] == (f"H-3, H-11 and {complement} name different roles for people; "
+                                          "at most one holds")
     c = hyps[complement]
     assert c.meta["question"] == COMPLEMENT_QUESTION and c.meta["statement"].endswith("unlike H-3.")
     assert c.body == "\nConstructed complement: the no-human answer, which no paper stated\n"

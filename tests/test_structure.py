@@ -18,12 +18,33 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from dagster import DagsterInstance
+from conftest import (
+    EXAMPLE_VAULT,
+    RECORDED_STRUCTURE,
+    SHARED_VAULTS,
+    VENV_BIN,
+    copy_tree,
+    execute,
+    node_markdown,
+    offline_env,
+    snapshot,
+    structure_record,
+)
+from llm_stub import (  # noqa: F401
+    adjudication_answer,
+    answer,
+    asked_clusters,
+    asked_pairs,
+    cluster_label_answer,
+    llm_env,
+    llm_server,
+    merge_answer,
+    merge_pairs,
+)
 
-import hypograph.structure.carving.apply as carving_apply
 import hypograph.journal as journal_module
-from conftest import (EXAMPLE_VAULT, RECORDED_STRUCTURE, SHARED_VAULTS, VENV_BIN, copy_tree, execute, node_markdown,
-                      offline_env, snapshot, structure_record)
+import hypograph.structure.carving.apply as carving_apply
+from hypograph.journal import JOURNAL
 from hypograph.llm import LLMClient, LLMConfig, OfflinePolicy, policy_for
 from hypograph.proximity.adjudicate import Decision
 from hypograph.proximity.store import read_verdicts
@@ -31,13 +52,17 @@ from hypograph.structure.baseline import read_baseline
 from hypograph.structure.carving import CARVE_SYSTEM, run_clusters
 from hypograph.structure.checks import all_checks
 from hypograph.structure.dispositions import (
-    LEDGER, MERGE_SYSTEM, TOPIC_SYSTEM, TopicDecision, apply_dispositions, read_ledger, run_dispositions)
+    LEDGER,
+    MERGE_SYSTEM,
+    TOPIC_SYSTEM,
+    TopicDecision,
+    apply_dispositions,
+    read_ledger,
+    run_dispositions,
+)
 from hypograph.structure.structure_map import MAP, structure_counts
 from hypograph.vault.nodes import link_target
-from hypograph.journal import JOURNAL
 from hypograph.vault.vault import open_vault
-from llm_stub import (adjudication_answer, answer, asked_clusters, asked_pairs, cluster_label_answer, llm_env,  # noqa: F401
-                      llm_server, merge_answer, merge_pairs)
 
 SAHUL = Path(__file__).resolve().parent / "fixtures" / "sahul"
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -119,7 +144,8 @@ WARM = ("Warm autumns let Varroa mites keep breeding in capped brood, so mite lo
 
 def write_node(root: Path, folder: str, node_id: str, title: str, body: str = "", **meta) -> Path:
     """``<root>/<folder>/<id> - <title>.md`` with ``type`` (from the folder) and ``id`` first."""
-    node_type = {"hypotheses": "hypothesis", "sources": "source", "observations-and-facts": "observation"}[folder.split("/")[0]]
+    node_type = {"hypotheses": "hypothesis", "sources": "source",
+                 "observations-and-facts": "observation"}[folder.split("/")[0]]
     path = root / folder / f"{node_id} - {title}.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(node_markdown({"type": node_type, "id": node_id, **meta}, body), encoding="utf-8")
@@ -147,8 +173,10 @@ def build_bee_vault(root: Path) -> Path:
     start_vault(root)
     write_hypothesis(root, "H-9", WARM_TITLE, WARM, "S-1", "Results")
     write_hypothesis(root, "H-10", WARM_TITLE, WARM, "S-2", "Table 2")
-    write_hypothesis(root, "H-3", "Sowing dust impairs forager homing", SOWING.format(crop="maize"), "S-3", "Discussion")
-    write_hypothesis(root, "H-4", "Sowing dust impairs forager homing", SOWING.format(crop="rapeseed"), "S-4", "Abstract")
+    write_hypothesis(root, "H-3", "Sowing dust impairs forager homing", SOWING.format(crop="maize"), "S-3",
+                     "Discussion")
+    write_hypothesis(root, "H-4", "Sowing dust impairs forager homing", SOWING.format(crop="rapeseed"), "S-4",
+                     "Abstract")
     write_hypothesis(root, "H-5", "Nosema shortens the life of winter bees",
                      "Nosema ceranae infections shorten the lifespan of winter bees so the cluster shrinks below a "
                      "viable size by February.", "S-5", "Results")
@@ -195,7 +223,8 @@ def test_structure_cli_on_example_vault(cli_runs):
     for rel, (data, _mtime) in before.items():
         if rel.startswith("hypotheses/"):
             name = Path(rel).name
-            assert any(f"{folder}/{name}" in after for folder in ("hypotheses", "hypotheses/merged", "hypotheses/dropped")), rel
+            assert any(f"{folder}/{name}" in after
+                       for folder in ("hypotheses", "hypotheses/merged", "hypotheses/dropped")), rel
         else:
             assert after[rel][0] == data, rel
 
@@ -401,13 +430,16 @@ CLUSTER = {
     "name": "Dominant driver of the extinction pulse",
     "question": "What was the dominant driver of the Sahul megafauna extinction pulse (~45–40 ka)?",
     "exclusivity": "each names a different dominant driver of one pulse; at most one dominated",
-    "independence": "the driver question and the arrival-chronology question factorize; neither answer constrains the other's base rate",
+    "independence": "the driver question and the arrival-chronology question factorize; "
+                    "neither answer constrains the other's base rate",
     "relevance": "this is the main question's own sub-question",
     "depends_on": [],
     "exhaustive_by_construction": False,
     "residual_title": "Some driver not listed above dominated",
-    "residual_statement": "the answer is something not listed here, e.g. a disease or trophic cascade no one in this literature has proposed",
-    "carving_justification": "The three members name rival dominant drivers of the same pulse; O-22 separates the human ones.",
+    "residual_statement": "the answer is something not listed here, "
+                          "e.g. a disease or trophic cascade no one in this literature has proposed",
+    "carving_justification": "The three members name rival dominant drivers of the same pulse; "
+                             "O-22 separates the human ones.",
 }
 TAG_RE = re.compile(r"<(\w[\w-]*)((?: \w+=\"[^\"]*\")*)>\n(.*?)\n</\1>", re.S)
 
@@ -448,7 +480,8 @@ def carve_answer(body: dict, extra_member: int | None = None) -> dict:
     hyps = tagged(body, "hypothesis")
     numbers = [int(a["number"]) for a, c in hyps if not is_taxonomy(c)]
     return {"clusters": [{**CLUSTER, "members": numbers + ([extra_member] if extra_member else [])}],
-            "stragglers": [{"hypothesis": int(a["number"]), "drop_reason": DROP_REASON} for a, c in hyps if is_taxonomy(c)]}
+            "stragglers": [{"hypothesis": int(a["number"]), "drop_reason": DROP_REASON}
+                           for a, c in hyps if is_taxonomy(c)]}
 
 
 def bad_carve_answer(body: dict) -> dict:
@@ -506,10 +539,12 @@ def test_micro_example_with_a_model(sahul, llm_server, llm_env):
     h3, h127 = hyps["H-3"], hyps["H-127"]
     assert h127.path.parent == Path("hypotheses/merged")
     assert h127.meta["state"] == "merged" and h127.meta["merged_into"] == h3.link
-    assert frontmatter_lines(sahul / h127.path)[:-2] == step3[h127.path.name].split("---\n")[1].splitlines(keepends=True)
+    assert (frontmatter_lines(sahul / h127.path)[:-2]
+            == step3[h127.path.name].split("---\n")[1].splitlines(keepends=True))
     assert h3.meta["merged_from"] == ["[[H-127 - Hunting of juveniles drove the extinction]]"]
     assert h3.meta["source"] == "[[S-1 - Ardent 2016 - Kill sites and butchered remains of Sahul megafauna]]"
-    assert h3.meta["additional_sources"] == ["[[S-6 - Esterhuizen 2021 - Age structure of megafaunal death assemblages]]"]
+    assert h3.meta["additional_sources"] == [
+        "[[S-6 - Esterhuizen 2021 - Age structure of megafaunal death assemblages]]"]
     assert h3.meta["locator"] == ["S-1: §Results", "S-6: §3.2"]
     assert h3.meta["statement"] == WIDENED
     assert h3.meta["generalization_note"] == GENERALIZATION
@@ -590,7 +625,8 @@ def two_cluster_answer(body: dict) -> dict:
     number = {c["title"].split()[0]: int(a["number"]) for a, c in tagged(body, "hypothesis")}
     base = {k: v for k, v in CLUSTER.items() if k not in ("name", "question")}
     return {"clusters": [
-        {**base, "name": "How people drove the extinction", "members": [number["Direct"], number["Indirect"], number["Hunting"]],
+        {**base, "name": "How people drove the extinction",
+         "members": [number["Direct"], number["Indirect"], number["Hunting"]],
          "depends_on": [{"cluster": 2, "note": DEPENDENCE}],
          "constructed": [{"title": "People played no part in the extinction",
                           "statement": "Humans had no causal role in the extinction pulse at all.",
@@ -618,7 +654,8 @@ def test_carving_with_a_constructed_member(sahul, llm_server, llm_env):
 
 
 @pytest.mark.parametrize("when", ["before", "after"])
-def test_cluster_interrupted_while_minting_its_constructed_member_is_completed(sahul, llm_server, llm_env, monkeypatch, when):
+def test_cluster_interrupted_while_minting_its_constructed_member_is_completed(
+        sahul, llm_server, llm_env, monkeypatch, when):
     """The crash hits the constructed member's minting (before or after its file is written); the
     next run mints it exactly once and the cluster ends whole."""
     llm_env(llm_server)
@@ -646,7 +683,8 @@ def test_cluster_interrupted_while_minting_its_constructed_member_is_completed(s
     assert failures(sahul) == {}
 
 
-def test_carve_interrupted_right_after_minting_a_cluster_is_completed_as_decided(sahul, llm_server, llm_env, monkeypatch):
+def test_carve_interrupted_right_after_minting_a_cluster_is_completed_as_decided(
+        sahul, llm_server, llm_env, monkeypatch):
     """The crash hits just after the second HC file is written, before its id is on record: the
     next run finishes the saved carve (no second model call, no second HC) with the model's own
     constructed member, residuals, depends_on notes and straggler drop."""
@@ -812,10 +850,11 @@ def test_cluster_interrupted_before_its_residual_is_completed_by_next_run(tmp_pa
 
 def test_same_source_locators_merge_place_by_place():
     from hypograph.structure.dispositions.merge import absorb
-    from hypograph.vault.nodes import parse_node
+    from hypograph.vault.nodes import Node, parse_node
 
-    def node(node_id: str, locator) -> "Node":
-        meta = {"type": "hypothesis", "id": node_id, "statement": "s", "source": "[[S-1 - Okafor 2019]]", "locator": locator}
+    def node(node_id: str, locator) -> Node:
+        meta = {"type": "hypothesis", "id": node_id, "statement": "s", "source": "[[S-1 - Okafor 2019]]",
+                "locator": locator}
         return parse_node(node_markdown(meta), Path(f"hypotheses/{node_id} - T.md"))
 
     survivor = node("H-1", "p. 4; fig. 2")

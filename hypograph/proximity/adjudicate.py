@@ -172,7 +172,8 @@ def _request(batch: list[DuplicatePair], hypotheses: dict[str, Hypothesis]) -> R
             + untrusted("hypothesis", {"id": p.a}, _hypothesis_fields(ha)) + "\n"
             + untrusted("hypothesis", {"id": p.b}, _hypothesis_fields(hb))
         )
-        allowed.append({p.a, p.b} | set(ID_TOKEN_RE.findall(json.dumps(_hypothesis_fields(ha)) + json.dumps(_hypothesis_fields(hb)))))
+        fields_text = json.dumps(_hypothesis_fields(ha)) + json.dumps(_hypothesis_fields(hb))
+        allowed.append({p.a, p.b} | set(ID_TOKEN_RE.findall(fields_text)))
     user = f"Adjudicate these {len(batch)} pair(s).\n\n" + "\n\n".join(blocks)
 
     def check(answer: PairJudgements) -> None:
@@ -200,8 +201,9 @@ def _decisions(batch: list[DuplicatePair], answer: PairJudgements, decider: str)
 
 def _flags(batch: list[DuplicatePair], note: str | None) -> list[Decision]:
     """The offline decision: a borderline pair is left to a person."""
-    return [_flag(p, f"Needs human review: {note}." if note else "Needs human review: no model configured "
-                                                                  f"(similarity {p.similarity} is in the borderline band).")
+    return [_flag(p, f"Needs human review: {note}." if note
+                  else "Needs human review: no model configured "
+                       f"(similarity {p.similarity} is in the borderline band).")
             for p in batch]
 
 

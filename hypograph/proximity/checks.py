@@ -52,7 +52,8 @@ def graph_symmetric(graph_doc: dict) -> list[Violation]:
     return out
 
 
-def clusters_partition(clusters: dict[str, list[str]], node_ids: list[str], num_clusters: int | None = None) -> list[Violation]:
+def clusters_partition(clusters: dict[str, list[str]], node_ids: list[str],
+                       num_clusters: int | None = None) -> list[Violation]:
     """Every node in exactly one cluster, labels C-NN numbered 1..k without gaps, no unknown member."""
     out: list[Violation] = []
     where: dict[str, str] = {}

@@ -35,11 +35,13 @@ neuroinflammation") naming the shared theme or mechanism of its members. No ids,
 def name_clusters(clusters: Clusters, hypotheses: dict[str, Hypothesis], llm: LLMClient | Policy,
                   batch_size: int = BATCH_SIZE) -> dict[str, dict]:
     """Map each cluster label (C-NN) to its best name and who gave it."""
-    names = {c: {"label": clusters.keywords.get(c, ""), "keywords": clusters.keywords.get(c, ""), "decided_by": "keywords"}
+    names = {c: {"label": clusters.keywords.get(c, ""), "keywords": clusters.keywords.get(c, ""),
+                 "decided_by": "keywords"}
              for c in clusters.clusters}
     labels = list(clusters.clusters)
     batches = [labels[k:k + batch_size] for k in range(0, len(labels), batch_size)]
-    asks = [Ask(_request(b, clusters, hypotheses), lambda answer, by: [(i.cluster, i.label.strip(), by) for i in answer.labels],
+    asks = [Ask(_request(b, clusters, hypotheses),
+                lambda answer, by: [(i.cluster, i.label.strip(), by) for i in answer.labels],
                 lambda _note: []) for b in batches]  # offline or rejected: the keyword label stands
     for batch, named in zip(batches, policy_for(llm).decide("cluster name", asks), strict=True):
         for number, label, by in named:

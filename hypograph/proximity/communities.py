@@ -57,7 +57,7 @@ def find_communities(graph: SimilarityGraph, algorithm: str = "louvain", seed: i
         coo_matrix((np.ones(graph.num_edges), (graph.src, graph.dst)), shape=(n, n)), directed=False
     )
     if algorithm == "louvain" and graph.num_edges:
-        g = igraph.Graph(n=n, edges=list(zip(graph.src.tolist(), graph.dst.tolist())))
+        g = igraph.Graph(n=n, edges=list(zip(graph.src.tolist(), graph.dst.tolist(), strict=True)))
         # igraph draws from Python's random module API; a private seeded generator makes runs repeatable.
         igraph.set_random_number_generator(random.Random(seed))
         try:
@@ -83,7 +83,8 @@ def label_groups(ids: list[str], groups: list) -> dict[str, list[str]]:
     """Label groups C-01.. by size descending, then smallest member id; members in id order."""
     rank = np.empty(len(ids), dtype=np.int64)  # each node's place in id order, sorted once
     rank[sorted(range(len(ids)), key=lambda i: id_sort_key(ids[i]))] = np.arange(len(ids))
-    ordered = [np.asarray(g, dtype=np.int64)[np.argsort(rank[np.asarray(g, dtype=np.int64)], kind="stable")] for g in groups]
+    ordered = [np.asarray(g, dtype=np.int64)[np.argsort(rank[np.asarray(g, dtype=np.int64)], kind="stable")]
+               for g in groups]
     ordered.sort(key=lambda g: (-len(g), rank[g[0]]))
     members = [[ids[i] for i in g.tolist()] for g in ordered]
     width = max(2, len(str(len(members))))
@@ -91,7 +92,7 @@ def label_groups(ids: list[str], groups: list) -> dict[str, list[str]]:
 
 
 def labelled_clusters(graph: SimilarityGraph, texts: dict[str, str], algorithm: str = "louvain", seed: int = SEED,
-                      terms: "Embeddings | None" = None) -> Clusters:
+                      terms: Embeddings | None = None) -> Clusters:
     """Communities of ``graph`` with a keyword label each; ``texts`` maps every node id to its text.
 
     ``terms``: the TF-IDF embeddings of the same ids, reused for the keywords when given (so the
@@ -108,7 +109,7 @@ def labelled_clusters(graph: SimilarityGraph, texts: dict[str, str], algorithm: 
     return clusters
 
 
-def keyword_labels(graph: SimilarityGraph, clusters: Clusters, terms: "Embeddings | None" = None,
+def keyword_labels(graph: SimilarityGraph, clusters: Clusters, terms: Embeddings | None = None,
                    texts: dict[str, str] | None = None) -> dict[str, str]:
     """Each cluster's distinctive terms, from ``terms`` when they are TF-IDF rows of exactly the
     graph's ids with their vocabulary, else from ``texts`` (embedded here); {} when neither fits."""

@@ -43,13 +43,15 @@ def duplicate_pairs(graph: SimilarityGraph, threshold: float = DEFAULT_DUPE_THRE
     if not covers(graph, threshold):
         raise HypographError(
             f"dupe threshold {threshold} is below {graph.exact_above}, the level above which the graph holds "
-            f"every pair: compute the pairs from the embeddings, or rebuild the graph with --threshold {threshold} or lower"
+            f"every pair: compute the pairs from the embeddings, "
+            f"or rebuild the graph with --threshold {threshold} or lower"
         )
     keep = np.flatnonzero(graph.sim >= threshold)
     return pairs_of(graph.ids, graph.src[keep], graph.dst[keep], graph.sim[keep])
 
 
-def pairs_from_embeddings(ids: list[str], matrix, threshold: float, embedding: dict | None = None) -> list[DuplicatePair]:
+def pairs_from_embeddings(ids: list[str], matrix, threshold: float,
+                          embedding: dict | None = None) -> list[DuplicatePair]:
     """Every pair at or above ``threshold``, computed from the rows (no neighbour cap)."""
     threshold = check_dupe_threshold(threshold)
     graph = similarity_graph(ids, matrix, threshold, embedding, max_neighbours=0)
@@ -66,7 +68,7 @@ def check_dupe_threshold(threshold: float) -> float:
 def pairs_of(ids: list[str], src, dst, sims) -> list[DuplicatePair]:
     """DuplicatePair records, a before b in id order, by descending similarity then ids."""
     rows = []
-    for i, j, s in zip(src.tolist(), dst.tolist(), sims.tolist()):
+    for i, j, s in zip(src.tolist(), dst.tolist(), sims.tolist(), strict=True):
         a, b = ids[i], ids[j]
         if id_sort_key(b) < id_sort_key(a):
             a, b = b, a

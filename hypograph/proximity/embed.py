@@ -88,7 +88,8 @@ def tfidf_model(model: str | None) -> str:
     if model is None:
         return SEED_TFIDF
     if model not in TFIDF_ALIASES:
-        raise HypographError(f"unknown tfidf model {model!r}: choose seed (the seed tool's TfidfVectorizer() defaults) or tuned")
+        raise HypographError(f"unknown tfidf model {model!r}: "
+                             "choose seed (the seed tool's TfidfVectorizer() defaults) or tuned")
     return TFIDF_ALIASES[model]
 
 

@@ -57,7 +57,7 @@ class SimilarityGraph:
     def edges(self):
         """Yield (id_a, id_b, similarity) with a before b in row order."""
         ids = self.ids
-        for i, j, s in zip(self.src.tolist(), self.dst.tolist(), self.sim.tolist()):
+        for i, j, s in zip(self.src.tolist(), self.dst.tolist(), self.sim.tolist(), strict=True):
             yield ids[i], ids[j], s
 
     @property

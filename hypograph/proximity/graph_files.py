@@ -69,13 +69,14 @@ def graph_json_chunks(graph: SimilarityGraph, clusters: list[str | None] | None 
         m = min(m, n)
         a, b = bounds[k], bounds[m]
         sim_text = orjson.dumps(sims[a:b].tolist())[1:-1].split(b",") if b > a else []
-        entries = [prefix[c] + t + b"}" for c, t in zip(cols[a:b].tolist(), sim_text)]
+        entries = [prefix[c] + t + b"}" for c, t in zip(cols[a:b].tolist(), sim_text, strict=True)]
         out = []
         for node in range(k, m):
             head_text = (b"\n" if node == 0 else b",\n") + quoted[node] + CLUSTER_KEY
             if offsets is not None:
                 offsets[node] = pos + len(head_text)
-            piece = head_text + cluster_text[node] + b', "edges": [' + b", ".join(entries[bounds[node] - a:bounds[node + 1] - a]) + b"]}"
+            edges = b", ".join(entries[bounds[node] - a:bounds[node + 1] - a])
+            piece = head_text + cluster_text[node] + b', "edges": [' + edges + b"]}"
             out.append(piece)
             pos += len(piece)
         yield b"".join(out)
@@ -83,19 +84,21 @@ def graph_json_chunks(graph: SimilarityGraph, clusters: list[str | None] | None 
     yield b"\n}}\n" if n else b"}}\n"
 
 
-def splice_clusters(text: bytes, offsets: np.ndarray, old: list[str | None], new: list[str | None]) -> tuple[bytes, np.ndarray]:
+def splice_clusters(text: bytes, offsets: np.ndarray, old: list[str | None],
+                    new: list[str | None]) -> tuple[bytes, np.ndarray]:
     """graph.json ``text`` with each node's cluster value ``old[i]`` (at ``offsets[i]``) replaced by
     ``new[i]``, and the new offsets: setting the clusters without rebuilding the edges' text."""
     old_text, new_text = _json_strings(old), _json_strings(new)
     pieces, start = [], 0
-    for at, before, after in zip(offsets.tolist(), old_text, new_text):
+    for at, before, after in zip(offsets.tolist(), old_text, new_text, strict=True):
         if text[at:at + len(before)] != before:
             raise ValueError("graph.json does not hold the expected cluster value")
         pieces.append(text[start:at])
         pieces.append(after)
         start = at + len(before)
     pieces.append(text[start:])
-    growth = np.fromiter((len(b) - len(a) for a, b in zip(old_text, new_text)), dtype=np.int64, count=len(old_text))
+    growth = np.fromiter((len(b) - len(a) for a, b in zip(old_text, new_text, strict=True)), dtype=np.int64,
+                         count=len(old_text))
     return b"".join(pieces), offsets + np.concatenate([[0], np.cumsum(growth)[:-1]]).astype(np.int64)
 
 
@@ -141,7 +144,7 @@ def write_graph_files(d: Path, graph: SimilarityGraph, clusters: list[str | None
     return [d / GRAPH_JSON, d / GRAPH_NPZ]
 
 
-def set_clusters(d: Path, stored: "StoredGraph", clusters: list[str | None]) -> list[Path]:
+def set_clusters(d: Path, stored: StoredGraph, clusters: list[str | None]) -> list[Path]:
     """Set each node's cluster in graph.json and graph.npz, given the pair as read (``read_graph_npz``):
     the labels are spliced into graph.json's text, the edges are not written again."""
     text, offsets = splice_clusters((d / GRAPH_JSON).read_bytes(), stored.offsets, stored.clusters, clusters)
@@ -150,7 +153,8 @@ def set_clusters(d: Path, stored: "StoredGraph", clusters: list[str | None]) -> 
     return [d / GRAPH_JSON, d / GRAPH_NPZ]
 
 
-def _write_npz(d: Path, graph: SimilarityGraph, clusters: list[str | None] | None, offsets: np.ndarray, digest: str) -> None:
+def _write_npz(d: Path, graph: SimilarityGraph, clusters: list[str | None] | None, offsets: np.ndarray,
+               digest: str) -> None:
     labels = sorted({c for c in clusters or [] if c is not None})
     index = {c: k for k, c in enumerate(labels)}
     codes = np.asarray([index[c] if c is not None else -1 for c in clusters], dtype=np.int32) \
@@ -242,5 +246,6 @@ def parse_graph_json(path: Path) -> tuple[SimilarityGraph, list[str | None], dic
     key, first = np.unique(src_a * max(len(ids), 1) + dst_a, return_index=True)
     graph = SimilarityGraph(ids, threshold, src_a[first].astype(np.int32), dst_a[first].astype(np.int32), sim_a[first],
                             dict(doc.get("embedding") or {}),
-                            {"max_neighbours": doc["max_neighbours"]} if isinstance(doc.get("max_neighbours"), int) else {})
+                            {"max_neighbours": doc["max_neighbours"]}
+                            if isinstance(doc.get("max_neighbours"), int) else {})
     return graph, clusters, doc

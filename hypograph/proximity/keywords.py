@@ -43,6 +43,6 @@ def cluster_keywords(ids: list[str], rows: sp.csr_matrix, vocabulary: list[str],
         vals = weights.data[weights.indptr[k]:weights.indptr[k + 1]]
         keep = wordlike[cols]
         # Ties broken alphabetically so the label is stable.
-        best = sorted(zip(-vals[keep], vocab[cols[keep]]))[:top]
+        best = sorted(zip(-vals[keep], vocab[cols[keep]], strict=True))[:top]
         out[label] = ", ".join(term for _, term in best)
     return out

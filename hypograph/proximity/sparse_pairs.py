@@ -90,7 +90,8 @@ def choose_frequent_terms(x: sp.csr_matrix, t: float) -> int:
         product = (df2[k] if k < v else 0.0) / 2
         fnorm = np.sqrt(fsquares[:, b])
         heavy = np.sort(fnorm[fnorm * fnorm.max() >= t])
-        pairs = float((heavy.size - np.searchsorted(heavy, t / np.maximum(heavy, 1e-12))).sum()) / 2 if heavy.size else 0.0
+        pairs = (float((heavy.size - np.searchsorted(heavy, t / np.maximum(heavy, 1e-12))).sum()) / 2
+                 if heavy.size else 0.0)
         best = min(best, (product + pairs * max(k, 1) * HEAVY_PAIR_COST, k))
     return best[1]
 
@@ -129,7 +130,8 @@ def candidates(split: SparseSplit, t: float, start: int, stop: int, upper: bool)
     h_rows, h_cols, h_sims = _heavy_pairs(split, t, start, stop, upper)
     if h_rows.size:
         # A heavy pair sharing a rare term is in both lists: keep the product's value.
-        rows, cols, sims = np.concatenate([rows, h_rows]), np.concatenate([cols, h_cols]), np.concatenate([sims, h_sims])
+        rows, cols, sims = (np.concatenate([rows, h_rows]), np.concatenate([cols, h_cols]),
+                            np.concatenate([sims, h_sims]))
         _, first_seen = np.unique(rows * n + cols, return_index=True)
         rows, cols, sims = rows[first_seen], cols[first_seen], sims[first_seen]
     return rows, cols, sims
@@ -179,9 +181,9 @@ def seed_cosine(x: sp.csr_matrix, i: int, j: int) -> float:
     product adds them: for values the fast path leaves within float error of a boundary."""
     a = slice(x.indptr[i], x.indptr[i + 1])
     b = slice(x.indptr[j], x.indptr[j + 1])
-    other = dict(zip(x.indices[b].tolist(), x.data[b].tolist()))
+    other = dict(zip(x.indices[b].tolist(), x.data[b].tolist(), strict=True))
     total = 0.0
-    for col, value in zip(x.indices[a].tolist(), x.data[a].tolist()):
+    for col, value in zip(x.indices[a].tolist(), x.data[a].tolist(), strict=True):
         if col in other:
             total += value * other[col]
     return total

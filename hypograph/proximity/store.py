@@ -97,7 +97,8 @@ def write_embeddings(root: Path, emb: Embeddings) -> list[Path]:
 def _on_disk(d: Path, digest: str) -> bool:
     """Whether embeddings.npz and embedding-ids.json on disk already are the set with ``digest``."""
     try:
-        return _digest((d / "embeddings.npz").read_bytes(), orjson.loads((d / "embedding-ids.json").read_bytes())) == digest
+        npz = (d / "embeddings.npz").read_bytes()
+        return _digest(npz, orjson.loads((d / "embedding-ids.json").read_bytes())) == digest
     except (OSError, orjson.JSONDecodeError):
         return False
 
@@ -125,7 +126,8 @@ def read_embeddings(root: Path) -> Embeddings:
         else:
             raise HypographError(f"{path}: neither a scipy sparse matrix nor a dense 'embeddings' array")
     if not isinstance(ids, list) or len(ids) != matrix.shape[0]:
-        raise HypographError(f"{d / 'embedding-ids.json'}: {len(ids) if isinstance(ids, list) else 'no'} ids for {matrix.shape[0]} rows in embeddings.npz")
+        raise HypographError(f"{d / 'embedding-ids.json'}: {len(ids) if isinstance(ids, list) else 'no'} ids "
+                             f"for {matrix.shape[0]} rows in embeddings.npz")
     meta_path = d / "embedding-meta.json"
     meta = _load_json(meta_path, "prox embed") if meta_path.exists() else {}
     if meta.get("writing"):
@@ -137,8 +139,10 @@ def read_embeddings(root: Path) -> Embeddings:
         if meta.get("backend") == "tfidf" and vocab_path.exists():
             vocabulary = vocab_path.read_text(encoding="utf-8").splitlines()
             vocabulary = vocabulary if len(vocabulary) == matrix.shape[1] else None
-        return Embeddings(ids, matrix, meta.get("backend", "unknown"), meta.get("model", "unknown"), vocabulary, digest=digest)
-    return _foreign(path, ids, matrix, "no embedding-meta.json" if not meta else "its digest differs from embedding-meta.json", digest)
+        return Embeddings(ids, matrix, meta.get("backend", "unknown"), meta.get("model", "unknown"), vocabulary,
+                          digest=digest)
+    why = "no embedding-meta.json" if not meta else "its digest differs from embedding-meta.json"
+    return _foreign(path, ids, matrix, why, digest)
 
 
 def _foreign(path: Path, ids: list, matrix, why: str, digest: str) -> Embeddings:
@@ -199,7 +203,8 @@ def read_graph(root: Path) -> tuple[SimilarityGraph, dict]:
 
 def clusters_document(clusters: Clusters, embedding: dict | None = None) -> dict:
     """clusters.json as a dict: the seed's three keys, then keyword ``labels`` and ``embedding``."""
-    doc = {"clusters": clusters.clusters, "algorithm": clusters.algorithm, "num_clusters": clusters.num_clusters, "labels": clusters.keywords}
+    doc = {"clusters": clusters.clusters, "algorithm": clusters.algorithm, "num_clusters": clusters.num_clusters,
+           "labels": clusters.keywords}
     if embedding:
         doc["embedding"] = embedding
     return doc
@@ -227,7 +232,8 @@ def read_clusters(root: Path) -> Clusters:
     path = proximity_dir(root) / "clusters.json"
     doc = _load_json(path, "prox clusters")
     try:
-        return Clusters({k: list(v) for k, v in doc["clusters"].items()}, doc["algorithm"], dict(doc.get("labels") or {}))
+        return Clusters({k: list(v) for k, v in doc["clusters"].items()}, doc["algorithm"],
+                        dict(doc.get("labels") or {}))
     except (KeyError, TypeError, AttributeError) as e:
         raise HypographError(f"{path}: not a prox clusters file ({type(e).__name__}: {e})") from None
 

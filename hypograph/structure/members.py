@@ -22,7 +22,7 @@ def replace_embeds(body: str, members: list[Node]) -> str:
     """Rewrite the first run of ``![[…]]`` embed lines (blank lines between them included) to list
     ``members`` in order; every other line of the body is kept as it is."""
     lines = body.split("\n")
-    first = next((k for k, l in enumerate(lines) if l.strip().startswith("![[")), None)
+    first = next((k for k, line in enumerate(lines) if line.strip().startswith("![[")), None)
     if first is None:
         return f"\n{embeds(members)}\n" + body
     last = first

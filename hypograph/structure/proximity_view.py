@@ -38,8 +38,8 @@ def refresh_proximity(root: Path, backend: str, model: str | None, graph_thresho
     decisions = adjudicate(pairs, hypotheses, read_reviews(root), verdicts, auto_merge,
                            similarity=pair_similarity(emb))
     names = name_clusters(clusters, hypotheses, labels)
-    written = [*store.write_embeddings(root, emb), store.write_graph(root, graph), *store.write_clusters(root, clusters),
-               store.write_dupes(root, pairs), store.write_verdicts(root, decisions),
-               store.write_cluster_names(root, names)]
+    written = [*store.write_embeddings(root, emb), store.write_graph(root, graph),
+               *store.write_clusters(root, clusters), store.write_dupes(root, pairs),
+               store.write_verdicts(root, decisions), store.write_cluster_names(root, names)]
     return {"hypotheses": len(corpus.ids), "edges": graph.num_edges, "clusters": clusters.num_clusters,
             "pairs": len(pairs), "files": len(written)}

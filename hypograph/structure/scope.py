@@ -19,7 +19,8 @@ def active_hypotheses(vault: Vault) -> list[Node]:
 
 def open_to_4a(vault: Vault) -> list[Node]:
     """Active hypotheses 4a may still merge or drop: from a paper, and in no cluster yet."""
-    clustered = {link_target(l) for hc in vault.of_type("hypothesis-cluster") for l in hc.meta.get("hypotheses") or []}
+    clustered = {link_target(link) for hc in vault.of_type("hypothesis-cluster")
+                 for link in hc.meta.get("hypotheses") or []}
     return [h for h in active_hypotheses(vault)
             if not h.meta.get("origin") and h.id not in clustered and not h.meta.get("cluster")]
 

@@ -35,7 +35,8 @@ def structure_counts(vault: Vault) -> dict[str, int]:
 
 
 def render_map(vault: Vault, today: dt.date) -> str:
-    lines = ["# Hypothesis structure (step 4)", "", f"{GENERATED}{today.isoformat()}", "", MARK, "", "## Cluster inventory", ""]
+    lines = ["# Hypothesis structure (step 4)", "", f"{GENERATED}{today.isoformat()}", "", MARK, "",
+             "## Cluster inventory", ""]
     for n, hc in enumerate(vault.of_type("hypothesis-cluster"), start=1):
         question = hc.meta.get("question")
         lines.append(f"{n}. [[{hc.path.stem}]]" + (f" — *{question}*" if question else ""))
@@ -43,7 +44,8 @@ def render_map(vault: Vault, today: dt.date) -> str:
             h = vault.nodes.get(link_target(link) or "")
             suffix = " (residual)" if h is not None and h.meta.get("residual") is True else ""
             lines.append(f"\t{k}. [[{h.path.stem if h else link_target(link)}]]{suffix}")
-    by_hand = [f"- [[{hc.path.stem}]]: {line.strip()[len(BY_HAND):].strip()}" for hc in vault.of_type("hypothesis-cluster")
+    by_hand = [f"- [[{hc.path.stem}]]: {line.strip()[len(BY_HAND):].strip()}"
+               for hc in vault.of_type("hypothesis-cluster")
                for line in hc.body.splitlines() if line.strip().startswith(BY_HAND)]
     if by_hand:  # a person's deliberate exceptions to the frozen member lists
         lines += ["", "## Changed by hand", "", *by_hand]
@@ -53,7 +55,7 @@ def render_map(vault: Vault, today: dt.date) -> str:
 
 
 def _without_timestamp(text: str) -> str:
-    return "\n".join(l for l in text.splitlines() if not l.startswith(GENERATED))
+    return "\n".join(line for line in text.splitlines() if not line.startswith(GENERATED))
 
 
 def write_map(vault: Vault, today: dt.date | None = None) -> tuple[Path, bool]:

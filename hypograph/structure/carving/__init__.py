@@ -72,7 +72,8 @@ def _run_clusters(vault: Vault, policy: Policy) -> ClusterReport:
     if carve is None:
         report.minted += repair(vault, {})  # a cluster someone left without its residual
         vault = open_vault(root)
-        clustered = {link_target(l) for hc in vault.of_type("hypothesis-cluster") for l in hc.meta.get("hypotheses") or []}
+        clustered = {link_target(link) for hc in vault.of_type("hypothesis-cluster")
+                     for link in hc.meta.get("hypotheses") or []}
         todo = [h for h in active_hypotheses(vault) if h.id not in clustered and h.meta.get("residual") is not True]
         if todo:
             plans, stragglers = _plan(vault, todo, policy)
@@ -93,10 +94,11 @@ def _run_clusters(vault: Vault, policy: Policy) -> ClusterReport:
         set_depends_on(open_vault(root), plans, carve["hc_ids"])
         drop_stragglers(open_vault(root), carve["stragglers"])
         report.dropped = carve["stragglers"]
-        report.minted += repair(open_vault(root), dict(zip(carve["hc_ids"], plans)))
+        report.minted += repair(open_vault(root), dict(zip(carve["hc_ids"], plans, strict=True)))
         (root / CARVE).unlink()  # tool state, not a node: the carve is complete
     vault = open_vault(root)
-    report.clusters = {hc.id: [link_target(l) for l in hc.meta.get("hypotheses") or []] for hc in vault.of_type("hypothesis-cluster")}
+    report.clusters = {hc.id: [link_target(link) for link in hc.meta.get("hypotheses") or []]
+                       for hc in vault.of_type("hypothesis-cluster")}
     return report
 
 

@@ -35,7 +35,7 @@ def create_cluster(vault: Vault, plan: ClusterPlan) -> str:
 def existing_cluster(vault: Vault, plan: ClusterPlan, taken: list) -> str | None:
     """The HC an interrupted run minted for ``plan`` before it could record the id, if any."""
     for hc in vault.of_type("hypothesis-cluster"):
-        listed = {link_target(l) for l in hc.meta.get("hypotheses") or []}
+        listed = {link_target(link) for link in hc.meta.get("hypotheses") or []}
         if hc.id not in taken and hc.title == clean_title(plan.title) and set(plan.members) <= listed:
             return hc.id
     return None
@@ -54,7 +54,7 @@ def repair(vault: Vault, plans: dict[str, ClusterPlan]) -> list[str]:
             vault = open_vault(vault.root)
     steps = []
     for hc in vault.of_type("hypothesis-cluster"):
-        for member_id in (link_target(l) for l in hc.meta.get("hypotheses") or []):
+        for member_id in (link_target(link) for link in hc.meta.get("hypotheses") or []):
             h = vault.nodes.get(member_id)
             if h is not None and h.meta.get("state") == "active" and link_target(h.meta.get("cluster")) != hc.id:
                 h.meta["cluster"] = hc.link
@@ -83,19 +83,22 @@ def _complete_cluster(vault: Vault, hc_id: str, plan: ClusterPlan | None) -> tup
                 body=f"\nConstructed complement: {reason}\n")
             minted.append(have)
         constructed.append(have)
-    listed = [link_target(l) for l in hc.meta.get("hypotheses") or []]
+    listed = [link_target(link) for link in hc.meta.get("hypotheses") or []]
     if minted:
         vault = open_vault(vault.root)
     residual = next((i for i in listed if i in vault.nodes and vault.nodes[i].meta.get("residual") is True),
                     next((h.id for h in minted_for_it if h.meta.get("residual") is True), None))
     if hc.meta.get("exhaustive_by_construction") is not True and residual is None:
-        r = {"title": plan.residual_title, "statement": plan.residual_statement, "note": plan.residual_note} if plan else {
-            "title": f"The answer is not listed here - {hc.title}",
-            "statement": f"The answer to this cluster's sub-question ({hc.title}) is something none of its other members states.",
-            "note": "Residual catch-all so that exactly one member of the cluster is true."}
+        r = ({"title": plan.residual_title, "statement": plan.residual_statement, "note": plan.residual_note}
+             if plan else {
+                 "title": f"The answer is not listed here - {hc.title}",
+                 "statement": f"The answer to this cluster's sub-question ({hc.title}) "
+                              "is something none of its other members states.",
+                 "note": "Residual catch-all so that exactly one member of the cluster is true."})
         residual, _ = create_node(vault.root, "hypothesis", r["title"], {
-            "statement": r["statement"], "question": (plan.residual_question if plan else None) or question, "source": None,
-            "locator": None, "state": "active", "cluster": hc.link, "residual": True, "origin": "step-4-residual"},
+            "statement": r["statement"], "question": (plan.residual_question if plan else None) or question,
+            "source": None, "locator": None, "state": "active", "cluster": hc.link, "residual": True,
+            "origin": "step-4-residual"},
             body=f"\n{r['note']}\n")
         minted.append(residual)
         vault = open_vault(vault.root)
@@ -134,7 +137,7 @@ def _resolved(vault: Vault, hc, constructed: list[str], residual: str | None) ->
 def set_depends_on(vault: Vault, plans: list[ClusterPlan], new_ids: list[str]) -> None:
     """Write each new cluster's depends_on notes, now that every cluster they name has an id."""
     steps = []
-    for plan, hc_id in zip(plans, new_ids):
+    for plan, hc_id in zip(plans, new_ids, strict=True):
         if plan.depends_on:
             hc = vault.nodes[hc_id]
             hc.meta["depends_on"] = [f"{new_ids[k]}: {note}" for k, note in plan.depends_on]

@@ -43,7 +43,8 @@ class CarvedCluster(BaseModel):
     depends_on: list[DependsOn] = Field(default_factory=list)
     relevance: str | None = None
     exhaustive_by_construction: bool = False
-    exhaustiveness_argument: str | None = Field(default=None, description="if exhaustive: failure mode and the member (by number) it would favour")
+    exhaustiveness_argument: str | None = Field(
+        default=None, description="if exhaustive: failure mode and the member (by number) it would favour")
     residual_title: str | None = None
     residual_statement: str | None = Field(default=None, description="names the concrete escape; never a bare 'other'")
     residual_note: str | None = Field(default=None, description="what the escape covers and why the cluster needs it")
@@ -87,9 +88,11 @@ def carve_request(hyps: list[Node], existing: list[Node], obs: list[Node], quest
     user = (
         "Main question:\n" + untrusted("main-question", {}, {"text": question[:QUESTION_CHARS]})
         + "\n\nExisting clusters (fixed; do not repeat their sub-questions):\n"
-        + ("\n".join(untrusted("cluster", {}, {"name": c.title, "question": c.meta.get("question")}) for c in existing) or "none")
+        + ("\n".join(untrusted("cluster", {}, {"name": c.title, "question": c.meta.get("question")})
+                     for c in existing) or "none")
         + "\n\nObservations:\n"
-        + ("\n".join(untrusted("observation", {}, {"statement": o.meta.get("statement") or o.title}) for o in obs) or "none")
+        + ("\n".join(untrusted("observation", {}, {"statement": o.meta.get("statement") or o.title})
+                     for o in obs) or "none")
         + "\n\nHypotheses to carve:\n"
         + "\n".join(untrusted("hypothesis", {"number": str(n)}, {"title": h.title, "statement": h.meta.get("statement"),
                                                                 "question": h.meta.get("question")})
@@ -97,46 +100,65 @@ def carve_request(hyps: list[Node], existing: list[Node], obs: list[Node], quest
     )
 
     def check(c: Carving) -> None:
-        seen = [m for cl in c.clusters for m in cl.members] + [s.hypothesis for s in c.stragglers]
-        if sorted(seen) != list(range(1, len(hyps) + 1)):
-            raise ValueError(f"every hypothesis 1..{len(hyps)} must appear exactly once; got {sorted(seen)}")
-        for k, cl in enumerate(c.clusters, start=1):
-            named = len(cl.members) + len(cl.constructed)
-            if cl.exhaustive_by_construction:
-                if named < 2 or not cl.exhaustiveness_argument:
-                    raise ValueError(f"cluster {k}: exhaustive needs >= 2 members and an exhaustiveness_argument")
-            elif not cl.residual_statement or BARE_OTHER.match(cl.residual_statement) or not cl.residual_title:
-                raise ValueError(f"cluster {k}: a non-exhaustive cluster needs a residual title and a statement naming the escape")
-            if named < 1:
-                raise ValueError(f"cluster {k}: no members")
-            for d in cl.depends_on:
-                if not 1 <= d.cluster <= len(c.clusters) or d.cluster == k:
-                    raise ValueError(f"cluster {k}: depends_on names cluster {d.cluster}, not another cluster of this answer")
-            for text in [cl.exclusivity, cl.independence, cl.question or "", cl.relevance or "", cl.name,
-                         cl.residual_title or "", cl.residual_question or "", *[d.note for d in cl.depends_on],
-                         *[x.title for x in cl.constructed], *[x.question or "" for x in cl.constructed]]:
-                if "\n" in text.strip() or NUMBERISH.search(text):
-                    raise ValueError(f"cluster {k}: one-line fields and titles hold no line breaks, numbers or weights")
-            if cl.residual_note is not None and (not cl.residual_note.strip() or NUMBERISH.search(cl.residual_note)):
-                raise ValueError(f"cluster {k}: the residual_note is text without numbers or weights")
-            _check_placeholders(k, cl)
-            if cl.exhaustive_by_construction:
-                named = {int(n) for n in HYPOTHESIS_N.findall(cl.exhaustiveness_argument or "")}
-                constructed = {int(n) for n in CONSTRUCTED_K.findall(cl.exhaustiveness_argument or "")}
-                if not named & set(cl.members) and not constructed & set(range(1, len(cl.constructed) + 1)):
-                    raise ValueError(f"cluster {k}: the exhaustiveness_argument must name the member a failure would "
-                                     "favour as 'hypothesis N' (one of this cluster's members) or 'constructed K'")
-        for s in c.stragglers:
-            if "\n" in s.drop_reason.strip() or NUMBERISH.search(s.drop_reason):
-                raise ValueError(f"straggler {s.hypothesis}: a one-line drop_reason without numbers or weights")
+        _check_carving(c, len(hyps))
 
     return Request(name="carve", system=CARVE_SYSTEM, user=user, schema=Carving, check=check)
 
 
+def _check_carving(c: Carving, count: int) -> None:
+    """Raise ValueError (the model is asked again) unless hypotheses 1..``count`` each appear exactly
+    once and every cluster and straggler keeps the carving rules."""
+    seen = [m for cl in c.clusters for m in cl.members] + [s.hypothesis for s in c.stragglers]
+    if sorted(seen) != list(range(1, count + 1)):
+        raise ValueError(f"every hypothesis 1..{count} must appear exactly once; got {sorted(seen)}")
+    for k, cl in enumerate(c.clusters, start=1):
+        _check_cluster(k, cl, len(c.clusters))
+    for s in c.stragglers:
+        if "\n" in s.drop_reason.strip() or NUMBERISH.search(s.drop_reason):
+            raise ValueError(f"straggler {s.hypothesis}: a one-line drop_reason without numbers or weights")
+
+
+def _check_cluster(k: int, cl: CarvedCluster, clusters: int) -> None:
+    """Cluster ``k`` of ``clusters``: members, residual or exhaustiveness, depends_on, one-line fields."""
+    named = len(cl.members) + len(cl.constructed)
+    if cl.exhaustive_by_construction:
+        if named < 2 or not cl.exhaustiveness_argument:
+            raise ValueError(f"cluster {k}: exhaustive needs >= 2 members and an exhaustiveness_argument")
+    elif not cl.residual_statement or BARE_OTHER.match(cl.residual_statement) or not cl.residual_title:
+        raise ValueError(f"cluster {k}: a non-exhaustive cluster needs a residual title "
+                         "and a statement naming the escape")
+    if named < 1:
+        raise ValueError(f"cluster {k}: no members")
+    for d in cl.depends_on:
+        if not 1 <= d.cluster <= clusters or d.cluster == k:
+            raise ValueError(f"cluster {k}: depends_on names cluster {d.cluster}, "
+                             "not another cluster of this answer")
+    for text in [cl.exclusivity, cl.independence, cl.question or "", cl.relevance or "", cl.name,
+                 cl.residual_title or "", cl.residual_question or "", *[d.note for d in cl.depends_on],
+                 *[x.title for x in cl.constructed], *[x.question or "" for x in cl.constructed]]:
+        if "\n" in text.strip() or NUMBERISH.search(text):
+            raise ValueError(f"cluster {k}: one-line fields and titles hold no line breaks, numbers or weights")
+    if cl.residual_note is not None and (not cl.residual_note.strip() or NUMBERISH.search(cl.residual_note)):
+        raise ValueError(f"cluster {k}: the residual_note is text without numbers or weights")
+    _check_placeholders(k, cl)
+    if cl.exhaustive_by_construction:
+        _check_exhaustiveness_argument(k, cl)
+
+
+def _check_exhaustiveness_argument(k: int, cl: CarvedCluster) -> None:
+    """An exhaustive cluster's argument names the member a failure would favour."""
+    named = {int(n) for n in HYPOTHESIS_N.findall(cl.exhaustiveness_argument or "")}
+    constructed = {int(n) for n in CONSTRUCTED_K.findall(cl.exhaustiveness_argument or "")}
+    if not named & set(cl.members) and not constructed & set(range(1, len(cl.constructed) + 1)):
+        raise ValueError(f"cluster {k}: the exhaustiveness_argument must name the member a failure would "
+                         "favour as 'hypothesis N' (one of this cluster's members) or 'constructed K'")
+
+
 def _check_placeholders(k: int, cl: CarvedCluster) -> None:
     """'constructed K' must name one of the cluster's constructed members; 'the residual' needs one."""
-    texts = [cl.exclusivity, cl.independence, cl.relevance or "", cl.carving_justification, cl.exhaustiveness_argument or "",
-             cl.residual_statement or "", cl.residual_note or "", *[d.note for d in cl.depends_on],
+    texts = [cl.exclusivity, cl.independence, cl.relevance or "", cl.carving_justification,
+             cl.exhaustiveness_argument or "", cl.residual_statement or "", cl.residual_note or "",
+             *[d.note for d in cl.depends_on],
              *[t for x in cl.constructed for t in (x.statement, x.reason)]]
     bad = sorted({int(n) for t in texts for n in CONSTRUCTED_K.findall(t)} - set(range(1, len(cl.constructed) + 1)))
     if bad:
@@ -166,7 +188,8 @@ def plans_from_model(c: Carving, hyps: list[Node]) -> tuple[list[ClusterPlan], d
             depends_on=[(d.cluster - 1, prose(d.note)) for d in cl.depends_on],
             exhaustive=cl.exhaustive_by_construction,
             residual_title=cl.residual_title or "", residual_statement=prose(cl.residual_statement),
-            residual_note=prose(cl.residual_note) or "Residual catch-all so that exactly one member of the cluster is true.",
+            residual_note=(prose(cl.residual_note)
+                           or "Residual catch-all so that exactly one member of the cluster is true."),
             residual_question=cl.residual_question,
             constructed=[{**x.model_dump(), "statement": prose(x.statement),
                           "reason": CONSTRUCTED_PREFIX.sub("", prose(x.reason), count=1)} for x in cl.constructed],
@@ -176,4 +199,5 @@ def plans_from_model(c: Carving, hyps: list[Node]) -> tuple[list[ClusterPlan], d
 
 def renumber(text: str | None, ids: list[str]) -> str:
     """'hypothesis 2' in a model's prose -> the id it stands for (the model never writes ids)."""
-    return HYPOTHESIS_N.sub(lambda m: ids[int(m.group(1)) - 1] if 1 <= int(m.group(1)) <= len(ids) else m.group(0), text or "")
+    return HYPOTHESIS_N.sub(lambda m: ids[int(m.group(1)) - 1] if 1 <= int(m.group(1)) <= len(ids) else m.group(0),
+                            text or "")

@@ -39,15 +39,22 @@ from hypograph.structure.dispositions.by_hand import apply_by_hand
 from hypograph.structure.dispositions.candidates import NEIGHBOURS, NET, Candidate, Net, candidate_pairs
 from hypograph.structure.dispositions.judging import MERGE_SYSTEM, PAIR_BATCH, TOPIC_SYSTEM, decide
 from hypograph.structure.dispositions.ledger import (
-    LEDGER, Ledger, PairDecision, TopicDecision, pair_key, read_ledger, write_ledger)
+    LEDGER,
+    Ledger,
+    PairDecision,
+    TopicDecision,
+    pair_key,
+    read_ledger,
+    write_ledger,
+)
 from hypograph.structure.dispositions.merge import DispositionReport, apply_dispositions, drop, merge_groups
 from hypograph.structure.scope import open_to_4a
 from hypograph.vault.mint import structuring_lock
 from hypograph.vault.validate import validate_before_structuring
 from hypograph.vault.vault import Vault, open_vault
 
-__all__ = ["LEDGER", "MERGE_SYSTEM", "NEIGHBOURS", "NET", "PAIR_BATCH", "TOPIC_SYSTEM", "Candidate", "DispositionReport",
-           "Ledger", "Net",
+__all__ = ["LEDGER", "MERGE_SYSTEM", "NEIGHBOURS", "NET", "PAIR_BATCH", "TOPIC_SYSTEM", "Candidate",
+           "DispositionReport", "Ledger", "Net",
            "PairDecision", "TopicDecision", "apply_dispositions", "candidate_pairs", "decide", "drop", "merge_groups",
            "pair_key", "read_ledger", "run_dispositions", "write_ledger"]
 

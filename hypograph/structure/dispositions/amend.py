@@ -41,7 +41,8 @@ def widening_problem(widened: str | None, nodes: list[Node], baseline: dict | No
     return None
 
 
-def amend_widening(d: PairDecision, nodes: dict[str, Node], baseline: dict | None, current: bool = True) -> PairDecision:
+def amend_widening(d: PairDecision, nodes: dict[str, Node], baseline: dict | None,
+                   current: bool = True) -> PairDecision:
     """``d`` as it may be recorded: without a widening that widens nothing (said in ``amended``).
     ``current``: compare with the statements as they stand too (a new decision; a stored one's
     widening may have been applied since, so it is compared with the step-3 statements only)."""

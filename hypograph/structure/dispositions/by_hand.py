@@ -79,7 +79,7 @@ def apply_by_hand(root: Path, verdicts: list[Decision], ledger: Ledger) -> tuple
 
 def _cluster_of(vault: Vault, h_id: str) -> Node | None:
     return next((hc for hc in vault.of_type("hypothesis-cluster")
-                 if h_id in {link_target(l) for l in hc.meta.get("hypotheses") or []}), None)
+                 if h_id in {link_target(link) for link in hc.meta.get("hypotheses") or []}), None)
 
 
 def _refusal(vault: Vault, survivor: Node, absorbed: Node, hc: Node | None, ledger: Ledger) -> str | None:
@@ -93,13 +93,13 @@ def _refusal(vault: Vault, survivor: Node, absorbed: Node, hc: Node | None, ledg
                 f"remove its MERGE from {REVIEW} or merge it again deliberately")
     if hc is None:
         return None
-    left = [vault.nodes[t] for t in (link_target(l) for l in hc.meta.get("hypotheses") or [])
+    left = [vault.nodes[t] for t in (link_target(link) for link in hc.meta.get("hypotheses") or [])
             if t != absorbed.id and t in vault.nodes]
     if len(left) < 2:
         return (f"{absorbed.id} would leave {hc.id} with {len(left)} member(s) and a cluster needs at least 2 "
                 f"(seed check 2); merge it by hand only after re-carving {hc.id}")
     if hc.meta.get("exhaustive_by_construction") is True:
-        prose = "\n".join(l for l in hc.body.splitlines() if not l.strip().startswith("![["))
+        prose = "\n".join(line for line in hc.body.splitlines() if not line.strip().startswith("![["))
         if not any(re.search(rf"\b{re.escape(m.id)}\b", prose) for m in left):
             return (f"{hc.id} is exhaustive by construction and its argument names no member but "
                     f"{absorbed.id} (seed check 3)")
@@ -113,7 +113,7 @@ def _merge_steps(vault: Vault, survivor: Node, absorbed: Node, hc: Node | None, 
     absorb(survivor, [absorbed, *followers], None)
     steps = [Step(to=str(survivor.path), text=survivor.text())]
     if hc is not None:
-        set_members(hc, [vault.nodes[t] for t in (link_target(l) for l in hc.meta.get("hypotheses") or [])
+        set_members(hc, [vault.nodes[t] for t in (link_target(link) for link in hc.meta.get("hypotheses") or [])
                          if t != absorbed.id and t in vault.nodes])
         why = " ".join(rationale.split())
         hc.body = (hc.body.rstrip("\n") + f"\n\n{BY_HAND} {absorbed.id} left this cluster, merged into "

@@ -108,7 +108,7 @@ def ranked(matrix, m: int, block: int = 512) -> list[list[tuple[int, float]]]:
     return out
 
 
-def net_pairs(matrix, hints: list[str], net: Net) -> list[tuple[int, int, float]]:
+def net_pairs(matrix, hints: list[str], net: Net) -> list[tuple[int, int, float]]:  # noqa: C901 - one pass per net part
     """The pairs (i, j, cosine), i < j, that ``net`` casts over the rows of ``matrix``
     (``hints``: each row's normalised question hint)."""
     near = ranked(matrix, max(net.k, net.mutual, net.transitive))

@@ -40,9 +40,11 @@ def separating_observations(a: Node, b: Node, obs: list[Node]) -> list[str]:
 class PairJudgement(BaseModel):
     pair: int = Field(ge=1, description="the pair's number in the question")
     decision: Literal["MERGE", "KEEP"]
-    discriminating_observations: list[int] = Field(description="numbers of observations that would come out differently")
+    discriminating_observations: list[int] = Field(
+        description="numbers of observations that would come out differently")
     widened_statement: str | None = Field(default=None, description="survivor statement widened to cover both, or null")
-    generalization_note: str | None = Field(default=None, description="one line: what was widened, which distinction given up")
+    generalization_note: str | None = Field(
+        default=None, description="one line: what was widened, which distinction given up")
     rationale: str = Field(min_length=10, max_length=1500)
 
 
@@ -75,7 +77,8 @@ is NOT off-topic. Be conservative. For each off-topic one give a one-line drop_r
 discriminates nothing relevant to the main question; otherwise drop_reason is null."""
 
 
-def merge_request(batch: list[Candidate], nodes: dict[str, Node], obs: list[Node], question: str) -> Request[PairJudgements]:
+def merge_request(batch: list[Candidate], nodes: dict[str, Node], obs: list[Node],
+                  question: str) -> Request[PairJudgements]:
     """One question for ``batch``: the main question and the observations once, then the numbered pairs."""
     fields = ("statement", "question", "source", "locator", "quote")
 
@@ -102,12 +105,15 @@ def merge_request(batch: list[Candidate], nodes: dict[str, Node], obs: list[Node
             if bad:
                 raise ValueError(f"pair {j.pair}: observation numbers {bad} are not among 1..{len(obs)}")
             if j.decision == "MERGE" and j.discriminating_observations:
-                raise ValueError(f"pair {j.pair}: MERGE while naming discriminating observations: discriminable pairs are KEEP")
+                raise ValueError(f"pair {j.pair}: MERGE while naming discriminating observations: "
+                                 "discriminable pairs are KEEP")
             if (j.widened_statement is None) != (j.generalization_note is None):
-                raise ValueError(f"pair {j.pair}: widened_statement and generalization_note come together or not at all")
+                raise ValueError(f"pair {j.pair}: widened_statement and generalization_note "
+                                 "come together or not at all")
             for text in (j.widened_statement, j.generalization_note):
                 if text is not None and ("\n" in text.strip() or NUMBERISH.search(text)):
-                    raise ValueError(f"pair {j.pair}: statement and note are one line each and hold no numbers or weights")
+                    raise ValueError(f"pair {j.pair}: statement and note are one line each "
+                                     "and hold no numbers or weights")
 
     name = "pairs-" + "_".join(f"{c.a}-{c.b}" for c in batch)
     return Request(name=name[:120], system=MERGE_SYSTEM, user=user, schema=PairJudgements, check=check)
@@ -117,7 +123,8 @@ def topic_request(batch: list[Node], question: str) -> Request[TopicJudgements]:
     user = (
         "Main question of the analysis:\n" + untrusted("main-question", {}, {"text": question[:QUESTION_CHARS]})
         + "\n\nHypotheses:\n"
-        + "\n".join(untrusted("hypothesis", {"number": str(n)}, {"title": h.title, "statement": h.meta.get("statement")})
+        + "\n".join(untrusted("hypothesis", {"number": str(n)},
+                              {"title": h.title, "statement": h.meta.get("statement")})
                     for n, h in enumerate(batch, start=1))
     )
 
@@ -126,7 +133,8 @@ def topic_request(batch: list[Node], question: str) -> Request[TopicJudgements]:
         if numbers != list(range(1, len(batch) + 1)):
             raise ValueError(f"expected one item per hypothesis 1..{len(batch)}, got {numbers}")
         for i in j.items:
-            if i.off_topic != bool(i.drop_reason and i.drop_reason.strip()) or (i.drop_reason and "\n" in i.drop_reason.strip()):
+            if (i.off_topic != bool(i.drop_reason and i.drop_reason.strip())
+                    or (i.drop_reason and "\n" in i.drop_reason.strip())):
                 raise ValueError(f"hypothesis {i.hypothesis}: a one-line drop_reason exactly when off_topic")
             if i.drop_reason and NUMBERISH.search(i.drop_reason):
                 raise ValueError(f"hypothesis {i.hypothesis}: the drop_reason holds no numbers or weights")

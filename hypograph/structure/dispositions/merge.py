@@ -105,7 +105,8 @@ def absorb(survivor: Node, absorbed: list[Node], widening: PairDecision | None) 
                 continue
             have = entries[same[0]].partition(":")[2].strip()
             # Same source cited by both: add only the places the survivor's entry does not list yet.
-            new = [w.strip() for w in where.split(";") if w.strip() and w.strip() not in [h.strip() for h in have.split(";")]]
+            new = [w.strip() for w in where.split(";")
+                   if w.strip() and w.strip() not in [h.strip() for h in have.split(";")]]
             if new:
                 entries[same[0]] = f"{prefix}: " + "; ".join([have] * bool(have) + new)
     meta["state"] = "active"
@@ -118,7 +119,8 @@ def absorb(survivor: Node, absorbed: list[Node], widening: PairDecision | None) 
         meta["generalization_note"] = widening.generalization_note
 
 
-def group_widening(survivor: Node, absorbed_ids: list[str], ledger: Ledger, baseline: dict | None) -> PairDecision | None:
+def group_widening(survivor: Node, absorbed_ids: list[str], ledger: Ledger,
+                   baseline: dict | None) -> PairDecision | None:
     """The widening the group takes: from a MERGE pair holding the survivor if one widens, else from
     any MERGE pair of the group (ledger order); never one that repeats the survivor's statement."""
     group = {survivor.id, *absorbed_ids}
