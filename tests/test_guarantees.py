@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -160,6 +161,15 @@ def test_a_write_that_fails_half_way_leaves_the_old_file_and_no_temp_file(tmp_pa
         atomic.write_atomic(path, half_then_fail)
     assert path.read_text() == OLD and path.stat().st_ino == inode
     assert [p.name for p in tmp_path.iterdir()] == ["node.md"]
+
+
+def test_the_temp_file_is_hidden_beside_the_target(tmp_path):
+    """Beside it, so ``os.replace`` stays on one file system; hidden and named after it, so a reader
+    listing nodes skips it and the journal's cleaner finds the leftovers of its own file."""
+    path = tmp_path / "journal.json"
+    seen = []
+    atomic.write_atomic(path, lambda fh: seen.extend(os.listdir(tmp_path)))
+    assert len(seen) == 1 and re.fullmatch(r"\.journal\.json\.[^.]+\.tmp", seen[0]), seen
 
 
 def test_a_new_file_gets_the_mode_open_would_give_and_missing_folders(tmp_path):
