@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 INPUTS ?= $(wildcard demo/run demo/vault)
 
-.PHONY: demo test ui bench clean
+.PHONY: demo test ui bench mutation clean
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "make: $(PYTHON) not found (set PYTHON=python3)"; exit 1; }
@@ -18,6 +18,10 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[test,semantic]'
+	touch $@ $(VENV)/.installed
+
+$(VENV)/.installed-mutation: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test,semantic,mutation]'
 	touch $@ $(VENV)/.installed
 
 # Copies the bundled examples to demo/ once (so the checked-in examples are never modified),
@@ -41,5 +45,10 @@ ui: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/proximity.py --sizes 1000,10000,100000
 
+# Mutation testing of the safety-critical modules (not part of `make test`: tens of minutes on two
+# cores). MODULES="hypograph/journal.py ..." narrows it; results and equivalents: benchmarks/mutation.md.
+mutation: $(VENV)/.installed-mutation
+	$(BIN)/python benchmarks/mutation.py $(MODULES)
+
 clean:
-	rm -rf demo .pytest_cache
+	rm -rf demo .pytest_cache .mutation

@@ -39,14 +39,15 @@ TARGET = 0.90
 # the mutant, so it could not kill one; leaving those out keeps a run short on two cores).
 MODULES: dict[str, list[str]] = {
     "hypograph/atomic.py": ["tests/test_guarantees.py", "tests/test_journal.py"],
-    "hypograph/journal.py": ["tests/test_journal.py", "tests/test_guarantees.py"],
-    "hypograph/vault/mint.py": ["tests/test_guarantees.py", "tests/test_vault.py"],
-    "hypograph/structure/checks.py": ["tests/test_step4_checks.py", "tests/test_guarantees.py"],
-    "hypograph/structure/dispositions/merge.py": ["tests/test_structure.py", "tests/test_journal.py",
-                                                  "tests/test_guarantees.py"],
-    "hypograph/structure/unmerge.py": ["tests/test_guarantees.py"],
-    "hypograph/llm/client.py": ["tests/test_llm_client.py"],
-    "hypograph/llm/config.py": ["tests/test_llm_client.py"],
+    "hypograph/journal.py": ["tests/test_journal.py", "tests/test_journal_edges.py", "tests/test_guarantees.py"],
+    "hypograph/vault/mint.py": ["tests/test_mint.py", "tests/test_guarantees.py", "tests/test_vault.py"],
+    "hypograph/structure/checks.py": ["tests/test_step4_checks.py", "tests/test_checks_edges.py",
+                                      "tests/test_guarantees.py"],
+    "hypograph/structure/dispositions/merge.py": ["tests/test_merge.py", "tests/test_journal.py",
+                                                  "tests/test_guarantees.py", "tests/test_structure.py"],
+    "hypograph/structure/unmerge.py": ["tests/test_unmerge.py", "tests/test_guarantees.py"],
+    "hypograph/llm/client.py": ["tests/test_llm_client.py", "tests/test_llm_edges.py"],
+    "hypograph/llm/config.py": ["tests/test_llm_client.py", "tests/test_llm_edges.py"],
     "hypograph/casework/batch.py": ["tests/test_casework_package.py", "tests/test_casework_builder.py",
                                     "tests/test_casework_recovery.py"],
     "hypograph/casework/publish.py": ["tests/test_casework_recovery.py", "tests/test_casework_package.py"],
@@ -54,7 +55,7 @@ MODULES: dict[str, list[str]] = {
                                      "tests/test_casework_recovery.py"],
 }
 # Besides the package under test, what the tests import or read.
-ALSO_COPY = ["assets", "resources", "io_managers", "pipelines", "examples", "config", "workspace.yaml"]
+ALSO_COPY = [".gitignore", "assets", "resources", "io_managers", "pipelines", "examples", "config", "workspace.yaml"]
 MUTANT_RE = re.compile(r"^\|\s*`(hypograph\.[\w.]+__mutmut_\d+)`\s*\|\s*(.+?)\s*\|", re.M)
 KILLED = {"killed", "timeout", "caught by type check", "segfault"}
 
@@ -131,8 +132,9 @@ def run_module(module: str, jobs: int, fresh: bool) -> Outcome:
         name, _, status = line.strip().rpartition(": ")
         if name.startswith(prefix):
             outcome.status[name] = status
-    if not outcome.status:
-        raise SystemExit(f"mutation: {module}: mutmut produced no result; see {dst / 'mutmut-run.log'}")
+    if not outcome.status or all(s == "not checked" for s in outcome.status.values()):
+        raise SystemExit(f"mutation: {module}: mutmut checked no mutant (do its tests pass?); "
+                         f"see {dst / 'mutmut-run.log'}")
     return outcome
 
 
