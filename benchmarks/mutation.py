@@ -48,10 +48,11 @@ MODULES: dict[str, list[str]] = {
     "hypograph/structure/unmerge.py": ["tests/test_unmerge.py", "tests/test_guarantees.py"],
     "hypograph/llm/client.py": ["tests/test_llm_client.py", "tests/test_llm_edges.py"],
     "hypograph/llm/config.py": ["tests/test_llm_client.py", "tests/test_llm_edges.py"],
-    "hypograph/casework/batch.py": ["tests/test_casework_package.py", "tests/test_casework_builder.py",
+    "hypograph/casework/batch.py": ["tests/test_casework_registry.py", "tests/test_casework_package.py", "tests/test_casework_builder.py",
                                     "tests/test_casework_recovery.py"],
-    "hypograph/casework/publish.py": ["tests/test_casework_recovery.py", "tests/test_casework_package.py"],
-    "hypograph/casework/checks.py": ["tests/test_casework_package.py", "tests/test_casework_builder.py",
+    "hypograph/casework/publish.py": ["tests/test_casework_registry.py", "tests/test_casework_recovery.py",
+                                      "tests/test_casework_package.py"],
+    "hypograph/casework/checks.py": ["tests/test_casework_checks.py", "tests/test_casework_package.py", "tests/test_casework_builder.py",
                                      "tests/test_casework_recovery.py"],
 }
 # Besides the package under test, what the tests import or read.
