@@ -14,8 +14,10 @@ survives is reported as stale. Exits 1 when a module's score is under ``TARGET``
 Usage::
 
     python benchmarks/mutation.py                      # every module
-    python benchmarks/mutation.py hypograph/journal.py # one module (or several)
-    python benchmarks/mutation.py --jobs 1 --fresh     # one process; forget earlier results
+    python benchmarks/mutation.py hypograph/journal.py # one module (or several; a unique part of
+    python benchmarks/mutation.py structure/checks     # the path is enough)
+    python benchmarks/mutation.py --resume journal     # test only the last run's survivors again
+    python benchmarks/mutation.py --jobs 1             # one mutant at a time
 """
 
 from __future__ import annotations
@@ -48,11 +50,13 @@ MODULES: dict[str, list[str]] = {
     "hypograph/structure/unmerge.py": ["tests/test_unmerge.py", "tests/test_guarantees.py"],
     "hypograph/llm/client.py": ["tests/test_llm_client.py", "tests/test_llm_edges.py"],
     "hypograph/llm/config.py": ["tests/test_llm_client.py", "tests/test_llm_edges.py"],
-    "hypograph/casework/batch.py": ["tests/test_casework_registry.py", "tests/test_casework_package.py", "tests/test_casework_builder.py",
+    "hypograph/casework/batch.py": ["tests/test_casework_registry.py", "tests/test_casework_package.py",
+                                    "tests/test_casework_builder.py",
                                     "tests/test_casework_recovery.py"],
     "hypograph/casework/publish.py": ["tests/test_casework_registry.py", "tests/test_casework_recovery.py",
                                       "tests/test_casework_package.py"],
-    "hypograph/casework/checks.py": ["tests/test_casework_checks.py", "tests/test_casework_package.py", "tests/test_casework_builder.py",
+    "hypograph/casework/checks.py": ["tests/test_casework_checks.py", "tests/test_casework_package.py",
+                                     "tests/test_casework_builder.py",
                                      "tests/test_casework_recovery.py"],
 }
 # Besides the package under test, what the tests import or read.
@@ -118,21 +122,33 @@ def mutmut(dst: Path, *args: str, log=None) -> subprocess.CompletedProcess:
                           stdout=log or subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
-def run_module(module: str, jobs: int, fresh: bool) -> Outcome:
+def results(dst: Path, module: str) -> dict[str, str]:
+    """{mutant: status} of ``module`` from mutmut's last run in ``dst`` (empty before any run)."""
+    if not (dst / "mutants").is_dir():
+        return {}
+    prefix = module.removesuffix(".py").replace("/", ".") + "."
+    out = {}
+    for line in mutmut(dst, "results", "--all", "true").stdout.splitlines():
+        name, _, status = line.strip().rpartition(": ")
+        if name.startswith(prefix):
+            out[name] = status
+    return out
+
+
+def run_module(module: str, jobs: int, resume: bool) -> Outcome:
+    """Mutate ``module`` in its own copy; with ``resume``, test again only the mutants that were
+    not killed last time (the loop while adding tests), else every mutant afresh."""
     dst = WORK / module.removesuffix(".py").replace("/", ".")
-    if fresh and dst.exists():
+    again = [m for m, s in results(dst, module).items() if s not in KILLED] if resume else None
+    if not resume and dst.exists():
         shutil.rmtree(dst)
     sync(dst)
     configure(dst, module, MODULES[module])
     started = time.monotonic()
-    with open(dst / "mutmut-run.log", "w") as log:
-        mutmut(dst, "run", "--max-children", str(jobs), log=log)
-    outcome = Outcome(module, seconds=time.monotonic() - started)
-    prefix = module.removesuffix(".py").replace("/", ".") + "."
-    for line in mutmut(dst, "results", "--all", "true").stdout.splitlines():
-        name, _, status = line.strip().rpartition(": ")
-        if name.startswith(prefix):
-            outcome.status[name] = status
+    if again is None or again:
+        with open(dst / "mutmut-run.log", "w") as log:
+            mutmut(dst, "run", "--max-children", str(jobs), *(again or []), log=log)
+    outcome = Outcome(module, results(dst, module), seconds=time.monotonic() - started)
     if not outcome.status or all(s == "not checked" for s in outcome.status.values()):
         raise SystemExit(f"mutation: {module}: mutmut checked no mutant (do its tests pass?); "
                          f"see {dst / 'mutmut-run.log'}")
@@ -167,19 +183,27 @@ def report(outcomes: list[Outcome], equivalent: dict[str, str]) -> bool:
     return ok
 
 
+def resolve(name: str, parser: argparse.ArgumentParser) -> str:
+    """A module of ``MODULES`` by its path, or by a unique part of it (``journal``, ``llm/client``)."""
+    found = [m for m in MODULES if m == name] or [m for m in MODULES if name in m]
+    if len(found) != 1:
+        parser.error(f"{name!r} names {len(found)} of the modules under mutation testing: "
+                     f"{', '.join(found) or ', '.join(MODULES)}")
+    return found[0]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("modules", nargs="*", help=f"modules to mutate (default: all {len(MODULES)})")
     parser.add_argument("--jobs", type=int, default=2, help="mutants tested at once (default 2)")
-    parser.add_argument("--fresh", action="store_true", help="forget earlier results and start over")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the last run's kills and test again only its survivors (fast, while adding tests)")
     args = parser.parse_args(argv)
-    unknown = [m for m in args.modules if m not in MODULES]
-    if unknown:
-        parser.error(f"not a module under mutation testing: {', '.join(unknown)} (see MODULES)")
+    modules = [resolve(m, parser) for m in args.modules] or list(MODULES)
     outcomes = []
-    for module in args.modules or list(MODULES):
+    for module in modules:
         print(f"mutation: {module} ...", flush=True)
-        outcomes.append(run_module(module, args.jobs, args.fresh))
+        outcomes.append(run_module(module, args.jobs, args.resume))
     return 0 if report(outcomes, listed_equivalents()) else 1
 
 

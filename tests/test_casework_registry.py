@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from casework_support import valid_answer
+
 from hypograph.casework.batch import assemble
 from hypograph.casework.config import UNIT
 from hypograph.casework.package import sha_text
@@ -31,7 +31,8 @@ def test_the_registry_records_every_creation_with_its_origin_and_budget():
         "package_id": "pkg-7", "analysis_revision": 2, "max_hypotheses": 5, "created_count": 3,
         "remaining_slots": 2, "next_id": "H4",
         "creations": [{"id": f"H{n}", "analysis_revision": 2,
-                       "origin": {"artifact": hyp_path, "sha256": sha_text(hyp_text), "pointer": f"/hypotheses/{n - 1}"},
+                       "origin": {"artifact": hyp_path, "sha256": sha_text(hyp_text),
+                                  "pointer": f"/hypotheses/{n - 1}"},
                        "budget_allocation": {"initial": 100, "unit": UNIT}} for n in (1, 2, 3)],
     }
     doc = json.loads(hyp_text)

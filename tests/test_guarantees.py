@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_VAULTS, build_vault, copy_tree, node_markdown
 
 import hypograph.journal as journal_module
-from conftest import SHARED_VAULTS, build_vault, copy_tree, node_markdown
 from hypograph import atomic
 from hypograph.errors import HypographError
 from hypograph.hypotheses import load_corpus
@@ -220,7 +220,8 @@ def test_check_5_flags_a_merged_node_the_survivor_does_not_list(tmp_path):
         "type": "hypothesis", "id": "H-99", "statement": "SARS-CoV-2 first crossed into humans at the Huanan market.",
         "source": h1.meta["source"], "locator": "Discussion", "question": h1.meta["question"],
         "state": "merged", "merged_into": h1.link}))
-    assert all_checks(open_vault(root), None) == {1: [], 2: [], 3: [], 4: [], 5: [("H-1", "merged_from lacks H-99")], 6: []}
+    assert all_checks(open_vault(root), None) == {
+        1: [], 2: [], 3: [], 4: [], 5: [("H-1", "merged_from lacks H-99")], 6: []}
 
 
 # -- 5. minting: the lock is held until the file exists; an id is never given twice -----------------

@@ -12,14 +12,14 @@ import json
 import threading
 from pathlib import Path
 
+import llm_stub
 import pytest
+from llm_stub import API_KEY, MODEL, Reply, answer, bad_request, llm_env, llm_server, rate_limited, sleeping  # noqa: F401
 from pydantic import BaseModel
 
-import llm_stub
 from hypograph.errors import HypographError
 from hypograph.llm import LLMClient, LLMConfig, Rejected
 from hypograph.llm.client import Request, _new_run_dir, _redact, _safe, untrusted
-from llm_stub import API_KEY, MODEL, Reply, answer, bad_request, llm_env, llm_server, rate_limited, sleeping  # noqa: F401
 
 
 class Score(BaseModel):
@@ -128,7 +128,8 @@ def test_counters_add_up_over_calls(stub, state):
     assert isinstance(first, Rejected) and isinstance(second, Rejected)
     assert c.usage.rejected == 2 and c.usage.calls == 6 and c.usage.invalid_answers == 6
     recorded = traces(state)
-    assert c.usage.prompt_tokens == sum(t["usage"]["prompt_tokens"] for t in recorded) > recorded[0]["usage"]["prompt_tokens"]
+    prompt_tokens = [t["usage"]["prompt_tokens"] for t in recorded]
+    assert c.usage.prompt_tokens == sum(prompt_tokens) > prompt_tokens[0]
     assert c.usage.completion_tokens == sum(t["usage"]["completion_tokens"] for t in recorded) == 6 * 4
 
     again = client(state)
@@ -161,8 +162,8 @@ def test_an_answer_without_choices_is_an_empty_answer(stub, state, completion_sh
     completion_shape(lambda c: {**c, "choices": []})
     stub.always(answer(GOOD))
     result = client(state).ask(question())
-    assert result == Rejected("invalid answer after 3 attempts: answer: Invalid JSON: EOF while parsing a value at line 1 "
-                              "column 0", 3)
+    assert result == Rejected("invalid answer after 3 attempts: answer: Invalid JSON: EOF while parsing a value "
+                              "at line 1 column 0", 3)
     assert [t["response"] for t in traces(state)] == ["", "", ""]
 
 

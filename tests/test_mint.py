@@ -43,7 +43,7 @@ def test_the_exclusive_create_never_overwrites_and_names_the_file(tmp_path):
 def test_the_exclusive_create_writes_utf8(tmp_path):
     path = tmp_path / "H-1 - Été.md"
     mint._create_exclusive(path, "é ü 中\n")
-    assert path.read_bytes() == "é ü 中\n".encode("utf-8")
+    assert path.read_bytes() == "é ü 中\n".encode()
 
 
 def test_file_with_id_finds_the_id_in_any_folder_and_only_that_id(tmp_path):

@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import node_markdown
+
 from hypograph.atomic import write_json
 from hypograph.errors import HypographError
 from hypograph.structure.baseline import BASELINE
@@ -116,8 +116,9 @@ def test_without_a_baseline_or_note_the_survivor_keeps_its_statement(vault):
     for node_id in ("H-3", "H-4"):
         (vault / nodes[node_id].path).unlink()
     unmerge(vault, "H-2")
-    assert meta(vault, "H-1") == {"type": "hypothesis", "id": "H-1", "statement": "Mites and what they carry kill colonies.",
-                                  "source": S1, "locator": ["S-1: Results"], "state": "active",
+    assert meta(vault, "H-1") == {"type": "hypothesis", "id": "H-1",
+                                  "statement": "Mites and what they carry kill colonies.", "source": S1,
+                                  "locator": ["S-1: Results"], "state": "active",
                                   "cluster": "[[HC-1 - Why colonies die]]"}
 
 
