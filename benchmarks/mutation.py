@@ -43,9 +43,9 @@ MODULES: dict[str, list[str]] = {
     "hypograph/atomic.py": ["tests/test_guarantees.py", "tests/test_journal.py"],
     "hypograph/journal.py": ["tests/test_journal.py", "tests/test_journal_edges.py", "tests/test_guarantees.py"],
     "hypograph/vault/mint.py": ["tests/test_mint.py", "tests/test_guarantees.py", "tests/test_vault.py"],
-    "hypograph/structure/checks.py": ["tests/test_step4_checks.py", "tests/test_checks_edges.py",
+    "hypograph/structure/checks.py": ["tests/test_step4_checks.py",
                                       "tests/test_guarantees.py"],
-    "hypograph/structure/dispositions/merge.py": ["tests/test_merge.py", "tests/test_journal.py",
+    "hypograph/structure/dispositions/merge.py": ["tests/test_journal.py",
                                                   "tests/test_guarantees.py", "tests/test_structure.py"],
     "hypograph/structure/unmerge.py": ["tests/test_unmerge.py", "tests/test_guarantees.py"],
     "hypograph/llm/client.py": ["tests/test_llm_client.py", "tests/test_llm_edges.py"],
@@ -55,7 +55,7 @@ MODULES: dict[str, list[str]] = {
                                     "tests/test_casework_recovery.py"],
     "hypograph/casework/publish.py": ["tests/test_casework_registry.py", "tests/test_casework_recovery.py",
                                       "tests/test_casework_package.py"],
-    "hypograph/casework/checks.py": ["tests/test_casework_checks.py", "tests/test_casework_package.py",
+    "hypograph/casework/checks.py": ["tests/test_casework_registry.py", "tests/test_casework_package.py",
                                      "tests/test_casework_builder.py",
                                      "tests/test_casework_recovery.py"],
 }
@@ -90,8 +90,14 @@ def project_files() -> list[str]:
 
 
 def sync(dst: Path) -> None:
-    """Copy the project into ``dst``, rewriting only files whose bytes changed."""
-    for rel in project_files():
+    """Copy the project into ``dst``, rewriting only files whose bytes changed (and removing the
+    Python files the project no longer has)."""
+    files = project_files()
+    keep = set(files)
+    for gone in [p for p in dst.rglob("*.py") if "mutants" not in p.relative_to(dst).parts
+                 and str(p.relative_to(dst)) not in keep]:
+        gone.unlink()
+    for rel in files:
         src, out = REPO / rel, dst / rel
         data = src.read_bytes()
         if not out.exists() or out.read_bytes() != data:
