@@ -154,6 +154,10 @@ def run_module(module: str, jobs: int, resume: bool) -> Outcome:
     if again is None or again:
         with open(dst / "mutmut-run.log", "w") as log:
             mutmut(dst, "run", "--max-children", str(jobs), *(again or []), log=log)
+            # A changed test selection makes mutmut forget earlier verdicts: test those too.
+            unchecked = [m for m, s in results(dst, module).items() if s == "not checked"]
+            if again and unchecked:
+                mutmut(dst, "run", "--max-children", str(jobs), *unchecked, log=log)
     outcome = Outcome(module, results(dst, module), seconds=time.monotonic() - started)
     if not outcome.status or all(s == "not checked" for s in outcome.status.values()):
         raise SystemExit(f"mutation: {module}: mutmut checked no mutant (do its tests pass?); "
