@@ -186,3 +186,18 @@ def test_a_merged_node_whose_survivor_is_gone_is_refused(vault):
         unmerge(vault, "H-2")
     assert str(err.value) == (f"hypotheses/merged/H-2 - Mites carry the virus.md: field 'merged_into': "
                               f"{link('H-1')!r} resolves to no node")
+
+
+def test_a_survivor_citing_only_its_own_source_has_no_additional_sources_to_give_back(vault):
+    nodes = open_vault(vault).nodes
+    for node_id in ("H-2", "H-3", "H-4"):
+        nodes[node_id].meta["source"] = S1
+        (vault / nodes[node_id].path).write_text(nodes[node_id].text(), encoding="utf-8")
+    survivor = nodes["H-1"]
+    survivor.meta.pop("additional_sources")
+    survivor.meta["locator"] = ["S-1: Results; Fig 2: panel b; Table 1; Table 2"]
+    (vault / survivor.path).write_text(survivor.text(), encoding="utf-8")
+    unmerge(vault, "H-2")
+    m = meta(vault, "H-1")
+    assert m["merged_from"] == [link("H-3"), link("H-4")] and "additional_sources" not in m
+    assert m["locator"] == ["S-1: Results; Fig 2: panel b; Table 1; Table 2"]
