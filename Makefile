@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 INPUTS ?= $(wildcard demo/run demo/vault demo/library demo/case)
 
-.PHONY: demo test ui bench clean
+.PHONY: demo test ui bench mutation clean
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "make: $(PYTHON) not found (set PYTHON=python3)"; exit 1; }
@@ -19,6 +19,10 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[test,semantic]'
+	touch $@ $(VENV)/.installed
+
+$(VENV)/.installed-mutation: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test,semantic,mutation]'
 	touch $@ $(VENV)/.installed
 
 # Copies the bundled examples to demo/ once (so the checked-in examples are never modified), runs
@@ -37,6 +41,7 @@ demo: $(VENV)/.installed
 	@echo "Browse the runs, lineage and checks of every input: make ui"
 
 test: $(VENV)/.installed-test
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
 # The Dagster web UI and daemon on 127.0.0.1:3000, on the instance the CLI writes to
@@ -48,5 +53,10 @@ bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/proximity.py --profile sparse --sizes 20000,100000
 	$(BIN)/python benchmarks/proximity.py --profile dense --sizes 20000,100000
 
+# Mutation testing of the safety-critical modules (not part of `make test`: tens of minutes on two
+# cores). MODULES="hypograph/journal.py ..." narrows it; results and equivalents: benchmarks/mutation.md.
+mutation: $(VENV)/.installed-mutation
+	$(BIN)/python benchmarks/mutation.py $(MODULES)
+
 clean:
-	rm -rf demo .pytest_cache
+	rm -rf demo .pytest_cache .mutation

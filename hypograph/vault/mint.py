@@ -73,6 +73,16 @@ def highest_id(root: Path, prefix: str) -> int:
     return best
 
 
+def file_with_id(root: Path, node_id: str) -> Path | None:
+    """A file named ``ID`` or ``ID - …`` anywhere under ``root`` (so ``H-1`` is not ``H-12``), or None."""
+    pattern = re.compile(rf"^{re.escape(node_id)}(?:\D|$)")
+    for dirpath, _dirs, files in os.walk(root):
+        for name in sorted(files):
+            if pattern.match(name):
+                return Path(dirpath) / name
+    return None
+
+
 def create_node(root: Path, node_type: str, title: str, meta: dict[str, Any] | None = None,
                 body: str = "", folder: str | None = None) -> tuple[str, Path]:
     """Mint the next id for ``node_type`` and write ``ID - Title.md`` (exclusive create).
@@ -94,6 +104,11 @@ def create_node(root: Path, node_type: str, title: str, meta: dict[str, Any] | N
         problem = unsafe(root, str(rel))
         if problem:
             raise HypographError(f"{root / rel}: {problem}")
+        # The count said the id is free; a file with it (whatever its title) means the count was
+        # stale — someone minted without the lock — and a second node with one id is never made.
+        taken = file_with_id(root, node_id)
+        if taken is not None:
+            raise HypographError(f"{taken}: id {node_id} already exists; not minting it again")
         try:
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             _create_exclusive(root / rel, render(fields, body.replace(PLACEHOLDER, node_id)))
