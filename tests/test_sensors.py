@@ -190,6 +190,8 @@ def test_a_daemon_runs_what_the_sensor_requests_and_nothing_more(tmp_path):
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     log = tmp_path / "daemon.log"
+    with DagsterInstance.from_config(str(home)) as instance:  # the storage created before two processes open it
+        instance.get_runs()
     # Started first, so its start-up overlaps the runs below; the sensor is off until `dagster sensor start`.
     daemon = services.start([VENV_BIN / "dagster-daemon", "run", "-w", "workspace.yaml"], log, env, cwd=REPO)
     try:
