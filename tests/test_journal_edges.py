@@ -107,19 +107,20 @@ def test_a_stale_file_is_refused_in_one_exact_line(root):
     ("sub/../../out.md", "leaves the input"),
     ("sub/..", "leaves the input"),
     (".", "leaves the input"),
-    ("link/x.md", "leads outside the input through a symlink"),
+    ("link/x.md", "leads through the symlinked folder"),
 ])
 def test_each_path_leaving_the_input_is_refused_with_its_reason(root, tmp_path, bad, problem):
     (tmp_path / "elsewhere").mkdir()
     (root / "link").symlink_to(tmp_path / "elsewhere")
-    assert refusal(lambda: Journal(root).apply([Step(to=bad, text="x")])) == (
+    assert refusal(lambda: Journal(root).apply([Step(to=bad, text="x")])).startswith(
         f"{root / JOURNAL}: step to {bad!r}: path {bad!r} {problem}")
 
 
 def test_paths_inside_the_input_are_accepted(root):
+    """A name starting with two dots is a name, not a way out (a symlinked folder, even one that
+    stays inside, is refused: tests/test_safety.py)."""
     (root / "sub").mkdir()
-    (root / "sub" / "deeper").symlink_to(root / "sub")  # a symlinked folder that stays inside
-    assert Journal(root).apply([Step(to="sub/deeper/x.md", text="x\n"), Step(to="..name.md", text="y\n")]) == 2
+    assert Journal(root).apply([Step(to="sub/x.md", text="x\n"), Step(to="..name.md", text="y\n")]) == 2
     assert (root / "sub/x.md").read_text() == "x\n" and (root / "..name.md").read_text() == "y\n"
 
 
