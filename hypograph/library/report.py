@@ -17,8 +17,8 @@ from hypograph.library.rounds import RoundCandidates, RoundDedup, RoundScores
 from hypograph.library.schema import library_path, read_library
 from hypograph.library.state import read_model, round_dir
 
-REMINDER = ("Promotion is manual: write the chosen behavior into a task.md, then run /auto "
-            "(this tool never does; it only ever writes status: candidate).")
+REMINDER = ("Promotion is manual: set a chosen node's status to queued yourself and take it on in your own "
+            "pipeline (this tool never does; it only ever writes status: candidate).")
 
 
 @dataclass
