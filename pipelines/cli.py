@@ -1,4 +1,4 @@
-"""``hypograph``: run the pipeline on a run directory or vault through Dagster.
+"""``hypograph``: run the pipelines on run directories, vaults, libraries and case packages through Dagster.
 
 Runs go through the one Dagster instance of ``pipelines/instance.py`` (``$DAGSTER_HOME``, else
 ``~/.hypograph/dagster``), each on its input's partition, so ``hypograph ui`` shows every run of
@@ -116,7 +116,7 @@ def _ui(args) -> int:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hypograph", description="Hypothesis structuring pipeline (Dagster).")
     sub = p.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("add", help="register input folders (run directories, vaults) as partitions")
+    c = sub.add_parser("add", help="register input folders (run directories, vaults, libraries, cases) as partitions")
     c.add_argument("paths", type=Path, nargs="+", metavar="path")
     c.set_defaults(func=_add)
     c = sub.add_parser("proximity", help="embed, graph, cluster and list duplicates of PATH")
