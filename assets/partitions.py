@@ -25,6 +25,7 @@ rounds = DynamicPartitionsDefinition(name=ROUNDS)
 library_rounds = MultiPartitionsDefinition({"input": inputs, "round": rounds})
 revisions = DynamicPartitionsDefinition(name=REVISIONS)
 case_revisions = MultiPartitionsDefinition({"input": inputs, "revision": revisions})
+SUB_PARTITIONS = {"round": ROUNDS, "revision": REVISIONS}  # second dimension -> its dynamic set
 
 
 class Where(NamedTuple):

@@ -6,14 +6,14 @@ from __future__ import annotations
 import os
 import sys
 
-from assets.partitions import REVISIONS, revision_key, revision_partition
+from assets.partitions import revision_key
 from hypograph.casework.cli import NEEDS_MODEL, add_case_parsers
 from hypograph.casework.config import HypothesisConfig
 from hypograph.casework.gateway import CaseGateway
 from hypograph.casework.package import CasePackage
 from hypograph.errors import HypographError
 from pipelines import summaries
-from pipelines.instance import failures, open_instance, register, run_config
+from pipelines.instance import execute, failures
 
 RETRYABLE = 2  # the dispatch ended RETRY_PENDING, DEFERRED, BLOCKED or ERROR (seed 004's results)
 
@@ -26,8 +26,6 @@ def add_parsers(subparsers) -> None:
 
 def batch(args) -> int:
     """Refuse without a model (nothing changed), then run the ``case_batch`` job on the current revision."""
-    from pipelines.definitions import defs
-
     policy = HypothesisConfig.load(args.config) if args.config else HypothesisConfig()
     if os.environ.get("HYPOGRAPH_LLM") == "offline" or CaseGateway.from_config(policy) is None:
         print(f"hypograph batch: {NEEDS_MODEL}", file=sys.stderr)
@@ -38,15 +36,8 @@ def batch(args) -> int:
     revision = CasePackage(root).manifest()["analysis_revision"]
     case = {"config_file": str(args.config.resolve()) if args.config else None, "attempt": args.attempt,
             "vault": str(args.into.resolve()) if args.into else None}
-    config = run_config()
-    config["resources"]["case"] = {"config": {k: v for k, v in case.items() if v is not None}}
-    job = defs.resolve_job_def("case_batch_into_vault" if args.into else "case_batch")
-    with open_instance() as instance:
-        key = register(instance, root)
-        if not instance.has_dynamic_partition(REVISIONS, revision_key(revision)):
-            instance.add_dynamic_partitions(REVISIONS, [revision_key(revision)])
-        result = job.execute_in_process(instance=instance, partition_key=revision_partition(key, revision),
-                                        raise_on_error=False, run_config=config)
+    result = execute(root, "case_batch_into_vault" if args.into else "case_batch", {"case": case},
+                     sub=("revision", revision_key(revision)))
     meta = summaries.asset_metadata(result, "hypothesis_batch") or _failure_metadata(result)
     if meta.get("line"):
         print(meta["line"])

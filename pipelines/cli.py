@@ -35,7 +35,7 @@ def _proximity(args) -> int:
     root = args.path.resolve()
     settings = {"backend": args.backend, "model": args.model, "graph_threshold": args.threshold,
                 "dupe_threshold": args.dupe_threshold}
-    result = run_job(root, "proximity", settings, offline=True if args.llm == "offline" else None)
+    result = run_job(root, "proximity", {"proximity": settings}, offline=True if args.llm == "offline" else None)
     summaries.print_warnings(result)
     summaries.print_proximity(root)
     return 0
@@ -47,7 +47,7 @@ def _structure(args) -> int:
     root = args.path.resolve()
     if detect_kind(root) != "vault":
         raise HypographError(f"{root}: not a vault (structure needs step-3 nodes in hypotheses/*.md)")
-    result = run_job(root, "structure", {"backend": args.backend, "graph_threshold": args.threshold},
+    result = run_job(root, "structure", {"proximity": {"backend": args.backend, "graph_threshold": args.threshold}},
                      offline=True if args.llm == "offline" else None)
     summaries.print_warnings(result)
     summaries.print_structure(root, result)

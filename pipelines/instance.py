@@ -71,25 +71,42 @@ def case_revision_keys(root: Path) -> list[str]:
     return [revision_key(r) for r in CasePackage(root).revisions()] if (root / MANIFEST).is_file() else []
 
 
-def run_config(proximity: dict | None = None, offline: bool | None = None, log_level: str = "CRITICAL") -> dict:
-    """Run config setting the proximity resource's fields and the LLM switch (as the Launchpad does);
-    ``offline=None`` keeps the resource's default."""
-    resources: dict = {} if offline is None else {"llm": {"config": {"offline": offline}}}
-    if proximity:
-        resources["proximity"] = {"config": {k: v for k, v in proximity.items() if v is not None}}
-    return {"resources": resources, "loggers": {"console": {"config": {"log_level": log_level}}}}
+def run_config(resources: dict[str, dict] | None = None, offline: bool | None = None,
+               log_level: str = "CRITICAL") -> dict:
+    """Run config setting resources' fields (``{"proximity": {...}, "library": {...}}``; None values
+    keep the defaults) and the LLM switch, as the Launchpad does; ``offline=None`` keeps its default."""
+    config = {name: {"config": {k: v for k, v in fields.items() if v is not None}}
+              for name, fields in (resources or {}).items()}
+    if offline is not None:
+        config["llm"] = {"config": {"offline": offline}}
+    return {"resources": config, "loggers": {"console": {"config": {"log_level": log_level}}}}
 
 
-def run_job(root: Path, job_name: str, proximity: dict | None = None, offline: bool | None = None):
-    """Register ``root`` and execute ``job_name`` on its partition; a failed run is one HypographError."""
+def execute(root: Path, job_name: str, resources: dict[str, dict] | None = None, offline: bool | None = None,
+            sub: tuple[str, str] | None = None):
+    """Register ``root`` and execute ``job_name`` on its partition: the input, or the input and ``sub``
+    (``("round", "r0002")`` or ``("revision", "r0001")``, registered too). Returns the result."""
+    from dagster import MultiPartitionKey
+
+    from assets.partitions import SUB_PARTITIONS
     from pipelines.definitions import defs
 
-    job = defs.resolve_job_def(job_name)
     with open_instance() as instance:
         key = register(instance, root)
-        # Failures are reported below in one line each; the UI keeps the full logs and traces.
-        result = job.execute_in_process(instance=instance, partition_key=key, raise_on_error=False,
-                                        run_config=run_config(proximity, offline))
+        if sub is not None:
+            dimension, value = sub
+            if not instance.has_dynamic_partition(SUB_PARTITIONS[dimension], value):
+                instance.add_dynamic_partitions(SUB_PARTITIONS[dimension], [value])
+            key = MultiPartitionKey({"input": key, dimension: value})
+        # Failures are reported by the caller in one line each; the UI keeps the full logs and traces.
+        return defs.resolve_job_def(job_name).execute_in_process(
+            instance=instance, partition_key=key, raise_on_error=False, run_config=run_config(resources, offline))
+
+
+def run_job(root: Path, job_name: str, resources: dict[str, dict] | None = None, offline: bool | None = None,
+            sub: tuple[str, str] | None = None):
+    """``execute``, with a failed run turned into one HypographError."""
+    result = execute(root, job_name, resources, offline, sub)
     if not result.success:
         raise HypographError(f"{job_name} run {result.run_id[:8]} failed: " + "; ".join(failures(result)))
     return result

@@ -222,7 +222,7 @@ def execute(root: Path, job_name: str = "proximity", offline: bool | None = True
     instance.add_dynamic_partitions(INPUTS, [key])
     return defs.resolve_job_def(job_name).execute_in_process(
         instance=instance, partition_key=key, raise_on_error=False,
-        run_config=run_config(proximity, offline, log_level))
+        run_config=run_config({"proximity": proximity}, offline, log_level))
 
 
 @pytest.fixture(scope="session")

@@ -63,8 +63,7 @@ def test_a_rescore_backfill_over_every_round_regenerates_nothing_and_keeps_ids(t
     instance.add_dynamic_partitions(ROUNDS, ["r0001", "r0002"])
     settings = {"topic": TOPIC, "n_behaviors": 1, "web": False}
     for key in ("r0001", "r0002"):
-        config = run_config(offline=False)
-        config["resources"]["library"] = {"config": settings}
+        config = run_config({"library": settings}, offline=False)
         result = defs.resolve_job_def("library_round").execute_in_process(
             instance=instance, partition_key=round_partition(str(root), key), run_config=config)
         assert result.success
@@ -74,8 +73,7 @@ def test_a_rescore_backfill_over_every_round_regenerates_nothing_and_keeps_ids(t
     atom = AtomServer()
     try:
         for key in ("r0001", "r0002"):  # the backfill: every round partition of library_rescore
-            config = run_config(offline=False)
-            config["resources"]["library"] = {"config": {"web": True, "search_url": atom.url}}
+            config = run_config({"library": {"web": True, "search_url": atom.url}}, offline=False)
             result = defs.resolve_job_def("library_rescore").execute_in_process(
                 instance=instance, partition_key=round_partition(str(root), key), run_config=config)
             assert result.success
