@@ -5,7 +5,7 @@ from dagster import AssetExecutionContext, MetadataValue, Output, asset
 from assets.metadata import cluster_report, pair_table
 from assets.proximity import ASSET
 from hypograph.hypotheses import Corpus
-from hypograph.proximity.adjudicate import adjudicate, read_reviews, review_queue
+from hypograph.proximity.adjudicate import adjudicate, read_reviews, review_queue, unapplied_reviews
 from hypograph.proximity.cluster_names import name_clusters
 from hypograph.proximity.communities import Clusters
 from hypograph.proximity.dupes import DuplicatePair
@@ -25,12 +25,16 @@ def dedup_verdicts(context: AssetExecutionContext, duplicate_pairs: list[Duplica
     decisions = adjudicate(duplicate_pairs, hypotheses, reviews, client, proximity.auto_merge,
                            similarity=pair_similarity(hypothesis_embeddings))
     queue = review_queue(decisions)
+    unapplied = unapplied_reviews(reviews, hypotheses)
+    for line in unapplied:
+        context.log.warning(line)
     counts = {v: sum(d.verdict == v for d in decisions) for v in ("MERGE", "KEEP", "FLAG")}
     return Output(decisions, metadata={
         "pairs": len(decisions), **{f"verdict_{k.lower()}": n for k, n in counts.items()},
         "decided_by": MetadataValue.json({s: sum(d.decided_by == s for d in decisions)
                                           for s in {d.decided_by for d in decisions}}),
         "verdicts": pair_table(decisions, hypothesis_texts.hypotheses),
+        "reviews_not_applied": MetadataValue.json(unapplied),
         "review_queue": pair_table(queue, hypothesis_texts.hypotheses) if queue else MetadataValue.text("empty"),
         **client.metadata(),
     })

@@ -26,6 +26,8 @@ def print_warnings(result) -> None:
     """Each skipped input file and each hint, one line each on stderr."""
     for line in asset_metadata(result, "hypothesis_texts").get("warnings") or []:
         print(f"warning: {line}", file=sys.stderr)
+    for line in asset_metadata(result, "dedup_verdicts").get("reviews_not_applied") or []:
+        print(f"warning: {line}", file=sys.stderr)
     hint = asset_metadata(result, "similarity_graph").get("hint")
     if hint:
         print(f"hint: {hint}", file=sys.stderr)
@@ -98,7 +100,7 @@ def print_structure(root: Path, result) -> None:
     hyps = vault.of_type("hypothesis")
     state = lambda s: sum(h.meta.get("state") == s for h in hyps)  # noqa: E731
     clusters = vault.of_type("hypothesis-cluster")
-    print(f"vault now: {state('active')} active hypotheses in {len(clusters)} clusters; "
+    print(f"vault now: {state('active')} active hypotheses in {len(clusters)} cluster{'s' * (len(clusters) != 1)}; "
           f"{state('merged')} merged, {state('dropped')} dropped (kept in hypotheses/merged/ and dropped/)")
     for hc in clusters:
         print(f"  {hc.path.stem}")

@@ -116,3 +116,12 @@ def test_a_merge_that_would_leave_a_cluster_with_one_member_is_refused(structure
     assert line.startswith("MERGE H-19/H-26 from proximity/review.json refused: H-26 would leave")
     assert "1 member(s)" in line and report.by_hand == [] and report.merged == {}
     assert hypotheses(root)["H-26"].meta["state"] == "active" and failures(root) == {}
+
+
+def test_a_review_naming_no_current_hypothesis_is_reported_not_dropped(structured, tmp_path):
+    root = full_copy(structured, tmp_path / "vault")
+    review(root, "H-1", "H-99", "KEEP")
+    proc = hypograph("structure", root, "--llm", "offline")
+    assert proc.returncode == 0, proc.stderr
+    assert ("warning: proximity/review.json: KEEP H-1/H-99 decides nothing now: H-99 is not a current hypothesis"
+            in proc.stderr)

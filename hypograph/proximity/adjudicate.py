@@ -136,6 +136,19 @@ def _reviews_of_other_pairs(pairs: list[DuplicatePair], hypotheses: dict[str, Hy
     return sorted(out, key=lambda d: (-d.similarity, id_sort_key(d.pair[0]), id_sort_key(d.pair[1])))
 
 
+def unapplied_reviews(reviews: dict[frozenset, HumanReview], hypotheses: dict[str, Hypothesis]) -> list[str]:
+    """One line per review naming an id that is not a current hypothesis (merged or dropped since,
+    or mistyped): such a review decides nothing now, and the person is told so."""
+    out = []
+    for key, review in reviews.items():
+        missing = sorted((i for i in key if i not in hypotheses), key=id_sort_key)
+        if missing:
+            pair = "/".join(sorted(key, key=id_sort_key))
+            out.append(f"proximity/review.json: {review.verdict} {pair} decides nothing now: {', '.join(missing)} "
+                       "is not a current hypothesis (merged or dropped already, or no such id)")
+    return out
+
+
 def _human(p: DuplicatePair, r: HumanReview) -> Decision:
     action = r.recommended_action or (
         f"Retire {p.b} in favor of {p.a}" if r.verdict == "MERGE" else "No action — both remain active")
