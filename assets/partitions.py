@@ -12,9 +12,12 @@ unit a schedule adds and a backfill re-runs.
 hypothesis batch per revision.
 """
 
+from pathlib import Path
 from typing import NamedTuple
 
 from dagster import DynamicPartitionsDefinition, MultiPartitionKey, MultiPartitionsDefinition
+
+from hypograph.casework.package import MANIFEST, CasePackage
 
 INPUTS = "inputs"
 ROUNDS = "library_rounds"
@@ -53,3 +56,8 @@ def revision_key(revision: int) -> str:
 
 def revision_partition(root: str, revision: int) -> MultiPartitionKey:
     return MultiPartitionKey({"input": root, "revision": revision_key(revision)})
+
+
+def case_revision_keys(root: Path) -> list[str]:
+    """The revision partition keys (``r0001``…) of a case package; none for another kind of input."""
+    return [revision_key(r) for r in CasePackage(root).revisions()] if (root / MANIFEST).is_file() else []

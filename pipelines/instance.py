@@ -52,7 +52,7 @@ def open_instance() -> Iterator:
 
 def register(instance, root: Path) -> str:
     """Add ``root`` as an input partition, and a case package's revisions (idempotent); returns its key."""
-    from assets.partitions import INPUTS, REVISIONS
+    from assets.partitions import INPUTS, REVISIONS, case_revision_keys
 
     key = str(root.resolve())
     if not instance.has_dynamic_partition(INPUTS, key):
@@ -61,14 +61,6 @@ def register(instance, root: Path) -> str:
     if new:
         instance.add_dynamic_partitions(REVISIONS, new)
     return key
-
-
-def case_revision_keys(root: Path) -> list[str]:
-    """The revision partition keys (``r0001``…) of a case package; none for another kind of input."""
-    from assets.partitions import revision_key
-    from hypograph.casework.package import MANIFEST, CasePackage
-
-    return [revision_key(r) for r in CasePackage(root).revisions()] if (root / MANIFEST).is_file() else []
 
 
 def run_config(resources: dict[str, dict] | None = None, offline: bool | None = None,

@@ -21,7 +21,7 @@ from dagster import (
     sensor,
 )
 
-from assets.partitions import INPUTS, REVISIONS, ROUNDS, revision_partition, round_partition
+from assets.partitions import INPUTS, REVISIONS, ROUNDS, case_revision_keys, revision_partition, round_partition
 from assets.partitions import inputs as input_partitions
 from assets.partitions import revisions as revision_partitions
 from hypograph.casework.dispatch import due_retries
@@ -30,7 +30,6 @@ from hypograph.hypotheses import detect_kind, input_fingerprint
 from hypograph.library.run import next_round, pending_rounds
 from hypograph.library.schema import library_path
 from hypograph.library.state import round_keys
-from pipelines.instance import case_revision_keys
 from pipelines.jobs import case_batch_job, library_round_job, proximity_job, structure_job
 from resources import Inputs
 
