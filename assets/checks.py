@@ -14,7 +14,8 @@ from assets.casework import hypothesis_batch
 from assets.library import hypothesis_library
 from assets.metadata import violations_table
 from assets.partitions import case_revisions, input_partition, inputs
-from assets.proximity import duplicate_pairs, proximity_clusters, similarity_graph
+from assets.proximity import duplicate_pairs, proximity_clusters
+from assets.sharded import similarity_graph
 from assets.structure import hypothesis_clusters, hypothesis_dispositions
 from hypograph.casework import checks as case_checks
 from hypograph.casework.package import CasePackage

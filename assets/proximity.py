@@ -1,4 +1,6 @@
-"""Proximity assets (seed 003): texts -> embeddings -> similarity graph -> clusters, graph -> dupes."""
+"""Proximity assets (seed 003): texts -> embeddings -> similarity graph -> clusters, graph -> dupes.
+
+Embeddings and the graph are in ``sharded.py`` (each can be split over processes or machines)."""
 
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
@@ -9,10 +11,8 @@ from hypograph.hypotheses import Corpus, input_fingerprint
 from hypograph.library.corpus import input_corpus
 from hypograph.proximity.communities import labelled_clusters
 from hypograph.proximity.dupes import pairs_at
-from hypograph.proximity.embed import Embeddings, embed
+from hypograph.proximity.embed import Embeddings
 from hypograph.proximity.graph import SimilarityGraph
-from hypograph.proximity.graph import similarity_graph as build_similarity_graph
-from hypograph.proximity.hints import highest_similarity, sparse_graph_hint
 from resources import Inputs, ProximitySettings
 
 ASSET = dict(group_name=PROXIMITY, io_manager_key="io_manager", partitions_def=inputs)
@@ -33,33 +33,6 @@ def hypothesis_texts(context: AssetExecutionContext, inputs: Inputs) -> Output[C
         "hypotheses_fingerprint": fingerprint,  # the hypotheses_changed sensor's "already processed"
         "skipped": MetadataValue.md("\n".join(f"- {w}" for w in corpus.warnings) or "none"),
         "warnings": MetadataValue.json(corpus.warnings),
-    })
-
-
-@asset(**ASSET, kinds={"scikitlearn"})
-def hypothesis_embeddings(hypothesis_texts: Corpus, proximity: ProximitySettings) -> Output[Embeddings]:
-    """L2-normalised rows, one per hypothesis: TF-IDF (sparse) or sentence-transformers (dense)."""
-    emb = embed(hypothesis_texts.ids, hypothesis_texts.texts, proximity.backend, proximity.model)
-    return Output(emb, metadata={"hypotheses": len(emb.ids), "backend": emb.backend, "model": emb.model, "dim": emb.dim,
-                                 "notes": MetadataValue.json(emb.notes)})
-
-
-@asset(**ASSET, kinds={"python"})
-def similarity_graph(context: AssetExecutionContext, hypothesis_embeddings: Embeddings,
-                     proximity: ProximitySettings) -> Output[SimilarityGraph]:
-    """Cosine similarity graph: an edge for every pair at or above the graph threshold."""
-    emb = hypothesis_embeddings
-    graph = build_similarity_graph(emb.ids, emb.matrix, proximity.graph_threshold,
-                                   {"backend": emb.backend, "model": emb.model},
-                                   max_neighbours=proximity.max_neighbours, keep_above=proximity.dupe_threshold)
-    hint = sparse_graph_hint(len(graph.ids), graph.num_edges, graph.threshold,
-                             highest_similarity(emb.matrix), emb.backend)
-    if hint:
-        context.log.warning(hint)
-    return Output(graph, metadata={
-        "nodes": len(graph.ids), "edges": graph.num_edges, "threshold": graph.threshold,
-        "backend": emb.backend, "model": emb.model, "built": MetadataValue.json(graph.info),
-        **({"hint": hint} if hint else {}),
     })
 
 

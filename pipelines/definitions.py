@@ -6,11 +6,12 @@ Nothing here is bound to one input: an asset's partition key is its input folder
 
 import os
 
-from dagster import Definitions
+from dagster import Definitions, FilesystemIOManager
 
-from assets import adjudication, casework, library, proximity, structure
+from assets import adjudication, casework, library, proximity, sharded, structure
 from assets.checks import CASE_CHECKS, LIBRARY_CHECKS, PROXIMITY_CHECKS, STRUCTURE_CHECKS
 from io_managers import HypographIOManager
+from pipelines.executor import EXECUTOR
 from pipelines.jobs import (
                            case_batch_job,
                            case_into_vault_job,
@@ -32,7 +33,7 @@ from resources.casework import CaseSettings
 from resources.library import LibrarySettings
 
 PROXIMITY_ASSETS = [
-    proximity.hypothesis_texts, proximity.hypothesis_embeddings, proximity.similarity_graph,
+    proximity.hypothesis_texts, sharded.hypothesis_embeddings, sharded.similarity_graph,
     proximity.proximity_clusters, proximity.duplicate_pairs, adjudication.dedup_verdicts, adjudication.cluster_labels,
 ]
 STRUCTURE_ASSETS = [structure.hypothesis_dispositions, structure.hypothesis_clusters, structure.structure_map,
@@ -51,12 +52,16 @@ defs = Definitions(
           case_into_vault_job],
     schedules=[nightly_proximity, next_library_round],
     sensors=[inputs_discovered, hypotheses_changed, case_retries_due],
+    executor=EXECUTOR,
     resources={
         "inputs": inputs_resource,
         "proximity": ProximitySettings(),
         "library": LibrarySettings(),
         "case": CaseSettings(),
         "io_manager": HypographIOManager(inputs=inputs_resource),
+        # Row ranges and their results between the steps of a sharded run: $DAGSTER_HOME/storage by
+        # default; an object store (s3://…, gs://…) when the steps run on several machines.
+        "shard_io_manager": FilesystemIOManager(base_dir=os.environ.get("HYPOGRAPH_SHARD_STORAGE") or None),
         "llm": LLMResource.from_environment(),
     },
 )

@@ -22,3 +22,7 @@ class ProximitySettings(ConfigurableResource):
     auto_merge: float = Field(default=AUTO_MERGE_THRESHOLD, ge=0.0, le=1.0,
                               description="MERGE without a model above this")
     algorithm: Literal["louvain", "components"] = Field(default="louvain", description="community finder")
+    shards: int = Field(default=1, ge=1, le=1024,
+                        description="row ranges embedded (sbert) and graphed as separate steps: 1 uses this "
+                                    "machine's cores in one step; N lets the run's executor spread N steps "
+                                    "over processes (multiprocess) or machines (k8s, celery)")

@@ -31,7 +31,7 @@ LAZY_HYPOGRAPH_IMPORTS = {
     "hypograph.prox_cli": "each prox subcommand imports only what it runs, so it starts fast",
     "hypograph.proximity.store": "owned by the proximity work; hides no cycle (checked below)",
     "hypograph.proximity.communities": "owned by the proximity work; hides no cycle (checked below)",
-    "hypograph.proximity.graph": "the kNN index (faiss) is imported only for large dense inputs",
+    "hypograph.proximity.shards": "the kNN index (faiss) is imported only for large dense inputs",
     "hypograph.proximity.embed": "each backend's code is imported only when it is used (prox embed starts fast)",
     "hypograph.proximity.tfidf": "numpy row sums imported only for the sparse path; hides no cycle",
 }

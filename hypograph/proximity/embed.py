@@ -83,6 +83,27 @@ def embed(ids: list[str], texts: list[str], backend: str = "tfidf", model: str |
     raise HypographError(f"unknown embedding backend {backend!r}: choose one of {', '.join(BACKENDS)}")
 
 
+def embedding_ranges(n: int, backend: str, shards: int = 1) -> list[tuple[int, int]]:
+    """Row ranges that can be embedded independently and joined: ``shards`` about equal ones for
+    sbert (a text's vector depends on that text alone); one for tfidf (its IDF weights depend on
+    the whole corpus, and it embeds 100k texts in seconds anyway)."""
+    if backend != "sbert" or shards <= 1 or n == 0:
+        return [(0, n)]
+    bounds = np.unique(np.linspace(0, n, shards + 1).round().astype(int)).tolist()
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+def join_embeddings(parts: list[Embeddings]) -> Embeddings:
+    """The embeddings of consecutive row ranges as one (all from the same backend and model)."""
+    if len(parts) == 1:
+        return parts[0]
+    if len({(p.backend, p.model) for p in parts}) != 1 or any(sp.issparse(p.matrix) for p in parts):
+        raise ValueError("only dense rows of one backend and model can be joined")
+    first = parts[0]
+    return Embeddings([i for p in parts for i in p.ids], np.vstack([p.matrix for p in parts]), first.backend,
+                      first.model, notes=[n for p in parts for n in p.notes])
+
+
 def tfidf_model(model: str | None) -> str:
     """The canonical TF-IDF model name for ``model`` (None: the seed's vectorizer)."""
     if model is None:

@@ -6,8 +6,9 @@ endpoint keeps it. Pairs at or above the dupe threshold (0.80) stay whatever K i
 pairs are exact. K = 0 keeps every edge (the seed's graph). Similarities are stored rounded to 6
 decimals, as the seed writes them.
 
-The work is split into row blocks (``similarity.py``) run in parallel worker processes; dense rows
-above ``knn.EXACT_MAX`` use an approximate faiss index (``knn.py``). Never an N x N matrix: a
+The work is split into row blocks (``similarity.py``) run in parallel worker processes, or in shards
+on other processes or machines (``shards.py``); dense rows above ``knn.EXACT_MAX`` use an
+approximate faiss index (``knn.py``). Never an N x N matrix: a
 request whose graph would not fit in memory is refused before any work, with the size it needs.
 """
 
@@ -22,6 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from hypograph.errors import HypographError
+from hypograph.proximity import shards
 from hypograph.proximity import similarity as sim_
 
 DEFAULT_THRESHOLD = 0.30
@@ -32,7 +34,6 @@ DIGITS = 6  # similarities are written rounded to 6 decimals, as the seed writes
 EPS = 1e-6  # float32 tolerance (sentence embeddings); float64 TF-IDF rows are compared exactly
 # Bytes held per directed neighbour entry while a graph is built and written (arrays + JSON text).
 BYTES_PER_ENTRY = 120
-PARALLEL_MIN_ROWS = 4_000  # below this, worker processes cost more than they save
 
 
 @dataclass
@@ -81,16 +82,25 @@ def similarity_graph(ids: list[str], matrix, threshold: float = DEFAULT_THRESHOL
     ``workers``: processes for the row blocks (default: the CPUs available). Raises HypographError
     when the threshold is out of range or the graph would not fit in memory.
     """
+    if len(ids) != matrix.shape[0]:
+        raise HypographError(f"{len(ids)} ids for {matrix.shape[0]} rows")
+    plan = plan_graph(matrix, threshold, max_neighbours, keep_above)
+    block, info = shards.range_edges(plan, 0, plan.n, workers or shards.available_cpus())
+    return assemble_graph(ids, plan, [block], embedding, info, keep_above)
+
+
+def plan_graph(matrix, threshold: float = DEFAULT_THRESHOLD, max_neighbours: int = DEFAULT_MAX_NEIGHBOURS,
+               keep_above: float = DEFAULT_DUPE_THRESHOLD) -> sim_.Plan:
+    """The plan every row block of the graph of ``matrix`` shares (deterministic: each shard of a
+    sharded run builds the same one). Raises HypographError when the threshold or K is out of range
+    or the graph would not fit in memory."""
     threshold = check_threshold(threshold)
     if max_neighbours < 0:
         raise HypographError(f"max neighbours must be 0 (no cap) or more, got {max_neighbours}")
-    if len(ids) != matrix.shape[0]:
-        raise HypographError(f"{len(ids)} ids for {matrix.shape[0]} rows")
     # A pair the seed would write as >= keep_above (6 decimals) must not be capped away.
     plan = sim_.plan_similarity(matrix, threshold, max_neighbours, keep_above - 0.5 * 10 ** -DIGITS)
     plan.upper = fit_plan(plan)
-    blocks, info = run_blocks(plan, workers)
-    return assemble_graph(ids, plan, blocks, embedding, info, keep_above)
+    return plan
 
 
 def assemble_graph(ids: list[str], plan: sim_.Plan, blocks: list[sim_.Block], embedding: dict | None = None,
@@ -101,67 +111,6 @@ def assemble_graph(ids: list[str], plan: sim_.Plan, blocks: list[sim_.Block], em
     info = {**(info or plan.describe()), "max_neighbours": plan.cap, "capped_rows": capped,
             "exact_above": max(plan.threshold, keep_above) if capped else plan.threshold}
     return SimilarityGraph(list(ids), plan.threshold, src, dst, round_similarities(sims), dict(embedding or {}), info)
-
-
-def run_blocks(plan: sim_.Plan, workers: int | None = None) -> tuple[list[sim_.Block], dict]:
-    """Every row block of ``plan``, in worker processes when it pays; and how they were computed."""
-    workers = max(1, workers or available_cpus())
-    if uses_knn(plan):
-        from hypograph.proximity import knn
-
-        index = knn.build_index(plan, workers)
-        step = 4096
-        blocks = [knn.knn_block(plan, index, a, min(plan.n, a + step)) for a in range(0, plan.n, step)]
-        return blocks, {**plan.describe(), **knn.describe(index)}
-    ranges = sim_.row_blocks(plan)
-    if workers > 1 and plan.n >= PARALLEL_MIN_ROWS and len(ranges) > 1:
-        blocks = _in_processes(plan, ranges, workers)
-    else:
-        blocks = [sim_.block_edges(plan, a, b) for a, b in ranges]
-    return blocks, plan.describe()
-
-
-def uses_knn(plan: sim_.Plan) -> bool:
-    """Dense rows above ``knn.EXACT_MAX``: an approximate index rather than the exact product (when
-    faiss, from the ``semantic`` extra, is installed; else the exact product, slower)."""
-    from hypograph.proximity import knn
-
-    if plan.sparse or plan.every_pair or plan.n <= knn.EXACT_MAX:
-        return False
-    try:
-        import faiss  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def available_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
-_SHARED: sim_.Plan | None = None  # the plan, inherited by forked workers without pickling
-
-
-def _block_of_shared(bounds: tuple[int, int]) -> sim_.Block:
-    return sim_.block_edges(_SHARED, *bounds)
-
-
-def _in_processes(plan: sim_.Plan, ranges: list[tuple[int, int]], workers: int) -> list[sim_.Block]:
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    global _SHARED
-    if "fork" not in multiprocessing.get_all_start_methods():
-        return [sim_.block_edges(plan, a, b) for a, b in ranges]
-    _SHARED = plan
-    try:
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            return list(pool.map(_block_of_shared, ranges))
-    finally:
-        _SHARED = None
 
 
 def round_similarities(sims: np.ndarray) -> np.ndarray:
@@ -183,7 +132,7 @@ def fit_plan(plan: sim_.Plan) -> bool:
     work); else blocks cap their rows themselves. Refuses, in one line, a graph that fits neither way."""
     available = available_memory() or float("inf")
     uncapped = estimated_entries(plan)
-    if uses_knn(plan):
+    if shards.uses_knn(plan):
         return False
     if uncapped * BYTES_PER_ENTRY <= available / 2:
         return True
@@ -205,7 +154,7 @@ def estimated_entries(plan: sim_.Plan, sample_rows: int = 256) -> float:
         return 0.0
     if plan.every_pair:
         return float(n) * (n - 1)
-    if uses_knn(plan):
+    if shards.uses_knn(plan):
         return float(n) * (plan.cap or n - 1)
     probe = dataclasses.replace(plan, cap=0, upper=False)
     per = max(1, sample_rows // 8)

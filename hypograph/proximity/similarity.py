@@ -143,10 +143,7 @@ def row_blocks(plan: Plan, budget: int | None = None) -> list[tuple[int, int]]:
     budget = budget or BLOCK_BUDGET
     if n == 0:
         return []
-    if plan.split is not None:
-        cost = sparse_pairs.row_costs(plan.split, plan.upper)
-    else:
-        cost = np.full(n, float(n)) * ((n - np.arange(n)) / n if plan.upper else 1.0) + 1
+    cost = position_costs(plan)
     bounds = np.searchsorted(np.cumsum(cost), np.arange(budget, cost.sum() + budget, budget)) + 1
     out, a = [], 0
     for b in np.unique(np.minimum(bounds, n)).tolist():
@@ -156,6 +153,23 @@ def row_blocks(plan: Plan, budget: int | None = None) -> list[tuple[int, int]]:
     if a < n:
         out.append((a, n))
     return out
+
+
+def position_costs(plan: Plan) -> np.ndarray:
+    """The candidate entries the product computes for each position (its share of the work)."""
+    n = plan.n
+    if plan.split is not None:
+        return sparse_pairs.row_costs(plan.split, plan.upper)
+    return np.full(n, float(n)) * ((n - np.arange(n)) / n if plan.upper else 1.0) + 1
+
+
+def join_blocks(blocks: list[Block], start: int, stop: int) -> Block:
+    """One block for positions [start, stop) from blocks that cover them."""
+    if not blocks:
+        empty = np.empty(0, np.int32)
+        return Block(start, stop, empty, empty, np.empty(0, np.float64))
+    return Block(start, stop, np.concatenate([b.rows for b in blocks]), np.concatenate([b.cols for b in blocks]),
+                 np.concatenate([b.sims for b in blocks]), sum(b.capped for b in blocks))
 
 
 def block_edges(plan: Plan, start: int, stop: int) -> Block:

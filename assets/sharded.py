@@ -1,0 +1,102 @@
+"""The two proximity steps that split across processes or machines: embedding and the graph.
+
+Each is a graph-backed asset of three ops: one plans row ranges and fans out (``DynamicOut``), one
+computes a range (mapped, one step per range), one joins the ranges into the asset's value. With
+``proximity.shards: 1`` (default) there is one range and it uses this machine's cores; with N, the
+run's executor runs the N steps in parallel (``HYPOGRAPH_EXECUTOR=multiprocess`` on one machine,
+``k8s``: a pod each). Ranges and their results pass between steps through ``shard_io_manager``
+(pickles under a UPath: local disk, or object storage for steps on other machines).
+"""
+
+from dagster import DynamicOut, DynamicOutput, MetadataValue, OpExecutionContext, Out, Output, graph_asset, op
+
+from assets.groups import PROXIMITY
+from assets.partitions import inputs
+from hypograph.hypotheses import Corpus
+from hypograph.proximity import shards
+from hypograph.proximity.embed import Embeddings, embed, embedding_ranges, join_embeddings
+from hypograph.proximity.graph import SimilarityGraph, assemble_graph, plan_graph
+from hypograph.proximity.hints import highest_similarity, sparse_graph_hint
+from resources import ProximitySettings
+
+SHARDS = "shard_io_manager"
+GRAPH_ASSET = dict(group_name=PROXIMITY, partitions_def=inputs)
+
+
+def _fan_out(ranges: list[tuple[int, int]]):
+    for a, b in ranges:
+        yield DynamicOutput((a, b), mapping_key=f"rows_{a}_{b}")
+
+
+@op(out=DynamicOut(io_manager_key=SHARDS))
+def embedding_shards(hypothesis_texts: Corpus, proximity: ProximitySettings):
+    """Row ranges to embed separately (one for tfidf, whose IDF needs the whole corpus)."""
+    yield from _fan_out(embedding_ranges(len(hypothesis_texts.ids), proximity.backend, proximity.shards))
+
+
+@op(out=Out(io_manager_key=SHARDS))
+def embed_shard(hypothesis_texts: Corpus, rows, proximity: ProximitySettings) -> Embeddings:
+    """The embeddings of hypotheses [a, b)."""
+    a, b = rows
+    return embed(hypothesis_texts.ids[a:b], hypothesis_texts.texts[a:b], proximity.backend, proximity.model)
+
+
+@op(out=Out(io_manager_key="io_manager"))
+def join_embedding_shards(parts: list[Embeddings]) -> Output[Embeddings]:
+    """L2-normalised rows, one per hypothesis, in the input's order."""
+    emb = join_embeddings(parts)
+    return Output(emb, metadata={"hypotheses": len(emb.ids), "backend": emb.backend, "model": emb.model,
+                                 "dim": emb.dim, "shards": len(parts), "notes": MetadataValue.json(emb.notes)})
+
+
+@graph_asset(**GRAPH_ASSET, kinds={"scikitlearn"})
+def hypothesis_embeddings(hypothesis_texts):
+    """L2-normalised rows, one per hypothesis: TF-IDF (sparse) or sentence-transformers (dense),
+    sbert embedded in ``shards`` row ranges."""
+    parts = embedding_shards(hypothesis_texts).map(lambda rows: embed_shard(hypothesis_texts, rows))
+    return join_embedding_shards(parts.collect())
+
+
+def _plan(emb: Embeddings, proximity: ProximitySettings):
+    return plan_graph(emb.matrix, proximity.graph_threshold, proximity.max_neighbours, proximity.dupe_threshold)
+
+
+@op(out=DynamicOut(io_manager_key=SHARDS))
+def similarity_shards(hypothesis_embeddings: Embeddings, proximity: ProximitySettings):
+    """Position ranges of about equal work (the plan is deterministic: every step rebuilds it)."""
+    yield from _fan_out(shards.shard_ranges(_plan(hypothesis_embeddings, proximity), proximity.shards))
+
+
+@op(out=Out(io_manager_key=SHARDS))
+def similarity_shard(hypothesis_embeddings: Embeddings, rows, proximity: ProximitySettings):
+    """The edges found from one range: (block, how). One shard uses every core here; one of
+    several uses one, the executor running the others beside it."""
+    workers = shards.available_cpus() if proximity.shards == 1 else 1
+    return shards.range_edges(_plan(hypothesis_embeddings, proximity), *rows, workers)
+
+
+@op(out=Out(io_manager_key="io_manager"))
+def merge_similarity_shards(context: OpExecutionContext, hypothesis_embeddings: Embeddings, parts: list,
+                            proximity: ProximitySettings) -> Output[SimilarityGraph]:
+    """Cosine similarity graph: an edge for every pair at or above the graph threshold (at most K
+    strongest per node, duplicates whatever K)."""
+    emb = hypothesis_embeddings
+    graph = assemble_graph(emb.ids, _plan(emb, proximity), [block for block, _ in parts], emb.describe(),
+                           parts[0][1], proximity.dupe_threshold)
+    hint = sparse_graph_hint(len(graph.ids), graph.num_edges, graph.threshold, highest_similarity(emb.matrix),
+                             emb.backend)
+    if hint:
+        context.log.warning(hint)
+    return Output(graph, metadata={
+        "nodes": len(graph.ids), "edges": graph.num_edges, "threshold": graph.threshold,
+        "backend": emb.backend, "model": emb.model, "shards": len(parts), "built": MetadataValue.json(graph.info),
+        **({"hint": hint} if hint else {}),
+    })
+
+
+@graph_asset(**GRAPH_ASSET, kinds={"python"})
+def similarity_graph(hypothesis_embeddings):
+    """Cosine similarity graph, computed in ``shards`` row ranges merged into one."""
+    parts = similarity_shards(hypothesis_embeddings).map(lambda rows: similarity_shard(hypothesis_embeddings, rows))
+    return merge_similarity_shards(hypothesis_embeddings, parts.collect())
+

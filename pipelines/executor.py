@@ -1,0 +1,41 @@
+"""The executor every job runs on, chosen by the deployment (``HYPOGRAPH_EXECUTOR``), not the code.
+
+* ``in_process`` (default): one process per run, so a small run finishes in seconds from the UI as
+  from the CLI;
+* ``multiprocess``: one process per step, ``max_concurrent`` at a time (run config
+  ``execution: config: max_concurrent``), so the shards of a sharded proximity run (resource
+  ``proximity.shards``) run in parallel on this machine;
+* ``k8s``: one Kubernetes job per step (``dagster-k8s``); ``celery``: one Celery task per step
+  (``dagster-celery``). See ``deploy/README-deployment.md``.
+"""
+
+import os
+
+from dagster import ExecutorDefinition, in_process_executor, multiprocess_executor
+
+ENV = "HYPOGRAPH_EXECUTOR"
+
+
+def job_executor() -> ExecutorDefinition:
+    """The executor ``HYPOGRAPH_EXECUTOR`` names; raises ValueError, in one line, for another name or
+    a missing package."""
+    name = os.environ.get(ENV, "").strip() or "in_process"
+    if name == "in_process":
+        return in_process_executor
+    if name == "multiprocess":
+        return multiprocess_executor
+    try:
+        if name == "k8s":
+            from dagster_k8s import k8s_job_executor
+
+            return k8s_job_executor
+        if name == "celery":
+            from dagster_celery import celery_executor
+
+            return celery_executor
+    except ImportError:
+        raise ValueError(f"{ENV}={name} needs the dagster-{name} package installed next to hypograph") from None
+    raise ValueError(f"{ENV}={name!r}: choose in_process, multiprocess, k8s or celery")
+
+
+EXECUTOR = job_executor()
