@@ -16,7 +16,7 @@ from hypograph.hypotheses import Corpus
 from hypograph.proximity import shards
 from hypograph.proximity.embed import Embeddings, embed, embedding_ranges, join_embeddings
 from hypograph.proximity.graph import SimilarityGraph, assemble_graph, plan_graph
-from hypograph.proximity.hints import highest_similarity, sparse_graph_hint
+from hypograph.proximity.hints import sparse_graph_hint
 from resources import ProximitySettings
 
 SHARDS = "shard_io_manager"
@@ -83,8 +83,7 @@ def merge_similarity_shards(context: OpExecutionContext, hypothesis_embeddings: 
     emb = hypothesis_embeddings
     graph = assemble_graph(emb.ids, _plan(emb, proximity), [block for block, _ in parts], emb.describe(),
                            parts[0][1], proximity.dupe_threshold)
-    hint = sparse_graph_hint(len(graph.ids), graph.num_edges, graph.threshold, highest_similarity(emb.matrix),
-                             emb.backend)
+    hint = sparse_graph_hint(len(graph.ids), graph.num_edges, graph.threshold, emb.matrix, emb.backend)
     if hint:
         context.log.warning(hint)
     return Output(graph, metadata={

@@ -24,10 +24,12 @@ def highest_similarity(matrix, block: int = 2048) -> float | None:
     return best
 
 
-def sparse_graph_hint(nodes: int, edges: int, threshold: float, highest: float | None, backend: str) -> str | None:
-    """A one-line hint when fewer than one edge per ten hypotheses came out; else None."""
+def sparse_graph_hint(nodes: int, edges: int, threshold: float, matrix, backend: str) -> str | None:
+    """A one-line hint when fewer than one edge per ten hypotheses came out (with the highest
+    similarity of ``matrix``'s rows, computed only then: it is an all-pairs product); else None."""
     if nodes < 2 or edges * 10 >= nodes:
         return None
+    highest = highest_similarity(matrix)
     seen = f"the highest similarity between two hypotheses is {highest:.3f}; " if highest is not None else ""
     other = " or --backend sbert (meaning rather than shared words)" if backend == "tfidf" else ""
     return (f"only {edges} edge(s) for {nodes} hypotheses at threshold {threshold}: {seen}"
