@@ -31,6 +31,7 @@ import orjson
 from hypograph.atomic import write_atomic
 from hypograph.errors import HypographError
 from hypograph.proximity.graph import SimilarityGraph
+from hypograph.proximity.shards import available_cpus, fork_map
 
 FORMAT = "hypograph-graph/1"
 GRAPH_JSON = "graph.json"
@@ -47,8 +48,10 @@ CLUSTER_KEY = b': {"cluster": '
 
 def graph_json_chunks(graph: SimilarityGraph, clusters: list[str | None] | None = None,
                       offsets: np.ndarray | None = None, entries_per_chunk: int = 200_000):
-    """graph.json as a stream of byte chunks, built ``entries_per_chunk`` directed edges at a time.
-    ``offsets``, if given, receives the byte offset of each node's cluster value."""
+    """graph.json as a stream of byte chunks, built ``entries_per_chunk`` directed edges at a time
+    (in worker processes when there are several chunks). ``offsets``, if given, receives the byte
+    offset of each node's cluster value."""
+    global _TEXT
     n = len(graph.ids)
     head = {"threshold": graph.threshold}
     if "max_neighbours" in graph.info:
@@ -61,27 +64,44 @@ def graph_json_chunks(graph: SimilarityGraph, clusters: list[str | None] | None 
     rows, cols, sims = _directed(graph)
     bounds = np.searchsorted(rows, np.arange(n + 1)).tolist()
     quoted = _json_strings(graph.ids)
-    prefix = [b'{"target": ' + q + b', "similarity": ' for q in quoted]
     cluster_text = _json_strings(clusters) if clusters is not None else [b"null"] * n
-    k = 0
+    spans, k = [], 0
     while k < n:  # nodes [k, m) hold about entries_per_chunk directed edges
-        m = max(k + 1, int(np.searchsorted(bounds, bounds[k] + entries_per_chunk, side="right")) - 1)
-        m = min(m, n)
-        a, b = bounds[k], bounds[m]
-        sim_text = orjson.dumps(sims[a:b].tolist())[1:-1].split(b",") if b > a else []
-        entries = [prefix[c] + t + b"}" for c, t in zip(cols[a:b].tolist(), sim_text, strict=True)]
-        out = []
-        for node in range(k, m):
-            head_text = (b"\n" if node == 0 else b",\n") + quoted[node] + CLUSTER_KEY
-            if offsets is not None:
-                offsets[node] = pos + len(head_text)
-            edges = b", ".join(entries[bounds[node] - a:bounds[node + 1] - a])
-            piece = head_text + cluster_text[node] + b', "edges": [' + edges + b"]}"
-            out.append(piece)
-            pos += len(piece)
-        yield b"".join(out)
+        m = min(n, max(k + 1, int(np.searchsorted(bounds, bounds[k] + entries_per_chunk, side="right")) - 1))
+        spans.append((k, m))
         k = m
+    prefix = [b'{"target": ' + q + b', "similarity": ' for q in quoted]
+    _TEXT = (cols, sims, bounds, quoted, prefix, cluster_text)
+    try:
+        for (k, m), (piece, starts) in zip(spans, fork_map(_nodes_text, spans, available_cpus()), strict=True):
+            if offsets is not None:
+                offsets[k:m] = pos + starts
+            pos += len(piece)
+            yield piece
+    finally:
+        _TEXT = None
     yield b"\n}}\n" if n else b"}}\n"
+
+
+_TEXT: tuple | None = None  # what _nodes_text reads: set by graph_json_chunks, inherited by its workers
+
+
+def _nodes_text(span: tuple[int, int]) -> tuple[bytes, np.ndarray]:
+    """The text of nodes [k, m) and where each one's cluster value starts in it."""
+    cols, sims, bounds, quoted, prefix, cluster_text = _TEXT
+    k, m = span
+    a, b = bounds[k], bounds[m]
+    sim_text = orjson.dumps(sims[a:b].tolist())[1:-1].split(b",") if b > a else []
+    entries = [prefix[c] + t + b"}" for c, t in zip(cols[a:b].tolist(), sim_text, strict=True)]
+    out, starts, pos = [], np.empty(m - k, dtype=np.int64), 0
+    for node in range(k, m):
+        head_text = (b"\n" if node == 0 else b",\n") + quoted[node] + CLUSTER_KEY
+        starts[node - k] = pos + len(head_text)
+        edges = b", ".join(entries[bounds[node] - a:bounds[node + 1] - a])
+        piece = head_text + cluster_text[node] + b', "edges": [' + edges + b"]}"
+        out.append(piece)
+        pos += len(piece)
+    return b"".join(out), starts
 
 
 def splice_clusters(text: bytes, offsets: np.ndarray, old: list[str | None],

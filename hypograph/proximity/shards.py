@@ -82,15 +82,23 @@ def _block_of_shared(bounds: tuple[int, int]) -> sim_.Block:
 
 
 def _in_processes(plan: sim_.Plan, ranges: list[tuple[int, int]], workers: int) -> list[sim_.Block]:
+    global _SHARED
+    _SHARED = plan
+    try:
+        return list(fork_map(_block_of_shared, ranges, workers))
+    finally:
+        _SHARED = None
+
+
+def fork_map(fn, items: list, workers: int):
+    """``map(fn, items)`` over ``workers`` forked processes, results in order (in this process when
+    fork is unavailable or there is one worker). ``fn`` is a module-level function; module globals
+    it reads, set before the call, reach the workers without pickling."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    global _SHARED
-    if "fork" not in multiprocessing.get_all_start_methods():
-        return [sim_.block_edges(plan, a, b) for a, b in ranges]
-    _SHARED = plan
-    try:
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            return list(pool.map(_block_of_shared, ranges))
-    finally:
-        _SHARED = None
+    if workers <= 1 or len(items) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        yield from map(fn, items)
+        return
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        yield from pool.map(fn, items)

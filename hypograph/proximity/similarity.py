@@ -12,7 +12,7 @@ and the result is the same however they are split:
   of its earlier position, and the cap is left to the merge; otherwise a block finds every
   neighbour of its rows and caps them itself (memory bounded by the cap).
 * ``merge_blocks(plan, blocks)`` -> ``(src, dst, sim, capped)``: undirected edges src < dst, sorted;
-  each node keeps at most ``cap`` strongest (ties: lower row), an edge stays when either endpoint
+  each node keeps at most ``cap`` strongest (at 1e-6; ties: lower row), an edge stays when either endpoint
   keeps it, and pairs at or above ``keep_above`` stay whatever the cap. Blocks may come in any
   order but must cover [0, n) exactly once.
 
@@ -212,20 +212,33 @@ def select(plan: Plan, start: int, stop: int, rows, cols, sims) -> Block:
 
 
 def _cap(plan: Plan, rows, cols, sims) -> tuple[np.ndarray, int]:
-    """Which directed entries (row, col, sim) survive the cap: each row's ``cap`` strongest (ties:
-    lower column) and any at or above ``keep_above``; and how many rows had more than ``cap``."""
+    """Which directed entries (row, col, sim) survive the cap: each row's ``cap`` strongest (at the
+    6 decimals a similarity is written with; ties: lower column) and any at or above
+    ``keep_above``; and how many rows had more than ``cap``."""
     counts = np.bincount(rows, minlength=plan.n)
     over = counts[rows] > plan.cap
     keep = np.ones(rows.size, dtype=bool)
     if over.any():  # rank only the entries of rows that have too many
         idx = np.flatnonzero(over)
         r, c, s = rows[idx], cols[idx], sims[idx]
-        order = np.lexsort((c, -s, r))
+        order = _strongest_first(r, c, s, plan.n)
         sorted_rows = r[order]
+        starts = np.flatnonzero(np.concatenate([[True], sorted_rows[1:] != sorted_rows[:-1]]))
         rank = np.empty(idx.size, dtype=np.int64)
-        rank[order] = np.arange(idx.size) - np.searchsorted(sorted_rows, sorted_rows, side="left")
+        rank[order] = np.arange(idx.size) - np.repeat(starts, np.diff(np.append(starts, idx.size)))
         keep[idx] = (rank < plan.cap) | (s >= plan.keep_above - plan.tolerance)
     return keep, int(np.count_nonzero(counts > plan.cap))
+
+
+def _strongest_first(rows, cols, sims, n: int) -> np.ndarray:
+    """The order of entries by row, then similarity descending at 1e-6 resolution, then column:
+    one sort of a packed integer key (4x faster than a three-key lexsort at 10M entries)."""
+    weakness = np.rint((1.0 - sims) * 1e6).astype(np.int64)  # 0 .. 2e6 for cosines in [-1, 1]: 21 bits
+    bits = max(1, (n - 1).bit_length())
+    if 2 * bits + 21 > 63:  # above 2M rows the key would not fit in 63 bits
+        return np.lexsort((cols, weakness, rows))
+    key = (rows.astype(np.int64) << (bits + 21)) | (weakness << bits) | cols.astype(np.int64)
+    return np.argsort(key, kind="stable")
 
 
 def merge_blocks(plan: Plan, blocks: list[Block]) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
