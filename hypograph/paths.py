@@ -136,17 +136,20 @@ def _scan(root: Path, here: Path, rel_dir: Path, bad, hidden_dirs: bool, only) -
     folders, files = _entries(here)
     if only is not None and rel_dir == Path("."):
         folders, files = [e for e in folders if e.name in only], []
-    for e in files:
-        if _visible_file(root, here, rel_dir, e, bad, ours):
-            yield rel_dir, e.name
-    for e in folders:
+    descend = []
+    for e in folders:  # refused before any file of this folder is yielded
         child = rel_dir / e.name
         if e.is_symlink():  # never followed; refused where the tool reads or writes
             if ours and _ours(child):
                 raise _folder_refusal(root, here / e.name)
             continue
         if hidden_dirs or _ours(child):
-            yield from _scan(root, here / e.name, child, bad, hidden_dirs, only)
+            descend.append(e.name)
+    for e in files:
+        if _visible_file(root, here, rel_dir, e, bad, ours):
+            yield rel_dir, e.name
+    for name in descend:
+        yield from _scan(root, here / name, rel_dir / name, bad, hidden_dirs, only)
 
 
 def check_input(root: Path) -> None:

@@ -33,7 +33,7 @@ LAZY_HYPOGRAPH_IMPORTS = {
     "hypograph.proximity.communities": "owned by the proximity work; hides no cycle (checked below)",
     "hypograph.proximity.shards": "the kNN index (faiss) is imported only for large dense inputs",
     "hypograph.proximity.embed": "each backend's code is imported only when it is used (prox embed starts fast)",
-    "hypograph.proximity.tfidf": "numpy row sums imported only for the sparse path; hides no cycle",
+    "hypograph.proximity.tfidf": "row sums and the forked tokenisers imported only when embedding; hides no cycle",
 }
 
 

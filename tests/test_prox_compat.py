@@ -91,11 +91,12 @@ def seed_run(tmp_path) -> Path:
 
 # -- numbers --------------------------------------------------------------------------------------
 
-def test_default_embedding_is_the_seeds_vectorizer_bit_for_bit(seed_run):
+@pytest.mark.parametrize("workers", [1, 3])  # 3: texts tokenised in three forked processes, merged
+def test_default_embedding_is_the_seeds_vectorizer_bit_for_bit(seed_run, workers):
     ids, texts = seed_texts(seed_run)
     corpus = load_corpus(seed_run)
     assert corpus.ids == ids and corpus.texts == texts
-    ours, terms = seed_tfidf(texts + ["Café CAFÉ naïve_user 42 x", "日本語 テキスト and ÉCOLE école", "a b"])
+    ours, terms = seed_tfidf(texts + ["Café CAFÉ naïve_user 42 x", "日本語 テキスト and ÉCOLE école", "a b"], workers)
     vec = TfidfVectorizer()
     theirs = vec.fit_transform(texts + ["Café CAFÉ naïve_user 42 x", "日本語 テキスト and ÉCOLE école", "a b"])
     assert terms == vec.get_feature_names_out().tolist()

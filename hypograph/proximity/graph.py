@@ -6,10 +6,10 @@ endpoint keeps it. Pairs at or above the dupe threshold (0.80) stay whatever K i
 pairs are exact. K = 0 keeps every edge (the seed's graph). Similarities are stored rounded to 6
 decimals, as the seed writes them.
 
-The work is split into row blocks (``similarity.py``) run in parallel worker processes, or in shards
-on other processes or machines (``shards.py``); dense rows above ``knn.EXACT_MAX`` use an
-approximate faiss index (``knn.py``). Never an N x N matrix: a
-request whose graph would not fit in memory is refused before any work, with the size it needs.
+The work is split into row blocks (``similarity.py``) run in parallel worker processes, or in
+shards on other processes or machines (``shards.py``); dense rows above ``knn.EXACT_MAX`` use an
+approximate faiss index (``knn.py``). Never an N x N matrix: a request whose graph would not fit
+in memory is refused before any work, with the size it needs.
 """
 
 from __future__ import annotations

@@ -23,24 +23,19 @@ import scipy.sparse as sp
 TOKEN_PATTERN = re.compile(r"(?u)\b\w\w+\b")
 
 
-def seed_tfidf(texts: list[str]) -> tuple[sp.csr_matrix, list[str]]:
+def seed_tfidf(texts: list[str], workers: int | None = None) -> tuple[sp.csr_matrix, list[str]]:
     """``TfidfVectorizer().fit_transform(texts)`` (float64 CSR) and ``get_feature_names_out()``;
     a corpus without any token gives an (n, 0) matrix and no terms."""
     from hypograph.proximity.similarity import sequential_row_sums
 
     n = len(texts)
-    findall = TOKEN_PATTERN.findall
-    tokens_per_text = [findall(t.lower()) for t in texts]
-    lengths = np.fromiter(map(len, tokens_per_text), dtype=np.int64, count=n)
-    vocabulary: dict[str, int] = {}
-    first_seen = vocabulary.setdefault
-    number = [first_seen(tok, len(vocabulary)) for toks in tokens_per_text for tok in toks]
+    lengths, number, vocabulary = _tokens(texts, workers)
     v = len(vocabulary)
     if v == 0:
         return sp.csr_matrix((n, 0), dtype=np.float64), []
     text_of = np.repeat(np.arange(n, dtype=np.int64), lengths)
     # Counts per (text, term), each row's entries sorted by first-appearance number.
-    counts = sp.csr_matrix((np.ones(text_of.size), (text_of, np.asarray(number, dtype=np.int64))), shape=(n, v))
+    counts = sp.csr_matrix((np.ones(text_of.size), (text_of, number)), shape=(n, v))
     counts.sum_duplicates()
     terms = sorted(vocabulary)
     alphabetical = np.empty(v, dtype=np.int64)
@@ -58,3 +53,45 @@ def seed_tfidf(texts: list[str]) -> tuple[sp.csr_matrix, list[str]]:
     norms = np.sqrt(sequential_row_sums(data * data, indptr))
     data /= np.repeat(np.where(norms > 0, norms, 1.0), np.diff(indptr))
     return sp.csr_matrix((data, indices, indptr), shape=(n, v)), terms
+
+
+PARALLEL_MIN_TEXTS = 20_000  # below this, a worker process costs more than it saves
+_TEXTS: list[str] | None = None  # what _number_tokens reads: inherited by forked workers
+
+
+def _tokens(texts: list[str], workers: int | None) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+    """Tokens per text, each token's column in order of first appearance, and that vocabulary.
+
+    Halves of the texts are tokenised in worker processes, each numbering its own terms; their
+    vocabularies are then merged in text order, which gives the numbers one pass would give."""
+    from hypograph.proximity.shards import available_cpus, fork_map
+
+    global _TEXTS
+    workers = workers or (available_cpus() if len(texts) >= PARALLEL_MIN_TEXTS else 1)
+    bounds = np.linspace(0, len(texts), max(1, workers) + 1).astype(int).tolist()
+    _TEXTS = texts
+    try:
+        parts = list(fork_map(_number_tokens, list(zip(bounds[:-1], bounds[1:], strict=True)), workers))
+    finally:
+        _TEXTS = None
+    vocabulary: dict[str, int] = {}
+    first_seen = vocabulary.setdefault
+    numbers = []
+    for _, local, terms in parts:
+        to_global = np.fromiter((first_seen(t, len(vocabulary)) for t in terms), dtype=np.int64, count=len(terms))
+        numbers.append(to_global[local])
+    return (np.concatenate([p[0] for p in parts]), np.concatenate(numbers) if numbers else np.empty(0, np.int64),
+            vocabulary)
+
+
+def _number_tokens(span: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """For texts [a, b): tokens per text, each token's number among these texts' terms (in order
+    of first appearance), and those terms."""
+    findall = TOKEN_PATTERN.findall
+    tokens_per_text = [findall(t.lower()) for t in _TEXTS[span[0]:span[1]]]
+    lengths = np.fromiter(map(len, tokens_per_text), dtype=np.int64, count=len(tokens_per_text))
+    vocabulary: dict[str, int] = {}
+    first_seen = vocabulary.setdefault
+    number = np.fromiter((first_seen(tok, len(vocabulary)) for toks in tokens_per_text for tok in toks),
+                         dtype=np.int64, count=int(lengths.sum()))
+    return lengths, number, list(vocabulary)
