@@ -20,7 +20,7 @@ from assets.structure import hypothesis_clusters, hypothesis_dispositions
 from hypograph.casework import checks as case_checks
 from hypograph.casework.package import CasePackage
 from hypograph.library import checks as library_checks
-from hypograph.proximity import checks, store
+from hypograph.proximity import checks, graph_files, store
 from hypograph.proximity.adjudicate import verdict_violations
 from hypograph.structure import checks as step4
 from hypograph.structure.baseline import read_baseline
@@ -40,33 +40,45 @@ def _result(violations: list[tuple[str, str]], **metadata) -> AssetCheckResult:
     })
 
 
+def _stored_graph(root) -> tuple[list[str], list[str | None], list[tuple[str, str]], str]:
+    """The graph's node ids, each node's cluster, the edge violations, and which file they come from:
+    graph.npz when it is graph.json's digest twin (what clusters and dupes read; checked vectorised),
+    else graph.json itself (written by another tool, or edited)."""
+    stored = graph_files.read_graph_npz(store.proximity_dir(root))
+    if stored is not None:
+        return stored.graph.ids, stored.clusters, checks.graph_edges_valid(stored.graph), "graph.npz"
+    _, doc = store.read_graph(root)
+    clusters = [n["cluster"] for n in doc["nodes"].values()]
+    return list(doc["nodes"]), clusters, checks.graph_symmetric(doc), "graph.json"
+
+
 @asset_check(asset=similarity_graph, **CHECK)
 def graph_covers_embedded_ids(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
     """Every embedded id is a graph node, and every node was embedded."""
     root = inputs.root(context.partition_key)
     ids = json.loads((store.proximity_dir(root) / "embedding-ids.json").read_text(encoding="utf-8"))
-    _, doc = store.read_graph(root)
-    return _result(checks.embedded_ids_in_graph(ids, doc), embedded=len(ids))
+    nodes, _, _, source = _stored_graph(root)
+    return _result(checks.embedded_ids_in_graph(ids, nodes), embedded=len(ids), checked=source)
 
 
 @asset_check(asset=similarity_graph, **CHECK)
 def graph_is_symmetric(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
     """Each edge listed on both endpoints with one similarity, none below threshold, no self-edges."""
-    _, doc = store.read_graph(inputs.root(context.partition_key))
-    return _result(checks.graph_symmetric(doc))
+    _, _, violations, source = _stored_graph(inputs.root(context.partition_key))
+    return _result(violations, checked=source)
 
 
 @asset_check(asset=proximity_clusters, **CHECK)
 def clusters_partition_nodes(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
     """Clusters partition the graph's nodes, labelled C-01.. without gaps, matching graph.json."""
     root = inputs.root(context.partition_key)
-    _, doc = store.read_graph(root)
+    nodes, node_clusters, _, source = _stored_graph(root)
     raw = json.loads((store.proximity_dir(root) / "clusters.json").read_text(encoding="utf-8"))
-    violations = checks.clusters_partition(raw["clusters"], list(doc["nodes"]), raw.get("num_clusters"))
+    violations = checks.clusters_partition(raw["clusters"], nodes, raw.get("num_clusters"))
     membership = {m: c for c, ms in raw["clusters"].items() for m in ms}
-    violations += [(i, f"graph.json says {n['cluster']}, clusters.json says {membership.get(i)}")
-                   for i, n in doc["nodes"].items() if n["cluster"] != membership.get(i)]
-    return _result(violations)
+    violations += [(i, f"graph.json says {c}, clusters.json says {membership.get(i)}")
+                   for i, c in zip(nodes, node_clusters, strict=True) if c != membership.get(i)]
+    return _result(violations, checked=source)
 
 
 @asset_check(asset=duplicate_pairs, **CHECK)

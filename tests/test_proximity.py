@@ -521,7 +521,7 @@ def test_dupes_at_exactly_the_threshold_are_kept():
 def test_checks_pass_on_pipeline_output(output):
     graph_doc = output.json("graph.json")
     clusters_doc = output.json("clusters.json")
-    assert checks.embedded_ids_in_graph(output.json("embedding-ids.json"), graph_doc) == []
+    assert checks.embedded_ids_in_graph(output.json("embedding-ids.json"), graph_doc["nodes"]) == []
     assert checks.graph_symmetric(graph_doc) == []
     assert checks.clusters_partition(clusters_doc["clusters"], list(graph_doc["nodes"]),
                                      clusters_doc["num_clusters"]) == []
@@ -582,8 +582,8 @@ def test_embedded_ids_check_fails_on_missing_or_extra_node(output):
     doc = output.json("graph.json")
     ids = output.json("embedding-ids.json")
     del doc["nodes"]["H-10"]
-    assert_violation(checks.embedded_ids_in_graph(ids, doc), "embedded but not a graph node")
-    assert_violation(checks.embedded_ids_in_graph(ids[:-2], output.json("graph.json")), "not embedded")
+    assert_violation(checks.embedded_ids_in_graph(ids, doc["nodes"]), "embedded but not a graph node")
+    assert_violation(checks.embedded_ids_in_graph(ids[:-2], output.json("graph.json")["nodes"]), "not embedded")
 
 
 def put_node_in_two_clusters(clusters):
@@ -800,3 +800,35 @@ def test_the_cap_keeps_each_nodes_strongest_edges_and_every_near_duplicate():
                for node in ids)
     assert {(a, b) for a, b, s in full.edges() if s >= 0.8} <= kept
     assert graph.info["capped_rows"] > 0 and graph.exact_above == 0.8
+
+
+# -- the same check on graph.npz's arrays ------------------------------------------------------------
+
+def _with(graph, **arrays):
+    import dataclasses
+
+    return dataclasses.replace(graph, **{k: np.asarray(v) for k, v in arrays.items()})
+
+
+ARRAY_CORRUPTIONS = {
+    "self-edge": (lambda g: _with(g, dst=np.where(np.arange(g.num_edges) == 0, g.src, g.dst)), "self-edge"),
+    "below-threshold": (lambda g: _with(g, sim=np.where(np.arange(g.num_edges) == 0, 0.1, g.sim)), "below threshold"),
+    "listed-twice": (lambda g: _with(g, src=np.append(g.src, g.dst[0]), dst=np.append(g.dst, g.src[0]),
+                                     sim=np.append(g.sim, g.sim[0])), "listed twice"),
+    "unknown-node": (lambda g: _with(g, dst=np.where(np.arange(g.num_edges) == 0, 999, g.dst)), "unknown node 999"),
+    "id-twice": (lambda g: _with(g, ids=np.array(g.ids[:-1] + [g.ids[0]])), "listed twice"),
+}
+
+
+def test_array_graph_check_passes_a_built_graph():
+    graph = similarity_graph(ids_for(300), random_unit_rows(), 0.3)
+    assert graph.num_edges > 0
+    assert checks.graph_edges_valid(graph) == []
+
+
+@pytest.mark.parametrize("corrupt, fragment", ARRAY_CORRUPTIONS.values(), ids=ARRAY_CORRUPTIONS.keys())
+def test_array_graph_check_fails_on_corrupted_arrays(corrupt, fragment):
+    graph = similarity_graph(ids_for(300), random_unit_rows(), 0.3)
+    bad = corrupt(graph)
+    bad.ids = list(bad.ids)
+    assert_violation(checks.graph_edges_valid(bad), fragment)

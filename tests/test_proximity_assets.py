@@ -163,7 +163,7 @@ def test_second_run_on_unchanged_input_leaves_mtimes_alone(two_runs):
 # -- failures -----------------------------------------------------------------------------------
 
 def test_failing_blocking_check_stops_downstream_assets(run_dir, monkeypatch):
-    monkeypatch.setattr(checks, "graph_symmetric", lambda doc: [("H-1", "planted violation")])
+    monkeypatch.setattr(checks, "graph_edges_valid", lambda graph: [("H-1", "planted violation")])
     result = run_proximity_job(run_dir)
     assert not result.success
     assert check_results(result)["graph_is_symmetric"] is False
@@ -270,3 +270,20 @@ def test_hypograph_proximity_warns_about_each_skipped_file(run_dir):
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
     assert len(warnings) == 3 and all(f"H-{n}.json" in w for n, w in zip((21, 22, 23), warnings, strict=True))
     assert f"{run_dir.resolve()}: 6 hypotheses" in result.stdout
+
+
+def test_graph_checks_read_the_npz_twin_and_graph_json_once_it_is_edited(run_dir):
+    """The checks read what clusters and dupes read: graph.npz while it is graph.json's digest twin;
+    once graph.json is edited (or written by another tool) they parse graph.json and catch its fault."""
+    from assets.checks import _stored_graph
+
+    assert execute(run_dir, "proximity").success
+    nodes, _, violations, source = _stored_graph(run_dir)
+    assert (source, violations) == ("graph.npz", []) and sorted(nodes) == sorted(RUN_IDS)
+    doc = read_json(run_dir, "graph.json")
+    a = next(i for i, n in doc["nodes"].items() if n["edges"])
+    doc["nodes"][a]["edges"].pop()  # the edge is now listed on one endpoint only
+    (run_dir / "proximity" / "graph.json").write_text(json.dumps(doc), encoding="utf-8")
+    _, _, violations, source = _stored_graph(run_dir)
+    assert source == "graph.json"
+    assert any("is not listed on" in reason for _, reason in violations)

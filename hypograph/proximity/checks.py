@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from hypograph.hypotheses import id_sort_key
 from hypograph.proximity.dupes import DuplicatePair
-from hypograph.proximity.graph import EPS
+from hypograph.proximity.graph import EPS, SimilarityGraph
 from hypograph.proximity.store import DIGITS
 
 # Similarities are written rounded to DIGITS decimals: a kept pair may read up to half a unit low.
@@ -17,9 +19,10 @@ Violation = tuple[str, str]
 LABEL_RE = re.compile(r"^C-\d{2,}$")
 
 
-def embedded_ids_in_graph(embedded_ids: list[str], graph_doc: dict) -> list[Violation]:
-    """Every embedded id is a graph node, and the graph has no node that was not embedded."""
-    nodes = graph_doc["nodes"]
+def embedded_ids_in_graph(embedded_ids: list[str], node_ids) -> list[Violation]:
+    """Every embedded id is a graph node, and the graph has no node that was not embedded.
+    ``node_ids``: the graph's node ids (graph.json's ``nodes``, or graph.npz's ids)."""
+    nodes = set(node_ids)
     out = [(i, "embedded but not a graph node") for i in embedded_ids if i not in nodes]
     known = set(embedded_ids)
     out += [(i, "graph node that was not embedded") for i in nodes if i not in known]
@@ -49,6 +52,29 @@ def graph_symmetric(graph_doc: dict) -> list[Violation]:
             out.append((a, f"edge to {b} is not listed on {b}"))
         elif abs(back - s) > EPS:
             out.append((a, f"edge to {b} has similarity {s} here and {back} on {b}"))
+    return out
+
+
+def graph_edges_valid(graph: SimilarityGraph) -> list[Violation]:
+    """``graph_symmetric`` for a graph held as arrays (graph.npz, each undirected edge once):
+    vectorised, so a graph of millions of edges is checked in seconds without parsing graph.json."""
+    ids, n = graph.ids, len(graph.ids)
+    src, dst, sim = graph.src.astype(np.int64), graph.dst.astype(np.int64), np.asarray(graph.sim, dtype=np.float64)
+    out: list[Violation] = []
+    if len(set(ids)) != n:
+        out.append(("nodes", "a node id is listed twice"))
+    if not (src.size == dst.size == sim.size):
+        return [*out, ("edges", "source, target and similarity arrays differ in length")]
+    unknown = (src < 0) | (src >= n) | (dst < 0) | (dst >= n)
+    out += [(str(int(a)), f"edge to unknown node {int(b)}") for a, b in zip(src[unknown], dst[unknown], strict=True)]
+    src, dst, sim = src[~unknown], dst[~unknown], sim[~unknown]
+    out += [(ids[a], "self-edge") for a in src[src == dst].tolist()]
+    low = sim < graph.threshold - TOLERANCE
+    out += [(ids[a], f"edge to {ids[b]} has similarity {s} below threshold {graph.threshold}")
+            for a, b, s in zip(src[low].tolist(), dst[low].tolist(), sim[low].tolist(), strict=True)]
+    key = np.minimum(src, dst) * max(n, 1) + np.maximum(src, dst)
+    uniq, counts = np.unique(key, return_counts=True)
+    out += [(ids[k // n], f"edge to {ids[k % n]} listed twice") for k in uniq[counts > 1].tolist()]
     return out
 
 
