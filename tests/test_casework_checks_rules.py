@@ -363,6 +363,15 @@ def test_the_summary_is_the_rendering_of_the_hypotheses(case):
         ("hypotheses_summary", "hypotheses.md is not the rendering of hypotheses.json")]
 
 
+def test_a_summary_that_is_no_utf8_text_is_reported_not_a_crash(case):
+    """Was a UnicodeDecodeError that stopped the checks."""
+    pkg, manifest, revision, hyp_doc, context = parts(case)
+    md = case / H / "hypotheses.md"
+    md.write_bytes(md.read_bytes() + b"\xff\xfe not UTF-8\n")
+    assert checked_together(pkg, manifest, revision, hyp_doc, context)[-1] == (
+        "hypotheses_summary", "hypotheses.md is not the rendering of hypotheses.json")
+
+
 @pytest.mark.parametrize("key", ["policy", "context", "round"])
 def test_the_hypotheses_are_bound_to_their_policy_context_and_round(case, key):
     pkg, manifest, revision, hyp_doc, context = parts(case)

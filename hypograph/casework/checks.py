@@ -109,7 +109,8 @@ def checked_together(pkg: CasePackage, manifest: dict, revision: int, hyp_doc: d
             elif pkg.sha(p[name]) != ptr["sha256"]:
                 out.append((name, f"{p[name]} does not match the manifest's sha256"))
     md = (pkg.root / p["hypotheses_summary"])
-    if not md.exists() or md.read_text(encoding="utf-8") != summary(hyp_doc, context):
+    # compared as bytes: a file that is not UTF-8 is simply not the rendering (not a decode error)
+    if not md.is_file() or md.read_bytes() != summary(hyp_doc, context).encode("utf-8"):
         out.append(("hypotheses_summary", "hypotheses.md is not the rendering of hypotheses.json"))
     for key in ("policy", "context", "round"):
         ref = hyp_doc.get("bindings", {}).get(key, {})
