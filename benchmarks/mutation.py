@@ -40,13 +40,11 @@ TARGET = 0.90
 # module -> its own fast, in-process tests (a test in a subprocess runs the installed code, not
 # the mutant, so it could not kill one; leaving those out keeps a run short on two cores).
 MODULES: dict[str, list[str]] = {
-    "hypograph/atomic.py": ["tests/test_guarantees.py", "tests/test_journal.py"],
+    "hypograph/atomic.py": ["tests/test_atomic_edges.py", "tests/test_guarantees.py", "tests/test_journal.py"],
     "hypograph/journal.py": ["tests/test_journal.py", "tests/test_journal_edges.py", "tests/test_guarantees.py"],
     "hypograph/vault/mint.py": ["tests/test_mint.py", "tests/test_guarantees.py", "tests/test_vault.py"],
-    "hypograph/structure/checks.py": ["tests/test_step4_checks.py",
-                                      "tests/test_guarantees.py"],
-    "hypograph/structure/dispositions/merge.py": ["tests/test_journal.py",
-                                                  "tests/test_guarantees.py", "tests/test_structure.py"],
+    "hypograph/structure/checks.py": ["tests/test_step4_checks_rules.py"],
+    "hypograph/structure/dispositions/merge.py": ["tests/test_merge_bookkeeping.py"],
     "hypograph/structure/unmerge.py": ["tests/test_unmerge.py", "tests/test_guarantees.py"],
     "hypograph/llm/client.py": ["tests/test_llm_client.py", "tests/test_llm_edges.py"],
     "hypograph/llm/config.py": ["tests/test_llm_client.py", "tests/test_llm_edges.py"],
@@ -55,9 +53,7 @@ MODULES: dict[str, list[str]] = {
                                     "tests/test_casework_recovery.py"],
     "hypograph/casework/publish.py": ["tests/test_casework_registry.py", "tests/test_casework_recovery.py",
                                       "tests/test_casework_package.py"],
-    "hypograph/casework/checks.py": ["tests/test_casework_registry.py", "tests/test_casework_package.py",
-                                     "tests/test_casework_builder.py",
-                                     "tests/test_casework_recovery.py"],
+    "hypograph/casework/checks.py": ["tests/test_casework_checks_rules.py"],
 }
 # Besides the package under test, what the tests import or read.
 ALSO_COPY = [".gitignore", "assets", "resources", "io_managers", "pipelines", "examples", "config", "workspace.yaml"]

@@ -205,3 +205,16 @@ def test_a_temp_file_removed_by_another_cleaner_is_fine(root, monkeypatch):
     real_glob = Path.glob
     monkeypatch.setattr(Path, "glob", lambda self, pattern: [*real_glob(self, pattern), ghost])
     assert Journal(root).apply([Step(to="b.md", text="b2\n")]) == 1
+
+
+def test_a_move_onto_a_symlinked_file_is_refused_as_already_there(root):
+    """The link (inside the input) is a file already at the destination: the plan is refused whole,
+    the link, its target and the source left as they were."""
+    (root / "c.md").write_text("c\n")
+    (root / "link.md").symlink_to("c.md")
+    journal = Journal(root)
+    with pytest.raises(HypographError) as err:
+        journal.apply([Step(to="link.md", text="x\n", src="a.md")])
+    assert str(err.value) == f"{journal.path}: step to link.md: already exists; refusing to overwrite it with a.md"
+    assert (root / "link.md").is_symlink() and (root / "c.md").read_text() == "c\n"
+    assert (root / "a.md").read_text() == "a\n"

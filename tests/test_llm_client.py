@@ -225,6 +225,8 @@ def test_invalid_answer_is_re_asked_with_the_error(bad, error, stub, make_client
     assert second.messages[:2] == first.messages
     assert second.messages[2] == {"role": "assistant", "content": bad.content}
     assert second.last_user.startswith("That answer is invalid:") and error in second.last_user
+    # and it is told what to send instead
+    assert second.last_user.endswith("\nAnswer again: one JSON object matching the schema.")
     assert (client.usage.calls, client.usage.invalid_answers, client.usage.rejected) == (2, 1, 0)
 
 

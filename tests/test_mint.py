@@ -75,3 +75,48 @@ def test_create_node_from_bad_text_names_stdin(tmp_path):
         create_node_from_text(tmp_path, "hypothesis", "Bad", "---\n: [unclosed\n---\nbody\n")
     assert str(err.value).startswith("<stdin>: frontmatter is not valid YAML")
     assert not (tmp_path / "hypotheses").exists()
+
+
+def test_ids_in_other_programs_dot_folders_are_never_reused(tmp_path):
+    """A node moved to Obsidian's ``.trash/`` still holds its id: the next one is past it."""
+    (tmp_path / ".trash").mkdir()
+    (tmp_path / ".trash" / "H-7 - Deleted by hand.md").write_text("---\nid: H-7\n---\n")
+    assert mint.highest_id(tmp_path, "H") == 7
+    assert create_node(tmp_path, "hypothesis", "Next")[0] == "H-8"
+
+
+@pytest.mark.parametrize("folder, problem", [("../elsewhere", "leaves the input"),
+                                             ("/tmp/elsewhere", "is not relative to the input")])
+def test_a_folder_outside_the_vault_is_refused_before_anything_is_written(tmp_path, folder, problem):
+    root = tmp_path / "vault"
+    root.mkdir()
+    with pytest.raises(HypographError) as err:
+        create_node(root, "hypothesis", "Out", folder=folder)
+    assert str(err.value) == f"{root / folder / 'H-1 - Out.md'}: {problem}"
+    assert not (tmp_path / "elsewhere").exists() and sorted(p.name for p in root.iterdir()) == [mint.LOCK_NAME]
+
+
+def test_a_write_the_file_system_refuses_is_one_line_naming_the_file(tmp_path):
+    (tmp_path / "hypotheses").write_text("a file where the folder should be\n")
+    with pytest.raises(HypographError) as err:
+        create_node(tmp_path, "hypothesis", "Blocked")
+    assert str(err.value) == f"{tmp_path / 'hypotheses' / 'H-1 - Blocked.md'}: cannot write (File exists)"
+
+
+def test_a_node_is_written_whole_under_a_hidden_temp_name_beside_it(tmp_path, monkeypatch):
+    """What makes a killed run harmless: the half-written file is a hidden ``.NAME.*.tmp`` in the
+    node's own folder (readers skip it; the hard link into place stays on one file system)."""
+    seen = []
+    link = mint.os.link
+
+    def spy(src, dst):
+        seen.append((Path(src), Path(dst), Path(src).read_text(encoding="utf-8")))
+        link(src, dst)
+
+    monkeypatch.setattr(mint.os, "link", spy)
+    node_id, rel = create_node(tmp_path, "hypothesis", "Whole", body="All of it.\n")
+    [(tmp, dst, text)] = seen
+    assert dst == tmp_path / rel and tmp.parent == dst.parent
+    assert tmp.name.startswith(f".{dst.name}.") and tmp.name.endswith(".tmp")
+    assert text == dst.read_text(encoding="utf-8") and text.endswith("All of it.\n")
+    assert sorted(p.name for p in dst.parent.iterdir()) == [dst.name]

@@ -31,10 +31,10 @@ def _registry_counts(registry: dict, n: int) -> list[Violation]:
         out.append(("registry", f"created_count {registry.get('created_count')} != {n} creations"))
     if registry.get("next_id") != f"H{n + 1}":
         out.append(("registry", f"next_id {registry.get('next_id')} != H{n + 1}"))
-    remaining = registry.get("remaining_slots")
-    if remaining != registry.get("max_hypotheses", 0) - n or registry.get("remaining_slots", -1) < 0:
-        out.append(("registry", f"remaining_slots {remaining} != max_hypotheses "
-                                f"{registry.get('max_hypotheses')} - {n}"))
+    cap, remaining = registry.get("max_hypotheses"), registry.get("remaining_slots")
+    # a cap that is no whole number (missing, null, "5") is reported, not subtracted from
+    if not isinstance(cap, int) or remaining != cap - n or remaining < 0:
+        out.append(("registry", f"remaining_slots {remaining} != max_hypotheses {cap} - {n}"))
     return out
 
 
@@ -109,12 +109,15 @@ def checked_together(pkg: CasePackage, manifest: dict, revision: int, hyp_doc: d
             elif pkg.sha(p[name]) != ptr["sha256"]:
                 out.append((name, f"{p[name]} does not match the manifest's sha256"))
     md = (pkg.root / p["hypotheses_summary"])
-    if not md.exists() or md.read_text(encoding="utf-8") != summary(hyp_doc, context):
+    # compared as bytes: a file that is not UTF-8 is simply not the rendering (not a decode error)
+    if not md.is_file() or md.read_bytes() != summary(hyp_doc, context).encode("utf-8"):
         out.append(("hypotheses_summary", "hypotheses.md is not the rendering of hypotheses.json"))
     for key in ("policy", "context", "round"):
         ref = hyp_doc.get("bindings", {}).get(key, {})
-        if not ref or pkg.sha(ref.get("path", "")) != ref.get("sha256"):
-            out.append(("hypotheses", f"bindings.{key}: {ref.get('path')} missing or changed"))
+        path = ref.get("path")
+        # a path that is no file (missing, or naming a folder) is a broken binding, not a crash
+        if not isinstance(path, str) or not (pkg.root / path).is_file() or pkg.sha(path) != ref.get("sha256"):
+            out.append(("hypotheses", f"bindings.{key}: {path} missing or changed"))
     return out
 
 

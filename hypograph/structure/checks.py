@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from hypograph.ids import id_number
+from hypograph.ids import id_number, id_sort_key
 from hypograph.vault.nodes import Node, link_target
 from hypograph.vault.vault import Vault
 
@@ -136,7 +136,7 @@ def check_4_membership(vault: Vault) -> list[Violation]:
     for hc in _clusters(vault):
         for t in set(_links(hc.meta.get("hypotheses"))):
             where.setdefault(t, []).append(hc.id)
-    for h_id, hcs in where.items():
+    for h_id, hcs in sorted(where.items(), key=lambda kv: id_sort_key(kv[0])):  # not in set order: same every run
         if len(hcs) > 1:
             out.append((h_id, f"in {len(hcs)} clusters: {', '.join(sorted(hcs))}"))
     for h in vault.of_type("hypothesis"):
@@ -185,7 +185,7 @@ def check_5_survivors(vault: Vault, baseline: dict | None) -> list[Violation]:  
         if link_target(source) in extra:
             out.append((h.id, "additional_sources repeats the node's own source"))
         locators = h.meta.get("locator")
-        wanted = {link_target(source)} | extra
+        wanted = ({link_target(source)} | extra) - {None}  # a source that is no link is flagged above
         prefixes = [str(loc).split(":", 1)[0].strip() for loc in locators] if isinstance(locators, list) else []
         if not isinstance(locators, list) or sorted(prefixes) != sorted(wanted):
             out.append((h.id, f"locator should be one 'S-N: where' entry per source {sorted(wanted)}"))
