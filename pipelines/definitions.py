@@ -6,12 +6,12 @@ Nothing here is bound to one input: an asset's partition key is its input folder
 
 import os
 
-from dagster import Definitions, FilesystemIOManager
+from dagster import Definitions
 
 from assets import adjudication, casework, library, proximity, sharded, structure
 from assets.checks import CASE_CHECKS, LIBRARY_CHECKS, PROXIMITY_CHECKS, STRUCTURE_CHECKS
 from io_managers import HypographIOManager
-from pipelines.executor import EXECUTOR
+from pipelines.executor import EXECUTOR, shard_io_manager
 from pipelines.jobs import (
                            case_batch_job,
                            case_into_vault_job,
@@ -59,9 +59,7 @@ defs = Definitions(
         "library": LibrarySettings(),
         "case": CaseSettings(),
         "io_manager": HypographIOManager(inputs=inputs_resource),
-        # Row ranges and their results between the steps of a sharded run: $DAGSTER_HOME/storage by
-        # default; an object store (s3://…, gs://…) when the steps run on several machines.
-        "shard_io_manager": FilesystemIOManager(base_dir=os.environ.get("HYPOGRAPH_SHARD_STORAGE") or None),
+        "shard_io_manager": shard_io_manager(),  # row ranges between the steps of a sharded asset
         "llm": LLMResource.from_environment(),
     },
 )

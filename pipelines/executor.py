@@ -11,9 +11,16 @@
 
 import os
 
-from dagster import ExecutorDefinition, in_process_executor, multiprocess_executor
+from dagster import (
+    ExecutorDefinition,
+    FilesystemIOManager,
+    InMemoryIOManager,
+    in_process_executor,
+    multiprocess_executor,
+)
 
 ENV = "HYPOGRAPH_EXECUTOR"
+SHARD_STORAGE_ENV = "HYPOGRAPH_SHARD_STORAGE"
 
 
 def job_executor() -> ExecutorDefinition:
@@ -36,6 +43,15 @@ def job_executor() -> ExecutorDefinition:
     except ImportError:
         raise ValueError(f"{ENV}={name} needs the dagster-{name} package installed next to hypograph") from None
     raise ValueError(f"{ENV}={name!r}: choose in_process, multiprocess, k8s or celery")
+
+
+def shard_io_manager():
+    """Where the row ranges of a sharded step travel: in memory when the run is one process (nothing
+    written), else pickles under ``HYPOGRAPH_SHARD_STORAGE`` (any UPath: ``s3://…``, ``gs://…``, a
+    folder) or ``$DAGSTER_HOME/storage/<run id>/`` (delete a finished run's folder at will)."""
+    if EXECUTOR is in_process_executor:
+        return InMemoryIOManager()
+    return FilesystemIOManager(base_dir=os.environ.get(SHARD_STORAGE_ENV) or None)
 
 
 EXECUTOR = job_executor()

@@ -9,11 +9,11 @@ import subprocess
 
 import numpy as np
 import pytest
+from conftest import REPO, VENV_BIN, copy_tree, execute, offline_env, write_json_hypothesis
 
 from hypograph.proximity import knn, shards, store
 from hypograph.proximity.embed import embed, embedding_ranges, join_embeddings
 from hypograph.proximity.graph import assemble_graph, plan_graph, similarity_graph
-from tests.conftest import REPO, VENV_BIN, copy_tree, execute, offline_env, write_json_hypothesis
 
 
 def topic_texts(n: int, topics: int = 12, seed: int = 3) -> list[str]:
@@ -142,6 +142,20 @@ def test_a_sharded_run_on_the_multiprocess_executor_writes_the_unsharded_graph(t
     assert len(set(shard_steps.values()) | {os.getpid()}) == 4  # each shard in its own process
     graph_event = instance.get_latest_materialization_event(AssetKey("similarity_graph"))
     assert graph_event.asset_materialization.metadata["shards"].value == 3
+    # the ranges travelled between the step processes as files under the instance's storage
+    stored = [p.name for p in (home / "storage" / run.run_id).iterdir()]
+    assert sum(name.startswith("similarity_graph.similarity_shard[") for name in stored) == 3
+
+
+def test_an_in_process_run_keeps_its_ranges_in_memory(tmp_path, run_dir):
+    """The default run (one process) writes no shard files: nothing piles up run after run."""
+    env = {**offline_env(), "DAGSTER_HOME": str(tmp_path / "home")}
+    done = subprocess.run([str(VENV_BIN / "hypograph"), "proximity", str(run_dir)], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (run_dir / "proximity" / "graph.json").exists()
+    assert list((tmp_path / "home").rglob("*similarity_shard*")) == []
+    assert list((tmp_path / "home").rglob("*embed_shard*")) == []
 
 
 def test_the_packed_key_and_the_lexsort_rank_a_row_s_neighbours_alike():
