@@ -62,7 +62,7 @@ _TEXTS: list[str] | None = None  # what _number_tokens reads: inherited by forke
 def _tokens(texts: list[str], workers: int | None) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
     """Tokens per text, each token's column in order of first appearance, and that vocabulary.
 
-    Halves of the texts are tokenised in worker processes, each numbering its own terms; their
+    Equal parts of the texts are tokenised in worker processes, each numbering its own terms; their
     vocabularies are then merged in text order, which gives the numbers one pass would give."""
     from hypograph.proximity.shards import available_cpus, fork_map
 
