@@ -3,7 +3,6 @@
 published batch -> the batch's H nodes in a vault. Blocking checks are in ``assets/checks``."""
 
 import asyncio
-import os
 
 from dagster import AssetExecutionContext, Failure, MaterializeResult, MetadataValue, asset
 
@@ -61,10 +60,7 @@ def hypothesis_batch(context: AssetExecutionContext, inputs: Inputs, case: CaseS
     RETRY_PENDING, DEFERRED, BLOCKED and ERROR fail the run with the dispatch's own line."""
     store, case_id, manifest = _case(context, inputs)
     policy = case.policy()
-    gateway = None if os.environ.get("HYPOGRAPH_LLM") == "offline" else CaseGateway.from_config(policy)
-    if gateway is None:
-        raise HypographError("case batches need a model: set [[endpoints]] in the config file or "
-                             "HYPOGRAPH_LLM_MODEL (and HYPOGRAPH_LLM_BASE_URL); nothing was changed")
+    gateway = CaseGateway.required(policy)
     result = asyncio.run(HypothesisBuilder(store, gateway, policy).build(case_id, manifest["package_id"], case.attempt))
     metadata = {"status": result.status.value, "line": result.line(), "attempt": result.attempt_id or "",
                 "hypotheses": MetadataValue.json(result.hypothesis_ids), "reused": result.reused,

@@ -3,11 +3,8 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
 from assets.partitions import revision_key
-from hypograph.casework.cli import NEEDS_MODEL, add_case_parsers
+from hypograph.casework.cli import add_case_parsers
 from hypograph.casework.config import HypothesisConfig
 from hypograph.casework.gateway import CaseGateway
 from hypograph.casework.package import CasePackage
@@ -27,9 +24,7 @@ def add_parsers(subparsers) -> None:
 def batch(args) -> int:
     """Refuse without a model (nothing changed), then run the ``case_batch`` job on the current revision."""
     policy = HypothesisConfig.load(args.config) if args.config else HypothesisConfig()
-    if os.environ.get("HYPOGRAPH_LLM") == "offline" or CaseGateway.from_config(policy) is None:
-        print(f"hypograph batch: {NEEDS_MODEL}", file=sys.stderr)
-        return 1
+    CaseGateway.required(policy)  # no model: one line, nothing changed
     if args.into is not None and not args.into.is_dir():
         raise HypographError(f"{args.into}: no such vault directory")
     root = args.path.resolve()

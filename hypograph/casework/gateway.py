@@ -9,6 +9,7 @@ builder turns into a retry round with a persisted due time.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,8 @@ from hypograph.llm.client import LLMClient, Rejected, Request
 from hypograph.llm.config import LLMConfig
 
 TASK = "case-hypotheses"
+NEEDS_MODEL = ("needs a model: set [[endpoints]] in the --config file or HYPOGRAPH_LLM_MODEL "
+               "(and HYPOGRAPH_LLM_BASE_URL); nothing was changed")
 
 
 @dataclass
@@ -55,6 +58,15 @@ class CaseGateway:
                                   timeout=e.timeout_seconds) for e in config.endpoints], config.reasks)
         from_env = LLMConfig.from_env(env)
         return None if from_env.offline else cls([from_env], config.reasks)
+
+    @classmethod
+    def required(cls, config: HypothesisConfig) -> CaseGateway:
+        """The gateway of ``config``; raises HypographError, before anything is written, when no model
+        is configured or ``HYPOGRAPH_LLM=offline`` (case batches have no offline answer)."""
+        gateway = None if os.environ.get("HYPOGRAPH_LLM") == "offline" else cls.from_config(config)
+        if gateway is None:
+            raise HypographError(NEEDS_MODEL)
+        return gateway
 
     def describe(self) -> list[str]:
         return [e.describe() for e in self.endpoints]
