@@ -54,7 +54,7 @@ def duplicate_pairs(similarity_graph: SimilarityGraph, hypothesis_embeddings: Em
                     proximity: ProximitySettings):
     """Near-duplicate pairs at or above the dupe threshold, by descending similarity (from the
     embeddings when the graph does not hold them all: a lower threshold, or the neighbour cap)."""
-    pairs = pairs_at(similarity_graph, hypothesis_embeddings, proximity.dupe_threshold)
+    pairs = pairs_at(similarity_graph, lambda: hypothesis_embeddings, proximity.dupe_threshold)
     return Output(pairs, metadata={
         "pairs": len(pairs), "threshold": proximity.dupe_threshold,
         "top_pairs": pair_table(pairs, hypothesis_texts.hypotheses),

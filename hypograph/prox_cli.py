@@ -161,19 +161,16 @@ def _label_sources(root: Path, ids: list[str]):
 
 
 def _dupes(args) -> int:
-    from hypograph.proximity.dupes import covers, duplicate_pairs, pairs_from_embeddings
+    from hypograph.proximity.dupes import pairs_at
     from hypograph.proximity.store import dupes_document, load_graph, read_embeddings, write_dupes
 
-    graph, _ = load_graph(args.run_dir)
-    if covers(graph, args.threshold):
-        pairs = duplicate_pairs(graph, args.threshold)
-    else:  # below what the graph holds: every pair from the embeddings
+    def embeddings():  # read only below what the graph holds
         emb = read_embeddings(args.run_dir)
         _note(emb.notes)
-        if emb.ids != graph.ids:
-            raise HypographError(f"{args.run_dir / 'proximity'}: embeddings and graph.json list different hypotheses "
-                                 "— run prox graph again")
-        pairs = pairs_from_embeddings(emb.ids, emb.matrix, args.threshold, emb.describe())
+        return emb
+
+    graph, _ = load_graph(args.run_dir)
+    pairs = pairs_at(graph, embeddings, args.threshold)
     write_dupes(args.run_dir, pairs)
     print(json.dumps(dupes_document(pairs), indent=2))
     return 0
@@ -187,14 +184,19 @@ def _llm_client(args, task: str):
 
 def _adjudicate(args) -> int:
     from hypograph.hypotheses import load_corpus
-    from hypograph.proximity.adjudicate import adjudicate, read_reviews, review_queue
-    from hypograph.proximity.store import read_dupes, write_verdicts
+    from hypograph.proximity.adjudicate import adjudicate, read_reviews, review_queue, unapplied_reviews
+    from hypograph.proximity.embed import pair_similarity
+    from hypograph.proximity.store import read_dupes, read_embeddings, write_verdicts
 
     pairs = read_dupes(args.run_dir)
-    corpus = load_corpus(args.run_dir)
+    hypotheses = {h.id: h for h in load_corpus(args.run_dir).hypotheses}
+    reviews = read_reviews(args.run_dir)
+    for line in unapplied_reviews(reviews, hypotheses):
+        print(f"warning: {line}", file=sys.stderr)
     client = _llm_client(args, "dedup_verdicts")
-    decisions = adjudicate(pairs, {h.id: h for h in corpus.hypotheses}, read_reviews(args.run_dir), client,
-                           args.auto_merge)
+    # as the dedup_verdicts asset: a person's verdict on a pair below the dupe threshold gets its cosine
+    decisions = adjudicate(pairs, hypotheses, reviews, client, args.auto_merge,
+                           similarity=pair_similarity(read_embeddings(args.run_dir)))
     path = write_verdicts(args.run_dir, decisions)
     usage = client.usage
     print(f"{len(decisions)} decisions (llm: {client.config.describe()}; {usage.calls} calls, {usage.cached} cached, "

@@ -23,7 +23,7 @@ from hypograph.errors import HypographError
 from hypograph.hypotheses import id_sort_key, load_corpus
 from hypograph.proximity import checks, store
 from hypograph.proximity.communities import Clusters, find_communities, label_groups, labelled_clusters, report_lines
-from hypograph.proximity.dupes import DuplicatePair, duplicate_pairs
+from hypograph.proximity.dupes import DuplicatePair, duplicate_pairs, pairs_at
 from hypograph.proximity.embed import Embeddings, embed
 from hypograph.proximity.graph import SimilarityGraph, similarity_graph
 
@@ -832,3 +832,16 @@ def test_array_graph_check_fails_on_corrupted_arrays(corrupt, fragment):
     bad = corrupt(graph)
     bad.ids = list(bad.ids)
     assert_violation(checks.graph_edges_valid(bad), fragment)
+
+
+def test_pairs_below_the_graph_come_from_the_embeddings_only_when_they_list_the_same_hypotheses():
+    rows = random_unit_rows()
+    graph = similarity_graph(ids_for(300), rows, 0.3)
+    loaded = []
+    pairs_at(graph, lambda: loaded.append(1), 0.9)  # above the graph's threshold: the graph holds them
+    assert loaded == []
+    same = Embeddings(ids_for(300), rows, "tfidf", "tfidf-seed")
+    assert pairs_at(graph, lambda: same, 0.1)  # below it: every pair from the embeddings
+    other = Embeddings(ids_for(299) + ["H-999"], rows, "tfidf", "tfidf-seed")
+    with pytest.raises(HypographError, match="list different hypotheses"):
+        pairs_at(graph, lambda: other, 0.1)

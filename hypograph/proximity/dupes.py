@@ -77,9 +77,15 @@ def pairs_of(ids: list[str], src, dst, sims) -> list[DuplicatePair]:
     return [DuplicatePair.model_construct(a=a, b=b, similarity=min(max(s, 0.0), 1.0)) for _, _, _, a, b, s in rows]
 
 
-def pairs_at(graph: SimilarityGraph, emb, threshold: float) -> list[DuplicatePair]:
+def pairs_at(graph: SimilarityGraph, embeddings, threshold: float) -> list[DuplicatePair]:
     """The duplicate pairs at ``threshold``: from the graph when it holds every such pair, else from
-    the embeddings ``emb`` (a threshold below the graph's, or pairs the neighbour cap dropped)."""
+    the embeddings (a threshold below the graph's, or pairs the neighbour cap dropped).
+    ``embeddings()`` returns them, called only then. Raises HypographError when they list other
+    hypotheses than the graph."""
     if covers(graph, threshold):
         return duplicate_pairs(graph, threshold)
+    emb = embeddings()
+    if emb.ids != graph.ids:
+        raise HypographError("proximity/: the embeddings and graph.json list different hypotheses "
+                             "— run prox graph again")
     return pairs_from_embeddings(emb.ids, emb.matrix, threshold, {"backend": emb.backend, "model": emb.model})

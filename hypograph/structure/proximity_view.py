@@ -34,7 +34,7 @@ def refresh_proximity(root: Path, backend: str, model: str | None, graph_thresho
     graph = similarity_graph(emb.ids, emb.matrix, graph_threshold, {"backend": emb.backend, "model": emb.model},
                              max_neighbours=max_neighbours, keep_above=dupe_threshold)
     clusters = labelled_clusters(graph, dict(zip(corpus.ids, corpus.texts, strict=True)), algorithm, terms=emb)
-    pairs = pairs_at(graph, emb, dupe_threshold)
+    pairs = pairs_at(graph, lambda: emb, dupe_threshold)
     decisions = adjudicate(pairs, hypotheses, read_reviews(root), verdicts, auto_merge,
                            similarity=pair_similarity(emb))
     names = name_clusters(clusters, hypotheses, labels)
