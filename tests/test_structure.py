@@ -861,3 +861,19 @@ def test_same_source_locators_merge_place_by_place():
     absorb(survivor, [node("H-2", "p. 4; fig. 2"), node("H-3", "p. 1")], None)
     assert survivor.meta["locator"] == ["S-1: p. 4; fig. 2; p. 1"]
     assert "additional_sources" not in survivor.meta  # one paper: nothing to add beside its own source
+
+
+def test_a_hypothesis_missing_from_the_embeddings_is_embedded_with_their_own_analyzer():
+    """4a embeds a hypothesis the embeddings lack into their space: the seed's vectorizer keeps the
+    words the tuned one drops (stop words), so the row is not that of the wrong analyzer."""
+    from hypograph.proximity.embed import embed
+    from hypograph.structure.dispositions.candidates import embed_like
+
+    texts = ["the bees die over the winter", "the mites carry the virus"]
+    for model, keeps_the in (("seed", True), ("tuned", False)):
+        emb = embed(["H-1", "H-2"], texts, "tfidf", model)
+        row = embed_like(emb, ["the winter"]).toarray()[0]
+        assert ("the" in emb.vocabulary) is keeps_the
+        assert row[emb.vocabulary.index("winter")] > 0
+        if keeps_the:
+            assert row[emb.vocabulary.index("the")] > 0

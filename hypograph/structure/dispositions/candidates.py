@@ -29,7 +29,7 @@ from hypograph.errors import HypographError
 from hypograph.hypotheses import strip_wikilinks
 from hypograph.ids import id_sort_key
 from hypograph.proximity.adjudicate import Decision
-from hypograph.proximity.embed import Embeddings, embed_sbert
+from hypograph.proximity.embed import TFIDF_MODELS, Embeddings, embed_sbert
 from hypograph.structure.dispositions.ledger import pair_key
 from hypograph.vault.nodes import Node
 
@@ -178,7 +178,8 @@ def embed_like(embeddings: Embeddings, texts: list[str]):
 
         if not embeddings.vocabulary:
             return sp.csr_matrix((len(texts), embeddings.dim), dtype=np.float32)
-        vec = TfidfVectorizer(stop_words="english", sublinear_tf=True, use_idf=False, dtype=np.float32,
+        # the analyzer of the model the rows came from (seed or tuned), over their vocabulary
+        vec = TfidfVectorizer(**TFIDF_MODELS.get(embeddings.model, {}), use_idf=False, dtype=np.float32,
                               vocabulary=embeddings.vocabulary)
         return normalize(vec.fit_transform(texts), norm="l2", copy=False).tocsr()
     raise HypographError(f"embeddings of backend {embeddings.backend!r}: 4a cannot embed missing hypotheses like them")
