@@ -47,8 +47,7 @@ def _stored_graph(root) -> tuple[list[str], list[str | None], list[tuple[str, st
     stored = graph_files.read_graph_npz(store.proximity_dir(root))
     if stored is not None:
         return stored.graph.ids, stored.clusters, checks.graph_edges_valid(stored.graph), "graph.npz"
-    _, doc = store.read_graph(root)
-    clusters = [n["cluster"] for n in doc["nodes"].values()]
+    _, clusters, doc = graph_files.parse_graph_json(store.proximity_dir(root) / graph_files.GRAPH_JSON)
     return list(doc["nodes"]), clusters, checks.graph_symmetric(doc), "graph.json"
 
 

@@ -59,10 +59,10 @@ def prox_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "hypograph.prox_cli"]
 
 
-def run_process(command: list[str]) -> dict:
+def run_process(command: list[str], env: dict | None = None, cwd: Path | None = None) -> dict:
     """Run ``command`` to completion: wall seconds, CPU seconds and peak RSS (MiB) of the process."""
     start = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
     stderr = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)

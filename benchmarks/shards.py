@@ -27,10 +27,10 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from proximity import run_process  # noqa: E402
 from proximity_corpus import PROFILES, ensure_run_dir  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -40,16 +40,8 @@ BIN = Path(sys.executable).parent
 def materialize(home: Path, key: str, select: str, executor: str, config: dict) -> dict:
     """One ``dagster asset materialize`` process: wall seconds and peak RSS (MiB, largest process)."""
     env = {**os.environ, "DAGSTER_HOME": str(home), "HYPOGRAPH_EXECUTOR": executor}
-    command = [str(BIN / "dagster"), "asset", "materialize", "-m", "pipelines.definitions", "--partition", key,
-               "--select", select, "--config-json", json.dumps(config)]
-    start = time.perf_counter()
-    proc = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    stderr = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status):
-        raise RuntimeError(f"{' '.join(command)} failed: {stderr.decode(errors='replace')[-2000:]}")
-    return {"seconds": wall, "peak_mib": usage.ru_maxrss / 1024}
+    return run_process([str(BIN / "dagster"), "asset", "materialize", "-m", "pipelines.definitions", "--partition",
+                        key, "--select", select, "--config-json", json.dumps(config)], env=env, cwd=REPO)
 
 
 def shard_span(home: Path) -> tuple[float, int]:

@@ -40,7 +40,7 @@ def _title(hypotheses: dict, node_id: str, width: int = 70) -> str:
 
 def print_proximity(root: Path, top: int = 10) -> None:
     """Counts, clusters with labels, the top duplicate pairs with verdicts, the review queue, files."""
-    graph, _ = store.read_graph(root)
+    graph, _ = store.load_graph(root)  # graph.npz when it is graph.json's twin: no JSON parse
     clusters = store.read_clusters(root)
     pairs = store.read_dupes(root)
     verdicts = {frozenset(d.pair): d for d in store.read_verdicts(root)}

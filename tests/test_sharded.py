@@ -159,17 +159,17 @@ def test_an_in_process_run_keeps_its_ranges_in_memory(tmp_path, run_dir):
 
 
 def test_the_packed_key_and_the_lexsort_rank_a_row_s_neighbours_alike():
-    """Both orders of ``_strongest_first`` (packed key up to 2M rows, lexsort above): by row, then
+    """Both orders of ``strongest_first`` (packed key up to 2M rows, lexsort above): by row, then
     similarity at 1e-6 descending, then column — so the cap keeps the same neighbours at any size."""
-    from hypograph.proximity.similarity import _strongest_first
+    from hypograph.proximity.similarity import strongest_first
 
     rng = np.random.default_rng(5)
     pairs = rng.choice(400 * 400, size=3000, replace=False)
     rows, cols = pairs // 400, pairs % 400
     sims = np.round(rng.uniform(0.3, 1.0, size=3000), 3)  # many ties at 1e-6
     sims[::7] += 3e-7  # below the resolution: still a tie, broken by the column
-    packed = _strongest_first(rows, cols, sims, 400)
-    wide = _strongest_first(rows, cols, sims, 2**22)
+    packed = strongest_first(rows, cols, sims, 400)
+    wide = strongest_first(rows, cols, sims, 2**22)
     assert np.array_equal(packed, wide)
     r, c, w = rows[packed], cols[packed], np.rint((1 - sims[packed]) * 1e6)
     assert all((r[k], w[k], c[k]) < (r[k + 1], w[k + 1], c[k + 1]) for k in range(len(r) - 1))

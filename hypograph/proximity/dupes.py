@@ -13,9 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hypograph.errors import HypographError
 from hypograph.hypotheses import id_sort_key
-from hypograph.proximity.graph import SimilarityGraph, check_threshold, similarity_graph
+from hypograph.proximity.graph import DEFAULT_DUPE_THRESHOLD, SimilarityGraph, check_threshold, similarity_graph
 
-DEFAULT_DUPE_THRESHOLD = 0.80
 AUTO_MERGE_THRESHOLD = 0.92
 
 

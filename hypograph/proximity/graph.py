@@ -20,7 +20,6 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.sparse as sp
 
 from hypograph.errors import HypographError
 from hypograph.proximity import shards
@@ -206,30 +205,3 @@ def _cgroup_headroom() -> int:
 
 def _gib(nbytes: float) -> str:
     return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.0f} MiB"
-
-
-# -- nearest neighbours (structure step 4a) --------------------------------------------------------
-
-def nearest_neighbours(matrix, k: int) -> list[tuple[int, int, float]]:
-    """Each row's ``k`` most similar other rows, as (i, j, cosine) with i < j, each pair once.
-
-    Row blocks of bounded size, so memory stays O(block * N) even for dense embeddings.
-    """
-    n = matrix.shape[0]
-    if n < 2 or k < 1:
-        return []
-    k = min(k, n - 1)
-    pairs: dict[tuple[int, int], float] = {}
-    step = max(1, sim_.BLOCK_BUDGET // n // 4)
-    for a in range(0, n, step):
-        block = matrix[a:a + step] @ matrix.T
-        block = block.toarray() if sp.issparse(block) else np.asarray(block)
-        for r in range(block.shape[0]):
-            block[r, a + r] = -np.inf  # never one's own neighbour
-        top = np.argpartition(-block, k - 1, axis=1)[:, :k]
-        for r, cols in enumerate(top):
-            i = a + r
-            for j in cols.tolist():
-                if block[r, j] > 0:
-                    pairs[(min(i, j), max(i, j))] = float(min(block[r, j], 1.0))
-    return sorted(((i, j, s) for (i, j), s in pairs.items()), key=lambda t: (-t[2], t[0], t[1]))

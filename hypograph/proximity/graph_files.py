@@ -32,6 +32,7 @@ from hypograph.atomic import write_atomic
 from hypograph.errors import HypographError
 from hypograph.proximity.graph import SimilarityGraph
 from hypograph.proximity.shards import available_cpus, fork_map
+from hypograph.proximity.similarity import strongest_first
 
 FORMAT = "hypograph-graph/1"
 GRAPH_JSON = "graph.json"
@@ -138,13 +139,7 @@ def _directed(graph: SimilarityGraph):
     sims = np.concatenate([graph.sim, graph.sim])
     string_rank = np.empty(n, dtype=np.int64)
     string_rank[sorted(range(n), key=graph.ids.__getitem__)] = np.arange(n)
-    micro = np.rint(sims * 1e6).astype(np.int64)  # sims are rounded to 6 decimals
-    bits = max(1, int(n).bit_length())
-    if rows.size and 2 * bits + 22 <= 63 and np.all(np.abs(micro) <= 2 ** 21 - 1):
-        key = (rows << (bits + 22)) | ((2 ** 21 - 1 - micro) << bits) | string_rank[cols]
-        order = np.argsort(key, kind="stable")
-    else:
-        order = np.lexsort((string_rank[cols], -sims, rows))
+    order = strongest_first(rows, string_rank[cols], sims, n)  # sims are rounded to 6 decimals
     return rows[order], cols[order], sims[order]
 
 
