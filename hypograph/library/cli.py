@@ -88,7 +88,8 @@ def _dispatch(args, round_runner=None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Standalone entry (``python -m hypograph.library.cli DIR …``) until the lead wires it in."""
+    """``python -m hypograph.library.cli DIR …``: the rounds run here, not through Dagster (``hypograph
+    library`` runs each as its partition)."""
     parser = argparse.ArgumentParser(prog="hypograph")
     add_library_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["library", *(sys.argv[1:] if argv is None else argv)])

@@ -77,7 +77,7 @@ def run_library(root: Path, topic: str, rounds: int = 1, n_behaviors: int = 10, 
                 behavior_source: str | None = None, web: bool = True, llm_config: LLMConfig | None = None,
                 mode: str | None = None, new_library: bool = False, confirm_topic: bool = False,
                 banlist_budget: int | None = None, strategies_file: str | None = None, embedder: str = "tfidf",
-                guard_backend: str = "tfidf", search_url: str | None = None,
+                search_url: str | None = None,
                 round_runner: RoundRunner | None = None) -> Report:
     """Run ``rounds`` library rounds on directory ``root`` for ``topic``; the Phase-7 report.
 
@@ -91,7 +91,7 @@ def run_library(root: Path, topic: str, rounds: int = 1, n_behaviors: int = 10, 
     if new_library:
         library = None
     else:
-        check_topic(root, topic, guard_backend, confirm=confirm_topic)
+        check_topic(root, topic, confirm=confirm_topic)
         library = loaded[0] if loaded else None
     if resolution.source == "given":
         resolve_target(library, resolution.behavior)  # an unknown id is an error now, not after a model call
