@@ -47,6 +47,26 @@ def test_run_dir_text_is_title_statement_mechanism(run_dir):
     assert h.text == f"{fields['title']} {fields['statement']} {fields['mechanism']}"
 
 
+@pytest.mark.parametrize("size", [16_383, 16_384, 16_385, 3_000_000])  # around and far past one read
+def test_run_dir_reads_a_long_hypothesis_file_whole(run_dir, add_hypothesis, size):
+    add_hypothesis(run_dir, "H-99", title="Long", statement="")
+    path = run_dir / "hypotheses" / "H-99.json"
+    padding = size - len(json.dumps({"id": "H-99", "title": "Long", "statement": ""}))
+    statement = "word " * (padding // 5) + "x" * (padding % 5)
+    path.write_text(json.dumps({"id": "H-99", "title": "Long", "statement": statement}))
+    assert path.stat().st_size == size
+    assert by_id(load_corpus(run_dir))["H-99"].text == f"Long {statement.strip()}"
+
+
+def test_detect_kind_looks_past_other_files(tmp_path, add_hypothesis, add_node):
+    (tmp_path / "hypotheses").mkdir()
+    for k in range(50):
+        (tmp_path / "hypotheses" / f"note-{k}.md").write_text("x")
+    assert detect_kind(tmp_path) == "vault"
+    add_hypothesis(tmp_path, "H-1", title="A hypothesis")
+    assert detect_kind(tmp_path) == "run-dir"
+
+
 def test_run_dir_keeps_extra_fields(run_dir):
     h = by_id(load_corpus(run_dir))["H-1"]
     assert h.extra == {"predictions": ["Winter losses rise with autumn mite counts"], "evidence": ["Okafor 2019"],

@@ -285,3 +285,25 @@ def test_ids_are_in_one_documented_order_everywhere(tmp_path, add_hypothesis):
     assert list(read(tmp_path, "graph.json")["nodes"]) == ["H-1", "H-2", "H-10"]
     assert [(p["a"], p["b"]) for p in json.loads(result.stdout)] == [("H-1", "H-2"), ("H-1", "H-10"), ("H-2", "H-10")]
     assert read(tmp_path, "clusters.json")["clusters"] == {"C-01": ["H-1", "H-2", "H-10"]}
+
+
+def test_similarities_are_written_as_the_seeds_json_writes_them():
+    """orjson writes 9.6e-05 as 0.000096 and 1e-06 as 1e-6; the seed's json module does not. Every
+    similarity literal in graph.json and in dupes is json's, for a complete graph's tiny values too."""
+    import re
+
+    from hypograph.proximity.dupes import DuplicatePair
+    from hypograph.proximity.graph import SimilarityGraph
+    from hypograph.proximity.graph_files import graph_json_bytes
+    from hypograph.proximity.store import dupes_json
+
+    rng = np.random.default_rng(3)
+    sims = np.concatenate([[9.6e-05, -1e-06, 1e-06, 0.0, 1.0, 0.5, -0.000123], rng.random(200).round(6)])
+    n = sims.size + 1
+    graph = SimilarityGraph([f"H-{k}" for k in range(1, n + 1)], 0.0, np.zeros(sims.size, np.int32),
+                            np.arange(1, n, dtype=np.int32), sims)
+    written = re.findall(rb'"similarity": ([^}]+)}', graph_json_bytes(graph))
+    assert sorted(written) == sorted(json.dumps(float(s)).encode() for s in np.concatenate([sims, sims]))
+    pairs = [DuplicatePair(a="H-1", b=f"H-{k}", similarity=s) for k, s in enumerate(np.abs(sims).tolist(), 2)]
+    for some in (pairs, pairs[4:]):  # with tiny values (json's path) and without (orjson's)
+        assert dupes_json(some) == json.dumps([p.model_dump() for p in some], indent=2).encode()

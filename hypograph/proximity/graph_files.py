@@ -93,6 +93,8 @@ def _nodes_text(span: tuple[int, int]) -> tuple[bytes, np.ndarray]:
     k, m = span
     a, b = bounds[k], bounds[m]
     sim_text = orjson.dumps(sims[a:b].tolist())[1:-1].split(b",") if b > a else []
+    for e in np.flatnonzero((np.abs(sims[a:b]) < 1e-4) & (sims[a:b] != 0)).tolist():
+        sim_text[e] = repr(float(sims[a + e])).encode()  # 9.6e-05 as json writes it, not orjson's 0.000096
     entries = [prefix[c] + t + b"}" for c, t in zip(cols[a:b].tolist(), sim_text, strict=True)]
     out, starts, pos = [], np.empty(m - k, dtype=np.int64), 0
     for node in range(k, m):

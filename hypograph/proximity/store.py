@@ -240,13 +240,21 @@ def read_clusters(root: Path) -> Clusters:
 
 # -- dupes --------------------------------------------------------------------------------------
 
-def dupes_document(pairs: list[DuplicatePair]) -> list[dict]:
-    return [p.model_dump() for p in pairs]
+def dupes_json(pairs: list[DuplicatePair]) -> bytes:
+    """The pairs as the seed's ``prox dupes`` prints them: a JSON array of ``{"a", "b", "similarity"}``,
+    indented by 2: the bytes of ``json.dumps(..., indent=2)``, by orjson (5x faster) unless a
+    similarity is below 1e-4, which orjson writes as 0.000096 where json writes 9.6e-05."""
+    doc = [{"a": p.a, "b": p.b, "similarity": p.similarity} for p in pairs]
+    if any(0 < p.similarity < 1e-4 for p in pairs):
+        return json.dumps(doc, indent=2).encode()
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2)
 
 
 def write_dupes(root: Path, pairs: list[DuplicatePair]) -> Path:
+    """dupes.json: ``dupes_json`` and a newline."""
     path = proximity_dir(root) / "dupes.json"
-    write_json(path, dupes_document(pairs))
+    text = dupes_json(pairs) + b"\n"
+    write_atomic(path, lambda fh: fh.write(text))
     return path
 
 
