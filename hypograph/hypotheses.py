@@ -53,12 +53,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hypograph.errors import HypographError
 from hypograph.ids import ID_RE, canonical_id, id_sort_key
-from hypograph.journal import Journal
 from hypograph.limits import data_problem, encodable
-from hypograph.paths import scan_names
-from hypograph.vault.mint import structuring_lock
-from hypograph.vault.nodes import read_node  # the vault's reader: no YAML alias expansion
-from hypograph.vault.vault import node_files
+from hypograph.paths import RUN_DIR_FOLDERS, detect_kind, scan_names
+
+# The vault's modules (YAML) are imported by the vault branch of load_corpus: prox on a run dir
+# starts without them.
 
 STEP4_ORIGINS = ("step-4-residual", "step-4-constructed")
 TEXT_FIELDS = ("title", "statement", "mechanism")  # a run dir's fields joined into the text embedded
@@ -111,31 +110,16 @@ def strip_wikilinks(text: str) -> str:
     return WIKILINK_RE.sub(lambda m: (m.group(2) or m.group(1)).strip(), text)
 
 
-def detect_kind(root: Path) -> Literal["run-dir", "vault"]:
-    """A directory whose ``hypotheses/`` holds ``H-*.json`` files is a run dir; else ``.md`` files make a vault."""
-    hyp = root / "hypotheses"
-    if not root.is_dir():
-        raise HypographError(f"{root}: not a directory")
-    if not hyp.is_dir():
-        raise HypographError(f"{root}: no hypotheses/ directory (expected a prox run directory or a vault)")
-    markdown = False
-    with os.scandir(hyp) as entries:  # stops at the first H-*.json: no listing of 100k names
-        for e in entries:
-            if e.name.startswith("H-") and e.name.endswith(".json"):
-                return "run-dir"
-            markdown = markdown or e.name.endswith(".md")
-    return "vault" if markdown else "run-dir"
-
-
-RUN_DIR_FOLDERS = ("hypotheses", "proximity", ".hypograph")  # all prox reads or writes in a run dir
-
-
 def load_corpus(root: Path | str) -> Corpus:
     """Read every hypothesis under ``root`` (run dir or vault); raise HypographError on fatal input."""
     root = Path(root)
     kind = detect_kind(root)
     warnings: list[str] = []
     if kind == "vault":
+        from hypograph.journal import Journal
+        from hypograph.vault.mint import structuring_lock
+        from hypograph.vault.vault import node_files
+
         if Journal(root).pending():  # an interrupted (or running) structuring write: finish it first
             with structuring_lock(root):
                 Journal(root).roll_forward()
@@ -155,17 +139,6 @@ def load_corpus(root: Path | str) -> Corpus:
         raise HypographError(f"{root / 'hypotheses'}: no hypotheses found{skipped}")
     hyps.sort(key=lambda h: id_sort_key(h.id))
     return Corpus(root=root, kind=kind, hypotheses=hyps, warnings=warnings)
-
-
-def check_input(root: Path | str, folders: tuple[str, ...] = RUN_DIR_FOLDERS) -> None:
-    """Refuse, in one line, a symlink ``hypograph.paths`` forbids where the tool reads or writes:
-    anywhere in a vault; in a run dir, in ``folders`` (default: ``hypotheses/``, ``proximity/`` and
-    ``.hypograph/``; a file there leading outside is only skipped, with the warning ``load_corpus``
-    gives)."""
-    root = Path(root)
-    run_dir = not (root / "hypotheses").is_dir() or detect_kind(root) == "run-dir"
-    for _ in scan_names(root, only=folders if run_dir else None, bad=(lambda *_: None) if run_dir else None):
-        pass
 
 
 def _run_dir_files(root: Path, warnings: list[str]) -> list[str]:
@@ -291,6 +264,8 @@ def _id_problem(value: Any, filename_id: str) -> str | None:
 
 
 def _read_vault_node(path: Path, root: Path, warnings: list[str]) -> Hypothesis | None:
+    from hypograph.vault.nodes import read_node  # the vault's reader: no YAML alias expansion
+
     rel = str(path.relative_to(root))
     meta = read_node(root, path.relative_to(root)).meta
     filename_id, _, title = path.stem.partition(" - ")

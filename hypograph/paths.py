@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
+from typing import Literal
 
 from hypograph.errors import HypographError
 
@@ -152,9 +153,33 @@ def _scan(root: Path, here: Path, rel_dir: Path, bad, hidden_dirs: bool, only) -
         yield from _scan(root, here / name, rel_dir / name, bad, hidden_dirs, only)
 
 
-def check_input(root: Path) -> None:
-    """Refuse, in one line, an input holding a symlink the policy above forbids."""
-    for _ in scan_names(root):
+RUN_DIR_FOLDERS = ("hypotheses", "proximity", ".hypograph")  # all prox reads or writes in a run dir
+
+
+def detect_kind(root: Path) -> Literal["run-dir", "vault"]:
+    """A directory whose ``hypotheses/`` holds ``H-*.json`` files is a run dir; else ``.md`` files make a vault."""
+    hyp = root / "hypotheses"
+    if not root.is_dir():
+        raise HypographError(f"{root}: not a directory")
+    if not hyp.is_dir():
+        raise HypographError(f"{root}: no hypotheses/ directory (expected a prox run directory or a vault)")
+    markdown = False
+    with os.scandir(hyp) as entries:  # stops at the first H-*.json: no listing of 100k names
+        for e in entries:
+            if e.name.startswith("H-") and e.name.endswith(".json"):
+                return "run-dir"
+            markdown = markdown or e.name.endswith(".md")
+    return "vault" if markdown else "run-dir"
+
+
+def check_input(root: Path | str, folders: tuple[str, ...] = RUN_DIR_FOLDERS) -> None:
+    """Refuse, in one line, a symlink the policy above forbids where the tool reads or writes:
+    anywhere in a vault; in a run dir, in ``folders`` (default: ``hypotheses/``, ``proximity/`` and
+    ``.hypograph/``; a file there leading outside is only skipped, with the warning ``load_corpus``
+    gives)."""
+    root = Path(root)
+    run_dir = not (root / "hypotheses").is_dir() or detect_kind(root) == "run-dir"
+    for _ in scan_names(root, only=folders if run_dir else None, bad=(lambda *_: None) if run_dir else None):
         pass
 
 

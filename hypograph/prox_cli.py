@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     gc.disable()
     args = _parser().parse_args(argv)
     try:
-        from hypograph.hypotheses import check_input
+        from hypograph.paths import check_input
 
         # No command reads or writes through a forbidden symlink. A run dir's hypotheses/ is
         # scanned by load_corpus in the commands that read it (100k files: 0.25 s per scan).
@@ -149,7 +149,8 @@ def _clusters(args) -> int:
 def _label_sources(root: Path, ids: list[str]):
     """What the keyword labels can come from: our own TF-IDF rows of exactly these ids, else the
     hypothesis texts when the run directory has them; (None, None) for a graph.json alone."""
-    from hypograph.hypotheses import check_input, load_corpus
+    from hypograph.hypotheses import load_corpus
+    from hypograph.paths import check_input
     from hypograph.proximity.store import read_embeddings
 
     try:

@@ -42,7 +42,7 @@ def _proximity(args) -> int:
 
 
 def _structure(args) -> int:
-    from hypograph.hypotheses import detect_kind
+    from hypograph.paths import detect_kind
 
     root = args.path.resolve()
     if detect_kind(root) != "vault":

@@ -26,10 +26,11 @@ from assets.partitions import inputs as input_partitions
 from assets.partitions import revisions as revision_partitions
 from hypograph.casework.dispatch import due_retries
 from hypograph.casework.package import MANIFEST
-from hypograph.hypotheses import detect_kind, input_fingerprint
+from hypograph.hypotheses import input_fingerprint
 from hypograph.library.run import next_round, pending_rounds
 from hypograph.library.schema import library_path
 from hypograph.library.state import round_keys
+from hypograph.paths import detect_kind
 from pipelines.jobs import case_batch_job, library_round_job, proximity_job, structure_job
 from resources import Inputs
 

@@ -13,12 +13,12 @@ from hypograph.hypotheses import (
     Hypothesis,
     corpus_document,
     corpus_from_document,
-    detect_kind,
     id_sort_key,
     input_fingerprint,
     load_corpus,
     strip_wikilinks,
 )
+from hypograph.paths import detect_kind
 
 
 def by_id(corpus) -> dict[str, Hypothesis]:

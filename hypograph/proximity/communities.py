@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hypograph.errors import HypographError
-from hypograph.hypotheses import id_sort_key
+from hypograph.ids import id_sort_key
 from hypograph.proximity.graph import SimilarityGraph
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from hypograph.errors import HypographError
-from hypograph.hypotheses import id_sort_key
+from hypograph.ids import id_sort_key
 from hypograph.proximity.graph import DEFAULT_DUPE_THRESHOLD, SimilarityGraph, check_threshold, similarity_graph
 
 AUTO_MERGE_THRESHOLD = 0.92

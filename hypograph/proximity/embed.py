@@ -19,12 +19,14 @@ Backends and their models:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import scipy.sparse as sp
 
 from hypograph.errors import HypographError
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp  # imported where rows are built: a reader of the files starts without it
 
 Backend = Literal["tfidf", "sbert"]
 BACKENDS: tuple[str, ...] = ("tfidf", "sbert")
@@ -97,7 +99,7 @@ def join_embeddings(parts: list[Embeddings]) -> Embeddings:
     """The embeddings of consecutive row ranges as one (all from the same backend and model)."""
     if len(parts) == 1:
         return parts[0]
-    if len({(p.backend, p.model) for p in parts}) != 1 or any(sp.issparse(p.matrix) for p in parts):
+    if len({(p.backend, p.model) for p in parts}) != 1 or any(not isinstance(p.matrix, np.ndarray) for p in parts):
         raise ValueError("only dense rows of one backend and model can be joined")
     first = parts[0]
     return Embeddings([i for p in parts for i in p.ids], np.vstack([p.matrix for p in parts]), first.backend,
@@ -120,6 +122,8 @@ def tfidf_rows(texts: list[str], model: str = SEED_TFIDF) -> tuple[sp.csr_matrix
     A text with no known term is an all-zero row; a corpus with no term at all has no columns.
     The seed model is computed without scikit-learn (``tfidf.py``, the same numbers, faster).
     """
+    import scipy.sparse as sp
+
     if model == SEED_TFIDF:
         from hypograph.proximity.tfidf import seed_tfidf
 

@@ -18,12 +18,17 @@ import dataclasses
 import math
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hypograph.errors import HypographError
-from hypograph.proximity import shards
-from hypograph.proximity import similarity as sim_
+
+if TYPE_CHECKING:
+    from hypograph.proximity import similarity as sim_
+
+# The building blocks (shards, similarity: scipy) are imported by the functions that build a graph,
+# so the commands that only read one (clusters, dupes) start without them.
 
 DEFAULT_THRESHOLD = 0.30
 DEFAULT_DUPE_THRESHOLD = 0.80
@@ -81,6 +86,8 @@ def similarity_graph(ids: list[str], matrix, threshold: float = DEFAULT_THRESHOL
     ``workers``: processes for the row blocks (default: the CPUs available). Raises HypographError
     when the threshold is out of range or the graph would not fit in memory.
     """
+    from hypograph.proximity import shards
+
     if len(ids) != matrix.shape[0]:
         raise HypographError(f"{len(ids)} ids for {matrix.shape[0]} rows")
     plan = plan_graph(matrix, threshold, max_neighbours, keep_above)
@@ -93,6 +100,8 @@ def plan_graph(matrix, threshold: float = DEFAULT_THRESHOLD, max_neighbours: int
     """The plan every row block of the graph of ``matrix`` shares (deterministic: each shard of a
     sharded run builds the same one). Raises HypographError when the threshold or K is out of range
     or the graph would not fit in memory."""
+    from hypograph.proximity import similarity as sim_
+
     threshold = check_threshold(threshold)
     if max_neighbours < 0:
         raise HypographError(f"max neighbours must be 0 (no cap) or more, got {max_neighbours}")
@@ -106,6 +115,8 @@ def assemble_graph(ids: list[str], plan: sim_.Plan, blocks: list[sim_.Block], em
                    info: dict | None = None, keep_above: float = DEFAULT_DUPE_THRESHOLD) -> SimilarityGraph:
     """The graph from the row blocks of ``plan`` (computed anywhere, in any order): merged, capped,
     rounded to 6 decimals, with how it was built in ``info``."""
+    from hypograph.proximity import similarity as sim_
+
     src, dst, sims, capped = sim_.merge_blocks(plan, blocks)
     info = {**(info or plan.describe()), "max_neighbours": plan.cap, "capped_rows": capped,
             "exact_above": max(plan.threshold, keep_above) if capped else plan.threshold}
@@ -129,6 +140,8 @@ def round_similarities(sims: np.ndarray) -> np.ndarray:
 def fit_plan(plan: sim_.Plan) -> bool:
     """Whether blocks may leave the cap to the merge (the uncapped graph fits in memory: half the
     work); else blocks cap their rows themselves. Refuses, in one line, a graph that fits neither way."""
+    from hypograph.proximity import shards
+
     available = available_memory() or float("inf")
     uncapped = estimated_entries(plan)
     if shards.uses_knn(plan):
@@ -148,6 +161,9 @@ def fit_plan(plan: sim_.Plan) -> bool:
 def estimated_entries(plan: sim_.Plan, sample_rows: int = 256) -> float:
     """Directed neighbour entries of the uncapped graph: exact for threshold <= 0, else extrapolated
     from the exact neighbours of a few sampled row ranges."""
+    from hypograph.proximity import shards
+    from hypograph.proximity import similarity as sim_
+
     n = plan.n
     if n < 2:
         return 0.0

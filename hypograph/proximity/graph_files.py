@@ -31,8 +31,6 @@ import orjson
 from hypograph.atomic import write_atomic
 from hypograph.errors import HypographError
 from hypograph.proximity.graph import SimilarityGraph
-from hypograph.proximity.shards import available_cpus, fork_map
-from hypograph.proximity.similarity import strongest_first
 
 FORMAT = "hypograph-graph/1"
 GRAPH_JSON = "graph.json"
@@ -52,6 +50,8 @@ def graph_json_chunks(graph: SimilarityGraph, clusters: list[str | None] | None 
     """graph.json as a stream of byte chunks, built ``entries_per_chunk`` directed edges at a time
     (in worker processes when there are several chunks). ``offsets``, if given, receives the byte
     offset of each node's cluster value."""
+    from hypograph.proximity.shards import available_cpus, fork_map  # writers only: readers start light
+
     global _TEXT
     n = len(graph.ids)
     head = {"threshold": graph.threshold}
@@ -135,6 +135,8 @@ def _json_strings(values: list) -> list[bytes]:
 def _directed(graph: SimilarityGraph):
     """Every edge from both endpoints, ordered by node, then descending similarity, then target id
     (plain string order)."""
+    from hypograph.proximity.similarity import strongest_first
+
     n = len(graph.ids)
     rows = np.concatenate([graph.src, graph.dst]).astype(np.int64)
     cols = np.concatenate([graph.dst, graph.src]).astype(np.int64)

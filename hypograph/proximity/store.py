@@ -39,7 +39,6 @@ from pathlib import Path
 
 import numpy as np
 import orjson
-import scipy.sparse as sp
 
 from hypograph.atomic import write_atomic, write_json, write_text
 from hypograph.errors import HypographError
@@ -71,6 +70,8 @@ def write_embeddings(root: Path, emb: Embeddings) -> list[Path]:
     """Write the embedding files. embedding-meta.json first says a write is under way and is
     completed last, with the digest of the npz and ids, so a set half-written by a crashed run is
     told apart from one another tool replaced."""
+    import scipy.sparse as sp  # here and in read_embeddings: the graph's readers start without scipy
+
     d = proximity_dir(root)
     buf = io.BytesIO()
     if sp.issparse(emb.matrix):
@@ -112,6 +113,8 @@ def _digest(npz: bytes, ids: list) -> str:
 def read_embeddings(root: Path) -> Embeddings:
     """The embeddings under ``root``; a file set another tool wrote is read as the seed reads it
     (rows normalised, backend from the matrix) with a note saying so."""
+    import scipy.sparse as sp
+
     d = proximity_dir(root)
     path = d / "embeddings.npz"
     if not path.exists():
@@ -151,7 +154,7 @@ def _foreign(path: Path, ids: list, matrix, why: str, digest: str) -> Embeddings
     matrix, off = normalise_rows(matrix)
     note = (f"{path}: written by another tool ({why}): read as the seed reads it, "
             + (f"{off} of {matrix.shape[0]} rows L2-normalised" if off else "rows already unit length"))
-    backend = "tfidf" if sp.issparse(matrix) else "dense"
+    backend = "dense" if isinstance(matrix, np.ndarray) else "tfidf"
     return Embeddings(ids, matrix, backend, "another tool's", None, [note], digest)
 
 

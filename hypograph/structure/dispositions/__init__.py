@@ -29,8 +29,8 @@ them in order under the structuring lock.
 from __future__ import annotations
 
 from hypograph.errors import HypographError
-from hypograph.hypotheses import detect_kind
 from hypograph.llm.policy import Policy
+from hypograph.paths import detect_kind
 from hypograph.proximity.adjudicate import Decision
 from hypograph.proximity.embed import Embeddings
 from hypograph.structure.baseline import record_baseline
