@@ -16,6 +16,7 @@ from assets.partitions import inputs
 from hypograph.hypotheses import Corpus
 from hypograph.proximity import shards
 from hypograph.proximity.embed import Embeddings, embed, embedding_ranges, join_embeddings
+from hypograph.proximity.forks import available_cpus
 from hypograph.proximity.graph import SimilarityGraph, assemble_graph, plan_graph
 from hypograph.proximity.hints import sparse_graph_hint
 from resources import ProximitySettings
@@ -72,7 +73,7 @@ def similarity_shards(hypothesis_embeddings: Embeddings, proximity: ProximitySet
 def similarity_shard(hypothesis_embeddings: Embeddings, rows, proximity: ProximitySettings):
     """The edges found from one range: (block, how). One shard uses every core here; one of
     several uses one, the executor running the others beside it."""
-    workers = shards.available_cpus() if proximity.shards == 1 else 1
+    workers = available_cpus() if proximity.shards == 1 else 1
     return shards.range_edges(_plan(hypothesis_embeddings, proximity), *rows, workers)
 
 

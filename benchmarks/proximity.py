@@ -12,9 +12,12 @@ directory of the chosen shape (``benchmarks/proximity_corpus.py``: ``--profile s
   graph.json as a dict of dicts, networkx Louvain), on a second run directory sharing the same
   hypotheses. Skipped above ``--naive-max`` hypotheses (its N x N matrix alone would not fit).
 
-Each row gives the process's wall seconds and peak resident memory (``ru_maxrss`` of the process,
-from ``wait4``: the largest single process, workers included); ``total`` sums the four walls and
-takes the largest peak. ``time x`` and ``mem x`` are naive over hypograph. Below each table:
+Each chain ends with a ``sync`` process, so each pays for flushing its own files (prox fsyncs
+what it writes, the naive chain does not: unflushed, its graph.json would be flushed by whatever
+runs next). Each chain runs ``--repeat`` times (default 3), the two alternating; each row gives
+the median wall seconds of that process and its largest peak resident memory (``ru_maxrss`` from
+``wait4``: the largest single process, workers included); ``total`` is the median of the runs'
+summed walls. ``time x`` and ``mem x`` are naive over hypograph. Below each table:
 edges, clusters, duplicate pairs and the recall of the planted paraphrase pairs among each
 chain's duplicate pairs.
 
@@ -83,9 +86,23 @@ def naive_dir(root: Path) -> Path:
 
 
 def run_chain(approach: str, root: Path) -> dict:
+    """The four commands, then ``sync``: each chain pays for writing its own files to disk (prox
+    fsyncs what it writes; the naive chain leaves hundreds of MB of JSON for whoever syncs next)."""
     base = prox_command() if approach == "hypograph" else [sys.executable, str(HERE / "naive_prox.py")]
     stages = [{"stage": s, **run_process([*base, s, "--run-dir", str(root)])} for s in STAGES]
+    stages.append({"stage": "sync", **run_process(["sync"])})
     return {"stages": stages, **outcome(root)}
+
+
+def median_chain(runs: list[dict]) -> dict:
+    """One chain's runs as one: each stage's median wall and CPU, and its largest peak."""
+    stages = [{"stage": s["stage"], "seconds": float(np.median([r["stages"][k]["seconds"] for r in runs])),
+               "cpu": float(np.median([r["stages"][k]["cpu"] for r in runs])),
+               "peak_mib": max(r["stages"][k]["peak_mib"] for r in runs)}
+              for k, s in enumerate(runs[0]["stages"])]
+    totals = [sum(s["seconds"] for s in r["stages"]) for r in runs]
+    return {**runs[-1], "stages": stages, "runs": len(runs), "total_median": float(np.median(totals)),
+            "totals": totals}
 
 
 def outcome(root: Path) -> dict:
@@ -107,7 +124,8 @@ def outcome(root: Path) -> dict:
 
 
 def totals(run: dict) -> tuple[float, float]:
-    return sum(s["seconds"] for s in run["stages"]), max(s["peak_mib"] for s in run["stages"])
+    """The chain's wall seconds (median of its runs' totals) and its largest peak."""
+    return run["total_median"], max(s["peak_mib"] for s in run["stages"])
 
 
 def table(profile: str, size: int, hyp: dict, naive: dict | None) -> list[str]:
@@ -117,7 +135,7 @@ def table(profile: str, size: int, hyp: dict, naive: dict | None) -> list[str]:
     row = "{:<10} {:>12} {:>10} {:>10} {:>10} {:>8} {:>8}"
     lines = [f"== {profile}, {size:,} hypotheses: {hyp['planted']:,} planted paraphrase pairs ==",
              row.format("process", "hypograph s", "peak MiB", "naive s", "peak MiB", "time x", "mem x")]
-    labels = [*STAGES, "total"]
+    labels = [*STAGES, "sync", "total"]
     hyp_rows = [*hyp["stages"], dict(zip(("seconds", "peak_mib"), totals(hyp), strict=True))]
     naive_rows = ([*naive["stages"], dict(zip(("seconds", "peak_mib"), totals(naive), strict=True))] if naive
                   else [None] * len(labels))
@@ -226,6 +244,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--caps", default="10,20,30,50,100")
     parser.add_argument("--threshold", type=float, default=0.30, help="graph threshold of the cap study")
     parser.add_argument("--knn-recall", action="store_true")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each chain; the table gives medians")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     for size in sizes:
@@ -238,8 +257,13 @@ def main(argv: list[str] | None = None) -> None:
             print("\n".join(cap_study(root, [int(k) for k in args.caps.split(",")], args.threshold)), end="\n\n",
                   flush=True)
             continue
-        hyp = run_chain("hypograph", root)
-        naive = run_chain("naive", naive_dir(root)) if size <= args.naive_max else None
+        os.sync()  # the corpus just written is not the first chain's to flush
+        hyp_runs, naive_runs = [], []
+        for _ in range(args.repeat):  # alternating, so a drift in the machine's speed hits both
+            hyp_runs.append(run_chain("hypograph", root))
+            if size <= args.naive_max:
+                naive_runs.append(run_chain("naive", naive_dir(root)))
+        hyp, naive = median_chain(hyp_runs), median_chain(naive_runs) if naive_runs else None
         if args.json:
             print(json.dumps({"profile": args.profile, "size": size, "hypograph": hyp, "naive": naive}), flush=True)
         else:

@@ -280,6 +280,30 @@ def test_tiny_blocks_give_the_same_graph(monkeypatch, threshold, cap):
                       expected)
 
 
+@pytest.mark.parametrize("workers", [2, 3])
+def test_the_cap_ranked_in_forked_workers_keeps_what_one_process_keeps(monkeypatch, workers):
+    """Above PARALLEL_CAP_ENTRIES the cap's rows are split across forked workers: the same edges,
+    the same count of capped nodes, and a row range per worker (rows on a boundary included)."""
+    matrix = random_unit_rows()
+    expected = similarity_graph(ids_for(300), matrix, 0.1, max_neighbours=3, workers=1)
+    assert expected.info["capped_rows"] > 100
+    ranges = []
+    real_fork_map = similarity_module.fork_map
+    monkeypatch.setattr(similarity_module, "fork_map",
+                        lambda fn, items, n: ranges.append(items) or real_fork_map(fn, items, n))
+    monkeypatch.setattr(similarity_module, "PARALLEL_CAP_ENTRIES", 10)
+    plan = similarity_module.plan_similarity(matrix, 0.1, 3)
+    block = similarity_module.block_edges(plan, 0, plan.n)
+    one = similarity_module._cap(plan, block.rows.astype(np.int64), block.cols.astype(np.int64), block.sims)
+    forked = similarity_module._cap(plan, block.rows.astype(np.int64), block.cols.astype(np.int64), block.sims,
+                                    workers)
+    assert np.array_equal(forked[0], one[0]) and forked[1] == one[1]
+    assert len(ranges[0]) == workers and ranges[0][0][0] == 0 and ranges[0][-1][1] == 300
+    graph = similarity_graph(ids_for(300), matrix, 0.1, max_neighbours=3, workers=workers)
+    assert_same_edges(edge_map(graph), edge_map(expected), tol=0)
+    assert graph.info["capped_rows"] == expected.info["capped_rows"]
+
+
 @pytest.mark.parametrize("threshold", [0.1, 0.3, 0.5])
 def test_dense_input_gives_the_same_graph_as_sparse(threshold):
     matrix = random_unit_rows()

@@ -87,11 +87,12 @@ def similarity_graph(ids: list[str], matrix, threshold: float = DEFAULT_THRESHOL
     when the threshold is out of range or the graph would not fit in memory.
     """
     from hypograph.proximity import shards
+    from hypograph.proximity.forks import available_cpus
 
     if len(ids) != matrix.shape[0]:
         raise HypographError(f"{len(ids)} ids for {matrix.shape[0]} rows")
     plan = plan_graph(matrix, threshold, max_neighbours, keep_above)
-    block, info = shards.range_edges(plan, 0, plan.n, workers or shards.available_cpus())
+    block, info = shards.range_edges(plan, 0, plan.n, workers or available_cpus())
     return assemble_graph(ids, plan, [block], embedding, info, keep_above)
 
 

@@ -50,7 +50,7 @@ def graph_json_chunks(graph: SimilarityGraph, clusters: list[str | None] | None 
     """graph.json as a stream of byte chunks, built ``entries_per_chunk`` directed edges at a time
     (in worker processes when there are several chunks). ``offsets``, if given, receives the byte
     offset of each node's cluster value."""
-    from hypograph.proximity.shards import available_cpus, fork_map  # writers only: readers start light
+    from hypograph.proximity.forks import available_cpus, fork_map  # writers only: readers start light
 
     global _TEXT
     n = len(graph.ids)

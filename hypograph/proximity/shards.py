@@ -13,11 +13,11 @@ whatever the split.
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 
 from hypograph.proximity import similarity as sim_
+from hypograph.proximity.forks import fork_map
 
 PARALLEL_MIN_ROWS = 4_000  # below this, worker processes cost more than they save
 KNN_STEP = 4096  # rows per faiss search
@@ -67,13 +67,6 @@ def uses_knn(plan: sim_.Plan) -> bool:
     return True
 
 
-def available_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
 _SHARED: sim_.Plan | None = None  # the plan, inherited by forked workers without pickling
 
 
@@ -88,17 +81,3 @@ def _in_processes(plan: sim_.Plan, ranges: list[tuple[int, int]], workers: int) 
         return list(fork_map(_block_of_shared, ranges, workers))
     finally:
         _SHARED = None
-
-
-def fork_map(fn, items: list, workers: int):
-    """``map(fn, items)`` over ``workers`` forked processes, results in order (in this process when
-    fork is unavailable or there is one worker). ``fn`` is a module-level function; module globals
-    it reads, set before the call, reach the workers without pickling."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    if workers <= 1 or len(items) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        yield from map(fn, items)
-        return
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        yield from pool.map(fn, items)

@@ -30,12 +30,15 @@ import numpy as np
 import scipy.sparse as sp
 
 from hypograph.proximity import sparse_pairs
+from hypograph.proximity.forks import available_cpus, fork_map
 
 # Float error of float32 rows: a pair whose true cosine equals the threshold may compute as t - 1e-7.
 # float64 rows (TF-IDF) are compared exactly, as the seed compares them.
 FLOAT32_TOLERANCE = 1e-6
 # Upper bound on candidate entries held by one row block's product.
 BLOCK_BUDGET = 4_000_000
+# Below this many entries the cap ranks them in this process; above, rows split across the cores.
+PARALLEL_CAP_ENTRIES = 1_000_000
 
 
 @dataclass
@@ -211,10 +214,23 @@ def select(plan: Plan, start: int, stop: int, rows, cols, sims) -> Block:
     return Block(start, stop, rows.astype(np.int32), cols.astype(np.int32), sims.astype(np.float64), capped)
 
 
-def _cap(plan: Plan, rows, cols, sims) -> tuple[np.ndarray, int]:
+def _cap(plan: Plan, rows, cols, sims, workers: int = 1) -> tuple[np.ndarray, int]:
     """Which directed entries (row, col, sim) survive the cap: each row's ``cap`` strongest (at the
     6 decimals a similarity is written with; ties: lower column) and any at or above
-    ``keep_above``; and how many rows had more than ``cap``."""
+    ``keep_above``; and how many rows had more than ``cap``. Rows are ranked independently, so
+    ``workers`` forked processes may each take a range of them."""
+    global _CAP_INPUT
+    if workers > 1 and rows.size >= PARALLEL_CAP_ENTRIES:
+        bounds = np.linspace(0, plan.n, workers + 1).round().astype(np.int64).tolist()
+        _CAP_INPUT = (plan, rows, cols, sims)
+        try:
+            parts = list(fork_map(_cap_rows, list(zip(bounds[:-1], bounds[1:], strict=True)), workers))
+        finally:
+            _CAP_INPUT = None
+        keep = np.empty(rows.size, dtype=bool)
+        for (a, b), (part, _) in zip(zip(bounds[:-1], bounds[1:], strict=True), parts, strict=True):
+            keep[(rows >= a) & (rows < b)] = part
+        return keep, sum(c for _, c in parts)
     counts = np.bincount(rows, minlength=plan.n)
     over = counts[rows] > plan.cap
     keep = np.ones(rows.size, dtype=bool)
@@ -228,6 +244,16 @@ def _cap(plan: Plan, rows, cols, sims) -> tuple[np.ndarray, int]:
         rank[order] = np.arange(idx.size) - np.repeat(starts, np.diff(np.append(starts, idx.size)))
         keep[idx] = (rank < plan.cap) | (s >= plan.keep_above - plan.tolerance)
     return keep, int(np.count_nonzero(counts > plan.cap))
+
+
+_CAP_INPUT: tuple | None = None  # what _cap_rows reads: set by _cap, inherited by its forked workers
+
+
+def _cap_rows(bounds: tuple[int, int]) -> tuple[np.ndarray, int]:
+    """``_cap`` of the entries whose row is in [a, b)."""
+    plan, rows, cols, sims = _CAP_INPUT
+    mine = (rows >= bounds[0]) & (rows < bounds[1])
+    return _cap(plan, rows[mine], cols[mine], sims[mine])
 
 
 def strongest_first(rows, tiebreak, sims, n: int) -> np.ndarray:
@@ -257,7 +283,8 @@ def merge_blocks(plan: Plan, blocks: list[Block]) -> tuple[np.ndarray, np.ndarra
     lo, hi = np.minimum(rows, cols), np.maximum(rows, cols)
     if plan.upper:
         if plan.cap and rows.size:  # each edge seen from both endpoints, kept if either keeps it
-            keep, capped = _cap(plan, np.concatenate([lo, hi]), np.concatenate([hi, lo]), np.concatenate([sims, sims]))
+            keep, capped = _cap(plan, np.concatenate([lo, hi]), np.concatenate([hi, lo]), np.concatenate([sims, sims]),
+                                available_cpus())
             keep = keep[:lo.size] | keep[lo.size:]
             lo, hi, sims = lo[keep], hi[keep], sims[keep]
         order = np.lexsort((hi, lo))

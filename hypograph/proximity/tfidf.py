@@ -64,7 +64,7 @@ def _tokens(texts: list[str], workers: int | None) -> tuple[np.ndarray, np.ndarr
 
     Equal parts of the texts are tokenised in worker processes, each numbering its own terms; their
     vocabularies are then merged in text order, which gives the numbers one pass would give."""
-    from hypograph.proximity.shards import available_cpus, fork_map
+    from hypograph.proximity.forks import available_cpus, fork_map
 
     global _TEXTS
     workers = workers or (available_cpus() if len(texts) >= PARALLEL_MIN_TEXTS else 1)

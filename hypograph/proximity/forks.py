@@ -1,0 +1,30 @@
+"""This machine's cores: how many this process may use, and a map over forked workers.
+
+Bottom of the proximity package: imports nothing of hypograph, so any module (the tokeniser, the
+product, the cap, the graph.json writer) can fan out without an import cycle.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def available_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def fork_map(fn, items: list, workers: int):
+    """``map(fn, items)`` over ``workers`` forked processes, results in order (in this process when
+    fork is unavailable or there is one worker). ``fn`` is a module-level function; module globals
+    it reads, set before the call, reach the workers without pickling."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    if workers <= 1 or len(items) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        yield from map(fn, items)
+        return
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        yield from pool.map(fn, items)
