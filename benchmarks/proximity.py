@@ -62,17 +62,40 @@ def prox_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "hypograph.prox_cli"]
 
 
-def run_process(command: list[str], env: dict | None = None, cwd: Path | None = None) -> dict:
-    """Run ``command`` to completion: wall seconds, CPU seconds and peak RSS (MiB) of the process."""
+# Linux carries a process's peak RSS into the children it forks (and across exec): a command
+# started by this process, once it has grown, would report this process's size as its own peak.
+# So commands are started by a small launcher process, started once, that stays ~10 MiB.
+LAUNCHER = r"""
+import json, os, subprocess, sys, time
+for line in sys.stdin:
+    job = json.loads(line)
     start = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
+    proc = subprocess.Popen(job["command"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=job["env"], cwd=job["cwd"])
     stderr = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    wall = time.perf_counter() - start
-    if proc.returncode:
-        raise RuntimeError(f"{' '.join(command)} failed ({proc.returncode}): {stderr.decode(errors='replace').strip()}")
-    return {"seconds": wall, "cpu": usage.ru_utime + usage.ru_stime, "peak_mib": usage.ru_maxrss / 1024}
+    print(json.dumps({"seconds": time.perf_counter() - start, "cpu": usage.ru_utime + usage.ru_stime,
+                      "peak_mib": usage.ru_maxrss / 1024, "returncode": os.waitstatus_to_exitcode(status),
+                      "stderr": stderr.decode(errors="replace").strip()}), flush=True)
+"""
+_launcher: subprocess.Popen | None = None
+
+
+def run_process(command: list[str], env: dict | None = None, cwd: Path | None = None) -> dict:
+    """Run ``command`` to completion: wall seconds, CPU seconds and peak RSS (MiB) of the process
+    (its workers included: the largest single one)."""
+    global _launcher
+    if _launcher is None:
+        _launcher = subprocess.Popen([sys.executable, "-S", "-c", LAUNCHER], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+    job = {"command": [str(c) for c in command], "env": env, "cwd": str(cwd) if cwd else None}
+    _launcher.stdin.write(json.dumps(job) + "\n")
+    _launcher.stdin.flush()
+    result = json.loads(_launcher.stdout.readline())
+    if result.pop("returncode"):
+        raise RuntimeError(f"{' '.join(job['command'])} failed: {result['stderr']}")
+    del result["stderr"]
+    return result
 
 
 def naive_dir(root: Path) -> Path:

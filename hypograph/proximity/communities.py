@@ -45,19 +45,15 @@ class Clusters:
 def find_communities(graph: SimilarityGraph, algorithm: str = "louvain", seed: int = SEED) -> Clusters:
     """Partition the graph's nodes. Louvain is O(E) per pass; components O(N + E)."""
     import igraph
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
 
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algorithm!r}: choose one of {', '.join(ALGORITHMS)}")
     n = len(graph.ids)
     if n == 0:
         return Clusters({}, algorithm)
-    _, component = connected_components(
-        coo_matrix((np.ones(graph.num_edges), (graph.src, graph.dst)), shape=(n, n)), directed=False
-    )
+    g = igraph.Graph(n=n, edges=list(zip(graph.src.tolist(), graph.dst.tolist(), strict=True)))
+    component = np.asarray(g.connected_components().membership)
     if algorithm == "louvain" and graph.num_edges:
-        g = igraph.Graph(n=n, edges=list(zip(graph.src.tolist(), graph.dst.tolist(), strict=True)))
         # igraph draws from Python's random module API; a private seeded generator makes runs repeatable.
         igraph.set_random_number_generator(random.Random(seed))
         try:

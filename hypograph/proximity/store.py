@@ -36,6 +36,7 @@ import hashlib
 import io
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import orjson
@@ -44,9 +45,11 @@ from hypograph.atomic import write_atomic, write_json, write_text
 from hypograph.errors import HypographError
 from hypograph.proximity import graph_files
 from hypograph.proximity.communities import Clusters
-from hypograph.proximity.dupes import DuplicatePair
 from hypograph.proximity.embed import TFIDF_MODELS, Embeddings
 from hypograph.proximity.graph import DIGITS, SimilarityGraph
+
+if TYPE_CHECKING:  # its pydantic model is imported by read_dupes: embed, graph and clusters start without
+    from hypograph.proximity.dupes import DuplicatePair
 
 __all__ = ["DIGITS"]
 
@@ -262,6 +265,8 @@ def write_dupes(root: Path, pairs: list[DuplicatePair]) -> Path:
 
 
 def read_dupes(root: Path) -> list[DuplicatePair]:
+    from hypograph.proximity.dupes import DuplicatePair
+
     return _read_list(root, "dupes.json", DuplicatePair, "prox dupes")
 
 
