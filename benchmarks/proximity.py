@@ -14,10 +14,11 @@ directory of the chosen shape (``benchmarks/proximity_corpus.py``: ``--profile s
 
 Each chain ends with a ``sync`` process, so each pays for flushing its own files (prox fsyncs
 what it writes, the naive chain does not: unflushed, its graph.json would be flushed by whatever
-runs next). Each chain runs ``--repeat`` times (default 3), the two alternating; each row gives
+runs next). Each chain runs ``--repeat`` times (default 5), the two alternating; each row gives
 the median wall seconds of that process and its largest peak resident memory (``ru_maxrss`` from
 ``wait4``: the largest single process, workers included); ``total`` is the median of the runs'
-summed walls. ``time x`` and ``mem x`` are naive over hypograph. Below each table:
+summed walls. ``time x`` and ``mem x`` are naive over hypograph; below the table, the median and
+range of the paired ratios (run k of naive over run k of hypograph). Then:
 edges, clusters, duplicate pairs and the recall of the planted paraphrase pairs among each
 chain's duplicate pairs.
 
@@ -167,6 +168,10 @@ def table(profile: str, size: int, hyp: dict, naive: dict | None) -> list[str]:
             label, f"{h['seconds']:.2f}", f"{h['peak_mib']:.0f}",
             f"{n['seconds']:.2f}" if n else "-", f"{n['peak_mib']:.0f}" if n else "-",
             ratio(n["seconds"], h["seconds"]) if n else "-", ratio(n["peak_mib"], h["peak_mib"]) if n else "-"))
+    if naive:  # each naive run over the hypograph run beside it, so a drift of the machine cancels
+        paired = sorted(n / h for n, h in zip(naive["totals"], hyp["totals"], strict=True))
+        lines.append(f"time x of the {len(paired)} paired runs: median {np.median(paired):.1f}x "
+                     f"(range {paired[0]:.1f}-{paired[-1]:.1f}x)")
     for name, run in (("hypograph", hyp), ("naive", naive)):
         if run:
             lines.append(f"{name + ':':<10} {run['edges']:,} edges, {run['clusters']:,} clusters, "
@@ -267,7 +272,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--caps", default="10,20,30,50,100")
     parser.add_argument("--threshold", type=float, default=0.30, help="graph threshold of the cap study")
     parser.add_argument("--knn-recall", action="store_true")
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each chain; the table gives medians")
+    parser.add_argument("--repeat", type=int, default=5, help="runs of each chain; the table gives medians")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     for size in sizes:
