@@ -72,10 +72,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     # One command, then exit: what it builds (100k hypotheses, tokens, graph entries) is freed by
     # reference counting, and the cyclic collector's passes over it only cost time (1 s at 100k).
     gc.disable()
-    args = _parser().parse_args(argv)
     try:
         from hypograph.paths import check_input
 

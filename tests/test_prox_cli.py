@@ -317,3 +317,6 @@ def test_prox_pauses_the_cyclic_collector_only_while_it_runs(run_dir):
     assert gc.isenabled()
     assert prox_main(["dupes", "--run-dir", str(run_dir)]) == 1  # no graph yet: one-line error
     assert gc.isenabled()
+    with pytest.raises(SystemExit):
+        prox_main(["dupes", "--run-dir", str(run_dir / "nowhere")])  # a usage error, before any work
+    assert gc.isenabled()
