@@ -24,7 +24,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hypograph.errors import HypographError
-from hypograph.hypotheses import Hypothesis, id_sort_key
+from hypograph.hypotheses import Hypothesis
+from hypograph.ids import id_sort_key
 from hypograph.llm.client import LLMClient, Request, untrusted
 from hypograph.llm.policy import Ask, Policy, policy_for
 from hypograph.proximity.dupes import AUTO_MERGE_THRESHOLD, DuplicatePair

@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 
-from hypograph.hypotheses import id_sort_key
+from hypograph.ids import id_sort_key
 from hypograph.proximity.dupes import DuplicatePair
 from hypograph.proximity.graph import EPS, SimilarityGraph
 from hypograph.proximity.store import DIGITS
