@@ -57,6 +57,12 @@ def print_proximity(root: Path, top: int = 10) -> None:
         v = verdicts.get(frozenset((p.a, p.b)))
         print(f"  {p.similarity:.4f}  {p.a}  {p.b}  {v.verdict} [{v.decided_by}]" if v
               else f"  {p.similarity:.4f}  {p.a}  {p.b}")
+    shown = {frozenset((p.a, p.b)) for p in pairs[:top]}
+    yours = [v for key, v in verdicts.items() if v.decided_by == "human" and key not in shown]
+    if yours:  # a person's verdict on a pair not listed above: said, so it is never applied unseen
+        print("your verdicts from proximity/review.json on other pairs:")
+        for v in yours:
+            print(f"  {v.similarity:.4f}  {v.pair[0]}  {v.pair[1]}  {v.verdict} [human]")
     print_review_queue(root)
     files = ("embeddings.npz", "embedding-ids.json", "embedding-meta.json", "graph.json", "clusters.json",
              "cluster-labels.json", "dupes.json", "verdicts.json")

@@ -568,3 +568,20 @@ def test_proximity_job_with_an_unreachable_endpoint_keeps_the_old_verdicts(run, 
     assert not result.success
     assert "dedup_verdicts" in result.get_failed_step_keys()
     assert (run / "proximity" / "verdicts.json").read_bytes() == before
+
+
+def test_the_summary_names_a_persons_verdict_on_a_pair_that_is_no_duplicate(tmp_path):
+    """A MERGE recorded for a pair below the dupe threshold is applied (verdicts.json); the run's
+    summary says so, where the duplicate-pair list would not show it."""
+    from conftest import EXAMPLE_RUN, VENV_BIN, copy_tree, offline_env
+
+    root = copy_tree(EXAMPLE_RUN, tmp_path / "run")
+    write_review(root, [{"pair": ["H-0001", "H-0030"], "verdict": "MERGE", "rationale": "the same claim to me",
+                         "reviewer": "ana"}])
+    proc = subprocess.run([str(VENV_BIN / "hypograph"), "proximity", str(root), "--llm", "offline"],
+                          capture_output=True, text=True, env=offline_env(), timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    dupes = {frozenset((p["a"], p["b"])) for p in json.loads((root / "proximity" / "dupes.json").read_text())}
+    assert frozenset(("H-0001", "H-0030")) not in dupes
+    assert "your verdicts from proximity/review.json on other pairs:" in proc.stdout
+    assert re.search(r"^  \d\.\d{4}  H-0001  H-0030  MERGE \[human\]$", proc.stdout, re.M), proc.stdout
