@@ -8,6 +8,7 @@ compares.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -306,4 +307,4 @@ def test_similarities_are_written_as_the_seeds_json_writes_them():
     assert sorted(written) == sorted(json.dumps(float(s)).encode() for s in np.concatenate([sims, sims]))
     pairs = [DuplicatePair(a="H-1", b=f"H-{k}", similarity=s) for k, s in enumerate(np.abs(sims).tolist(), 2)]
     for some in (pairs, pairs[4:]):  # with tiny values (json's path) and without (orjson's)
-        assert dupes_json(some) == json.dumps([p.model_dump() for p in some], indent=2).encode()
+        assert dupes_json(some) == json.dumps([dataclasses.asdict(p) for p in some], indent=2).encode()

@@ -4,6 +4,7 @@ labels, duplicate pairs, the files in ``proximity/`` and the invariant checks.""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -531,7 +532,7 @@ def test_dupe_threshold_below_graph_threshold_is_an_error():
 
 def test_run_dir_dupes_are_the_planted_pairs(output):
     assert {(p.a, p.b) for p in output.pairs} == RUN_DUPLICATES
-    assert output.json("dupes.json") == [p.model_dump() for p in output.pairs]
+    assert output.json("dupes.json") == [dataclasses.asdict(p) for p in output.pairs]
     assert store.read_dupes(output.root) == output.pairs
 
 

@@ -118,7 +118,7 @@ def keyword_labels(graph: SimilarityGraph, clusters: Clusters, terms: Embeddings
         if texts is None or any(i not in texts for i in graph.ids):
             return {}
         terms = embed(graph.ids, [texts[i] for i in graph.ids], "tfidf")
-    return cluster_keywords(terms.ids, terms.matrix, terms.vocabulary, clusters.clusters)
+    return cluster_keywords(terms.ids, terms.rows, terms.vocabulary, clusters.clusters)
 
 
 def report_lines(clusters: Clusters, labels: dict[str, str] | None = None, max_members: int = 12) -> list[str]:

@@ -19,14 +19,16 @@ Backends and their models:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from hypograph.errors import HypographError
+from hypograph.proximity.csr import Csr
 
 if TYPE_CHECKING:
-    import scipy.sparse as sp  # imported where rows are built: a reader of the files starts without it
+    import scipy.sparse as sp  # imported by Embeddings.matrix: the commands that do not multiply start without it
 
 Backend = Literal["tfidf", "sbert"]
 BACKENDS: tuple[str, ...] = ("tfidf", "sbert")
@@ -43,23 +45,34 @@ TFIDF_ALIASES = {"seed": SEED_TFIDF, "tuned": TUNED_TFIDF, SEED_TFIDF: SEED_TFID
 
 @dataclass
 class Embeddings:
-    """Row i of ``matrix`` embeds ``ids[i]``; rows have unit L2 norm (or are all zero).
+    """Row i of ``rows`` embeds ``ids[i]``; rows have unit L2 norm (or are all zero).
 
+    ``rows``: TF-IDF rows as CSR arrays (a scipy sparse matrix given here becomes one), or a dense
+    array. ``matrix``: the same rows as scipy or numpy compute with them, made on first use, so
+    the commands that only write or label TF-IDF rows start without scipy.
     ``notes``: what the reader had to do to a file another tool wrote (said once by the caller).
     ``digest``: the digest of the files the rows were read from ("" when not read from files).
     """
 
     ids: list[str]
-    matrix: sp.csr_matrix | np.ndarray
+    rows: Csr | np.ndarray
     backend: str
     model: str
     vocabulary: list[str] | None = None  # tfidf: the term of each column
     notes: list[str] = field(default_factory=list)
     digest: str = ""
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.rows, (Csr, np.ndarray)):
+            self.rows = Csr.of(self.rows)
+
+    @cached_property
+    def matrix(self) -> sp.csr_matrix | np.ndarray:
+        return self.rows.matrix() if isinstance(self.rows, Csr) else self.rows
+
     @property
     def dim(self) -> int:
-        return int(self.matrix.shape[1])
+        return int(self.rows.shape[1])
 
     def describe(self) -> dict:
         """``{"backend", "model"}``: what graph.json and clusters.json record about the rows."""
@@ -77,8 +90,8 @@ def embed(ids: list[str], texts: list[str], backend: str = "tfidf", model: str |
         raise HypographError("nothing to embed: no hypotheses")
     if backend == "tfidf":
         name = tfidf_model(model)
-        matrix, vocabulary = tfidf_rows(texts, name)
-        return Embeddings(list(ids), matrix, "tfidf", name, vocabulary)
+        rows, vocabulary = tfidf_rows(texts, name)
+        return Embeddings(list(ids), rows, "tfidf", name, vocabulary)
     if backend == "sbert":
         name = model or DEFAULT_SBERT_MODEL
         return Embeddings(list(ids), embed_sbert(texts, name), "sbert", name)
@@ -99,10 +112,10 @@ def join_embeddings(parts: list[Embeddings]) -> Embeddings:
     """The embeddings of consecutive row ranges as one (all from the same backend and model)."""
     if len(parts) == 1:
         return parts[0]
-    if len({(p.backend, p.model) for p in parts}) != 1 or any(not isinstance(p.matrix, np.ndarray) for p in parts):
+    if len({(p.backend, p.model) for p in parts}) != 1 or any(not isinstance(p.rows, np.ndarray) for p in parts):
         raise ValueError("only dense rows of one backend and model can be joined")
     first = parts[0]
-    return Embeddings([i for p in parts for i in p.ids], np.vstack([p.matrix for p in parts]), first.backend,
+    return Embeddings([i for p in parts for i in p.ids], np.vstack([p.rows for p in parts]), first.backend,
                       first.model, notes=[n for p in parts for n in p.notes])
 
 
@@ -116,14 +129,12 @@ def tfidf_model(model: str | None) -> str:
     return TFIDF_ALIASES[model]
 
 
-def tfidf_rows(texts: list[str], model: str = SEED_TFIDF) -> tuple[sp.csr_matrix, list[str]]:
-    """TF-IDF rows (L2-normalised float64 CSR, sorted indices) and the term of each column.
+def tfidf_rows(texts: list[str], model: str = SEED_TFIDF) -> tuple[Csr, list[str]]:
+    """TF-IDF rows (L2-normalised float64 CSR arrays, sorted indices) and the term of each column.
 
     A text with no known term is an all-zero row; a corpus with no term at all has no columns.
-    The seed model is computed without scikit-learn (``tfidf.py``, the same numbers, faster).
+    The seed model is computed without scikit-learn or scipy (``tfidf.py``, the same numbers, faster).
     """
-    import scipy.sparse as sp
-
     if model == SEED_TFIDF:
         from hypograph.proximity.tfidf import seed_tfidf
 
@@ -135,18 +146,19 @@ def tfidf_rows(texts: list[str], model: str = SEED_TFIDF) -> tuple[sp.csr_matrix
         matrix = vec.fit_transform(texts)
     except ValueError:
         # No token in any text (or only stop words): an empty vocabulary, no similarity at all.
-        return sp.csr_matrix((len(texts), 0), dtype=np.float64), []
+        return Csr(np.empty(0), np.empty(0, np.int32), np.zeros(len(texts) + 1, np.int32), (len(texts), 0)), []
     matrix = matrix.tocsr()
     matrix.sort_indices()
-    return matrix, vec.get_feature_names_out().tolist()
+    return Csr.of(matrix), vec.get_feature_names_out().tolist()
 
 
 def embed_tfidf(texts: list[str]) -> tuple[sp.csr_matrix, list[str]]:
-    """The tuned analyzer's rows (stop words dropped, sublinear tf) and terms.
+    """The tuned analyzer's rows (stop words dropped, sublinear tf) as a scipy matrix, and terms.
 
     Kept for short texts such as question hints, where shared function words would dominate.
     """
-    return tfidf_rows(texts, TUNED_TFIDF)
+    rows, terms = tfidf_rows(texts, TUNED_TFIDF)
+    return rows.matrix(), terms
 
 
 def resolve_sbert_model(name: str) -> str:

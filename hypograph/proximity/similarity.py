@@ -30,6 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from hypograph.proximity import sparse_pairs
+from hypograph.proximity.csr import sequential_row_sums
 from hypograph.proximity.forks import available_cpus, fork_map
 
 # Float error of float32 rows: a pair whose true cosine equals the threshold may compute as t - 1e-7.
@@ -108,19 +109,6 @@ def normalise_rows(matrix) -> tuple[sp.csr_matrix | np.ndarray, int]:
     off = int(np.count_nonzero((norms > 0) & (np.abs(norms - 1.0) > 1e-5)))
     dense /= np.where(norms > 0, norms, 1.0)[:, None]
     return dense, off
-
-
-def sequential_row_sums(values: np.ndarray, indptr: np.ndarray) -> np.ndarray:
-    """Each row's values added left to right from 0.0 (the order a C loop adds them, which numpy's
-    pairwise reductions do not keep), vectorised over rows one position at a time."""
-    lengths = np.diff(indptr)
-    out = np.zeros(lengths.size)
-    by_length = np.argsort(-lengths, kind="stable")
-    alive = lengths.size - np.cumsum(np.bincount(lengths, minlength=1))  # rows longer than each position
-    for pos in range(int(lengths.max(initial=0))):
-        rows = by_length[:alive[pos]]
-        out[rows] += values[indptr[rows] + pos]
-    return out
 
 
 def plan_similarity(matrix, threshold: float, cap: int = 0, keep_above: float = 1.0, normalised: bool = False,

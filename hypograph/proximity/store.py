@@ -45,10 +45,11 @@ from hypograph.atomic import write_atomic, write_json, write_text
 from hypograph.errors import HypographError
 from hypograph.proximity import graph_files
 from hypograph.proximity.communities import Clusters
+from hypograph.proximity.csr import Csr, from_npz, npz_bytes
 from hypograph.proximity.embed import TFIDF_MODELS, Embeddings
 from hypograph.proximity.graph import DIGITS, SimilarityGraph
 
-if TYPE_CHECKING:  # its pydantic model is imported by read_dupes: embed, graph and clusters start without
+if TYPE_CHECKING:  # imported by read_dupes: embed, graph and clusters start without it
     from hypograph.proximity.dupes import DuplicatePair
 
 __all__ = ["DIGITS"]
@@ -73,15 +74,13 @@ def write_embeddings(root: Path, emb: Embeddings) -> list[Path]:
     """Write the embedding files. embedding-meta.json first says a write is under way and is
     completed last, with the digest of the npz and ids, so a set half-written by a crashed run is
     told apart from one another tool replaced."""
-    import scipy.sparse as sp  # here and in read_embeddings: the graph's readers start without scipy
-
     d = proximity_dir(root)
-    buf = io.BytesIO()
-    if sp.issparse(emb.matrix):
-        sp.save_npz(buf, emb.matrix.tocsr(), compressed=False)
+    if isinstance(emb.rows, Csr):
+        npz = npz_bytes(emb.rows)
     else:
-        np.savez(buf, embeddings=np.asarray(emb.matrix, dtype=np.float32))
-    npz = buf.getvalue()
+        buf = io.BytesIO()
+        np.savez(buf, embeddings=np.asarray(emb.rows, dtype=np.float32))
+        npz = buf.getvalue()
     vocabulary = "".join(f"{term}\n" for term in emb.vocabulary) if emb.vocabulary is not None else None
     emb.digest = _digest(npz, emb.ids)
     meta = {"backend": emb.backend, "model": emb.model, "count": len(emb.ids), "dim": emb.dim, "digest": emb.digest}
@@ -116,8 +115,6 @@ def _digest(npz: bytes, ids: list) -> str:
 def read_embeddings(root: Path) -> Embeddings:
     """The embeddings under ``root``; a file set another tool wrote is read as the seed reads it
     (rows normalised, backend from the matrix) with a note saying so."""
-    import scipy.sparse as sp
-
     d = proximity_dir(root)
     path = d / "embeddings.npz"
     if not path.exists():
@@ -126,14 +123,14 @@ def read_embeddings(root: Path) -> Embeddings:
     npz = path.read_bytes()
     with np.load(io.BytesIO(npz), allow_pickle=False) as z:
         if "embeddings" in z.files:
-            matrix = z["embeddings"]
+            rows = z["embeddings"]
         elif "format" in z.files:
-            matrix = sp.load_npz(io.BytesIO(npz)).tocsr()
+            rows = from_npz(z, npz, str(path))
         else:
             raise HypographError(f"{path}: neither a scipy sparse matrix nor a dense 'embeddings' array")
-    if not isinstance(ids, list) or len(ids) != matrix.shape[0]:
+    if not isinstance(ids, list) or len(ids) != rows.shape[0]:
         raise HypographError(f"{d / 'embedding-ids.json'}: {len(ids) if isinstance(ids, list) else 'no'} ids "
-                             f"for {matrix.shape[0]} rows in embeddings.npz")
+                             f"for {rows.shape[0]} rows in embeddings.npz")
     meta_path = d / "embedding-meta.json"
     meta = _load_json(meta_path, "prox embed") if meta_path.exists() else {}
     if meta.get("writing"):
@@ -144,17 +141,17 @@ def read_embeddings(root: Path) -> Embeddings:
         vocab_path = d / "embedding-vocab.txt"
         if meta.get("backend") == "tfidf" and vocab_path.exists():
             vocabulary = vocab_path.read_text(encoding="utf-8").splitlines()
-            vocabulary = vocabulary if len(vocabulary) == matrix.shape[1] else None
-        return Embeddings(ids, matrix, meta.get("backend", "unknown"), meta.get("model", "unknown"), vocabulary,
+            vocabulary = vocabulary if len(vocabulary) == rows.shape[1] else None
+        return Embeddings(ids, rows, meta.get("backend", "unknown"), meta.get("model", "unknown"), vocabulary,
                           digest=digest)
     why = "no embedding-meta.json" if not meta else "its digest differs from embedding-meta.json"
-    return _foreign(path, ids, matrix, why, digest)
+    return _foreign(path, ids, rows, why, digest)
 
 
-def _foreign(path: Path, ids: list, matrix, why: str, digest: str) -> Embeddings:
+def _foreign(path: Path, ids: list, rows, why: str, digest: str) -> Embeddings:
     from hypograph.proximity.similarity import normalise_rows
 
-    matrix, off = normalise_rows(matrix)
+    matrix, off = normalise_rows(rows.matrix() if isinstance(rows, Csr) else rows)
     note = (f"{path}: written by another tool ({why}): read as the seed reads it, "
             + (f"{off} of {matrix.shape[0]} rows L2-normalised" if off else "rows already unit length"))
     backend = "dense" if isinstance(matrix, np.ndarray) else "tfidf"
@@ -265,19 +262,22 @@ def write_dupes(root: Path, pairs: list[DuplicatePair]) -> Path:
 
 
 def read_dupes(root: Path) -> list[DuplicatePair]:
+    from pydantic import TypeAdapter
+
     from hypograph.proximity.dupes import DuplicatePair
 
-    return _read_list(root, "dupes.json", DuplicatePair, "prox dupes")
+    return _read_list(root, "dupes.json", DuplicatePair, TypeAdapter(DuplicatePair).validate_python, "prox dupes")
 
 
-def _read_list(root: Path, name: str, model, producer: str) -> list:
-    """A JSON list of ``model`` records from ``proximity/<name>``, written by ``producer``."""
+def _read_list(root: Path, name: str, record: type, validate, producer: str) -> list:
+    """A JSON list of ``record``s (each checked by ``validate``) from ``proximity/<name>``,
+    written by ``producer``."""
     path = proximity_dir(root) / name
     doc = _load_json(path, producer)
     try:
-        return [model.model_validate(item) for item in doc]
+        return [validate(item) for item in doc]
     except Exception as e:
-        raise HypographError(f"{path}: not a list of {model.__name__} records ({e})") from None
+        raise HypographError(f"{path}: not a list of {record.__name__} records ({e})") from None
 
 
 # -- verdicts and cluster names -------------------------------------------------------------------
@@ -293,7 +293,7 @@ def write_verdicts(root: Path, decisions: list) -> Path:
 def read_verdicts(root: Path) -> list:
     from hypograph.proximity.adjudicate import Decision
 
-    return _read_list(root, "verdicts.json", Decision, "prox adjudicate")
+    return _read_list(root, "verdicts.json", Decision, Decision.model_validate, "prox adjudicate")
 
 
 def write_cluster_names(root: Path, names: dict[str, dict]) -> Path:

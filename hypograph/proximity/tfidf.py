@@ -2,7 +2,8 @@
 
 The seed tool embeds with ``TfidfVectorizer()``; importing scikit-learn alone costs 1-2 s per
 ``prox embed`` process and its per-token Python loop another 2 s at 100k texts. This module
-computes the same matrix, bit for bit (tested against scikit-learn), in the same steps:
+computes the same matrix, bit for bit (tested against scikit-learn), in the same steps, with numpy
+alone (``csr.py``):
 
 1. each text lowercased and split with the default ``token_pattern`` ``(?u)\\b\\w\\w+\\b``;
 2. counts per text, columns numbered in order of first appearance, entries sorted by that number;
@@ -18,41 +19,44 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import scipy.sparse as sp
+
+from hypograph.proximity.csr import Csr, sequential_row_sums
 
 TOKEN_PATTERN = re.compile(r"(?u)\b\w\w+\b")
 
 
-def seed_tfidf(texts: list[str], workers: int | None = None) -> tuple[sp.csr_matrix, list[str]]:
-    """``TfidfVectorizer().fit_transform(texts)`` (float64 CSR) and ``get_feature_names_out()``;
+def seed_tfidf(texts: list[str], workers: int | None = None) -> tuple[Csr, list[str]]:
+    """``TfidfVectorizer().fit_transform(texts)`` (float64 CSR arrays) and ``get_feature_names_out()``;
     a corpus without any token gives an (n, 0) matrix and no terms."""
-    from hypograph.proximity.similarity import sequential_row_sums
-
     n = len(texts)
     lengths, number, vocabulary = _tokens(texts, workers)
     v = len(vocabulary)
     if v == 0:
-        return sp.csr_matrix((n, 0), dtype=np.float64), []
-    text_of = np.repeat(np.arange(n, dtype=np.int64), lengths)
-    # Counts per (text, term), each row's entries sorted by first-appearance number.
-    counts = sp.csr_matrix((np.ones(text_of.size), (text_of, number)), shape=(n, v))
-    counts.sum_duplicates()
+        return Csr(np.empty(0), np.empty(0, np.int32), np.zeros(n + 1, np.int32), (n, 0)), []
+    # Counts per (text, term), each row's entries sorted by first-appearance number. The keys come
+    # in text order already: a stable sort (timsort, which runs through sorted stretches) orders
+    # each text's few terms.
+    key = np.repeat(np.arange(n, dtype=np.int64), lengths) * v + number
+    key.sort(kind="stable")
+    starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
+    data = np.diff(np.append(starts, key.size)).astype(np.float64)
+    text_of, number = np.divmod(key[starts], v)
+    indptr = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.bincount(text_of, minlength=n), out=indptr[1:])
     terms = sorted(vocabulary)
     alphabetical = np.empty(v, dtype=np.int64)
     alphabetical[[vocabulary[t] for t in terms]] = np.arange(v)
-    indices = alphabetical[counts.indices].astype(np.int32)
-    indptr = counts.indptr.astype(np.int32)
+    indices = alphabetical[number].astype(np.int32)
     df = np.bincount(indices, minlength=v).astype(np.float64)
     df += 1.0
     idf = np.full(v, float(n + 1))
     idf /= df
     np.log(idf, out=idf)
     idf += 1.0
-    data = counts.data
     data *= idf[indices]
     norms = np.sqrt(sequential_row_sums(data * data, indptr))
     data /= np.repeat(np.where(norms > 0, norms, 1.0), np.diff(indptr))
-    return sp.csr_matrix((data, indices, indptr), shape=(n, v)), terms
+    return Csr(data, indices, indptr, (n, v)), terms
 
 
 PARALLEL_MIN_TEXTS = 20_000  # below this, a worker process costs more than it saves
