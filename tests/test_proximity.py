@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import io
 import json
 import math
 import os
@@ -24,9 +25,11 @@ from hypograph.errors import HypographError
 from hypograph.hypotheses import id_sort_key, load_corpus
 from hypograph.proximity import checks, store
 from hypograph.proximity.communities import Clusters, find_communities, label_groups, labelled_clusters, report_lines
+from hypograph.proximity.csr import Csr, npz_bytes
 from hypograph.proximity.dupes import DuplicatePair, duplicate_pairs, pairs_at
 from hypograph.proximity.embed import Embeddings, embed
 from hypograph.proximity.graph import SimilarityGraph, similarity_graph
+from hypograph.proximity.keywords import class_weights
 
 ALGORITHMS = ["louvain", "components"]
 
@@ -470,6 +473,37 @@ def test_keyword_label_names_the_cluster_topic(output):
     assert all(len(label.split(", ")) == 3 for label in output.clusters.keywords.values())
 
 
+def sparse_product_weights(ids: list[str], matrix: sp.csr_matrix, groups: list[list[str]]) -> sp.csr_matrix:
+    """c-TF-IDF as scipy's sparse products compute it (what keywords.py computed before it dropped scipy)."""
+    row = {i: k for k, i in enumerate(ids)}
+    members = [[row[m] for m in g] for g in groups]
+    indicator = sp.csr_matrix((np.ones(sum(map(len, members))),
+                               (np.repeat(np.arange(len(groups)), [len(m) for m in members]), np.concatenate(members))),
+                              shape=(len(groups), len(ids)))
+    class_terms = (indicator @ matrix).tocsr()
+    total = np.asarray(class_terms.sum(axis=1)).ravel()
+    idf = np.log1p(total.mean() / np.maximum(np.asarray(class_terms.sum(axis=0)).ravel(), 1e-12))
+    return (sp.diags(1.0 / np.maximum(total, 1e-12)) @ class_terms @ sp.diags(idf)).tocsr()
+
+
+def test_keyword_weights_are_the_floats_the_sparse_products_give():
+    """The labels are ranked by floats computed with numpy; they must be scipy's to the last bit (a
+    sum taken in another order differs in the last bit, and a near-tie would flip a label)."""
+    rng = random.Random(3)
+    words = [f"w{k}" for k in range(400)]
+    ids = ids_for(600)
+    emb = embed(ids, [" ".join(rng.choices(words, k=rng.randint(3, 60))) for _ in ids])
+    shuffled = rng.sample(ids, len(ids))
+    cuts = sorted(rng.sample(range(1, len(ids)), 40))
+    groups = [shuffled[a:b] for a, b in zip([0, *cuts], [*cuts, len(ids)], strict=True)]
+    ours = class_weights(ids, emb.rows, groups).matrix()
+    theirs = sparse_product_weights(ids, emb.matrix, groups)
+    ours.sort_indices()
+    theirs.sort_indices()
+    assert np.array_equal(ours.indptr, theirs.indptr) and np.array_equal(ours.indices, theirs.indices)
+    assert np.array_equal(ours.data, theirs.data)  # the same floats, not merely close
+
+
 def test_report_lines_show_label_keywords_and_members(output):
     lines = report_lines(output.clusters)
     varroa = cluster_of(output.clusters, "H-1")
@@ -763,6 +797,50 @@ def test_an_interrupted_embedding_write_is_detected(tmp_path, monkeypatch):
     monkeypatch.undo()
     with pytest.raises(HypographError, match="interrupted"):
         store.read_embeddings(tmp_path)
+
+
+def test_tfidf_rows_are_written_as_the_bytes_scipy_save_npz_writes(run_dir):
+    """embeddings.npz is built with numpy alone (prox embed starts without scipy), yet it is the
+    file ``scipy.sparse.save_npz(compressed=False)`` writes, and scipy reads it back."""
+    corpus = load_corpus(run_dir)
+    emb = embed(corpus.ids, corpus.texts)
+    assert isinstance(emb.rows, Csr)
+    expected = io.BytesIO()
+    sp.save_npz(expected, emb.matrix, compressed=False)
+    assert npz_bytes(emb.rows) == expected.getvalue()
+    store.write_embeddings(run_dir, emb)
+    back = sp.load_npz(store.proximity_dir(run_dir) / "embeddings.npz")
+    assert (back != emb.matrix).nnz == 0
+    read = store.read_embeddings(run_dir).rows
+    assert isinstance(read, Csr) and read.shape == emb.rows.shape
+    assert all(np.array_equal(getattr(read, a), getattr(emb.rows, a)) for a in ("data", "indices", "indptr"))
+
+
+@pytest.mark.parametrize("fault", ["indptr too short", "index past the vocabulary", "indptr decreasing"])
+def test_an_npz_whose_arrays_form_no_matrix_is_one_error_naming_the_file(tmp_path, fault):
+    indices, indptr, shape = np.array([0, 1, 1], np.int32), np.array([0, 2, 3], np.int32), (2, 2)
+    if fault == "indptr too short":
+        indptr = indptr[:2]
+    elif fault == "index past the vocabulary":
+        indices = np.array([0, 1, 5], np.int32)
+    else:
+        indptr = np.array([0, 3, 2], np.int32)
+    d = store.proximity_dir(tmp_path)
+    d.mkdir(parents=True)
+    np.savez(d / "embeddings.npz", indices=indices, indptr=indptr, format=b"csr", shape=shape, data=np.ones(3))
+    (d / "embedding-ids.json").write_text(json.dumps(["H-1", "H-2"]), encoding="utf-8")
+    with pytest.raises(HypographError, match=r"embeddings\.npz: its CSR arrays .* do not form a matrix"):
+        store.read_embeddings(tmp_path)
+
+
+def test_a_csc_npz_from_another_tool_is_read_through_scipy(tmp_path):
+    d = store.proximity_dir(tmp_path)
+    d.mkdir(parents=True)
+    sp.save_npz(d / "embeddings.npz", sp.csc_matrix(np.array([[3.0, 0.0, 4.0], [0.0, 2.0, 0.0]])))
+    (d / "embedding-ids.json").write_text(json.dumps(["H-1", "H-2"]), encoding="utf-8")
+    emb = store.read_embeddings(tmp_path)
+    assert emb.matrix.toarray().tolist() == [[0.6, 0.0, 0.8], [0.0, 1.0, 0.0]]
+    assert "written by another tool" in emb.notes[0]
 
 
 def test_embedding_files_replaced_by_another_tool_are_read_as_the_seed_reads_them(tmp_path):

@@ -25,44 +25,45 @@ def cluster_keywords(ids: list[str], rows: Csr, vocabulary: list[str], clusters:
         return {}
     vocab = np.asarray(vocabulary, dtype=object)
     wordlike = np.array([any(ch.isalpha() for ch in term) for term in vocabulary], dtype=bool)
-    labels = list(clusters)
-    cls, cols, class_terms, indptr = _class_terms(ids, rows, [clusters[label] for label in labels])
-    weight_per_class = np.zeros(len(labels))
-    filled = np.flatnonzero(np.diff(indptr))
-    weight_per_class[filled] = np.add.reduceat(class_terms, indptr[filled])
-    term_weight = np.bincount(cols, weights=class_terms, minlength=rows.shape[1])
-    idf = np.log1p(weight_per_class.mean() / np.maximum(term_weight, 1e-12))
-    weights = class_terms * (1.0 / np.maximum(weight_per_class, 1e-12))[cls] * idf[cols]
+    weights = class_weights(ids, rows, list(clusters.values()))
     out = {}
-    for k, label in enumerate(labels):
-        c, w = cols[indptr[k]:indptr[k + 1]], weights[indptr[k]:indptr[k + 1]]
-        keep = wordlike[c] & (w != 0)  # the sparse product drops a zero
+    for k, label in enumerate(clusters):
+        cols = weights.indices[weights.indptr[k]:weights.indptr[k + 1]]
+        vals = weights.data[weights.indptr[k]:weights.indptr[k + 1]]
+        keep = wordlike[cols]
         # Ties broken alphabetically so the label is stable.
-        best = sorted(zip(-w[keep], vocab[c[keep]], strict=True))[:top]
+        best = sorted(zip(-vals[keep], vocab[cols[keep]], strict=True))[:top]
         out[label] = ", ".join(term for _, term in best)
     return out
 
 
-def _class_terms(ids: list[str], rows: Csr, members: list[list[str]]):
-    """Each cluster's rows summed: (cluster, column, sum) per nonzero, and each cluster's range.
-
-    Within a cluster, the rows are added in row order from 0.0 and the columns come in reverse
-    order of first appearance: what scipy's product of a 0/1 cluster-by-row indicator with the
-    rows stores, whose row sums (``np.add.reduceat``) depend on that order."""
+def class_weights(ids: list[str], rows: Csr, groups: list[list[str]]) -> Csr:
+    """Row k: the c-TF-IDF weight of each term in the rows of ``groups[k]``'s ids (a zero is not
+    stored). The floats of scipy's ``diags(1 / w) @ (indicator @ rows) @ diags(idf)``: each
+    group's rows are added in row order from 0.0, and its total weight ``w`` is ``np.add.reduceat``
+    over its terms in reverse order of first appearance, the order that product stores them in."""
+    v = max(rows.shape[1], 1)
     row = {i: k for k, i in enumerate(ids)}
-    picked = [np.sort(np.asarray([row[m] for m in group if m in row], dtype=np.int64)) for group in members]
+    picked = [np.sort(np.asarray([row[m] for m in group if m in row], dtype=np.int64)) for group in groups]
     member_rows = np.concatenate(picked) if picked else np.empty(0, np.int64)
-    cluster_of_member = np.repeat(np.arange(len(picked)), [p.size for p in picked])
-    # Every stored entry of every member row, in (cluster, row, stored) order.
+    # Every stored entry of every member row, in (group, row, stored) order.
     lengths = (rows.indptr[member_rows + 1] - rows.indptr[member_rows]).astype(np.int64)
-    first = np.repeat(rows.indptr[member_rows].astype(np.int64) - np.cumsum(lengths) + lengths, lengths)
-    entry = first + np.arange(int(lengths.sum()))
-    cluster = np.repeat(cluster_of_member, lengths)
-    key = cluster * max(rows.shape[1], 1) + rows.indices[entry]
+    entry = np.repeat(rows.indptr[member_rows].astype(np.int64) - np.cumsum(lengths) + lengths, lengths)
+    entry += np.arange(entry.size)
+    key = np.repeat(np.repeat(np.arange(len(picked)), [p.size for p in picked]), lengths) * v + rows.indices[entry]
     unique, first_seen, slot = np.unique(key, return_index=True, return_inverse=True)
     sums = np.bincount(slot, weights=rows.data[entry].astype(np.float64), minlength=unique.size)
-    cls, cols = np.divmod(unique, max(rows.shape[1], 1))
-    order = np.lexsort((-first_seen, cls))
-    indptr = np.zeros(len(members) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(cls, minlength=len(members)), out=indptr[1:])
-    return cls[order], cols[order], sums[order], indptr
+    group, cols = np.divmod(unique, v)
+    order = np.lexsort((-first_seen, group))
+    group, cols, sums = group[order], cols[order], sums[order]
+    indptr = np.zeros(len(groups) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(group, minlength=len(groups)), out=indptr[1:])
+    total = np.zeros(len(groups))
+    filled = np.flatnonzero(np.diff(indptr))
+    total[filled] = np.add.reduceat(sums, indptr[filled])
+    term_total = np.bincount(cols, weights=sums, minlength=rows.shape[1])  # added group by group
+    idf = np.log1p(total.mean() / np.maximum(term_total, 1e-12))
+    weights = sums * (1.0 / np.maximum(total, 1e-12))[group] * idf[cols]
+    stored = weights != 0
+    indptr[1:] = np.cumsum(np.bincount(group[stored], minlength=len(groups)))
+    return Csr(weights[stored], cols[stored], indptr, (len(groups), rows.shape[1]))
