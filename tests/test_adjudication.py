@@ -7,6 +7,7 @@ below has one auto-merge pair and two borderline pairs under TF-IDF (see ``CORPU
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -220,7 +221,7 @@ def test_the_prompt_quotes_every_field_of_both_hypotheses(stub, run, hyps, make_
 
 
 def test_prompt_injection_stays_inside_its_block(stub, hyps, make_client):
-    hostile = hyps["H-0004"].model_copy(update={"statement": INJECTION})
+    hostile = dataclasses.replace(hyps["H-0004"], statement=INJECTION)
     stub.always(adjudication_responder())
     [d] = adjudicate([pair("H-0003", "H-0004")], {**hyps, "H-0004": hostile}, {}, make_client())
     [req] = stub.requests

@@ -174,7 +174,7 @@ def _flag(p: DuplicatePair, rationale: str) -> Decision:
 
 
 def _hypothesis_fields(h: Hypothesis) -> dict:
-    return {k: v for k, v in h.model_dump(mode="json").items() if k != "path" and v not in ("", None, {})}
+    return {k: v for k, v in h.document().items() if k != "path" and v not in ("", None, {})}
 
 
 def _request(batch: list[DuplicatePair], hypotheses: dict[str, Hypothesis]) -> Request[PairJudgements]:
