@@ -17,10 +17,13 @@ Hypograph's modules are compiled to bytecode first, as ``pip install`` does: und
 would otherwise compile every module again in every process (~0.03 s each). The naive chain's
 libraries are installed, hence compiled, already.
 
-Each chain ends with a ``sync`` process, so each pays for flushing its own files (prox fsyncs
-what it writes, the naive chain does not: unflushed, its graph.json would be flushed by whatever
-runs next). Each chain runs ``--repeat`` times (default 5), the two alternating; each row gives
-the median wall seconds of that process and its largest peak resident memory (``ru_maxrss`` from
+Each chain starts from a run directory without ``proximity/``, as a first run does (a re-run on
+unchanged input rewrites nothing, and is not what is measured), and ends with a ``sync``
+process, so each pays for flushing its own files (prox fsyncs what it writes, the naive chain
+does not: unflushed, its graph.json would be flushed by whatever runs next).
+
+Each chain runs ``--repeat`` times (default 5), the two alternating; each row gives the median
+wall seconds of that process and its largest peak resident memory (``ru_maxrss`` from
 ``wait4``: the largest single process, workers included); ``total`` is the median of the runs'
 summed walls. ``time x`` and ``mem x`` are naive over hypograph; below the table, the median and
 range of the paired ratios (run k of naive over run k of hypograph). Then:
@@ -48,6 +51,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -124,8 +128,10 @@ def naive_dir(root: Path) -> Path:
 
 
 def run_chain(approach: str, root: Path) -> dict:
-    """The four commands, then ``sync``: each chain pays for writing its own files to disk (prox
-    fsyncs what it writes; the naive chain leaves hundreds of MB of JSON for whoever syncs next)."""
+    """The four commands on a run directory without ``proximity/`` (a first run: every file is
+    written), then ``sync``: each chain pays for writing its own files to disk (prox fsyncs what it
+    writes; the naive chain leaves hundreds of MB of JSON for whoever syncs next)."""
+    shutil.rmtree(root / "proximity", ignore_errors=True)
     base = prox_command() if approach == "hypograph" else [sys.executable, str(HERE / "naive_prox.py")]
     stages = [{"stage": s, **run_process([*base, s, "--run-dir", str(root)])} for s in STAGES]
     stages.append({"stage": "sync", **run_process(["sync"])})

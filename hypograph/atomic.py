@@ -47,8 +47,10 @@ def _write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> bool:
         with os.fdopen(fd, "wb") as fh:
             write(fh)
             fh.flush()
-            os.fsync(fh.fileno())
-        if path.exists() and _same_bytes(path, Path(tmp)):
+            unchanged = path.exists() and _same_bytes(path, Path(tmp))
+            if not unchanged:  # what replaces the file reaches the disk first; a copy to discard need not
+                os.fsync(fh.fileno())
+        if unchanged:
             os.unlink(tmp)
             return False
         os.replace(tmp, path)
