@@ -1,6 +1,6 @@
-"""Read hypotheses from a prox run directory or a vault into one pydantic model.
+"""Read hypotheses from a prox run directory or a vault into one record type, ``Hypothesis``.
 
-Two input shapes, one model:
+Two input shapes, one record:
 
 * run directory: ``<dir>/hypotheses/H-*.json`` objects with ``id``, ``title``, ``statement``,
   ``mechanism`` and any other fields (kept in ``extra``);
