@@ -44,7 +44,6 @@ import hashlib
 import json
 import os
 import re
-import threading
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -197,51 +196,44 @@ def _reject_duplicate_ids(hyps: list[Hypothesis]) -> None:
 
 
 READ_CHUNK = 16_384  # one read() takes a hypothesis file whole
-READ_THREADS = 8  # files not in the page cache are read this many at a time
 
 
 def _read_files(folder: int, names: list[str]) -> list[bytes | OSError]:
     """The bytes of each file ``names[k]`` of the open folder ``folder``, or the error reading it.
 
-    Files in the page cache are read here without ever waiting for the disk (``RWF_NOWAIT``: as
-    fast as a plain read); the others by ``READ_THREADS`` threads, so a corpus the cache has not
-    kept (after a reboot, on a network or cloud disk) waits for the disk once per eight files, not
-    once per file: 20k cold files in 0.4 s instead of 1.5 s."""
+    Two passes. The first reads each file the page cache holds without ever waiting for the disk
+    (``preadv`` with ``RWF_NOWAIT``); for a file it does not hold, the kernel starts reading it and
+    the call returns at once. The second reads those files the ordinary way, by when most have
+    arrived: the disk's latencies overlap instead of adding up (20k files the cache had dropped:
+    0.4 s instead of 1.5 s), and a corpus in the cache costs one read per file, as before."""
     out: list[bytes | OSError | None] = [None] * len(names)
-    cold = []
+    later = []
     buf = bytearray(READ_CHUNK)
-    cached = hasattr(os, "RWF_NOWAIT")  # Linux; elsewhere each file is read the blocking way here
     for k, name in enumerate(names):
         try:
-            out[k] = _read_cached(name, folder, buf) if cached else _read_bytes(name, folder)
-        except OSError:  # not cached, or anything unusual: the blocking read below says what
-            cold.append(k)
-
-    def read(ks: list[int]) -> None:
-        for k in ks:
-            try:
-                out[k] = _read_bytes(names[k], folder)
-            except OSError as e:
-                out[k] = e
-
-    threads = [threading.Thread(target=read, args=(cold[i::READ_THREADS],)) for i in range(min(READ_THREADS,
-                                                                                             len(cold)))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+            out[k] = _read_cached(name, folder, buf)
+        except OSError:  # not cached (its reading started), or anything unusual: the second pass says
+            later.append(k)
+    for k in later:
+        try:
+            out[k] = _read_bytes(names[k], folder)
+        except OSError as e:
+            out[k] = e
     return out
 
 
 def _read_cached(name: str, folder: int, buf: bytearray) -> bytes:
     """The bytes of a file of at most ``READ_CHUNK`` bytes, from the page cache; raises OSError
-    (BlockingIOError when it is not cached) rather than wait for the disk."""
+    (BlockingIOError when it is not cached, or on a system without ``RWF_NOWAIT``) rather than
+    wait for the disk."""
+    if not hasattr(os, "RWF_NOWAIT"):  # Linux only
+        raise BlockingIOError("reads that never wait are Linux's")
     fd = os.open(name, os.O_RDONLY, dir_fd=folder)
     try:
         n = os.preadv(fd, [buf], 0, os.RWF_NOWAIT)
     finally:
         os.close(fd)
-    if n == READ_CHUNK:  # maybe longer: the blocking read takes it whole
+    if n == READ_CHUNK:  # maybe longer: the second pass takes it whole
         raise BlockingIOError("longer than one read")
     return bytes(memoryview(buf)[:n])
 

@@ -264,9 +264,10 @@ def test_input_fingerprint_changes_when_a_hypothesis_changes(run_dir, add_hypoth
     assert input_fingerprint(run_dir) != before
 
 
-def test_files_not_in_the_page_cache_are_read_by_threads_into_the_same_corpus(run_dir, add_hypothesis, monkeypatch):
+def test_files_not_in_the_page_cache_are_read_in_a_second_pass_into_the_same_corpus(run_dir, add_hypothesis,
+                                                                                   monkeypatch):
     """The first pass takes what the page cache holds without waiting; every other file is read by
-    threads. However the files split between the two, the corpus and its warnings are the same."""
+    the second. However the files split between the two, the corpus and its warnings are the same."""
     import hypograph.hypotheses as hypotheses
 
     add_hypothesis(run_dir, "H-99", title="Long", statement="word " * 5000)  # past one read
