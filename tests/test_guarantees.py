@@ -311,7 +311,7 @@ def test_an_id_prefix_of_another_is_not_taken(tmp_path, monkeypatch):
 
 def test_new_bytes_reach_the_disk_before_the_replace_and_unchanged_bytes_are_never_flushed(tmp_path, monkeypatch):
     """fsync, then os.replace: a crash leaves the old file or the whole new one. A re-run writing the
-    same bytes changes nothing, and does not wait for the disk (a 10 MB graph.json: ~0.5 s here)."""
+    same bytes changes nothing, and does not wait for the disk to store a copy it then deletes."""
     events = []
     monkeypatch.setattr(atomic.os, "fsync", lambda fd: events.append("fsync"))
     real_replace = os.replace
