@@ -7,13 +7,13 @@ the runs of every input, so one UI shows them all.
 
 from __future__ import annotations
 
-import fcntl
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from hypograph.errors import HypographError
+from hypograph.locks import file_lock
 
 # Pools limit concurrent steps: library rounds generate one at a time (pool library_generation).
 INSTANCE_YAML = "telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n"
@@ -35,8 +35,7 @@ def open_instance() -> Iterator:
     from dagster import DagsterInstance
 
     home = dagster_home()
-    with open(home / ".open.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with file_lock(home / ".open.lock"):
         try:
             instance = DagsterInstance.from_config(str(home))
             instance.get_dynamic_partitions("inputs")  # touches the storage now, under the lock
@@ -44,8 +43,6 @@ def open_instance() -> Iterator:
             raise HypographError(f"Dagster storage in {home} is unreadable ({type(e).__name__}: "
                                  f"{str(e).splitlines()[0] if str(e) else 'no detail'}); move the folder aside "
                                  "and re-run (only run history is lost, no input file)") from None
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
     with instance:
         yield instance
 

@@ -324,3 +324,23 @@ def test_new_bytes_reach_the_disk_before_the_replace_and_unchanged_bytes_are_nev
     mtime = path.stat().st_mtime_ns
     assert atomic.write_text(path, "second\n") is False
     assert events == [] and path.stat().st_mtime_ns == mtime and os.listdir(tmp_path) == ["graph.json"]
+
+
+def test_a_held_lock_makes_the_impatient_caller_busy_and_nothing_else(tmp_path):
+    """``file_lock(path, busy)`` raises ``busy`` when another holder has the lock, and only then: an
+    error raised inside the locked block is that error, not a busy lock."""
+    from hypograph.locks import file_lock
+
+    path = tmp_path / ".hypograph" / "case.lock"
+    busy = RuntimeError("another dispatch holds the case lock")
+    with file_lock(path):
+        with pytest.raises(RuntimeError) as err, file_lock(path, busy):
+            pass
+        assert err.value is busy
+    with pytest.raises(BlockingIOError, match="inside"), file_lock(path, busy):
+        raise BlockingIOError("inside the block")
+    with file_lock(path, busy):  # released by the block above
+        pass
+    (tmp_path / "link.lock").symlink_to(path)
+    with pytest.raises(HypographError, match=r"link\.lock: lock file is a symlink"), file_lock(tmp_path / "link.lock"):
+        pass

@@ -20,8 +20,6 @@ the tool does not own are never opened for writing.
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import hashlib
 import json
 import os
@@ -36,6 +34,7 @@ from hypograph.casework.models import Catalogue, Interpretation
 from hypograph.casework.publish import HookedJournal
 from hypograph.errors import HypographError
 from hypograph.journal import Journal, Step
+from hypograph.locks import file_lock
 
 MANIFEST = "manifest.json"
 FORMAT = "hypograph-case-package/1"
@@ -176,18 +175,9 @@ class CasePackage:
     def lock(self, blocking: bool = False) -> Iterator[None]:
         """Hold the case's exclusive lock. Non-blocking by default: raises CaseBusy at once when
         another dispatch holds it (two dispatches never run side by side)."""
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.state_dir / "case.lock", "a+") as fh:
-            try:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-            except OSError as e:
-                if e.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                    raise CaseBusy(f"{self.root}: another dispatch holds the case lock") from None
-                raise
-            try:
-                yield
-            finally:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        busy = None if blocking else CaseBusy(f"{self.root}: another dispatch holds the case lock")
+        with file_lock(self.state_dir / "case.lock", busy):
+            yield
 
 
 class CaseStore:

@@ -17,7 +17,6 @@ Round keys are ``r0001``, ``r0002``, … (the Dagster partition keys); traces go
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import re
@@ -30,6 +29,7 @@ from pydantic import BaseModel, ValidationError
 
 from hypograph.atomic import write_json
 from hypograph.errors import HypographError
+from hypograph.locks import file_lock
 
 ROUND_RE = re.compile(r"^r(\d{4,})$")
 TRACE_TASK = "hypothesis-batch"
@@ -97,11 +97,5 @@ def write_model(path: Path, value: BaseModel) -> bool:
 @contextmanager
 def library_lock(root: Path) -> Iterator[None]:
     """Exclusive lock of the library directory (generation and persistence run one at a time)."""
-    path = library_state(root) / "library.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    with file_lock(library_state(root) / "library.lock"):
+        yield

@@ -8,8 +8,6 @@ one vault at once. Ids never come from a model.
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import os
 import re
 import tempfile
@@ -20,6 +18,7 @@ from typing import Any
 
 from hypograph.atomic import FILE_MODE
 from hypograph.errors import HypographError
+from hypograph.locks import file_lock
 from hypograph.paths import scan, unsafe
 from hypograph.vault.nodes import clean_title, parse_node, render
 from hypograph.vault.vault import NODE_TYPES
@@ -29,26 +28,9 @@ PLACEHOLDER = "{{ID}}"
 
 
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``path`` (created if missing; never through a symlink)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
-    except OSError as e:
-        why = "is a symlink" if e.errno == errno.ELOOP else f"cannot be opened ({e.strerror})"
-        hint = " (is the input read-only?)" if e.errno in (errno.EACCES, errno.EPERM) else ""
-        raise HypographError(f"{path}: lock file {why}{hint}") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
-
-
-@contextmanager
 def vault_lock(root: Path) -> Iterator[None]:
     """Hold the vault's exclusive minting lock (blocks until free)."""
-    with _locked(Path(root) / LOCK_NAME):
+    with file_lock(Path(root) / LOCK_NAME):
         yield
 
 
@@ -56,7 +38,7 @@ def vault_lock(root: Path) -> Iterator[None]:
 def structuring_lock(root: Path) -> Iterator[None]:
     """One structuring step (4a, 4b, unmerge) at a time per vault: deciding which hypotheses to
     merge or carve must not race another run deciding the same. (Minting has its own lock.)"""
-    with _locked(Path(root) / ".hypograph" / "structure.lock"):
+    with file_lock(Path(root) / ".hypograph" / "structure.lock"):
         yield
 
 
