@@ -148,6 +148,7 @@ def _clusters(args) -> int:
 def _label_sources(root: Path, ids: list[str]):
     """What the keyword labels can come from: our own TF-IDF rows of exactly these ids, else the
     hypothesis texts when the run directory has them; (None, None) for a graph.json alone."""
+    from hypograph.hypotheses import load_corpus
     from hypograph.paths import check_input
     from hypograph.proximity.store import read_embeddings
 
@@ -160,8 +161,6 @@ def _label_sources(root: Path, ids: list[str]):
     if not (root / "hypotheses").is_dir():
         return None, None
     check_input(root, folders=("hypotheses",))  # a symlinked folder is refused, not read around
-    from hypograph.hypotheses import load_corpus  # pydantic: only for this fallback
-
     try:
         corpus = load_corpus(root)
     except HypographError:
