@@ -132,11 +132,10 @@ def test_counters_add_up_over_calls(stub, state):
     assert c.usage.prompt_tokens == sum(prompt_tokens) > prompt_tokens[0]
     assert c.usage.completion_tokens == sum(t["usage"]["completion_tokens"] for t in recorded) == 6 * 4
 
-    again = client(state)
-    for user in ("one", "two", "one"):
-        cached = again.ask(question(user, check=odd))
-        assert cached == Rejected("invalid answer after 3 attempts: odd only", 3)
-    assert again.usage.cached == 3 and again.usage.calls == 0
+    again = client(state)  # rejections are not cached: each is asked again
+    for user in ("one", "two"):
+        assert again.ask(question(user, check=odd)) == Rejected("invalid answer after 3 attempts: odd only", 3)
+    assert again.usage.cached == 0 and again.usage.calls == 6
 
 
 def test_fallbacks_are_counted(state):

@@ -182,13 +182,10 @@ class LLMClient:
         if cached is not None:
             with self._lock:
                 self.usage.cached += 1
-            if "rejected" in cached:
-                return Rejected(cached["rejected"], cached["attempts"])
             return request.schema.model_validate(cached["answer"])
         result = self._ask_validated(request, messages)
-        if isinstance(result, Rejected):
-            self._cache_put(key, {"rejected": result.reason, "attempts": result.attempts})
-        else:
+        # Only a validated answer is cached: a rejected one is asked again on the next run.
+        if not isinstance(result, Rejected):
             self._cache_put(key, {"answer": result.model_dump(mode="json")})
         return result
 
@@ -222,9 +219,10 @@ class LLMClient:
     def _cache_get(self, key: str) -> dict | None:
         path = self.cache_dir / key[:2] / f"{key}.json"
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
+            cached = json.loads(path.read_text(encoding="utf-8"))
         except (FileNotFoundError, json.JSONDecodeError):
             return None
+        return cached if isinstance(cached, dict) and "answer" in cached else None  # an old cached rejection: ask
 
     def _cache_put(self, key: str, value: dict) -> None:
         write_json(self.cache_dir / key[:2] / f"{key}.json", value)
