@@ -12,6 +12,12 @@ prior_documents = 32
 output_bytes = 2097152
 summary_bytes = 2097152
 
+[archives]                # ZIP inputs: checked before anything is extracted; one over is a refusal
+max_members = 10000
+max_total_bytes = 1073741824    # uncompressed, all members
+max_member_bytes = 268435456    # uncompressed, one member
+max_ratio = 100                 # uncompressed / compressed size of one member
+
 [retry]                   # an unreachable model: rounds, each due later; blocked after the last
 rounds = 10
 first_delay_seconds = 60
@@ -72,6 +78,17 @@ class HypothesisLimits:
 
 
 @dataclass(frozen=True)
+class ArchiveLimits:
+    """What a ZIP input may hold, checked from its central directory before anything is extracted.
+    Absolute or ``..`` member names and links are always refused (no key turns that off)."""
+
+    max_members: int = 10000
+    max_total_bytes: int = 1 << 30
+    max_member_bytes: int = 256 << 20
+    max_ratio: int = 100
+
+
+@dataclass(frozen=True)
 class RetryPolicy:
     """``rounds`` dispatches may fail on an unreachable model; after round k < rounds the next is
     due ``min(first_delay * factor**(k-1), max_delay)`` seconds later; after the last, BLOCKED."""
@@ -103,6 +120,7 @@ class HypothesisConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     endpoints: tuple[Endpoint, ...] = ()
     reasks: int = 0  # re-asks of an invalid answer inside one attempt (0: the attempt is rejected)
+    archives: ArchiveLimits = field(default_factory=ArchiveLimits)
 
     @classmethod
     def load(cls, path: str | Path) -> HypothesisConfig:
@@ -118,7 +136,7 @@ class HypothesisConfig:
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], where: str = "config") -> HypothesisConfig:
-        _only(data, {"hypotheses", "limits", "retry", "endpoints", "model"}, where, "")
+        _only(data, {"hypotheses", "limits", "retry", "endpoints", "model", "archives"}, where, "")
         h = _table(data, "hypotheses", where)
         _only(h, {f for f in HypothesisPolicy.__dataclass_fields__}, where, "hypotheses.")
         policy = HypothesisPolicy(**{k: _positive_int(h, k, getattr(HypothesisPolicy, k), where, "hypotheses.")
@@ -142,10 +160,15 @@ class HypothesisConfig:
         reasks = model.get("reasks", 0)
         if isinstance(reasks, bool) or not isinstance(reasks, int) or reasks < 0:
             raise HypographError(f"{where}: model.reasks: must be a non-negative integer, got {reasks!r}")
-        return cls(policy, limits, retry, _endpoints(data.get("endpoints", []), where), reasks)
+        at = _table(data, "archives", where)
+        _only(at, set(ArchiveLimits.__dataclass_fields__), where, "archives.")
+        archives = ArchiveLimits(**{k: _positive_int(at, k, getattr(ArchiveLimits, k), where, "archives.")
+                                    for k in ArchiveLimits.__dataclass_fields__})
+        return cls(policy, limits, retry, _endpoints(data.get("endpoints", []), where), reasks, archives)
 
     def describe(self) -> dict:
         return {"policy": asdict(self.policy), "limits": asdict(self.limits), "retry": asdict(self.retry),
+                "archives": asdict(self.archives),
                 "endpoints": [f"{e.model}@{e.base_url or 'default'}" for e in self.endpoints]}
 
 

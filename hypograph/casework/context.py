@@ -10,6 +10,7 @@ policy, and earlier revisions' batches labelled as untested initial proposals.
 from __future__ import annotations
 
 from hypograph.casework.config import HypothesisLimits, HypothesisPolicy
+from hypograph.casework.ingest import archive_members
 from hypograph.casework.models import OBSERVATION_KINDS, Catalogue, Interpretation
 from hypograph.casework.package import CasePackage, json_text, rev_dir, sha_text
 from hypograph.errors import HypographError
@@ -33,12 +34,15 @@ def verified_interpretation(pkg: CasePackage, manifest: dict) -> tuple[Interpret
     cat_ptr = interp.bindings.catalogue
     if manifest["artifacts"].get("catalogue", {}).get("path") != cat_ptr.get("path"):
         raise HypographError(f"{where}: field 'bindings.catalogue': not the manifest's catalogue")
-    for rel, expected in [(cat_ptr.get("path", ""), cat_ptr.get("sha256")), *interp.bindings.inputs.items()]:
-        actual = pkg.sha(rel)
+    bound = [(cat_ptr.get("path", ""), cat_ptr.get("sha256"), "bindings.catalogue")]
+    bound += [(rel, sha, f"bindings.inputs[{rel!r}]") for rel, sha in interp.bindings.inputs.items()]
+    for rel, expected, what in bound:
+        actual = pkg.sha(rel, f"{where.name} {what}")
         if actual != expected:
             state = "missing" if actual is None else "changed since the interpretation was made"
             raise HypographError(f"{pkg.root / rel}: {state} (bound by {where.name} of revision {rev})")
     catalogue = pkg.catalogue(interp)
+    check_origins(pkg, catalogue, interp.bindings.inputs)
     known = catalogue.by_id()
     for _alias, pointer, s in interp.aliases():
         for sid in s.source_ids:
@@ -52,6 +56,28 @@ def verified_interpretation(pkg: CasePackage, manifest: dict) -> tuple[Interpret
         raise HypographError(f"{where}: needs a first_known_divergence, failure_stage or reported_behavior "
                              "for the first hypothesis to cite")
     return interp, catalogue
+
+
+def check_origins(pkg: CasePackage, catalogue: Catalogue, inputs: dict[str, str]) -> None:
+    """Every catalogue origin is a bound input of the package (so it is confined, a regular file
+    and hashed); an archive member it names is a member the archive lists."""
+    cat = "catalogue"
+    for i, s in enumerate(catalogue.sources):
+        if s.origin is None:
+            continue
+        what = f"{cat} sources[{i}].origin ({s.id})"
+        pkg.confined(s.origin, what)
+        if s.origin not in inputs:
+            raise HypographError(f"{pkg.root / s.origin}: {what}: not one of the interpretation's bound inputs")
+        if s.member is not None:
+            from_archive(pkg, s.origin, s.member, what)
+
+
+def from_archive(pkg: CasePackage, origin: str, member: str, what: str) -> None:
+    """Refuse a catalogue member the archive at ``origin`` does not list as a safe file member."""
+    names = {m.name for m in archive_members(pkg.root / origin, None, origin)}
+    if member not in names:
+        raise HypographError(f"{pkg.root / origin}: {what}: member {member!r} is not in the archive")
 
 
 def prior_generations(pkg: CasePackage, revision: int, limits: HypothesisLimits) -> list[dict]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
 SOURCE_KINDS = ("human_observation", "report", "comment", "technical_fact", "assumption",
                 "external_expectation", "implementation_reference")
@@ -35,7 +35,15 @@ class Source(BaseModel):
     title: str = Field(min_length=1)
     summary: str = ""
     origin: str | None = None  # the input it was taken from (a path inside the package)
+    member: str | None = None  # the archive member, when ``origin`` is a ZIP archive kept whole
     read: bool = True  # an implementation reference nobody has read grounds nothing
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler):
+        data = handler(self)
+        if data.get("member") is None:  # only archive members carry it: other catalogues stay as before
+            data.pop("member", None)
+        return data
 
     @property
     def weak(self) -> bool:
@@ -117,7 +125,7 @@ class Candidate(BaseModel):
     interpretation_ids: list[str] = Field(min_length=1)
     expected_evidence: list[str] = Field(min_length=1)
     falsifying_evidence: list[str] = Field(min_length=1)
-    open_questions: list[str] = []
+    open_questions: list[str]  # required like the other eight (seed 004), though it may be empty
 
     @model_validator(mode="before")
     @classmethod

@@ -24,19 +24,22 @@ import hashlib
 import json
 import os
 import re
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ValidationError
 
 from hypograph.casework.models import Catalogue, Interpretation
 from hypograph.casework.publish import HookedJournal
-from hypograph.errors import HypographError
+from hypograph.errors import HypographError, NotDone
 from hypograph.journal import Journal, Step
+from hypograph.limits import data_problem
 from hypograph.locks import file_lock
 
 MANIFEST = "manifest.json"
+TEMP_RE = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")  # tempfile.mkstemp(prefix=".NAME.", suffix=".tmp")
 FORMAT = "hypograph-case-package/1"
 JOURNAL = "analysis/.journal.json"
 ARTIFACT_ORDER = ("catalogue", "interpretation", "hypothesis_policy", "hypothesis_context", "hypotheses",
@@ -44,10 +47,15 @@ ARTIFACT_ORDER = ("catalogue", "interpretation", "hypothesis_policy", "hypothesi
 HYPOTHESIS_POINTERS = ARTIFACT_ORDER[2:]
 PHASE_INTERPRETED = "CASE_INTERPRETED"
 PHASE_GENERATING = "GENERATING_HYPOTHESES"
+TARGET_VAULT = "target_vault"  # optional manifest field: the absolute path of the vault batches flow into
+# No package JSON needs more; a bigger one (or a FIFO, a device) is refused before it is read.
+MAX_JSON_BYTES = 64 << 20
 
 
-class CaseBusy(HypographError):
-    """Another process holds the case lock."""
+class CaseBusy(NotDone):
+    """Another process holds the case lock: the step is DEFERRED (exit 2), nothing was done."""
+
+    status = "DEFERRED"
 
 
 def json_text(value) -> str:
@@ -60,10 +68,51 @@ def sha_text(text: str) -> str:
 
 
 def sha_file(path: Path) -> str | None:
+    """sha256 of the regular file ``path`` read in chunks (None if missing). Not confined: for
+    files outside a package; a package's own files go through ``CasePackage.sha``."""
     try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        fd = _open_regular(Path(path), str(path))
     except FileNotFoundError:
         return None
+    return _stream_sha(fd)
+
+
+def _open_regular(path: Path, what: str) -> int:
+    """A read-only descriptor of ``path``, refused (HypographError naming ``what``) unless it is a
+    regular file. ``O_NONBLOCK``: opening a FIFO returns at once instead of waiting for a writer;
+    ``fstat`` on the open descriptor decides, so a swap after a check cannot slip a device in."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a folder" if stat.S_ISDIR(mode)
+                else "not a regular file")
+        raise HypographError(f"{what}: is {kind}, not a regular file; not read")
+    return fd
+
+
+def _stream_sha(fd: int) -> str:
+    h = hashlib.sha256()
+    with os.fdopen(fd, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def path_problem(rel) -> str | None:
+    """Why ``rel`` (a path a package file names) may not be followed at all, or None: it must be a
+    non-empty relative POSIX path without ``..``, NUL or backslash."""
+    if not isinstance(rel, str) or not rel:
+        return "is not a path"
+    pure = PurePosixPath(rel)
+    if pure.is_absolute() or Path(rel).is_absolute() or rel.startswith("~"):
+        return "is an absolute path; a package names only its own files"
+    if ".." in pure.parts:
+        return "leaves the package ('..')"
+    if "\\" in rel or "\0" in rel:
+        return "holds a backslash or NUL"
+    return None
 
 
 def rev_dir(kind: str, revision: int) -> str:
@@ -76,6 +125,7 @@ class CasePackage:
         self.root = Path(root)
         self.case_id = case_id or self.root.name
         self.state_dir = self.root / ".hypograph"
+        self.max_json_bytes = MAX_JSON_BYTES
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -96,16 +146,71 @@ class CasePackage:
         for name, ptr in m["artifacts"].items():
             if not (isinstance(ptr, dict) and isinstance(ptr.get("path"), str) and isinstance(ptr.get("sha256"), str)):
                 raise HypographError(f"{self.root / MANIFEST}: field 'artifacts.{name}': needs 'path' and 'sha256'")
+            problem = path_problem(ptr["path"])
+            if problem:
+                raise HypographError(f"{self.root / MANIFEST}: field 'artifacts.{name}.path': "
+                                     f"{ptr['path']!r} {problem}")
+        target = m.get(TARGET_VAULT)
+        if target is not None and not (isinstance(target, str) and Path(target).is_absolute()):
+            raise HypographError(f"{self.root / MANIFEST}: field '{TARGET_VAULT}': must be an absolute path, "
+                                 f"got {target!r}")
         return m
 
-    def read_json(self, rel: str, model: type[BaseModel] | None = None):
+    def target_vault(self, manifest: dict | None = None) -> Path | None:
+        """The vault this case's batches are minted into (``manifest.json`` field ``target_vault``:
+        the vault a case was made from, or the last ``batch --into``), or None."""
+        target = (manifest or self.manifest()).get(TARGET_VAULT)
+        return Path(target) if target else None
+
+    def confined(self, rel, what: str | None = None) -> Path:
+        """``root/rel`` once it is known to stay inside the package: a relative path without
+        ``..`` whose real location (symlinks resolved) is inside the package's real folder.
+        Raises one HypographError line naming the artifact (``what``) otherwise. It may not exist."""
+        what = what or str(rel)
+        problem = path_problem(rel)
+        if problem:
+            raise HypographError(f"{self.root}: {what}: path {rel!r} {problem}; not read")
         path = self.root / rel
+        real, base = Path(os.path.realpath(path)), Path(os.path.realpath(self.root))
+        if real != base and base not in real.parents:
+            raise HypographError(f"{path}: {what}: resolves to {real}, outside the package; not read")
+        return real
+
+    def _open(self, rel, what: str | None, max_bytes: int | None) -> int:
+        """A descriptor of the confined regular file ``rel`` (FileNotFoundError if missing), its
+        size checked against ``max_bytes`` before any byte is read."""
+        real = self.confined(rel, what)
+        fd = _open_regular(real, f"{self.root / rel}" + (f" ({what})" if what and what != rel else ""))
+        size = os.fstat(fd).st_size
+        if max_bytes is not None and size > max_bytes:
+            os.close(fd)
+            raise HypographError(f"{self.root / rel}: {size} bytes, over the {max_bytes}-byte limit for "
+                                 f"{what or 'a package file'}; not read")
+        return fd
+
+    def read_bytes(self, rel, what: str | None = None, max_bytes: int | None = None) -> bytes:
+        """The bytes of the confined regular file ``rel`` (default limit: ``max_json_bytes``)."""
         try:
-            data = json.loads(path.read_bytes().decode("utf-8"))
+            fd = self._open(rel, what, self.max_json_bytes if max_bytes is None else max_bytes)
         except FileNotFoundError:
-            raise HypographError(f"{path}: missing") from None
+            raise HypographError(f"{self.root / rel}: missing" + (f" ({what})" if what else "")) from None
+        with os.fdopen(fd, "rb") as fh:
+            return fh.read()
+
+    def read_json(self, rel: str, model: type[BaseModel] | None = None, what: str | None = None):
+        """The JSON document ``rel`` (confined, size-limited), validated by ``model`` if given.
+        Malformed, too deep or invalid: one HypographError line naming the file."""
+        path = self.root / rel
+        raw = self.read_bytes(rel, what)
+        try:
+            data = json.loads(raw.decode("utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise HypographError(f"{path}: not valid UTF-8 JSON: {e}") from None
+        except RecursionError:  # the C decoder recurses per bracket: 100,000 '[' exhaust the stack
+            raise HypographError(f"{path}: not usable JSON: nested too deep to parse") from None
+        problem = data_problem(data)
+        if problem:
+            raise HypographError(f"{path}: not usable JSON: {problem}")
         if model is None:
             return data
         try:
@@ -116,27 +221,34 @@ class CasePackage:
             raise HypographError(f"{path}: field '{field}': {err['msg']}") from None
 
     def read_optional(self, rel: str):
-        return self.read_json(rel) if (self.root / rel).exists() else None
+        return self.read_json(rel) if os.path.lexists(self.root / rel) else None
 
-    def sha(self, rel: str) -> str | None:
-        return sha_file(self.root / rel)
+    def sha(self, rel: str, what: str | None = None) -> str | None:
+        """sha256 of the confined regular file ``rel``, streamed (any size); None if missing."""
+        try:
+            fd = self._open(rel, what, None)
+        except FileNotFoundError:
+            return None
+        return _stream_sha(fd)
 
     def pointed(self, manifest: dict, name: str, model: type[BaseModel] | None = None):
         """The artifact the manifest names ``name``, after checking its hash."""
         ptr = manifest["artifacts"].get(name)
         if ptr is None:
             raise HypographError(f"{self.root / MANIFEST}: field 'artifacts.{name}': missing")
-        actual = self.sha(ptr["path"])
+        what = f"manifest artifacts.{name}"
+        actual = self.sha(ptr["path"], what)
         if actual != ptr["sha256"]:
             state = "missing" if actual is None else "changed since the manifest recorded it"
-            raise HypographError(f"{self.root / ptr['path']}: {state} (manifest artifacts.{name})")
-        return self.read_json(ptr["path"], model)
+            raise HypographError(f"{self.root / ptr['path']}: {state} ({what})")
+        return self.read_json(ptr["path"], model, what)
 
     def interpretation(self, manifest: dict) -> Interpretation:
         return self.pointed(manifest, "interpretation", Interpretation)
 
     def catalogue(self, interpretation: Interpretation) -> Catalogue:
-        return self.read_json(interpretation.bindings.catalogue["path"], Catalogue)
+        return self.read_json(interpretation.bindings.catalogue.get("path", ""), Catalogue,
+                              "interpretation bindings.catalogue")
 
     def revisions(self) -> list[int]:
         """Analysis revisions with an interpretation, ascending."""
@@ -149,16 +261,39 @@ class CasePackage:
         return HookedJournal(self.root, JOURNAL, step_hook)
 
     def roll_forward(self) -> int:
-        """Finish a write a crashed process left half-done (call under the case lock)."""
-        return self.journal().roll_forward()
+        """Finish a write a crashed process left half-done, and delete the temporary files of
+        atomic writes it was killed in (``.NAME.xxxxxxxx.tmp`` under analysis/). Call under the
+        case lock: every writer of analysis/ holds it, so no temp file found is still being written."""
+        changed = self.journal().roll_forward()
+        self.remove_temp_files()
+        return changed
+
+    def remove_temp_files(self) -> list[str]:
+        """Delete leftover temp files of killed atomic writes under analysis/ and case/ (their
+        names are ``.`` + a file name + ``.`` + 8 random characters + ``.tmp``); returns them."""
+        gone = []
+        for folder in ("analysis", "case"):
+            base = self.root / folder
+            if not base.is_dir() or base.is_symlink():
+                continue
+            for here, dirs, names in os.walk(base):
+                dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(here, d))]
+                for name in names:
+                    if TEMP_RE.match(name):
+                        path = Path(here) / name
+                        if path.is_file() and not path.is_symlink():
+                            path.unlink(missing_ok=True)
+                            gone.append(str(path.relative_to(self.root)))
+        return gone
 
     @staticmethod
     def manifest_text(manifest: dict) -> str:
         arts = manifest["artifacts"]
         ordered = ({k: arts[k] for k in ARTIFACT_ORDER if k in arts}
                    | {k: v for k, v in sorted(arts.items()) if k not in ARTIFACT_ORDER})
+        target = {TARGET_VAULT: manifest[TARGET_VAULT]} if manifest.get(TARGET_VAULT) else {}
         return json_text({"format": FORMAT, **{k: manifest[k] for k in ("package_id", "analysis_revision",
-                          "package_generation", "phase")}, "artifacts": ordered})
+                          "package_generation", "phase")}, **target, "artifacts": ordered})
 
     @staticmethod
     def pointer(path: str, text: str) -> dict:

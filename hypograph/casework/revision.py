@@ -11,13 +11,25 @@ from __future__ import annotations
 
 import datetime as dt
 import getpass
+import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from hypograph.atomic import write_atomic
 from hypograph.casework.context import verified_interpretation
+from hypograph.casework.ingest import open_input
 from hypograph.casework.models import Bindings, Catalogue, Interpretation, Source, Statement
-from hypograph.casework.package import PHASE_INTERPRETED, CasePackage, json_text, new_package_id, rev_dir, sha_text
+from hypograph.casework.package import (
+    PHASE_INTERPRETED,
+    TARGET_VAULT,
+    CasePackage,
+    json_text,
+    new_package_id,
+    rev_dir,
+    sha_text,
+)
 from hypograph.errors import HypographError
 
 
@@ -39,13 +51,21 @@ def _content(interp: dict, catalogue: dict) -> str:
 
 def add_revision(case_dir: Path | str, inputs: dict[str, str], sources: list[Source], question: str,
                  statements: list[Statement], anchors: dict[str, Statement | None] | None = None,
-                 input_folder: str = "case") -> RevisionReport:
+                 input_folder: str = "case", copies: list | None = None, carried: dict[str, str] | None = None,
+                 target_vault: Path | str | None = None, new: bool = False) -> RevisionReport:
     """Create the package if needed and record an unconfirmed revision. ``inputs``: path under
-    ``<input_folder>/rNNNN/`` -> text; each source's ``origin`` is relative to that folder."""
+    ``<input_folder>/rNNNN/`` -> text; ``copies``: ``ingest.Input`` files copied there byte for
+    byte; each new source's ``origin`` is relative to that folder, except an origin in
+    ``carried`` (package path -> sha256 of an earlier revision's input, bound again as it is).
+    ``target_vault``: recorded in the manifest as the vault batches flow into. ``new``: refuse a
+    folder that is already a case package."""
     pkg = CasePackage(Path(case_dir))
     if not pkg.exists() and pkg.root.exists() and any(pkg.root.iterdir()):
         raise HypographError(f"{pkg.root}: not empty and not a case package; choose a new directory")
+    if new and pkg.exists():
+        raise HypographError(f"{pkg.root}: already a case package; add inputs with `case add`")
     pkg.root.mkdir(parents=True, exist_ok=True)
+    copies, carried = copies or [], carried or {}
     with pkg.lock():
         pkg.roll_forward()
         m = pkg.manifest() if pkg.exists() else {"package_id": new_package_id(pkg.root), "analysis_revision": 0,
@@ -53,33 +73,64 @@ def add_revision(case_dir: Path | str, inputs: dict[str, str], sources: list[Sou
         rev = m["analysis_revision"] + 1
         base = f"{input_folder}/r{rev:04d}"
         files = {f"{base}/{rel}": text for rel, text in sorted(inputs.items())}
+        copied = {f"{base}/{c.rel}": c for c in copies}
         for rel in files:
-            if (pkg.root / rel).exists():
+            if os.path.lexists(pkg.root / rel):
                 raise HypographError(f"{pkg.root / rel}: already exists; an original input is never rewritten")
-        sources = [s.model_copy(update={"origin": f"{base}/{s.origin}" if s.origin else None}) for s in sources]
+        for rel, item in copied.items():
+            pkg.confined(rel, "a new input")
+            if os.path.lexists(pkg.root / rel) and pkg.sha(rel) != item.sha256:
+                raise HypographError(f"{pkg.root / rel}: already exists and is no revision's input (left by an "
+                                     f"interrupted add?); move {pkg.root / base} away and add again")
+        sources = [s if s.origin in carried else
+                   s.model_copy(update={"origin": f"{base}/{s.origin}" if s.origin else None}) for s in sources]
         catalogue_text = json_text(Catalogue(sources=sources).model_dump(mode="json"))
         cat_path = f"{rev_dir('interpretation', rev)}/catalogue.json"
+        bound = {**carried, **{rel: sha_text(text) for rel, text in files.items()},
+                 **{rel: c.sha256 for rel, c in copied.items()}}
         interp = Interpretation(
             analysis_revision=rev, question=question, statements=statements, **(anchors or {}),
             bindings=Bindings(catalogue={"path": cat_path, "sha256": sha_text(catalogue_text)},
-                              inputs={rel: sha_text(text) for rel, text in files.items()}))
+                              inputs=dict(sorted(bound.items()))))
         interp_text = json_text(interp.model_dump(mode="json"))
+        target = str(Path(target_vault).resolve()) if target_vault else m.get(TARGET_VAULT)
         if rev > 1:
             old = pkg.interpretation(m)
             old_cat = pkg.catalogue(old)
             if _content(old.model_dump(mode="json"), old_cat.model_dump(mode="json")) == \
-                    _content(json.loads(interp_text), json.loads(catalogue_text)):
+                    _content(json.loads(interp_text), json.loads(catalogue_text)) and not copied:
+                if target != m.get(TARGET_VAULT):
+                    pkg.write({}, {**m, TARGET_VAULT: target, "package_generation": m["package_generation"] + 1})
                 return RevisionReport(pkg.root, m["package_id"], rev - 1, False,
                                       f"unchanged: revision {rev - 1} already holds this interpretation")
+        for rel, item in copied.items():  # before the plan: the manifest names them only once it is applied
+            copy_input(item.source, pkg.root / rel, item.sha256)
         int_path = f"{rev_dir('interpretation', rev)}/interpretation.json"
         files[cat_path], files[int_path] = catalogue_text, interp_text
         manifest = {**m, "analysis_revision": rev, "package_generation": m["package_generation"] + 1,
-                    "phase": PHASE_INTERPRETED,
+                    "phase": PHASE_INTERPRETED, TARGET_VAULT: target,
                     "artifacts": {"catalogue": CasePackage.pointer(cat_path, catalogue_text),
                                   "interpretation": CasePackage.pointer(int_path, interp_text)}}
         pkg.write(files, manifest)
     return RevisionReport(pkg.root, m["package_id"], rev, True,
                           f"revision {rev} recorded, unconfirmed: review {int_path}, then `hypograph case confirm`")
+
+
+def copy_input(source: Path, dest: Path, sha256: str) -> None:
+    """Copy the input file ``source`` to ``dest`` byte for byte (atomically, streamed), refusing a
+    source whose bytes changed since they were hashed; an identical ``dest`` is left alone."""
+    h = hashlib.sha256()
+    fd = open_input(source)
+
+    def write(out) -> None:
+        with os.fdopen(fd, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+                out.write(chunk)
+        if h.hexdigest() != sha256:
+            raise HypographError(f"{source}: changed while it was being copied; add it again")
+
+    write_atomic(dest, write)
 
 
 def confirm(case_dir: Path | str, by: str | None = None, now: dt.datetime | None = None) -> RevisionReport:
@@ -115,11 +166,11 @@ class _Preview(CasePackage):
         super().__init__(pkg.root, pkg.case_id)
         self.overrides = overrides
 
-    def sha(self, rel: str):
-        return sha_text(self.overrides[rel]) if rel in self.overrides else super().sha(rel)
+    def sha(self, rel: str, what=None):
+        return sha_text(self.overrides[rel]) if rel in self.overrides else super().sha(rel, what)
 
-    def read_json(self, rel: str, model=None):
+    def read_json(self, rel: str, model=None, what=None):
         if rel in self.overrides:
             data = json.loads(self.overrides[rel])
             return model.model_validate(data) if model else data
-        return super().read_json(rel, model)
+        return super().read_json(rel, model, what)
