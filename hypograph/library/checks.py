@@ -17,7 +17,7 @@ from pathlib import Path
 from hypograph.errors import HypographError
 from hypograph.library.ledger import IdLedger, read_ledger
 from hypograph.library.modes import normalise
-from hypograph.library.schema import MECHANISM_ID_RE, Library, read_library
+from hypograph.library.schema import MECHANISM_ID_RE, Library, library_path, read_library
 
 Violation = tuple[str, str]
 
@@ -86,3 +86,17 @@ def run_checks(root: Path) -> dict[str, list[Violation]]:
     library = read_library(root)[0]
     return {**out, "scored": check_scored(library), "ids_unique_never_reused": check_ids(library, read_ledger(root)),
             "statements_distinct": check_distinct(library)}
+
+
+def require_sound(root: Path) -> None:
+    """HypographError naming the first problems when ``<root>``'s library fails its own checks
+    (nothing to check when there is no file yet). Run before a round asks or writes anything."""
+    results = run_checks(root)
+    if results["file_validates"] and results["file_validates"][0][1] == "no library file":
+        return
+    bad = [(name, i, reason) for name, violations in results.items() for i, reason in violations]
+    if bad:
+        name, node, reason = bad[0]
+        more = f" (and {len(bad) - 1} more; see hypograph library DIR --check)" if len(bad) > 1 else ""
+        where = "" if node == "hypothesis_library.json" else f"{library_path(root)}: {name}: {node}: "
+        raise HypographError(f"{where}{reason}{more}; no round runs until the library passes its checks")

@@ -3,7 +3,8 @@
     hypograph library DIR --topic "…" [--rounds R] [--n-behaviors N] [--behavior B3|"free text"]
                           [--behavior-source discover|given] [--no-web] [--mode M (ignored)]
                           [--new-library | --confirm-topic] [--banlist-budget TOKENS]
-                          [--strategies FILE] [--embedder tfidf|sbert] [--search-url URL] [--llm offline]
+                          [--strategies FILE] [--embedder sbert|tfidf] [--search-url URL]
+                          [--openalex-url URL] [--llm offline]
     hypograph library DIR --report      # Phase-7 report of every round so far (offline)
     hypograph library DIR --check       # the key-rule checks; exit 1 on any violation (offline)
 
@@ -36,14 +37,17 @@ def add_library_parser(subparsers) -> argparse.ArgumentParser:
     c.add_argument("--behavior", help="given mode: an existing node id (B3) or a one-sentence behavior")
     c.add_argument("--behavior-source", choices=["discover", "given"], help="the only mode selector (default: derived)")
     c.add_argument("--mode", help=argparse.SUPPRESS)  # accepted and ignored, with a note (seed 001)
-    c.add_argument("--no-web", dest="web", action="store_false", help="no arXiv grounding: method llm-chat")
-    c.add_argument("--search-url", help="Atom search endpoint (default $HYPOGRAPH_SEARCH_URL or arXiv's)")
+    c.add_argument("--no-web", dest="web", action="store_false",
+                   help="no literature search (arXiv, OpenAlex): method llm-chat")
+    c.add_argument("--search-url", help="arXiv Atom endpoint (default $HYPOGRAPH_ARXIV_URL or arXiv's)")
+    c.add_argument("--openalex-url", help="OpenAlex works endpoint (default $HYPOGRAPH_OPENALEX_URL or OpenAlex's)")
     g = c.add_mutually_exclusive_group()
     g.add_argument("--new-library", action="store_true", help="move the existing library aside and start a new one")
     g.add_argument("--confirm-topic", action="store_true", help="add to the existing library despite a topic mismatch")
     c.add_argument("--banlist-budget", type=int, help="tokens of banlist pasted per generation prompt (default 6000)")
     c.add_argument("--strategies", help="JSON file of discovery lenses and combination strategies")
-    c.add_argument("--embedder", choices=["tfidf", "sbert"], default="tfidf", help="dedup prefilter embedder")
+    c.add_argument("--embedder", choices=["sbert", "tfidf"], default="sbert",
+                   help="how dedup picks the neighbours the model judges (sbert: MiniLM, TF-IDF if absent)")
     c.add_argument("--llm", choices=["offline"], help="force offline (only --report and --check can then run)")
     c.add_argument("--json", action="store_true", help="print the report as JSON")
     a = c.add_mutually_exclusive_group()
@@ -82,6 +86,7 @@ def _dispatch(args, round_runner=None) -> int:
                              new_library=args.new_library, confirm_topic=args.confirm_topic,
                              banlist_budget=args.banlist_budget, strategies_file=args.strategies,
                              embedder=args.embedder, search_url=args.search_url,
+                             openalex_url=getattr(args, "openalex_url", None),
                              round_runner=round_runner(args) if round_runner else None)
     print(json.dumps(report.metadata(), indent=2, ensure_ascii=False) if args.json else report.text())
     return 0

@@ -1,16 +1,27 @@
-"""Phase 4: two-layer semantic dedup of a round's candidates against the library as it stands.
+"""Phase 4: two-layer semantic dedup of a round's candidates, decided by the model.
 
-Layer 1, the embedding prefilter (the proximity engine's embedder + cosine): for each candidate it
-finds the ``k`` nearest library nodes (and earlier candidates of the same round). A candidate at or
-above ``auto_drop`` cosine to one of them is a duplicate outright; one with no neighbour sharing
-anything is new; the rest go to layer 2.
+Behaviors first (discover only: against every library behavior and the round's earlier
+candidates), then mechanisms within each surviving / target behavior (against that behavior's
+existing mechanisms and the earlier candidates under it). For each candidate:
 
-Layer 2, the model judge: each candidate with its numbered neighbours; the model answers ``new`` or
-``duplicate`` of neighbour *number* n (never an id: the id is looked up from the number), plus any
-nuance worth adding to the kept node's ``notes``. A rejected answer leaves its candidates
-``unjudged``; they are dropped, never persisted unjudged.
+1. **exact**: a text equal after normalisation (``modes.normalise``) to a library node or an
+   earlier candidate is a duplicate without asking: a model repeating a banlist item ends here,
+   dropped and counted, never an error;
+2. **neighbours by meaning**: every other candidate is embedded with the pool (sentence
+   embeddings; TF-IDF only where the ``semantic`` extra is absent, recorded in
+   ``RoundDedup.embedder``) and given its ``max(10, settings.neighbours)`` nearest nodes; past
+   ``LARGE_POOL`` nodes the pool is clustered with the proximity engine and the nearest member of
+   each of the candidate's ``CLUSTER_REPRESENTATIVES`` nearest clusters joins them, so a duplicate
+   the embedding ranks low but clusters right is still shown;
+3. **the model judges**: batches of numbered candidates, each with its numbered neighbours; the
+   answer is ``new`` or ``duplicate`` of neighbour *number* n (the id is looked up from the
+   number, never taken from the model), plus an optional nuance for the kept node's ``notes``.
+   No similarity decides alone. A rejected answer leaves its candidates ``unjudged``: dropped,
+   never persisted unjudged.
 
-Behaviors first (discover only), then mechanisms within each surviving / target behavior.
+Only a candidate with no node at all to compare with (the first of an empty library) is ``new``
+without a call (``no-neighbour``). Every verdict records what decided it, the neighbours shown
+and, for a model verdict, the model.
 """
 
 from __future__ import annotations
@@ -22,28 +33,32 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from hypograph.library.embedder import Embedder, cosine, make_embedder
+from hypograph.library.embedder import Embedder, backend_of, cosine, make_embedder
 from hypograph.library.generate import require_model
+from hypograph.library.modes import normalise
 from hypograph.library.persist import load_round
-from hypograph.library.rounds import CandidateBehavior, RoundCandidates, RoundDedup, Verdict
+from hypograph.library.prompts import prompt
+from hypograph.library.rounds import DEFAULT_NEIGHBOURS, CandidateBehavior, RoundCandidates, RoundDedup, Verdict
 from hypograph.library.schema import Library, read_library
-from hypograph.library.screen import screen
 from hypograph.library.state import digest, read_model, round_dir, write_model
 from hypograph.library.traces import TraceRun
 from hypograph.llm.client import LLMClient, Rejected, Request, untrusted
 
-MIN_SIMILARITY = 0.05  # below this a "neighbour" shares nothing worth a model's look
 BATCH = 8
+LARGE_POOL = 60  # past this many nodes, cluster representatives join the nearest neighbours
+CLUSTER_REPRESENTATIVES = 10
+CLUSTER_THRESHOLDS = {"sbert": 0.55, "tfidf": 0.30}  # proximity-graph edge cosine per backend
 
 
 @dataclass
 class Item:
-    """One candidate to dedup: its key, text, and (ref, text, cosine) neighbours."""
+    """One candidate to dedup: its key, text, and (ref, text, cosine) neighbours shown to the model."""
 
     layer: Literal["behavior", "mechanism"]
     key: str
     text: str
     neighbours: list[tuple[str, str, float]]
+    exact: str | None = None  # the node it equals after normalisation
 
 
 class Judgement(BaseModel):
@@ -55,14 +70,6 @@ class Judgement(BaseModel):
 
 class Judgements(BaseModel):
     judgements: list[Judgement]
-
-
-SYSTEM = """You judge whether newly proposed research hypotheses duplicate existing ones.
-For each numbered item, compare it with its numbered neighbours by meaning, not wording: a reworded
-statement of the same phenomenon (behaviors) or the same internal object and causal relation
-(mechanisms) is a duplicate. Answer "new", or "duplicate" with the number of the neighbour it
-duplicates. If a duplicate adds a nuance worth keeping, put one short sentence in "nuance".
-Refer to neighbours only by their numbers. Answer every item once."""
 
 
 def dedup_round(root: Path, key: str, candidates: RoundCandidates | None, client: LLMClient,
@@ -77,18 +84,19 @@ def dedup_round(root: Path, key: str, candidates: RoundCandidates | None, client
     require_model(client, "dedup")
     loaded = read_library(root)
     library = loaded[0] if loaded else None
-    embedder = embedder or make_embedder(candidates.settings.embedder)
-    traces = traces or TraceRun(root)
     settings = candidates.settings
+    embedder = embedder or make_embedder(settings.embedder)
+    traces = traces or TraceRun(root)
+    k = max(DEFAULT_NEIGHBOURS, settings.neighbours)
     verdicts: list[Verdict] = []
     behaviors = candidates.behaviors
     if settings.behavior_source == "discover":
-        items = behavior_items(library, behaviors, embedder, settings.neighbours)
-        verdicts += _decide(items, settings.auto_drop, client, traces, key, "behavior")
+        items = behavior_items(library, behaviors, embedder, k)
+        verdicts += _decide(items, client, traces, key, "behavior")
         dropped = {v.key for v in verdicts if v.verdict != "new"}
         behaviors = [b for b in behaviors if b.key not in dropped]
-    items = [i for b in behaviors for i in mechanism_items(library, b, embedder, settings.neighbours)]
-    mech_verdicts = _decide(items, settings.auto_drop, client, traces, key, "mechanism")
+    items = [i for b in behaviors for i in mechanism_items(library, b, embedder, k)]
+    mech_verdicts = _decide(items, client, traces, key, "mechanism")
     verdicts += mech_verdicts
     dropped = {v.key for v in mech_verdicts if v.verdict != "new"}
     survivors = []
@@ -96,59 +104,86 @@ def dedup_round(root: Path, key: str, candidates: RoundCandidates | None, client
         kept = b.model_copy(update={"mechanisms": [m for m in b.mechanisms if m.key not in dropped]})
         if settings.behavior_source == "discover" or kept.mechanisms:
             survivors.append(kept)
-    result = RoundDedup(round=key, candidates_digest=cand_digest, verdicts=verdicts, survivors=survivors)
+    result = RoundDedup(round=key, candidates_digest=cand_digest, verdicts=verdicts, survivors=survivors,
+                        embedder=backend_of(embedder), prompt=prompt("dedup")[0])
     write_model(path, result)
     return result
 
 
-def nearest(query_rows, pool_rows, k: int, allowed: list[int] | None = None) -> list[list[tuple[int, float]]]:
-    """Per query row, up to ``k`` (pool index, cosine) above MIN_SIMILARITY, best first;
-    ``allowed[q]`` limits query q to pool indices below it (earlier items only)."""
-    sims = cosine(query_rows, pool_rows)
+def behavior_items(library: Library | None, behaviors: list[CandidateBehavior], embedder: Embedder,
+                   k: int = DEFAULT_NEIGHBOURS) -> list[Item]:
+    """Each candidate behavior with its nearest library behaviors and earlier candidates."""
+    pool = [(b.id, b.statement) for b in (library.behaviors if library else [])]
+    return neighbour_items("behavior", pool, [(c.key, c.statement) for c in behaviors], embedder, k)
+
+
+def mechanism_items(library: Library | None, behavior: CandidateBehavior, embedder: Embedder,
+                    k: int = DEFAULT_NEIGHBOURS) -> list[Item]:
+    """Each candidate mechanism with its nearest mechanisms of the same behavior (existing, then earlier)."""
+    node = library.behavior(behavior.existing_id) if library and behavior.existing_id else None
+    pool = [(m.id, mechanism_text(m.strategy, m.hypothesis)) for m in (node.mechanisms if node else [])]
+    queries = [(m.key, mechanism_text(m.strategy, m.hypothesis)) for m in behavior.mechanisms]
+    return neighbour_items("mechanism", pool, queries, embedder, k)
+
+
+def mechanism_text(strategy: str, hypothesis: str) -> str:
+    return f"{strategy}: {hypothesis}"
+
+
+def neighbour_items(layer, existing: list[tuple[str, str]], queries: list[tuple[str, str]], embedder: Embedder,
+                    k: int = DEFAULT_NEIGHBOURS) -> list[Item]:
+    """Query q's neighbours among ``existing`` and queries before q: exact match first, else the
+    ``k`` nearest by cosine (best first) plus cluster representatives when the pool is large."""
+    if not queries:
+        return []
+    pool = existing + queries
+    offset = len(existing)
+    rows = embedder([t for _, t in pool])
+    sims = cosine(rows[offset:], rows)
+    reps = _cluster_representatives(existing, rows[:offset], sims[:, :offset], embedder) \
+        if offset > LARGE_POOL else None
+    # A mechanism is an exact duplicate by its hypothesis alone, whatever strategy it was filed under.
+    keys = [normalise(t.partition(": ")[2] or t) if layer == "mechanism" else normalise(t) for _, t in pool]
+    items = []
+    for q, (qk, qt) in enumerate(queries):
+        limit = offset + q  # only existing nodes and earlier candidates
+        exact = next((pool[j][0] for j in range(limit) if keys[j] == keys[offset + q]), None)
+        row = sims[q, :limit]
+        order = [int(j) for j in np.argsort(-row, kind="stable")[:k]]
+        for j in (reps[q] if reps is not None else []):
+            if j not in order:
+                order.append(j)
+        items.append(Item(layer, qk, qt, [(pool[j][0], pool[j][1], round(float(row[j]), 4)) for j in order], exact))
+    return items
+
+
+def _cluster_representatives(existing, rows, sims: np.ndarray, embedder: Embedder) -> list[list[int]]:
+    """Per query, the nearest member of each of its ``CLUSTER_REPRESENTATIVES`` nearest proximity
+    clusters (a cluster's nearness: its nearest member's cosine)."""
+    from hypograph.proximity.communities import find_communities
+    from hypograph.proximity.graph import similarity_graph
+
+    ids = [str(j) for j in range(len(existing))]
+    backend = "sbert" if backend_of(embedder).startswith("sbert") else "tfidf"
+    graph = similarity_graph(ids, rows, CLUSTER_THRESHOLDS[backend], workers=1)
+    clusters = [np.asarray([int(m) for m in members]) for members in find_communities(graph).clusters.values()]
     out = []
     for q in range(sims.shape[0]):
-        row = sims[q, : allowed[q]] if allowed is not None else sims[q]
-        order = np.argsort(-row, kind="stable")[:k]
-        out.append([(int(j), float(row[j])) for j in order if row[j] > MIN_SIMILARITY])
+        best = [(float(sims[q, c].max()), int(c[np.argmax(sims[q, c])])) for c in clusters]
+        best.sort(key=lambda t: -t[0])
+        out.append([j for _, j in best[:CLUSTER_REPRESENTATIVES]])
     return out
 
 
-def behavior_items(library: Library | None, behaviors: list[CandidateBehavior], embedder: Embedder,
-                   k: int) -> list[Item]:
-    """Each candidate behavior with its nearest library behaviors and earlier candidates."""
-    pool = [(b.id, b.statement) for b in (library.behaviors if library else [])]
-    pool += [(c.key, c.statement) for c in behaviors]
-    return _items("behavior", pool, [(c.key, c.statement) for c in behaviors], embedder, k)
-
-
-def mechanism_items(library: Library | None, behavior: CandidateBehavior, embedder: Embedder, k: int) -> list[Item]:
-    """Each candidate mechanism with its nearest mechanisms of the same behavior (existing, then earlier)."""
-    node = library.behavior(behavior.existing_id) if library and behavior.existing_id else None
-    pool = [(m.id, m.hypothesis) for m in (node.mechanisms if node else [])]
-    pool += [(m.key, m.hypothesis) for m in behavior.mechanisms]
-    return _items("mechanism", pool, [(m.key, m.hypothesis) for m in behavior.mechanisms], embedder, k)
-
-
-def _items(layer, pool: list[tuple[str, str]], queries: list[tuple[str, str]], embedder: Embedder,
-           k: int) -> list[Item]:
-    if not queries:
-        return []
-    offset = len(pool) - len(queries)  # queries are the last rows of the pool
-    rows = embedder([t for _, t in pool])
-    near = nearest(rows[offset:], rows, k, allowed=[offset + q for q in range(len(queries))])
-    return [Item(layer, qk, qt, [(pool[j][0], pool[j][1], round(s, 4)) for j, s in near[q]])
-            for q, (qk, qt) in enumerate(queries)]
-
-
-def _decide(items: list[Item], auto_drop: float, client: LLMClient, traces: TraceRun, key: str,
-            layer: str) -> list[Verdict]:
-    verdicts, ask = prefilter(items, auto_drop, layer)
+def _decide(items: list[Item], client: LLMClient, traces: TraceRun, key: str, layer: str) -> list[Verdict]:
+    verdicts, ask = settled(items, layer)
     if ask:
         traces.use(client, key)
         batches = judge_batches(ask)
         answers = client.ask_many([judge_request(layer, batch) for batch in batches])
         for batch, answer in zip(batches, answers, strict=True):
-            for it, v in zip(batch, _verdicts(layer, batch, answer), strict=True):
+            traces.cap_if_rejected(answer, f"dedup-{layer}s")
+            for it, v in zip(batch, _verdicts(layer, batch, answer, client.config.model or ""), strict=True):
                 verdicts[it.key] = v
     return [verdicts[it.key] for it in items]
 
@@ -157,16 +192,14 @@ def judge_batches(ask: list[Item]) -> list[list[Item]]:
     return [ask[i:i + BATCH] for i in range(0, len(ask), BATCH)]
 
 
-def prefilter(items: list[Item], auto_drop: float, layer: str) -> tuple[dict[str, Verdict], list[Item]]:
-    """Layer 1's verdicts (duplicate at >= auto_drop, new without neighbours) and the items left for the model."""
+def settled(items: list[Item], layer: str) -> tuple[dict[str, Verdict], list[Item]]:
+    """Verdicts needing no model (exact duplicates, nothing to compare with) and the items left to judge."""
     verdicts: dict[str, Verdict] = {}
     ask: list[Item] = []
     for it in items:
-        refs = [r for r, _, _ in it.neighbours]
-        if it.neighbours and it.neighbours[0][2] >= auto_drop - 1e-6:
-            ref, _, sim = it.neighbours[0]
-            verdicts[it.key] = Verdict(layer=layer, key=it.key, verdict="duplicate", of=ref, decided_by="prefilter",
-                                       similarity=sim, neighbours=refs)
+        if it.exact is not None:
+            verdicts[it.key] = Verdict(layer=layer, key=it.key, verdict="duplicate", of=it.exact, decided_by="exact",
+                                       similarity=1.0)
         elif not it.neighbours:
             verdicts[it.key] = Verdict(layer=layer, key=it.key, verdict="new", decided_by="no-neighbour")
         else:
@@ -190,15 +223,14 @@ def judge_request(layer: str, batch: list[Item]) -> Request[Judgements]:
             count = len(batch[j.item - 1].neighbours)
             if j.verdict == "duplicate" and (j.neighbour is None or j.neighbour > count):
                 raise ValueError(f"item {j.item}: a duplicate must name its neighbour number 1..{count}")
-            screen(f"judgements[item {j.item}].nuance", j.nuance)
 
-    return Request(name=f"dedup-{layer}s", system=SYSTEM, user=user, schema=Judgements, check=check)
+    return Request(name=f"dedup-{layer}s", system=prompt("dedup")[1], user=user, schema=Judgements, check=check)
 
 
-def _verdicts(layer: str, batch: list[Item], answer) -> list[Verdict]:
+def _verdicts(layer: str, batch: list[Item], answer, model: str) -> list[Verdict]:
     if isinstance(answer, Rejected):
         return [Verdict(layer=layer, key=it.key, verdict="unjudged", decided_by="rejected",
-                        neighbours=[r for r, _, _ in it.neighbours], nuance="") for it in batch]
+                        neighbours=[r for r, _, _ in it.neighbours], nuance="", model=model) for it in batch]
     by_item = {j.item: j for j in answer.judgements}
     out = []
     for n, it in enumerate(batch, 1):
@@ -207,7 +239,8 @@ def _verdicts(layer: str, batch: list[Item], answer) -> list[Verdict]:
         if j.verdict == "duplicate":
             ref, _, sim = it.neighbours[j.neighbour - 1]
             out.append(Verdict(layer=layer, key=it.key, verdict="duplicate", of=ref, decided_by="model",
-                               similarity=sim, neighbours=refs, nuance=j.nuance.strip()))
+                               similarity=sim, neighbours=refs, nuance=j.nuance.strip(), model=model))
         else:
-            out.append(Verdict(layer=layer, key=it.key, verdict="new", decided_by="model", neighbours=refs))
+            out.append(Verdict(layer=layer, key=it.key, verdict="new", decided_by="model", neighbours=refs,
+                               model=model))
     return out

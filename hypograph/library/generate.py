@@ -6,10 +6,15 @@
   on every later call (no model call, no regeneration, whatever changed since);
 * ordered: round N is generated only after rounds 1..N-1 persisted, so its banlist holds every
   behavior (discover) or mechanism (given) they added — whatever order a backfill asks in;
-* validated: the answer must name lenses and strategies from the data file, cover every strategy
-  (a mechanism or a one-line skip reason), cite only LANDSCAPE gap ids, carry planned data and
-  models, and contain no library id and no instruction-like text; otherwise it is re-asked, then
-  rejected (an error: nothing is written).
+* validated for what makes an answer unusable only: the schema (planned data and models included),
+  the count asked for, lenses and strategies from the data file with every strategy covered (a
+  mechanism or a one-line skip reason), gap ids of LANDSCAPE.md; otherwise it is re-asked, then
+  rejected (an error: nothing is written, nothing cached, a re-run asks again). A repeated or
+  banned statement is *not* invalid: it is a duplicate, dropped and counted by dedup (Phase 4).
+  Free text is data, never screened by word lists: it reaches later prompts only inside escaped,
+  delimited blocks, and ids are minted by the tool;
+* checked first: a library failing its own checks (``checks.require_sound``) is refused before
+  the model is asked.
 """
 
 from __future__ import annotations
@@ -21,12 +26,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hypograph.errors import HypographError
 from hypograph.library.banlist import build_banlist
+from hypograph.library.checks import require_sound
 from hypograph.library.landscape import read_landscape
-from hypograph.library.modes import normalise, resolve_target
+from hypograph.library.modes import resolve_target
 from hypograph.library.persist import require_previous_rounds
+from hypograph.library.prompts import prompt
 from hypograph.library.rounds import CandidateBehavior, CandidateMechanism, RoundCandidates, RoundSettings, Skip
 from hypograph.library.schema import Data, FiveBars, Library, Provenance, read_library
-from hypograph.library.screen import screen_all
 from hypograph.library.state import library_lock, read_model, round_dir, write_model
 from hypograph.library.strategies import Strategies, load_strategies
 from hypograph.library.traces import TraceRun
@@ -92,21 +98,6 @@ class GivenAnswer(BaseModel):
     skipped: list[Skip] = Field(default_factory=list)
 
 
-SYSTEM = """You generate research hypotheses for a hypothesis library on one topic.
-Two axes. A behavior is a one-sentence falsifiable phenomenon with its triggering condition; it
-passes five bars (real, non-obvious, specific, robust, tractable: one line each). A mechanism
-hypothesis names (a) the internal object (layer / head / neuron / SAE feature / direction / circuit),
-(b) the predicted causal relation (ablate -> effect, steer -> dose-response, patch -> localization)
-and (c) at least one boring null (memorization / surface feature / shortcut / tokenizer / position).
-Every mechanism also gets planned data (existing dataset first; provenance existing, adapted or
-constructed; source; planned used_n or n_pairs; a one-line note on how it elicits the behavior or
-builds the intervention pairs) and target models (id + size). Write one mechanism per combination
-strategy; a strategy that does not fit gets a one-line reason in "skipped" instead.
-Nothing you propose may be in the banlist or a close variant of an item in it. Refer to library
-items by content only, never by their ids. Machine fields stay English; free text follows the
-topic's language."""
-
-
 def generate_round(root: Path, round_key: str, settings: RoundSettings, client: LLMClient,
                    traces: TraceRun | None = None) -> RoundCandidates:
     """The candidates of ``round_key`` (cached in ``rounds/<key>/candidates.json``)."""
@@ -117,6 +108,7 @@ def generate_round(root: Path, round_key: str, settings: RoundSettings, client: 
     require_model(client, "generation")
     with library_lock(root):
         require_previous_rounds(root, round_key)
+        require_sound(root)
         loaded = read_library(root)
         library = loaded[0] if loaded else None
         strategies = load_strategies(Path(settings.strategies_file) if settings.strategies_file else None)
@@ -124,10 +116,11 @@ def generate_round(root: Path, round_key: str, settings: RoundSettings, client: 
         target = resolve_target(library, settings.behavior) if settings.behavior_source == "given" else None
         items = _banlist_items(library, settings, target.existing_id if target else None)
         banlist = build_banlist(items, settings.banlist_budget, settings.embedder)
-        traces = traces or TraceRun(root)
+        traces = traces or TraceRun(root, settings.invocation)
         traces.use(client, round_key)
-        request = generation_request(settings, strategies, banlist.text, landscape, target, items)
+        request = generation_request(settings, strategies, banlist.text, landscape, target)
         answer = client.ask(request)
+        traces.cap_if_rejected(answer, request.name)
         if isinstance(answer, Rejected):
             raise HypographError(f"round {round_key}: the model's generation answer was rejected ({answer.reason}); "
                                  "nothing was written")
@@ -152,8 +145,8 @@ def _banlist_items(library: Library | None, settings: RoundSettings, target_id: 
             for m in (node.mechanisms if node else [])]
 
 
-def generation_request(settings: RoundSettings, strategies: Strategies, banlist: str, landscape, target,
-                       items) -> Request:
+def generation_request(settings: RoundSettings, strategies: Strategies, banlist: str, landscape,
+                       target) -> Request:
     lenses = "\n".join(f"- {lens.name}: {lens.prompt}" for lens in strategies.discovery_lenses)
     combos = "\n".join(f"- {s.name}: {' -> '.join(s.directions)}" for s in strategies.combination_strategies)
     parts = [f"Topic: {settings.topic}"]
@@ -177,19 +170,17 @@ def generation_request(settings: RoundSettings, strategies: Strategies, banlist:
                      + untrusted("banlist", {}, {"items": banlist}))
         parts.append("Propose new mechanism hypotheses for the fixed behavior, at most one per combination strategy.")
         schema = GivenAnswer
-    banned = {normalise(text) for _, text in items}
-    return Request(name="generation", system=SYSTEM, user="\n\n".join(parts), schema=schema,
-                   check=lambda a: _check(a, settings, strategies, set(landscape.gaps), banned))
+    return Request(name="generation", system=prompt("generate")[1], user="\n\n".join(parts), schema=schema,
+                   check=lambda a: _check(a, settings, strategies, set(landscape.gaps)))
 
 
-def _check(answer, settings: RoundSettings, strategies: Strategies, gaps: set[str], banned: set[str]) -> None:
-    screen_all("answer", answer.model_dump(mode="json"))
+def _check(answer, settings: RoundSettings, strategies: Strategies, gaps: set[str]) -> None:
+    """ValueError for what makes the answer unusable (counts, unknown names); repeats are dedup's."""
     if isinstance(answer, GivenAnswer):
         _check_mechanisms("answer", answer.mechanisms, answer.skipped, strategies)
         return
     if len(answer.behaviors) > settings.n_behaviors:
         raise ValueError(f"behaviors: {len(answer.behaviors)} proposed, at most {settings.n_behaviors} asked")
-    seen: set[str] = set()
     for k, b in enumerate(answer.behaviors):
         where = f"behaviors[{k}]"
         if b.discovery_strategy not in strategies.lens_names:
@@ -199,10 +190,6 @@ def _check(answer, settings: RoundSettings, strategies: Strategies, gaps: set[st
         if unknown:
             raise ValueError(f"{where}.gaps: {sorted(unknown)} are not gap ids of LANDSCAPE.md "
                              f"({sorted(gaps) or 'none'})")
-        key = normalise(b.statement)
-        if key in banned or key in seen:
-            raise ValueError(f"{where}.statement repeats {'a banlist item' if key in banned else 'another behavior'}")
-        seen.add(key)
         _check_mechanisms(where, b.mechanisms, b.skipped, strategies)
 
 

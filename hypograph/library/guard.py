@@ -1,20 +1,23 @@
-"""The cross-topic guard: one topic per library file (seed 001, Phase 0.3).
+"""The cross-topic guard: one topic per library file (seed 001, Phase 0.3: "if its topic differs
+semantically from this run's topic, halt and ask").
 
-The run's topic is compared with the file's by embedding similarity, not string equality, so
-"LLM sycophancy" and "sycophancy in language models" are one topic. Backends, both offline:
+``check_topic(L, topic, client=…)`` compares the run's topic with the file's by meaning:
 
-* ``tfidf`` (default): character 3–5-gram vectors within word boundaries, raw term frequency
-  (no IDF: two short strings give IDF nothing to learn), cosine >= 0.30. Shares stems across
-  word forms ("sycophancy" / "sycophantic"); measured: the pair above 0.58, "LLM sycophancy" vs
-  "LLM hallucination" 0.16, vs "honeybee colony collapse" 0.0.
-* ``sbert``: the proximity engine's sentence embeddings, cosine >= 0.50. (all-MiniLM-L6-v2 puts
-  "LLM sycophancy" nearer "LLM hallucination", 0.58, than "sycophancy in language models", 0.53:
-  on two-to-five-word topics it is the weaker judge, hence not the default.)
+1. equal after normalisation: the same topic, nothing asked;
+2. the two topics' sentence embeddings (the ``semantic`` extra's MiniLM; character n-gram TF-IDF
+   where it is absent, said in ``TopicCheck.decided_by``): at cosine >= ``SAME_WITHOUT_ASKING``
+   they are one topic worded twice;
+3. below that, with a model configured, **the model judges** (prompt ``topic.v1``): embeddings
+   alone cannot tell "sycophancy in language models" from "hallucination in language models"
+   (MiniLM cosine 0.61, while "LLM sycophancy" vs "sycophancy in large language models" is 0.50);
+   the answer is cached, so a re-run costs no call;
+4. with no model, the embedding cosine against ``THRESHOLDS`` decides (such a run cannot generate
+   anyway; the guard still refuses what is plainly another topic).
 
-A mismatch halts with one line naming both topics and nothing is written. ``move_aside`` (the
-explicit ``--new-library`` flag) renames the old file and its tool state out of the way — never
-deleting them — so a new library starts; ``--confirm-topic`` keeps the file for a topic the guard
-judged different.
+A mismatch halts with one line naming both topics and what decided, and nothing is written.
+``move_aside`` (the explicit ``--new-library`` flag) renames the old file and its tool state out
+of the way — never deleting them — so a new library starts; ``--confirm-topic`` keeps the file for
+a topic the guard judged different.
 """
 
 from __future__ import annotations
@@ -24,13 +27,16 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import BaseModel, Field
+
 from hypograph.errors import HypographError
 from hypograph.library.modes import normalise
+from hypograph.library.prompts import prompt
 from hypograph.library.schema import LIBRARY_FILE, library_path, read_library, slugify
 from hypograph.library.state import library_state
-from hypograph.proximity.embed import embed_sbert
 
-THRESHOLDS = {"tfidf": 0.30, "sbert": 0.50}
+THRESHOLDS = {"tfidf": 0.30, "sbert": 0.40}
+SAME_WITHOUT_ASKING = 0.90  # sentence-embedding cosine of one topic worded twice
 
 
 class TopicMismatch(HypographError):
@@ -42,6 +48,13 @@ class TopicCheck:
     library_topic: str | None
     similarity: float
     same: bool
+    decided_by: str = "no library yet"
+    reason: str = ""
+
+
+class TopicAnswer(BaseModel):
+    same: bool
+    reason: str = Field(default="", max_length=300)
 
 
 def topic_similarity(a: str, b: str, backend: str = "tfidf") -> float:
@@ -49,7 +62,9 @@ def topic_similarity(a: str, b: str, backend: str = "tfidf") -> float:
     if normalise(a) == normalise(b):
         return 1.0
     if backend == "sbert":
-        m = embed_sbert([a, b])
+        from hypograph.library.embedder import sbert_rows
+
+        m = sbert_rows([a, b])
         return float(m[0] @ m[1])
     if backend != "tfidf":
         raise HypographError(f"unknown guard backend {backend!r}: choose tfidf or sbert")
@@ -63,20 +78,58 @@ def topic_similarity(a: str, b: str, backend: str = "tfidf") -> float:
     return float((m[0] @ m[1].T).toarray()[0, 0])
 
 
-def check_topic(root: Path, topic: str, backend: str = "tfidf", confirm: bool = False) -> TopicCheck:
-    """Compare ``topic`` with the library file's; TopicMismatch (one line) when they differ."""
+def guard_backend() -> str:
+    """``sbert`` when the sentence model loads offline, else ``tfidf``."""
+    from hypograph.library.embedder import sentence_model
+
+    try:
+        sentence_model()
+    except HypographError:
+        return "tfidf"
+    return "sbert"
+
+
+def check_topic(root: Path, topic: str, backend: str | None = None, confirm: bool = False,
+                client=None, traces=None) -> TopicCheck:
+    """Compare ``topic`` with the library file's (see the module docstring); TopicMismatch (one
+    line) when they differ and ``confirm`` is not given. ``client``: an ``LLMClient`` whose model
+    judges the pairs embeddings do not settle; ``traces``: the invocation's ``TraceRun`` (the
+    question is traced in its ``phase0/`` folder)."""
     loaded = read_library(root)
     if loaded is None:
         return TopicCheck(None, 1.0, True)
     existing = loaded[0].topic
-    sim = topic_similarity(existing, topic, backend)
-    same = sim >= THRESHOLDS[backend] - 1e-9
-    if not same and not confirm:
+    if normalise(existing) == normalise(topic):
+        return TopicCheck(existing, 1.0, True, "equal after normalisation")
+    backend = backend or guard_backend()
+    sim = round(topic_similarity(existing, topic, backend), 3)
+    if backend == "sbert" and sim >= SAME_WITHOUT_ASKING:
+        check = TopicCheck(existing, sim, True, f"sbert cosine {sim:.2f} >= {SAME_WITHOUT_ASKING}")
+    elif client is not None and not client.offline:
+        if traces is not None:
+            client.trace_to(traces.dir / "phase0")
+        check = _ask_model(existing, topic, sim, client)
+    else:
+        check = TopicCheck(existing, sim, sim >= THRESHOLDS[backend] - 1e-9,
+                           f"{backend} cosine {sim:.2f} against {THRESHOLDS[backend]} (no model configured)")
+    if not check.same and not confirm:
+        why = f"{check.decided_by}: {check.reason}" if check.reason else check.decided_by
         raise TopicMismatch(
-            f"{library_path(root)} is about {existing!r}, not {topic!r} (topic similarity {sim:.2f} < "
-            f"{THRESHOLDS[backend]}): pass --new-library to move it aside and start a new library, or "
-            "--confirm-topic to add to it anyway")
-    return TopicCheck(existing, round(sim, 3), same)
+            f"{library_path(root)} is about {existing!r}, not {topic!r} ({why}): pass --new-library to move it "
+            "aside and start a new library, or --confirm-topic to add to it anyway")
+    return check
+
+
+def _ask_model(existing: str, topic: str, sim: float, client) -> TopicCheck:
+    from hypograph.llm.client import Rejected, Request, untrusted
+
+    user = ("Are these the same research topic?\n"
+            + untrusted("topics", {}, {"library_topic": existing, "run_topic": topic}))
+    answer = client.ask(Request(name="topic-guard", system=prompt("topic")[1], user=user, schema=TopicAnswer))
+    if isinstance(answer, Rejected):
+        raise HypographError(f"the topic guard's model answer was rejected ({answer.reason}); nothing was changed")
+    reason = " ".join(answer.reason.split())
+    return TopicCheck(existing, sim, answer.same, f"judged by model {client.config.model}", reason)
 
 
 def move_aside(root: Path) -> Path | None:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from hypograph.atomic import write_json, write_text
 from hypograph.errors import HypographError
+from hypograph.library.checks import require_sound
 from hypograph.library.ledger import Minter, absorb, read_ledger, write_ledger
 from hypograph.library.rounds import (
     BehaviorScores,
@@ -80,6 +81,7 @@ def persist_round(root: Path, key: str, dedup: RoundDedup | None = None,
         plan = round_plan(root, key) or PersistPlan(round=key)
         if plan.complete and plan.scores_digest == scores.digest:
             return plan
+        require_sound(root)  # a library failing its own checks is never written to
         loaded = read_library(root)
         library, raw = loaded if loaded else (None, empty_library(candidates.settings.topic, candidates.date))
         plan = _extend_plan(root, plan, library, dedup, scores, candidates.batch)
@@ -193,11 +195,13 @@ def _set(node: dict, field: str, value: dict) -> bool:
 
 
 def _impact(s: BehaviorScores) -> dict:
-    return {**s.impact.model_dump(mode="json"), "method": s.method, "date": s.date}
+    return {**s.impact.model_dump(mode="json", exclude_none=True), "method": s.method, "date": s.date}
 
 
 def _novelty(s: BehaviorScores, key: str) -> dict:
-    return {**s.novelty[key].model_dump(mode="json"), "method": s.method, "date": s.date}
+    score = {k: v for k, v in s.novelty[key].model_dump(mode="json", exclude_none=True).items()
+             if not (k == "closest_id" and not v)}
+    return {**score, "method": s.method, "date": s.date}
 
 
 def _behavior_node(bid: str, b: CandidateBehavior, s: BehaviorScores, batch: str) -> dict:

@@ -1,7 +1,7 @@
 """Phase 7: the aggregate report, from tool state and the library file (works offline).
 
-``round_ledger(L, key)`` is one round's line: generated, removed per dedup layer (prefilter /
-model / unjudged), unscored, added, unique yield (survivors / generated — behaviors in discover,
+``round_ledger(L, key)`` is one round's line: generated, removed per dedup layer (exact /
+model / unjudged; ``prefilter`` only for rounds made before the model decided every drop), unscored, added, unique yield (survivors / generated — behaviors in discover,
 mechanisms in given). ``build_report`` aggregates rounds; ``Report.text()`` is what the CLI prints,
 ``Report.metadata()`` a JSON-able dict for asset metadata.
 """
@@ -29,7 +29,7 @@ class RoundLedger:
     banlist: str = ""
     generated_behaviors: int = 0
     generated_mechanisms: int = 0
-    removed: dict[str, dict[str, int]] = field(default_factory=dict)  # layer -> {prefilter, model, unjudged}
+    removed: dict[str, dict[str, int]] = field(default_factory=dict)  # layer -> {exact, model, unjudged}
     unscored: int = 0
     added_behaviors: int = 0
     added_mechanisms: int = 0
@@ -38,7 +38,8 @@ class RoundLedger:
     warnings: list[str] = field(default_factory=list)
 
     def line(self, totals: tuple[int, int]) -> str:
-        rm = ", ".join(f"{layer} -{d['prefilter']} prefilter -{d['model']} model"
+        rm = ", ".join(f"{layer} -{d['exact']} exact -{d['model']} model"
+                       + (f" -{d['prefilter']} prefilter" if d.get("prefilter") else "")
                        + (f" -{d['unjudged']} unjudged" if d["unjudged"] else "")
                        for layer, d in self.removed.items()) or "no dedup"
         yld = f"{self.unique_yield:.0%}" if self.unique_yield is not None else "n/a"
@@ -64,9 +65,11 @@ def round_ledger(root: Path, key: str) -> RoundLedger:
     dedup = read_model(d / "dedup.json", RoundDedup)
     if dedup is not None:
         layers = ["behavior", "mechanism"] if out.source == "discover" else ["mechanism"]
-        out.removed = {layer: {by: dedup.removed(layer, by) for by in ("prefilter", "model")} for layer in layers}
+        out.removed = {layer: {by: dedup.removed(layer, by) for by in ("exact", "model")} for layer in layers}
         for layer in layers:
             out.removed[layer]["unjudged"] = dedup.removed(layer, "rejected")
+            if dedup.removed(layer, "prefilter"):
+                out.removed[layer]["prefilter"] = dedup.removed(layer, "prefilter")
         if out.source == "discover":
             out.unique_yield = len(dedup.survivors) / out.generated_behaviors if out.generated_behaviors else 0.0
         else:
@@ -101,7 +104,8 @@ class Report:
     def text(self) -> str:
         lines = [f"topic: {self.topic}", f"behavior source: {self.behavior_source}",
                  f"rounds: {self.rounds_run} run of {self.rounds_requested} requested"
-                 + (f" — stopped early: {self.early_stop} added nothing after dedup (topic saturated for this run)"
+                 + (f" — stopped early: {self.early_stop} added nothing after dedup: saturated (the topic is "
+                    "saturated for this run)"
                     if self.early_stop else "")]
         lines += [f"  {note}" for note in self.notes]
         before = (self.totals["behaviors"] - self.totals["behaviors_added"],
@@ -115,7 +119,7 @@ class Report:
         lines += [f"behaviors added {t['behaviors_added']} / total {t['behaviors']}; mechanisms added "
                   f"{t['mechanisms_added']} / total {t['mechanisms']}",
                   f"semantic duplicates dropped: {d['total']} (behaviors {d['behavior']}, mechanisms {d['mechanism']}; "
-                  f"prefilter {d['prefilter']}, model {d['model']})"
+                  f"exact {d['exact']}, model {d['model']})"
                   f"{'; unjudged ' + str(d['unjudged']) if d['unjudged'] else ''}",
                   f"impact (all behaviors): min {self.impact['min']} / median {self.impact['median']} / max "
                   f"{self.impact['max']} (n={self.impact['count']})",
@@ -143,11 +147,12 @@ def build_report(root: Path, keys: list[str], requested: int | None = None, sour
     loaded = read_library(root)
     library = loaded[0] if loaded else None
     rounds = [round_ledger(root, k) for k in keys]
-    dropped = {"behavior": 0, "mechanism": 0, "prefilter": 0, "model": 0, "unjudged": 0}
+    dropped = {"behavior": 0, "mechanism": 0, "exact": 0, "model": 0, "unjudged": 0}
     for r in rounds:
         for layer, by in r.removed.items():
-            dropped[layer] += by["prefilter"] + by["model"]
-            dropped["prefilter"] += by["prefilter"]
+            legacy = by.get("prefilter", 0)
+            dropped[layer] += by["exact"] + by["model"] + legacy
+            dropped["exact"] += by["exact"] + legacy
             dropped["model"] += by["model"]
             dropped["unjudged"] += by["unjudged"]
     dropped["total"] = dropped["behavior"] + dropped["mechanism"]

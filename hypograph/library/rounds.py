@@ -16,8 +16,7 @@ from hypograph.library.state import digest
 
 DEFAULT_N_BEHAVIORS = 10
 DEFAULT_BANLIST_BUDGET = 6000  # tokens of banlist pasted into one generation prompt
-DEFAULT_NEIGHBOURS = 5
-DEFAULT_AUTO_DROP = 0.92  # cosine at which the prefilter alone calls a candidate a duplicate
+DEFAULT_NEIGHBOURS = 10  # nearest existing nodes shown to the dedup judge (never fewer)
 
 
 class RoundSettings(BaseModel):
@@ -30,9 +29,11 @@ class RoundSettings(BaseModel):
     web: bool = True
     banlist_budget: int = Field(default=DEFAULT_BANLIST_BUDGET, ge=200)
     strategies_file: str | None = None
-    embedder: Literal["tfidf", "sbert"] = "tfidf"
+    embedder: Literal["tfidf", "sbert"] = "sbert"
     neighbours: int = Field(default=DEFAULT_NEIGHBOURS, ge=1, le=50)
-    auto_drop: float = Field(default=DEFAULT_AUTO_DROP, gt=0, le=1)
+    # One invocation (a CLI run of R rounds, however many Dagster steps): one trace folder and one
+    # batch run index. Not part of what a round is asked to do, so never stored with the round.
+    invocation: str | None = Field(default=None, exclude=True)
 
 
 class Skip(BaseModel):
@@ -91,10 +92,11 @@ class Verdict(BaseModel):
     key: str
     verdict: Literal["new", "duplicate", "unjudged"]
     of: str | None = None
-    decided_by: Literal["prefilter", "model", "no-neighbour", "rejected"]
+    decided_by: Literal["exact", "model", "no-neighbour", "rejected", "prefilter"]  # prefilter: older rounds
     similarity: float | None = None
     neighbours: list[str] = Field(default_factory=list)
     nuance: str = ""
+    model: str = Field(default="", description="the model that judged it (decided_by model)")
 
 
 class RoundDedup(BaseModel):
@@ -102,15 +104,25 @@ class RoundDedup(BaseModel):
     candidates_digest: str
     verdicts: list[Verdict]
     survivors: list[CandidateBehavior]
+    embedder: str = Field(default="", description="the backend that chose the neighbours (sbert, or tfidf and why)")
+    prompt: str = ""
 
     def removed(self, layer: str, by: str) -> int:
         return sum(1 for v in self.verdicts if v.layer == layer and v.verdict != "new" and v.decided_by == by)
+
+
+class ImpactDimensions(BaseModel):
+    importance: int = Field(ge=1, le=10)
+    builders: str
+    tractability: int = Field(ge=1, le=10)
+    null_risk: int = Field(ge=1, le=10, description="risk of a boring null, 10 = very likely")
 
 
 class ImpactScore(BaseModel):
     score: int = Field(ge=1, le=10)
     rationale: str
     recommendation: Recommendation
+    dimensions: ImpactDimensions | None = None
 
 
 class NoveltyScore(BaseModel):
@@ -118,6 +130,17 @@ class NoveltyScore(BaseModel):
     closest: str
     differentiation: str
     caveat: str = ""
+    closest_source: Literal["retrieved", "memory"] | None = None
+    closest_id: str = Field(default="", description="the retrieved paper's id or URL (closest_source retrieved)")
+
+
+class Paper(BaseModel):
+    source: str
+    id: str
+    title: str
+    year: str = ""
+    url: str = ""
+    summary: str = ""
 
 
 class SearchRecord(BaseModel):
@@ -125,6 +148,8 @@ class SearchRecord(BaseModel):
     ok: bool
     results: int = 0
     error: str = ""
+    source: str = ""
+    angle: str = ""
 
 
 class BehaviorScores(BaseModel):
@@ -136,6 +161,8 @@ class BehaviorScores(BaseModel):
     method: Method = "llm-chat"
     date: str
     search: SearchRecord | None = None
+    searches: list[SearchRecord] = Field(default_factory=list)
+    papers: list[Paper] = Field(default_factory=list, description="the retrieved papers the referees were shown")
     rejected: str | None = None
 
 
@@ -145,6 +172,7 @@ class RoundScores(BaseModel):
     model: str
     behaviors: list[BehaviorScores]
     warnings: list[str] = Field(default_factory=list)
+    prompt: str = ""
 
     @property
     def digest(self) -> str:

@@ -1,20 +1,28 @@
 """``run_library``: R rounds in order through the same per-round functions a Dagster layer wraps.
 
 Phase 0 first, and nothing is written until it passes: the mode is resolved (seed's table), the
-library file is read and validated, the given behavior is resolved (an unknown id is an error), the
-cross-topic guard runs, and a model must be configured for any round that is not already cached.
+library file is read and validated and must pass its own checks (``checks.require_sound``), the
+given behavior is resolved (an unknown id is an error), a model must be configured, and the
+cross-topic guard judges the topic by meaning (the model decides what embeddings do not settle).
 ``--new-library`` then moves the old file aside. A round left half-done by a crash is completed
 first from its cached steps (no new model call, no id minted twice), then new rounds
-``r<last+1>``… run: generate -> dedup -> score -> persist, and the loop stops early on a round
-that adds nothing after dedup.
+``r<last+1>``… run: generate -> dedup -> score -> persist. A round whose candidates all turn out
+duplicates (a model repeating earlier behaviors) adds nothing: the loop stops there and the
+report says the topic is saturated — a normal end, not an error.
+
+One invocation, one trace folder and one batch run index: ``run_library`` mints an invocation id
+(``RoundSettings.invocation``, never stored with a round) and every round's steps trace under it,
+whether they run here or as Dagster steps that pass it on (``TraceRun(L, invocation)``).
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 from hypograph.errors import HypographError
+from hypograph.library.checks import require_sound
 from hypograph.library.dedup import dedup_round
 from hypograph.library.generate import ModelRequired, generate_round
 from hypograph.library.guard import check_topic, move_aside
@@ -24,7 +32,7 @@ from hypograph.library.report import Report, build_report
 from hypograph.library.rounds import RoundCandidates, RoundDedup, RoundSettings
 from hypograph.library.schema import read_library
 from hypograph.library.score import score_round
-from hypograph.library.search import ArxivSearch
+from hypograph.library.search import web_search
 from hypograph.library.state import TRACE_TASK, read_model, round_dir, round_key, round_keys, round_number, state_dir
 from hypograph.library.traces import TraceRun
 from hypograph.llm.client import LLMClient
@@ -43,7 +51,7 @@ def next_round(root: Path) -> str:
     return round_key(round_number(keys[-1]) + 1 if keys else 1)
 
 
-def run_round(root: Path, key: str, settings: RoundSettings, client: LLMClient, search: ArxivSearch | None,
+def run_round(root: Path, key: str, settings: RoundSettings, client: LLMClient, search,
               traces: TraceRun) -> int:
     """Generate, dedup, score and persist round ``key``; returns the dedup survivors' count."""
     candidates = generate_round(root, key, settings, client, traces)
@@ -76,23 +84,23 @@ def round_survivors(root: Path, key: str) -> int:
 def run_library(root: Path, topic: str, rounds: int = 1, n_behaviors: int = 10, behavior: str | None = None,
                 behavior_source: str | None = None, web: bool = True, llm_config: LLMConfig | None = None,
                 mode: str | None = None, new_library: bool = False, confirm_topic: bool = False,
-                banlist_budget: int | None = None, strategies_file: str | None = None, embedder: str = "tfidf",
-                search_url: str | None = None,
+                banlist_budget: int | None = None, strategies_file: str | None = None, embedder: str = "sbert",
+                search_url: str | None = None, openalex_url: str | None = None,
                 round_runner: RoundRunner | None = None) -> Report:
     """Run ``rounds`` library rounds on directory ``root`` for ``topic``; the Phase-7 report.
 
     ``round_runner(key, settings) -> survivors`` runs one round (the CLI passes one that runs the
-    round's Dagster partition); by default the rounds run here, in this process."""
+    round's Dagster partition, and must pass ``settings.invocation`` on to its steps); by default
+    the rounds run here, in this process. ``search_url`` / ``openalex_url``: the arXiv and
+    OpenAlex endpoints (default: environment, else the public APIs)."""
     root = Path(root)
     if not topic or not topic.strip():
         raise HypographError("a topic is required: --topic \"…\"")
     resolution = resolve_mode(behavior_source, behavior, mode)
     loaded = read_library(root)  # an invalid file stops here, before anything is written
-    if new_library:
-        library = None
-    else:
-        check_topic(root, topic, confirm=confirm_topic)
-        library = loaded[0] if loaded else None
+    if not new_library:
+        require_sound(root)  # a library failing its own checks is refused before a round starts
+    library = None if new_library else (loaded[0] if loaded else None)
     if resolution.source == "given":
         resolve_target(library, resolution.behavior)  # an unknown id is an error now, not after a model call
     pending = [] if new_library else pending_rounds(root)
@@ -100,6 +108,10 @@ def run_library(root: Path, topic: str, rounds: int = 1, n_behaviors: int = 10, 
     if client.offline and rounds > 0:
         raise ModelRequired("library rounds need a model: set HYPOGRAPH_LLM_MODEL (and HYPOGRAPH_LLM_BASE_URL); "
                             "nothing was changed (validate, report and check work offline)")
+    invocation = uuid.uuid4().hex
+    traces = TraceRun(root, invocation)
+    if not new_library:
+        check_topic(root, topic, confirm=confirm_topic, client=client, traces=traces)
     notes = list(resolution.notes)
     if new_library:
         moved = move_aside(root)
@@ -108,10 +120,9 @@ def run_library(root: Path, topic: str, rounds: int = 1, n_behaviors: int = 10, 
     extra = {"banlist_budget": banlist_budget} if banlist_budget else {}
     settings = RoundSettings(topic=topic.strip(), behavior_source=resolution.source, behavior=resolution.behavior,
                              n_behaviors=n_behaviors, web=web, strategies_file=strategies_file, embedder=embedder,
-                             **extra)
+                             invocation=invocation, **extra)
     if round_runner is None:
-        search = ArxivSearch(search_url) if web else None
-        traces = TraceRun(root)
+        search = web_search(search_url, openalex_url) if web else None
 
         def round_runner(key: str, settings: RoundSettings) -> int:
             return run_round(root, key, settings, client, search, traces)

@@ -159,6 +159,8 @@ def read_library(root: Path) -> tuple[Library, dict] | None:
         raise HypographError(f"{path}: not UTF-8 text") from None
     except json.JSONDecodeError as e:
         raise HypographError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    except RecursionError:
+        raise HypographError(f"{path}: not valid JSON (nested too deeply to read)") from None
     if not isinstance(raw, dict):
         raise HypographError(f"{path}: expected a JSON object with topic, created, updated and behaviors")
     return validate_library(raw, path), raw

@@ -1,15 +1,22 @@
-"""Web grounding through arXiv's Atom API (``NOVELTY_WEB``): one quick search per surviving behavior.
+"""Web grounding (``NOVELTY_WEB``): literature search over arXiv and OpenAlex, each a resource with
+a configurable endpoint.
 
-``ArxivSearch(base_url).search(query)`` sends ``GET <base_url>?search_query=all:…&max_results=N``
-and parses the Atom feed's entries (title, link, published date, summary). The base URL is
-configurable (``HYPOGRAPH_SEARCH_URL``; default ``https://export.arxiv.org/api/query``) so tests and
-mirrors can serve it. A search that fails (network, HTTP status, not an Atom feed) never fails
-the round: it returns ``SearchOutcome(ok=False, error=…)`` and the caller scores with
-``method: llm-chat``.
+* ``ArxivSearch(base_url)``: ``GET <base_url>?search_query=all:"t1" AND all:"t2"…&max_results=N``,
+  arXiv's Atom API (default ``https://export.arxiv.org/api/query``; ``$HYPOGRAPH_ARXIV_URL``, or
+  the older ``$HYPOGRAPH_SEARCH_URL``);
+* ``OpenAlexSearch(base_url)``: ``GET <base_url>?search=t1 t2…&per-page=N``, OpenAlex's works API
+  (default ``https://api.openalex.org/works``; ``$HYPOGRAPH_OPENALEX_URL``);
+* ``WebSearch([...])``: asks each in turn; ``web_search(arxiv_url, openalex_url)`` builds both.
+
+A query is a list of search terms the model wrote (``score.py`` asks for them). Each hit is a
+``rounds.Paper``: source, id (``arXiv:2310.13548v1``, ``openalex:W…``), title, year, URL, summary.
+A search that fails (network, HTTP status, not a feed) never fails the round: it returns
+``SearchOutcome(ok=False, error=…)``; only papers that came back ground a score.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import urllib.error
@@ -18,18 +25,14 @@ import urllib.request
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
+from hypograph.library.rounds import Paper
+
 DEFAULT_URL = "https://export.arxiv.org/api/query"
+DEFAULT_OPENALEX_URL = "https://api.openalex.org/works"
 ATOM = "{http://www.w3.org/2005/Atom}"
 SUMMARY_CHARS = 400
-USER_AGENT = "hypograph-library/0.1 (+https://github.com/)"
-
-
-@dataclass
-class Paper:
-    title: str
-    url: str
-    published: str
-    summary: str
+MAX_BODY = 2_000_000
+USER_AGENT = "hypograph-library/0.2 (+https://github.com/)"
 
 
 @dataclass
@@ -38,37 +41,108 @@ class SearchOutcome:
     ok: bool
     papers: list[Paper] = field(default_factory=list)
     error: str = ""
+    source: str = ""
 
 
-class ArxivSearch:
-    """A search resource over arXiv's Atom API (or anything serving the same feed)."""
+def _terms(query: str | list[str]) -> list[str]:
+    """The search terms: the list given, or (a plain string) its first keywords."""
+    if isinstance(query, str):
+        return _keywords(query)[:4] or [query[:50]]
+    return [" ".join(re.sub(r'["()]', " ", t).split()) for t in query if t and t.strip()][:6]
 
-    def __init__(self, base_url: str | None = None, timeout: float = 10.0, max_results: int = 5):
-        self.base_url = base_url or os.environ.get("HYPOGRAPH_SEARCH_URL") or DEFAULT_URL
-        self.timeout = timeout
-        self.max_results = max_results
+
+class _Http:
+    name = "web"
+
+    def __init__(self, base_url: str, timeout: float, max_results: int):
+        self.base_url, self.timeout, self.max_results = base_url, timeout, max_results
 
     def describe(self) -> str:
         parts = urllib.parse.urlsplit(self.base_url)
         return urllib.parse.urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
 
-    def search(self, query: str) -> SearchOutcome:
-        """The feed's entries for ``query``; any failure is an outcome, never an exception."""
-        terms = " AND ".join(f"all:{w}" for w in _keywords(query)[:4]) or "all:" + urllib.parse.quote(query[:50])
-        params = {"search_query": terms, "start": 0, "max_results": self.max_results}
+    def _get(self, params: dict, query: str) -> tuple[bytes | None, SearchOutcome | None]:
         url = f"{self.base_url}?{urllib.parse.urlencode(params)}"
         try:
             request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                body = response.read(2_000_000)
-            return SearchOutcome(query, True, parse_atom(body))
+                return response.read(MAX_BODY), None
         except urllib.error.HTTPError as e:
-            return SearchOutcome(query, False, error=f"HTTP {e.code} from {self.describe()}")
+            return None, SearchOutcome(query, False, error=f"HTTP {e.code} from {self.describe()}", source=self.name)
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, "reason", e)
-            return SearchOutcome(query, False, error=f"{self.describe()} unreachable: {reason}")
+            return None, SearchOutcome(query, False, error=f"{self.describe()} unreachable: {reason}", source=self.name)
+
+
+class ArxivSearch(_Http):
+    """A search resource over arXiv's Atom API (or anything serving the same feed)."""
+
+    name = "arxiv"
+
+    def __init__(self, base_url: str | None = None, timeout: float = 10.0, max_results: int = 5):
+        super().__init__(base_url or os.environ.get("HYPOGRAPH_ARXIV_URL") or os.environ.get("HYPOGRAPH_SEARCH_URL")
+                         or DEFAULT_URL, timeout, max_results)
+
+    def search(self, query: str | list[str]) -> SearchOutcome:
+        """The feed's entries for ``query`` (terms AND-ed); any failure is an outcome, never an exception."""
+        terms = _terms(query)
+        text = " AND ".join(f'all:"{t}"' if " " in t else f"all:{t}" for t in terms)
+        body, failed = self._get({"search_query": text, "start": 0, "max_results": self.max_results}, text)
+        if failed:
+            return failed
+        try:
+            return SearchOutcome(text, True, parse_atom(body), source=self.name)
         except ET.ParseError as e:
-            return SearchOutcome(query, False, error=f"{self.describe()} did not return an Atom feed ({e})")
+            return SearchOutcome(text, False, error=f"{self.describe()} did not return an Atom feed ({e})",
+                                 source=self.name)
+
+
+class OpenAlexSearch(_Http):
+    """A search resource over OpenAlex's works API (or anything serving the same JSON)."""
+
+    name = "openalex"
+
+    def __init__(self, base_url: str | None = None, timeout: float = 10.0, max_results: int = 5):
+        super().__init__(base_url or os.environ.get("HYPOGRAPH_OPENALEX_URL") or DEFAULT_OPENALEX_URL, timeout,
+                         max_results)
+
+    def search(self, query: str | list[str]) -> SearchOutcome:
+        text = " ".join(_terms(query))
+        body, failed = self._get({"search": text, "per-page": self.max_results}, text)
+        if failed:
+            return failed
+        try:
+            return SearchOutcome(text, True, parse_openalex(body), source=self.name)
+        except ValueError as e:
+            return SearchOutcome(text, False, error=f"{self.describe()} did not return OpenAlex works ({e})",
+                                 source=self.name)
+
+
+class WebSearch:
+    """Several search resources asked in turn; ``search`` returns one outcome per resource."""
+
+    def __init__(self, searchers: list):
+        self.searchers = list(searchers)
+
+    def describe(self) -> str:
+        return ", ".join(f"{s.name} {s.describe()}" for s in self.searchers)
+
+    def search(self, query: str | list[str]) -> list[SearchOutcome]:
+        return [s.search(query) for s in self.searchers]
+
+
+def web_search(arxiv_url: str | None = None, openalex_url: str | None = None,
+               sources: tuple[str, ...] = ("arxiv", "openalex")) -> WebSearch:
+    """arXiv and OpenAlex (each at its endpoint: argument, else environment, else the public API)."""
+    make = {"arxiv": lambda: ArxivSearch(arxiv_url), "openalex": lambda: OpenAlexSearch(openalex_url)}
+    return WebSearch([make[s]() for s in sources])
+
+
+def as_web_search(search) -> WebSearch | None:
+    """``search`` as a WebSearch: None stays None, one resource is wrapped."""
+    if search is None or isinstance(search, WebSearch):
+        return search
+    return WebSearch([search])
 
 
 def parse_atom(body: bytes) -> list[Paper]:
@@ -78,15 +152,55 @@ def parse_atom(body: bytes) -> list[Paper]:
     root = ET.fromstring(body)
     if root.tag != f"{ATOM}feed":
         raise ET.ParseError(f"root element is {root.tag!r}, not an Atom feed")
-    return [_paper(entry) for entry in root.findall(f"{ATOM}entry")]
+    return [p for p in (_atom_paper(entry) for entry in root.findall(f"{ATOM}entry")) if p.title]
 
 
-def _paper(entry: ET.Element) -> Paper:
+def _atom_paper(entry: ET.Element) -> Paper:
     """One Atom entry: whitespace-collapsed fields; the alternate link, else the entry id."""
-    text = lambda tag: " ".join((entry.findtext(f"{ATOM}{tag}") or "").split())
+    text = lambda tag: " ".join((entry.findtext(f"{ATOM}{tag}") or "").split())  # noqa: E731
     links = entry.findall(f"{ATOM}link")
-    link = next((a.get("href", "") for a in links if a.get("rel", "alternate") == "alternate"), text("id"))
-    return Paper(text("title"), link, text("published")[:10], text("summary")[:SUMMARY_CHARS])
+    entry_id = text("id")
+    link = next((a.get("href", "") for a in links if a.get("rel", "alternate") == "alternate"), entry_id)
+    m = re.search(r"arxiv\.org/abs/([^/?#\s]+)$", entry_id)
+    pid = f"arXiv:{m.group(1)}" if m else (entry_id or link)
+    return Paper(source="arxiv", id=pid[:200], title=text("title")[:400], year=text("published")[:4], url=link[:500],
+                 summary=text("summary")[:SUMMARY_CHARS])
+
+
+def parse_openalex(body: bytes) -> list[Paper]:
+    """Works of an OpenAlex ``/works`` answer. Raises ValueError for anything that is not one."""
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise ValueError(f"not JSON: {str(e)[:80]}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("results"), list):
+        raise ValueError("no 'results' list")
+    out = []
+    for w in data["results"]:
+        if not isinstance(w, dict):
+            continue
+        title = " ".join(str(w.get("display_name") or w.get("title") or "").split())
+        wid = str(w.get("id") or "")
+        if not title or not wid:
+            continue
+        short = wid.rsplit("/", 1)[-1]
+        url = str(w.get("doi") or wid)
+        year = str(w.get("publication_year") or "")[:4]
+        out.append(Paper(source="openalex", id=f"openalex:{short}"[:200], title=title[:400], year=year, url=url[:500],
+                         summary=_abstract(w.get("abstract_inverted_index"))[:SUMMARY_CHARS]))
+    return out
+
+
+def _abstract(index) -> str:
+    """The abstract text of OpenAlex's inverted index ``{word: [positions]}``."""
+    if not isinstance(index, dict):
+        return ""
+    at = {}
+    for word, positions in index.items():
+        for p in positions if isinstance(positions, list) else []:
+            if isinstance(p, int) and 0 <= p < 5000:
+                at[p] = str(word)
+    return " ".join(at[p] for p in sorted(at))
 
 
 STOP = set("a an and the of in on for to with by from is are be as at that this which into its it or not "

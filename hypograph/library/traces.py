@@ -1,27 +1,63 @@
 """Where a library invocation's traces go: ``L/.hypograph/traces/hypothesis-batch/<date>_run<NN>/r<NN>/``.
 
-One ``TraceRun`` per invocation (a CLI run of R rounds, or one Dagster step); its run folder is
-created on first use only, so a fully cached re-run leaves no empty folder behind.
+One run folder, and so one batch run index, per *invocation*: a CLI run of R rounds is one
+invocation however many processes or Dagster steps carry it out. ``TraceRun(L, invocation=id)``
+resolves ``id`` through ``L/.hypograph/library/invocations.json`` (under a lock), so every step
+given the same id writes into the same folder and stamps the same ``runNN``; without an id the
+object itself is the invocation (the in-process runner makes one for all its rounds). The folder
+is created on first use only, so a fully cached re-run leaves no empty folder behind.
+
+A rejected answer's traces are capped: each of its trace files past ``CAP_BYTES`` keeps its first
+64 KiB and its size (a 10,000-candidate answer re-asked twice must not leave 150 MB behind).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from hypograph.library.state import TRACE_TASK, state_dir, trace_round_dir
-from hypograph.llm.client import LLMClient, new_run_dir
+from hypograph.atomic import write_json
+from hypograph.library.state import TRACE_TASK, library_state, state_dir, trace_round_dir
+from hypograph.llm.client import LLMClient, Rejected, new_run_dir
+from hypograph.locks import file_lock
+
+CAP_BYTES = 64 * 1024
+KEEP_INVOCATIONS = 500
 
 
 class TraceRun:
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, invocation: str | None = None):
         self.root = Path(root)
+        self.invocation = invocation
         self._dir: Path | None = None
+        self._used: set[Path] = set()
+
+    @property
+    def base(self) -> Path:
+        return state_dir(self.root) / "traces" / TRACE_TASK
 
     @property
     def dir(self) -> Path:
         if self._dir is None:
-            self._dir = new_run_dir(state_dir(self.root) / "traces" / TRACE_TASK)
+            self._dir = self._invocation_dir() if self.invocation else new_run_dir(self.base)
         return self._dir
+
+    def _invocation_dir(self) -> Path:
+        """The run folder registered for ``self.invocation``, made and registered on first use."""
+        registry = library_state(self.root) / "invocations.json"
+        with file_lock(library_state(self.root) / "invocations.lock"):
+            try:
+                known = json.loads(registry.read_text(encoding="utf-8"))
+                known = known if isinstance(known, dict) else {}
+            except (FileNotFoundError, ValueError, RecursionError):
+                known = {}  # a lost or damaged registry only costs a new run folder
+            name = known.get(self.invocation)
+            if isinstance(name, str) and name and (self.base / name).is_dir():
+                return self.base / name
+            folder = new_run_dir(self.base)
+            known[self.invocation] = folder.name
+            write_json(registry, dict(list(known.items())[-KEEP_INVOCATIONS:]))
+            return folder
 
     @property
     def run_index(self) -> int:
@@ -35,4 +71,31 @@ class TraceRun:
         """Point ``client``'s traces at this run's folder for ``round_key``; returns it."""
         d = trace_round_dir(self.dir, round_key)
         client.trace_to(d)
+        self._used.add(d)
         return d
+
+    def cap_if_rejected(self, answer, name: str) -> int:
+        """If ``answer`` is Rejected, cap the trace files of request ``name``; returns how many were."""
+        if not isinstance(answer, Rejected):
+            return 0
+        capped = 0
+        for d in self._used:
+            for path in d.glob(f"*-{name}.json"):
+                if cap_trace(path):
+                    capped += 1
+        return capped
+
+
+def cap_trace(path: Path, limit: int = CAP_BYTES) -> bool:
+    """Replace trace ``path`` by its first ``limit`` bytes and its size when it is larger."""
+    try:
+        size = path.stat().st_size
+        if size <= limit:
+            return False
+        with open(path, "rb") as f:
+            head = f.read(limit)
+    except OSError:
+        return False
+    write_json(path, {"truncated": True, "size_bytes": size, "outcome": "rejected answer (trace capped)",
+                      "head": head.decode("utf-8", errors="ignore")})
+    return True
