@@ -105,7 +105,7 @@ def test_config_reads_hypograph_variables():
 def test_config_defaults():
     cfg = LLMConfig.from_env({"HYPOGRAPH_LLM_MODEL": "m1"})
     assert ((cfg.base_url, cfg.api_key.get_secret_value(), cfg.timeout, cfg.max_retries, cfg.concurrency)
-            == (None, "none", 60.0, 3, 4))
+            == (None, "none", 120.0, 3, 4))
     assert cfg.describe() == "m1@api.openai.com"
 
 
@@ -190,24 +190,28 @@ def test_answer_in_a_markdown_fence_is_accepted(stub, make_client):
     assert make_client().ask(question()) == Score(**GOOD)
 
 
-def test_without_structured_outputs_falls_back_to_plain_json(stub, make_client):
+def test_without_structured_outputs_falls_back_to_plain_json(stub, make_client, state):
     stub.always(without_response_format(answer(GOOD)))
     client = make_client()
     assert client.ask(question("first")) == Score(**GOOD)
-    first, second = stub.requests
+    first, second, third = stub.requests
     assert first.has_response_format and first.body["response_format"]["type"] == "json_schema"
-    assert not second.has_response_format
-    assert second.messages == first.messages
-    # The client remembers: later questions go out as plain JSON straight away.
-    assert client.ask(question("second")) == Score(**GOOD)
-    assert len(stub.requests) == 3 and not stub.requests[2].has_response_format
+    # llama.cpp's own structured mode next: json_object with the schema
+    assert second.body["response_format"]["type"] == "json_object" and "schema" in second.body["response_format"]
+    assert not third.has_response_format
+    assert second.messages == third.messages == first.messages
+    assert client.metadata()["llm_structured_output"] == "prompt"
+    # The client remembers, across runs too: later questions go out as plain JSON straight away.
+    assert make_client().ask(question("second")) == Score(**GOOD)
+    assert len(stub.requests) == 4 and not stub.requests[3].has_response_format
 
 
-def test_bad_request_without_response_format_is_an_error(stub, make_client):
-    stub.always(bad_request("maximum context length exceeded"))
-    with pytest.raises(HypographError, match="rejected by .*maximum context length exceeded"):
-        make_client().ask(question())
-    assert [r.has_response_format for r in stub.requests] == [True, False]
+def test_a_bad_request_naming_the_context_is_a_refusal_naming_the_limit(stub, make_client):
+    stub.always(bad_request("This model's maximum context length is 2048 tokens. However, you requested 9000"))
+    result = make_client().ask(question())
+    assert isinstance(result, Rejected) and result.kind == "context"
+    assert "context length (2048 tokens)" in result.reason
+    assert [r.has_response_format for r in stub.requests] == [True]  # not a format problem: no fallback
 
 
 # -- invalid answers: re-ask, then reject ----------------------------------------------------------------------
@@ -257,7 +261,7 @@ def test_transient_failure_then_success(failure, stub, make_client):
     assert client.ask(question()) == Score(**GOOD)
     assert len(stub.requests) == 2
     assert stub.requests[1].messages == stub.requests[0].messages, "the same request retried, not a re-ask"
-    assert client.usage.calls == 1, "one logical call"
+    assert client.usage.calls == 1 and client.usage.failed_calls == 1, "one answered call"
 
 
 def test_persistent_server_error_raises_after_retries(stub, make_client, state):
@@ -268,18 +272,19 @@ def test_persistent_server_error_raises_after_retries(stub, make_client, state):
     assert len(stub.requests) == 1 + client.config.max_retries
     message = str(info.value)
     assert f"LLM endpoint {MODEL}@{stub.url} failed after 2 retries" in message and "InternalServerError" in message
-    [trace] = trace_files(state)
-    record = json.loads(trace.read_text())
-    assert record["outcome"] == "error" and "InternalServerError" in record["error"]
+    records = [json.loads(t.read_text()) for t in trace_files(state)]  # every attempt is traced
+    assert len(records) == 3
+    assert all(r["outcome"] == "error" and "InternalServerError" in r["error"] and r["status"] == 500 for r in records)
+    assert all("content-type" in r["headers"] and "had an error" in r["body"] for r in records)
     assert not cache_entries(state), "an endpoint failure is not cached"
 
 
-def test_timeout_raises(llm_server, llm_env, make_client):
+def test_a_missed_deadline_is_an_outage_without_a_retry(llm_server, llm_env, make_client):
     llm_env(llm_server, timeout=0.5, max_retries=1)
     llm_server.always(slow(3, GOOD))
-    with pytest.raises(HypographError, match="APITimeoutError"):
+    with pytest.raises(HypographError, match="no answer within the deadline of 0.5 s"):
         make_client().ask(question())
-    assert len(llm_server.requests) == 2
+    assert len(llm_server.requests) == 1  # the server may still be generating: a retry would queue
 
 
 def test_unreachable_endpoint_raises_a_clear_error(llm_env, make_client, state):
@@ -341,7 +346,7 @@ def test_traces_record_each_call_per_client_run(stub, make_client, state):
 def test_the_rejected_structured_output_call_is_traced(stub, make_client, state):
     stub.always(without_response_format(answer(GOOD)))
     make_client().ask(question())
-    assert len(trace_files(state)) == len(stub.requests) == 2
+    assert len(trace_files(state)) == len(stub.requests) == 3
 
 
 def test_cache_hits_write_no_trace(stub, make_client, state):

@@ -77,7 +77,7 @@ def traces(state: Path, task: str = "test") -> list[dict]:
 def test_an_empty_variable_means_its_default():
     cfg = LLMConfig.from_env({"HYPOGRAPH_LLM_MODEL": "m", "HYPOGRAPH_LLM_TIMEOUT": "", "HYPOGRAPH_LLM_MAX_RETRIES": "",
                               "HYPOGRAPH_LLM_CONCURRENCY": ""})
-    assert (cfg.timeout, cfg.max_retries, cfg.concurrency) == (60.0, 3, 4)
+    assert (cfg.timeout, cfg.max_retries, cfg.concurrency) == (120.0, 3, 4)
 
 
 def test_asking_offline_is_refused_in_one_line(state):

@@ -12,11 +12,16 @@ cluster label; next: generation, dedup, scoring) is put to a ``Policy`` as a lis
   rejected (<reason>)"``); the decision records ``decided_by="policy"`` (``OFFLINE``) and puts
   ``note`` in its rationale or justification.
 
+* ``split()`` (optional): the same question as two smaller asks whose decisions, concatenated,
+  are this ask's (``R`` a list); used when the prompt cannot fit the endpoint's context.
+
 ``OfflinePolicy`` answers every ask with ``offline(None)``. ``ModelPolicy`` asks the model (the
 client caches by content hash, re-asks on invalid answers, runs asks concurrently) and accepts
-each valid answer; a rejected answer — and only that — falls back to ``offline(note)``, here, in
-one place, counted in the client's ``usage.fallback`` (asset metadata ``llm_fallback``).
-Decisions come back in the order of the asks.
+each valid answer. An item the model does not answer falls back to ``offline(note)``, here, in one
+place, counted in the client's ``usage.fallback`` (asset metadata ``llm_fallback``): a rejected
+answer, a prompt over the context length that cannot be split further, and an outage (the
+endpoint gave no usable answer: the item is decided offline, not cached, so a later run asks
+again). The run goes on either way. Decisions come back in the order of the asks.
 
 ``policy_for(client)`` picks the policy from the configured client: no model -> offline.
 """
@@ -28,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from hypograph.llm.client import LLMClient, Rejected, Request
+from hypograph.llm.client import LLMClient, LLMUnavailable, Rejected, Request
 
 T = TypeVar("T")  # the model's answer (a pydantic model)
 R = TypeVar("R")  # the decision the caller keeps
@@ -41,6 +46,16 @@ def fallback_note(reason: str) -> str:
     return f"the model's answer was rejected ({reason})"
 
 
+def outage_note(reason: str) -> str:
+    """The phrase a fallback records when the endpoint gave no usable answer."""
+    return f"the model gave no usable answer ({reason[:240]})"
+
+
+def refused_note(reason: str) -> str:
+    """The phrase a fallback records for a prompt the endpoint cannot take."""
+    return f"the question was not asked: {reason}"
+
+
 @dataclass(frozen=True)
 class Ask(Generic[T, R]):
     """One decision to make: the model's question and both ways to decide it."""
@@ -48,6 +63,7 @@ class Ask(Generic[T, R]):
     request: Request[T]
     accept: Callable[[T, str], R]
     offline: Callable[[str | None], R]
+    split: Callable[[], tuple[Ask, Ask]] | None = None
 
 
 class Policy(ABC):
@@ -87,12 +103,19 @@ class ModelPolicy(Policy):
         return False
 
     def decide(self, kind: str, asks: list[Ask[T, R]]) -> list[R]:
-        answers = self.client.ask_many([a.request for a in asks])
+        answers = self.client.ask_all([a.request for a in asks])
         out = []
         for a, answer in zip(asks, answers, strict=True):
-            if isinstance(answer, Rejected):
+            if isinstance(answer, Rejected) and answer.kind == "context" and a.split is not None:
+                first, second = a.split()
+                out.append(list(self.decide(kind, [first])[0]) + list(self.decide(kind, [second])[0]))
+            elif isinstance(answer, LLMUnavailable):
                 self.client.count_fallback()
-                out.append(a.offline(fallback_note(answer.reason)))
+                out.append(a.offline(outage_note(str(answer))))
+            elif isinstance(answer, Rejected):
+                self.client.count_fallback()
+                out.append(a.offline(refused_note(answer.reason) if answer.kind == "context"
+                                     else fallback_note(answer.reason)))
             else:
                 out.append(a.accept(answer, self.client.decider))
         return out
