@@ -211,6 +211,7 @@ def _adjudicate(args) -> int:
           f"{usage.rejected} rejected) -> {path}")
     for d in decisions:
         print(f"  {d.verdict:<5} {d.pair[0]} {d.pair[1]} {d.similarity:.4f} [{d.decided_by}]")
+    _usage(client)
     queue = review_queue(decisions)
     if queue:
         print(f"review queue: {len(queue)} pair(s) — record verdicts in {args.run_dir / 'proximity' / 'review.json'}")
@@ -230,7 +231,16 @@ def _label(args) -> int:
     print(f"{len(names)} cluster names (llm: {client.config.describe()}) -> {path}")
     for label, members in clusters.clusters.items():
         print(f"{label}: {names[label]['label']} ({', '.join(members)})")
+    _usage(client)
     return 0
+
+
+def _usage(client) -> None:
+    """How the model did on this command's task (nothing when no model was configured)."""
+    from hypograph.llm import usage_line
+
+    if not client.offline:
+        print(f"llm {usage_line(client.metadata())}")
 
 
 COMMANDS = {"embed": _embed, "graph": _graph, "clusters": _clusters, "dupes": _dupes,

@@ -6,7 +6,9 @@ Who decides, first match wins:
 2. ``auto``: similarity above the auto-merge cutoff (0.92) -> MERGE, keep the earlier id;
 3. ``model:<name>``: borderline pairs, batched, the model reading both hypotheses in full;
 4. ``policy``: borderline pairs with no model configured, or whose model answer was rejected
-   after the allowed re-asks -> FLAG, i.e. the human review queue.
+   after the allowed re-asks, or whose endpoint gave no usable answer (an outage: the run goes
+   on), or whose question cannot fit the endpoint's context even one pair at a time -> FLAG,
+   i.e. the human review queue, the reason in the rationale.
 
 The model answers with pair numbers, never ids: it cannot introduce a pair that was not asked
 about, and an answer naming an id that does not occur in the question is invalid and re-asked.
@@ -98,7 +100,7 @@ def adjudicate(
 ) -> list[Decision]:
     """One decision per pair, in the pairs' order, then a person's decision on any other pair of
     current hypotheses (below the dupe threshold: applied, never silently ignored; its similarity
-    from ``similarity(a, b)``). Raises HypographError if the endpoint fails."""
+    from ``similarity(a, b)``). A model that does not answer leaves its pairs FLAGged (``policy``)."""
     for p in pairs:
         missing = [i for i in (p.a, p.b) if i not in hypotheses]
         if missing:
@@ -115,11 +117,20 @@ def adjudicate(
         else:
             borderline.append(p)
     batches = [borderline[k:k + batch_size] for k in range(0, len(borderline), batch_size)]
-    asks = [Ask(_request(batch, hypotheses), partial(_decisions, batch), partial(_flags, batch)) for batch in batches]
+    asks = [_ask(batch, hypotheses) for batch in batches]
     for batch, decisions in zip(batches, policy_for(llm).decide("pair verdict", asks), strict=True):
         for p, d in zip(batch, decisions, strict=True):
             decided[(p.a, p.b)] = d
     return [decided[(p.a, p.b)] for p in pairs] + _reviews_of_other_pairs(pairs, hypotheses, reviews, similarity)
+
+
+def _ask(batch: list[DuplicatePair], hypotheses: dict[str, Hypothesis]) -> Ask:
+    """The question for ``batch``, halved when the endpoint's context cannot take it."""
+    def split():
+        half = (len(batch) + 1) // 2
+        return _ask(batch[:half], hypotheses), _ask(batch[half:], hypotheses)
+    return Ask(_request(batch, hypotheses), partial(_decisions, batch), partial(_flags, batch),
+               split if len(batch) > 1 else None)
 
 
 def _reviews_of_other_pairs(pairs: list[DuplicatePair], hypotheses: dict[str, Hypothesis],
@@ -200,7 +211,7 @@ def _request(batch: list[DuplicatePair], hypotheses: dict[str, Hypothesis]) -> R
                 raise ValueError(f"pair {d.pair} names id(s) not in that pair: {', '.join(sorted(unknown))}")
 
     name = "pairs-" + "_".join(f"{p.a}-{p.b}" for p in batch)
-    return Request(name=name, system=SYSTEM, user=user, schema=PairJudgements, check=check)
+    return Request(name=name, system=SYSTEM, user=user, schema=PairJudgements, check=check, items=len(batch))
 
 
 def _decisions(batch: list[DuplicatePair], answer: PairJudgements, decider: str) -> list[Decision]:

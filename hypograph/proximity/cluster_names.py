@@ -1,8 +1,12 @@
 """Short descriptive cluster names from a model, beside the keyword labels.
 
 One call per batch of clusters; each cluster is shown by (up to) its first members' statements.
-The model answers by cluster number; offline, or when its answer is rejected, the keyword label
-stands. Output per cluster: ``{"label", "keywords", "decided_by"}``.
+The model answers by cluster number; offline, or when the model does not answer (a rejected
+answer, an outage, a batch over the endpoint's context that cannot be halved further), the
+keyword label stands, per batch, counted in the client's ``llm_fallback``: naming is optional and
+never fails a run. With a model, a one-member cluster is named by its member's title
+(``decided_by: "title"``) without asking it: there is no theme to find. Output per cluster:
+``{"label", "keywords", "decided_by"}``.
 """
 
 from __future__ import annotations
@@ -38,15 +42,38 @@ def name_clusters(clusters: Clusters, hypotheses: dict[str, Hypothesis], llm: LL
     names = {c: {"label": clusters.keywords.get(c, ""), "keywords": clusters.keywords.get(c, ""),
                  "decided_by": "keywords"}
              for c in clusters.clusters}
-    labels = list(clusters.clusters)
+    policy = policy_for(llm)
+    labels = []
+    for c, members in clusters.clusters.items():
+        # offline every cluster keeps its keywords, as before (so offline outputs do not change)
+        title = _title(hypotheses.get(members[0])) if len(members) == 1 and not policy.offline else ""
+        if title:
+            names[c].update(label=title, decided_by="title")
+        else:
+            labels.append(c)
     batches = [labels[k:k + batch_size] for k in range(0, len(labels), batch_size)]
-    asks = [Ask(_request(b, clusters, hypotheses),
-                lambda answer, by: [(i.cluster, i.label.strip(), by) for i in answer.labels],
-                lambda _note: []) for b in batches]  # offline or rejected: the keyword label stands
-    for batch, named in zip(batches, policy_for(llm).decide("cluster name", asks), strict=True):
-        for number, label, by in named:
-            names[batch[number - 1]].update(label=label, decided_by=by)
+    for named in policy.decide("cluster name", [_ask(b, clusters, hypotheses) for b in batches]):
+        for label, name, by in named:
+            names[label].update(label=name, decided_by=by)
     return names
+
+
+def _title(h: Hypothesis | None) -> str:
+    """A member's title as a label: one line, at most 80 characters."""
+    text = " ".join((h.title or h.statement or "").split()) if h is not None else ""
+    return text if len(text) <= 80 else text[:79].rstrip() + "…"
+
+
+def _ask(batch: list[str], clusters: Clusters, hypotheses: dict[str, Hypothesis]) -> Ask:
+    """The question for ``batch``; decisions are ``(cluster label, name, decided_by)``, none when
+    the keyword labels stand. Split in halves when the endpoint's context cannot take it."""
+    def split():
+        half = (len(batch) + 1) // 2
+        return _ask(batch[:half], clusters, hypotheses), _ask(batch[half:], clusters, hypotheses)
+    return Ask(_request(batch, clusters, hypotheses),
+               lambda answer, by: [(batch[i.cluster - 1], i.label.strip(), by) for i in answer.labels],
+               lambda _note: [],  # offline or not answered: the keyword label stands
+               split if len(batch) > 1 else None)
 
 
 def _request(batch: list[str], clusters: Clusters, hypotheses: dict[str, Hypothesis]) -> Request[ClusterNames]:
@@ -64,4 +91,4 @@ def _request(batch: list[str], clusters: Clusters, hypotheses: dict[str, Hypothe
 
     return Request(name="clusters-" + "_".join(batch), system=SYSTEM,
                    user=f"Name these {len(batch)} cluster(s).\n\n" + "\n\n".join(blocks),
-                   schema=ClusterNames, check=check)
+                   schema=ClusterNames, check=check, items=len(batch))
