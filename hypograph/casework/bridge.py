@@ -17,9 +17,9 @@ from pathlib import Path
 
 from hypograph.casework.batch import paths
 from hypograph.casework.checks import run_checks
-from hypograph.casework.package import CasePackage
+from hypograph.casework.package import TARGET_VAULT, CasePackage
 from hypograph.casework.rules import describe
-from hypograph.errors import HypographError
+from hypograph.errors import HypographError, NotDone
 from hypograph.vault.mint import create_node
 from hypograph.vault.vault import open_vault
 
@@ -36,8 +36,9 @@ class MintReport:
                 f"(batch source {self.source_id})")
 
 
-def mint_batch(case_dir: Path | str, vault_root: Path | str) -> MintReport:
-    """Mint the current revision's published batch into ``vault_root`` (idempotent)."""
+def mint_batch(case_dir: Path | str, vault_root: Path | str | None = None) -> MintReport:
+    """Mint the current revision's published batch into ``vault_root`` (idempotent), default the
+    package's ``target_vault``; the vault minted into is recorded as the target. No model needed."""
     pkg = CasePackage(Path(case_dir))
     with pkg.lock():
         pkg.roll_forward()
@@ -45,13 +46,22 @@ def mint_batch(case_dir: Path | str, vault_root: Path | str) -> MintReport:
         rev = m["analysis_revision"]
         p = paths(rev)
         if not (pkg.root / p["hypothesis_registry"]).exists():
-            raise HypographError(f"{pkg.root / p['hypothesis_registry']}: no published batch for revision {rev}")
+            raise NotDone(f"{pkg.root / p['hypothesis_registry']}: no published batch for revision {rev} yet")
         bad = {k: v for k, v in run_checks(pkg, rev).items() if v}
         if bad:
             raise HypographError(f"{pkg.root}: the batch fails its checks, not minting: "
                                  + "; ".join(f"{k}: {describe(v, 3)}" for k, v in bad.items()))
+        vault = Path(vault_root).resolve() if vault_root is not None else pkg.target_vault(m)
+        if vault is None:
+            raise NotDone(f"{pkg.root / 'manifest.json'}: no vault to mint into: the case names no target_vault "
+                          "and none was given")
+        if not vault.is_dir():
+            raise HypographError(f"{vault}: no such vault directory")
         hyp_doc, context = pkg.read_json(p["hypotheses"]), pkg.read_json(p["hypothesis_context"])
-        return _mint(pkg, Path(vault_root), m["package_id"], rev, hyp_doc, context)
+        report = _mint(pkg, vault, m["package_id"], rev, hyp_doc, context)
+        if m.get(TARGET_VAULT) != str(vault):  # later mints, and the Dagster asset, find it without config
+            pkg.write({}, {**m, TARGET_VAULT: str(vault), "package_generation": m["package_generation"] + 1})
+        return report
 
 
 def _mint(pkg: CasePackage, root: Path, package_id: str, rev: int, hyp_doc: dict, context: dict) -> MintReport:

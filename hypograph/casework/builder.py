@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -27,7 +28,7 @@ from hypograph.casework.checks import run_checks
 from hypograph.casework.config import HypothesisConfig
 from hypograph.casework.context import build_context, verified_interpretation
 from hypograph.casework.dispatch import DispatchState, Status
-from hypograph.casework.gateway import CaseGateway
+from hypograph.casework.gateway import CaseGateway, NeedsModel
 from hypograph.casework.guards import attempt_for, pinned_policy, refuse_undeclared
 from hypograph.casework.models import Answer
 from hypograph.casework.package import (
@@ -67,14 +68,16 @@ class BuildResult:
 
 
 class HypothesisBuilder:
-    def __init__(self, store: CaseStore, gateway: CaseGateway, policy: HypothesisConfig, *,
+    def __init__(self, store: CaseStore, gateway: CaseGateway | None, policy: HypothesisConfig, *,
                  hook: Hook | None = None, clock: Callable[[], dt.datetime] | None = None):
         self.store, self.gateway, self.config = store, gateway, policy
         self.hook = hook
         self.clock = clock or (lambda: dt.datetime.now(dt.UTC))
 
     async def build(self, case_id: str, package_id: str, attempt_id: str | None = None) -> BuildResult:
-        """Dispatch ``case_id`` once; see the module docstring. Bad input raises HypographError."""
+        """Dispatch ``case_id`` once; see the module docstring. Bad input raises HypographError;
+        ``gateway`` None (no model) still reuses a published batch or publishes a recorded round,
+        and raises NeedsModel (nothing written) where a model call is needed."""
         pkg = self.store.package(case_id)
         try:
             with pkg.lock():
@@ -110,9 +113,11 @@ class HypothesisBuilder:
         if state.status == "RETRY_PENDING" and self.clock() < state.due():
             return result(Status.RETRY_PENDING, f"attempt {attempt}: next round due at {state.due_at}",
                           attempt_id=attempt, due_at=state.due_at)
+        round_path = f"{rev_dir('hypotheses', rev)}/rounds/{attempt}.json"
+        if self.gateway is None and not os.path.lexists(pkg.root / round_path):
+            raise NeedsModel()  # before phase 1 writes anything: no model, nothing changed
         m, context, context_text = self._context_phase(pkg, m)
         generation = m["package_generation"]
-        round_path = f"{rev_dir('hypotheses', rev)}/rounds/{attempt}.json"
         round_doc = pkg.read_optional(round_path)
         llm: dict = {}
         if round_doc is None:

@@ -10,6 +10,7 @@ from hypograph.casework import rules
 from hypograph.casework.batch import CANDIDATE_FIELDS, paths, summary
 from hypograph.casework.config import UNIT
 from hypograph.casework.package import CasePackage
+from hypograph.errors import HypographError
 
 Violation = rules.Violation
 
@@ -108,17 +109,81 @@ def checked_together(pkg: CasePackage, manifest: dict, revision: int, hyp_doc: d
                 out.append((name, f"manifest pointer is {ptr!r}, not {p[name]}"))
             elif pkg.sha(p[name]) != ptr["sha256"]:
                 out.append((name, f"{p[name]} does not match the manifest's sha256"))
-    md = (pkg.root / p["hypotheses_summary"])
     # compared as bytes: a file that is not UTF-8 is simply not the rendering (not a decode error)
-    if not md.is_file() or md.read_bytes() != summary(hyp_doc, context).encode("utf-8"):
+    md = _bytes(pkg, p["hypotheses_summary"])
+    if md is None or md != summary(hyp_doc, context).encode("utf-8"):
         out.append(("hypotheses_summary", "hypotheses.md is not the rendering of hypotheses.json"))
     for key in ("policy", "context", "round"):
         ref = hyp_doc.get("bindings", {}).get(key, {})
         path = ref.get("path")
-        # a path that is no file (missing, or naming a folder) is a broken binding, not a crash
-        if not isinstance(path, str) or not (pkg.root / path).is_file() or pkg.sha(path) != ref.get("sha256"):
+        # a path that is no file (missing, a folder, outside the package) is a broken binding, not a crash
+        actual = _sha(pkg, path, f"hypotheses.json bindings.{key}") if isinstance(path, str) else None
+        if actual is None or actual != ref.get("sha256"):
             out.append(("hypotheses", f"bindings.{key}: {path} missing or changed"))
     return out
+
+
+def _bytes(pkg: CasePackage, rel: str) -> bytes | None:
+    """The confined file's bytes, or None when it is missing or may not be read."""
+    try:
+        return pkg.read_bytes(rel)
+    except HypographError:
+        return None
+
+
+def _sha(pkg: CasePackage, rel: str, what: str) -> str | None:
+    try:
+        return pkg.sha(rel, what)
+    except HypographError:  # outside the package, a FIFO, a folder: not the bound file
+        return None
+
+
+# -- shapes ----------------------------------------------------------------------------------------
+# What the checks and the summary index into, so a published file of another shape (an entry
+# that is 7, a document that is []) is a violation naming the file and the JSON pointer instead
+# of a crash. Values: ANY, a type, a {key: shape} object ("key?" optional), or [shape] a list.
+ANY = object()
+SCALAR = (str, int, float, type(None))  # what is compared or hashed as an id (a list would not hash)
+_CANDIDATE = {"id": SCALAR, "role": ANY, "status": ANY, "confidence": ANY, "title": ANY, "mechanism": ANY,
+              "rationale": ANY, "distinction": ANY, "source_ids": [str], "interpretation_ids": [str],
+              "expected_evidence": list, "falsifying_evidence": list, "open_questions": list,
+              "budget_allocation": {"initial": ANY, "unit": ANY}, "budget_accounting": ANY}
+SHAPES: dict[str, object] = {
+    "hypotheses": {"package_id": ANY, "analysis_revision": ANY, "attempt_id": ANY, "prompt_version": ANY,
+                   "bindings?": {"policy?": dict, "context?": dict, "round?": dict}, "hypotheses": [_CANDIDATE]},
+    "hypothesis_registry": {"creations?": [{"id?": SCALAR, "origin?": dict}]},
+    "hypothesis_policy": {"initial_budget": ANY},
+    "hypothesis_context": {"question": ANY, "catalogue": [{"id": SCALAR, "kind": SCALAR}],
+                           "statements": [{"alias": SCALAR, "text": ANY}], "anchor": {"alias": ANY, "name": str}},
+}
+_NAMES = {list: "an array", dict: "an object", str: "a string", int: "an integer", bool: "a boolean",
+          float: "a number", type(None): "null"}
+
+
+def shape_violations(doc, shape, file: str) -> list[Violation]:
+    """``(file, "pointer: expected …")`` for every place ``doc`` differs from ``shape``."""
+    out: list[Violation] = []
+    stack = [(doc, shape, "")]
+    while stack:
+        value, want, ptr = stack.pop()
+        if want is ANY:
+            continue
+        kind = dict if isinstance(want, dict) else list if isinstance(want, list) else want
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)) or \
+                (isinstance(kind, tuple) and isinstance(value, bool)):
+            want_name = _NAMES.get(kind, "a string, number or null") if not isinstance(kind, tuple) else \
+                "a string, number or null"
+            out.append((file, f"{ptr or '/'}: expected {want_name}, got {_NAMES.get(type(value), 'a value')}"))
+        elif isinstance(want, dict):
+            for key, sub in want.items():
+                name = key.rstrip("?")
+                if name in value:
+                    stack.append((value[name], sub, f"{ptr}/{name}"))
+                elif not key.endswith("?"):
+                    out.append((file, f"{ptr}/{name}: missing"))
+        elif isinstance(want, list):
+            stack.extend((item, want[0], f"{ptr}/{i}") for i, item in reversed(list(enumerate(value))))
+    return sorted(out, key=lambda v: v[1])
 
 
 def run_checks(pkg: CasePackage, revision: int | None = None) -> dict[str, list[Violation]]:
@@ -126,10 +191,12 @@ def run_checks(pkg: CasePackage, revision: int | None = None) -> dict[str, list[
     manifest = pkg.manifest()
     revision = revision or manifest["analysis_revision"]
     p = paths(revision)
-    hyp_doc = pkg.read_json(p["hypotheses"])
-    registry = pkg.read_json(p["hypothesis_registry"])
-    policy = pkg.read_json(p["hypothesis_policy"])
-    context = pkg.read_json(p["hypothesis_context"])
+    docs = {name: pkg.read_json(p[name], what=name) for name in SHAPES}
+    wrong = [v for name, shape in SHAPES.items() for v in shape_violations(docs[name], shape, p[name])]
+    if wrong:  # no check can run on a file of another shape; each reports why, naming file and pointer
+        return {name: list(wrong) for name in CHECKS}
+    hyp_doc, registry = docs["hypotheses"], docs["hypothesis_registry"]
+    policy, context = docs["hypothesis_policy"], docs["hypothesis_context"]
     return {
         "registry_consistent": registry_consistent(hyp_doc, registry, pkg.sha(p["hypotheses"])),
         "budget_equal": budget_equal(hyp_doc, registry, policy),

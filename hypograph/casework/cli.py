@@ -1,31 +1,133 @@
 """The case commands; ``add_case_parsers(subparsers)`` hooks them into ``hypograph``.
 
+    hypograph case new CASE_DIR --question "…" [--kind KIND] [--config F] PATH…   files, folders, ZIPs
+    hypograph case add CASE_DIR [--kind KIND] [--config F] PATH…                  a new revision
     hypograph case from-vault VAULT CASE_DIR     a vault as a case package (new unconfirmed revision)
-    hypograph case confirm CASE_DIR [--by NAME]  a person confirms the current revision
+    hypograph case interpret CASE_DIR [--config F]   the model's draft (offline: a template to fill in)
+    hypograph case show CASE_DIR                 what a person confirms
+    hypograph case confirm CASE_DIR [--by NAME]  a person confirms the current revision (adopting the draft)
     hypograph batch CASE_DIR [--config F] [--attempt ID] [--into VAULT]
 
-Each handler takes the parsed arguments and returns the exit code; bad input raises
-HypographError, which ``hypograph``'s main prints as one line. ``batch``'s handler is
-``pipelines.case_runs.batch``: it runs the batch through Dagster.
+Exit codes, the same for every ``hypograph`` command: 0 done; 1 refused input (the one line
+names the file and field); 2 not done yet or needs something first (a model, a person's
+confirmation, the lock another dispatch holds: ``DEFERRED``), nothing wrong with the input.
+Each handler returns the code; a ``NotDone`` error is printed here and gives 2, any other
+HypographError goes up to ``hypograph``'s main (one line, exit 1). ``batch``'s handler is
+``pipelines.case_runs.batch``; it calls ``batch_preflight`` before its Dagster run.
 """
 
 from __future__ import annotations
 
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
+from hypograph.casework.batch import paths
+from hypograph.casework.config import HypothesisConfig
+from hypograph.casework.context import verified_interpretation
+from hypograph.casework.dispatch import Status
 from hypograph.casework.from_vault import case_from_vault
+from hypograph.casework.gateway import NEEDS_MODEL, CaseGateway, NeedsModel
+from hypograph.casework.ingest import DEFAULT_KIND
+from hypograph.casework.interpret import run_draft, show_text
+from hypograph.casework.models import SOURCE_KINDS
+from hypograph.casework.new_case import case_add, case_new
+from hypograph.casework.package import CaseBusy, CasePackage
 from hypograph.casework.revision import confirm
+from hypograph.errors import HypographError, NotDone
+
+DONE, REFUSED, NOT_DONE = 0, 1, 2
+# The CLI says where the config comes from; the domain's line (also shown in the UI) names no flag.
+CLI_NEEDS_MODEL = NEEDS_MODEL.replace("the analysis config", "the --config file")
+
+
+def exit_code(error: BaseException) -> int:
+    """The exit code of an error reaching ``hypograph``: 2 for NotDone, 1 for other HypographErrors."""
+    return getattr(error, "exit_code", REFUSED) if isinstance(error, HypographError) else REFUSED
+
+
+def status_exit(status: Status | str) -> int:
+    """A dispatch result's exit code: COMPLETED 0; RETRY_PENDING, DEFERRED, BLOCKED, ERROR 2."""
+    return DONE if Status(status) is Status.COMPLETED else NOT_DONE
+
+
+def cli_message(error: HypographError) -> str:
+    """The error's line as the CLI prints it: a busy case is DEFERRED, the model hint names --config."""
+    if isinstance(error, CaseBusy):
+        return f"DEFERRED: {error}; nothing done"
+    if isinstance(error, NeedsModel) and str(error) == NEEDS_MODEL:
+        return CLI_NEEDS_MODEL
+    return str(error)
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """What ``hypograph batch`` may start: the case's current revision, whether its batch is
+    already published (reused: no model needed, ``--into`` mints offline), and the vault to mint
+    into (``--into``, else none)."""
+
+    case_dir: Path
+    analysis_revision: int
+    published: bool
+    vault: Path | None
+
+
+def batch_preflight(case_dir: Path | str, policy: HypothesisConfig, into: Path | str | None = None) -> BatchPlan:
+    """Check, before any Dagster run, in the order a person must fix things, what ``batch`` needs:
+    a readable package (else HypographError, exit 1); the case lock free (CaseBusy: DEFERRED, 2);
+    a published batch for the current revision, which needs nothing more; else a confirmed
+    interpretation (NotConfirmed, 2) and then a model (NeedsModel, 2, naming --config); ``into``
+    an existing vault folder (exit 1). Writes nothing but a roll-forward of an interrupted write."""
+    pkg = CasePackage(Path(case_dir).resolve())
+    if not pkg.exists():
+        raise HypographError(f"{pkg.root / 'manifest.json'}: missing (not a case package)")
+    with pkg.lock():  # raises CaseBusy at once while a dispatch runs
+        pkg.roll_forward()
+        m = pkg.manifest()
+        rev = m["analysis_revision"]
+        published = (pkg.root / paths(rev)["hypothesis_registry"]).is_file()
+        if not published:
+            verified_interpretation(pkg, m)  # "not confirmed" comes before "needs a model"
+            if CaseGateway.optional(policy) is None:
+                raise NeedsModel(CLI_NEEDS_MODEL)
+    vault = Path(into).resolve() if into is not None else None
+    if vault is not None and not vault.is_dir():
+        raise HypographError(f"{vault}: no such vault directory (--into)")
+    return BatchPlan(pkg.root, rev, published, vault)
 
 
 def add_case_parsers(subparsers) -> None:
-    """Add ``case`` (from-vault, confirm) and ``batch`` to ``hypograph``'s sub-parsers. Each
-    parser sets ``path`` (the directory that must exist); ``case`` sets ``func``."""
-    case = subparsers.add_parser("case", help="case packages: import a vault as a case, confirm a revision")
+    """Add ``case`` and ``batch`` to ``hypograph``'s sub-parsers. A parser sets ``path`` only
+    where that directory must exist already; ``case`` sets ``func``."""
+    case = subparsers.add_parser("case", help="case packages: make one from inputs or a vault, interpret, confirm")
     sub = case.add_subparsers(dest="case_command", required=True)
+    kinds = ", ".join(SOURCE_KINDS)
+    c = sub.add_parser("new", help="a new case package from files, folders and ZIP archives")
+    c.add_argument("case_dir", type=Path, metavar="CASE_DIR")
+    c.add_argument("inputs", type=Path, nargs="+", metavar="PATH")
+    c.add_argument("--question", required=True, help="what is to be explained (the reported behavior)")
+    c.add_argument("--kind", default=DEFAULT_KIND, choices=SOURCE_KINDS, metavar="KIND",
+                   help=f"catalogue kind of every input (default {DEFAULT_KIND}; one of {kinds})")
+    c.add_argument("--config", type=Path, default=None, help="analysis TOML ([archives] limits)")
+    c.set_defaults(func=_new)
+    c = sub.add_parser("add", help="more inputs as a new unconfirmed revision")
+    c.add_argument("path", type=Path, metavar="CASE_DIR")
+    c.add_argument("inputs", type=Path, nargs="+", metavar="PATH")
+    c.add_argument("--kind", default=DEFAULT_KIND, choices=SOURCE_KINDS, metavar="KIND",
+                   help=f"catalogue kind of every input (default {DEFAULT_KIND})")
+    c.add_argument("--config", type=Path, default=None, help="analysis TOML ([archives] limits)")
+    c.set_defaults(func=_add)
     c = sub.add_parser("from-vault", help="record VAULT's observations and question as a new revision of CASE_DIR")
     c.add_argument("path", type=Path, metavar="VAULT")
     c.add_argument("case_dir", type=Path, metavar="CASE_DIR")
     c.set_defaults(func=_from_vault)
+    c = sub.add_parser("interpret", help="the model's draft interpretation (no model: a template to fill in)")
+    c.add_argument("path", type=Path, metavar="CASE_DIR")
+    c.add_argument("--config", type=Path, default=None, help="analysis TOML (endpoints, limits)")
+    c.set_defaults(func=_interpret)
+    c = sub.add_parser("show", help="print what `case confirm` would confirm")
+    c.add_argument("path", type=Path, metavar="CASE_DIR")
+    c.set_defaults(func=_show)
     c = sub.add_parser("confirm", help="confirm the current revision's interpretation (a person's decision)")
     c.add_argument("path", type=Path, metavar="CASE_DIR")
     c.add_argument("--by", default=None, help="who confirms (default: the login name)")
@@ -37,13 +139,57 @@ def add_case_parsers(subparsers) -> None:
     b.add_argument("--into", type=Path, default=None, metavar="VAULT", help="mint the batch into VAULT as H nodes")
 
 
+def _config(args) -> HypothesisConfig:
+    return HypothesisConfig.load(args.config) if getattr(args, "config", None) else HypothesisConfig()
+
+
+def _coded(handler):
+    """``handler`` with NotDone printed as one line and exit 2 (other errors go up: exit 1)."""
+    def run(args) -> int:
+        try:
+            return handler(args)
+        except NotDone as e:
+            print(f"hypograph case: {cli_message(e)}", file=sys.stderr)
+            return NOT_DONE
+    return run
+
+
+@_coded
+def _new(args) -> int:
+    report = case_new(args.case_dir, args.question, args.inputs, args.kind, _config(args))
+    print(f"{report.case_dir} ({report.package_id}): {report.message}")
+    return DONE
+
+
+@_coded
+def _add(args) -> int:
+    report = case_add(args.path, args.inputs, args.kind, _config(args))
+    print(f"{report.case_dir} ({report.package_id}): {report.message}")
+    return DONE
+
+
+@_coded
 def _from_vault(args) -> int:
     report = case_from_vault(args.path, args.case_dir)
     print(f"{report.case_dir} ({report.package_id}): {report.message}")
-    return 0
+    return DONE
 
 
+@_coded
+def _interpret(args) -> int:
+    report = run_draft(args.path, _config(args))
+    print(f"{report.case_dir} r{report.analysis_revision:04d}: {report.message}")
+    return DONE
+
+
+@_coded
+def _show(args) -> int:
+    print(show_text(args.path))
+    return DONE
+
+
+@_coded
 def _confirm(args) -> int:
     report = confirm(args.path, args.by)
     print(f"{report.case_dir} ({report.package_id}): {report.message}")
-    return 0
+    return DONE

@@ -9,13 +9,20 @@ policy, and earlier revisions' batches labelled as untested initial proposals.
 
 from __future__ import annotations
 
+from hypograph.casework.checks import SHAPES, shape_violations
 from hypograph.casework.config import HypothesisLimits, HypothesisPolicy
 from hypograph.casework.ingest import archive_members
 from hypograph.casework.models import OBSERVATION_KINDS, Catalogue, Interpretation
 from hypograph.casework.package import CasePackage, json_text, rev_dir, sha_text
-from hypograph.errors import HypographError
+from hypograph.errors import HypographError, NotDone
 
 PROMPT_VERSION = "hypotheses_v1"
+
+
+class NotConfirmed(NotDone):
+    """The current revision waits for a person's confirmation (exit 2: not done yet, nothing wrong)."""
+
+
 PRIOR_LABEL = "untested initial proposals (not investigated; not evidence)"
 
 
@@ -29,7 +36,7 @@ def verified_interpretation(pkg: CasePackage, manifest: dict) -> tuple[Interpret
         raise HypographError(f"{where}: field 'analysis_revision': {interp.analysis_revision}, but the manifest's "
                              f"current revision is {rev}")
     if not interp.confirmed:
-        raise HypographError(f"{where}: revision {rev} is not confirmed; a person confirms it with "
+        raise NotConfirmed(f"{where}: revision {rev} is not confirmed; a person confirms it with "
                              f"`hypograph case confirm {pkg.root}` (the builder never interprets a case itself)")
     cat_ptr = interp.bindings.catalogue
     if manifest["artifacts"].get("catalogue", {}).get("path") != cat_ptr.get("path"):
@@ -89,7 +96,11 @@ def prior_generations(pkg: CasePackage, revision: int, limits: HypothesisLimits)
                              f"{limits.prior_documents}; raise the limit (nothing is dropped silently)")
     out = []
     for r in prior:
-        doc = pkg.read_json(f"{rev_dir('hypotheses', r)}/hypotheses.json")
+        rel = f"{rev_dir('hypotheses', r)}/hypotheses.json"
+        doc = pkg.read_json(rel)
+        wrong = shape_violations(doc, SHAPES["hypotheses"], rel)
+        if wrong:
+            raise HypographError(f"{pkg.root / rel}: {wrong[0][1]} (an earlier revision's batch of another shape)")
         out.append({"analysis_revision": r, "label": PRIOR_LABEL,
                     "hypotheses": [{"id": h["id"], "title": h["title"], "mechanism": h["mechanism"]}
                                    for h in doc["hypotheses"]]})

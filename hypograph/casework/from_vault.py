@@ -6,7 +6,8 @@ summary); the question is ``initial_prompt.md``'s quoted main question (else its
 each observation becomes an accepted statement citing itself and its source; the reported
 behavior to explain is the question. The node files and ``initial_prompt.md`` are copied
 byte-for-byte under ``case/rNNNN/`` as the revision's inputs. The revision is unconfirmed: a
-person confirms it with ``hypograph case confirm``. The vault is only read.
+person confirms it with ``hypograph case confirm``. The vault is only read; the manifest names it
+as the case's ``target_vault``, the vault its batches are minted into.
 """
 
 from __future__ import annotations
@@ -75,4 +76,4 @@ def case_from_vault(vault_root: Path | str, case_dir: Path | str) -> RevisionRep
         statements.append(Statement(text=text, source_ids=cited))
     question = question_of(prompt)
     return add_revision(case_dir, inputs, sources, question, statements,
-                        {"reported_behavior": Statement(text=question, source_ids=[])})
+                        {"reported_behavior": Statement(text=question, source_ids=[])}, target_vault=root)

@@ -17,13 +17,21 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from hypograph.casework.config import HypothesisConfig, env_key
-from hypograph.errors import HypographError
+from hypograph.errors import HypographError, NotDone
 from hypograph.llm.client import LLMClient, Rejected, Request
 from hypograph.llm.config import LLMConfig
 
 TASK = "case-hypotheses"
-NEEDS_MODEL = ("needs a model: set [[endpoints]] in the --config file or HYPOGRAPH_LLM_MODEL "
+# No CLI flag here: the same line reaches the UI; the CLI adds where its config file comes from.
+NEEDS_MODEL = ("needs a model: set [[endpoints]] in the analysis config or HYPOGRAPH_LLM_MODEL "
                "(and HYPOGRAPH_LLM_BASE_URL); nothing was changed")
+
+
+class NeedsModel(NotDone):
+    """No model is configured (or ``HYPOGRAPH_LLM=offline``) for a step that needs one: exit 2."""
+
+    def __init__(self, message: str = NEEDS_MODEL):
+        super().__init__(message)
 
 
 @dataclass
@@ -51,19 +59,22 @@ class CaseGateway:
                           for e in endpoints]
 
     @classmethod
-    def from_config(cls, config: HypothesisConfig, env: Mapping[str, str] | None = None) -> CaseGateway | None:
-        """Endpoints from ``[[endpoints]]``, else the HYPOGRAPH_LLM_* environment; None if no model."""
+    def from_config(cls, config: HypothesisConfig, env: Mapping[str, str] | None = None,
+                    default: LLMConfig | None = None) -> CaseGateway | None:
+        """Endpoints from ``[[endpoints]]``, else ``default`` (the Dagster resource's model), else the
+        HYPOGRAPH_LLM_* environment (the CLI outside Dagster); None if no model."""
         if config.endpoints:
             return cls([LLMConfig(model=e.model, base_url=e.base_url, api_key=SecretStr(env_key(e, env)),
                                   timeout=e.timeout_seconds) for e in config.endpoints], config.reasks)
-        from_env = LLMConfig.from_env(env)
-        return None if from_env.offline else cls([from_env], config.reasks)
+        fallback = default if default is not None else LLMConfig.from_env(env)
+        return None if fallback.offline else cls([fallback], config.reasks)
 
     @classmethod
-    def required(cls, config: HypothesisConfig) -> CaseGateway:
+    def required(cls, config: HypothesisConfig, default: LLMConfig | None = None) -> CaseGateway:
         """The gateway of ``config``; raises HypographError, before anything is written, when no model
         is configured or ``HYPOGRAPH_LLM=offline`` (case batches have no offline answer)."""
-        gateway = None if os.environ.get("HYPOGRAPH_LLM") == "offline" else cls.from_config(config)
+        offline = default.forced_offline if default is not None else os.environ.get("HYPOGRAPH_LLM") == "offline"
+        gateway = None if offline else cls.from_config(config, default=default)
         if gateway is None:
             raise HypographError(NEEDS_MODEL)
         return gateway
@@ -71,10 +82,11 @@ class CaseGateway:
     def describe(self) -> list[str]:
         return [e.describe() for e in self.endpoints]
 
-    def ask(self, request: Request, state_dir: Path) -> RoundOutcome:
+    def ask(self, request: Request, state_dir: Path, task: str = TASK) -> RoundOutcome:
+        """One round of ``request`` over the endpoints in order; traces and cache under ``task``."""
         outcome = RoundOutcome()
         for config in self.endpoints:
-            client = LLMClient(config, state_dir, TASK)
+            client = LLMClient(config, state_dir, task)
             try:
                 result = client.ask(request)
             except HypographError as e:

@@ -61,4 +61,4 @@ def attempt_for(pkg: CasePackage, rev: int, state: DispatchState | None, request
         return "1"
     last = state.attempt_id if state else sorted(rejected)[-1]
     raise HypographError(f"{errors / (last + '.json')}: attempt {last} of revision {rev} was rejected; "
-                         "pass a new attempt id (--attempt) to correct it under the same policy")
+                         "pass a new attempt id to correct it under the same policy")

@@ -197,6 +197,16 @@ class CasePackage:
         with os.fdopen(fd, "rb") as fh:
             return fh.read()
 
+    def read_head(self, rel, n: int, what: str | None = None) -> tuple[bytes, bool]:
+        """(the first ``n`` bytes of the confined regular file ``rel``, whether that is all of it)."""
+        try:
+            fd = self._open(rel, what, None)
+        except FileNotFoundError:
+            raise HypographError(f"{self.root / rel}: missing" + (f" ({what})" if what else "")) from None
+        with os.fdopen(fd, "rb") as fh:
+            data = fh.read(n + 1)
+        return data[:n], len(data) <= n
+
     def read_json(self, rel: str, model: type[BaseModel] | None = None, what: str | None = None):
         """The JSON document ``rel`` (confined, size-limited), validated by ``model`` if given.
         Malformed, too deep or invalid: one HypographError line naming the file."""

@@ -20,6 +20,7 @@ from pathlib import Path
 from hypograph.atomic import write_atomic
 from hypograph.casework.context import verified_interpretation
 from hypograph.casework.ingest import open_input
+from hypograph.casework.interpret import adopt_draft, draft_path
 from hypograph.casework.models import Bindings, Catalogue, Interpretation, Source, Statement
 from hypograph.casework.package import (
     PHASE_INTERPRETED,
@@ -146,17 +147,30 @@ def confirm(case_dir: Path | str, by: str | None = None, now: dt.datetime | None
         rev = m["analysis_revision"]
         if interp.confirmed:
             return RevisionReport(pkg.root, m["package_id"], rev, False, f"revision {rev} was already confirmed")
+        files: dict[str, str] = {}
+        arts = dict(m["artifacts"])
+        adopted = adopt_draft(pkg, m, interp, pkg.catalogue(interp))
+        if adopted is not None:  # the draft (the model's or a person's) becomes the interpretation
+            interp, catalogue = adopted
+            cat_text = json_text(catalogue.model_dump(mode="json"))
+            cat_path = interp.bindings.catalogue["path"]
+            interp = interp.model_copy(update={"bindings": interp.bindings.model_copy(update={
+                "catalogue": {"path": cat_path, "sha256": sha_text(cat_text)}})})
+            files[cat_path] = cat_text
+            arts["catalogue"] = CasePackage.pointer(cat_path, cat_text)
         confirmed = interp.model_copy(update={"confirmed": True, "confirmation": {
             "by": by or getpass.getuser(),
             "at": (now or dt.datetime.now(dt.UTC)).isoformat(timespec="seconds")}})
         text = json_text(confirmed.model_dump(mode="json"))
         path = m["artifacts"]["interpretation"]["path"]
-        manifest = {**m, "package_generation": m["package_generation"] + 1,
-                    "artifacts": {**m["artifacts"], "interpretation": CasePackage.pointer(path, text)}}
+        files[path] = text
+        arts["interpretation"] = CasePackage.pointer(path, text)
+        manifest = {**m, "package_generation": m["package_generation"] + 1, "artifacts": arts}
         # Check what the builder will check, before recording the decision.
-        verified_interpretation(_Preview(pkg, {path: text}), manifest)
-        pkg.write({path: text}, manifest)
-    return RevisionReport(pkg.root, m["package_id"], rev, True, f"revision {rev} confirmed")
+        verified_interpretation(_Preview(pkg, files), manifest)
+        pkg.write(files, manifest)
+    how = f" (adopting {draft_path(rev)})" if adopted is not None else ""
+    return RevisionReport(pkg.root, m["package_id"], rev, True, f"revision {rev} confirmed{how}")
 
 
 class _Preview(CasePackage):
