@@ -1,14 +1,20 @@
 """A "smart" model for library rounds behind the LLM stub, and a local Atom search server.
 
-``LibraryModel`` answers the three library tasks from what the request asks (never the network):
+``LibraryModel`` answers the library tasks from what the request asks (never the network), as a
+careful person who knows the answers would:
 
 * generation: the next scripted answer of ``rounds`` (a list of DiscoverAnswer / GivenAnswer
   dicts, one per generation call; ``behavior()`` and ``mechanisms()`` build them);
 * dedup: reads each item and its numbered neighbours out of the prompt; an item whose text maps
-  to a neighbour's text in ``paraphrases`` is a duplicate of that neighbour, anything else is new;
-* scoring: impact when the prompt asks for it, one novelty per numbered mechanism.
+  to a neighbour's text in ``paraphrases`` (the duplicates it knows) is a duplicate of that
+  neighbour, anything else is new;
+* topic guard: two topics are the same when ``topics`` puts them in one group;
+* search queries: the first content words of the behavior and of its first mechanism;
+* scoring: impact (with its dimensions) when the prompt asks for it, one novelty per numbered
+  mechanism, closest = the retrieved paper P1 when papers were shown, else a known work.
 
-``AtomServer`` serves an Atom feed (or an error status) at ``/api/query`` and records queries.
+``AtomServer`` serves an Atom feed (or an error status) at ``/api/query`` and records queries;
+``OpenAlexServer`` serves OpenAlex works JSON at ``/works``.
 """
 
 from __future__ import annotations
@@ -24,7 +30,11 @@ from llm_stub import RecordedRequest, Reply, answer
 STRATEGIES = ["Mechanistic evidence", "Capability / editing", "Complete account", "Explaining a model",
               "Decision reliability"]
 LENSES = ["Cross-domain transfer", "Borrow from the human sciences", "Cross-modal transfer", "Reuse past CS results"]
-BLOCK_RE = re.compile(r"<(candidate|neighbours|mechanisms)[^>]*>\n(.*?)\n</\1>", re.S)
+BLOCK_RE = re.compile(r"<(candidate|neighbours|mechanisms|papers|behaviors|topics)[^>]*>\n(.*?)\n</\1>", re.S)
+SAME_TOPICS = [{"LLM sycophancy", "sycophancy in large language models", "sycophancy in language models",
+                "sycophancy of chat models"}]
+STOP = set("a an and the of in on for to with by from is are be as at that this which into its it or not when than "
+           "more less after their they user users model models".split())
 
 
 def mechanism(strategy: str, text: str) -> dict:
@@ -85,18 +95,29 @@ def task(body: dict) -> str:
         return "dedup"
     if system.startswith("You are two referees"):
         return "score"
+    if system.startswith("You write literature-search"):
+        return "queries"
+    if system.startswith("You decide whether two research topics"):
+        return "topic"
     return "other"
+
+
+def terms(text: str, n: int = 3) -> list[str]:
+    words = [w for w in re.findall(r"[A-Za-z][A-Za-z\-]{3,}", text.lower()) if w not in STOP]
+    return list(dict.fromkeys(words))[:n]
 
 
 class LibraryModel:
     """Callable responder for ``LLMStub.always``; ``calls`` counts requests per task."""
 
     def __init__(self, rounds: list[dict] | None = None, paraphrases: dict[str, str] | None = None,
-                 impact: int = 7, novelty: int = 8):
+                 impact: int = 7, novelty: int = 8, topics: list[set[str]] | None = None):
         self.rounds = list(rounds or [])
         self.paraphrases = dict(paraphrases or {})
         self.impact, self.novelty = impact, novelty
-        self.calls = {"generation": 0, "dedup": 0, "score": 0, "other": 0}
+        self.topics = topics or SAME_TOPICS
+        self.calls = {"generation": 0, "dedup": 0, "score": 0, "queries": 0, "topic": 0, "other": 0}
+        self.queries: list[dict] = []
         self.generation_prompts: list[str] = []
         self.dedup_items: list[dict] = []
         self.lock = threading.Lock()
@@ -115,7 +136,22 @@ class LibraryModel:
             return answer(self.dedup_answer(body))
         if kind == "score":
             return answer(self.score_answer(body))
+        if kind == "queries":
+            return answer(self.queries_answer(body))
+        if kind == "topic":
+            pair = blocks(body)["topics"][0]
+            a, b = pair["library_topic"], pair["run_topic"]
+            same = any(a in group and b in group for group in self.topics)
+            return answer({"same": same, "reason": "the same phenomenon" if same else "another phenomenon"})
         return Reply(status=500, error="library stub: unknown task")
+
+    def queries_answer(self, body: dict) -> dict:
+        items = blocks(body)["behaviors"][0]
+        out = [{"behavior": int(k), "behavior_terms": terms(v["behavior"]),
+                "mechanism_terms": terms(v["mechanism_angle"][0].split(": ", 1)[-1]) if v["mechanism_angle"]
+                else terms(v["behavior"], 2)} for k, v in items.items()]
+        self.queries += out
+        return {"queries": out}
 
     def dedup_answer(self, body: dict) -> dict:
         found = blocks(body)
@@ -130,14 +166,22 @@ class LibraryModel:
 
     def score_answer(self, body: dict) -> dict:
         prompt = RecordedRequest("", {}, body).prompt
-        mechs = blocks(body).get("mechanisms", [{}])[0]
-        impact = ({"score": self.impact, "rationale": "Matters for deployed assistants; alignment teams build on it.",
-                   "recommendation": "PROCEED"} if "Give the impact score" in prompt else None)
+        found = blocks(body)
+        mechs = found.get("mechanisms", [{}])[0]
+        papers = found.get("papers", [{}])[0]
+        impact = ({"importance": 8, "builders": "Alignment and evaluation teams.", "tractability": 7, "null_risk": 4,
+                   "score": self.impact, "rationale": "Matters for deployed assistants; alignment teams build on it.",
+                   "recommendation": "PROCEED"} if "Give the impact of the behavior" in prompt else None)
+        closest = ({"closest_paper": 1} if papers else
+                   {"closest_paper": None, "closest_memory": "Perez et al. 2022, model-written evaluations"})
         return {"impact": impact, "novelty": [
-            {"mechanism": int(k), "score": self.novelty, "closest": "Perez et al. 2022, model-written evaluations",
+            {"mechanism": int(k), "score": self.novelty, **closest,
              "differentiation": "Localizes the effect instead of only measuring it."} for k in mechs]}
 
 
+EMPTY_FEED = """<?xml version="1.0" encoding="UTF-8"?>
+<feed xmlns="http://www.w3.org/2005/Atom"><title>ArXiv Query</title></feed>
+"""
 ATOM_FEED = """<?xml version="1.0" encoding="UTF-8"?>
 <feed xmlns="http://www.w3.org/2005/Atom">
   <title>ArXiv Query</title>
@@ -160,10 +204,11 @@ ATOM_FEED = """<?xml version="1.0" encoding="UTF-8"?>
 
 
 class AtomServer:
-    """``url`` is the query endpoint; ``status`` != 200 makes every answer that error."""
+    """``url`` is the query endpoint; ``status`` != 200 makes every answer that error;
+    ``respond(search_query) -> feed`` picks the feed per query (default: always ``body``)."""
 
-    def __init__(self, body: str = ATOM_FEED, status: int = 200):
-        self.body, self.status, self.queries = body, status, []
+    def __init__(self, body: str = ATOM_FEED, status: int = 200, respond=None):
+        self.body, self.status, self.queries, self.respond = body, status, [], respond
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -172,8 +217,10 @@ class AtomServer:
 
             def do_GET(self):
                 parts = urlsplit(self.path)
-                server.queries.append(parse_qs(parts.query))
-                data = server.body.encode("utf-8")
+                query = parse_qs(parts.query)
+                server.queries.append(query)
+                text = server.respond(query.get("search_query", [""])[0]) if server.respond else server.body
+                data = text.encode("utf-8")
                 self.send_response(server.status if parts.path == "/api/query" else 404)
                 self.send_header("Content-Type", "application/atom+xml")
                 self.send_header("Content-Length", str(len(data)))
@@ -187,6 +234,52 @@ class AtomServer:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}/api/query"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+OPENALEX_WORKS = {"results": [
+    {"id": "https://openalex.org/W4387245120", "doi": "https://doi.org/10.48550/arxiv.2310.13548",
+     "display_name": "Towards Understanding Sycophancy in Language Models", "publication_year": 2023,
+     "abstract_inverted_index": {"Human": [0], "feedback": [1], "encourages": [2], "sycophancy.": [3]}},
+    {"id": "https://openalex.org/W4391000001", "doi": None,
+     "display_name": "Sycophancy to Subterfuge: Investigating Reward Tampering", "publication_year": 2024},
+]}
+
+
+class OpenAlexServer:
+    """``url`` is the works endpoint; ``status`` != 200 makes every answer that error;
+    ``respond(search) -> works`` picks the answer per query (default: always ``works``)."""
+
+    def __init__(self, works: dict | None = None, status: int = 200, respond=None):
+        self.works, self.status, self.queries, self.respond = works or OPENALEX_WORKS, status, [], respond
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                parts = urlsplit(self.path)
+                query = parse_qs(parts.query)
+                server.queries.append(query)
+                works = server.respond(query.get("search", [""])[0]) if server.respond else server.works
+                data = json.dumps(works).encode("utf-8")
+                self.send_response(server.status if parts.path == "/works" else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/works"
 
     def close(self) -> None:
         self._server.shutdown()

@@ -1,8 +1,8 @@
 """Library rounds end to end through the real openai client against the local stub (seed 001).
 
-Discover over three rounds (a reworded round-1 behavior caught in round 2, early stop in round 3),
-given by id and by free text, re-runs that cost no call, a crash between generation and persist,
-and web grounding against a local Atom server and a dead endpoint.
+Discover over three rounds (a reworded round-1 behavior caught by the model in round 2, saturated
+in round 3), given by id and by free text, re-runs that cost no call, a crash between generation
+and persist, and web grounding against local arXiv and OpenAlex servers and dead endpoints.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from library_stub import AtomServer, LibraryModel, behavior, given
+from library_stub import AtomServer, LibraryModel, OpenAlexServer, behavior, given
 from llm_stub import llm_env, llm_server, unused_port  # noqa: F401  (fixtures)
 
 from hypograph.library import dedup as dedup_mod
@@ -67,7 +67,7 @@ def test_three_discover_rounds_catch_a_reworded_duplicate_and_stop_early(tmp_pat
     # Round 2's prompt carried round 1's statements as its banlist; round 3's carried round 2's too.
     assert all(s in model.generation_prompts[1] for s in (S1, S2, S3)) and S4 not in model.generation_prompts[1]
     assert S4 in model.generation_prompts[2]
-    # The reworded behavior: the prefilter put B1 among its neighbours, the model called it a duplicate of B1.
+    # The reworded behavior: B1 was the nearest of the neighbours shown, the model called it a duplicate of B1.
     r2 = RoundDedup.model_validate_json((tmp_path / ".hypograph/library/rounds/r0002/dedup.json").read_text())
     v = next(v for v in r2.verdicts if v.layer == "behavior" and v.key == "c1")
     assert (v.verdict, v.of, v.decided_by) == ("duplicate", "B1", "model") and v.neighbours[0] == "B1"
@@ -75,9 +75,11 @@ def test_three_discover_rounds_catch_a_reworded_duplicate_and_stop_early(tmp_pat
     # Round 3 added nothing: the loop stopped and said so.
     assert (report.rounds_requested, report.rounds_run, report.early_stop) == (5, 3, "r0003")
     assert [(r.added_behaviors, r.added_mechanisms) for r in report.rounds] == [(3, 12), (1, 4), (0, 0)]
-    assert report.rounds[1].removed["behavior"] == {"prefilter": 0, "model": 1, "unjudged": 0}
+    assert report.rounds[1].removed["behavior"] == {"exact": 0, "model": 1, "unjudged": 0}
+    assert v.model == "stub-model" and sorted(v.neighbours) == ["B1", "B2", "B3"]  # every library behavior
     assert report.rounds[1].unique_yield == 0.5 and report.duplicates_dropped["behavior"] == 2
-    assert "stopped early: r0003" in report.text() and "Promotion is manual" in report.text()
+    assert "stopped early: r0003" in report.text() and "saturated" in report.text()
+    assert "Promotion is manual" in report.text()
     assert report.novelty["at_least_8"] == 16 and report.impact["median"] == 7
     assert model.calls["generation"] == 3 and model.calls["score"] == 4
     assert all(not v for v in run_checks(tmp_path).values())
@@ -193,38 +195,66 @@ def atom():
     server.close()
 
 
-def test_web_grounding_through_an_atom_server(tmp_path, model, llm_server, atom):
+@pytest.fixture
+def openalex():
+    server = OpenAlexServer()
+    yield server
+    server.close()
+
+
+def dead_url() -> str:
+    return f"http://127.0.0.1:{unused_port()}/api/query"
+
+
+def test_web_grounding_through_arxiv_and_openalex_servers(tmp_path, model, llm_server, atom, openalex):
     model.rounds = [{"behaviors": [behavior(S1, tag="web")]}]
-    report = run_library(tmp_path, TOPIC, rounds=1, n_behaviors=1, web=True, search_url=atom.url)
+    report = run_library(tmp_path, TOPIC, rounds=1, n_behaviors=1, web=True, search_url=atom.url,
+                         openalex_url=openalex.url)
     b = read_library(tmp_path)[0].behaviors[0]
     assert b.impact.method == "llm-chat+web" and {m.novelty.method for m in b.mechanisms} == {"llm-chat+web"}
-    assert len(atom.queries) == 1 and "all:" in atom.queries[0]["search_query"][0]
+    # The model wrote the queries: one from the behavior, one from its mechanism angle, on each resource.
+    assert model.calls["queries"] == 1 and len(atom.queries) == 2 and len(openalex.queries) == 2
+    behavior_terms = model.queries[0]["behavior_terms"]
+    assert atom.queries[0]["search_query"][0] == " AND ".join(f"all:{t}" for t in behavior_terms)
+    assert openalex.queries[1]["search"][0] == " ".join(model.queries[0]["mechanism_terms"])
     score_prompt = [r for r in llm_server.requests if "two referees" in r.system][0].prompt
-    assert "Towards Understanding Sycophancy in Language Models" in score_prompt
+    assert "Towards Understanding Sycophancy in Language Models" in score_prompt and "arXiv:2310.13548v1" in score_prompt
+    assert "Sycophancy to Subterfuge" in score_prompt and "openalex:W4391000001" in score_prompt
+    assert score_prompt.count("Towards Understanding Sycophancy") == 1  # the same paper from both is shown once
+    # closest names the retrieved paper P1 with its id and URL, marked as retrieved.
+    m = b.mechanisms[0]
+    assert m.novelty.closest.startswith("Towards Understanding Sycophancy in Language Models (2023), arXiv:2310.13548v1")
+    assert m.novelty.model_extra["closest_source"] == "retrieved"
+    assert m.novelty.model_extra["closest_id"] == "http://arxiv.org/abs/2310.13548v1"
+    assert set(b.impact.model_extra["dimensions"]) == {"importance", "builders", "tractability", "null_risk"}
     trace_dir = next((tmp_path / ".hypograph/traces/hypothesis-batch").iterdir()) / "r01"
     assert any("search-c1" in p.name for p in trace_dir.iterdir()) and not report.notes
 
 
-def test_a_dead_search_endpoint_warns_once_and_scores_without_web(tmp_path, model):
+def test_dead_search_endpoints_warn_once_and_score_without_web(tmp_path, model):
     model.rounds = [{"behaviors": [behavior(S1, tag="dead a"), behavior(S2, tag="dead b")]}]
-    report = run_library(tmp_path, TOPIC, rounds=1, n_behaviors=2, web=True,
-                         search_url=f"http://127.0.0.1:{unused_port()}/api/query")
+    report = run_library(tmp_path, TOPIC, rounds=1, n_behaviors=2, web=True, search_url=dead_url(),
+                         openalex_url=dead_url())
     library = read_library(tmp_path)[0]
     assert {b.impact.method for b in library.behaviors} == {"llm-chat"} and len(library.behaviors) == 2
-    assert len(report.notes) == 1 and "web search failed for 2 of 2" in report.notes[0]
+    assert len(report.notes) == 1 and "web search gave no paper for 2 of 2" in report.notes[0]
+    assert "unreachable" in report.notes[0]
+    m = library.behaviors[0].mechanisms[0].novelty
+    assert m.model_extra["closest_source"] == "memory" and "from the model's memory" in m.closest
 
 
-def test_an_atom_server_error_is_a_warning_too(tmp_path, model):
+def test_a_search_server_error_is_a_warning_too(tmp_path, model):
     server = AtomServer(status=503)
     try:
         model.rounds = [{"behaviors": [behavior(S1, tag="503")]}]
-        report = run_library(tmp_path, TOPIC, rounds=1, n_behaviors=1, web=True, search_url=server.url)
+        report = run_library(tmp_path, TOPIC, rounds=1, n_behaviors=1, web=True, search_url=server.url,
+                             openalex_url=dead_url())
     finally:
         server.close()
     assert "HTTP 503" in report.notes[0] and read_library(tmp_path)[0].behaviors[0].impact.method == "llm-chat"
 
 
-def test_rescoring_with_web_restamps_scores_without_regenerating_or_new_ids(tmp_path, model, atom):
+def test_rescoring_with_web_restamps_scores_without_regenerating_or_new_ids(tmp_path, model, atom, openalex):
     run_library(tmp_path, TOPIC, rounds=1, n_behaviors=3, web=False)
     path = tmp_path / "hypothesis_library.json"
     raw = json.loads(path.read_text())
@@ -234,9 +264,9 @@ def test_rescoring_with_web_restamps_scores_without_regenerating_or_new_ids(tmp_
     assert "B3-M4" not in ids[2][1]
     model.impact = 9
     c = client(tmp_path)
-    from hypograph.library.search import ArxivSearch
+    from hypograph.library.search import web_search
 
-    score_round(tmp_path, "r0001", None, c, ArxivSearch(atom.url), web=True)
+    score_round(tmp_path, "r0001", None, c, web_search(atom.url, openalex.url), web=True)
     persist_round(tmp_path, "r0001")
     library = read_library(tmp_path)[0]
     assert [(b.id, [m.id for m in b.mechanisms]) for b in library.behaviors] == ids
@@ -244,14 +274,14 @@ def test_rescoring_with_web_restamps_scores_without_regenerating_or_new_ids(tmp_
     assert model.calls["generation"] == 1
 
 
-def test_given_mechanism_equal_to_an_existing_one_is_dropped_by_the_prefilter(tmp_path, model):
+def test_given_mechanism_equal_to_an_existing_one_is_dropped_unasked(tmp_path, model):
     run_library(tmp_path, TOPIC, rounds=1, n_behaviors=3, web=False)
     existing = read_library(tmp_path)[0].behaviors[1].mechanisms[0]
     answer = given("third pass", variant=1)
     answer["mechanisms"][0]["hypothesis"] = existing.hypothesis
     model.rounds = [answer]
     report = run_library(tmp_path, TOPIC, rounds=1, behavior="B2", web=False)
-    assert report.rounds[0].removed["mechanism"]["prefilter"] == 1 and report.rounds[0].added_mechanisms == 3
+    assert report.rounds[0].removed["mechanism"]["exact"] == 1 and report.rounds[0].added_mechanisms == 3
     hyps = [m.hypothesis for m in read_library(tmp_path)[0].behaviors[1].mechanisms]
     assert hyps.count(existing.hypothesis) == 1
 
