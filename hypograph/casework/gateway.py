@@ -71,13 +71,19 @@ class CaseGateway:
 
     @classmethod
     def required(cls, config: HypothesisConfig, default: LLMConfig | None = None) -> CaseGateway:
-        """The gateway of ``config``; raises HypographError, before anything is written, when no model
-        is configured or ``HYPOGRAPH_LLM=offline`` (case batches have no offline answer)."""
-        offline = default.forced_offline if default is not None else os.environ.get("HYPOGRAPH_LLM") == "offline"
-        gateway = None if offline else cls.from_config(config, default=default)
+        """The gateway of ``config``; raises NeedsModel (exit 2), before anything is written, when no
+        model is configured or ``HYPOGRAPH_LLM=offline`` (case batches have no offline answer)."""
+        gateway = cls.optional(config, default)
         if gateway is None:
-            raise HypographError(NEEDS_MODEL)
+            raise NeedsModel()
         return gateway
+
+    @classmethod
+    def optional(cls, config: HypothesisConfig, default: LLMConfig | None = None) -> CaseGateway | None:
+        """The gateway of ``config`` (as ``required``), or None when no model is configured or
+        ``HYPOGRAPH_LLM=offline``: a published batch is reused, and minted, without one."""
+        offline = default.forced_offline if default is not None else os.environ.get("HYPOGRAPH_LLM") == "offline"
+        return None if offline else cls.from_config(config, default=default)
 
     def describe(self) -> list[str]:
         return [e.describe() for e in self.endpoints]
