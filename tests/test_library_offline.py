@@ -158,12 +158,12 @@ def test_topic_similarity_judges_meaning_not_strings(a, b, same):
     assert (topic_similarity(a, b) >= 0.30) is same
 
 
-def test_the_guard_halts_on_another_topic_and_writes_nothing(lib):
+def test_the_guard_without_a_model_halts_on_plainly_another_topic(lib):
+    # (with a model, the model judges: tests/test_library_meaning.py)
     assert check_topic(lib, "sycophancy in language models").same
     before = snapshot(lib)
     with pytest.raises(TopicMismatch, match="is about 'LLM sycophancy', not 'honeybee colony collapse'"):
-        run_library(lib, "honeybee colony collapse", rounds=1, web=False,
-                    llm_config=LLMConfig(model="m", base_url="http://127.0.0.1:9/v1"))
+        check_topic(lib, "honeybee colony collapse")
     assert snapshot(lib) == before
     assert not check_topic(lib, "honeybee colony collapse", confirm=True).same  # confirmed: no error
 

@@ -98,16 +98,16 @@ def run_library(root: Path, topic: str, rounds: int = 1, n_behaviors: int = 10, 
         raise HypographError("a topic is required: --topic \"…\"")
     resolution = resolve_mode(behavior_source, behavior, mode)
     loaded = read_library(root)  # an invalid file stops here, before anything is written
+    client = LLMClient(llm_config or LLMConfig.from_env(), state_dir(root), TRACE_TASK)
+    if client.offline and rounds > 0:
+        raise ModelRequired("library rounds need a model: set HYPOGRAPH_LLM_MODEL (and HYPOGRAPH_LLM_BASE_URL); "
+                            "nothing was changed (validate, report and check work offline)")
     if not new_library:
         require_sound(root)  # a library failing its own checks is refused before a round starts
     library = None if new_library else (loaded[0] if loaded else None)
     if resolution.source == "given":
         resolve_target(library, resolution.behavior)  # an unknown id is an error now, not after a model call
     pending = [] if new_library else pending_rounds(root)
-    client = LLMClient(llm_config or LLMConfig.from_env(), state_dir(root), TRACE_TASK)
-    if client.offline and rounds > 0:
-        raise ModelRequired("library rounds need a model: set HYPOGRAPH_LLM_MODEL (and HYPOGRAPH_LLM_BASE_URL); "
-                            "nothing was changed (validate, report and check work offline)")
     invocation = uuid.uuid4().hex
     traces = TraceRun(root, invocation)
     if not new_library:
