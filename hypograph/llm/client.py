@@ -474,9 +474,11 @@ class LLMClient:
         learned = self._endpoint_facts().get("context_length")
         return self.config.context_length or (learned if isinstance(learned, int) and learned > 0 else None)
 
-    def _refusal(self, prompt_tokens: int, budget: int, limit: int) -> Rejected:
+    def _refusal(self, request: Request, prompt_tokens: int, budget: int, limit: int) -> Rejected:
         with self._lock:
             self.usage.refused += 1
+        self._trace.write(request.name, {"model": self.config.model, "outcome": "refused", "prompt_tokens_estimate":
+                                         prompt_tokens, "max_tokens": budget, "context_length": limit})
         return Rejected(f"prompt of about {prompt_tokens} tokens plus an answer budget of {budget} exceeds the "
                         f"context length of {limit} tokens of {self.config.describe()}", 0, kind="context")
 
@@ -491,25 +493,21 @@ class LLMClient:
             limit = self._context_length()
             prompt_tokens = estimate_tokens(sent)
             if limit and prompt_tokens + budget > limit:
-                return self._refusal(prompt_tokens, budget, limit)
+                return self._refusal(request, prompt_tokens, budget, limit)
             result = self._complete(request, sent, attempt, budget)
             if isinstance(result, Rejected):
                 return result  # the server named its context limit
-            text, finish_reason = result
+            text, finish_reason, record = result
+            error = self._validation_error(request, text, finish_reason, budget)
+            # the answered call's trace says whether its answer was valid (an eval reads rejections off it)
+            self._trace.write(request.name, _redact_tree({**record, "validation": error or "valid"}, self.config))
+            if error is None:
+                return request.schema.model_validate_json(_strip_fence(text))
             if finish_reason == "length":
-                error = f"the answer was cut off at its budget of {budget} tokens (finish_reason: length)"
                 with self._lock:
                     self.usage.cut_off += 1
                 if not doubled:
                     budget, doubled = min(budget * 2, MAX_BUDGET * 2), True
-            else:
-                try:
-                    answer = request.schema.model_validate_json(_strip_fence(text))
-                    if request.check:
-                        request.check(answer)
-                    return answer
-                except (ValidationError, ValueError) as e:
-                    error = _redact(_short_error(e), self.config)
             with self._lock:
                 self.usage.invalid_answers += 1
             if attempt < attempts:
@@ -519,6 +517,18 @@ class LLMClient:
         with self._lock:
             self.usage.rejected += 1
         return Rejected(f"invalid answer after {attempts} attempts: {error}", attempts)
+
+    def _validation_error(self, request: Request, text: str, finish_reason: str | None, budget: int) -> str | None:
+        """Why ``text`` is no valid answer to ``request``, or None."""
+        if finish_reason == "length":
+            return f"the answer was cut off at its budget of {budget} tokens (finish_reason: length)"
+        try:
+            answer = request.schema.model_validate_json(_strip_fence(text))
+            if request.check:
+                request.check(answer)
+        except (ValidationError, ValueError) as e:
+            return _redact(_short_error(e), self.config)
+        return None
 
     def _request_kwargs(self, request: Request, messages: list[dict], mode: str, budget: int) -> dict:
         kwargs = {"model": self.config.model, "messages": messages, "temperature": 0}
@@ -536,9 +546,10 @@ class LLMClient:
         return kwargs
 
     def _complete(self, request: Request, messages: list[dict], attempt: int,
-                  budget: int) -> tuple[str, str | None] | Rejected:
-        """One usable completion (text, finish_reason), or Rejected for a prompt over the context
-        the server named; raises LLMUnavailable. Transient failures are retried here."""
+                  budget: int) -> tuple[str, str | None, dict] | Rejected:
+        """One usable completion (text, finish_reason, its trace record, not yet written), or
+        Rejected for a prompt over the context the server named; raises LLMUnavailable.
+        Transient failures are retried here, each failed request traced."""
         retries = 0
         while True:
             if self._down:
@@ -557,11 +568,10 @@ class LLMClient:
                     self._modes_used.add(mode)
                     self.usage.prompt_tokens += _count(result.usage, "prompt_tokens")
                     self.usage.completion_tokens += _count(result.usage, "completion_tokens")
-                self._trace.write(request.name, _redact_tree({
+                return result.text or "", result.finish_reason, {
                     **record, "response": result.text, "finish_reason": result.finish_reason, "latency_s": latency,
                     "usage": result.usage, **({"usage_note": result.usage_note} if result.usage_note else {}),
-                    "outcome": "answered"}, self.config))
-                return result.text or "", result.finish_reason
+                    "outcome": "answered"}
             with self._lock:
                 self.usage.failed_calls += 1
             self._trace.write(request.name, _redact_tree({
