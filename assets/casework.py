@@ -1,13 +1,15 @@
-"""Case batch assets (seed 004), one partition per case package and analysis revision
-(``input|rNNNN``): the confirmed interpretation -> the frozen context (policy pinned) -> the
-published batch -> the batch's H nodes in a vault. Blocking checks are in ``assets/checks``."""
+"""Case batch assets, one partition per case package and analysis revision (``<case id>/r0001``):
+the confirmed interpretation -> the frozen context (policy pinned) -> the published batch -> the
+batch's H nodes in a vault. Each writes through the case package's journal and returns
+``MaterializeResult``. Blocking checks are in ``assets/checks``."""
 
 import asyncio
 
 from dagster import AssetExecutionContext, Failure, MaterializeResult, MetadataValue, asset
 
 from assets.groups import CASEWORK
-from assets.partitions import case_revisions, input_partition
+from assets.partitions import case_revisions, revision_key
+from assets.sources import case_package
 from hypograph.casework.bridge import mint_batch
 from hypograph.casework.builder import HypothesisBuilder
 from hypograph.casework.context import verified_interpretation
@@ -15,7 +17,7 @@ from hypograph.casework.dispatch import Status
 from hypograph.casework.gateway import CaseGateway
 from hypograph.casework.package import CaseStore
 from hypograph.errors import HypographError
-from resources import Inputs
+from resources import Inputs, LLMResource
 from resources.casework import CaseSettings
 
 ASSET = dict(group_name=CASEWORK, partitions_def=case_revisions)
@@ -23,17 +25,16 @@ ASSET = dict(group_name=CASEWORK, partitions_def=case_revisions)
 
 def _case(context: AssetExecutionContext, inputs: Inputs):
     """(store, case id, manifest) of this partition; the revision must be the package's current one."""
-    where = input_partition(context.partition_key)
-    root = inputs.root(where.input)
+    root, revision = inputs.sub_root(context.partition_key)
     store, case_id = CaseStore.for_dir(root)
     manifest = store.package(case_id).manifest()
-    if f"r{manifest['analysis_revision']:04d}" != where.sub:
-        raise HypographError(f"{root}: revision {where.sub} is not the current one "
-                             f"(r{manifest['analysis_revision']:04d}); earlier revisions stay as they were")
+    if revision_key(manifest["analysis_revision"]) != revision:
+        raise HypographError(f"{root}: revision {revision} is not the current one "
+                             f"({revision_key(manifest['analysis_revision'])}); earlier revisions stay as they were")
     return store, case_id, manifest
 
 
-@asset(**ASSET, kinds={"json"})
+@asset(**ASSET, deps=[case_package], kinds={"json"})
 def case_interpretation(context: AssetExecutionContext, inputs: Inputs) -> MaterializeResult:
     """The revision's interpretation, confirmed by a person and verified against its case files."""
     store, case_id, manifest = _case(context, inputs)
@@ -55,12 +56,13 @@ def case_context(context: AssetExecutionContext, inputs: Inputs, case: CaseSetti
 
 
 @asset(**ASSET, deps=[case_context], kinds={"openai"})
-def hypothesis_batch(context: AssetExecutionContext, inputs: Inputs, case: CaseSettings) -> MaterializeResult:
+def hypothesis_batch(context: AssetExecutionContext, inputs: Inputs, case: CaseSettings,
+                     llm: LLMResource) -> MaterializeResult:
     """Phases 2-3: one model round, then hypotheses, registry and summary published together.
     RETRY_PENDING, DEFERRED, BLOCKED and ERROR fail the run with the dispatch's own line."""
     store, case_id, manifest = _case(context, inputs)
     policy = case.policy()
-    gateway = CaseGateway.required(policy)
+    gateway = CaseGateway.required(policy, llm.config())
     result = asyncio.run(HypothesisBuilder(store, gateway, policy).build(case_id, manifest["package_id"], case.attempt))
     metadata = {"status": result.status.value, "line": result.line(), "attempt": result.attempt_id or "",
                 "hypotheses": MetadataValue.json(result.hypothesis_ids), "reused": result.reused,
@@ -70,12 +72,17 @@ def hypothesis_batch(context: AssetExecutionContext, inputs: Inputs, case: CaseS
     return MaterializeResult(metadata=metadata)
 
 
-@asset(**ASSET, deps=[hypothesis_batch], kinds={"markdown"})
-def batch_vault_nodes(context: AssetExecutionContext, inputs: Inputs, case: CaseSettings) -> MaterializeResult:
-    """The accepted hypotheses minted into ``case.vault`` as step-3 H nodes (idempotent), so the batch
-    flows on into that vault's proximity and structure."""
-    store, case_id, _ = _case(context, inputs)
-    if not case.vault:
-        raise HypographError("no vault to mint into: set resources.case.config.vault (or hypograph batch --into)")
-    report = mint_batch(store.root / case_id, case.vault)
-    return MaterializeResult(metadata={"line": report.line(), "vault": MetadataValue.path(case.vault)})
+@asset(**ASSET, deps=[hypothesis_batch], kinds={"markdown"}, output_required=False)
+def batch_vault_nodes(context: AssetExecutionContext, inputs: Inputs, case: CaseSettings):
+    """The accepted hypotheses minted into the case's target vault as step-3 H nodes (idempotent),
+    so the batch flows on into that vault's proximity and structure. The vault is the run's
+    ``case.vault``, else the one the case names (made from it, or given to ``batch --into``); with
+    neither, the step is skipped with its reason logged."""
+    store, case_id, manifest = _case(context, inputs)
+    vault = case.vault or store.package(case_id).target_vault(manifest)
+    if not vault:
+        context.log.info(f"{case_id}: skipped: the case names no vault to mint into "
+                         "(make it from a vault, or give one with resources.case.config.vault)")
+        return
+    report = mint_batch(store.root / case_id, vault)
+    yield MaterializeResult(metadata={"line": report.line(), "vault": MetadataValue.path(str(vault))})

@@ -13,7 +13,7 @@ from assets.adjudication import dedup_verdicts
 from assets.casework import hypothesis_batch
 from assets.library import hypothesis_library
 from assets.metadata import violations_table
-from assets.partitions import case_revisions, input_partition, inputs
+from assets.partitions import case_revisions, hypothesis_inputs, library_rounds, vaults
 from assets.proximity import duplicate_pairs, proximity_clusters
 from assets.sharded import similarity_graph
 from assets.structure import hypothesis_clusters, hypothesis_dispositions
@@ -29,7 +29,7 @@ from resources import Inputs, ProximitySettings
 
 # Checks of partitioned assets take the asset's partitions (the issue asks for it; Dagster 1.13 calls it preview).
 warnings.filterwarnings("ignore", message="Specifying a partitions_def on an AssetCheckSpec", category=PreviewWarning)
-CHECK = dict(blocking=True, partitions_def=inputs)
+CHECK = dict(blocking=True, partitions_def=hypothesis_inputs)
 
 
 def _result(violations: list[tuple[str, str]], **metadata) -> AssetCheckResult:
@@ -106,10 +106,11 @@ def _step4_check(number: int, asset):
     """A blocking check running the seed's step-4 check ``number`` on the partition's vault."""
     name, what = step4.CHECK_NAMES[number]
 
-    @asset_check(asset=asset, name=name, description=f"Seed check {number}: {what}.", **CHECK)
+    @asset_check(asset=asset, name=name, description=f"Step-4 check {number}: {what}.", blocking=True,
+                 partitions_def=vaults)
     def _check(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
         vault = open_vault(inputs.root(context.partition_key))
-        return _result(step4.run_check(number, vault, read_baseline(vault.root)), seed_check=number)
+        return _result(step4.run_check(number, vault, read_baseline(vault.root)), check=str(number))
 
     return _check
 
@@ -123,15 +124,17 @@ STRUCTURE_CHECKS = [
 def _library_check(name: str, description: str):
     """A blocking check running the library key rule ``name`` on the partition's hypothesis_library.json."""
 
-    @asset_check(asset=hypothesis_library, name=name, description=description, **CHECK)
+    @asset_check(asset=hypothesis_library, name=name, description=description, blocking=True,
+                 partitions_def=library_rounds)
     def _check(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
-        return _result(library_checks.run_checks(inputs.root(context.partition_key))[name])
+        root, _ = inputs.sub_root(context.partition_key)
+        return _result(library_checks.run_checks(root)[name])
 
     return _check
 
 
 LIBRARY_CHECKS = [
-    _library_check("file_validates", "hypothesis_library.json validates against seed 001's schema."),
+    _library_check("file_validates", "hypothesis_library.json validates against the library schema."),
     _library_check("scored", "Every behavior has an impact; every mechanism a novelty, planned data and models."),
     _library_check("ids_unique_never_reused",
                    "Ids unique, and none reused after a node was deleted (high-water mark)."),
@@ -145,9 +148,8 @@ def _case_check(name: str, description: str):
     @asset_check(asset=hypothesis_batch, name=name, description=description, blocking=True,
                  partitions_def=case_revisions)
     def _check(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
-        where = input_partition(context.partition_key)
-        pkg = CasePackage(inputs.root(where.input))
-        return _result(case_checks.run_checks(pkg, int(where.sub[1:]))[name])
+        root, revision = inputs.sub_root(context.partition_key)
+        return _result(case_checks.run_checks(CasePackage(root), int(revision[1:]))[name])
 
     return _check
 

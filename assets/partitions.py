@@ -1,63 +1,61 @@
-"""Partitions: one deployment serves every input a user works on.
+"""Partitions: one set per kind of thing an asset can process, keyed by short, stable input ids.
 
-``inputs``: one partition per input folder (a prox run directory, a vault, a library directory),
-keyed by its absolute path, so a run launched for one input can only ever read and write that
-folder. Partitions are added by ``hypograph add PATH``, by any ``hypograph`` command run on a new
-path, and by the ``inputs_discovered`` sensor for folders under ``$HYPOGRAPH_WORKSPACE``.
+``hypothesis_inputs``: every registered input with hypotheses to embed — run directories, vaults
+and libraries — keyed by the input's id (``vault``, ``eggs1``, ``run-3fa2c1``; see
+``hypograph/inputs.py``). The proximity assets are partitioned by it.
 
-``library_rounds``: input x round (``r0001``, ...): one partition per round of one library, the
-unit a schedule adds and a backfill re-runs.
+``vaults``: the registered vaults (a vault's key is the same id in both sets). Step 4 is
+partitioned by it and reads its vault's proximity through the identity mapping.
 
-``case_revisions``: input x analysis revision (``r0001``, ...) of a case package: one initial
-hypothesis batch per revision.
+``library_rounds``: ``<library id>/r0001``, one key per round a library has actually started.
+
+``case_revisions``: ``<case id>/r0001``, one key per analysis revision of a case package.
+
+Keys are added by ``hypograph add`` and every ``hypograph`` command on a new input, and by the
+``inputs_discovered`` sensor (``SensorResult(dynamic_partitions_requests=…)``); never as a side
+effect of evaluating a tick.
 """
 
-from pathlib import Path
 from typing import NamedTuple
 
-from dagster import DynamicPartitionsDefinition, MultiPartitionKey, MultiPartitionsDefinition
+from dagster import DynamicPartitionsDefinition
 
-from hypograph.casework.package import MANIFEST, CasePackage
+from hypograph.errors import HypographError
 
-INPUTS = "inputs"
+HYPOTHESIS_INPUTS = "hypothesis_inputs"
+VAULTS = "vaults"
 ROUNDS = "library_rounds"
 REVISIONS = "case_revisions"
 
-inputs = DynamicPartitionsDefinition(name=INPUTS)
-rounds = DynamicPartitionsDefinition(name=ROUNDS)
-library_rounds = MultiPartitionsDefinition({"input": inputs, "round": rounds})
-revisions = DynamicPartitionsDefinition(name=REVISIONS)
-case_revisions = MultiPartitionsDefinition({"input": inputs, "revision": revisions})
-SUB_PARTITIONS = {"round": ROUNDS, "revision": REVISIONS}  # second dimension -> its dynamic set
+hypothesis_inputs = DynamicPartitionsDefinition(name=HYPOTHESIS_INPUTS)
+vaults = DynamicPartitionsDefinition(name=VAULTS)
+library_rounds = DynamicPartitionsDefinition(name=ROUNDS)
+case_revisions = DynamicPartitionsDefinition(name=REVISIONS)
+
+# The partition sets an input of each kind belongs to (its own id as key).
+SETS_OF_KIND = {"run-dir": [HYPOTHESIS_INPUTS], "vault": [HYPOTHESIS_INPUTS, VAULTS],
+                "library": [HYPOTHESIS_INPUTS], "case": []}
 
 
-class Where(NamedTuple):
-    """A partition key taken apart: the input folder's key, and the round or revision (or None)."""
+class Sub(NamedTuple):
+    """A round or revision key taken apart: the input's id and ``r0001``."""
 
-    input: str | None
-    sub: str | None
-
-
-def input_partition(key: str | None) -> Where:
-    """``/path`` -> (``/path``, None); a multi-partition key ``/path|r0001`` -> (``/path``, ``r0001``)."""
-    if isinstance(key, MultiPartitionKey):
-        dims = key.keys_by_dimension
-        return Where(dims["input"], dims.get("round") or dims.get("revision"))
-    return Where(key, None)
+    input: str
+    sub: str
 
 
-def round_partition(root: str, key: str) -> MultiPartitionKey:
-    return MultiPartitionKey({"input": root, "round": key})
+def sub_key(input_id: str, sub: str) -> str:
+    """``vault-ab12`` + ``r0003`` -> ``vault-ab12/r0003`` (input ids never hold a ``/``)."""
+    return f"{input_id}/{sub}"
+
+
+def split_sub_key(key: str) -> Sub:
+    """``lib/r0003`` -> (``lib``, ``r0003``); a one-line error for a key of another shape."""
+    input_id, sep, sub = (key or "").rpartition("/")
+    if not sep or not input_id or not sub:
+        raise HypographError(f"partition {key!r}: expected <input id>/rNNNN")
+    return Sub(input_id, sub)
 
 
 def revision_key(revision: int) -> str:
     return f"r{revision:04d}"
-
-
-def revision_partition(root: str, revision: int) -> MultiPartitionKey:
-    return MultiPartitionKey({"input": root, "revision": revision_key(revision)})
-
-
-def case_revision_keys(root: Path) -> list[str]:
-    """The revision partition keys (``r0001``…) of a case package; none for another kind of input."""
-    return [revision_key(r) for r in CasePackage(root).revisions()] if (root / MANIFEST).is_file() else []

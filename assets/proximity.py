@@ -6,8 +6,9 @@ from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
 from assets.groups import PROXIMITY
 from assets.metadata import cluster_table, pair_table
-from assets.partitions import inputs
-from hypograph.hypotheses import Corpus, input_fingerprint
+from assets.partitions import hypothesis_inputs
+from assets.sources import hypotheses
+from hypograph.hypotheses import Corpus
 from hypograph.library.corpus import input_corpus
 from hypograph.proximity.communities import labelled_clusters
 from hypograph.proximity.dupes import pairs_at
@@ -15,22 +16,19 @@ from hypograph.proximity.embed import Embeddings
 from hypograph.proximity.graph import SimilarityGraph
 from resources import Inputs, ProximitySettings
 
-ASSET = dict(group_name=PROXIMITY, io_manager_key="io_manager", partitions_def=inputs)
+ASSET = dict(group_name=PROXIMITY, io_manager_key="io_manager", partitions_def=hypothesis_inputs)
 
 
-@asset(**ASSET, kinds={"python"})
+@asset(**ASSET, deps=[hypotheses], kinds={"python"})
 def hypothesis_texts(context: AssetExecutionContext, inputs: Inputs) -> Output[Corpus]:
     """Every hypothesis of the input (run dir, vault, or a library's behaviors and mechanisms),
     validated; bad files skipped or fatal."""
-    root = inputs.root(context.partition_key)
-    fingerprint = input_fingerprint(root)  # before reading: a change made meanwhile is seen as one
-    corpus = input_corpus(root)
+    corpus = input_corpus(inputs.root(context.partition_key))
     for w in corpus.warnings:
         context.log.warning(w)
     return Output(corpus, metadata={
         "hypotheses": len(corpus.hypotheses),
         "input_kind": corpus.kind,
-        "hypotheses_fingerprint": fingerprint,  # the hypotheses_changed sensor's "already processed"
         "skipped": MetadataValue.md("\n".join(f"- {w}" for w in corpus.warnings) or "none"),
         "warnings": MetadataValue.json(corpus.warnings),
     })

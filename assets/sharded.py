@@ -12,7 +12,7 @@ steps on other machines).
 from dagster import DynamicOut, DynamicOutput, MetadataValue, OpExecutionContext, Out, Output, graph_asset, op
 
 from assets.groups import PROXIMITY
-from assets.partitions import inputs
+from assets.partitions import hypothesis_inputs
 from hypograph.hypotheses import Corpus
 from hypograph.proximity import shards
 from hypograph.proximity.embed import Embeddings, embed, embedding_ranges, join_embeddings
@@ -22,7 +22,7 @@ from hypograph.proximity.hints import sparse_graph_hint
 from resources import ProximitySettings
 
 SHARDS = "shard_io_manager"
-GRAPH_ASSET = dict(group_name=PROXIMITY, partitions_def=inputs)
+GRAPH_ASSET = dict(group_name=PROXIMITY, partitions_def=hypothesis_inputs)
 
 
 def _fan_out(ranges: list[tuple[int, int]]):

@@ -1,29 +1,39 @@
-"""Structure step 4 assets (seed 000): 4a dispositions -> 4b clusters -> the structure map -> the
-proximity view of the structured vault.
+"""Structure step 4 assets (vaults): 4a dispositions -> 4b clusters -> the structure map.
 
-Their output is the vault itself, written by the domain functions through the vault journal and
-lock; each asset reports what it changed as metadata. The binary checks are in ``assets/checks``.
+Partitioned by ``vaults``; each reads its vault's proximity (``dedup_verdicts``,
+``hypothesis_embeddings``, partitioned by ``hypothesis_inputs`` under the same id) through the
+identity mapping. Their output is the vault itself, written by the domain functions through the
+vault's journal and lock (so they return ``MaterializeResult``; no IO manager writes a node). The
+map reports the new version of the vault's ``hypotheses`` it leaves, so the change sensor does not
+take step 4's own writes for a person's; the vault's proximity is then stale and is materialized
+again (``hypograph structure`` does it at once, the sensor on its next tick). The binary checks are
+in ``assets/checks``.
 """
 
-from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, AssetIn, IdentityPartitionMapping, MaterializeResult, MetadataValue, asset
 
 from assets.groups import STRUCTURE
-from assets.partitions import inputs
-from hypograph.hypotheses import input_fingerprint
+from assets.partitions import vaults
+from assets.sources import report_rewrite
 from hypograph.llm.policy import policy_for
 from hypograph.proximity.adjudicate import Decision
 from hypograph.proximity.embed import Embeddings
 from hypograph.structure.carving import run_clusters
 from hypograph.structure.dispositions import run_dispositions
-from hypograph.structure.proximity_view import refresh_proximity
 from hypograph.structure.structure_map import structure_counts, write_map
 from hypograph.vault.vault import open_vault
-from resources import Inputs, LLMResource, ProximitySettings
+from resources import Inputs, LLMResource
 
-ASSET = dict(group_name=STRUCTURE, partitions_def=inputs, kinds={"markdown"})
+ASSET = dict(group_name=STRUCTURE, partitions_def=vaults, kinds={"markdown"})
+SAME_INPUT = IdentityPartitionMapping()  # a vault's id is its key in hypothesis_inputs too
 
 
-@asset(**ASSET)
+def _lines(items) -> MetadataValue:
+    return MetadataValue.md("\n".join(f"- {line}" for line in items) or "none")
+
+
+@asset(**ASSET, ins={"dedup_verdicts": AssetIn(partition_mapping=SAME_INPUT),
+                     "hypothesis_embeddings": AssetIn(partition_mapping=SAME_INPUT)})
 def hypothesis_dispositions(context: AssetExecutionContext, dedup_verdicts: list[Decision],
                             hypothesis_embeddings: Embeddings, inputs: Inputs, llm: LLMResource) -> MaterializeResult:
     """4a: merge near-duplicates (discriminability test), drop the off-topic, state on every H."""
@@ -33,8 +43,8 @@ def hypothesis_dispositions(context: AssetExecutionContext, dedup_verdicts: list
     return MaterializeResult(metadata={
         "merged": sum(map(len, report.merged.values())), "dropped": len(report.dropped),
         "active": len(report.active), "files_changed": report.files_changed,
-        "merges": MetadataValue.md("\n".join(f"- {s} ← {', '.join(a)}" for s, a in report.merged.items()) or "none"),
-        "drops": MetadataValue.md("\n".join(f"- {i}: {r}" for i, r in report.dropped.items()) or "none"),
+        "merges": _lines(f"{s} ← {', '.join(a)}" for s, a in report.merged.items()),
+        "drops": _lines(f"{i}: {r}" for i, r in report.dropped.items()),
         "candidate_pairs": report.candidates, "pairs_judged": report.judged,
         "merge_groups_asked_directly": report.groups_direct, "merge_groups_closed_by_chaining": report.groups_chained,
         "amended": report.amended, "merged_by_hand": report.by_hand, "refused_by_hand": report.refused,
@@ -52,36 +62,19 @@ def hypothesis_clusters(context: AssetExecutionContext, inputs: Inputs, llm: LLM
         "clusters": len(report.clusters), "created": len(report.created), "minted": len(report.minted),
         "minted_hypotheses": sum(i.startswith("H-") for i in report.minted),
         "stragglers_dropped": len(report.dropped),
-        "membership": MetadataValue.md("\n".join(f"- {c}: {', '.join(m)}" for c, m in report.clusters.items())
-                                       or "none"),
+        "membership": _lines(f"{c}: {', '.join(m)}" for c, m in report.clusters.items()),
         **client.metadata(),
     })
 
 
 @asset(**ASSET, deps=[hypothesis_clusters])
 def structure_map(context: AssetExecutionContext, inputs: Inputs) -> MaterializeResult:
-    """agent-notes/structure.md: the cluster inventory and counts (rewritten only on change)."""
+    """agent-notes/structure.md: the cluster inventory and counts (rewritten only on change); the
+    vault's hypotheses as step 4 left them reported as a new observation."""
     vault = open_vault(inputs.root(context.partition_key))
     path, written = write_map(vault)
+    version = report_rewrite(context, inputs)
     return MaterializeResult(metadata={
         "path": MetadataValue.path(str(path)), "rewritten": written, **structure_counts(vault),
-        "preview": MetadataValue.md(path.read_text(encoding="utf-8")),
-    })
-
-
-@asset(**ASSET, deps=[structure_map])
-def structured_proximity(context: AssetExecutionContext, inputs: Inputs, llm: LLMResource,
-                         proximity: ProximitySettings) -> MaterializeResult:
-    """proximity/ rewritten for the structured vault, so the next run starts from what this one left."""
-    root = inputs.root(context.partition_key)
-    state = inputs.state_dir(root)
-    counts = refresh_proximity(
-        root, proximity.backend, proximity.model, proximity.graph_threshold, proximity.dupe_threshold,
-        proximity.auto_merge, proximity.algorithm,
-        llm.client(state, "dedup_verdicts"), llm.client(state, "cluster_labels"), proximity.max_neighbours,
-    )
-    return MaterializeResult(metadata={
-        **counts, "path": MetadataValue.path(str(root / "proximity")),
-        # hypotheses/ as step 4 left it: the hypotheses_changed sensor's "already processed"
-        "hypotheses_fingerprint": input_fingerprint(root),
+        "hypotheses_version": version, "preview": MetadataValue.md(path.read_text(encoding="utf-8")),
     })

@@ -1,7 +1,9 @@
-"""Persists each asset's value in its seed format inside the partition's input folder.
+"""Persists each proximity asset's value in its seed format inside the partition's input folder.
 
 One table says how each asset is written and read; one path function (``Inputs.root``) turns the
-partition key into the folder. ``hypothesis_texts`` has no seed format: its snapshot goes to
+partition key (an input id) into the folder. It is the only writer of these files; the step-4,
+library and case assets write through their domain's journal instead and return
+``MaterializeResult``. ``hypothesis_texts`` has no seed format: its snapshot goes to
 ``<input>/.hypograph/assets/hypothesis_texts.json``.
 """
 
@@ -13,12 +15,8 @@ from typing import Any, NamedTuple
 
 from dagster import ConfigurableIOManager, InputContext, MetadataValue, OutputContext
 
-from assets.partitions import input_partition
 from hypograph.atomic import write_json
 from hypograph.hypotheses import corpus_document, corpus_from_document
-from hypograph.library.persist import load_round
-from hypograph.library.rounds import PersistPlan, RoundCandidates, RoundDedup, RoundScores
-from hypograph.library.state import round_dir, write_model
 from hypograph.proximity import store
 from resources.inputs import Inputs
 
@@ -28,21 +26,6 @@ TEXTS = Path(".hypograph") / "assets" / "hypothesis_texts.json"
 class Codec(NamedTuple):
     write: Callable[[Path, Any], list[Path]]  # (input root, value) -> files written
     read: Callable[[Path], Any]  # input root -> value
-
-
-class RoundCodec(NamedTuple):
-    """A library round's step, kept as ``.hypograph/library/rounds/<round>/<name>.json``."""
-
-    name: str
-    model: type
-
-    def write(self, root: Path, round_key: str, value) -> list[Path]:
-        path = round_dir(root, round_key) / f"{self.name}.json"
-        write_model(path, value)
-        return [path]
-
-    def read(self, root: Path, round_key: str):
-        return load_round(root, round_key, self.name, self.model)
 
 
 def _write_texts(root: Path, corpus) -> list[Path]:
@@ -65,30 +48,20 @@ CODECS: dict[str, Codec] = {
 }
 
 
-ROUND_CODECS: dict[str, RoundCodec] = {
-    "round_candidates": RoundCodec("candidates", RoundCandidates),
-    "round_dedup": RoundCodec("dedup", RoundDedup),
-    "round_scores": RoundCodec("scores", RoundScores),
-    "round_persisted": RoundCodec("persist", PersistPlan),
-}
-
-
 class HypographIOManager(ConfigurableIOManager):
     """Writes and reads asset values as files in the input folder named by the partition key."""
 
     inputs: Inputs
 
     def handle_output(self, context: OutputContext, obj) -> None:
-        where = input_partition(context.partition_key)
-        root, name = self.inputs.root(where.input), context.asset_key.path[-1]
-        paths = ROUND_CODECS[name].write(root, where.sub, obj) if where.sub else _codec(name).write(root, obj)
+        root, name = self.inputs.root(context.partition_key), context.asset_key.path[-1]
+        paths = _codec(name).write(root, obj)
         context.add_output_metadata({"path": MetadataValue.path(str(paths[0])),
                                      "files": MetadataValue.md("\n".join(f"- `{p}`" for p in paths))})
 
     def load_input(self, context: InputContext):
-        where = input_partition(context.partition_key)
-        root, name = self.inputs.root(where.input), context.upstream_output.asset_key.path[-1]
-        return ROUND_CODECS[name].read(root, where.sub) if where.sub else _codec(name).read(root)
+        root, name = self.inputs.root(context.partition_key), context.upstream_output.asset_key.path[-1]
+        return _codec(name).read(root)
 
 
 def _codec(name: str) -> Codec:

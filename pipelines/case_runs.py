@@ -1,5 +1,5 @@
 """``hypograph batch``: a case revision's initial batch run as its Dagster partition
-(``input|rNNNN`` of ``case_revisions``), optionally minted into a vault; ``hypograph case …`` as is."""
+(``<case id>/rNNNN`` of ``case_revisions``), optionally minted into a vault; ``hypograph case …`` as is."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def batch(args) -> int:
     case = {"config_file": str(args.config.resolve()) if args.config else None, "attempt": args.attempt,
             "vault": str(args.into.resolve()) if args.into else None}
     result = execute(root, "case_batch_into_vault" if args.into else "case_batch", {"case": case},
-                     sub=("revision", revision_key(revision)))
+                     sub=revision_key(revision), kind="case")
     meta = summaries.asset_metadata(result, "hypothesis_batch") or _failure_metadata(result)
     if meta.get("line"):
         print(meta["line"])

@@ -42,14 +42,22 @@ def _proximity(args) -> int:
 
 
 def _structure(args) -> int:
+    """Proximity on the vault, step 4, then proximity again if step 4 rewrote the vault's
+    hypotheses (so proximity/ describes the structured vault): three runs on its partitions."""
+    from hypograph.inputs import fingerprint
     from hypograph.paths import detect_kind
 
     root = args.path.resolve()
     if detect_kind(root) != "vault":
         raise HypographError(f"{root}: not a vault (structure needs step-3 nodes in hypotheses/*.md)")
-    result = run_job(root, "structure", {"proximity": {"backend": args.backend, "graph_threshold": args.threshold}},
-                     offline=True if args.llm == "offline" else None)
+    resources = {"proximity": {"backend": args.backend, "graph_threshold": args.threshold}}
+    offline = True if args.llm == "offline" else None
+    summaries.print_warnings(run_job(root, "proximity", resources, offline))
+    before = fingerprint(root, "vault")
+    result = run_job(root, "structure", resources, offline)
     summaries.print_warnings(result)
+    if fingerprint(root, "vault") != before:
+        run_job(root, "proximity", resources, offline)
     summaries.print_structure(root, result)
     return 0
 
@@ -96,7 +104,8 @@ def _create_node(args) -> int:
 def _add(args) -> int:
     with open_instance() as instance:
         for path in args.paths:
-            print(f"input partition: {register(instance, path)}")
+            record = register(instance, path)
+            print(f"{record.id}: {record.kind} {record.path}")
     return 0
 
 

@@ -7,13 +7,15 @@ the runs of every input, so one UI shows them all.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from hypograph.errors import HypographError
+from hypograph.inputs import InputRecord, Kind, Registry
 from hypograph.locks import file_lock
+from resources.inputs import REGISTRY_FILE
+from resources.inputs import dagster_home as _home
 
 # Pools limit concurrent steps: library rounds generate one at a time (pool library_generation).
 INSTANCE_YAML = "telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n"
@@ -21,7 +23,7 @@ INSTANCE_YAML = "telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    defau
 
 def dagster_home() -> Path:
     """``$DAGSTER_HOME`` if set, else ``~/.hypograph/dagster`` (created with telemetry off)."""
-    home = Path(os.environ.get("DAGSTER_HOME") or Path.home() / ".hypograph" / "dagster").resolve()
+    home = _home()
     home.mkdir(parents=True, exist_ok=True)
     if not (home / "dagster.yaml").exists():
         (home / "dagster.yaml").write_text(INSTANCE_YAML)
@@ -38,7 +40,7 @@ def open_instance() -> Iterator:
     with file_lock(home / ".open.lock"):
         try:
             instance = DagsterInstance.from_config(str(home))
-            instance.get_dynamic_partitions("inputs")  # touches the storage now, under the lock
+            instance.get_dynamic_partitions("vaults")  # touches the storage now, under the lock
         except Exception as e:  # noqa: BLE001 - any storage failure becomes one actionable line
             raise HypographError(f"Dagster storage in {home} is unreadable ({type(e).__name__}: "
                                  f"{str(e).splitlines()[0] if str(e) else 'no detail'}); move the folder aside "
@@ -47,17 +49,20 @@ def open_instance() -> Iterator:
         yield instance
 
 
-def register(instance, root: Path) -> str:
-    """Add ``root`` as an input partition, and a case package's revisions (idempotent); returns its key."""
-    from assets.partitions import INPUTS, REVISIONS, case_revision_keys
+def registry() -> Registry:
+    """The input registry of the shared instance (``$DAGSTER_HOME/inputs.json``)."""
+    return Registry(dagster_home() / REGISTRY_FILE)
 
-    key = str(root.resolve())
-    if not instance.has_dynamic_partition(INPUTS, key):
-        instance.add_dynamic_partitions(INPUTS, [key])
-    new = [r for r in case_revision_keys(root) if not instance.has_dynamic_partition(REVISIONS, r)]
-    if new:
-        instance.add_dynamic_partitions(REVISIONS, new)
-    return key
+
+def register(instance, root: Path, kind: Kind | None = None) -> InputRecord:
+    """Record ``root`` in the registry and add its id to the partition sets of its kind, and a case
+    package's revisions (idempotent); returns its record."""
+    from pipelines.sensors import partition_requests
+
+    record = registry().add(root, kind)
+    for request in partition_requests(instance, [record]):
+        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    return record
 
 
 def run_config(resources: dict[str, dict] | None = None, offline: bool | None = None,
@@ -72,30 +77,30 @@ def run_config(resources: dict[str, dict] | None = None, offline: bool | None = 
 
 
 def execute(root: Path, job_name: str, resources: dict[str, dict] | None = None, offline: bool | None = None,
-            sub: tuple[str, str] | None = None):
-    """Register ``root`` and execute ``job_name`` on its partition: the input, or the input and ``sub``
-    (``("round", "r0002")`` or ``("revision", "r0001")``, registered too). Returns the result."""
-    from dagster import MultiPartitionKey
-
-    from assets.partitions import SUB_PARTITIONS
+            sub: str | None = None, kind: Kind | None = None):
+    """Register ``root`` and execute ``job_name`` on its partition: the input's id, or
+    ``<id>/<sub>`` for a round or a revision (``sub="r0002"``, registered too). Returns the result."""
     from pipelines.definitions import defs
 
     with open_instance() as instance:
-        key = register(instance, root)
+        record = register(instance, root, kind)
+        key = record.id
         if sub is not None:
-            dimension, value = sub
-            if not instance.has_dynamic_partition(SUB_PARTITIONS[dimension], value):
-                instance.add_dynamic_partitions(SUB_PARTITIONS[dimension], [value])
-            key = MultiPartitionKey({"input": key, dimension: value})
+            from assets.partitions import REVISIONS, ROUNDS, sub_key
+
+            key = sub_key(record.id, sub)
+            name = REVISIONS if record.kind == "case" else ROUNDS
+            if not instance.has_dynamic_partition(name, key):
+                instance.add_dynamic_partitions(name, [key])
         # Failures are reported by the caller in one line each; the UI keeps the full logs and traces.
         return defs.resolve_job_def(job_name).execute_in_process(
             instance=instance, partition_key=key, raise_on_error=False, run_config=run_config(resources, offline))
 
 
 def run_job(root: Path, job_name: str, resources: dict[str, dict] | None = None, offline: bool | None = None,
-            sub: tuple[str, str] | None = None):
+            sub: str | None = None, kind: Kind | None = None):
     """``execute``, with a failed run turned into one HypographError."""
-    result = execute(root, job_name, resources, offline, sub)
+    result = execute(root, job_name, resources, offline, sub, kind)
     if not result.success:
         raise HypographError(f"{job_name} run {result.run_id[:8]} failed: " + "; ".join(failures(result)))
     return result

@@ -1,51 +1,52 @@
-"""Jobs: proximity on any input, structure (proximity then step 4) on a vault; one partition each."""
+"""Jobs, each on the one partition set its assets are partitioned by (the executor is set once, on
+``Definitions``)."""
 
 from dagster import AssetSelection, define_asset_job
 
-from assets.casework import batch_vault_nodes, case_context, case_interpretation, hypothesis_batch
-from assets.groups import PROXIMITY, STRUCTURE
-from assets.library import hypothesis_library, round_candidates, round_dedup, round_persisted, round_scores
-from assets.partitions import case_revisions, inputs, library_rounds
-from pipelines.executor import EXECUTOR
+from assets.casework import batch_vault_nodes
+from assets.groups import CASEWORK, LIBRARY, PROXIMITY, STRUCTURE
+from assets.library import hypothesis_library, round_scores
+from assets.partitions import case_revisions, hypothesis_inputs, library_rounds, vaults
 
-# The deployment picks the executor (HYPOGRAPH_EXECUTOR, pipelines/executor.py): one process per run by default.
 proximity_job = define_asset_job(
-    "proximity", selection=AssetSelection.groups(PROXIMITY), partitions_def=inputs, executor_def=EXECUTOR,
-    description="Embed, graph, cluster, list and adjudicate near-duplicates of the input's hypotheses (seed 003).",
+    "proximity", selection=AssetSelection.groups(PROXIMITY), partitions_def=hypothesis_inputs,
+    description="Observe the input's hypotheses, then embed, graph, cluster, list and adjudicate its "
+                "near-duplicates and name its clusters (proximity/ in the input). Runs on any run directory, "
+                "vault or library; a no-op on disk when nothing changed.",
 )
 
 structure_job = define_asset_job(
-    "structure", selection=AssetSelection.groups(PROXIMITY, STRUCTURE), partitions_def=inputs,
-    executor_def=EXECUTOR,
-    description="Proximity, then step 4 on a vault: merge/drop, clusters with residuals, the structure map, "
-                "and proximity refreshed for the structured vault (seed 000).",
+    "structure", selection=AssetSelection.groups(STRUCTURE), partitions_def=vaults,
+    description="Step 4 on a vault whose proximity is materialized: merge near-duplicates and drop the off-topic "
+                "(4a), hypothesis clusters with residuals (4b), the structure map; the six blocking checks. "
+                "Run proximity on the vault first, and again after (hypograph structure does both).",
 )
 
 library_round_job = define_asset_job(
-    "library_round", selection=[round_candidates, round_dedup, round_scores, round_persisted],
-    partitions_def=library_rounds, executor_def=EXECUTOR,
-    description="One library round (seed 001): generate, dedup against the library, score, persist.",
+    "library_round", selection=AssetSelection.groups(LIBRARY), partitions_def=library_rounds,
+    description="One library round: generate behaviors and mechanisms, dedup them against the library by "
+                "meaning, score impact and novelty, merge into hypothesis_library.json. Needs a model. New "
+                "rounds come from `hypograph library` or the next_library_round sensor.",
 )
 
 rescore_job = define_asset_job(
-    "library_rescore", selection=[round_scores, round_persisted], partitions_def=library_rounds,
-    executor_def=EXECUTOR,
-    description="Re-score rounds (another model, web grounding on) without regenerating; ids unchanged.",
-)
-
-library_job = define_asset_job(
-    "library", selection=[hypothesis_library], partitions_def=inputs, executor_def=EXECUTOR,
-    description="hypothesis_library.json as the rounds left it, validated, with the Phase-7 report.",
+    "library_rescore", selection=[round_scores, hypothesis_library], partitions_def=library_rounds,
+    description="Re-score rounds (another model, web grounding on) without regenerating; ids unchanged. "
+                "Backfill it over one library's rounds or all of them.",
 )
 
 case_batch_job = define_asset_job(
-    "case_batch", selection=[case_interpretation, case_context, hypothesis_batch], partitions_def=case_revisions,
-    executor_def=EXECUTOR,
-    description="The initial hypothesis batch of one case revision (seed 004): context, one model round, publication.",
+    "case_batch", selection=AssetSelection.groups(CASEWORK) - AssetSelection.assets(batch_vault_nodes),
+    partitions_def=case_revisions,
+    description="Observe the case package, then the initial hypothesis batch of one revision: the confirmed "
+                "interpretation checked, the context frozen, one model round, hypotheses and registry published "
+                "together. Needs a model unless the batch is already published.",
 )
 
 case_into_vault_job = define_asset_job(
-    "case_batch_into_vault", selection=[case_interpretation, case_context, hypothesis_batch, batch_vault_nodes],
-    partitions_def=case_revisions, executor_def=EXECUTOR,
-    description="The case batch, then its hypotheses minted into the configured vault as step-3 H nodes.",
+    "case_batch_into_vault", selection=AssetSelection.groups(CASEWORK), partitions_def=case_revisions,
+    description="The case batch, then its hypotheses minted as step-3 H nodes into the vault the case names "
+                "(made from it, or given to batch --into); skipped with its reason when it names none.",
 )
+
+JOBS = [proximity_job, structure_job, library_round_job, rescore_job, case_batch_job, case_into_vault_job]

@@ -1,5 +1,5 @@
-"""``hypograph library``: seed 001's rounds, each run as its Dagster partition (``input|rNNNN``) on the
-shared instance, then ``hypothesis_library`` materialized, so the UI shows every round's lineage."""
+"""``hypograph library``: each round run as its Dagster partition (``<library id>/rNNNN``) of the
+``library_round`` job on the shared instance, so the UI shows every round's lineage."""
 
 from __future__ import annotations
 
@@ -12,14 +12,13 @@ from pipelines.instance import run_job
 
 def dagster_round_runner(args):
     """The ``round_runner`` for ``run_library``: round ``key`` of ``args.dir`` through the
-    ``library_round`` job (registering the input and the round), then the library asset."""
+    ``library_round`` job (registering the library and the round)."""
     root = Path(args.dir).resolve()
     offline = True if args.llm == "offline" else None
 
     def run(key: str, settings: RoundSettings) -> int:
         library = {**settings.model_dump(exclude={"neighbours", "auto_drop"}), "search_url": args.search_url}
-        run_job(root, "library_round", {"library": library}, offline, sub=("round", key))
-        run_job(root, "library")
+        run_job(root, "library_round", {"library": library}, offline, sub=key, kind="library")
         return round_survivors(root, key)
 
     return run

@@ -1,8 +1,9 @@
-"""Sensors and schedules: inputs discovered under a workspace folder, runs requested on change."""
+"""Sensors and schedules. Each reads the input registry and Dagster's own records, and changes
+nothing while it is evaluated: new partitions and observations travel in its ``SensorResult``,
+which Dagster applies only when the tick is committed."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from dagster import (
@@ -20,133 +21,178 @@ from dagster import (
     schedule,
     sensor,
 )
+from dagster._core.definitions.data_version import DATA_VERSION_TAG
 
-from assets.partitions import INPUTS, REVISIONS, ROUNDS, case_revision_keys, revision_partition, round_partition
-from assets.partitions import inputs as input_partitions
-from assets.partitions import revisions as revision_partitions
-from hypograph.casework.dispatch import due_retries
-from hypograph.casework.package import MANIFEST
-from hypograph.hypotheses import input_fingerprint
-from hypograph.library.run import next_round, pending_rounds
-from hypograph.library.schema import library_path
-from hypograph.library.state import round_keys
-from hypograph.paths import detect_kind
+from assets.partitions import (
+    HYPOTHESIS_INPUTS,
+    REVISIONS,
+    ROUNDS,
+    SETS_OF_KIND,
+    VAULTS,
+    case_revisions,
+    hypothesis_inputs,
+    library_rounds,
+    revision_key,
+    sub_key,
+    vaults,
+)
+from assets.sources import observed
+from hypograph.casework.dispatch import due_retry
+from hypograph.casework.package import CasePackage
+from hypograph.errors import HypographError
+from hypograph.inputs import WITH_HYPOTHESES, InputRecord, fingerprint, input_kind
+from hypograph.library.run import next_round, pending_rounds, settings_for_round
 from pipelines.jobs import case_batch_job, library_round_job, proximity_job, structure_job
 from resources import Inputs
 
-FINGERPRINT = "hypotheses_fingerprint"  # metadata: the input_fingerprint a run left
-FINGERPRINT_ASSET = {"vault": "structured_proximity", "run-dir": "hypothesis_texts"}
 ACTIVE = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
           DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
 
 
-def looks_like_input(path: Path) -> bool:
-    """A run directory or vault (``hypotheses/``), a library, or a case package."""
-    return path.is_dir() and ((path / "hypotheses").is_dir() or library_path(path).exists()
-                              or (path / MANIFEST).is_file())
+def partition_requests(instance, records: list[InputRecord]) -> list:
+    """The add requests that would put each record's id in the partition sets of its kind (and a
+    case's current revision in ``case_revisions``), for those not there yet."""
+    defs = {HYPOTHESIS_INPUTS: hypothesis_inputs, VAULTS: vaults, REVISIONS: case_revisions}
+    wanted: dict[str, list[str]] = {name: [] for name in defs}
+    for r in records:
+        for name in SETS_OF_KIND[r.kind]:
+            wanted[name].append(r.id)
+        if r.kind == "case":
+            wanted[REVISIONS] += [sub_key(r.id, revision_key(n)) for n in CasePackage(r.path).revisions()]
+    requests = []
+    for name, keys in wanted.items():
+        known = set(instance.get_dynamic_partitions(name))
+        new = sorted(set(keys) - known)
+        if new:
+            requests.append(defs[name].build_add_request(new))
+    return requests
 
 
 @sensor(minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING)
 def inputs_discovered(context: SensorEvaluationContext, inputs: Inputs):
-    """Register every input folder under ``Inputs.workspace`` (``$HYPOGRAPH_WORKSPACE``) as a partition,
-    and each case package's analysis revisions."""
+    """Registers each input folder under the workspace folder (``HYPOGRAPH_WORKSPACE``) and adds its
+    partitions: run directories, vaults, libraries, case packages and their revisions. Leave it on
+    if you keep your inputs in one folder; without a workspace it skips, saying so."""
     if not inputs.workspace:
         return SkipReason("no workspace folder configured (set HYPOGRAPH_WORKSPACE to discover inputs)")
-    if not Path(inputs.workspace).is_dir():
-        return SkipReason(f"workspace folder {inputs.workspace} does not exist (HYPOGRAPH_WORKSPACE)")
-    known = set(context.instance.get_dynamic_partitions(INPUTS))
-    found = [p.resolve() for p in sorted(Path(inputs.workspace).iterdir()) if looks_like_input(p)]
-    new = [str(p) for p in found if str(p) not in known]
-    known_revisions = set(context.instance.get_dynamic_partitions(REVISIONS))
-    revisions = sorted({k for p in found for k in case_revision_keys(p)} - known_revisions)
-    if not new and not revisions:
-        return SkipReason(f"no new input under {inputs.workspace}")
-    requests = [input_partitions.build_add_request(new)] if new else []
-    requests += [revision_partitions.build_add_request(revisions)] if revisions else []
+    workspace = Path(inputs.workspace)
+    if not workspace.is_dir():
+        return SkipReason(f"workspace folder {workspace} does not exist (HYPOGRAPH_WORKSPACE)")
+    found = []
+    for path in sorted(p for p in workspace.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        try:
+            found.append((path, input_kind(path)))
+        except HypographError:
+            continue  # not an input: an unrelated folder in the workspace
+    records = inputs.registry().add_all(found)
+    requests = partition_requests(context.instance, records)
+    if not requests:
+        return SkipReason(f"no new input under {workspace}")
     return SensorResult(dynamic_partitions_requests=requests)
 
 
-
-@sensor(jobs=[proximity_job, structure_job], minimum_interval_seconds=30, default_status=DefaultSensorStatus.STOPPED)
-def hypotheses_changed(context: SensorEvaluationContext):
-    """Request a run for each registered input whose ``hypotheses/`` changed since the last tick:
-    structure for a vault, proximity for a run directory. The cursor maps input -> fingerprint.
-
-    An input is unchanged if its fingerprint is the cursor's or the one its last run left (a
-    structure run rewrites ``hypotheses/`` itself: states, backlinks); while a run of it is queued
-    or running it is looked at again on a later tick."""
-    seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
-    requests = []
-    for key in context.instance.get_dynamic_partitions(INPUTS):
-        root = Path(key)
-        if not (root / "hypotheses").is_dir() or _has_active_run(context.instance, key):
-            continue
-        fingerprint = input_fingerprint(root)
-        if seen.get(key) == fingerprint:
-            continue
-        kind = detect_kind(root)
-        seen[key] = fingerprint
-        if fingerprint == _left_by_last_run(context.instance, key, kind):
-            continue
-        job = structure_job if kind == "vault" else proximity_job
-        requests.append(RunRequest(run_key=f"{key}:{fingerprint}", partition_key=key, job_name=job.name))
-    context.update_cursor(json.dumps(seen, sort_keys=True))
-    return requests or SkipReason("no input changed")
-
-
 def _has_active_run(instance, key: str) -> bool:
-    """A run of input ``key`` is queued or in progress (its own writes are not a change yet)."""
+    """A run of partition ``key`` is queued or in progress (its own writes are not a change yet)."""
     return bool(instance.get_run_ids(RunsFilter(tags={"dagster/partition": key}, statuses=ACTIVE), limit=1))
 
 
-def _left_by_last_run(instance, key: str, kind: str) -> str | None:
-    """The ``hypotheses/`` fingerprint the latest run of ``key`` recorded (structure's last asset for
-    a vault, proximity's first for a run directory, whose run never writes ``hypotheses/``)."""
-    asset = AssetKey(FINGERPRINT_ASSET[kind])
-    records = instance.fetch_materializations(AssetRecordsFilter(asset_key=asset, asset_partitions=[key]),
-                                              limit=1).records
-    if not records or records[0].asset_materialization is None:
+def _latest(instance, asset: str, partition: str, observation: bool = False):
+    filter_ = AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[partition])
+    fetch = instance.fetch_observations if observation else instance.fetch_materializations
+    records = fetch(filter_, limit=1).records
+    return records[0] if records else None
+
+
+def _consumed(record, upstream: str) -> str | None:
+    """The data version (or event pointer) of ``upstream`` that materialization ``record`` read."""
+    if record is None or record.asset_materialization is None:
         return None
-    value = records[0].asset_materialization.metadata.get(FINGERPRINT)
-    return value.value if value is not None else None
+    return record.asset_materialization.tags.get(upstream)
+
+
+@sensor(jobs=[proximity_job, structure_job], minimum_interval_seconds=30, default_status=DefaultSensorStatus.STOPPED)
+def hypotheses_changed(context: SensorEvaluationContext, inputs: Inputs):
+    """Observes each registered input's hypotheses and keeps its results current: proximity when the
+    hypotheses' data version is not the one its texts were read at, and for a vault step 4 when its
+    proximity is newer than what step 4 last read. Turn it on to have edits picked up within a
+    minute; step 4 reports its own rewrites, so they start only the proximity refresh."""
+    known = set(context.instance.get_dynamic_partitions(HYPOTHESIS_INPUTS))
+    vault_keys = set(context.instance.get_dynamic_partitions(VAULTS))
+    events, requests = [], []
+    for r in inputs.registry().of_kind(*WITH_HYPOTHESES):
+        if r.id not in known or not r.path.is_dir() or _has_active_run(context.instance, r.id):
+            continue
+        version = fingerprint(r.path, r.kind)
+        seen = _latest(context.instance, "hypotheses", r.id, observation=True)
+        if seen is None or seen.asset_observation.tags.get(DATA_VERSION_TAG) != version:
+            events.append(observed(r.id, version))
+        texts = _latest(context.instance, "hypothesis_texts", r.id)
+        if _consumed(texts, "dagster/input_data_version/hypotheses") != version:
+            requests.append(RunRequest(run_key=f"{r.id}:{version}", partition_key=r.id, job_name=proximity_job.name))
+            continue
+        if r.kind == "vault" and r.id in vault_keys:
+            verdicts = _latest(context.instance, "dedup_verdicts", r.id)
+            step4 = _latest(context.instance, "hypothesis_dispositions", r.id)
+            if verdicts and _consumed(step4, "dagster/input_event_pointer/dedup_verdicts") != str(verdicts.storage_id):
+                requests.append(RunRequest(run_key=f"{r.id}:step4:{verdicts.storage_id}", partition_key=r.id,
+                                           job_name=structure_job.name))
+    if not events and not requests:
+        return SkipReason("no input changed")
+    return SensorResult(run_requests=requests, asset_events=events)
 
 
 @schedule(job=proximity_job, cron_schedule="0 3 * * *", default_status=DefaultScheduleStatus.STOPPED)
 def nightly_proximity(context: ScheduleEvaluationContext):
-    """Re-run proximity on every registered input each night (a no-op on disk when nothing changed)."""
+    """Re-runs proximity on every registered run directory, vault and library at 03:00 (a no-op on
+    disk when nothing changed). Turn it on when inputs change outside Hypograph's view."""
     return [RunRequest(partition_key=key, run_key=f"{key}:{context.scheduled_execution_time:%Y-%m-%d}")
-            for key in context.instance.get_dynamic_partitions(INPUTS)]
+            for key in context.instance.get_dynamic_partitions(HYPOTHESIS_INPUTS)]
 
 
-@schedule(job=library_round_job, cron_schedule="0 4 * * *", default_status=DefaultScheduleStatus.STOPPED)
-def next_library_round(context: ScheduleEvaluationContext):
-    """For each registered library, add its next round partition (or its unfinished one) and run it
-    with the previous round's settings."""
-    requests = []
-    for key in context.instance.get_dynamic_partitions(INPUTS):
-        root = Path(key)
-        if not (library_path(root).exists() or round_keys(root)):
+@sensor(job=library_round_job, minimum_interval_seconds=24 * 3600, default_status=DefaultSensorStatus.STOPPED)
+def next_library_round(context: SensorEvaluationContext, inputs: Inputs):
+    """Once a day, runs each registered library's next round (or finishes its interrupted one) with
+    the previous round's settings, adding the round's partition. A library with no round yet is
+    skipped (its first round needs a topic: `hypograph library DIR --topic …`). Needs a model."""
+    known = set(context.instance.get_dynamic_partitions(ROUNDS))
+    new, requests = [], []
+    for r in inputs.registry().of_kind("library"):
+        if not r.path.is_dir():
             continue
-        pending = pending_rounds(root)
-        round_key = pending[0] if pending else next_round(root)
-        if not context.instance.has_dynamic_partition(ROUNDS, round_key):
-            context.instance.add_dynamic_partitions(ROUNDS, [round_key])
-        requests.append(RunRequest(partition_key=round_partition(key, round_key),
-                                   run_key=f"{key}|{round_key}"))
-    return requests
+        pending = pending_rounds(r.path)
+        round_key = pending[0] if pending else next_round(r.path)
+        try:
+            settings_for_round(r.path, round_key, None)
+        except HypographError as e:
+            context.log.info(f"{r.id}: skipped: {e}")
+            continue
+        key = sub_key(r.id, round_key)
+        if key not in known:
+            new.append(key)
+        requests.append(RunRequest(partition_key=key, run_key=key))
+    if not requests:
+        return SkipReason("no library has a round to run")
+    add = [library_rounds.build_add_request(new)] if new else []
+    return SensorResult(run_requests=requests, dynamic_partitions_requests=add)
 
 
 @sensor(job=case_batch_job, minimum_interval_seconds=60, default_status=DefaultSensorStatus.STOPPED)
-def case_retries_due(context: SensorEvaluationContext):
-    """Re-dispatch each registered case whose RETRY_PENDING due time has passed (a dispatch never
-    sleeps: this sensor is how a retry happens). One request per case, revision and failed round."""
+def case_retries_due(context: SensorEvaluationContext, inputs: Inputs):
+    """Re-dispatches each registered case whose RETRY_PENDING due time has passed (a dispatch never
+    sleeps: this sensor is how a retry happens). Turn it on when a model endpoint may be down. Reads
+    only registered cases; one that cannot be read is skipped with one logged line."""
     requests = []
-    for key in context.instance.get_dynamic_partitions(INPUTS):
-        root = Path(key)
-        if not (root / MANIFEST).is_file():
+    for r in inputs.registry().of_kind("case"):
+        try:
+            due = due_retry(CasePackage(r.path))
+        except (HypographError, OSError, KeyError, TypeError, ValueError) as e:
+            context.log.warning(f"{r.id}: {r.path}: skipped: {e}")
             continue
-        for due in due_retries(root.parent):
-            if due.case_id == root.name:
-                requests.append(RunRequest(partition_key=revision_partition(key, due.analysis_revision),
-                                           run_key=f"{key}|{due.analysis_revision}|{due.attempt_id}|{due.due_at}"))
+        if due is not None:
+            key = sub_key(r.id, revision_key(due.analysis_revision))
+            requests.append(RunRequest(partition_key=key, run_key=f"{key}|{due.attempt_id}|{due.due_at}"))
     return requests or SkipReason("no case retry is due")
+
+
+SENSORS = [inputs_discovered, hypotheses_changed, next_library_round, case_retries_due]
+SCHEDULES = [nightly_proximity]

@@ -1,32 +1,52 @@
-"""Where each input partition lives: the partition key is the input folder's absolute path."""
+"""Where each input lives: a partition key is a registered input's id (``hypograph/inputs.py``)."""
 
+import os
 from pathlib import Path
 
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from hypograph.errors import HypographError
+from assets.partitions import split_sub_key
+from hypograph.inputs import InputRecord, Registry
+from hypograph.paths import OURS
+
+REGISTRY_FILE = "inputs.json"
+
+
+def dagster_home() -> Path:
+    """``$DAGSTER_HOME`` if set, else ``~/.hypograph/dagster``: the instance every command and the
+    UI share, and beside it the input registry."""
+    return Path(os.environ.get("DAGSTER_HOME") or Path.home() / ".hypograph" / "dagster").resolve()
 
 
 class Inputs(ConfigurableResource):
-    """Resolves partition keys to input folders; ``workspace`` is where the discovery sensor looks."""
+    """Resolves partition keys (input ids, ``<id>/r0001`` for rounds and revisions) to folders;
+    ``workspace`` is where the ``inputs_discovered`` sensor looks for new inputs."""
 
     workspace: str | None = Field(
         default=None, description="folder whose sub-folders the inputs_discovered sensor registers as inputs",
     )
+    registry_file: str | None = Field(
+        default=None, description="the input registry (id -> folder); default $DAGSTER_HOME/inputs.json",
+    )
 
-    def root(self, partition_key: str | None) -> Path:
-        """The input folder of ``partition_key``; an error if the key is not an existing absolute path."""
-        if not partition_key:
-            raise HypographError("this asset is partitioned by input: pick an input partition (its folder's path)")
-        path = Path(partition_key)
-        if not path.is_absolute():
-            raise HypographError(f"input partition {partition_key!r}: not an absolute path")
-        if not path.is_dir():
-            raise HypographError(f"input partition {partition_key}: no such directory (moved or deleted?)")
-        return path
+    def registry(self) -> Registry:
+        return Registry(Path(self.registry_file) if self.registry_file else dagster_home() / REGISTRY_FILE)
+
+    def root(self, partition_key: str) -> Path:
+        """The folder of input ``partition_key``; a one-line error if it is unknown or gone."""
+        return self.registry().resolve(partition_key)
+
+    def record(self, partition_key: str) -> InputRecord:
+        root = self.root(partition_key)
+        return self.registry().get(partition_key) or InputRecord(partition_key, root, "run-dir")
+
+    def sub_root(self, partition_key: str) -> tuple[Path, str]:
+        """(input folder, ``r0001``) of a round or revision key ``<id>/r0001``."""
+        where = split_sub_key(partition_key)
+        return self.root(where.input), where.sub
 
     @staticmethod
     def state_dir(root: Path) -> Path:
         """The tool's own state inside an input: ``<root>/.hypograph``."""
-        return root / ".hypograph"
+        return root / OURS

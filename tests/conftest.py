@@ -157,7 +157,7 @@ RECORDED_STRUCTURE = Path(__file__).parent / "fixtures" / "recorded" / "structur
 # Left out of the record: Dagster's own storage and the IO manager's copies (not outputs of the
 # structuring itself), lock files (empty), and the embedding matrix (its digest is in
 # embedding-meta.json, which is recorded).
-UNRECORDED = (".hypograph/dagster/", ".hypograph/assets/", ".hypograph/structure.lock", ".create_node.lock",
+UNRECORDED = (".hypograph/dagster/", ".hypograph/assets/", ".hypograph/input-id", ".hypograph/structure.lock", ".create_node.lock",
               "proximity/embeddings.npz")
 MAP_DATE_RE = re.compile(rb"^generated: \d{4}-\d{2}-\d{2}$", re.M)
 
@@ -209,20 +209,36 @@ def _offline(tmp_path_factory):
 
 def execute(root: Path, job_name: str = "proximity", offline: bool | None = True, log_level: str = "WARNING",
             instance=None, **proximity):
-    """Run ``job_name`` on ``root``'s input partition in this process (so monkeypatches reach it), on
-    ``instance`` or a throwaway one; never raises. ``proximity``: ProximitySettings fields."""
+    """Run ``job_name`` on ``root``'s partition in this process (so monkeypatches reach it), on
+    ``instance`` or a throwaway one, registering ``root`` first; never raises. ``proximity``:
+    ProximitySettings fields. ``structure`` runs as ``hypograph structure`` does: proximity, step 4,
+    then proximity again when step 4 rewrote the vault (the result returned is step 4's run)."""
     from dagster import DagsterInstance
 
-    from assets.partitions import INPUTS
+    from hypograph.inputs import fingerprint
     from pipelines.definitions import defs
-    from pipelines.instance import run_config
+    from pipelines.instance import register, run_config
 
     instance = instance or DagsterInstance.ephemeral()
-    key = str(Path(root).resolve())
-    instance.add_dynamic_partitions(INPUTS, [key])
-    return defs.resolve_job_def(job_name).execute_in_process(
-        instance=instance, partition_key=key, raise_on_error=False,
-        run_config=run_config({"proximity": proximity}, offline, log_level))
+    key = register(instance, Path(root)).id
+    config = run_config({"proximity": proximity}, offline, log_level)
+
+    def run(job: str):
+        return defs.resolve_job_def(job).execute_in_process(instance=instance, partition_key=key,
+                                                            raise_on_error=False, run_config=config)
+
+    if job_name != "structure":
+        return run(job_name)
+    first = run("proximity")
+    if not first.success:
+        return first
+    before = fingerprint(root, "vault")
+    result = run("structure")
+    if result.success and fingerprint(root, "vault") != before:
+        refreshed = run("proximity")
+        if not refreshed.success:
+            return refreshed
+    return result
 
 
 @pytest.fixture(scope="session")

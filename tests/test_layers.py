@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "hypograph"
 # Bottom to top. A module belongs to the longest prefix listed here.
 LAYERS: dict[str, list[str]] = {
     "base": ["hypograph", "hypograph.errors", "hypograph.atomic", "hypograph.ids", "hypograph.paths",
-             "hypograph.limits", "hypograph.journal", "hypograph.locks"],
+             "hypograph.limits", "hypograph.journal", "hypograph.locks", "hypograph.inputs"],
     "vault": ["hypograph.vault"],
     "corpus": ["hypograph.hypotheses"],
     "llm": ["hypograph.llm"],

@@ -83,12 +83,16 @@ def due_retries(store: CaseStore | Path | str, now: dt.datetime | None = None) -
     ``now`` (UTC now by default), by due time. Reads only; an unreadable package raises an
     error naming its file rather than being skipped."""
     store = store if isinstance(store, CaseStore) else CaseStore(store)
-    now = now or dt.datetime.now(dt.UTC)
-    out = []
-    for case_id in store.cases():
-        pkg = store.package(case_id)
-        rev = pkg.manifest()["analysis_revision"]
-        state = DispatchState.load(pkg, rev)
-        if state and state.status == "RETRY_PENDING" and state.due() and state.due() <= now:
-            out.append(DueCase(case_id, rev, state.attempt_id, state.due_at))
+    out = [due for case_id in store.cases() if (due := due_retry(store.package(case_id), now))]
     return sorted(out, key=lambda d: (d.due_at, d.case_id))
+
+
+def due_retry(pkg: CasePackage, now: dt.datetime | None = None) -> DueCase | None:
+    """The retry of package ``pkg`` that is due at ``now`` (UTC now by default), or None. Reads
+    only the package's manifest and its current revision's dispatch state."""
+    now = now or dt.datetime.now(dt.UTC)
+    rev = pkg.manifest()["analysis_revision"]
+    state = DispatchState.load(pkg, rev)
+    if state and state.status == "RETRY_PENDING" and state.due() and state.due() <= now:
+        return DueCase(pkg.case_id, rev, state.attempt_id, state.due_at)
+    return None

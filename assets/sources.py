@@ -1,0 +1,63 @@
+"""The inputs themselves, as source assets Dagster observes: their data version is the content
+fingerprint of what the assets downstream read (``hypograph.inputs.fingerprint``), so staleness,
+the ``hypotheses_changed`` sensor and automation all work from Dagster's own data versions.
+
+An observation writes nothing. The structure assets report a new version of ``hypotheses``
+themselves when step 4 rewrites a vault's nodes, so their own writes are never taken for a
+person's edit."""
+
+import warnings
+
+from dagster import (
+    AssetExecutionContext,
+    BetaWarning,
+    AssetObservation,
+    DataVersion,
+    DataVersionsByPartition,
+    observable_source_asset,
+)
+from dagster._core.definitions.data_version import DATA_VERSION_TAG
+
+from assets.groups import CASEWORK, PROXIMITY
+from assets.partitions import case_revisions, hypothesis_inputs, revision_key, sub_key
+from hypograph.casework.package import CasePackage
+from hypograph.inputs import WITH_HYPOTHESES, fingerprint
+from resources import Inputs
+
+# Observable source assets are "beta" in Dagster 1.13; they are what a partitioned external input is.
+warnings.filterwarnings("ignore", message="Function `observable_source_asset`", category=BetaWarning)
+
+
+@observable_source_asset(partitions_def=hypothesis_inputs, group_name=PROXIMITY)
+def hypotheses(inputs: Inputs) -> DataVersionsByPartition:
+    """The hypotheses of each registered input, as the user left them: ``hypotheses/`` of a run
+    directory or a vault, ``hypothesis_library.json`` of a library. Data version: a digest of
+    their content."""
+    return DataVersionsByPartition({r.id: DataVersion(fingerprint(r.path, r.kind))
+                                    for r in inputs.registry().of_kind(*WITH_HYPOTHESES) if r.path.is_dir()})
+
+
+@observable_source_asset(partitions_def=case_revisions, group_name=CASEWORK)
+def case_package(inputs: Inputs) -> DataVersionsByPartition:
+    """Each registered case package at its current analysis revision (manifest, interpretation,
+    case files). Data version: a digest of the package's files, tool state aside."""
+    versions = {}
+    for r in inputs.registry().of_kind("case"):
+        if r.path.is_dir():
+            revision = CasePackage(r.path).manifest()["analysis_revision"]
+            versions[sub_key(r.id, revision_key(revision))] = DataVersion(fingerprint(r.path, "case"))
+    return DataVersionsByPartition(versions)
+
+
+def observed(input_id: str, version: str) -> AssetObservation:
+    """The observation of ``hypotheses`` at ``version`` for one input (what a sensor or a step that
+    rewrote the input reports)."""
+    return AssetObservation(asset_key=hypotheses.key, partition=input_id, tags={DATA_VERSION_TAG: version})
+
+
+def report_rewrite(context: AssetExecutionContext, inputs: Inputs) -> str:
+    """After a step rewrote its input's hypotheses: log their new version, return it."""
+    record = inputs.record(context.partition_key)
+    version = fingerprint(record.path, record.kind)
+    context.log_event(observed(record.id, version))
+    return version
