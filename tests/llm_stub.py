@@ -61,6 +61,16 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     drop: bool = False
+    # hostile servers (tests/hostile_llm.py): ``body`` is sent as it is instead of a completion,
+    # with ``content_type``; ``shape(completion) -> dict`` rewrites the completion; ``pieces`` > 1
+    # sends the body in that many writes ``interval`` seconds apart; ``truncate`` announces the
+    # whole length, sends half and closes the connection.
+    body: bytes | None = None
+    content_type: str = "application/json"
+    shape: Callable[[dict], object] | None = None
+    pieces: int = 1
+    interval: float = 0.0
+    truncate: bool = False
 
 
 Responder = Callable[[dict], Reply]
@@ -232,6 +242,8 @@ def _handler_for(stub: LLMStub) -> type[BaseHTTPRequestHandler]:
                     self.connection.shutdown(socket.SHUT_RDWR)
                 elif reply.status != 200:
                     self._send(reply.status, _error_body(reply), reply.headers)
+                elif reply.body is not None or reply.shape is not None or reply.pieces > 1 or reply.truncate:
+                    _send_raw(self, stub, reply, body)
                 else:
                     self._send(200, _completion(body, reply.content or ""), reply.headers)
             except OSError:
@@ -250,6 +262,35 @@ def _handler_for(stub: LLMStub) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
     return Handler
+
+
+def _send_raw(self, stub: LLMStub, reply: Reply, request: dict) -> None:
+    """A hostile reply: a raw body, a reshaped completion, sent in pieces or cut short."""
+    if reply.body is not None:
+        data = reply.body
+    else:
+        completion = _completion(request, reply.content or "")
+        data = json.dumps(reply.shape(completion) if reply.shape else completion).encode("utf-8")
+    self.send_response(200)
+    self.send_header("Content-Type", reply.content_type)
+    self.send_header("Content-Length", str(len(data)))
+    for k, v in reply.headers.items():
+        self.send_header(k, v)
+    self.end_headers()
+    if reply.truncate:
+        self.wfile.write(data[:len(data) // 2])
+        self.wfile.flush()
+        self.close_connection = True
+        self.connection.shutdown(socket.SHUT_RDWR)
+        return
+    size = max(1, -(-len(data) // reply.pieces))
+    for k in range(0, len(data), size):
+        if k and reply.interval:
+            stub._wait(reply.interval)
+            if stub._closing.is_set():
+                return
+        self.wfile.write(data[k:k + size])
+        self.wfile.flush()
 
 
 _ids = itertools.count(1)
