@@ -99,7 +99,7 @@ def _member_problem(info: zipfile.ZipInfo) -> str | None:
         return "a symbolic link (links are refused always)"
     if info.is_dir():
         return None
-    if mode and not stat.S_ISREG(mode):
+    if stat.S_IFMT(mode) not in (0, stat.S_IFREG):  # type bits set (writers may leave them 0) and not a file
         return "not a regular file (device, FIFO or socket; refused always)"
     if info.flag_bits & 0x1:
         return "encrypted (cannot be read)"

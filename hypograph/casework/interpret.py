@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from hypograph.casework.config import HypothesisConfig
 from hypograph.casework.gateway import CaseGateway
 from hypograph.casework.ingest import archive_members, read_member
-from hypograph.casework.models import ANCHORS, CONTROLLER_FIELDS, Catalogue, Interpretation, Statement
+from hypograph.casework.models import ANCHORS, CONTROLLER_FIELDS, Catalogue, Interpretation
 from hypograph.casework.package import CasePackage, json_text, rev_dir, sha_text
 from hypograph.errors import HypographError, NotDone
 from hypograph.journal import Step
@@ -272,16 +272,24 @@ def run_draft(case_dir: Path | str, config: HypothesisConfig | None = None) -> D
 
 # -- the person's step: adopt the draft at confirmation ----------------------------------------------------
 
+class HumanStatement(BaseModel):
+    """A statement as a person writes it (blank text is caught with a hint, not a schema message)."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: str
+    source_ids: list[str] = []
+
+
 class HumanDraft(BaseModel):
     """A draft as a person may leave it: the model's fields, statements possibly without sources."""
 
     model_config = ConfigDict(extra="ignore")
     analysis_revision: int
     question: str = Field(min_length=1)
-    statements: list[Statement] = Field(min_length=1)
-    first_known_divergence: Statement | None = None
-    failure_stage: Statement | None = None
-    reported_behavior: Statement | None = None
+    statements: list[HumanStatement] = Field(min_length=1)
+    first_known_divergence: HumanStatement | None = None
+    failure_stage: HumanStatement | None = None
+    reported_behavior: HumanStatement | None = None
     source_summaries: dict[str, str] = {}
     read: list[str] = []
 
@@ -299,9 +307,11 @@ def adopt_draft(pkg: CasePackage, m: dict, interp: Interpretation, catalogue: Ca
         raise HypographError(f"{where}: field 'analysis_revision': {draft.analysis_revision}, not the current "
                              f"revision {m['analysis_revision']}")
     known = catalogue.by_id()
-    for i, s in enumerate(draft.statements):
+    named = [(f"statements.{i}", s) for i, s in enumerate(draft.statements)]
+    named += [(name, getattr(draft, name)) for name in ANCHORS if getattr(draft, name) is not None]
+    for field, s in named:
         if not s.text.strip():
-            raise HypographError(f"{where}: field 'statements.{i}.text': blank; fill in the template")
+            raise HypographError(f"{where}: field '{field}.text': blank; fill in the template")
     for sid in [*draft.source_summaries, *draft.read]:
         if sid not in known:
             raise HypographError(f"{where}: field 'source_summaries/read': {sid!r} is not a source of the catalogue")
