@@ -143,6 +143,40 @@ def test_a_folder_with_a_special_file_or_a_link_out_is_refused(tmp_path, raw, ca
     assert not case.exists()
 
 
+def test_a_case_from_a_vault_names_it_as_its_target(example_vault, tmp_path, capsys):
+    from hypograph.casework import CasePackage
+
+    case = tmp_path / "cases" / "lba"
+    assert main(["case", "from-vault", str(example_vault), str(case)]) == 0
+    assert CasePackage(case).target_vault() == example_vault.resolve()
+    assert json.loads((case / "manifest.json").read_text())["target_vault"] == str(example_vault.resolve())
+
+
+def test_a_busy_case_is_deferred_on_the_cli(tmp_path, raw, capsys):
+    import threading
+
+    from hypograph.casework import CasePackage
+
+    case = new_case(tmp_path, raw, capsys)
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with CasePackage(case).lock():
+            held.set()
+            release.wait(10)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait(5)
+    try:
+        assert main(["case", "confirm", str(case)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "DEFERRED: " in err and "another dispatch holds the case lock" in err
+    finally:
+        release.set()
+        t.join()
+
+
 # -- the interpreter ------------------------------------------------------------------------------------
 
 def _tagged(prompt: str, tag: str) -> dict:

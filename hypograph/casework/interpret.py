@@ -201,10 +201,11 @@ def _current(pkg: CasePackage) -> tuple[dict, Interpretation, Catalogue]:
 
 
 def draft_interpretation(case_dir: Path | str, config: HypothesisConfig | None = None,
-                         gateway: CaseGateway | None = None) -> DraftReport:
+                         gateway: CaseGateway | None = None, revision: int | None = None) -> DraftReport:
     """Draft the current revision's interpretation (see the module docstring): ``gateway`` None
-    saves the template. In: the package; out: draft.json (unconfirmed) and what happened.
-    Raises HypographError on refused input, NotDone when the model gave no valid answer."""
+    saves the template. In: the package (``revision``, if given, must be its current one); out:
+    draft.json (unconfirmed) and what happened. Raises HypographError on refused input, NotDone
+    when the model gave no valid answer or another process holds the case (CaseBusy)."""
     config = config or HypothesisConfig()
     pkg = CasePackage(Path(case_dir))
     if not pkg.exists():
@@ -213,6 +214,9 @@ def draft_interpretation(case_dir: Path | str, config: HypothesisConfig | None =
         pkg.roll_forward()
         m, interp, catalogue = _current(pkg)
         rev = m["analysis_revision"]
+        if revision is not None and revision != rev:
+            raise HypographError(f"{pkg.root / 'manifest.json'}: revision {revision} is not the current one "
+                                 f"(r{rev:04d}); earlier revisions stay as they were")
         rel = draft_path(rev)
         report = lambda by, msg, llm=None: DraftReport(pkg.root, rev, pkg.root / rel, by, msg, llm or {})  # noqa: E731
         if interp.confirmed:
