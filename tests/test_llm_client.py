@@ -109,6 +109,19 @@ def test_config_defaults():
     assert cfg.describe() == "m1@api.openai.com"
 
 
+def test_config_reads_the_budget_context_format_and_retry_settings():
+    cfg = LLMConfig.from_env({"HYPOGRAPH_LLM_MODEL": "m1", "HYPOGRAPH_LLM_MAX_TOKENS": "900",
+                              "HYPOGRAPH_LLM_CONTEXT_LENGTH": "8192", "HYPOGRAPH_LLM_STRUCTURED_OUTPUT": "json_object",
+                              "HYPOGRAPH_LLM_RETRY_REJECTED": "1"})
+    assert (cfg.max_tokens, cfg.context_length, cfg.structured_output, cfg.retry_rejected) == (
+        900, 8192, "json_object", True)
+    defaults = LLMConfig(model="m1")  # keyword fields, as the Dagster resource builds it
+    assert (defaults.max_tokens, defaults.context_length, defaults.structured_output, defaults.retry_rejected) == (
+        None, None, "auto", False)
+    with pytest.raises(HypographError, match="HYPOGRAPH_LLM_STRUCTURED_OUTPUT"):
+        LLMConfig.from_env({"HYPOGRAPH_LLM_MODEL": "m1", "HYPOGRAPH_LLM_STRUCTURED_OUTPUT": "xml"})
+
+
 def test_config_falls_back_to_openai_variables():
     cfg = LLMConfig.from_env({"HYPOGRAPH_LLM_MODEL": "m1", "OPENAI_BASE_URL": "http://127.0.0.1:8/v1",
                               "OPENAI_API_KEY": "sk-openai-key-123"})
