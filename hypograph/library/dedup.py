@@ -9,7 +9,8 @@ existing mechanisms and the earlier candidates under it). For each candidate:
    dropped and counted, never an error;
 2. **neighbours by meaning**: every other candidate is embedded with the pool (sentence
    embeddings; TF-IDF only where the ``semantic`` extra is absent, recorded in
-   ``RoundDedup.embedder``) and given its ``max(10, settings.neighbours)`` nearest nodes; past
+   ``RoundDedup.embedder``) and given its ``max(10, settings.neighbours)`` (default 15) nearest library nodes
+   and its ``ROUND_NEIGHBOURS`` nearest earlier candidates; past
    ``LARGE_POOL`` nodes the pool is clustered with the proximity engine and the nearest member of
    each of the candidate's ``CLUSTER_REPRESENTATIVES`` nearest clusters joins them, so a duplicate
    the embedding ranks low but clusters right is still shown;
@@ -38,13 +39,21 @@ from hypograph.library.generate import require_model
 from hypograph.library.modes import normalise
 from hypograph.library.persist import load_round
 from hypograph.library.prompts import prompt
-from hypograph.library.rounds import DEFAULT_NEIGHBOURS, CandidateBehavior, RoundCandidates, RoundDedup, Verdict
+from hypograph.library.rounds import (
+    DEFAULT_NEIGHBOURS,
+    MIN_NEIGHBOURS,
+    CandidateBehavior,
+    RoundCandidates,
+    RoundDedup,
+    Verdict,
+)
 from hypograph.library.schema import Library, read_library
 from hypograph.library.state import digest, read_model, round_dir, write_model
 from hypograph.library.traces import TraceRun
 from hypograph.llm.client import LLMClient, Rejected, Request, untrusted
 
 BATCH = 8
+ROUND_NEIGHBOURS = 5  # earlier candidates of the same round shown besides the k library nodes
 LARGE_POOL = 60  # past this many nodes, cluster representatives join the nearest neighbours
 CLUSTER_REPRESENTATIVES = 10
 CLUSTER_THRESHOLDS = {"sbert": 0.55, "tfidf": 0.30}  # proximity-graph edge cosine per backend
@@ -87,7 +96,7 @@ def dedup_round(root: Path, key: str, candidates: RoundCandidates | None, client
     settings = candidates.settings
     embedder = embedder or make_embedder(settings.embedder)
     traces = traces or TraceRun(root)
-    k = max(DEFAULT_NEIGHBOURS, settings.neighbours)
+    k = max(MIN_NEIGHBOURS, settings.neighbours)
     verdicts: list[Verdict] = []
     behaviors = candidates.behaviors
     if settings.behavior_source == "discover":
@@ -149,7 +158,10 @@ def neighbour_items(layer, existing: list[tuple[str, str]], queries: list[tuple[
         limit = offset + q  # only existing nodes and earlier candidates
         exact = next((pool[j][0] for j in range(limit) if keys[j] == keys[offset + q]), None)
         row = sims[q, :limit]
-        order = [int(j) for j in np.argsort(-row, kind="stable")[:k]]
+        # The k nearest existing nodes, then the nearest earlier candidates of the round (their own
+        # slots: a round's siblings must not push a library duplicate out), then cluster representatives.
+        order = [int(j) for j in np.argsort(-row[:offset], kind="stable")[:k]]
+        order += [offset + int(j) for j in np.argsort(-row[offset:], kind="stable")[:ROUND_NEIGHBOURS]]
         for j in (reps[q] if reps is not None else []):
             if j not in order:
                 order.append(j)

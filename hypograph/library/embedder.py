@@ -25,7 +25,9 @@ from hypograph.proximity.embed import DEFAULT_SBERT_MODEL, embed, resolve_sbert_
 
 Embedder = Callable[[list[str]], "sp.csr_matrix | np.ndarray"]
 _MODELS: dict[str, object] = {}
+_ROWS: dict[tuple[str, str], np.ndarray] = {}
 _LOCK = threading.Lock()
+ROW_CACHE = 200_000
 
 
 def sentence_model(name: str = DEFAULT_SBERT_MODEL):
@@ -47,12 +49,22 @@ def sentence_model(name: str = DEFAULT_SBERT_MODEL):
 
 
 def sbert_rows(texts: list[str], name: str = DEFAULT_SBERT_MODEL) -> np.ndarray:
-    """L2-normalised float32 sentence embeddings of ``texts`` (one row each)."""
+    """L2-normalised float32 sentence embeddings of ``texts`` (one row each).
+
+    A text's row depends on that text alone, so rows are kept per (model, text) for the process
+    (up to ``ROW_CACHE`` of them): the library's statements are embedded once, not every round."""
+    model = sentence_model(name)
+    missing = list(dict.fromkeys(t for t in texts if (name, t) not in _ROWS))
+    if missing:
+        vectors = model.encode(missing, batch_size=64, normalize_embeddings=True, show_progress_bar=False)
+        with _LOCK:
+            if len(_ROWS) + len(missing) > ROW_CACHE:
+                _ROWS.clear()
+            for t, v in zip(missing, vectors, strict=True):
+                _ROWS[(name, t)] = np.asarray(v, dtype=np.float32)
     if not texts:
-        return np.zeros((0, 384), dtype=np.float32)
-    vectors = sentence_model(name).encode(list(texts), batch_size=64, normalize_embeddings=True,
-                                          show_progress_bar=False)
-    return np.ascontiguousarray(vectors, dtype=np.float32)
+        return np.zeros((0, model.get_sentence_embedding_dimension() or 384), dtype=np.float32)
+    return np.ascontiguousarray(np.stack([_ROWS[(name, t)] for t in texts]), dtype=np.float32)
 
 
 def make_embedder(backend: str = "sbert", model: str | None = None) -> Embedder:

@@ -1,9 +1,10 @@
 """Phase 7: the aggregate report, from tool state and the library file (works offline).
 
 ``round_ledger(L, key)`` is one round's line: generated, removed per dedup layer (exact /
-model / unjudged; ``prefilter`` only for rounds made before the model decided every drop), unscored, added, unique yield (survivors / generated — behaviors in discover,
-mechanisms in given). ``build_report`` aggregates rounds; ``Report.text()`` is what the CLI prints,
-``Report.metadata()`` a JSON-able dict for asset metadata.
+model / unjudged; ``prefilter`` only for rounds made before the model decided every drop),
+unscored, added, unique yield (survivors / generated — behaviors in discover, mechanisms in given).
+``build_report`` aggregates rounds; ``Report.text()`` is what the CLI
+prints, ``Report.metadata()`` a JSON-able dict for asset metadata.
 """
 
 from __future__ import annotations

@@ -16,7 +16,10 @@ from hypograph.library.state import digest
 
 DEFAULT_N_BEHAVIORS = 10
 DEFAULT_BANLIST_BUDGET = 6000  # tokens of banlist pasted into one generation prompt
-DEFAULT_NEIGHBOURS = 10  # nearest existing nodes shown to the dedup judge (never fewer)
+# Nearest existing nodes shown to the dedup judge (never fewer). At 10 the labelled set's true
+# duplicate is among them for 95% of duplicate pairs, at 12 and 15 for all (benchmarks/library.py).
+DEFAULT_NEIGHBOURS = 15
+MIN_NEIGHBOURS = 10
 
 
 class RoundSettings(BaseModel):
