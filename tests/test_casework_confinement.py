@@ -225,6 +225,22 @@ def test_malformed_published_json_is_one_line_naming_the_file(published, text):
     assert str(e.value).startswith(str(published / H / "registry.json")) and "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize("rel, text, match", [
+    (f"{H}/rounds/1.json", "7", "rounds/1.json: /: expected an object, got an integer"),
+    (f"{H}/rounds/1.json", '{"attempt_id": "1", "bindings": [], "answer": {}}', "/bindings: expected an object"),
+    (f"{H}/dispatch.json", '{"analysis_revision": 1, "attempt_id": "1", "failed_rounds": "x"}',
+     "dispatch.json: field 'failed_rounds'"),
+    (f"{H}/dispatch.json", '{"analysis_revision": 1, "attempt_id": "1", "status": "RETRY_PENDING", '
+                           '"due_at": "2030-01-01T00:00:00"}', "field 'due_at'"),
+    (f"{H}/dispatch.json", "[]", "dispatch.json: not a dispatch state"),
+    (f"{H}/policy.json", "[]", "policy.json: not a JSON object"),
+])
+def test_a_tool_file_of_another_shape_before_publication_is_one_line(case, llm_server, rel, text, match):
+    (case / rel).parent.mkdir(parents=True, exist_ok=True)
+    (case / rel).write_text(text)
+    refused_in_one_line(case, llm_server, match)
+
+
 # -- the nine fields -----------------------------------------------------------------------------------
 
 def test_all_nine_candidate_fields_are_required():

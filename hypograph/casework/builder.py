@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from hypograph.atomic import write_text
 from hypograph.casework import rules
 from hypograph.casework.batch import assemble, paths
-from hypograph.casework.checks import run_checks
+from hypograph.casework.checks import SCALAR, run_checks, shape_violations
 from hypograph.casework.config import HypothesisConfig
 from hypograph.casework.context import build_context, verified_interpretation
 from hypograph.casework.dispatch import DispatchState, Status
@@ -47,6 +47,35 @@ from hypograph.errors import HypographError
 from hypograph.journal import Step
 
 log = logging.getLogger("hypograph.casework")
+# What a recorded round must hold before it is verified (the answer itself is validated by pydantic).
+ROUND_SHAPE = {"attempt_id": SCALAR, "bindings": {"context": dict, "policy?": dict}, "answer": dict}
+STATE_TYPES = {"attempt_id": str, "status": str, "failed_rounds": int, "due_at": (str, type(None)),
+               "last_failure": (str, type(None)), "analysis_revision": int, "phase": str}
+
+
+def _check_round(pkg: CasePackage, round_path: str, round_doc) -> None:
+    wrong = shape_violations(round_doc, ROUND_SHAPE, round_path)
+    if wrong:
+        raise HypographError(f"{pkg.root / round_path}: {wrong[0][1]} (a recorded round of another shape)")
+
+
+def _check_state(pkg: CasePackage, state: DispatchState | None, rev: int) -> None:
+    """A dispatch.json whose fields have other types is one line naming the file and the field."""
+    if state is None:
+        return
+    where = pkg.root / paths(rev)["dispatch"]
+    for name, kind in STATE_TYPES.items():
+        value = getattr(state, name)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise HypographError(f"{where}: field '{name}': {value!r} is not of the dispatch state's type")
+    if state.due_at is not None:
+        try:
+            aware = dt.datetime.fromisoformat(state.due_at).tzinfo is not None
+        except ValueError:
+            aware = False
+        if not aware:
+            raise HypographError(f"{where}: field 'due_at': {state.due_at!r} is not an ISO date and time with "
+                                 "its UTC offset")
 
 
 @dataclass
@@ -103,6 +132,7 @@ class HypothesisBuilder:
         verified_interpretation(pkg, m)
         pinned_policy(pkg, rev, self.config.policy)
         state = DispatchState.load(pkg, rev)
+        _check_state(pkg, state, rev)
         attempt = attempt_for(pkg, rev, state, attempt_id)
         if state is None or state.attempt_id != attempt:
             state = DispatchState(rev, attempt)
@@ -114,8 +144,7 @@ class HypothesisBuilder:
             return result(Status.RETRY_PENDING, f"attempt {attempt}: next round due at {state.due_at}",
                           attempt_id=attempt, due_at=state.due_at)
         round_path = f"{rev_dir('hypotheses', rev)}/rounds/{attempt}.json"
-        if self.gateway is None and not os.path.lexists(pkg.root / round_path):
-            raise NeedsModel()  # before phase 1 writes anything: no model, nothing changed
+        self._before_phase_1(pkg, round_path)
         m, context, context_text = self._context_phase(pkg, m)
         generation = m["package_generation"]
         round_doc = pkg.read_optional(round_path)
@@ -151,6 +180,14 @@ class HypothesisBuilder:
                 self.hook("round-recorded")
         self._verify_round(pkg, round_path, round_doc, context, context_text)
         return self._publish(pkg, generation, state, round_doc, round_path, context, context_text, result, llm)
+
+    def _before_phase_1(self, pkg: CasePackage, round_path: str) -> None:
+        """Refusals due before phase 1 writes anything: a recorded round of another shape; no
+        model (NeedsModel) when no round is recorded for the attempt."""
+        if os.path.lexists(pkg.root / round_path):
+            _check_round(pkg, round_path, pkg.read_json(round_path))
+        elif self.gateway is None:
+            raise NeedsModel()
 
     def prepare(self, case_id: str, package_id: str) -> dict:
         """Phase 1 alone (the confirmed-context asset): verify the confirmed interpretation, pin the
@@ -247,7 +284,15 @@ class HypothesisBuilder:
         errors = pkg.root / rev_dir("hypotheses", rev) / "errors"
         if not errors.is_dir():
             return []
-        return [pkg.read_json(str(q.relative_to(pkg.root))) for q in sorted(errors.glob("*.json"))]
+        out = []
+        for q in sorted(errors.glob("*.json")):
+            rel = str(q.relative_to(pkg.root))
+            doc = pkg.read_json(rel)
+            wrong = shape_violations(doc, {"attempt_id": str, "reason": str}, rel)
+            if wrong:
+                raise HypographError(f"{q}: {wrong[0][1]} (a rejected attempt's record of another shape)")
+            out.append(doc)
+        return out
 
     def _over_output_limit(self, answer: Answer) -> str | None:
         size = len(answer.model_dump_json().encode("utf-8"))
@@ -276,6 +321,7 @@ class HypothesisBuilder:
 
     def _verify_round(self, pkg, round_path: str, round_doc: dict, context: dict, context_text: str) -> None:
         where = pkg.root / round_path
+        _check_round(pkg, round_path, round_doc)
         b = round_doc.get("bindings", {})
         if (b.get("context", {}).get("sha256") != sha_text(context_text)
                 or b.get("policy") != context["bindings"]["policy"]):

@@ -33,6 +33,12 @@ def pinned_policy(pkg: CasePackage, rev: int, configured: HypothesisPolicy) -> H
     saved = pkg.read_optional(paths(rev)["hypothesis_policy"])
     if saved is None:
         return configured
+    where = pkg.root / paths(rev)["hypothesis_policy"]
+    if not isinstance(saved, dict):
+        raise HypographError(f"{where}: not a JSON object")
+    for k in POLICY_KEYS:
+        if isinstance(saved.get(k), bool) or not isinstance(saved.get(k), int):
+            raise HypographError(f"{where}: field '{k}': missing or not an integer")
     pinned = HypothesisPolicy.from_document(saved)
     changed = [k for k in POLICY_KEYS if getattr(pinned, k) != getattr(configured, k)]
     if changed:
