@@ -12,8 +12,11 @@ result = await builder.build(case_id, package_id)
 from hypograph.casework.builder import BuildResult, HypothesisBuilder
 from hypograph.casework.config import HypothesisConfig, HypothesisLimits, HypothesisPolicy, RetryPolicy
 from hypograph.casework.dispatch import Status, due_retries
-from hypograph.casework.gateway import CaseGateway
-from hypograph.casework.package import CasePackage, CaseStore
+from hypograph.casework.gateway import CaseGateway, NeedsModel
+from hypograph.casework.interpret import DraftReport, draft_interpretation
+from hypograph.casework.new_case import case_add, case_new
+from hypograph.casework.package import CaseBusy, CasePackage, CaseStore
 
-__all__ = ["BuildResult", "CaseGateway", "CasePackage", "CaseStore", "HypothesisBuilder", "HypothesisConfig",
-           "HypothesisLimits", "HypothesisPolicy", "RetryPolicy", "Status", "due_retries"]
+__all__ = ["BuildResult", "CaseBusy", "CaseGateway", "CasePackage", "CaseStore", "DraftReport", "HypothesisBuilder",
+           "HypothesisConfig", "HypothesisLimits", "HypothesisPolicy", "NeedsModel", "RetryPolicy", "Status",
+           "case_add", "case_new", "draft_interpretation", "due_retries"]

@@ -18,6 +18,7 @@ HypographError goes up to ``hypograph``'s main (one line, exit 1). ``batch``'s h
 
 from __future__ import annotations
 
+import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,13 +97,17 @@ def batch_preflight(case_dir: Path | str, policy: HypothesisConfig, into: Path |
     return BatchPlan(pkg.root, rev, published, vault)
 
 
-def add_case_parsers(subparsers) -> None:
-    """Add ``case`` and ``batch`` to ``hypograph``'s sub-parsers. A parser sets ``path`` only
-    where that directory must exist already; ``case`` sets ``func``."""
+def add_case_parsers(subparsers) -> dict[str, argparse.ArgumentParser]:
+    """Add ``case`` and ``batch`` to ``hypograph``'s sub-parsers; returns the parsers by name
+    (``new``, ``add``, ``from-vault``, ``interpret``, ``show``, ``confirm``, ``batch``), so a caller
+    can route one through Dagster (``parsers["interpret"].set_defaults(func=...)``). A parser sets
+    ``path`` only where that directory must exist already; ``case`` sets ``func``."""
+    parsers: dict[str, argparse.ArgumentParser] = {}
     case = subparsers.add_parser("case", help="case packages: make one from inputs or a vault, interpret, confirm")
     sub = case.add_subparsers(dest="case_command", required=True)
     kinds = ", ".join(SOURCE_KINDS)
-    c = sub.add_parser("new", help="a new case package from files, folders and ZIP archives")
+    c = parsers["new"] = sub.add_parser(
+        "new", help="a new case package from files, folders and ZIP archives")
     c.add_argument("case_dir", type=Path, metavar="CASE_DIR")
     c.add_argument("inputs", type=Path, nargs="+", metavar="PATH")
     c.add_argument("--question", required=True, help="what is to be explained (the reported behavior)")
@@ -110,41 +115,49 @@ def add_case_parsers(subparsers) -> None:
                    help=f"catalogue kind of every input (default {DEFAULT_KIND}; one of {kinds})")
     c.add_argument("--config", type=Path, default=None, help="analysis TOML ([archives] limits)")
     c.set_defaults(func=_new)
-    c = sub.add_parser("add", help="more inputs as a new unconfirmed revision")
+    c = parsers["add"] = sub.add_parser(
+        "add", help="more inputs as a new unconfirmed revision")
     c.add_argument("path", type=Path, metavar="CASE_DIR")
     c.add_argument("inputs", type=Path, nargs="+", metavar="PATH")
     c.add_argument("--kind", default=DEFAULT_KIND, choices=SOURCE_KINDS, metavar="KIND",
                    help=f"catalogue kind of every input (default {DEFAULT_KIND})")
     c.add_argument("--config", type=Path, default=None, help="analysis TOML ([archives] limits)")
     c.set_defaults(func=_add)
-    c = sub.add_parser("from-vault", help="record VAULT's observations and question as a new revision of CASE_DIR")
+    c = parsers["from-vault"] = sub.add_parser(
+        "from-vault", help="record VAULT's observations and question as a new revision of CASE_DIR")
     c.add_argument("path", type=Path, metavar="VAULT")
     c.add_argument("case_dir", type=Path, metavar="CASE_DIR")
     c.set_defaults(func=_from_vault)
-    c = sub.add_parser("interpret", help="the model's draft interpretation (no model: a template to fill in)")
+    c = parsers["interpret"] = sub.add_parser(
+        "interpret", help="the model's draft interpretation (no model: a template to fill in)")
     c.add_argument("path", type=Path, metavar="CASE_DIR")
     c.add_argument("--config", type=Path, default=None, help="analysis TOML (endpoints, limits)")
     c.set_defaults(func=_interpret)
-    c = sub.add_parser("show", help="print what `case confirm` would confirm")
+    c = parsers["show"] = sub.add_parser(
+        "show", help="print what `case confirm` would confirm")
     c.add_argument("path", type=Path, metavar="CASE_DIR")
     c.set_defaults(func=_show)
-    c = sub.add_parser("confirm", help="confirm the current revision's interpretation (a person's decision)")
+    c = parsers["confirm"] = sub.add_parser(
+        "confirm", help="confirm the current revision's interpretation (a person's decision)")
     c.add_argument("path", type=Path, metavar="CASE_DIR")
     c.add_argument("--by", default=None, help="who confirms (default: the login name)")
     c.set_defaults(func=_confirm)
-    b = subparsers.add_parser("batch", help="generate and publish the initial hypothesis batch of CASE_DIR")
+    b = parsers["batch"] = subparsers.add_parser(
+        "batch", help="generate and publish the initial hypothesis batch of CASE_DIR")
     b.add_argument("path", type=Path, metavar="CASE_DIR")
     b.add_argument("--config", type=Path, default=None, help="analysis TOML (default: built-in defaults)")
     b.add_argument("--attempt", default=None, help="a new attempt id, to correct a rejected or blocked attempt")
     b.add_argument("--into", type=Path, default=None, metavar="VAULT", help="mint the batch into VAULT as H nodes")
+    return parsers
 
 
 def _config(args) -> HypothesisConfig:
     return HypothesisConfig.load(args.config) if getattr(args, "config", None) else HypothesisConfig()
 
 
-def _coded(handler):
-    """``handler`` with NotDone printed as one line and exit 2 (other errors go up: exit 1)."""
+def with_exit_codes(handler):
+    """``handler`` with NotDone printed as one line and exit 2 (other errors go up: exit 1); for
+    any ``hypograph`` handler, e.g. a Dagster-run ``case interpret``."""
     def run(args) -> int:
         try:
             return handler(args)
@@ -154,41 +167,41 @@ def _coded(handler):
     return run
 
 
-@_coded
+@with_exit_codes
 def _new(args) -> int:
     report = case_new(args.case_dir, args.question, args.inputs, args.kind, _config(args))
     print(f"{report.case_dir} ({report.package_id}): {report.message}")
     return DONE
 
 
-@_coded
+@with_exit_codes
 def _add(args) -> int:
     report = case_add(args.path, args.inputs, args.kind, _config(args))
     print(f"{report.case_dir} ({report.package_id}): {report.message}")
     return DONE
 
 
-@_coded
+@with_exit_codes
 def _from_vault(args) -> int:
     report = case_from_vault(args.path, args.case_dir)
     print(f"{report.case_dir} ({report.package_id}): {report.message}")
     return DONE
 
 
-@_coded
+@with_exit_codes
 def _interpret(args) -> int:
     report = run_draft(args.path, _config(args))
     print(f"{report.case_dir} r{report.analysis_revision:04d}: {report.message}")
     return DONE
 
 
-@_coded
+@with_exit_codes
 def _show(args) -> int:
     print(show_text(args.path))
     return DONE
 
 
-@_coded
+@with_exit_codes
 def _confirm(args) -> int:
     report = confirm(args.path, args.by)
     print(f"{report.case_dir} ({report.package_id}): {report.message}")

@@ -3,15 +3,22 @@
 ```
 CASE_DIR/
   manifest.json                          package_id, analysis_revision, package_generation, phase,
+                                         target_vault (optional: the vault batches are minted into),
                                          artifacts: {name: {"path", "sha256"}} (current pointers)
-  case/                                  the original inputs, never rewritten
-  analysis/interpretation/NNNN/          catalogue.json, interpretation.json   (revision NNNN)
+  case/rNNNN/                            the original inputs, never rewritten (ZIP archives whole)
+  analysis/interpretation/NNNN/          catalogue.json, interpretation.json, draft.json (the
+                                         interpreter's or a person's draft; revision NNNN)
   analysis/hypotheses/NNNN/              policy.json, context.json, rounds/<attempt>.json,
                                          hypotheses.json, registry.json, hypotheses.md,
                                          dispatch.json, errors/<attempt>.json
   analysis/.journal.json                 a write in progress (rolled forward by the next writer)
   .hypograph/                            tool state: lock, LLM traces and cache
 ```
+
+Confinement: every path the package names (manifest artifacts, bindings, catalogue origins) is
+read only through ``confined``: relative, no ``..``, resolving inside the package, a regular file
+(``O_NONBLOCK`` + ``fstat``: no device, FIFO or socket), its size checked before it is read,
+hashed in a stream. A refusal is one HypographError line naming the artifact.
 
 Every write of package files is one journal plan (``hypograph.journal``): saved whole, then
 applied, so a crash leaves either the old package or a plan the next writer finishes. Files
