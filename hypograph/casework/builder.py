@@ -49,33 +49,10 @@ from hypograph.journal import Step
 log = logging.getLogger("hypograph.casework")
 # What a recorded round must hold before it is verified (the answer itself is validated by pydantic).
 ROUND_SHAPE = {"attempt_id": SCALAR, "bindings": {"context": dict, "policy?": dict}, "answer": dict}
-STATE_TYPES = {"attempt_id": str, "status": str, "failed_rounds": int, "due_at": (str, type(None)),
-               "last_failure": (str, type(None)), "analysis_revision": int, "phase": str}
-
-
 def _check_round(pkg: CasePackage, round_path: str, round_doc) -> None:
     wrong = shape_violations(round_doc, ROUND_SHAPE, round_path)
     if wrong:
         raise HypographError(f"{pkg.root / round_path}: {wrong[0][1]} (a recorded round of another shape)")
-
-
-def _check_state(pkg: CasePackage, state: DispatchState | None, rev: int) -> None:
-    """A dispatch.json whose fields have other types is one line naming the file and the field."""
-    if state is None:
-        return
-    where = pkg.root / paths(rev)["dispatch"]
-    for name, kind in STATE_TYPES.items():
-        value = getattr(state, name)
-        if not isinstance(value, kind) or isinstance(value, bool):
-            raise HypographError(f"{where}: field '{name}': {value!r} is not of the dispatch state's type")
-    if state.due_at is not None:
-        try:
-            aware = dt.datetime.fromisoformat(state.due_at).tzinfo is not None
-        except ValueError:
-            aware = False
-        if not aware:
-            raise HypographError(f"{where}: field 'due_at': {state.due_at!r} is not an ISO date and time with "
-                                 "its UTC offset")
 
 
 @dataclass
@@ -132,7 +109,6 @@ class HypothesisBuilder:
         verified_interpretation(pkg, m)
         pinned_policy(pkg, rev, self.config.policy)
         state = DispatchState.load(pkg, rev)
-        _check_state(pkg, state, rev)
         attempt = attempt_for(pkg, rev, state, attempt_id)
         if state is None or state.attempt_id != attempt:
             state = DispatchState(rev, attempt)

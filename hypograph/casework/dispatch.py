@@ -30,6 +30,10 @@ class Status(StrEnum):
     ERROR = "ERROR"                # the answer was rejected (see errors/), or went stale
 
 
+STATE_TYPES = {"analysis_revision": int, "attempt_id": str, "status": str, "failed_rounds": int,
+               "due_at": (str, type(None)), "last_failure": (str, type(None)), "phase": str}
+
+
 @dataclass
 class DispatchState:
     analysis_revision: int
@@ -45,10 +49,29 @@ class DispatchState:
         doc = pkg.read_optional(paths(revision)["dispatch"])
         if doc is None:
             return None
+        where = pkg.root / paths(revision)["dispatch"]
         try:
-            return cls(**doc)
+            state = cls(**doc)
         except TypeError:
-            raise HypographError(f"{pkg.root / paths(revision)['dispatch']}: not a dispatch state") from None
+            raise HypographError(f"{where}: not a dispatch state") from None
+        state.check(where)
+        return state
+
+    def check(self, where) -> None:
+        """Each field of the type it is used as (a tampered one is one line naming the file and the
+        field, not a crash of the builder or the retry sensor); a due time carries its UTC offset."""
+        for name, kind in STATE_TYPES.items():
+            value = getattr(self, name)
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise HypographError(f"{where}: field '{name}': {value!r} is not of the dispatch state's type")
+        if self.due_at is not None:
+            try:
+                aware = dt.datetime.fromisoformat(self.due_at).tzinfo is not None
+            except ValueError:
+                aware = False
+            if not aware:
+                raise HypographError(f"{where}: field 'due_at': {self.due_at!r} is not an ISO date and time with "
+                                     "its UTC offset")
 
     def text(self) -> str:
         return json_text(asdict(self))
