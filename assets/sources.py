@@ -10,8 +10,9 @@ import warnings
 
 from dagster import (
     AssetExecutionContext,
-    BetaWarning,
     AssetObservation,
+    AssetRecordsFilter,
+    BetaWarning,
     DataVersion,
     DataVersionsByPartition,
     observable_source_asset,
@@ -21,7 +22,7 @@ from dagster._core.definitions.data_version import DATA_VERSION_TAG
 from assets.groups import CASEWORK, PROXIMITY
 from assets.partitions import case_revisions, hypothesis_inputs, revision_key, sub_key
 from hypograph.casework.package import CasePackage
-from hypograph.inputs import WITH_HYPOTHESES, fingerprint
+from hypograph.inputs import WITH_HYPOTHESES, InputRecord, fingerprint
 from resources import Inputs
 
 # Observable source assets are "beta" in Dagster 1.13; they are what a partitioned external input is.
@@ -49,10 +50,28 @@ def case_package(inputs: Inputs) -> DataVersionsByPartition:
     return DataVersionsByPartition(versions)
 
 
-def observed(input_id: str, version: str) -> AssetObservation:
-    """The observation of ``hypotheses`` at ``version`` for one input (what a sensor or a step that
-    rewrote the input reports)."""
-    return AssetObservation(asset_key=hypotheses.key, partition=input_id, tags={DATA_VERSION_TAG: version})
+def observed(input_id: str, version: str, asset=None) -> AssetObservation:
+    """The observation of ``hypotheses`` (or ``asset``) at ``version`` for one partition (what a
+    sensor, a command about to run, or a step that rewrote the input reports)."""
+    key = (asset or hypotheses).key
+    return AssetObservation(asset_key=key, partition=input_id, tags={DATA_VERSION_TAG: version})
+
+
+def latest_version(instance, asset, partition: str) -> str | None:
+    """The data version of ``asset``'s latest observation for ``partition`` (None if never observed)."""
+    records = instance.fetch_observations(AssetRecordsFilter(asset_key=asset.key, asset_partitions=[partition]),
+                                          limit=1).records
+    return records[0].asset_observation.tags.get(DATA_VERSION_TAG) if records else None
+
+
+def observe(instance, record: InputRecord, partition: str | None = None) -> None:
+    """Record the input's current version before a run reads it (when it differs from the last
+    observed), so the run's materializations name the version they read. ``partition``: the case
+    revision key for a case."""
+    asset, key = (case_package, partition) if record.kind == "case" else (hypotheses, record.id)
+    version = fingerprint(record.path, record.kind)
+    if key is not None and latest_version(instance, asset, key) != version:
+        instance.report_runless_asset_event(observed(key, version, asset))
 
 
 def report_rewrite(context: AssetExecutionContext, inputs: Inputs) -> str:

@@ -92,6 +92,10 @@ def execute(root: Path, job_name: str, resources: dict[str, dict] | None = None,
             name = REVISIONS if record.kind == "case" else ROUNDS
             if not instance.has_dynamic_partition(name, key):
                 instance.add_dynamic_partitions(name, [key])
+        if job_name in ("proximity", "case_batch", "case_batch_into_vault"):  # the jobs that read a source
+            from assets.sources import observe
+
+            observe(instance, record, key)
         # Failures are reported by the caller in one line each; the UI keeps the full logs and traces.
         return defs.resolve_job_def(job_name).execute_in_process(
             instance=instance, partition_key=key, raise_on_error=False, run_config=run_config(resources, offline))

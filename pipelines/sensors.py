@@ -103,19 +103,13 @@ def _latest(instance, asset: str, partition: str, observation: bool = False):
     return records[0] if records else None
 
 
-def _consumed(record, upstream: str) -> str | None:
-    """The data version (or event pointer) of ``upstream`` that materialization ``record`` read."""
-    if record is None or record.asset_materialization is None:
-        return None
-    return record.asset_materialization.tags.get(upstream)
-
-
 @sensor(jobs=[proximity_job, structure_job], minimum_interval_seconds=30, default_status=DefaultSensorStatus.STOPPED)
 def hypotheses_changed(context: SensorEvaluationContext, inputs: Inputs):
-    """Observes each registered input's hypotheses and keeps its results current: proximity when the
-    hypotheses' data version is not the one its texts were read at, and for a vault step 4 when its
-    proximity is newer than what step 4 last read. Turn it on to have edits picked up within a
-    minute; step 4 reports its own rewrites, so they start only the proximity refresh."""
+    """Observes each registered input's hypotheses and keeps its results current, from Dagster's
+    data versions: proximity when its texts were materialized before the latest observed version;
+    for a vault whose proximity is current, step 4 when the hypotheses are not at the version the
+    last step 4 left. An edit to a vault thus runs proximity, step 4, proximity (as `hypograph
+    structure` does), then nothing. Turn it on to have edits picked up within a minute."""
     known = set(context.instance.get_dynamic_partitions(HYPOTHESIS_INPUTS))
     vault_keys = set(context.instance.get_dynamic_partitions(VAULTS))
     events, requests = [], []
@@ -124,21 +118,27 @@ def hypotheses_changed(context: SensorEvaluationContext, inputs: Inputs):
             continue
         version = fingerprint(r.path, r.kind)
         seen = _latest(context.instance, "hypotheses", r.id, observation=True)
-        if seen is None or seen.asset_observation.tags.get(DATA_VERSION_TAG) != version:
+        changed = seen is None or seen.asset_observation.tags.get(DATA_VERSION_TAG) != version
+        if changed:
             events.append(observed(r.id, version))
         texts = _latest(context.instance, "hypothesis_texts", r.id)
-        if _consumed(texts, "dagster/input_data_version/hypotheses") != version:
+        if changed or texts is None or texts.storage_id < seen.storage_id:  # texts read before the latest version
             requests.append(RunRequest(run_key=f"{r.id}:{version}", partition_key=r.id, job_name=proximity_job.name))
-            continue
-        if r.kind == "vault" and r.id in vault_keys:
-            verdicts = _latest(context.instance, "dedup_verdicts", r.id)
-            step4 = _latest(context.instance, "hypothesis_dispositions", r.id)
-            if verdicts and _consumed(step4, "dagster/input_event_pointer/dedup_verdicts") != str(verdicts.storage_id):
-                requests.append(RunRequest(run_key=f"{r.id}:step4:{verdicts.storage_id}", partition_key=r.id,
-                                           job_name=structure_job.name))
+        elif r.kind == "vault" and r.id in vault_keys and _left_by_step4(context.instance, r.id) != version:
+            requests.append(RunRequest(run_key=f"{r.id}:step4:{version}", partition_key=r.id,
+                                       job_name=structure_job.name))
     if not events and not requests:
         return SkipReason("no input changed")
     return SensorResult(run_requests=requests, asset_events=events)
+
+
+def _left_by_step4(instance, key: str) -> str | None:
+    """The version of a vault's hypotheses its last structure map recorded (what step 4 left)."""
+    record = _latest(instance, "structure_map", key)
+    if record is None or record.asset_materialization is None:
+        return None
+    value = record.asset_materialization.metadata.get("hypotheses_version")
+    return value.value if value is not None else None
 
 
 @schedule(job=proximity_job, cron_schedule="0 3 * * *", default_status=DefaultScheduleStatus.STOPPED)

@@ -157,8 +157,8 @@ RECORDED_STRUCTURE = Path(__file__).parent / "fixtures" / "recorded" / "structur
 # Left out of the record: Dagster's own storage and the IO manager's copies (not outputs of the
 # structuring itself), lock files (empty), and the embedding matrix (its digest is in
 # embedding-meta.json, which is recorded).
-UNRECORDED = (".hypograph/dagster/", ".hypograph/assets/", ".hypograph/input-id", ".hypograph/structure.lock", ".create_node.lock",
-              "proximity/embeddings.npz")
+UNRECORDED = (".hypograph/dagster/", ".hypograph/assets/", ".hypograph/input-id", ".hypograph/structure.lock",
+              ".create_node.lock", "proximity/embeddings.npz")
 MAP_DATE_RE = re.compile(rb"^generated: \d{4}-\d{2}-\d{2}$", re.M)
 
 
@@ -220,10 +220,15 @@ def execute(root: Path, job_name: str = "proximity", offline: bool | None = True
     from pipelines.instance import register, run_config
 
     instance = instance or DagsterInstance.ephemeral()
-    key = register(instance, Path(root)).id
+    record = register(instance, Path(root))
+    key = record.id
     config = run_config({"proximity": proximity}, offline, log_level)
 
     def run(job: str):
+        if job == "proximity":
+            from assets.sources import observe
+
+            observe(instance, record)
         return defs.resolve_job_def(job).execute_in_process(instance=instance, partition_key=key,
                                                             raise_on_error=False, run_config=config)
 

@@ -1,6 +1,7 @@
 """The sensors users rely on: ``inputs_discovered`` registers the input folders of a workspace, each
-once; ``hypotheses_changed`` requests structure for a changed vault and proximity for a changed run
-directory, and nothing when nothing changed. Evaluated with ``build_sensor_context``, and once
+once; ``hypotheses_changed`` observes each input's hypotheses and requests proximity when they are
+newer than its texts and, for a vault, step 4 when its hypotheses are not as step 4 left them —
+nothing when nothing changed. Evaluated with ``build_sensor_context``, and once
 with a real ``dagster-daemon`` that ``dagster sensor start`` turned the sensor on for."""
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from conftest import (
     execute,
     offline_env,
     write_json_hypothesis,
-    write_vault_node,
 )
 from dagster import DagsterInstance, DagsterRunStatus, SensorResult, SkipReason, build_sensor_context
 from dagster._core.scheduler.instigation import InstigatorType, TickStatus
@@ -38,9 +38,11 @@ def instance():
 
 
 def discover(instance, workspace: Path | None):
-    """One tick of ``inputs_discovered``; applies its partition requests as the daemon would."""
+    """One tick of ``inputs_discovered`` (with a registry of its own beside the workspace); applies
+    its partition requests as the daemon would."""
+    registry = str(workspace.parent / "inputs.json") if workspace else None
     result = inputs_discovered(build_sensor_context(instance=instance),
-                               inputs=Inputs(workspace=str(workspace) if workspace else None))
+                               inputs=Inputs(workspace=str(workspace) if workspace else None, registry_file=registry))
     if isinstance(result, SensorResult):
         for request in result.dynamic_partitions_requests:
             instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
@@ -54,111 +56,131 @@ def added(result) -> list[str]:
 
 def test_inputs_discovered_registers_each_new_folder_once(instance, tmp_path):
     ws = tmp_path / "workspace"
-    run, vault = build_run_dir(ws / "run"), build_vault(ws / "vault")
+    build_run_dir(ws / "run"), build_vault(ws / "vault")
     (ws / "notes").mkdir()  # no hypotheses/: not an input
     (ws / "readme.txt").write_text("not an input")
-    assert sorted(added(discover(instance, ws))) == sorted([str(run.resolve()), str(vault.resolve())])
-    assert sorted(instance.get_dynamic_partitions("inputs")) == sorted([str(run.resolve()), str(vault.resolve())])
+    assert sorted(added(discover(instance, ws))) == ["run", "vault", "vault"]  # the vault in both sets
+    assert sorted(instance.get_dynamic_partitions("hypothesis_inputs")) == ["run", "vault"]
+    assert instance.get_dynamic_partitions("vaults") == ["vault"]
 
     again = discover(instance, ws)
     assert isinstance(again, SkipReason) and "no new input" in again.skip_message
 
-    later = build_run_dir(ws / "later")
-    assert added(discover(instance, ws)) == [str(later.resolve())]
-    assert len(instance.get_dynamic_partitions("inputs")) == 3
+    build_run_dir(ws / "later")
+    assert added(discover(instance, ws)) == ["later"]
+    assert len(instance.get_dynamic_partitions("hypothesis_inputs")) == 3
 
 
 def test_inputs_discovered_skips_without_a_workspace(instance):
     result = discover(instance, None)
     assert isinstance(result, SkipReason) and "HYPOGRAPH_WORKSPACE" in result.skip_message
-    assert instance.get_dynamic_partitions("inputs") == []
+    assert instance.get_dynamic_partitions("hypothesis_inputs") == []
 
 
 class Ticks:
-    """Successive ticks of ``hypotheses_changed`` carrying the cursor, as the daemon does."""
+    """Successive ticks of ``hypotheses_changed``, each committed as the daemon does (its
+    observations recorded), and the runs it requests executed when ``run`` is set."""
 
     def __init__(self, instance):
-        self.instance, self.cursor = instance, None
+        self.instance = instance
 
-    def __call__(self) -> list[tuple[str, str]]:
+    def __call__(self, run: bool = False) -> list[tuple[str, str]]:
         """(job name, partition key) of each requested run, sorted; [] for a skip."""
-        context = build_sensor_context(instance=self.instance, cursor=self.cursor)
-        result = hypotheses_changed(context)
-        self.cursor = context.cursor
+        result = hypotheses_changed(build_sensor_context(instance=self.instance), inputs=Inputs())
         if isinstance(result, SkipReason):
             return []
-        assert all(r.run_key and r.run_key.startswith(r.partition_key) for r in result)
-        return sorted((r.job_name, r.partition_key) for r in result)
+        for event in result.asset_events:
+            self.instance.report_runless_asset_event(event)
+        names = {v: k for k, v in getattr(self, "ids", {}).items()}
+        requests = sorted((r.job_name, names.get(r.partition_key, r.partition_key)) for r in result.run_requests)
+        assert all(r.run_key and r.run_key.startswith(r.partition_key) for r in result.run_requests)
+        if run:
+            from pipelines.definitions import defs
+            from pipelines.instance import run_config
+
+            for job, key in requests:
+                key = self.ids.get(key, key)
+                assert defs.resolve_job_def(job).execute_in_process(
+                    instance=self.instance, partition_key=key, run_config=run_config(offline=True)).success
+        return requests
 
 
 @pytest.fixture
 def two_inputs(instance, tmp_path):
     """A registered run directory and vault (the bundled examples), and the sensor's tick function."""
+    from pipelines.instance import register
+
     run, vault = copy_tree(EXAMPLE_RUN, tmp_path / "run"), copy_tree(EXAMPLE_VAULT, tmp_path / "vault")
-    instance.add_dynamic_partitions("inputs", [str(run), str(vault)])
-    return run, vault, Ticks(instance)
+    tick = Ticks(instance)
+    tick.ids = {"run": register(instance, run).id, "vault": register(instance, vault).id}
+    return run, vault, tick
 
 
-def test_first_tick_requests_structure_for_a_vault_and_proximity_for_a_run_dir(two_inputs):
+def test_an_edit_to_a_vault_runs_proximity_step4_proximity_then_nothing(two_inputs):
     run, vault, tick = two_inputs
-    assert tick() == sorted([("proximity", str(run)), ("structure", str(vault))])
-    assert tick() == []  # nothing changed
-
-
-def test_a_changed_vault_hypothesis_requests_structure_only_for_that_vault(two_inputs):
-    run, vault, tick = two_inputs
-    tick()
+    assert tick(run=True) == [("proximity", "run"), ("proximity", "vault")]
+    assert tick(run=True) == [("structure", "vault")]  # proximity current, the vault never structured
+    assert tick(run=True) == [("proximity", "vault")]  # step 4 rewrote the nodes: proximity of what it left
+    assert tick() == []
     node = next((vault / "hypotheses").glob("H-3 - *.md"))
     node.write_text(node.read_text(encoding="utf-8").replace("earthquake", "seismic"), encoding="utf-8")
-    assert tick() == [("structure", str(vault))]
-    write_vault_node(vault, "H-90", "Pirates cut the sea lanes", statement="Piracy cut the grain sea lanes.")
-    assert tick() == [("structure", str(vault))]
+    assert tick(run=True) == [("proximity", "vault")]
+    assert tick(run=True) == [("structure", "vault")]
+    steps = [tick(run=True), tick(run=True)]
+    assert steps in ([[("proximity", "vault")], []], [[], []])  # a re-proximity only if step 4 rewrote
     assert tick() == []
 
 
-def test_a_new_run_dir_hypothesis_requests_proximity(two_inputs):
+def test_a_new_run_dir_hypothesis_requests_proximity_only_for_it(two_inputs):
     run, vault, tick = two_inputs
-    tick()
+    for _ in range(3):
+        tick(run=True)
+    assert tick() == []
     write_json_hypothesis(run, "H-11", title="Neonicotinoids impair foraging",
                           statement="Sublethal neonicotinoid doses impair forager navigation.")
-    assert tick() == [("proximity", str(run))]
-    assert tick() == []
+    assert tick() == [("proximity", "run")]
+
+
+def test_a_touch_that_keeps_the_content_requests_nothing(two_inputs):
+    """Data versions are content digests: rewriting a file with the same bytes is no change."""
+    run, vault, tick = two_inputs
+    tick(run=True)
+    for p in (run / "hypotheses").iterdir():
+        p.write_bytes(p.read_bytes())
+    assert tick() == [("structure", "vault")]  # only what was already due
 
 
 def test_a_missing_input_folder_is_passed_over(two_inputs, instance, tmp_path):
+    import shutil
+
+    from pipelines.instance import register
+
     run, vault, tick = two_inputs
-    tick()
-    instance.add_dynamic_partitions("inputs", [str(tmp_path / "gone")])
-    assert tick() == []
+    gone = register(instance, build_run_dir(tmp_path / "gone")).id
+    shutil.rmtree(tmp_path / "gone")
+    assert gone not in {key for _, key in tick()}
 
 
-def test_the_runs_own_writes_request_nothing_nor_a_run_in_progress(two_inputs, instance):
-    """A structure run rewrites hypotheses/ (states, backlinks): not a change to react to. While a
-    run of an input is in progress, its files are mid-write: the input is looked at after the run."""
+def test_a_run_in_progress_defers_its_input(two_inputs, instance):
+    """While a run of an input is in progress its files are mid-write: looked at after the run."""
     from pipelines.definitions import defs
 
     run, vault, tick = two_inputs
-    assert tick() == sorted([("proximity", str(run)), ("structure", str(vault))])
-    assert execute(vault, "structure", instance=instance).success
-    assert execute(run, "proximity", instance=instance).success
-    assert tick() == []
-
-    active = instance.create_run_for_job(defs.resolve_job_def("structure"), status=DagsterRunStatus.STARTED,
-                                         tags={"dagster/partition": str(vault)})
-    node = next((vault / "hypotheses").glob("H-3 - *.md"))
-    node.write_text(node.read_text(encoding="utf-8").replace("earthquake", "seismic"), encoding="utf-8")
-    assert tick() == []
+    active = instance.create_run_for_job(defs.resolve_job_def("proximity"), status=DagsterRunStatus.STARTED,
+                                         tags={"dagster/partition": tick.ids["vault"]})
+    assert tick() == [("proximity", "run")]
     instance.report_run_failed(instance.get_run_by_id(active.run_id))
-    assert tick() == [("structure", str(vault))]
+    assert tick() == [("proximity", "run"), ("proximity", "vault")]
 
 
 def test_an_input_the_cli_already_processed_requests_nothing(two_inputs, instance):
-    """Turning the sensor on after ``hypograph proximity`` re-runs nothing unchanged."""
+    """Turning the sensor on after ``hypograph proximity`` / ``structure`` re-runs nothing unchanged."""
     run, vault, tick = two_inputs
     assert execute(run, "proximity", instance=instance).success
-    assert tick() == [("structure", str(vault))]
+    assert execute(vault, "structure", instance=instance).success
+    assert tick() == []
     write_json_hypothesis(run, "H-12", title="Cold snaps kill clusters", statement="Sudden cold snaps kill clusters.")
-    assert tick() == [("proximity", str(run))]
+    assert tick() == [("proximity", "run")]
 
 
 # -- with a real daemon -------------------------------------------------------------------------
@@ -180,12 +202,13 @@ def wait_until(what: str, predicate, seconds: float, log: Path):
     pytest.fail(f"{what} within {seconds} s; daemon log: {log}\n" + log.read_text()[-3000:])
 
 
-def test_a_daemon_runs_what_the_sensor_requests_and_nothing_more(tmp_path):
+def test_a_daemon_runs_what_the_sensor_requests_and_nothing_more(tmp_path, monkeypatch):
     """Processed inputs, then a user edits a vault hypothesis and adds a run-dir hypothesis; with
-    the sensor started and a real daemon, one tick requests structure for the vault and proximity
-    for the run directory (not for the untouched input), both succeed, and the next tick requests
-    nothing although the structure run rewrote the vault's hypotheses."""
+    the sensor started and a real daemon, the ticks request proximity for both, then step 4 for the
+    vault, then proximity of what step 4 left (never anything for the untouched input); every run
+    succeeds and the ticks after them request nothing."""
     home = tmp_path / "home"
+    monkeypatch.setenv("DAGSTER_HOME", str(home))  # this process registers inputs where the daemon reads them
     env = {**offline_env(), "DAGSTER_HOME": str(home)}
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
@@ -200,6 +223,7 @@ def test_a_daemon_runs_what_the_sensor_requests_and_nothing_more(tmp_path):
         with DagsterInstance.from_config(str(home)) as instance:  # as `hypograph proximity/structure` do
             for root, job in ((run, "proximity"), (idle, "proximity"), (vault, "structure")):
                 assert execute(root, job, instance=instance).success
+            processed = len(instance.get_runs())
         node = next((vault / "hypotheses").glob("H-3 - *.md"))
         node.write_text(node.read_text(encoding="utf-8").replace("earthquake", "seismic"), encoding="utf-8")
         write_json_hypothesis(run, "H-31", title="Pirates cut the grain routes",
@@ -208,22 +232,22 @@ def test_a_daemon_runs_what_the_sensor_requests_and_nothing_more(tmp_path):
                                   "-w", "workspace.yaml"], cwd=REPO, env=env, capture_output=True, text=True,
                                  timeout=120)
         assert started.returncode == 0, started.stderr
-        with DagsterInstance.from_config(str(home)) as instance:
-            first = wait_until("no sensor tick requested runs",
-                               lambda: [t for t in sensor_ticks(instance) if t.status == TickStatus.SUCCESS], 180, log)
-            runs = [instance.get_run_by_id(i) for i in first[0].run_ids]
-            assert sorted((r.job_name, r.tags["dagster/partition"]) for r in runs) == sorted(
-                [("structure", str(vault)), ("proximity", str(run))])
-            wait_until("the requested runs did not finish",
-                       lambda: all(instance.get_run_by_id(r.run_id).is_finished for r in runs), 300, log)
-            assert {instance.get_run_by_id(r.run_id).status for r in runs} == {DagsterRunStatus.SUCCESS}
+
+        def settled(instance):
+            runs = instance.get_runs()[: len(instance.get_runs()) - processed]
+            if not runs or not all(r.is_finished for r in runs):
+                return None
             finished = max(instance.get_run_record_by_id(r.run_id).end_time for r in runs)
-            later = wait_until("no sensor tick after the runs finished", lambda: [  # ticks that have ended
-                t for t in sensor_ticks(instance)
-                if t.timestamp > finished and t.status != TickStatus.STARTED], 120, log)
-            assert [t.status for t in later] == [TickStatus.SKIPPED] * len(later), [t.run_keys for t in later]
-            assert len(instance.get_runs()) == 3 + 2  # the three processed inputs, then the two requested
+            after = [t for t in sensor_ticks(instance) if t.timestamp > finished and t.status != TickStatus.STARTED]
+            return (runs, after) if after and all(t.status == TickStatus.SKIPPED for t in after) else None
+
+        with DagsterInstance.from_config(str(home)) as instance:
+            runs, _ = wait_until("the sensor's runs did not settle", lambda: settled(instance), 420, log)
+            requested = sorted((r.job_name, r.tags["dagster/partition"]) for r in runs)
+            assert {r.status for r in runs} == {DagsterRunStatus.SUCCESS}
+            assert all(r.tags.get("dagster/sensor_name") == "hypotheses_changed" for r in runs)
     finally:
         services.stop(daemon)
+    assert requested in ([("proximity", "run"), ("proximity", "vault"), ("proximity", "vault"), ("structure", "vault")],
+                         [("proximity", "run"), ("proximity", "vault"), ("structure", "vault")]), requested
     assert "H-31" in (run / "proximity" / "embedding-ids.json").read_text()
-    assert all(r.tags.get("dagster/sensor_name") == "hypotheses_changed" for r in runs)
