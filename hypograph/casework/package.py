@@ -173,14 +173,14 @@ class CasePackage:
         """``root/rel`` once it is known to stay inside the package: a relative path without
         ``..`` whose real location (symlinks resolved) is inside the package's real folder.
         Raises one HypographError line naming the artifact (``what``) otherwise. It may not exist."""
-        what = what or str(rel)
+        named = f"{what}: " if what else ""
         problem = path_problem(rel)
         if problem:
-            raise HypographError(f"{self.root}: {what}: path {rel!r} {problem}; not read")
+            raise HypographError(f"{self.root}: {named}path {rel!r} {problem}; not read")
         path = self.root / rel
         real, base = Path(os.path.realpath(path)), Path(os.path.realpath(self.root))
         if real != base and base not in real.parents:
-            raise HypographError(f"{path}: {what}: resolves to {real}, outside the package; not read")
+            raise HypographError(f"{path}: {named}resolves to {real}, outside the package; not read")
         return real
 
     def _open(self, rel, what: str | None, max_bytes: int | None) -> int:
