@@ -8,7 +8,8 @@ object itself is the invocation (the in-process runner makes one for all its rou
 is created on first use only, so a fully cached re-run leaves no empty folder behind.
 
 A rejected answer's traces are capped: each of its trace files past ``CAP_BYTES`` keeps its first
-64 KiB and its size (a 10,000-candidate answer re-asked twice must not leave 150 MB behind).
+64 KiB (as JSON text, within the cap) and its size (a 10,000-candidate answer re-asked twice
+must not leave 150 MB behind).
 """
 
 from __future__ import annotations
@@ -96,6 +97,12 @@ def cap_trace(path: Path, limit: int = CAP_BYTES) -> bool:
             head = f.read(limit)
     except OSError:
         return False
+    text = head.decode("utf-8", errors="ignore")
+    while True:  # JSON escaping lengthens the text: keep the file itself within the cap
+        encoded = len(json.dumps(text, ensure_ascii=False).encode("utf-8"))
+        if encoded <= limit:
+            break
+        text = text[: max(0, len(text) * limit // encoded - 64)]
     write_json(path, {"truncated": True, "size_bytes": size, "outcome": "rejected answer (trace capped)",
-                      "head": head.decode("utf-8", errors="ignore")})
+                      "head": text})
     return True
