@@ -162,7 +162,7 @@ def with_exit_codes(handler):
         try:
             return handler(args)
         except NotDone as e:
-            print(f"hypograph case: {cli_message(e)}", file=sys.stderr)
+            print(f"hypograph {getattr(args, 'command', None) or 'case'}: {cli_message(e)}", file=sys.stderr)
             return NOT_DONE
     return run
 
