@@ -231,3 +231,14 @@ def test_answers_are_still_plain_answers(llm_server, tmp_path):
     llm_server.always(answer({"decisions": []}))
     c = client(llm_server, tmp_path, validation_retries=0)
     assert_flagged(judge(c), "rejected")
+
+
+def test_a_re_ask_quotes_the_first_1000_characters_of_a_runaway_answer(llm_server, tmp_path):
+    runaway = "{" + '"decisions": [' + " " * 9000
+    llm_server.script(answer(runaway))
+    llm_server.always(adjudication_responder("KEEP"))
+    decisions = judge(client(llm_server, tmp_path))
+    assert [d.decided_by for d in decisions] == [DECIDER, DECIDER]
+    reask = llm_server.requests[1].messages
+    assert reask[2] == {"role": "assistant", "content": runaway[:1000] + f" […{len(runaway) - 1000} more characters]"}
+    assert reask[3]["content"].startswith("That answer is invalid: answer: Invalid JSON")
