@@ -51,6 +51,8 @@ from hypograph.library.schema import Library, read_library
 from hypograph.library.state import digest, read_model, round_dir, write_model
 from hypograph.library.traces import TraceRun
 from hypograph.llm.client import LLMClient, Rejected, Request, untrusted
+from hypograph.proximity.communities import find_communities
+from hypograph.proximity.graph import similarity_graph
 
 BATCH = 8
 ROUND_NEIGHBOURS = 5  # earlier candidates of the same round shown besides the k library nodes
@@ -172,9 +174,6 @@ def neighbour_items(layer, existing: list[tuple[str, str]], queries: list[tuple[
 def _cluster_representatives(existing, rows, sims: np.ndarray, embedder: Embedder) -> list[list[int]]:
     """Per query, the nearest member of each of its ``CLUSTER_REPRESENTATIVES`` nearest proximity
     clusters (a cluster's nearness: its nearest member's cosine)."""
-    from hypograph.proximity.communities import find_communities
-    from hypograph.proximity.graph import similarity_graph
-
     ids = [str(j) for j in range(len(existing))]
     backend = "sbert" if backend_of(embedder).startswith("sbert") else "tfidf"
     graph = similarity_graph(ids, rows, CLUSTER_THRESHOLDS[backend], workers=1)

@@ -30,10 +30,12 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from hypograph.errors import HypographError
+from hypograph.library.embedder import sbert_rows, sentence_model
 from hypograph.library.modes import normalise
 from hypograph.library.prompts import prompt
 from hypograph.library.schema import LIBRARY_FILE, library_path, read_library, slugify
 from hypograph.library.state import library_state
+from hypograph.llm.client import Rejected, Request, untrusted
 
 THRESHOLDS = {"tfidf": 0.30, "sbert": 0.40}
 SAME_WITHOUT_ASKING = 0.90  # sentence-embedding cosine of one topic worded twice
@@ -62,8 +64,6 @@ def topic_similarity(a: str, b: str, backend: str = "tfidf") -> float:
     if normalise(a) == normalise(b):
         return 1.0
     if backend == "sbert":
-        from hypograph.library.embedder import sbert_rows
-
         m = sbert_rows([a, b])
         return float(m[0] @ m[1])
     if backend != "tfidf":
@@ -80,8 +80,6 @@ def topic_similarity(a: str, b: str, backend: str = "tfidf") -> float:
 
 def guard_backend() -> str:
     """``sbert`` when the sentence model loads offline, else ``tfidf``."""
-    from hypograph.library.embedder import sentence_model
-
     try:
         sentence_model()
     except HypographError:
@@ -121,8 +119,6 @@ def check_topic(root: Path, topic: str, backend: str | None = None, confirm: boo
 
 
 def _ask_model(existing: str, topic: str, sim: float, client) -> TopicCheck:
-    from hypograph.llm.client import Rejected, Request, untrusted
-
     user = ("Are these the same research topic?\n"
             + untrusted("topics", {}, {"library_topic": existing, "run_topic": topic}))
     answer = client.ask(Request(name="topic-guard", system=prompt("topic")[1], user=user, schema=TopicAnswer))
