@@ -35,6 +35,8 @@ def raw(tmp_path) -> dict[str, Path]:
     (folder / "grower-report.md").write_text(REPORT)
     (folder / "maintenance.txt").write_text(MAINT)
     (folder / ".DS_Store").write_bytes(b"\0\1hidden")  # hidden: never an input
+    (folder / ".hypograph").mkdir()  # another input's tool state: never an input either
+    (folder / ".hypograph" / "case.lock").write_text("")
     archive = tmp_path / "inputs" / "logs.zip"
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("sensor.csv", SENSOR)
@@ -61,6 +63,7 @@ def test_case_new_copies_inputs_byte_for_byte_and_catalogues_each(tmp_path, raw,
     assert (case / "case/r0001/reports/grower-report.md").read_bytes() == REPORT.encode()
     assert (case / "case/r0001/logs.zip").read_bytes() == raw["zip"].read_bytes()  # kept whole
     assert not (case / "case/r0001/sensor.csv").exists() and not (case / "case/r0001/reports/.DS_Store").exists()
+    assert not (case / "case/r0001/reports/.hypograph").exists()
     assert [(s["id"], s["title"], s["kind"], s["read"], s["origin"], s.get("member")) for s in catalogue(case)] == [
         ("IN1", "reports/grower-report.md", "report", False, "case/r0001/reports/grower-report.md", None),
         ("IN2", "reports/maintenance.txt", "report", False, "case/r0001/reports/maintenance.txt", None),
@@ -175,6 +178,15 @@ def test_a_busy_case_is_deferred_on_the_cli(tmp_path, raw, capsys):
     finally:
         release.set()
         t.join()
+
+
+def test_an_input_whose_name_cannot_be_written_safely_is_refused(tmp_path, capsys):
+    long = tmp_path / ("n" * 240 + ".txt")
+    long.write_text("x\n")
+    case = tmp_path / "cases" / "c"
+    assert main(["case", "new", str(case), "--question", "q?", str(long)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "file name is 244 bytes" in err and not case.exists()
 
 
 # -- the interpreter ------------------------------------------------------------------------------------

@@ -28,7 +28,8 @@ from pathlib import Path
 from hypograph.casework.config import ArchiveLimits
 from hypograph.casework.models import SOURCE_KINDS, Source
 from hypograph.errors import HypographError
-from hypograph.paths import scan
+from hypograph.limits import encodable
+from hypograph.paths import name_problem, scan
 
 DEFAULT_KIND = "report"  # what a person brings without saying otherwise: a report of what happened
 SOURCE_PREFIX = "IN"
@@ -162,7 +163,8 @@ def collect(paths: list[Path], limits: ArchiveLimits) -> list[Input]:
             raise HypographError(f"{path}: no such file or folder")
         if path.is_dir():
             bad = lambda rel, why, root=path: _refuse_in_folder(root, rel, why)  # noqa: E731
-            found += [(f"{path.resolve().name}/{rel.as_posix()}", path / rel) for rel in scan(path, bad)]
+            found += [(f"{path.resolve().name}/{rel.as_posix()}", path / rel) for rel in scan(path, bad)
+                      if not any(part.startswith(".") for part in rel.parts)]  # .hypograph/ too: tool state
         else:
             found.append((path.name, path))
     if not found:
@@ -173,6 +175,10 @@ def collect(paths: list[Path], limits: ArchiveLimits) -> list[Input]:
         if rel in names:
             raise HypographError(f"{source}: its name {rel!r} is already taken by {names[rel]}; rename one")
         names[rel] = source
+        problem = None if encodable(rel) else "its name is not valid Unicode"
+        problem = problem or next((name_problem(part) for part in rel.split("/") if name_problem(part)), None)
+        if problem:
+            raise HypographError(f"{source}: {problem}; rename it to add it")
         sha, size = file_sha(source)
         members = tuple(archive_members(source, limits, str(source))) if is_archive(rel) else None
         if members == ():
