@@ -180,6 +180,33 @@ def test_a_busy_case_is_deferred_on_the_cli(tmp_path, raw, capsys):
         t.join()
 
 
+def test_an_archive_inside_an_input_folder_is_checked_too(tmp_path, raw, capsys):
+    _zip(raw["folder"] / "old-logs.zip", [("../../etc/x", b"x")])
+    case = tmp_path / "cases" / "c"
+    assert main(["case", "new", str(case), "--question", "q?", str(raw["folder"])]) == 1
+    err = capsys.readouterr().err
+    assert "old-logs.zip: member '../../etc/x'" in err and "zip slip" in err and not case.exists()
+
+
+def test_an_add_interrupted_after_its_copies_is_added_again(tmp_path, raw, capsys):
+    """Inputs are copied before the revision's journal plan: a crash in between leaves case/r0002/
+    that no manifest names. The same add again completes; other bytes there are refused."""
+    case = new_case(tmp_path, raw, capsys)
+    log = tmp_path / "controller.log"
+    log.write_text("firmware 2.1 loaded\n")
+    (case / "case/r0002").mkdir()
+    (case / "case/r0002/controller.log").write_text("firmware 2.1 loaded\n")  # the crashed add's copy
+    assert main(["case", "add", str(case), str(log)]) == 0
+    assert json.loads((case / "manifest.json").read_text())["analysis_revision"] == 2
+    other = tmp_path / "other.log"
+    other.write_text("new\n")
+    (case / "case/r0003").mkdir()
+    (case / "case/r0003/other.log").write_text("something else\n")
+    before = files(case)
+    assert main(["case", "add", str(case), str(other)]) == 1
+    assert "is no revision's input" in capsys.readouterr().err and files(case) == before
+
+
 def test_an_input_whose_name_cannot_be_written_safely_is_refused(tmp_path, capsys):
     long = tmp_path / ("n" * 240 + ".txt")
     long.write_text("x\n")
