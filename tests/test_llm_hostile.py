@@ -242,3 +242,13 @@ def test_a_re_ask_quotes_the_first_1000_characters_of_a_runaway_answer(llm_serve
     reask = llm_server.requests[1].messages
     assert reask[2] == {"role": "assistant", "content": runaway[:1000] + f" […{len(runaway) - 1000} more characters]"}
     assert reask[3]["content"].startswith("That answer is invalid: answer: Invalid JSON")
+
+
+def test_a_cut_off_answer_is_re_asked_within_the_context_and_rejected_when_it_cannot_be(llm_server, tmp_path):
+    llm_server.always(lambda body: cut_off('{"decisions": [{"pair": 1, "verdict": "KE'))
+    c = client(llm_server, tmp_path, context_length=1100)
+    decisions = judge(c)
+    budgets = [r.body["max_tokens"] for r in llm_server.requests]
+    assert budgets[0] < budgets[1] < 2 * budgets[0]  # doubled only as far as the context leaves room
+    assert_flagged(decisions, "cut off at its budget")
+    assert c.usage.refused == 0  # a re-ask that cannot fit ends the item as rejected, not "not asked"

@@ -504,15 +504,20 @@ class LLMClient:
             wire_schema(request.schema.model_json_schema(), request.items), request.items)
         doubled = False
         error = ""
+        made = 0
         sent = messages
         for attempt in range(1, attempts + 1):
             limit = self._context_length()
             prompt_tokens = estimate_tokens(sent)
             if limit and prompt_tokens + budget > limit:
-                return self._refusal(request, prompt_tokens, budget, limit)
+                if attempt == 1:
+                    return self._refusal(request, prompt_tokens, budget, limit)
+                error += f" (not re-asked: the re-ask would exceed the context length of {limit} tokens)"
+                break
             result = self._complete(request, sent, attempt, budget)
             if isinstance(result, Rejected):
                 return result  # the server named its context limit
+            made = attempt
             text, finish_reason, record = result
             error = self._validation_error(request, text, finish_reason, budget)
             # the answered call's trace says whether its answer was valid (an eval reads rejections off it)
@@ -523,7 +528,9 @@ class LLMClient:
                 with self._lock:
                     self.usage.cut_off += 1
                 if not doubled:
-                    budget, doubled = min(budget * 2, MAX_BUDGET * 2), True
+                    # doubled once, as far as the context leaves room for it beside the re-ask
+                    room = limit - estimate_tokens(messages + _reask(text, error)) if limit else budget * 2
+                    budget, doubled = max(budget, min(budget * 2, MAX_BUDGET * 2, room)), True
             with self._lock:
                 self.usage.invalid_answers += 1
             if attempt < attempts:
@@ -532,7 +539,7 @@ class LLMClient:
                 sent = messages + _reask(text, error)
         with self._lock:
             self.usage.rejected += 1
-        return Rejected(f"invalid answer after {attempts} attempts: {error}", attempts)
+        return Rejected(f"invalid answer after {made} attempts: {error}", made)
 
     def _validation_error(self, request: Request, text: str, finish_reason: str | None, budget: int) -> str | None:
         """Why ``text`` is no valid answer to ``request``, or None."""
