@@ -252,3 +252,16 @@ def test_a_cut_off_answer_is_re_asked_within_the_context_and_rejected_when_it_ca
     assert budgets[0] < budgets[1] < 2 * budgets[0]  # doubled only as far as the context leaves room
     assert_flagged(decisions, "cut off at its budget")
     assert c.usage.refused == 0  # a re-ask that cannot fit ends the item as rejected, not "not asked"
+
+
+def test_a_case_prompt_over_the_context_is_no_outage_retried_for_rounds(llm_server, tmp_path):
+    from casework_support import builder_for, make_case, package_id
+
+    from hypograph.casework import Status
+
+    case = make_case(tmp_path / "cases")
+    llm_server.always(context_limited(100, 2048, answer("{}")))
+    result = asyncio.run(builder_for(case, [llm_server.url]).build(case.name, package_id(case), None))
+    assert result.status is not Status.RETRY_PENDING, result.message
+    assert "context length (2048 tokens)" in result.message
+    assert len(llm_server.requests) == 1
