@@ -22,6 +22,7 @@ from dagster._core.definitions.data_version import DATA_VERSION_TAG
 from assets.groups import CASEWORK, PROXIMITY
 from assets.partitions import case_revisions, hypothesis_inputs, revision_key, sub_key
 from hypograph.casework.package import CasePackage
+from hypograph.errors import HypographError
 from hypograph.inputs import WITH_HYPOTHESES, InputRecord, fingerprint
 from resources import Inputs
 
@@ -29,24 +30,32 @@ from resources import Inputs
 warnings.filterwarnings("ignore", message="Function `observable_source_asset`", category=BetaWarning)
 
 
-@observable_source_asset(partitions_def=hypothesis_inputs, group_name=PROXIMITY)
+HYPOTHESES = ("The hypotheses of each registered input, as the user left them: hypotheses/ of a run directory "
+              "or a vault, hypothesis_library.json of a library. Data version: a digest of their content. "
+              "Observe it to see which inputs changed; proximity is stale until it reads the new version.")
+CASE_PACKAGE = ("Each registered case package at its current analysis revision (manifest, interpretation, case "
+                "files). Data version: a digest of the package's files, tool state aside.")
+
+
+@observable_source_asset(partitions_def=hypothesis_inputs, group_name=PROXIMITY, description=HYPOTHESES)
 def hypotheses(inputs: Inputs) -> DataVersionsByPartition:
-    """The hypotheses of each registered input, as the user left them: ``hypotheses/`` of a run
-    directory or a vault, ``hypothesis_library.json`` of a library. Data version: a digest of
-    their content."""
+    """The current version of every registered input with hypotheses (see HYPOTHESES)."""
     return DataVersionsByPartition({r.id: DataVersion(fingerprint(r.path, r.kind))
                                     for r in inputs.registry().of_kind(*WITH_HYPOTHESES) if r.path.is_dir()})
 
 
-@observable_source_asset(partitions_def=case_revisions, group_name=CASEWORK)
-def case_package(inputs: Inputs) -> DataVersionsByPartition:
-    """Each registered case package at its current analysis revision (manifest, interpretation,
-    case files). Data version: a digest of the package's files, tool state aside."""
+@observable_source_asset(partitions_def=case_revisions, group_name=CASEWORK, description=CASE_PACKAGE)
+def case_package(context, inputs: Inputs) -> DataVersionsByPartition:
+    """The current version of every registered case package (see CASE_PACKAGE); a package that
+    cannot be read is skipped with one logged line."""
     versions = {}
     for r in inputs.registry().of_kind("case"):
-        if r.path.is_dir():
+        try:
             revision = CasePackage(r.path).manifest()["analysis_revision"]
-            versions[sub_key(r.id, revision_key(revision))] = DataVersion(fingerprint(r.path, "case"))
+        except (HypographError, OSError, KeyError, TypeError) as e:
+            context.log.warning(f"{r.id}: {r.path}: not observed: {e}")
+            continue
+        versions[sub_key(r.id, revision_key(revision))] = DataVersion(fingerprint(r.path, "case"))
     return DataVersionsByPartition(versions)
 
 

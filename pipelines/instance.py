@@ -65,14 +65,25 @@ def register(instance, root: Path, kind: Kind | None = None) -> InputRecord:
     return record
 
 
+def _endpoint_from_environment() -> dict:
+    """Model and endpoint as this process's environment sets them now (never the key, which the
+    resource reads from its variable): a command runs with the model its own environment names,
+    whatever the environment was when the definitions were first imported."""
+    from hypograph.llm import LLMConfig
+
+    config = LLMConfig.from_env()
+    return {k: v for k, v in (("model", config.model), ("base_url", config.base_url)) if v}
+
+
 def run_config(resources: dict[str, dict] | None = None, offline: bool | None = None,
                log_level: str = "CRITICAL") -> dict:
     """Run config setting resources' fields (``{"proximity": {...}, "library": {...}}``; None values
     keep the defaults) and the LLM switch, as the Launchpad does; ``offline=None`` keeps its default."""
     config = {name: {"config": {k: v for k, v in fields.items() if v is not None}}
               for name, fields in (resources or {}).items()}
-    if offline is not None:
-        config["llm"] = {"config": {"offline": offline}}
+    llm = {**_endpoint_from_environment(), **({"offline": offline} if offline is not None else {})}
+    if llm:
+        config["llm"] = {"config": llm}
     return {"resources": config, "loggers": {"console": {"config": {"log_level": log_level}}}}
 
 

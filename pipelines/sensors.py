@@ -4,6 +4,7 @@ which Dagster applies only when the tick is committed."""
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 from dagster import (
@@ -45,6 +46,12 @@ from hypograph.library.run import next_round, pending_rounds, settings_for_round
 from pipelines.jobs import case_batch_job, library_round_job, proximity_job, structure_job
 from resources import Inputs
 
+
+def described(decorator, **kwargs):
+    """``decorator(**kwargs)`` with the function's docstring as the description the UI shows."""
+    return lambda fn: decorator(description=inspect.cleandoc(fn.__doc__), **kwargs)(fn)
+
+
 ACTIVE = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
           DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
 
@@ -68,7 +75,7 @@ def partition_requests(instance, records: list[InputRecord]) -> list:
     return requests
 
 
-@sensor(minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING)
+@described(sensor, minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING)
 def inputs_discovered(context: SensorEvaluationContext, inputs: Inputs):
     """Registers each input folder under the workspace folder (``HYPOGRAPH_WORKSPACE``) and adds its
     partitions: run directories, vaults, libraries, case packages and their revisions. Leave it on
@@ -103,7 +110,8 @@ def _latest(instance, asset: str, partition: str, observation: bool = False):
     return records[0] if records else None
 
 
-@sensor(jobs=[proximity_job, structure_job], minimum_interval_seconds=30, default_status=DefaultSensorStatus.STOPPED)
+@described(sensor, jobs=[proximity_job, structure_job], minimum_interval_seconds=30,
+           default_status=DefaultSensorStatus.STOPPED)
 def hypotheses_changed(context: SensorEvaluationContext, inputs: Inputs):
     """Observes each registered input's hypotheses and keeps its results current, from Dagster's
     data versions: proximity when its texts were materialized before the latest observed version;
@@ -141,7 +149,7 @@ def _left_by_step4(instance, key: str) -> str | None:
     return value.value if value is not None else None
 
 
-@schedule(job=proximity_job, cron_schedule="0 3 * * *", default_status=DefaultScheduleStatus.STOPPED)
+@described(schedule, job=proximity_job, cron_schedule="0 3 * * *", default_status=DefaultScheduleStatus.STOPPED)
 def nightly_proximity(context: ScheduleEvaluationContext):
     """Re-runs proximity on every registered run directory, vault and library at 03:00 (a no-op on
     disk when nothing changed). Turn it on when inputs change outside Hypograph's view."""
@@ -149,7 +157,8 @@ def nightly_proximity(context: ScheduleEvaluationContext):
             for key in context.instance.get_dynamic_partitions(HYPOTHESIS_INPUTS)]
 
 
-@sensor(job=library_round_job, minimum_interval_seconds=24 * 3600, default_status=DefaultSensorStatus.STOPPED)
+@described(sensor, job=library_round_job, minimum_interval_seconds=24 * 3600,
+           default_status=DefaultSensorStatus.STOPPED)
 def next_library_round(context: SensorEvaluationContext, inputs: Inputs):
     """Once a day, runs each registered library's next round (or finishes its interrupted one) with
     the previous round's settings, adding the round's partition. A library with no round yet is
@@ -176,7 +185,7 @@ def next_library_round(context: SensorEvaluationContext, inputs: Inputs):
     return SensorResult(run_requests=requests, dynamic_partitions_requests=add)
 
 
-@sensor(job=case_batch_job, minimum_interval_seconds=60, default_status=DefaultSensorStatus.STOPPED)
+@described(sensor, job=case_batch_job, minimum_interval_seconds=60, default_status=DefaultSensorStatus.STOPPED)
 def case_retries_due(context: SensorEvaluationContext, inputs: Inputs):
     """Re-dispatches each registered case whose RETRY_PENDING due time has passed (a dispatch never
     sleeps: this sensor is how a retry happens). Turn it on when a model endpoint may be down. Reads

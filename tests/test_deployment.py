@@ -24,6 +24,7 @@ from conftest import (
 from dagster import DagsterInstance, DagsterRunStatus
 
 from pipelines.definitions import defs
+from pipelines.instance import failures, register
 
 
 def four_inputs(base: Path) -> list[Path]:
@@ -40,7 +41,7 @@ def hypograph(*args, env: dict) -> subprocess.CompletedProcess:
 def test_a_run_for_one_input_never_touches_another(tmp_path):
     a, b = copy_tree(EXAMPLE_VAULT, tmp_path / "a"), copy_tree(EXAMPLE_VAULT, tmp_path / "b")
     instance = DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions("inputs", [str(b.resolve())])
+    register(instance, b)
     before = snapshot(b)
     assert execute(a, "structure", instance=instance).success
     assert snapshot(b) == before
@@ -48,14 +49,18 @@ def test_a_run_for_one_input_never_touches_another(tmp_path):
     assert (a / "hypothesis-clusters").is_dir() and not (b / "hypothesis-clusters").exists()
 
 
-def test_an_unknown_or_relative_partition_is_refused(tmp_path):
+def test_an_unknown_input_or_a_vanished_folder_is_refused_in_one_line(tmp_path):
+    import shutil
+
     instance = DagsterInstance.ephemeral()
-    missing = str(tmp_path / "gone")
-    instance.add_dynamic_partitions("inputs", [missing, "relative/path"])
-    for key in (missing, "relative/path"):
+    gone = register(instance, copy_tree(EXAMPLE_RUN, tmp_path / "gone")).id
+    shutil.rmtree(tmp_path / "gone")
+    instance.add_dynamic_partitions("hypothesis_inputs", ["never-added"])
+    for key, why in ((gone, "is gone (moved?"), ("never-added", "is not registered")):
         result = defs.resolve_job_def("proximity").execute_in_process(
             instance=instance, partition_key=key, raise_on_error=False)
         assert not result.success
+        assert any(why in line for line in failures(result)), failures(result)
     assert not (tmp_path / "gone").exists()
 
 
@@ -64,8 +69,13 @@ def test_hypograph_add_registers_inputs_in_the_shared_instance(tmp_path):
     inputs = four_inputs(tmp_path / "inputs")
     result = hypograph("add", *inputs, env=env)
     assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [f"{p.name}: {'run-dir' if p.name == 'run' else 'vault'} {p.resolve()}"
+                                          for p in inputs]
     with DagsterInstance.from_config(str(tmp_path / "home")) as instance:
-        assert sorted(instance.get_dynamic_partitions("inputs")) == sorted(str(p.resolve()) for p in inputs)
+        assert sorted(instance.get_dynamic_partitions("hypothesis_inputs")) == sorted(p.name for p in inputs)
+        assert sorted(instance.get_dynamic_partitions("vaults")) == ["covid1", "eggs1", "vault"]
+    again = hypograph("add", *inputs, env=env)
+    assert again.stdout == result.stdout  # idempotent
 
 
 def test_backfill_of_proximity_across_every_input_runs_with_the_daemon(tmp_path):
@@ -86,7 +96,7 @@ def test_backfill_of_proximity_across_every_input_runs_with_the_daemon(tmp_path)
     finally:
         os.killpg(daemon.pid, signal.SIGTERM)
         daemon.wait(timeout=60)
-    assert sorted(r.tags["dagster/partition"] for r in runs) == sorted(str(p.resolve()) for p in inputs)
+    assert sorted(r.tags["dagster/partition"] for r in runs) == sorted(p.name for p in inputs)
     assert {r.status for r in runs} == {DagsterRunStatus.SUCCESS}
     assert len({r.tags["dagster/backfill"] for r in runs}) == 1
     for root in inputs:
@@ -107,30 +117,31 @@ def wait_for_runs(home: Path, count: int, seconds: float) -> list:
 # -- the code location, pinned ---------------------------------------------------------------
 
 EXPECTED_ASSETS = {
-    # asset: (group, upstream assets)
-    "hypothesis_texts": ("proximity", set()),
-    "hypothesis_embeddings": ("proximity", {"hypothesis_texts"}),
-    "similarity_graph": ("proximity", {"hypothesis_embeddings"}),
-    "proximity_clusters": ("proximity", {"similarity_graph", "hypothesis_texts", "hypothesis_embeddings"}),
-    "duplicate_pairs": ("proximity", {"similarity_graph", "hypothesis_embeddings", "hypothesis_texts"}),
-    "dedup_verdicts": ("proximity", {"duplicate_pairs", "hypothesis_texts", "hypothesis_embeddings"}),
-    "cluster_labels": ("proximity", {"proximity_clusters", "hypothesis_texts"}),
-    "hypothesis_dispositions": ("structure", {"dedup_verdicts", "hypothesis_embeddings"}),
-    "hypothesis_clusters": ("structure", {"hypothesis_dispositions"}),
-    "structure_map": ("structure", {"hypothesis_clusters"}),
-    "structured_proximity": ("structure", {"structure_map"}),
-    "round_candidates": ("library", set()),
-    "round_dedup": ("library", {"round_candidates"}),
-    "round_scores": ("library", {"round_dedup"}),
-    "round_persisted": ("library", {"round_dedup", "round_scores"}),
-    "hypothesis_library": ("library", {"round_persisted"}),
-    "case_interpretation": ("casework", set()),
-    "case_context": ("casework", {"case_interpretation"}),
-    "hypothesis_batch": ("casework", {"case_context"}),
-    "batch_vault_nodes": ("casework", {"hypothesis_batch"}),
+    # asset: (group, upstream assets, partition set)
+    "hypotheses": ("proximity", set(), "hypothesis_inputs"),
+    "hypothesis_texts": ("proximity", {"hypotheses"}, "hypothesis_inputs"),
+    "hypothesis_embeddings": ("proximity", {"hypothesis_texts"}, "hypothesis_inputs"),
+    "similarity_graph": ("proximity", {"hypothesis_embeddings"}, "hypothesis_inputs"),
+    "proximity_clusters": ("proximity", {"similarity_graph", "hypothesis_texts", "hypothesis_embeddings"},
+                           "hypothesis_inputs"),
+    "duplicate_pairs": ("proximity", {"similarity_graph", "hypothesis_embeddings", "hypothesis_texts"},
+                        "hypothesis_inputs"),
+    "dedup_verdicts": ("proximity", {"duplicate_pairs", "hypothesis_texts", "hypothesis_embeddings"},
+                       "hypothesis_inputs"),
+    "cluster_labels": ("proximity", {"proximity_clusters", "hypothesis_texts"}, "hypothesis_inputs"),
+    "hypothesis_dispositions": ("structure", {"dedup_verdicts", "hypothesis_embeddings"}, "vaults"),
+    "hypothesis_clusters": ("structure", {"hypothesis_dispositions"}, "vaults"),
+    "structure_map": ("structure", {"hypothesis_clusters"}, "vaults"),
+    "round_candidates": ("library", set(), "library_rounds"),
+    "round_dedup": ("library", {"round_candidates"}, "library_rounds"),
+    "round_scores": ("library", {"round_candidates", "round_dedup"}, "library_rounds"),
+    "hypothesis_library": ("library", {"round_dedup", "round_scores"}, "library_rounds"),
+    "case_package": ("casework", set(), "case_revisions"),
+    "case_interpretation": ("casework", {"case_package"}, "case_revisions"),
+    "case_context": ("casework", {"case_interpretation"}, "case_revisions"),
+    "hypothesis_batch": ("casework", {"case_context"}, "case_revisions"),
+    "batch_vault_nodes": ("casework", {"hypothesis_batch"}, "case_revisions"),
 }
-CASE_ASSETS = {"case_interpretation", "case_context", "hypothesis_batch", "batch_vault_nodes"}
-ROUND_ASSETS = {"round_candidates", "round_dedup", "round_scores", "round_persisted"}
 EXPECTED_CHECKS = {
     ("similarity_graph", "graph_covers_embedded_ids"), ("similarity_graph", "graph_is_symmetric"),
     ("proximity_clusters", "clusters_partition_nodes"), ("duplicate_pairs", "duplicate_pairs_are_valid"),
@@ -149,23 +160,25 @@ EXPECTED_CHECKS = {
 
 
 def test_definitions_snapshot():
+    """Keys, groups, deps and partition sets of every asset; checks blocking and on their asset's
+    partitions; every job on one partition set; a description on everything a user clicks."""
     graph = defs.resolve_asset_graph()
     assets = {}
     for key in graph.get_all_asset_keys():
         node = graph.get(key)
-        name = key.to_user_string()
-        assets[name] = (node.group_name, {p.to_user_string() for p in node.parent_keys})
-        multi = name in ROUND_ASSETS | CASE_ASSETS
-        parts = node.partitions_def
-        dims = [d.partitions_def.name for d in parts.partitions_defs] if multi else [parts.name]
-        assert dims == (["inputs", "library_rounds"] if name in ROUND_ASSETS else
-                        ["inputs", "case_revisions"] if name in CASE_ASSETS else ["inputs"]), name
+        assets[key.to_user_string()] = (node.group_name, {p.to_user_string() for p in node.parent_keys},
+                                        node.partitions_def.name)
+        assert node.description, key
     assert assets == EXPECTED_ASSETS
-    checks = {(k.asset_key.to_user_string(), k.name): graph.get_check_spec(k).blocking
-              for k in graph.asset_check_keys}
-    assert EXPECTED_CHECKS <= set(checks) and all(checks[c] for c in EXPECTED_CHECKS)
-    jobs = {j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__")}
-    assert jobs == {"proximity", "structure", "library_round", "library_rescore", "library", "case_batch",
-                    "case_batch_into_vault"}
-    assert {s.name for s in defs.schedules} == {"nightly_proximity", "next_library_round"}
-    assert {s.name for s in defs.sensors} == {"inputs_discovered", "hypotheses_changed", "case_retries_due"}
+    checks = {(k.asset_key.to_user_string(), k.name): graph.get_check_spec(k) for k in graph.asset_check_keys}
+    assert EXPECTED_CHECKS <= set(checks) and all(checks[c].blocking for c in EXPECTED_CHECKS)
+    for (asset, _), spec in checks.items():
+        assert spec.partitions_def.name == EXPECTED_ASSETS[asset][2] and spec.description, spec
+    jobs = {j.name: j for j in defs.resolve_all_job_defs() if not j.name.startswith("__")}
+    assert set(jobs) == {"proximity", "structure", "library_round", "library_rescore", "case_batch",
+                         "case_batch_into_vault"}
+    assert all(j.description and j.partitions_def is not None for j in jobs.values())
+    assert {s.name for s in defs.schedules} == {"nightly_proximity"}
+    assert {s.name for s in defs.sensors} == {"inputs_discovered", "hypotheses_changed", "next_library_round",
+                                              "case_retries_due"}
+    assert all(s.description for s in [*defs.schedules, *defs.sensors])

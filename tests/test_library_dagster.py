@@ -1,4 +1,4 @@
-"""Library rounds as Dagster partitions: ``hypograph library`` runs each round as its ``input|rNNNN``
+"""Library rounds as Dagster partitions: ``hypograph library`` runs each round as its ``<id>/rNNNN``
 partition on the shared instance, and a re-score backfill over every round regenerates nothing."""
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from library_stub import AtomServer, LibraryModel, behavior
 from llm_stub import llm_env, llm_server  # noqa: F401  (fixtures)
 from test_library_rounds import S1, S2, S3, S4, TOPIC, three_round_model
 
-from assets.partitions import ROUNDS, round_partition
+from assets.partitions import ROUNDS
+from hypograph.inputs import stored_id
 from hypograph.library.schema import read_library
 from pipelines.definitions import defs
-from pipelines.instance import run_config
+from pipelines.instance import register, run_config
 
 
 @pytest.fixture
@@ -38,13 +39,13 @@ def test_hypograph_library_runs_each_round_as_a_partition(tmp_path, llm_server, 
     assert out.returncode == 0, out.stderr
     assert "stopped early: r0003" in out.stdout
     assert [b.statement for b in read_library(root)[0].behaviors] == [S1, S2, S3, S4]
+    keys = [f"{stored_id(root)}/{k}" for k in ("r0001", "r0002", "r0003")]
     with DagsterInstance.from_config(os.environ["DAGSTER_HOME"]) as instance:
         runs = instance.get_runs()
-        assert {"r0001", "r0002", "r0003"} <= set(instance.get_dynamic_partitions(ROUNDS))
+        assert set(keys) <= set(instance.get_dynamic_partitions(ROUNDS))
     rounds = sorted(r.tags["dagster/partition"] for r in runs if r.job_name == "library_round")
-    assert rounds == [round_partition(str(root.resolve()), k) for k in ("r0001", "r0002", "r0003")]
-    assert all(r.status == DagsterRunStatus.SUCCESS for r in runs if r.job_name in ("library_round", "library"))
-    assert any(r.job_name == "library" and r.tags["dagster/partition"] == str(root.resolve()) for r in runs)
+    assert rounds == keys
+    assert all(r.status == DagsterRunStatus.SUCCESS for r in runs if r.job_name == "library_round")
     # A second invocation of round 1..3 is served from the rounds' state: no model call.
     calls = len(llm_server.requests)
     again = subprocess.run([str(VENV_BIN / "hypograph"), "library", str(root), "--report"], capture_output=True,
@@ -59,13 +60,13 @@ def test_a_rescore_backfill_over_every_round_regenerates_nothing_and_keeps_ids(t
     root = tmp_path / "lib"
     root.mkdir()
     instance = DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions("inputs", [str(root)])
-    instance.add_dynamic_partitions(ROUNDS, ["r0001", "r0002"])
+    library = register(instance, root, "library").id
+    instance.add_dynamic_partitions(ROUNDS, [f"{library}/r0001", f"{library}/r0002"])
     settings = {"topic": TOPIC, "n_behaviors": 1, "web": False}
     for key in ("r0001", "r0002"):
         config = run_config({"library": settings}, offline=False)
         result = defs.resolve_job_def("library_round").execute_in_process(
-            instance=instance, partition_key=round_partition(str(root), key), run_config=config)
+            instance=instance, partition_key=f"{library}/{key}", run_config=config)
         assert result.success
     before = read_library(root)[0]
     assert [b.id for b in before.behaviors] == ["B1", "B2"] and before.behaviors[0].impact.method == "llm-chat"
@@ -75,7 +76,7 @@ def test_a_rescore_backfill_over_every_round_regenerates_nothing_and_keeps_ids(t
         for key in ("r0001", "r0002"):  # the backfill: every round partition of library_rescore
             config = run_config({"library": {"web": True, "search_url": atom.url}}, offline=False)
             result = defs.resolve_job_def("library_rescore").execute_in_process(
-                instance=instance, partition_key=round_partition(str(root), key), run_config=config)
+                instance=instance, partition_key=f"{library}/{key}", run_config=config)
             assert result.success
     finally:
         atom.close()

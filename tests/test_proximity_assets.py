@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 from conftest import RUN_DUPLICATES, RUN_IDS, VENV_BIN, execute, offline_env, snapshot
-from dagster import DagsterInstance, DagsterRunStatus, RunsFilter, SkipReason, build_sensor_context
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 import hypograph.proximity.checks as checks
+from hypograph.inputs import stored_id
 from hypograph.prox_cli import main as prox_main
-from pipelines.sensors import hypotheses_changed
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 SEED_FILES = ("embeddings.npz", "embedding-ids.json", "embedding-meta.json", "graph.json", "clusters.json",
@@ -197,20 +197,6 @@ def test_job_on_bundled_example(request, example):
 
 # -- sensor -------------------------------------------------------------------------------------
 
-def test_sensor_requests_a_run_only_when_hypotheses_change(run_dir, example_vault, add_hypothesis):
-    instance = DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions("inputs", [str(run_dir.resolve()), str(example_vault.resolve())])
-    context = build_sensor_context(instance=instance)
-    first = hypotheses_changed(context)
-    assert {(r.partition_key, r.job_name) for r in first} == {
-        (str(run_dir.resolve()), "proximity"), (str(example_vault.resolve()), "structure")}
-    unchanged = hypotheses_changed(build_sensor_context(instance=instance, cursor=context.cursor))
-    assert isinstance(unchanged, SkipReason)
-    add_hypothesis(run_dir, "H-11", statement="Mites and viruses again.")
-    changed = hypotheses_changed(build_sensor_context(instance=instance, cursor=context.cursor))
-    assert [(r.partition_key, r.job_name) for r in changed] == [(str(run_dir.resolve()), "proximity")]
-
-
 # -- the hypograph CLI --------------------------------------------------------------------------
 
 def hypograph(*args) -> subprocess.CompletedProcess:
@@ -229,9 +215,11 @@ def test_hypograph_proximity_prints_summary_and_records_the_run(run_dir):
 
     home = Path(os.environ["DAGSTER_HOME"])  # the one shared instance (a throwaway one in tests)
     assert not (run_dir / ".hypograph" / "dagster").exists()
+    key = stored_id(run_dir)
+    assert key.startswith(run_dir.name)  # the folder's name, plus a suffix when another input took it
     with DagsterInstance.from_config(str(home)) as instance:
-        runs = instance.get_runs(filters=RunsFilter(tags={"dagster/partition": str(run_dir.resolve())}))
-        assert str(run_dir.resolve()) in instance.get_dynamic_partitions("inputs")
+        runs = instance.get_runs(filters=RunsFilter(tags={"dagster/partition": key}))
+        assert key in instance.get_dynamic_partitions("hypothesis_inputs")
     assert [(r.job_name, r.status) for r in runs] == [("proximity", DagsterRunStatus.SUCCESS)]
 
 
