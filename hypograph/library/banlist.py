@@ -18,12 +18,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hypograph.library.embedder import backend_of, make_embedder
 from hypograph.library.rounds import BanlistStats
 from hypograph.proximity.communities import labelled_clusters
-from hypograph.proximity.embed import embed
+from hypograph.proximity.embed import DEFAULT_SBERT_MODEL, Embeddings, embed
 from hypograph.proximity.graph import similarity_graph
 
-CLUSTER_THRESHOLD = 0.30  # the proximity graph's default edge threshold
+CLUSTER_THRESHOLD = 0.30  # the proximity graph's default edge threshold (TF-IDF)
+SBERT_CLUSTER_THRESHOLD = 0.55  # sentence embeddings are dense: a higher edge cosine keeps themes apart
 
 
 def estimate_tokens(text: str) -> int:
@@ -57,8 +59,9 @@ def clustered_banlist(items: list[tuple[str, str]], budget: int, backend: str = 
     """One representative per proximity cluster plus labels, largest clusters first, within ``budget``."""
     ids = [i for i, _ in items]
     texts = dict(items)
-    emb = embed(ids, [texts[i] for i in ids], backend)
-    graph = similarity_graph(ids, emb.matrix, CLUSTER_THRESHOLD)
+    emb = _embeddings(ids, [texts[i] for i in ids], backend)
+    threshold = SBERT_CLUSTER_THRESHOLD if emb.backend == "sbert" else CLUSTER_THRESHOLD
+    graph = similarity_graph(ids, emb.matrix, threshold, workers=1)
     clusters = labelled_clusters(graph, texts, terms=emb if emb.vocabulary is not None else None)
     row = {i: k for k, i in enumerate(ids)}
     header = (f"The library holds {len(items)} items in {clusters.num_clusters} clusters of similar items. "
@@ -85,6 +88,16 @@ def clustered_banlist(items: list[tuple[str, str]], budget: int, backend: str = 
     text = "\n".join(out)
     return Banlist(text, BanlistStats(mode="clustered", items=len(items), shown=shown,
                                       clusters=clusters.num_clusters, tokens=estimate_tokens(text)))
+
+
+def _embeddings(ids: list[str], texts: list[str], backend: str) -> Embeddings:
+    """The items' rows: sentence embeddings from the library's shared model (loaded once per
+    process; TF-IDF when the ``semantic`` extra is absent), or TF-IDF rows with their vocabulary."""
+    if backend == "sbert":
+        embedder = make_embedder("sbert")
+        if backend_of(embedder).startswith("sbert"):
+            return Embeddings(list(ids), embedder(texts), "sbert", DEFAULT_SBERT_MODEL)
+    return embed(ids, texts, "tfidf")
 
 
 def _medoid(matrix, rows: list[int]) -> int:

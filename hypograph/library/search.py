@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -75,16 +77,35 @@ class _Http:
 
 
 class ArxivSearch(_Http):
-    """A search resource over arXiv's Atom API (or anything serving the same feed)."""
+    """A search resource over arXiv's Atom API (or anything serving the same feed).
+
+    arXiv asks API clients for one request every 3 seconds: requests to an ``arxiv.org`` host are
+    spaced by ``min_interval`` (default 3 s there, none elsewhere)."""
 
     name = "arxiv"
+    _last = 0.0
+    _lock = threading.Lock()
 
-    def __init__(self, base_url: str | None = None, timeout: float = 10.0, max_results: int = 5):
+    def __init__(self, base_url: str | None = None, timeout: float = 10.0, max_results: int = 5,
+                 min_interval: float | None = None):
         super().__init__(base_url or os.environ.get("HYPOGRAPH_ARXIV_URL") or os.environ.get("HYPOGRAPH_SEARCH_URL")
                          or DEFAULT_URL, timeout, max_results)
+        host = urllib.parse.urlsplit(self.base_url).hostname or ""
+        self.min_interval = (3.0 if host == "arxiv.org" or host.endswith(".arxiv.org") else 0.0) \
+            if min_interval is None else min_interval
+
+    def _pace(self) -> None:
+        if self.min_interval <= 0:
+            return
+        with ArxivSearch._lock:
+            wait = ArxivSearch._last + self.min_interval - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            ArxivSearch._last = time.monotonic()
 
     def search(self, query: str | list[str]) -> SearchOutcome:
         """The feed's entries for ``query`` (terms AND-ed); any failure is an outcome, never an exception."""
+        self._pace()
         terms = _terms(query)
         text = " AND ".join(f'all:"{t}"' if " " in t else f"all:{t}" for t in terms)
         body, failed = self._get({"search_query": text, "start": 0, "max_results": self.max_results}, text)
@@ -108,7 +129,10 @@ class OpenAlexSearch(_Http):
 
     def search(self, query: str | list[str]) -> SearchOutcome:
         text = " ".join(_terms(query))
-        body, failed = self._get({"search": text, "per-page": self.max_results}, text)
+        params = {"search": text, "per-page": self.max_results}
+        if os.environ.get("HYPOGRAPH_OPENALEX_MAILTO"):  # OpenAlex's polite pool
+            params["mailto"] = os.environ["HYPOGRAPH_OPENALEX_MAILTO"]
+        body, failed = self._get(params, text)
         if failed:
             return failed
         try:
