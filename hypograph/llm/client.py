@@ -509,6 +509,11 @@ class LLMClient:
         for attempt in range(1, attempts + 1):
             limit = self._context_length()
             prompt_tokens = estimate_tokens(sent)
+            if limit and prompt_tokens + budget > limit and attempt == 1 and not (request.max_tokens or
+                                                                                  self.config.max_tokens):
+                # the schema's worst case is no need: what the context leaves will do, unless it is
+                # under a quarter of that (the answer would be cut off)
+                budget = max(budget // 4, MIN_BUDGET, limit - prompt_tokens)
             if limit and prompt_tokens + budget > limit:
                 if attempt == 1:
                     return self._refusal(request, prompt_tokens, budget, limit)
