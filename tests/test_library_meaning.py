@@ -320,3 +320,18 @@ def test_search_parsers_keep_ids_years_and_titles():
         parse_openalex(b'{"error": "bad"}')
     search = web_search("http://127.0.0.1:9/api/query", "http://127.0.0.1:9/works")
     assert [s.name for s in search.searchers] == ["arxiv", "openalex"]
+
+
+def test_a_mechanism_repeating_one_under_another_behavior_is_dropped_and_checks_still_pass(lib, stub):
+    from hypograph.library.checks import run_checks
+
+    existing = read_library(lib)[0].behaviors[0].mechanisms[0]
+    answer = behavior(OPPOSITE_B1, tag="copy")
+    answer["mechanisms"][0]["hypothesis"] = existing.hypothesis + "  "  # the same text, spaced otherwise
+    stub.always(LibraryModel(rounds=[{"behaviors": [answer]}]))
+    run_library(lib, TOPIC, rounds=1, n_behaviors=1, web=False)
+    dedup = RoundDedup.model_validate_json((lib / ".hypograph/library/rounds/r0001/dedup.json").read_text())
+    v = next(v for v in dedup.verdicts if v.layer == "mechanism" and v.key == "c1.m1")
+    assert (v.verdict, v.of, v.decided_by) == ("duplicate", existing.id, "exact")
+    assert len(read_library(lib)[0].behaviors[3].mechanisms) == 3
+    assert all(not violations for violations in run_checks(lib).values())

@@ -5,8 +5,8 @@ candidates), then mechanisms within each surviving / target behavior (against th
 existing mechanisms and the earlier candidates under it). For each candidate:
 
 1. **exact**: a text equal after normalisation (``modes.normalise``) to a library node or an
-   earlier candidate is a duplicate without asking: a model repeating a banlist item ends here,
-   dropped and counted, never an error;
+   earlier candidate (a mechanism's hypothesis: to any in the library) is a duplicate without
+   asking: a model repeating a banlist item ends here, dropped and counted, never an error;
 2. **neighbours by meaning**: every other candidate is embedded with the pool (sentence
    embeddings; TF-IDF only where the ``semantic`` extra is absent, recorded in
    ``RoundDedup.embedder``) and given its ``max(10, settings.neighbours)`` (default 15) nearest library nodes
@@ -107,6 +107,7 @@ def dedup_round(root: Path, key: str, candidates: RoundCandidates | None, client
         dropped = {v.key for v in verdicts if v.verdict != "new"}
         behaviors = [b for b in behaviors if b.key not in dropped]
     items = [i for b in behaviors for i in mechanism_items(library, b, embedder, k)]
+    _exact_elsewhere(items, library, behaviors)
     mech_verdicts = _decide(items, client, traces, key, "mechanism")
     verdicts += mech_verdicts
     dropped = {v.key for v in mech_verdicts if v.verdict != "new"}
@@ -135,6 +136,19 @@ def mechanism_items(library: Library | None, behavior: CandidateBehavior, embedd
     pool = [(m.id, mechanism_text(m.strategy, m.hypothesis)) for m in (node.mechanisms if node else [])]
     queries = [(m.key, mechanism_text(m.strategy, m.hypothesis)) for m in behavior.mechanisms]
     return neighbour_items("mechanism", pool, queries, embedder, k)
+
+
+def _exact_elsewhere(items: list[Item], library: Library | None, behaviors: list[CandidateBehavior]) -> None:
+    """Mark as exact duplicates the mechanisms whose hypothesis equals, after normalisation, one
+    under *another* behavior (the library's or an earlier candidate's): the library keeps every
+    mechanism text distinct (``checks.check_distinct``), so such a repeat would fail its checks."""
+    seen = {normalise(m.hypothesis): m.id for _, m in (library.mechanisms() if library else [])}
+    by_key = {m.key: m for b in behaviors for m in b.mechanisms}
+    for it in items:
+        key = normalise(by_key[it.key].hypothesis)
+        if it.exact is None and key in seen:
+            it.exact = seen[key]
+        seen.setdefault(key, it.key)
 
 
 def mechanism_text(strategy: str, hypothesis: str) -> str:
