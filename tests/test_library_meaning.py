@@ -335,3 +335,30 @@ def test_a_mechanism_repeating_one_under_another_behavior_is_dropped_and_checks_
     assert (v.verdict, v.of, v.decided_by) == ("duplicate", existing.id, "exact")
     assert len(read_library(lib)[0].behaviors[3].mechanisms) == 3
     assert all(not violations for violations in run_checks(lib).values())
+
+
+def test_a_runner_whose_steps_pass_no_trace_run_still_traces_one_invocation(tmp_path, stub):
+    """What ``hypograph library`` does through Dagster (execute_in_process): each step makes its own
+    client and passes no TraceRun; the invocation run_library is carrying out still holds them."""
+    stub.always(LibraryModel(rounds=[{"behaviors": [behavior(B1, tag="one")]},
+                                     {"behaviors": [behavior(B2, tag="two")]}]))
+
+    def steps(key: str, settings: RoundSettings) -> int:
+        fresh = RoundSettings.model_validate(settings.model_dump())  # as run config: the id is not in it
+        assert fresh.invocation is None and settings.invocation
+        cands = generate_round(tmp_path, key, fresh, client(tmp_path))
+        dedup = dedup_round(tmp_path, key, cands, client(tmp_path))
+        scores = score_round(tmp_path, key, dedup, client(tmp_path))
+        persist_round(tmp_path, key, dedup, scores)
+        return len(dedup.survivors)
+
+    run_library(tmp_path, TOPIC, rounds=2, n_behaviors=1, web=False, round_runner=steps)
+    runs = list((tmp_path / ".hypograph/traces/hypothesis-batch").iterdir())
+    assert len(runs) == 1 and sorted(p.name for p in runs[0].iterdir()) == ["r01", "r02"]
+    batches = {b.model_extra["batch"].split(".")[1] for b in read_library(tmp_path)[0].behaviors}
+    assert batches == {runs[0].name.split("_")[1]}
+    import os
+
+    from hypograph.library.traces import INVOCATION_ENV
+
+    assert INVOCATION_ENV not in os.environ  # restored after the invocation

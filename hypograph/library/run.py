@@ -34,7 +34,7 @@ from hypograph.library.schema import read_library
 from hypograph.library.score import score_round
 from hypograph.library.search import web_search
 from hypograph.library.state import TRACE_TASK, read_model, round_dir, round_key, round_keys, round_number, state_dir
-from hypograph.library.traces import TraceRun
+from hypograph.library.traces import TraceRun, current_invocation
 from hypograph.llm.client import LLMClient
 from hypograph.llm.config import LLMConfig
 
@@ -129,12 +129,13 @@ def run_library(root: Path, topic: str, rounds: int = 1, n_behaviors: int = 10, 
 
     done: list[str] = []
     early_stop = None
-    for _ in range(rounds):
-        key = pending.pop(0) if pending else next_round(root)
-        survivors = round_runner(key, settings)
-        done.append(key)
-        if survivors == 0:
-            early_stop = key
-            break
+    with current_invocation(invocation):  # steps of this process (or its children) trace under it
+        for _ in range(rounds):
+            key = pending.pop(0) if pending else next_round(root)
+            survivors = round_runner(key, settings)
+            done.append(key)
+            if survivors == 0:
+                early_stop = key
+                break
     return build_report(root, done, requested=rounds, source=resolution.source, early_stop=early_stop, notes=notes,
                         topic=topic)
