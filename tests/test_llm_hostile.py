@@ -269,8 +269,13 @@ def test_a_case_prompt_over_the_context_is_no_outage_retried_for_rounds(llm_serv
 
 def test_a_budget_larger_than_the_context_leaves_is_lowered_to_what_it_leaves(llm_server, tmp_path):
     llm_server.always(adjudication_responder("KEEP"))
+    from hypograph.llm.client import estimate_tokens
+    from hypograph.proximity.adjudicate import _request
+
     schema_budget = answer_budget(wire_schema(PairJudgements.model_json_schema(), 1), 1)
-    c = client(llm_server, tmp_path, context_length=schema_budget + 300)
+    c = client(llm_server, tmp_path)
+    prompt = max(estimate_tokens(c._messages(_request([p], HYPS))) for p in PAIRS)
+    c = client(llm_server, tmp_path, context_length=prompt + schema_budget - 5)
     assert [d.decided_by for d in judge(c)] == [DECIDER, DECIDER]
     sent = [r.body["max_tokens"] for r in llm_server.requests]
-    assert all(schema_budget // 4 <= b < schema_budget for b in sent)
+    assert all(schema_budget // 4 <= b < schema_budget for b in sent), (sent, schema_budget)
