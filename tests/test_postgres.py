@@ -102,7 +102,7 @@ def test_cli_and_queued_runs_are_recorded_in_postgres(postgres, tmp_path, monkey
         assert subprocess.run([VENV_BIN / "hypograph", "add", by_queue], env=env, timeout=120).returncode == 0
         # What the Launchpad's Materialize does: a run of the job on one partition, handed to the queue.
         launch = subprocess.run([VENV_BIN / "dagster", "job", "launch", "-j", "proximity", "-w", "workspace.yaml",
-                                 "--tags", json.dumps({"dagster/partition": str(by_queue)})],
+                                 "--tags", json.dumps({"dagster/partition": "queued"})],
                                 cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
         assert launch.returncode == 0, launch.stderr
         out, err = cli.communicate(timeout=300)
@@ -112,13 +112,13 @@ def test_cli_and_queued_runs_are_recorded_in_postgres(postgres, tmp_path, monkey
     finally:
         services.stop(daemon)
 
-    assert statuses == {str(by_cli): "SUCCESS", str(by_queue): "SUCCESS"}
+    assert statuses == {"cli": "SUCCESS", "queued": "SUCCESS"}  # the inputs' ids: their folders' names
     materialized = dict(query(postgres, """
         SELECT t.value, count(*) FROM event_logs e JOIN run_tags t ON t.run_id = e.run_id
         WHERE e.dagster_event_type = 'ASSET_MATERIALIZATION' AND t.key = 'dagster/partition' GROUP BY t.value"""))
-    assert materialized == {str(by_cli): 7, str(by_queue): 7}  # the proximity group's seven assets
-    partitions = {p for (p,) in query(postgres, "SELECT partition FROM dynamic_partitions")}
-    assert partitions == {str(by_cli), str(by_queue)}
+    assert materialized == {"cli": 7, "queued": 7}  # the proximity group's seven assets
+    partitions = set(query(postgres, "SELECT partitions_def_name, partition FROM dynamic_partitions"))
+    assert partitions == {("hypothesis_inputs", "cli"), ("hypothesis_inputs", "queued")}
     assert query(postgres, "SELECT count(*) FROM job_ticks")[0][0] > 0  # the daemon's sensor ticks
     assert not list(home.rglob("*.db")), "something was written to SQLite"
     for root in (by_cli, by_queue):

@@ -73,7 +73,8 @@ def test_ui_shows_the_asset_graph_with_lineage(ui):
     assert deps["similarity_graph"] == {"hypothesis_embeddings"}
     assert "similarity_graph" in deps["proximity_clusters"] and "similarity_graph" in deps["duplicate_pairs"]
     assert deps["hypothesis_dispositions"] == {"dedup_verdicts", "hypothesis_embeddings"}
-    assert deps["structured_proximity"] == {"structure_map"}
+    assert deps["hypothesis_texts"] == {"hypotheses"}  # the input itself, an observed source
+    assert "structured_proximity" not in deps  # no hidden proximity re-run inside step 4
     assert deps["structure_map"] == {"hypothesis_clusters"}
     assert {nodes[n]["groupName"] for n in ("hypothesis_dispositions", "hypothesis_clusters")} == {"structure"}
 
