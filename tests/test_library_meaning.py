@@ -362,3 +362,22 @@ def test_a_runner_whose_steps_pass_no_trace_run_still_traces_one_invocation(tmp_
     from hypograph.library.traces import INVOCATION_ENV
 
     assert INVOCATION_ENV not in os.environ  # restored after the invocation
+
+
+def test_sentence_rows_are_kept_on_disk_for_the_next_process(tmp_path, monkeypatch):
+    pytest.importorskip("sentence_transformers")
+    from hypograph.library import embedder as emb
+
+    texts = [PAIRS[0]["a"], PAIRS[1]["a"], PAIRS[0]["a"]]
+    monkeypatch.setattr(emb, "_ROWS", {})  # whatever earlier tests embedded in this process
+    first = emb.sbert_rows(texts, store=tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["all-MiniLM-L6-v2.npz"]
+    monkeypatch.setattr(emb, "_ROWS", {})  # a new process: nothing in memory
+    encoded = []
+    real = emb._encode
+    monkeypatch.setattr(emb, "_encode", lambda model, t: encoded.append(list(t)) or real(model, t))
+    again = emb.sbert_rows(texts + [PAIRS[2]["a"]], store=tmp_path)
+    assert encoded == [[PAIRS[2]["a"]]] and (again[:3] == first).all()  # only the new text was embedded
+    (tmp_path / "all-MiniLM-L6-v2.npz").write_bytes(b"PK\x03\x04 damaged")
+    monkeypatch.setattr(emb, "_ROWS", {})
+    assert emb.sbert_rows(texts, store=tmp_path).shape == (3, 384)  # a damaged store is embedded again

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -42,7 +43,8 @@ def item_line(item_id: str, text: str) -> str:
     return f"- {item_id}: {' '.join(text.split())}"
 
 
-def build_banlist(items: list[tuple[str, str]], budget: int, backend: str = "tfidf") -> Banlist:
+def build_banlist(items: list[tuple[str, str]], budget: int, backend: str = "tfidf",
+                  store: Path | None = None) -> Banlist:
     """The banlist of ``items`` (id, text): every line if they fit ``budget`` tokens, else clustered."""
     if not items:
         return Banlist("(the library is empty: nothing is banned yet)",
@@ -52,14 +54,15 @@ def build_banlist(items: list[tuple[str, str]], budget: int, backend: str = "tfi
     tokens = estimate_tokens(text)
     if tokens <= budget:
         return Banlist(text, BanlistStats(mode="full", items=len(items), shown=len(items), tokens=tokens))
-    return clustered_banlist(items, budget, backend)
+    return clustered_banlist(items, budget, backend, store)
 
 
-def clustered_banlist(items: list[tuple[str, str]], budget: int, backend: str = "tfidf") -> Banlist:
+def clustered_banlist(items: list[tuple[str, str]], budget: int, backend: str = "tfidf",
+                      store: Path | None = None) -> Banlist:
     """One representative per proximity cluster plus labels, largest clusters first, within ``budget``."""
     ids = [i for i, _ in items]
     texts = dict(items)
-    emb = _embeddings(ids, [texts[i] for i in ids], backend)
+    emb = _embeddings(ids, [texts[i] for i in ids], backend, store)
     threshold = SBERT_CLUSTER_THRESHOLD if emb.backend == "sbert" else CLUSTER_THRESHOLD
     graph = similarity_graph(ids, emb.matrix, threshold, workers=1)
     clusters = labelled_clusters(graph, texts, terms=emb if emb.vocabulary is not None else None)
@@ -90,11 +93,11 @@ def clustered_banlist(items: list[tuple[str, str]], budget: int, backend: str = 
                                       clusters=clusters.num_clusters, tokens=estimate_tokens(text)))
 
 
-def _embeddings(ids: list[str], texts: list[str], backend: str) -> Embeddings:
+def _embeddings(ids: list[str], texts: list[str], backend: str, store: Path | None = None) -> Embeddings:
     """The items' rows: sentence embeddings from the library's shared model (loaded once per
     process; TF-IDF when the ``semantic`` extra is absent), or TF-IDF rows with their vocabulary."""
     if backend == "sbert":
-        embedder = make_embedder("sbert")
+        embedder = make_embedder("sbert", store=store)
         if backend_of(embedder).startswith("sbert"):
             return Embeddings(list(ids), embedder(texts), "sbert", DEFAULT_SBERT_MODEL)
     return embed(ids, texts, "tfidf")

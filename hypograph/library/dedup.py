@@ -48,7 +48,7 @@ from hypograph.library.rounds import (
     Verdict,
 )
 from hypograph.library.schema import Library, read_library
-from hypograph.library.state import digest, read_model, round_dir, write_model
+from hypograph.library.state import digest, library_state, read_model, round_dir, write_model
 from hypograph.library.traces import TraceRun
 from hypograph.llm.client import LLMClient, Rejected, Request, untrusted
 from hypograph.proximity.communities import find_communities
@@ -96,7 +96,7 @@ def dedup_round(root: Path, key: str, candidates: RoundCandidates | None, client
     loaded = read_library(root)
     library = loaded[0] if loaded else None
     settings = candidates.settings
-    embedder = embedder or make_embedder(settings.embedder)
+    embedder = embedder or make_embedder(settings.embedder, store=library_state(root) / "embeddings")
     traces = traces or TraceRun(root)
     k = max(MIN_NEIGHBOURS, settings.neighbours)
     verdicts: list[Verdict] = []

@@ -14,12 +14,18 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
+import re
 import threading
+import zipfile
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
+from hypograph.atomic import write_atomic
 from hypograph.errors import HypographError
 from hypograph.proximity.embed import DEFAULT_SBERT_MODEL, embed, resolve_sbert_model
 
@@ -48,27 +54,70 @@ def sentence_model(name: str = DEFAULT_SBERT_MODEL):
         return _MODELS[name]
 
 
-def sbert_rows(texts: list[str], name: str = DEFAULT_SBERT_MODEL) -> np.ndarray:
+def sbert_rows(texts: list[str], name: str = DEFAULT_SBERT_MODEL, store: Path | None = None) -> np.ndarray:
     """L2-normalised float32 sentence embeddings of ``texts`` (one row each).
 
     A text's row depends on that text alone, so rows are kept per (model, text) for the process
-    (up to ``ROW_CACHE`` of them): the library's statements are embedded once, not every round."""
+    (up to ``ROW_CACHE`` of them), and, given ``store`` (a directory), on disk in
+    ``<store>/<model>.npz`` keyed by the text's sha256: the library's statements are embedded once,
+    not in every round nor in every process (a Dagster step). A damaged store is ignored."""
     model = sentence_model(name)
-    missing = list(dict.fromkeys(t for t in texts if (name, t) not in _ROWS))
+    missing = [t for t in dict.fromkeys(texts) if (name, t) not in _ROWS]
+    if missing and store is not None:
+        disk = _load_store(store, name)
+        found = {t: disk[_text_key(t)] for t in missing if _text_key(t) in disk}
+        with _LOCK:
+            for t, row in found.items():
+                _ROWS[(name, t)] = row
+        missing = [t for t in missing if t not in found]
+        if missing:
+            vectors = _encode(model, missing)
+            _save_store(store, name, {**disk, **{_text_key(t): v for t, v in zip(missing, vectors, strict=True)}})
+    elif missing:
+        vectors = _encode(model, missing)
     if missing:
-        vectors = model.encode(missing, batch_size=64, normalize_embeddings=True, show_progress_bar=False)
         with _LOCK:
             if len(_ROWS) + len(missing) > ROW_CACHE:
                 _ROWS.clear()
             for t, v in zip(missing, vectors, strict=True):
-                _ROWS[(name, t)] = np.asarray(v, dtype=np.float32)
+                _ROWS[(name, t)] = v
     if not texts:
         return np.zeros((0, model.get_sentence_embedding_dimension() or 384), dtype=np.float32)
     return np.ascontiguousarray(np.stack([_ROWS[(name, t)] for t in texts]), dtype=np.float32)
 
 
-def make_embedder(backend: str = "sbert", model: str | None = None) -> Embedder:
-    """An embedder for ``backend`` (sbert | tfidf); ``.backend`` names what it really uses."""
+def _encode(model, texts: list[str]) -> list[np.ndarray]:
+    vectors = model.encode(texts, batch_size=64, normalize_embeddings=True, show_progress_bar=False)
+    return [np.asarray(v, dtype=np.float32) for v in vectors]
+
+
+def _text_key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def _store_path(store: Path, name: str) -> Path:
+    return Path(store) / (re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(name).name or name) + ".npz")
+
+
+def _load_store(store: Path, name: str) -> dict[str, np.ndarray]:
+    try:
+        with np.load(_store_path(store, name), allow_pickle=False) as data:
+            return dict(zip(data["keys"].tolist(), data["rows"], strict=True))
+    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile):  # absent or damaged: embed again
+        return {}
+
+
+def _save_store(store: Path, name: str, rows: dict[str, np.ndarray]) -> None:
+    keys = list(rows)
+    buffer = io.BytesIO()
+    np.savez(buffer, keys=np.asarray(keys, dtype="<U32"),
+             rows=np.stack([rows[k] for k in keys]).astype(np.float32))
+    write_atomic(_store_path(store, name), lambda f: f.write(buffer.getvalue()), fsync=False)
+
+
+def make_embedder(backend: str = "sbert", model: str | None = None, store: Path | None = None) -> Embedder:
+    """An embedder for ``backend`` (sbert | tfidf); ``.backend`` names what it really uses;
+    ``store``: a directory keeping sentence rows on disk (see ``sbert_rows``)."""
     if backend == "sbert":
         try:
             sentence_model(model or DEFAULT_SBERT_MODEL)
@@ -78,7 +127,7 @@ def make_embedder(backend: str = "sbert", model: str | None = None) -> Embedder:
             return fallback
 
         def run_sbert(texts: list[str]):
-            return sbert_rows(texts, model or DEFAULT_SBERT_MODEL)
+            return sbert_rows(texts, model or DEFAULT_SBERT_MODEL, store)
 
         run_sbert.backend = f"sbert:{model or DEFAULT_SBERT_MODEL}"  # type: ignore[attr-defined]
         return run_sbert

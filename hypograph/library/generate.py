@@ -33,7 +33,7 @@ from hypograph.library.persist import require_previous_rounds
 from hypograph.library.prompts import prompt
 from hypograph.library.rounds import CandidateBehavior, CandidateMechanism, RoundCandidates, RoundSettings, Skip
 from hypograph.library.schema import Data, FiveBars, Library, Provenance, read_library
-from hypograph.library.state import library_lock, read_model, round_dir, write_model
+from hypograph.library.state import library_lock, library_state, read_model, round_dir, write_model
 from hypograph.library.strategies import Strategies, load_strategies
 from hypograph.library.traces import TraceRun
 from hypograph.llm.client import LLMClient, Rejected, Request, untrusted
@@ -115,7 +115,7 @@ def generate_round(root: Path, round_key: str, settings: RoundSettings, client: 
         landscape = read_landscape(root)
         target = resolve_target(library, settings.behavior) if settings.behavior_source == "given" else None
         items = _banlist_items(library, settings, target.existing_id if target else None)
-        banlist = build_banlist(items, settings.banlist_budget, settings.embedder)
+        banlist = build_banlist(items, settings.banlist_budget, settings.embedder, library_state(root) / "embeddings")
         traces = traces or TraceRun(root, settings.invocation)
         traces.use(client, round_key)
         request = generation_request(settings, strategies, banlist.text, landscape, target)
