@@ -8,6 +8,8 @@ path                                   content
 ``rounds/rNNNN/scores.json``           impact + novelty per surviving behavior (re-scorable)
 ``rounds/rNNNN/persist.json``          ids planned for the round's survivors, then ``complete``
 ``ids.json``                           high-water marks and every id ever minted (never reused)
+``embeddings/<model>.npz``             sentence rows by text sha256 (dedup, banlist; a cache)
+``invocations.json``                   invocation id -> its trace run folder (one per invocation)
 ``library.lock``                       one writer of the library at a time
 =====================================  ==========================================================
 
