@@ -381,3 +381,21 @@ def test_sentence_rows_are_kept_on_disk_for_the_next_process(tmp_path, monkeypat
     (tmp_path / "all-MiniLM-L6-v2.npz").write_bytes(b"PK\x03\x04 damaged")
     monkeypatch.setattr(emb, "_ROWS", {})
     assert emb.sbert_rows(texts, store=tmp_path).shape == (3, 384)  # a damaged store is embedded again
+
+
+def test_arxiv_queries_quote_phrases_and_openalex_gets_plain_terms():
+    from hypograph.library.search import ArxivSearch, OpenAlexSearch
+
+    atom, openalex = AtomServer(), OpenAlexServer()
+    try:
+        a = ArxivSearch(atom.url).search(["activation steering", 'syco"phancy'])
+        o = OpenAlexSearch(openalex.url).search(["activation steering", "sycophancy"])
+    finally:
+        atom.close()
+        openalex.close()
+    # a quote inside a term cannot break the query: it becomes a space
+    assert atom.queries[0]["search_query"] == ['all:"activation steering" AND all:"syco phancy"']
+    assert openalex.queries[0]["search"] == ["activation steering sycophancy"]
+    assert a.ok and len(a.papers) == 2 and o.ok and [p.source for p in o.papers] == ["openalex", "openalex"]
+    assert ArxivSearch("https://export.arxiv.org/api/query").min_interval == 3.0  # arXiv's asked pace
+    assert ArxivSearch(atom.url).min_interval == 0.0
