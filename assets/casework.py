@@ -1,5 +1,6 @@
 """Case batch assets, one partition per case package and analysis revision (``<case id>/r0001``):
-the confirmed interpretation -> the frozen context (policy pinned) -> the published batch -> the
+the model's draft interpretation -> the interpretation a person confirmed -> the frozen context
+(policy pinned) -> the published batch -> the
 batch's H nodes in a vault. Each writes through the case package's journal and returns
 ``MaterializeResult``. Blocking checks are in ``assets/checks``."""
 
@@ -15,8 +16,9 @@ from hypograph.casework.builder import HypothesisBuilder
 from hypograph.casework.context import verified_interpretation
 from hypograph.casework.dispatch import Status
 from hypograph.casework.gateway import CaseGateway
+from hypograph.casework.interpret import draft_interpretation
 from hypograph.casework.package import CaseStore
-from hypograph.errors import HypographError
+from hypograph.errors import HypographError, NotDone
 from resources import Inputs, LLMResource
 from resources.casework import CaseSettings
 
@@ -34,7 +36,30 @@ def _case(context: AssetExecutionContext, inputs: Inputs):
     return store, case_id, manifest
 
 
-@asset(**ASSET, deps=[case_package], kinds={"json"})
+def _not_done(e: NotDone) -> Failure:
+    """A step that cannot go on yet (busy, not confirmed, needs a model): its own line, no trace."""
+    return Failure(description=str(e), metadata={"status": "NOT_DONE", "line": str(e)})
+
+
+@asset(**ASSET, deps=[case_package], kinds={"openai"})
+def interpretation_draft(context: AssetExecutionContext, inputs: Inputs, case: CaseSettings,
+                         llm: LLMResource) -> MaterializeResult:
+    """The model's draft interpretation of the revision (question, statements with their sources,
+    divergence, failure stage, behavior) from the catalogue and bounded excerpts, validated and
+    saved unconfirmed for a person to confirm; with no model, a template to fill in. An existing
+    draft is kept (no call)."""
+    store, case_id, manifest = _case(context, inputs)
+    try:
+        report = draft_interpretation(store.root / case_id, case.policy(),
+                                      CaseGateway.optional(case.policy(), llm.config()), manifest["analysis_revision"])
+    except NotDone as e:
+        raise _not_done(e) from None
+    return MaterializeResult(metadata={"drafted_by": report.drafted_by, "line": report.message,
+                                       "path": MetadataValue.path(str(report.path)),
+                                       "llm": MetadataValue.json(report.llm)})
+
+
+@asset(**ASSET, deps=[case_package, interpretation_draft], kinds={"json"})
 def case_interpretation(context: AssetExecutionContext, inputs: Inputs) -> MaterializeResult:
     """The revision's interpretation, confirmed by a person and verified against its case files."""
     store, case_id, manifest = _case(context, inputs)
@@ -50,7 +75,10 @@ def case_interpretation(context: AssetExecutionContext, inputs: Inputs) -> Mater
 def case_context(context: AssetExecutionContext, inputs: Inputs, case: CaseSettings) -> MaterializeResult:
     """Phase 1: the policy pinned and the prompt context frozen (policy.json, context.json), no model call."""
     store, case_id, manifest = _case(context, inputs)
-    frozen = HypothesisBuilder(store, None, case.policy()).prepare(case_id, manifest["package_id"])
+    try:
+        frozen = HypothesisBuilder(store, None, case.policy()).prepare(case_id, manifest["package_id"])
+    except NotDone as e:
+        raise _not_done(e) from None
     return MaterializeResult(metadata={"sources": len(frozen["catalogue"]),
                                        "policy": MetadataValue.json(frozen["policy"])})
 
@@ -62,8 +90,12 @@ def hypothesis_batch(context: AssetExecutionContext, inputs: Inputs, case: CaseS
     RETRY_PENDING, DEFERRED, BLOCKED and ERROR fail the run with the dispatch's own line."""
     store, case_id, manifest = _case(context, inputs)
     policy = case.policy()
-    gateway = CaseGateway.required(policy, llm.config())
-    result = asyncio.run(HypothesisBuilder(store, gateway, policy).build(case_id, manifest["package_id"], case.attempt))
+    gateway = CaseGateway.optional(policy, llm.config())  # none: a published batch is reused, else NeedsModel
+    try:
+        result = asyncio.run(HypothesisBuilder(store, gateway, policy).build(case_id, manifest["package_id"],
+                                                                             case.attempt))
+    except NotDone as e:
+        raise _not_done(e) from None
     metadata = {"status": result.status.value, "line": result.line(), "attempt": result.attempt_id or "",
                 "hypotheses": MetadataValue.json(result.hypothesis_ids), "reused": result.reused,
                 "paths": MetadataValue.json(result.paths), "due_at": result.due_at or ""}

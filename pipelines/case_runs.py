@@ -1,38 +1,86 @@
-"""``hypograph batch``: a case revision's initial batch run as its Dagster partition
-(``<case id>/rNNNN`` of ``case_revisions``), optionally minted into a vault; ``hypograph case …`` as is."""
+"""``hypograph case …`` and ``hypograph batch``: each step on the case revision's Dagster partition
+(``<case id>/rNNNN`` of ``case_revisions``), so the UI shows a case's whole history.
+
+``case new``, ``add`` and ``from-vault`` make the revision and record the package's new version (an
+observation on the partition); ``case interpret`` is a run of ``case_interpret``; ``case confirm``
+is the person's step, then a run of ``case_interpretation`` that verifies it; ``batch`` a run of
+``case_batch`` (``case_batch_into_vault`` with ``--into``)."""
 
 from __future__ import annotations
 
-from assets.partitions import revision_key
-from hypograph.casework.cli import add_case_parsers
-from hypograph.casework.config import HypothesisConfig
-from hypograph.casework.gateway import CaseGateway
-from hypograph.casework.package import CasePackage
-from hypograph.errors import HypographError
-from pipelines import summaries
-from pipelines.instance import execute, failures
+from pathlib import Path
 
-RETRYABLE = 2  # the dispatch ended RETRY_PENDING, DEFERRED, BLOCKED or ERROR (seed 004's results)
+from assets.partitions import revision_key
+from hypograph.casework.cli import BatchPlan, add_case_parsers, batch_preflight, with_exit_codes
+from hypograph.casework.config import HypothesisConfig
+from hypograph.casework.package import CasePackage
+from hypograph.errors import HypographError, NotDone
+from pipelines import summaries
+from pipelines.instance import execute, failures, observe_case
+
+NOT_DONE = 2  # the dispatch ended RETRY_PENDING, DEFERRED, BLOCKED or ERROR, or the case needs a person first
 
 
 def add_parsers(subparsers) -> None:
-    """``hypograph case …`` and ``hypograph batch …``; batch goes through Dagster."""
-    add_case_parsers(subparsers)
-    subparsers.choices["batch"].set_defaults(func=batch)
+    """``hypograph case …`` and ``hypograph batch …``, each step recorded on the case's partition."""
+    parsers = add_case_parsers(subparsers)
+    for name, where in (("new", "case_dir"), ("add", "path"), ("from-vault", "case_dir")):
+        parsers[name].set_defaults(func=_then_observed(parsers[name].get_default("func"), where))
+    parsers["confirm"].set_defaults(func=_then_observed(parsers["confirm"].get_default("func"), "path",
+                                                        job="case_interpretation"))
+    parsers["interpret"].set_defaults(func=with_exit_codes(interpret))
+    parsers["batch"].set_defaults(func=with_exit_codes(batch))
+
+
+def _then_observed(handler, where: str, job: str | None = None):
+    """``handler``, then the case registered and its new version observed (and ``job`` run on its
+    current revision) when the handler succeeded."""
+
+    def run(args) -> int:
+        code = handler(args)
+        if code == 0:
+            root = Path(getattr(args, where)).resolve()
+            if job is None:
+                observe_case(root)
+            else:
+                _run(root, job, {})
+        return code
+
+    return run
+
+
+def _policy(args) -> HypothesisConfig:
+    return HypothesisConfig.load(args.config) if getattr(args, "config", None) else HypothesisConfig()
+
+
+def _run(root: Path, job: str, case: dict):
+    revision = CasePackage(root).manifest()["analysis_revision"]
+    result = execute(root, job, {"case": case}, sub=revision_key(revision), kind="case")
+    if not result.success:
+        meta = _failure_metadata(result)
+        if meta.get("status") == "NOT_DONE":
+            raise NotDone(meta["line"])
+        raise HypographError(f"{job} run {result.run_id[:8]} failed: " + "; ".join(failures(result)))
+    return result
+
+
+def interpret(args) -> int:
+    """The draft interpretation through the ``case_interpret`` job; prints what was drafted."""
+    root = args.path.resolve()
+    result = _run(root, "case_interpret", {"config_file": str(args.config.resolve()) if args.config else None})
+    meta = summaries.asset_metadata(result, "interpretation_draft")
+    print(f"{root} {revision_key(CasePackage(root).manifest()['analysis_revision'])}: {meta['line']}")
+    return 0
 
 
 def batch(args) -> int:
-    """Refuse without a model (nothing changed), then run the ``case_batch`` job on the current revision."""
-    policy = HypothesisConfig.load(args.config) if args.config else HypothesisConfig()
-    CaseGateway.required(policy)  # no model: one line, nothing changed
-    if args.into is not None and not args.into.is_dir():
-        raise HypographError(f"{args.into}: no such vault directory")
-    root = args.path.resolve()
-    revision = CasePackage(root).manifest()["analysis_revision"]
+    """Check what the batch needs first (nothing written), then run the batch job on the current
+    revision: a published batch is reused (no model needed), and minted ``--into`` a vault."""
+    plan: BatchPlan = batch_preflight(args.path, _policy(args), args.into)
     case = {"config_file": str(args.config.resolve()) if args.config else None, "attempt": args.attempt,
-            "vault": str(args.into.resolve()) if args.into else None}
-    result = execute(root, "case_batch_into_vault" if args.into else "case_batch", {"case": case},
-                     sub=revision_key(revision), kind="case")
+            "vault": str(plan.vault) if plan.vault else None}
+    result = execute(plan.case_dir, "case_batch_into_vault" if plan.vault else "case_batch", {"case": case},
+                     sub=revision_key(plan.analysis_revision), kind="case")
     meta = summaries.asset_metadata(result, "hypothesis_batch") or _failure_metadata(result)
     if meta.get("line"):
         print(meta["line"])
@@ -40,17 +88,17 @@ def batch(args) -> int:
             print(f"  {name}: {path}")
     if not result.success:
         if meta.get("status"):
-            return RETRYABLE
+            return NOT_DONE
         raise HypographError(f"batch run {result.run_id[:8]} failed: " + "; ".join(failures(result)))
-    if args.into:
-        print(summaries.asset_metadata(result, "batch_vault_nodes")["line"])
+    minted = summaries.asset_metadata(result, "batch_vault_nodes")
+    if minted:
+        print(minted["line"])
     return 0
 
 
 def _failure_metadata(result) -> dict:
-    """The metadata a failed ``hypothesis_batch`` step carried (its dispatch status and line)."""
+    """The metadata a failed case step carried (its dispatch status and line)."""
     for event in result.all_events:
-        if event.is_step_failure and event.step_key == "hypothesis_batch":
-            data = event.step_failure_data
-            return {k: v.value for k, v in (data.user_failure_data.metadata if data.user_failure_data else {}).items()}
+        if event.is_step_failure and event.step_failure_data.user_failure_data:
+            return {k: v.value for k, v in event.step_failure_data.user_failure_data.metadata.items()}
     return {}

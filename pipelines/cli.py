@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except HypographError as e:
         print(f"hypograph {args.command}: {e}", file=sys.stderr)
-        return 1
+        return e.exit_code
     except OSError as e:  # e.g. a DAGSTER_HOME that cannot be created: one line, not a traceback
         where = f"{e.filename}: " if e.filename else ""
         print(f"hypograph {args.command}: {where}{e.strerror or e}", file=sys.stderr)

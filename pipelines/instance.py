@@ -75,6 +75,18 @@ def _endpoint_from_environment() -> dict:
     return {k: v for k, v in (("model", config.model), ("base_url", config.base_url)) if v}
 
 
+def observe_case(root: Path) -> None:
+    """Register a case package (its new revision becomes a partition) and record its version."""
+    from assets.sources import observe
+
+    with open_instance() as instance:
+        record = register(instance, root, "case")
+        from assets.partitions import revision_key, sub_key
+        from hypograph.casework.package import CasePackage
+
+        observe(instance, record, sub_key(record.id, revision_key(CasePackage(root).manifest()["analysis_revision"])))
+
+
 def run_config(resources: dict[str, dict] | None = None, offline: bool | None = None,
                log_level: str = "CRITICAL") -> dict:
     """Run config setting resources' fields (``{"proximity": {...}, "library": {...}}``; None values
@@ -103,7 +115,7 @@ def execute(root: Path, job_name: str, resources: dict[str, dict] | None = None,
             name = REVISIONS if record.kind == "case" else ROUNDS
             if not instance.has_dynamic_partition(name, key):
                 instance.add_dynamic_partitions(name, [key])
-        if job_name in ("proximity", "case_batch", "case_batch_into_vault"):  # the jobs that read a source
+        if job_name == "proximity" or job_name.startswith("case_"):  # the jobs that read a source
             from assets.sources import observe
 
             observe(instance, record, key)

@@ -3,7 +3,7 @@
 
 from dagster import AssetSelection, define_asset_job
 
-from assets.casework import batch_vault_nodes
+from assets.casework import batch_vault_nodes, case_interpretation, interpretation_draft
 from assets.groups import CASEWORK, LIBRARY, PROXIMITY, STRUCTURE
 from assets.library import hypothesis_library, round_scores
 from assets.partitions import case_revisions, hypothesis_inputs, library_rounds, vaults
@@ -35,8 +35,22 @@ rescore_job = define_asset_job(
                 "Backfill it over one library's rounds or all of them.",
 )
 
+DRAFT = AssetSelection.assets(interpretation_draft)
+
+case_interpret_job = define_asset_job(
+    "case_interpret", selection=[interpretation_draft], partitions_def=case_revisions,
+    description="The model's draft interpretation of a case revision, saved unconfirmed (`hypograph case "
+                "interpret`); with no model, a template. A person then confirms it (`hypograph case confirm`).",
+)
+
+case_interpretation_job = define_asset_job(
+    "case_interpretation", selection=[case_interpretation], partitions_def=case_revisions,
+    description="The interpretation a person confirmed, verified against the case files (`hypograph case "
+                "confirm` runs it); fails while the revision is unconfirmed.",
+)
+
 case_batch_job = define_asset_job(
-    "case_batch", selection=AssetSelection.groups(CASEWORK) - AssetSelection.assets(batch_vault_nodes),
+    "case_batch", selection=AssetSelection.groups(CASEWORK) - DRAFT - AssetSelection.assets(batch_vault_nodes),
     partitions_def=case_revisions,
     description="Observe the case package, then the initial hypothesis batch of one revision: the confirmed "
                 "interpretation checked, the context frozen, one model round, hypotheses and registry published "
@@ -44,9 +58,10 @@ case_batch_job = define_asset_job(
 )
 
 case_into_vault_job = define_asset_job(
-    "case_batch_into_vault", selection=AssetSelection.groups(CASEWORK), partitions_def=case_revisions,
+    "case_batch_into_vault", selection=AssetSelection.groups(CASEWORK) - DRAFT, partitions_def=case_revisions,
     description="The case batch, then its hypotheses minted as step-3 H nodes into the vault the case names "
                 "(made from it, or given to batch --into); skipped with its reason when it names none.",
 )
 
-JOBS = [proximity_job, structure_job, library_round_job, rescore_job, case_batch_job, case_into_vault_job]
+JOBS = [proximity_job, structure_job, library_round_job, rescore_job, case_interpret_job, case_interpretation_job,
+        case_batch_job, case_into_vault_job]

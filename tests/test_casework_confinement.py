@@ -353,8 +353,6 @@ def test_case_cli_exit_codes(tmp_path, llm_offline, capsys):
     assert err.count("\n") == 1 and "manifest.json: not valid UTF-8 JSON" in err
 
 
-@pytest.mark.xfail(strict=True, reason="until pipelines/case_runs.py calls batch_preflight, main returns e.exit_code "
-                                       "and hypothesis_batch uses CaseGateway.optional (see the issue-23 report)")
 def test_the_batch_cli_says_what_the_api_says(tmp_path, llm_offline, llm_server, example_vault, capsys):
     """`hypograph batch`: not confirmed, then needs a model (naming --config), DEFERRED while the lock is
     held — each exit 2 in one line, nothing changed — and a published batch minted --into offline, exit 0."""

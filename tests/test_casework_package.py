@@ -175,7 +175,7 @@ def test_vault_case_confirm_batch_into_vault(example_vault, tmp_path, llm_server
 
     llm_env(llm_server)
     llm_server.always(vault_answer)
-    assert main(["batch", str(case)]) == 1
+    assert main(["batch", str(case)]) == 2
     assert "not confirmed" in capsys.readouterr().err and llm_server.requests == []
     assert main(["case", "confirm", str(case), "--by", "ana"]) == 0
     assert main(["case", "from-vault", str(example_vault), str(case)]) == 0
@@ -208,7 +208,7 @@ def test_vault_case_confirm_batch_into_vault(example_vault, tmp_path, llm_server
 def test_batch_without_a_model_says_so_in_one_line_and_changes_nothing(tmp_path, llm_offline, capsys):
     case = make_case(tmp_path)
     before = files(case, skip_state=False)
-    assert main(["batch", str(case)]) == 1
+    assert main(["batch", str(case)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "needs a model" in err and "nothing was changed" in err
     assert files(case, skip_state=False) == before
