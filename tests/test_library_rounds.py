@@ -218,12 +218,14 @@ def test_web_grounding_through_arxiv_and_openalex_servers(tmp_path, model, llm_s
     assert atom.queries[0]["search_query"][0] == " AND ".join(f"all:{t}" for t in behavior_terms)
     assert openalex.queries[1]["search"][0] == " ".join(model.queries[0]["mechanism_terms"])
     score_prompt = [r for r in llm_server.requests if "two referees" in r.system][0].prompt
-    assert "Towards Understanding Sycophancy in Language Models" in score_prompt and "arXiv:2310.13548v1" in score_prompt
+    assert "Towards Understanding Sycophancy in Language Models" in score_prompt
+    assert "arXiv:2310.13548v1" in score_prompt
     assert "Sycophancy to Subterfuge" in score_prompt and "openalex:W4391000001" in score_prompt
     assert score_prompt.count("Towards Understanding Sycophancy") == 1  # the same paper from both is shown once
     # closest names the retrieved paper P1 with its id and URL, marked as retrieved.
     m = b.mechanisms[0]
-    assert m.novelty.closest.startswith("Towards Understanding Sycophancy in Language Models (2023), arXiv:2310.13548v1")
+    assert m.novelty.closest.startswith(
+        "Towards Understanding Sycophancy in Language Models (2023), arXiv:2310.13548v1")
     assert m.novelty.model_extra["closest_source"] == "retrieved"
     assert m.novelty.model_extra["closest_id"] == "http://arxiv.org/abs/2310.13548v1"
     assert set(b.impact.model_extra["dimensions"]) == {"importance", "builders", "tractability", "null_risk"}
