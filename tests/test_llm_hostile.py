@@ -279,3 +279,12 @@ def test_a_budget_larger_than_the_context_leaves_is_lowered_to_what_it_leaves(ll
     assert [d.decided_by for d in judge(c)] == [DECIDER, DECIDER]
     sent = [r.body["max_tokens"] for r in llm_server.requests]
     assert all(schema_budget // 4 <= b < schema_budget for b in sent), (sent, schema_budget)
+
+
+def test_a_400_naming_the_context_is_asked_again_within_it_when_the_prompt_fits(llm_server, tmp_path):
+    llm_server.script(context_limited(0, 1200, answer("{}")))  # the first request: over the window
+    llm_server.always(adjudication_responder("KEEP"))
+    c = client(llm_server, tmp_path, max_retries=0)
+    assert [d.decided_by for d in judge(c, batch_size=2)] == [DECIDER, DECIDER]
+    budgets = [r.body["max_tokens"] for r in llm_server.requests]
+    assert len(budgets) == 2 and budgets[1] < budgets[0]  # the same question, its budget within 1,200 tokens

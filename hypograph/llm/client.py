@@ -520,8 +520,14 @@ class LLMClient:
                 error += f" (not re-asked: the re-ask would exceed the context length of {limit} tokens)"
                 break
             result = self._complete(request, sent, attempt, budget)
-            if isinstance(result, Rejected):
-                return result  # the server named its context limit
+            if isinstance(result, Rejected):  # the server named its context limit: once more, within it
+                lowered = self._fitted_budget(request, sent, budget)
+                if lowered is None:
+                    return result
+                budget = lowered
+                result = self._complete(request, sent, attempt, budget)
+                if isinstance(result, Rejected):
+                    return result
             made = attempt
             text, finish_reason, record = result
             error = self._validation_error(request, text, finish_reason, budget)
@@ -545,6 +551,15 @@ class LLMClient:
         with self._lock:
             self.usage.rejected += 1
         return Rejected(f"invalid answer after {made} attempts: {error}", made)
+
+    def _fitted_budget(self, request: Request, messages: list[dict], budget: int) -> int | None:
+        """A smaller budget that fits the context length just learned, or None when there is none
+        (a budget set outright, no number named, or less room than a quarter of ``budget``)."""
+        limit = self._context_length()
+        if not limit or request.max_tokens or self.config.max_tokens:
+            return None
+        room = limit - estimate_tokens(messages)
+        return room if max(budget // 4, MIN_BUDGET) <= room < budget else None
 
     def _validation_error(self, request: Request, text: str, finish_reason: str | None, budget: int) -> str | None:
         """Why ``text`` is no valid answer to ``request``, or None."""
