@@ -212,7 +212,8 @@ sys.exit(0 if ok else 1)
 """
 
 
-def flows(work: Path, names: set[str], shared_vaults: Path = SHARED_VAULTS) -> list[Flow]:
+def flows(work: Path, names: set[str], shared_vaults: Path = SHARED_VAULTS, base_url: str = "",
+          timeout: float = 300.0) -> list[Flow]:
     ex = REPO / "examples"
     out = []
 
@@ -248,8 +249,13 @@ def flows(work: Path, names: set[str], shared_vaults: Path = SHARED_VAULTS) -> l
                         hypograph("library", lib, "--check"), policy=False))
     if "case-batch" in names:
         source, into, case = copy(ex / "vault", "case-source"), copy(ex / "vault", "case-into"), work / "case"
+        # a case names its endpoints in its own config file (the deadline per endpoint, seed 004)
+        config = work / "case-config.toml"
+        config.write_text(f'[[endpoints]]\nmodel = "{MODEL_NAME}"\nbase_url = "{base_url}"\n'
+                          f"timeout_seconds = {timeout:g}\n", encoding="utf-8")
         out.append(Flow("hypograph batch --into (case from examples/vault)", case,
-                        [hypograph("batch", case, "--into", into)], hypograph("check", into), policy=False,
+                        [hypograph("batch", case, "--config", config, "--into", into)], hypograph("check", into),
+                        policy=False,
                         setup=[hypograph("case", "from-vault", source, case), hypograph("case", "confirm", case)]))
     order = {f.name: i for i, f in enumerate(out)}
     rank = {"prox adjudicate": 0, "hypograph proximity": 1, "hypograph library": 2, "hypograph batch": 3,
@@ -352,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     (work / "dagster-home").mkdir(exist_ok=True)
     rows = []
     try:
-        for flow in flows(work, set(args.flows.split(",")), args.shared_vaults):
+        for flow in flows(work, set(args.flows.split(",")), args.shared_vaults, base_url, args.timeout):
             log(f"{flow.name} ...")
             row = run_flow(flow, env, logs)
             log(json.dumps(row))
