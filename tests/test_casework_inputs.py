@@ -377,3 +377,19 @@ def test_raw_inputs_to_a_structured_vault(tmp_path, raw, capsys, llm_server, llm
     minted = [n for n in open_vault(example_vault).nodes.values() if n.meta.get("case_creation")]
     assert len(minted) == 3 and all("/r0001/H" in n.meta["case_creation"] for n in minted)
     assert (example_vault / "agent-notes" / "structure.md").exists()
+    # each step a Dagster run (or, for `case new`, an observation) on the case revision's partition
+    import os
+
+    from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, DagsterRunStatus, RunsFilter
+
+    from hypograph.inputs import stored_id
+
+    key = f"{stored_id(case)}/r0001"
+    with DagsterInstance.from_config(os.environ["DAGSTER_HOME"]) as instance:
+        runs = instance.get_runs(filters=RunsFilter(tags={"dagster/partition": key}))
+        observed = instance.fetch_observations(AssetRecordsFilter(asset_key=AssetKey("case_package"),
+                                                                  asset_partitions=[key]), limit=10).records
+    assert sorted((r.job_name, r.status) for r in runs) == sorted(
+        (job, DagsterRunStatus.SUCCESS)
+        for job in ("case_interpret", "case_interpretation", "case_batch", "case_batch_into_vault"))
+    assert observed  # case new recorded the package's first version
