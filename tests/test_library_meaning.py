@@ -399,3 +399,21 @@ def test_arxiv_queries_quote_phrases_and_openalex_gets_plain_terms():
     assert a.ok and len(a.papers) == 2 and o.ok and [p.source for p in o.papers] == ["openalex", "openalex"]
     assert ArxivSearch("https://export.arxiv.org/api/query").min_interval == 3.0  # arXiv's asked pace
     assert ArxivSearch(atom.url).min_interval == 0.0
+
+
+def test_without_the_sentence_model_dedup_falls_back_to_tfidf_and_says_so(tmp_path, stub, monkeypatch):
+    from hypograph.library import embedder as emb
+
+    def missing(name=None):
+        raise HypographError("sentence embeddings need the 'semantic' extra: pip install -e '.[semantic]'")
+
+    monkeypatch.setattr(emb, "sentence_model", missing)
+    model = LibraryModel(rounds=[{"behaviors": [behavior(B1, tag="a"), behavior(B2, tag="b")]}])
+    stub.always(model)
+    report = run_library(tmp_path, TOPIC, rounds=1, n_behaviors=2, web=False)
+    dedup = RoundDedup.model_validate_json((tmp_path / ".hypograph/library/rounds/r0001/dedup.json").read_text())
+    assert dedup.embedder.startswith("tfidf (sbert unavailable: sentence embeddings need the 'semantic' extra")
+    assert any("dedup neighbours chosen by tfidf (sbert unavailable" in n for n in report.notes)
+    assert report.rounds[0].embedder == dedup.embedder
+    # the fallback only chooses neighbours: the model still judged the second candidate
+    assert next(v for v in dedup.verdicts if v.key == "c2").decided_by == "model"

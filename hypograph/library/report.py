@@ -37,6 +37,7 @@ class RoundLedger:
     unique_yield: float | None = None
     persisted: bool = False
     warnings: list[str] = field(default_factory=list)
+    embedder: str = ""  # what chose the neighbours the dedup judge saw (sbert, or tfidf and why)
 
     def line(self, totals: tuple[int, int]) -> str:
         rm = ", ".join(f"{layer} -{d['exact']} exact -{d['model']} model"
@@ -65,6 +66,9 @@ def round_ledger(root: Path, key: str) -> RoundLedger:
     out.generated_mechanisms = sum(len(b.mechanisms) for b in cands.behaviors)
     dedup = read_model(d / "dedup.json", RoundDedup)
     if dedup is not None:
+        out.embedder = dedup.embedder
+        if dedup.embedder.startswith("tfidf ("):  # the sentence model was missing: say so
+            out.warnings.append(f"{key}: dedup neighbours chosen by {dedup.embedder}")
         layers = ["behavior", "mechanism"] if out.source == "discover" else ["mechanism"]
         out.removed = {layer: {by: dedup.removed(layer, by) for by in ("exact", "model")} for layer in layers}
         for layer in layers:
@@ -79,7 +83,7 @@ def round_ledger(root: Path, key: str) -> RoundLedger:
     scores = read_model(d / "scores.json", RoundScores)
     if scores is not None:
         out.unscored = sum(1 for s in scores.behaviors if s.rejected)
-        out.warnings = list(scores.warnings)
+        out.warnings += list(scores.warnings)
     plan = round_plan(root, key)
     if plan is not None:
         out.added_behaviors, out.added_mechanisms = plan.added_behaviors, plan.added_mechanisms
