@@ -12,7 +12,8 @@ report says the topic is saturated — a normal end, not an error.
 
 One invocation, one trace folder and one batch run index: ``run_library`` mints an invocation id
 (``RoundSettings.invocation``, never stored with a round) and every round's steps trace under it,
-whether they run here or as Dagster steps that pass it on (``TraceRun(L, invocation)``).
+whether they run here or as Dagster steps executed in process (``traces.current_invocation``) or
+elsewhere, given the id (``TraceRun(L, invocation)``).
 """
 
 from __future__ import annotations
@@ -90,8 +91,10 @@ def run_library(root: Path, topic: str, rounds: int = 1, n_behaviors: int = 10, 
     """Run ``rounds`` library rounds on directory ``root`` for ``topic``; the Phase-7 report.
 
     ``round_runner(key, settings) -> survivors`` runs one round (the CLI passes one that runs the
-    round's Dagster partition, and must pass ``settings.invocation`` on to its steps); by default
-    the rounds run here, in this process. ``search_url`` / ``openalex_url``: the arXiv and
+    round's Dagster partition: its steps, in this process or its children, trace under this
+    invocation without being told — see ``traces.current_invocation``; a runner in another process
+    passes ``settings.invocation`` to ``TraceRun``); by default the rounds run here, in this process.
+    ``search_url`` / ``openalex_url``: the arXiv and
     OpenAlex endpoints (default: environment, else the public APIs)."""
     root = Path(root)
     if not topic or not topic.strip():
