@@ -183,3 +183,25 @@ def test_an_answer_with_more_behaviors_than_asked_is_re_asked(tmp_path, llm_serv
     run_library(tmp_path, TOPIC, rounds=1, n_behaviors=2, web=False)
     gen = [r for r in llm_server.requests if task(r.body) == "generation"]
     assert "at most 2 asked" in gen[1].last_user and len(read_library(tmp_path)[0].behaviors) == 2
+
+
+def test_search_queries_invalid_every_time_score_without_web_and_say_why(tmp_path, llm_server, llm_env):
+    from library_stub import AtomServer, OpenAlexServer
+
+    def wrong_number(a):
+        a["queries"][0]["behavior"] = 9
+        return a
+
+    setup(llm_server, llm_env, "queries", wrong_number, bad=3)
+    atom, openalex = AtomServer(), OpenAlexServer()
+    try:
+        report = run_library(tmp_path, TOPIC, rounds=1, n_behaviors=2, web=True, search_url=atom.url,
+                             openalex_url=openalex.url)
+    finally:
+        atom.close()
+        openalex.close()
+    asked = [r for r in llm_server.requests if task(r.body) == "queries"]
+    assert len(asked) == 3 and "expected one entry for each behavior 1..2" in asked[1].last_user
+    assert atom.queries == [] and openalex.queries == []  # no query of the tool's own making
+    assert {b.impact.method for b in read_library(tmp_path)[0].behaviors} == {"llm-chat"}
+    assert "search queries were rejected" in report.notes[0]
