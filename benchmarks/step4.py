@@ -22,6 +22,17 @@ Two tables:
    wide (``NET``): calls, prompt and completion tokens, recall, groups closed by chaining, wall time.
 
     .venv/bin/python benchmarks/step4.py [--sizes 32,100,500] [--json]
+
+3. ``--time``: wall time of step 4 offline (no model) on vaults of 500, 5,000 and 20,000 hypotheses,
+   first run and a no-change re-run, through the domain functions the assets call, one after the
+   other as the three assets do (each reads the vault once under the structuring lock):
+   ``run_dispositions(root, verdicts, embeddings, OfflinePolicy())`` (4a),
+   ``run_clusters(root, OfflinePolicy())`` (4b), ``write_map(root)``, then the seven checks
+   (``all_checks(open_vault(root), read_baseline(root))``, as ``hypograph check``). Proximity's
+   inputs (TF-IDF embeddings, duplicate pairs at 0.80, offline verdicts) are computed first, timed
+   apart. Each size runs in a process of its own:
+
+    .venv/bin/python benchmarks/step4.py --time [--sizes 500,5000,20000] [--json]
 """
 
 from __future__ import annotations
@@ -33,6 +44,7 @@ import os
 import random
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -267,11 +279,82 @@ APPROACHES = {"one pair per call, k=3 (before)": (Net(k=3), 1),
               f"{PAIR_BATCH} pairs per call, NET (default)": (NET, PAIR_BATCH), "16 pairs per call, NET": (NET, 16)}
 
 
+# -- time (offline) --------------------------------------------------------------------------------------------------
+
+def time_one(n: int, tmp: Path) -> dict:
+    """Step 4 on a fresh vault of ``n``: first run, then a no-change re-run, seconds per step."""
+    from hypograph.llm.policy import OfflinePolicy
+    from hypograph.structure.baseline import read_baseline
+    from hypograph.structure.checks import all_checks
+    from hypograph.structure.structure_map import write_map
+
+    root = tmp / f"time-{n}"
+    build(root, n)
+    t0 = time.perf_counter()
+    emb, verdicts = proximity(root)
+    row = {"table": "time", "hypotheses": n, "proximity_s": round(time.perf_counter() - t0, 2)}
+    for run in ("first", "rerun"):
+        steps = {}
+        t = time.perf_counter()
+        a = run_dispositions(root, verdicts, emb, OfflinePolicy())
+        steps["4a"], t = time.perf_counter() - t, time.perf_counter()
+        b = run_clusters(root, OfflinePolicy())
+        steps["4b"], t = time.perf_counter() - t, time.perf_counter()
+        write_map(root)
+        steps["map"], t = time.perf_counter() - t, time.perf_counter()
+        failed = [k for k, v in all_checks(open_vault(root), read_baseline(root)).items() if v]
+        steps["checks"] = time.perf_counter() - t
+        row.update({f"{run}_{k}_s": round(v, 2) for k, v in steps.items()})
+        row[f"{run}_step4_s"] = round(steps["4a"] + steps["4b"] + steps["map"], 2)
+        row[f"{run}_total_s"] = round(sum(steps.values()), 2)
+        if run == "first":
+            row.update({"merged": sum(map(len, a.merged.values())), "clusters": len(b.created),
+                        "failed_checks": failed})
+        else:
+            row["rerun_changed"] = a.files_changed + len(b.minted)
+    return row
+
+
+def time_table(sizes: list[int], as_json: bool) -> None:
+    rows = []
+    for n in sizes:  # each size in a fresh process: no cache or heap of a smaller run carried over
+        proc = subprocess.run([sys.executable, __file__, "--time-one", str(n)], capture_output=True, text=True,
+                              check=True)
+        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        if not as_json:
+            print(f"... {n} hypotheses: first run {rows[-1]['first_total_s']} s", file=sys.stderr)
+    if as_json:
+        for r in rows:
+            print(json.dumps(r))
+        return
+    keys = ["hypotheses", "proximity_s", "first_4a_s", "first_4b_s", "first_map_s", "first_checks_s",
+            "first_total_s", "rerun_4a_s", "rerun_4b_s", "rerun_map_s", "rerun_checks_s", "rerun_total_s",
+            "merged", "clusters"]
+    print("\n| " + " | ".join(keys) + " |\n|" + "---:|" * len(keys))
+    for r in rows:
+        print("| " + " | ".join(f"{r[k]:,}" if isinstance(r[k], int) else str(r[k]) for k in keys) + " |")
+    small = next((r for r in rows if r["hypotheses"] == 500), None)
+    for r in rows:
+        if small and r is not small:
+            print(f"\ntime({r['hypotheses']}) / time(500), first run with checks: "
+                  f"{r['first_total_s'] / small['first_total_s']:.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="32,100,500")
+    parser.add_argument("--sizes", default=None)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--time", action="store_true", help="offline wall time of step 4, first run and re-run")
+    parser.add_argument("--time-one", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.time_one:
+        with tempfile.TemporaryDirectory() as tmp:
+            print(json.dumps(time_one(args.time_one, Path(tmp))))
+        return
+    if args.time:
+        time_table([int(s) for s in (args.sizes or "500,5000,20000").split(",")], args.json)
+        return
+    args.sizes = args.sizes or "32,100,500"
     llm_stub._tokens = lambda text: max(1, math.ceil(len(text) / 4))  # characters / 4, not words
     stub = llm_stub.LLMStub()
     os.environ.update({"HYPOGRAPH_LLM_BASE_URL": stub.url, "HYPOGRAPH_LLM_MODEL": "stub-model",

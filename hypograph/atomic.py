@@ -22,7 +22,7 @@ def _umask() -> int:
 FILE_MODE = 0o666 & ~_umask()
 
 
-def write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> bool:
+def write_atomic(path: Path, write: Callable[[IO[bytes]], None], fsync: bool = True) -> bool:
     """Write `path` through `write(fileobj)` into a temp file beside it, fsync, then `os.replace`.
 
     Returns False (and leaves the file untouched, mtime included) when the new bytes equal the old,
@@ -34,12 +34,12 @@ def write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> bool:
     if path.is_symlink():
         raise HypographError(f"{path}: is a symlink; not replacing it by a regular file")
     try:
-        return _write_atomic(path, write)
+        return _write_atomic(path, write, fsync)
     except OSError as e:
         raise HypographError(f"{path}: cannot write ({e.strerror or type(e).__name__})") from None
 
 
-def _write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> bool:
+def _write_atomic(path: Path, write: Callable[[IO[bytes]], None], fsync: bool = True) -> bool:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -48,7 +48,7 @@ def _write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> bool:
             write(fh)
             fh.flush()
             unchanged = path.exists() and _same_bytes(path, Path(tmp))
-            if not unchanged:  # what replaces the file reaches the disk first; a copy to discard need not
+            if not unchanged and fsync:  # what replaces the file reaches the disk first; a copy to discard need not
                 os.fsync(fh.fileno())
         if unchanged:
             os.unlink(tmp)
@@ -73,9 +73,26 @@ def _same_bytes(a: Path, b: Path) -> bool:
                 return True
 
 
-def write_text(path: Path, text: str) -> bool:
+def write_text(path: Path, text: str, fsync: bool = True) -> bool:
     """Atomically write UTF-8 text; returns whether the file changed."""
-    return write_atomic(path, lambda fh: fh.write(text.encode("utf-8")))
+    return write_atomic(path, lambda fh: fh.write(text.encode("utf-8")), fsync)
+
+
+def sync_tree(root: Path) -> None:
+    """Make everything written under ``root``'s file system durable: ``syncfs`` on it (Linux), else ``sync``."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            if libc.syncfs(fd) == 0:
+                return
+        finally:
+            os.close(fd)
+    except (OSError, AttributeError):
+        pass
+    os.sync()
 
 
 def write_json(path: Path, value: Any) -> bool:

@@ -138,15 +138,13 @@ def load_corpus(root: Path | str) -> Corpus:
     kind = detect_kind(root)
     warnings: list[str] = []
     if kind == "vault":
-        from hypograph.journal import Journal
-        from hypograph.vault.mint import structuring_lock
+        from hypograph.vault.locking import reading_lock
         from hypograph.vault.vault import node_files
 
-        if Journal(root).pending():  # an interrupted (or running) structuring write: finish it first
-            with structuring_lock(root):
-                Journal(root).roll_forward()
-        files = [rel for rel in node_files(root) if rel.parent == Path("hypotheses")]
-        items = [_read_vault_node(root / rel, root, warnings) for rel in files]
+        # never in the middle of a structuring's write; an interrupted one's journal finished first
+        with reading_lock(root):
+            files = [rel for rel in node_files(root) if rel.parent == Path("hypotheses")]
+            items = [_read_vault_node(root / rel, root, warnings) for rel in files]
     else:
         names = _run_dir_files(root, warnings)
         folder = os.open(os.path.join(root, "hypotheses"), os.O_RDONLY | os.O_DIRECTORY)

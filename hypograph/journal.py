@@ -31,10 +31,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
-from hypograph.atomic import write_json, write_text
+from hypograph.atomic import sync_tree, write_json, write_text
 from hypograph.errors import HypographError
 from hypograph.paths import check_folder, unsafe, write_target
 
@@ -187,7 +188,16 @@ class Journal:
     # -- apply -----------------------------------------------------------------------------------
 
     def _run(self, steps: list[Step]) -> int:
-        return sum(apply_step(self.root, step) for step in steps)
+        """Apply the steps, then make them durable at once (one ``syncfs``, not an fsync per file:
+        until the plan file is removed, a crash rolls the plan forward again)."""
+        token = _DEFERRED_SYNC.set(True)
+        try:
+            changed = sum(apply_step(self.root, step) for step in steps)
+        finally:
+            _DEFERRED_SYNC.reset(token)
+        if changed:
+            sync_tree(self.root)
+        return changed
 
     def _clear(self) -> None:
         self.path.unlink(missing_ok=True)  # another reader may have rolled the same plan forward
@@ -205,6 +215,9 @@ class Journal:
 
 def _paths(step: Step) -> tuple[str, ...]:
     return (step.to,) if step.src is None else (step.to, step.src)
+
+
+_DEFERRED_SYNC: ContextVar[bool] = ContextVar("journal_deferred_sync", default=False)
 
 
 def apply_step(root: Path, step: Step) -> int:
@@ -227,4 +240,5 @@ def apply_step(root: Path, step: Step) -> int:
             except FileNotFoundError:
                 if not dst.exists():  # not moved by a concurrent roll-forward either: really gone
                     raise
-    return int(write_text(dst, step.text) or moved)
+    # inside a plan, one sync after the last step makes them all durable (``Journal._run``)
+    return int(write_text(dst, step.text, fsync=not _DEFERRED_SYNC.get()) or moved)

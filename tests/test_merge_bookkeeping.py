@@ -372,3 +372,42 @@ def test_a_widening_repeating_the_step3_statement_is_not_applied(tmp_path):
     apply_dispositions(open_vault(root), ledger(decision("H-1", "H-2", widened="Step three.", note="n")))
     meta = open_vault(root).nodes["H-1"].meta
     assert meta["statement"] == "Statement 1." and "generalization_note" not in meta
+
+
+# -- merge groups across runs: a merged node stays in its survivor's group --------------------------
+
+def test_a_keep_naming_a_node_merged_earlier_blocks_the_join_and_is_reported():
+    """The issue's vault: H-82 absorbed H-420 in an interrupted run; the re-run finds MERGE H-82/H-183,
+    but H-183/H-420 is KEEP: H-183 must stay apart, and the blocked join is said."""
+    decisions = [decision("H-82", "H-420"), decision("H-183", "H-420", "KEEP"), decision("H-82", "H-183")]
+    blocked: list[str] = []
+    assert merge_groups(["H-82", "H-183"], ledger(*decisions), {"H-82": ["H-420"]}, blocked) == {}
+    assert blocked == ["MERGE H-82/H-183 not applied: it would put H-183 and H-420, recorded KEEP, under one survivor"]
+    # without the earlier member the join goes through (what the re-run did before)
+    assert merge_groups(["H-82", "H-183"], ledger(*decisions)) == {"H-82": ["H-183"]}
+
+
+def test_a_merge_naming_a_node_merged_earlier_joins_its_survivor_without_relisting_it():
+    decisions = [decision("H-1", "H-2"), decision("H-2", "H-5")]
+    assert merge_groups(["H-1", "H-5"], ledger(*decisions), {"H-1": ["H-2"]}) == {"H-1": ["H-5"]}
+
+
+def test_applying_the_ledger_twice_changes_nothing_the_second_time():
+    """Kill between 4a's decisions and 4b, run 4a again: its groups, closed over the first pass's
+    merges, are the first pass's; nothing more is merged (one chain MERGE 1/2, 2/3 with KEEP 1/3)."""
+    nodes = [hyp(f"H-{i}", source=src(i), locator="p. 1", statement=f"Claim {i}.") for i in (1, 2, 3)]
+    v = vault_of(*nodes)
+    led = ledger(decision("H-1", "H-2"), decision("H-1", "H-3", "KEEP"), decision("H-2", "H-3"))
+    first = apply_dispositions_in_memory(v, led)
+    assert first.merged == {"H-1": ["H-2"]} and first.blocked_by_keep == [
+        "MERGE H-2/H-3 not applied: it would put H-1 and H-3, recorded KEEP, under one survivor"]
+    second = apply_dispositions_in_memory(v, led)
+    assert second.merged == {} and second.blocked_by_keep == [
+        "MERGE H-2/H-3 not applied: it would put H-1 and H-3, recorded KEEP, under one survivor"]
+    assert v.nodes["H-3"].meta["state"] == "active" and v.nodes["H-2"].meta["state"] == "merged"
+
+
+def apply_dispositions_in_memory(v: Vault, led: Ledger):
+    """``apply_dispositions`` on an in-memory vault: the journal's writes taken into the index only."""
+    v.apply = lambda steps: (v.written(steps), len(steps))[1]  # type: ignore[method-assign]
+    return apply_dispositions(v, led)

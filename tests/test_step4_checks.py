@@ -7,6 +7,7 @@ H-3 <- H-4, one cluster HC-1 with residual H-6; eggs1: three clusters HC-1..HC-3
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -102,14 +103,14 @@ def hypograph_check(root: Path) -> subprocess.CompletedProcess:
 # -- the real vaults pass unchanged ---------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["covid1", "eggs1"])
-def test_real_vault_passes_all_six_checks(tmp_path, name):
+def test_real_vault_passes_all_seven_checks(tmp_path, name):
     root = real_vault(tmp_path, name)
     before = snapshot(root)
     proc = hypograph_check(root)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert check_report(proc.stdout) == {n: [] for n in range(1, 7)}
+    assert check_report(proc.stdout) == {n: [] for n in range(1, 8)}
     assert [line.split("  ")[0] for line in proc.stdout.splitlines() if line.startswith("check")] == [
-        f"check {n}: pass" for n in range(1, 7)]
+        f"check {n}: pass" for n in range(1, 8)]
     assert snapshot(root) == before  # checking writes nothing
 
 
@@ -354,6 +355,25 @@ CASES += [("covid1", probability_ending_a_sentence, 6, "HC-1", "0.35"),
           ("covid1", exhaustive_naming_no_member, 3, "HC-1", "justification")]
 
 
+def keep_recorded_between_survivor_and_absorbed(v):
+    """A person recorded H-1 and H-2 as distinct after the seed pipeline merged H-2 into H-1."""
+    (v.root / "proximity").mkdir(exist_ok=True)
+    (v.root / "proximity" / "review.json").write_text(json.dumps(
+        [{"pair": ["H-1", "H-2"], "verdict": "KEEP", "rationale": "Different routes.", "reviewer": "ana"}]))
+
+
+def keep_on_the_ledger_between_survivor_and_absorbed(v):
+    """4a's ledger holds a model's KEEP of a pair a survivor holds."""
+    from hypograph.structure.dispositions.ledger import Ledger, PairDecision, write_ledger
+
+    write_ledger(v.root, Ledger(pairs={"H-1|H-2": PairDecision(
+        pair=("H-1", "H-2"), decision="KEEP", rationale="A model kept them apart.", decided_by="model:m")}))
+
+
+CASES += [("covid1", keep_recorded_between_survivor_and_absorbed, 7, "H-1", "H-1 and H-2 are both under survivor H-1"),
+          ("covid1", keep_on_the_ledger_between_survivor_and_absorbed, 7, "H-1", "(decided by model:m)")]
+
+
 def case_param(case, name=None):
     return pytest.param(*case, id=name or f"check{case[2]}-{case[1].__name__}")
 
@@ -368,7 +388,7 @@ def test_broken_vault_fails_that_check(tmp_path, capsys, vault, breaker, check, 
 
 
 @pytest.mark.parametrize("vault, breaker, check, node, reason", [
-    case_param(next(c for c in CASES if c[2] == n), name=f"check{n}") for n in range(1, 7)])
+    case_param(next(c for c in CASES if c[2] == n), name=f"check{n}") for n in range(1, 8)])
 def test_hypograph_check_cli_exits_1_naming_the_node(tmp_path, vault, breaker, check, node, reason):
     root = real_vault(tmp_path, vault)
     breaker(Editor(root))

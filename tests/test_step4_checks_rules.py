@@ -94,8 +94,8 @@ def meta(v: Vault, node_id: str) -> dict:
 
 
 def test_the_good_vault_passes_every_check_with_and_without_a_baseline():
-    assert all_checks(good_vault(), BASELINE) == {n: [] for n in range(1, 7)}
-    assert all_checks(good_vault(), None) == {n: [] for n in range(1, 7)}
+    assert all_checks(good_vault(), BASELINE) == {n: [] for n in range(1, 8)}
+    assert all_checks(good_vault(), None) == {n: [] for n in range(1, 8)}
 
 
 @pytest.mark.parametrize("number", range(1, 7))
@@ -118,7 +118,8 @@ def test_run_check_runs_the_check_of_that_number(number):
                     ("H-1", "locator should be one 'S-N: where' entry per source ['S-1']"),
                     ("H-1", "statement widened without a generalization_note"),
                     ("H-5", "no source, not a residual, and not origin: step-4-constructed with a reason")],
-                6: [("HC-1", "exclusivity contains '0.2': step-4 fields hold no numbers")]}
+                6: [("HC-1", "exclusivity contains '0.2': step-4 fields hold no numbers")],
+                7: []}  # no KEEP on record (check 7's own cases are below)
     assert run_check(number, v, BASELINE) == expected[number]
     assert all_checks(v, BASELINE) == expected
 
@@ -676,5 +677,22 @@ def test_check_6_reports_every_number_of_every_node_in_order():
     ]
 
 
-def test_the_check_names_cover_the_six_checks():
-    assert sorted(checks.CHECK_NAMES) == [1, 2, 3, 4, 5, 6]
+def test_the_check_names_cover_the_seven_checks():
+    assert sorted(checks.CHECK_NAMES) == [1, 2, 3, 4, 5, 6, 7]
+
+
+def test_check_7_names_every_keep_pair_under_one_survivor_transitively():
+    """H-1 absorbed H-2 and H-3; H-3 had absorbed H-4 (its merged_from): all four are under H-1."""
+    def h(i, **meta):
+        folder = "hypotheses/merged" if meta.get("state") == "merged" else "hypotheses"
+        return Node(Path(f"{folder}/H-{i} - T{i}.md"), {"type": "hypothesis", "id": f"H-{i}", **meta}, "")
+
+    link = lambda i: f"[[H-{i} - T{i}]]"  # noqa: E731
+    v = Vault(Path("vault"), {n.id: n for n in [
+        h(1, state="active", merged_from=[link(2), link(3)]), h(2, state="merged", merged_into=link(1)),
+        h(3, state="merged", merged_into=link(1), merged_from=[link(4)]), h(4, state="merged", merged_into=link(1)),
+        h(5, state="active")]})
+    keeps = {frozenset(("H-2", "H-4")): "model:m", frozenset(("H-1", "H-5")): "human"}
+    assert checks.check_7_keep_apart(v, keeps) == [
+        ("H-1", "H-2 and H-4 are both under survivor H-1 but recorded KEEP (decided by model:m)")]
+    assert checks.check_7_keep_apart(v, {frozenset(("H-1", "H-5")): "human"}) == []

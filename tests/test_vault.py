@@ -377,3 +377,34 @@ def test_open_vault_on_missing_directory(tmp_path):
     with pytest.raises(HypographError, match="not a directory"):
         open_vault(tmp_path / "nowhere")
 
+
+
+# -- the libyaml fast path reads every frontmatter exactly as the Python loader ---------------------
+
+@pytest.mark.parametrize("text", [
+    'id: H-1\nstatement: "A & B: c."\nsource: "[[S-1 - Smith & Jones 2020]]"\nlocator:\n- "S-1: p. 3"\n',
+    "a: 1\nb: 1.0\nc: true\nd: yes\ne: null\nf: 2024-01-02\ng: '010'\nh: 0x1F\n",
+    "k: |\n  line one\n  line two\nm: >-\n  folded\n  text\n",
+    "tags: [a, b, {c: d}]\nempty:\nq: 'it''s'\n",
+    "x: 35% of the sites\ny: \"\\u00e9\"\n",
+])
+def test_the_fast_loader_reads_as_the_python_loader(text):
+    from hypograph.vault import nodes
+
+    assert repr(nodes._load(text)) == repr(nodes._HANDLER.load(text, Loader=nodes._NoAliasLoader))
+
+
+@pytest.mark.parametrize("text, message", [("a: &x [1]\nb: *x\n", "aliases are not allowed"),
+                                           ("a: 1\na: 2\n", "duplicate key 'a'"),
+                                           ("a: [" * 3000 + "]" * 3000 + "\n", "")])
+def test_what_the_python_loader_refuses_is_refused_the_same(text, message):
+    from hypograph.vault import nodes
+
+    def outcome(load):
+        try:
+            return repr(load(text))
+        except Exception as e:  # noqa: BLE001 - the message is compared
+            return f"{type(e).__name__}: {e}"
+
+    fast, python = outcome(nodes._load), outcome(lambda t: nodes._HANDLER.load(t, Loader=nodes._NoAliasLoader))
+    assert fast == python and message in fast

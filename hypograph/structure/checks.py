@@ -1,10 +1,13 @@
-"""The seed's six binary checks of step 4, on a vault. Each returns (node id, reason) violations.
+"""The seed's six binary checks of step 4, on a vault, and a seventh of Hypograph's. Each returns
+(node id, reason) violations.
 
-Checks 1 and 5 gate 4a; 2, 3 and 4 gate 4b; 6 applies to both.
+Checks 1 and 5 gate 4a; 2, 3 and 4 gate 4b; 6 applies to both; 7 (no two hypotheses under one
+survivor recorded KEEP) gates 4a, whose merges it checks.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -229,18 +232,101 @@ def check_6_no_numbers(vault: Vault) -> list[Violation]:
     return out
 
 
+def under_survivor(vault: Vault, survivor: Node) -> list[str]:
+    """The hypotheses under ``survivor``: itself, everything in its ``merged_from`` (transitively:
+    a survivor absorbed later brings its own) and every node whose ``merged_into`` names it, in id order."""
+    into: dict[str, list[str]] = {}
+    for h in vault.of_type("hypothesis"):
+        if h.meta.get("state") == "merged":
+            t = link_target(h.meta.get("merged_into"))
+            if t:
+                into.setdefault(t, []).append(h.id)
+    return _under(vault, survivor.id, into)
+
+
+def _under(vault: Vault, survivor: str, into: dict[str, list[str]]) -> list[str]:
+    seen = {survivor}
+    todo = [survivor]
+    while todo:
+        x = todo.pop()
+        node = vault.nodes.get(x)
+        merged_from = node.meta.get("merged_from") if node is not None else None
+        for m in [*_links(merged_from if isinstance(merged_from, list) else []), *into.get(x, [])]:
+            if m not in seen:
+                seen.add(m)
+                todo.append(m)
+    return sorted(seen, key=id_sort_key)
+
+
+LEDGER_FILE = Path(".hypograph") / "dispositions.json"  # 4a's ledger (``dispositions.ledger.LEDGER``)
+
+
+def recorded_keeps(root: Path) -> dict[frozenset, str]:
+    """Every pair recorded KEEP — on 4a's ledger (a model's, the offline policy's, a person's, an
+    unmerge) or in ``proximity/review.json`` (a person's) — with who decided it. Read as plain JSON
+    (a check reads what is there, and an unreadable file holds no KEEP to check)."""
+    out: dict[frozenset, str] = {}
+    for d in _json_list(Path(root) / LEDGER_FILE, lambda doc: list((doc.get("pairs") or {}).values())):
+        if _is_pair(d) and d.get("decision") == "KEEP":
+            out[frozenset(d["pair"])] = str(d.get("decided_by") or "?")
+    for e in _json_list(Path(root) / "proximity" / "review.json", lambda doc: doc):
+        if _is_pair(e) and e.get("verdict") == "KEEP":
+            out.setdefault(frozenset(e["pair"]), "human")
+    return out
+
+
+def _json_list(path: Path, items) -> list:
+    try:
+        found = items(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, AttributeError, TypeError):
+        return []
+    return found if isinstance(found, list) else []
+
+
+def _is_pair(entry) -> bool:
+    pair = entry.get("pair") if isinstance(entry, dict) else None
+    return isinstance(pair, (list, tuple)) and len(pair) == 2 and all(isinstance(p, str) for p in pair)
+
+
+def check_7_keep_apart(vault: Vault, keeps: dict[frozenset, str] | None = None) -> list[Violation]:
+    """No two hypotheses under one survivor (itself and its merged_from, transitively) are recorded
+    KEEP, by a person or a model: a merge never joins, by chaining, what a decision kept apart."""
+    keeps = recorded_keeps(vault.root) if keeps is None else keeps
+    if not keeps:
+        return []
+    into: dict[str, list[str]] = {}
+    for h in vault.of_type("hypothesis"):
+        if h.meta.get("state") == "merged":
+            t = link_target(h.meta.get("merged_into"))
+            if t:
+                into.setdefault(t, []).append(h.id)
+    out: list[Violation] = []
+    for h in vault.of_type("hypothesis"):
+        if h.meta.get("state") != "active" or not (h.meta.get("merged_from") or h.id in into):
+            continue
+        group = _under(vault, h.id, into)
+        for k, x in enumerate(group):
+            for y in group[k + 1:]:
+                who = keeps.get(frozenset((x, y)))
+                if who is not None:
+                    out.append((h.id, f"{x} and {y} are both under survivor {h.id} but recorded KEEP "
+                                      f"(decided by {who})"))
+    return out
+
+
 def run_check(number: int, vault: Vault, baseline: dict | None) -> list[Violation]:
-    """Check ``number`` (1-6) of the seed."""
+    """Check ``number``: 1-6 of the seed, 7 Hypograph's (``CHECK_NAMES``)."""
     if number == 1:
         return check_1_states(vault, baseline)
     if number == 5:
         return check_5_survivors(vault, baseline)
-    return {2: check_2_clusters, 3: check_3_residuals, 4: check_4_membership, 6: check_6_no_numbers}[number](vault)
+    return {2: check_2_clusters, 3: check_3_residuals, 4: check_4_membership, 6: check_6_no_numbers,
+            7: check_7_keep_apart}[number](vault)
 
 
 def all_checks(vault: Vault, baseline: dict | None) -> dict[int, list[Violation]]:
-    """Run checks 1-6; {check number: violations}."""
-    return {n: run_check(n, vault, baseline) for n in range(1, 7)}
+    """Run checks 1-7; {check number: violations}."""
+    return {n: run_check(n, vault, baseline) for n in CHECK_NAMES}
 
 
 # check number -> (predicate name, what it asserts): the names the asset checks and the CLI show.
@@ -253,4 +339,6 @@ CHECK_NAMES: dict[int, tuple[str, str]] = {
     5: ("survivors_keep_their_provenance",
         "survivors' merged_from, sources, locators and generalization notes; sourceless H are residual or constructed"),
     6: ("no_numbers_in_step4_fields", "no step-4 field holds a number, probability, weight or rank"),
+    7: ("no_keep_pair_under_one_survivor",
+        "no two hypotheses under one survivor (it and its merged_from, transitively) are recorded KEEP"),
 }

@@ -12,7 +12,9 @@ import re
 from pathlib import Path
 
 from hypograph.atomic import write_text
+from hypograph.structure import session
 from hypograph.structure.members import BY_HAND
+from hypograph.vault.locking import structuring_lock
 from hypograph.vault.nodes import link_target
 from hypograph.vault.vault import Vault
 
@@ -58,18 +60,26 @@ def _without_timestamp(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if not line.startswith(GENERATED))
 
 
-def write_map(vault: Vault, today: dt.date | None = None) -> tuple[Path, bool]:
+def write_map(vault: Vault | Path, today: dt.date | None = None) -> tuple[Path, bool]:
     """Write the map if its content changed; returns (path, whether it was written).
+
+    ``vault``: the vault's root (or a Vault: only its root is used). The vault is read and the map
+    written under the structuring lock, so the map written last describes the vault as it is
+    (inside a ``structuring`` block: the index 4b left, not read again).
 
     A map another tool (or a person) wrote is kept as long as it lists exactly the vault's
     clusters: its prose may say more than ours would.
     """
-    path = vault.root / MAP
-    text = render_map(vault, today or dt.date.today())
-    if path.exists():
-        old = path.read_text(encoding="utf-8")
-        if _without_timestamp(old) == _without_timestamp(text):
-            return path, False
-        if MARK not in old and set(HC_LINK_RE.findall(old)) == {hc.id for hc in vault.of_type("hypothesis-cluster")}:
-            return path, False
-    return path, write_text(path, text)
+    root = Path(vault.root if isinstance(vault, Vault) else vault)
+    with structuring_lock(root):
+        vault = session.open_for_step(root)
+        path = root / MAP
+        text = render_map(vault, today or dt.date.today())
+        if path.exists():
+            old = path.read_text(encoding="utf-8")
+            if _without_timestamp(old) == _without_timestamp(text):
+                return path, False
+            listed = {hc.id for hc in vault.of_type("hypothesis-cluster")}
+            if MARK not in old and set(HC_LINK_RE.findall(old)) == listed:
+                return path, False
+        return path, write_text(path, text)

@@ -20,6 +20,7 @@ from hypograph.atomic import FILE_MODE
 from hypograph.errors import HypographError
 from hypograph.locks import file_lock
 from hypograph.paths import scan, unsafe
+from hypograph.vault.locking import structuring_lock  # noqa: F401 - its old home: imported from here
 from hypograph.vault.nodes import clean_title, parse_node, render
 from hypograph.vault.vault import NODE_TYPES
 
@@ -31,14 +32,6 @@ PLACEHOLDER = "{{ID}}"
 def vault_lock(root: Path) -> Iterator[None]:
     """Hold the vault's exclusive minting lock (blocks until free)."""
     with file_lock(Path(root) / LOCK_NAME):
-        yield
-
-
-@contextmanager
-def structuring_lock(root: Path) -> Iterator[None]:
-    """One structuring step (4a, 4b, unmerge) at a time per vault: deciding which hypotheses to
-    merge or carve must not race another run deciding the same. (Minting has its own lock.)"""
-    with file_lock(Path(root) / ".hypograph" / "structure.lock"):
         yield
 
 
@@ -72,12 +65,53 @@ def create_node(root: Path, node_type: str, title: str, meta: dict[str, Any] | N
     ``meta`` fields follow ``type`` and ``id``; ``{{ID}}`` in any string field or the body is
     replaced by the new id. Returns (id, path relative to the vault).
     """
-    if node_type not in NODE_TYPES:
+    if node_type not in NODE_TYPES:  # before the lock: a refused call leaves no file behind
         raise HypographError(f"unknown node type {node_type!r}: one of {', '.join(NODE_TYPES)}")
-    prefix, default_folder = NODE_TYPES[node_type]
+    with minting(root) as mint:
+        node_id, rel, _text = mint.create(node_type, title, meta, body, folder)
+    return node_id, rel
+
+
+@contextmanager
+def minting(root: Path) -> Iterator[Minter]:
+    """Hold the vault's minting lock over a batch of mints: the vault is scanned once, each mint
+    takes the next id of its prefix (the same ids ``create_node`` one by one would give: while the
+    lock is held nobody else mints)."""
     root = Path(root)
     with vault_lock(root):
-        node_id = f"{prefix}-{highest_id(root, prefix) + 1}"
+        yield Minter(root)
+
+
+class Minter:
+    """Mints under a held minting lock (``minting``); one scan of the vault for all its mints."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self._ids: set[str] | None = None
+        self._highest: dict[str, int] = {}
+
+    def _scan(self) -> None:
+        """Every file named by an id, wherever it is (as ``file_with_id`` looks), once per batch."""
+        pattern = re.compile(r"^([A-Z]+)-(\d+)(?:\D|$)")
+        self._ids = set()
+        for _dirpath, _dirs, files in os.walk(self.root):
+            for name in files:
+                m = pattern.match(name)
+                if m:
+                    self._ids.add(f"{m.group(1)}-{m.group(2)}")
+
+    def create(self, node_type: str, title: str, meta: dict[str, Any] | None = None, body: str = "",
+               folder: str | None = None) -> tuple[str, Path, str]:
+        """Mint the next id for ``node_type`` and write ``ID - Title.md``; returns (id, path, text)."""
+        if node_type not in NODE_TYPES:
+            raise HypographError(f"unknown node type {node_type!r}: one of {', '.join(NODE_TYPES)}")
+        prefix, default_folder = NODE_TYPES[node_type]
+        root = self.root
+        if self._ids is None:
+            self._scan()
+        if prefix not in self._highest:
+            self._highest[prefix] = highest_id(root, prefix)  # the count, once per prefix and batch
+        node_id = f"{prefix}-{self._highest[prefix] + 1}"
         fields = {"type": node_type, "id": node_id}
         for k, v in (meta or {}).items():
             if k not in fields:
@@ -88,15 +122,22 @@ def create_node(root: Path, node_type: str, title: str, meta: dict[str, Any] | N
             raise HypographError(f"{root / rel}: {problem}")
         # The count said the id is free; a file with it (whatever its title) means the count was
         # stale — someone minted without the lock — and a second node with one id is never made.
-        taken = file_with_id(root, node_id)
-        if taken is not None:
-            raise HypographError(f"{taken}: id {node_id} already exists; not minting it again")
+        if node_id in self._ids:
+            taken = file_with_id(root, node_id)
+            raise HypographError(f"{taken or root}: id {node_id} already exists; not minting it again")
+        text = render(fields, body.replace(PLACEHOLDER, node_id))
         try:
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            _create_exclusive(root / rel, render(fields, body.replace(PLACEHOLDER, node_id)))
+            _create_exclusive(root / rel, text)
         except OSError as e:
             raise HypographError(f"{root / rel}: cannot write ({e.strerror or type(e).__name__})") from None
-    return node_id, rel
+        self._ids.add(node_id)
+        self._highest[prefix] = id_number_of(node_id)
+        return node_id, rel, text
+
+
+def id_number_of(node_id: str) -> int:
+    return int(node_id.rsplit("-", 1)[1])
 
 
 def _create_exclusive(path: Path, text: str) -> None:

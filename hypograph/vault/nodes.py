@@ -39,15 +39,49 @@ class _NoAliasLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):
-        if isinstance(node, yaml.MappingNode):
-            seen = set()
-            for key_node, _value in node.value:
-                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
-                if key is not None and key in seen:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"duplicate key {key!r} (a later one would hide the first)", key_node.start_mark)
-                seen.add(key)
+        _refuse_duplicate_keys(node)
         return super().construct_mapping(node, deep)
+
+
+def _refuse_duplicate_keys(node) -> None:
+    if isinstance(node, yaml.MappingNode):
+        seen = set()
+        for key_node, _value in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            if key is not None and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (a later one would hide the first)", key_node.start_mark)
+            seen.add(key)
+
+
+class _FastLoader(yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader):  # type: ignore[misc]
+    """libyaml's parser (14x the pure-Python one) with the same duplicate-key refusal. It cannot
+    refuse aliases while composing, so ``_load`` gives it only text that holds none."""
+
+    def construct_mapping(self, node, deep=False):
+        _refuse_duplicate_keys(node)
+        return super().construct_mapping(node, deep)
+
+
+# The pure-Python reader's refusals, which ``_load`` leaves to it: a text it may refuse, or whose
+# nesting a C parser would follow deeper than the Python one (it recurses without a limit).
+_PY_ONLY = re.compile(r"[*!@`\t\r\ufeff\x85\u2028\u2029]|[|>][^\n]*#|^\s*%|"
+                      + yaml.reader.Reader.NON_PRINTABLE.pattern, re.M)
+_FAST_MAX_CHARS = 65536
+_FAST_MAX_BRACKETS = 2000
+
+
+def _load(text: str):
+    """The frontmatter's value, exactly as ``_NoAliasLoader`` reads it: libyaml when the text holds
+    no alias or anchor, no character the Python reader refuses, and no deep flow nesting; the
+    Python loader otherwise, or whenever libyaml raises (so every error is the Python loader's)."""
+    if (yaml.__with_libyaml__ and len(text) <= _FAST_MAX_CHARS
+            and text.count("[") + text.count("{") <= _FAST_MAX_BRACKETS and not _PY_ONLY.search(text)):
+        try:
+            return _HANDLER.load(text, Loader=_FastLoader)
+        except Exception:  # noqa: BLE001 - the Python loader below gives the canonical error
+            pass
+    return _HANDLER.load(text, Loader=_NoAliasLoader)
 
 
 class _Dumper(yaml.SafeDumper):
@@ -121,8 +155,41 @@ class Node:
 
 
 def dump_field(key: str, value: Any) -> str:
-    """One top-level field as YAML text ending in a newline, never folded."""
+    """One top-level field as YAML text ending in a newline, never folded. (Step 4 writes the same
+    few values on thousands of nodes — ``state: active``, one cluster link per cluster — so each
+    distinct field is emitted once.)"""
+    frozen = _frozen(value)
+    if frozen is None:
+        return _dump_field(key, value)
+    return _dump_cached(key, frozen, value)
+
+
+def _dump_field(key: str, value: Any) -> str:
     return _HANDLER.export({key: value}, Dumper=_Dumper, sort_keys=False, width=1_000_000) + "\n"
+
+
+_DUMPED: dict[tuple, str] = {}
+
+
+def _dump_cached(key: str, frozen: tuple, value: Any) -> str:
+    k = (key, frozen)
+    text = _DUMPED.get(k)
+    if text is None:
+        text = _dump_field(key, value)
+        if len(_DUMPED) < 100_000:
+            _DUMPED[k] = text
+    return text
+
+
+def _frozen(value: Any):
+    """A hashable stand-in for ``value`` that tells apart what YAML writes differently (``True``
+    from ``1``, a list from a string), or None for a value not worth caching."""
+    if value is None or isinstance(value, (str, bool, int)):  # not float: -0.0 == 0.0
+        return (type(value).__name__, value)
+    if isinstance(value, list) and len(value) <= 64:
+        items = tuple(_frozen(v) for v in value)
+        return None if any(i is None for i in items) else ("list", items)
+    return None
 
 
 def render(meta: dict[str, Any], body: str) -> str:
@@ -162,7 +229,7 @@ def parse_node(raw: str, rel: Path) -> Node:
     if not m:
         return Node(rel, {}, raw, raw, {})
     try:
-        meta = _HANDLER.load(m.group(1), Loader=_NoAliasLoader)
+        meta = _load(m.group(1))
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (frontmatter line {mark.line + 1})" if mark else ""

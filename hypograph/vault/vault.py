@@ -7,19 +7,25 @@ Nodes are ``.md`` files with an ``id`` in their frontmatter, in any sub-folder e
 Writes go through ``hypograph.journal.Journal``: the whole plan (moves and new texts) is saved
 first, then applied one file at a time, each step atomic and idempotent; if a run dies half-way,
 the next ``open_vault`` rolls the plan forward before reading. Nothing is ever deleted.
+
+A ``Vault`` is read once and then kept as the writer's index of the nodes: ``Vault.apply`` writes a
+plan through the journal and updates the nodes it wrote, ``Vault.add`` takes in a node just minted,
+so a step re-reads nothing it wrote itself. Reading holds the vault's reading lock
+(``hypograph.vault.locking``): never in the middle of a structuring's write.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hypograph.errors import HypographError
 from hypograph.ids import ID_RE, canonical_id, id_sort_key
-from hypograph.journal import Journal
+from hypograph.journal import Journal, Step
 from hypograph.limits import encodable
 from hypograph.paths import scan
-from hypograph.vault.nodes import FILENAME_ID_RE, Node, link_target, read_node
+from hypograph.vault.locking import reading_lock
+from hypograph.vault.nodes import FILENAME_ID_RE, Node, link_target, parse_node, read_node
 
 SKIP_DIRS = {"agent-notes", "proximity", ".hypograph", ".obsidian", ".git", ".trash"}
 
@@ -40,9 +46,37 @@ NODE_TYPES: dict[str, tuple[str, str]] = {
 class Vault:
     root: Path
     nodes: dict[str, Node]
+    _by_type: dict[str, list[Node]] = field(default_factory=dict, repr=False, compare=False)
 
     def of_type(self, node_type: str) -> list[Node]:
-        return sorted((n for n in self.nodes.values() if n.type == node_type), key=lambda n: id_sort_key(n.id))
+        """The nodes of ``node_type`` by id (a new list; computed once until the index changes)."""
+        if node_type not in self._by_type:
+            self._by_type[node_type] = sorted((n for n in self.nodes.values() if n.type == node_type),
+                                              key=lambda n: id_sort_key(n.id))
+        return list(self._by_type[node_type])
+
+    def apply(self, steps: list[Step]) -> int:
+        """Write ``steps`` through the vault's journal (one plan) and take the written nodes into the
+        index as they now are on disk. Returns the number of files changed."""
+        changed = Journal(self.root).apply(steps)
+        self.written(steps)
+        return changed
+
+    def written(self, steps: list[Step]) -> None:
+        """Take the nodes ``steps`` wrote (applied by the caller) into the index."""
+        for step in steps:
+            node = parse_node(step.text, Path(step.to))
+            if "id" in node.meta:
+                self.nodes[node.id] = node
+        if steps:
+            self._by_type.clear()
+
+    def add(self, rel: Path | str, text: str) -> Node:
+        """Take a node just minted at ``rel`` (its file's ``text``) into the index."""
+        node = parse_node(text, Path(rel))
+        self.nodes[node.id] = node
+        self._by_type.clear()
+        return node
 
     def resolve(self, link) -> Node | None:
         """The node a wiki-link (``[[H-3 - T]]`` or ``[[H-3]]``) points at, by id."""
@@ -74,8 +108,11 @@ def open_vault(root: Path | str, roll_forward: bool = True) -> Vault:
     root = Path(root)
     if not root.is_dir():
         raise HypographError(f"{root}: not a directory")
-    if roll_forward:
-        Journal(root).roll_forward()
+    with reading_lock(root, roll_forward):
+        return Vault(root, _read_nodes(root))
+
+
+def _read_nodes(root: Path) -> dict[str, Node]:
     nodes: dict[str, Node] = {}
     spelled: dict[str, str] = {}  # canonical id -> the id as spelled (H-01 and H-1 collide)
     for rel in node_files(root):
@@ -94,7 +131,7 @@ def open_vault(root: Path | str, roll_forward: bool = True) -> Vault:
                                  + ("" if other == node_id else f" (as {other})"))
         spelled[canonical_id(node_id)] = node_id
         nodes[node_id] = node
-    return Vault(root, nodes)
+    return nodes
 
 
 def require_vault(root: Path) -> None:

@@ -34,15 +34,17 @@ from pathlib import Path
 
 from hypograph.atomic import write_json
 from hypograph.llm.policy import Ask, Policy
+from hypograph.structure import session
 from hypograph.structure.carving.apply import create_cluster, drop_stragglers, existing_cluster, repair, set_depends_on
 from hypograph.structure.carving.offline import offline_plans
 from hypograph.structure.carving.plan import ClusterPlan
 from hypograph.structure.carving.prompt import CARVE_SYSTEM, carve_request, plans_from_model
 from hypograph.structure.scope import active_hypotheses, observations
-from hypograph.vault.mint import structuring_lock
+from hypograph.vault.locking import structuring_lock
+from hypograph.vault.mint import minting
 from hypograph.vault.nodes import Node, link_target
 from hypograph.vault.validate import validate_before_structuring
-from hypograph.vault.vault import Vault, open_vault
+from hypograph.vault.vault import Vault
 
 __all__ = ["CARVE", "CARVE_SYSTEM", "ClusterPlan", "ClusterReport", "offline_plans", "repair", "run_clusters"]
 
@@ -57,12 +59,22 @@ class ClusterReport:
     clusters: dict[str, list[str]] = field(default_factory=dict)
 
 
-def run_clusters(vault: Vault, policy: Policy) -> ClusterReport:
-    """4b end to end: carve the unclustered active hypotheses, create clusters, repair, report."""
-    with structuring_lock(vault.root):
-        vault = open_vault(vault.root)
-        validate_before_structuring(vault)  # refuse what 4b cannot fix before its first write
-        return _run_clusters(vault, policy)
+def run_clusters(vault: Vault | Path, policy: Policy) -> ClusterReport:
+    """4b end to end: carve the unclustered active hypotheses, create clusters, repair, report.
+    ``vault``: the vault's root (or a Vault: only its root is used; the vault is read under the
+    structuring lock, once, and kept as the index of what 4b writes and mints)."""
+    root = Path(vault.root if isinstance(vault, Vault) else vault)
+    with structuring_lock(root):
+        try:
+            vault = session.open_for_step(root)
+            validate_before_structuring(vault)  # refuse what 4b cannot fix before its first write
+            session.refuse_if_4a_interrupted(root)
+            report = _run_clusters(vault, policy)
+        except BaseException:
+            session.forget(root)
+            raise
+        session.keep(vault)
+        return report
 
 
 def _run_clusters(vault: Vault, policy: Policy) -> ClusterReport:
@@ -70,8 +82,8 @@ def _run_clusters(vault: Vault, policy: Policy) -> ClusterReport:
     report = ClusterReport()
     carve = _read_carve(root)  # the decision of a run that died before finishing it
     if carve is None:
-        report.minted += repair(vault, {})  # a cluster someone left without its residual
-        vault = open_vault(root)
+        with minting(root) as mint:
+            report.minted += repair(vault, {}, mint)  # a cluster someone left without its residual
         clustered = {link_target(link) for hc in vault.of_type("hypothesis-cluster")
                      for link in hc.meta.get("hypotheses") or []}
         todo = [h for h in active_hypotheses(vault) if h.id not in clustered and h.meta.get("residual") is not True]
@@ -81,22 +93,22 @@ def _run_clusters(vault: Vault, policy: Policy) -> ClusterReport:
             write_json(root / CARVE, carve)  # the whole decision on record before anything is minted
     if carve is not None:
         plans = [ClusterPlan(**p) for p in carve["plans"]]
-        for k, plan in enumerate(plans):
-            if carve["hc_ids"][k] is None:
-                vault = open_vault(root)
-                hc_id = existing_cluster(vault, plan, carve["hc_ids"])
-                if hc_id is None:
-                    hc_id = create_cluster(vault, plan)
-                    report.minted.append(hc_id)
-                carve["hc_ids"][k] = hc_id
-                write_json(root / CARVE, carve)
-            report.created.append(carve["hc_ids"][k])
-        set_depends_on(open_vault(root), plans, carve["hc_ids"])
-        drop_stragglers(open_vault(root), carve["stragglers"])
-        report.dropped = carve["stragglers"]
-        report.minted += repair(open_vault(root), dict(zip(carve["hc_ids"], plans, strict=True)))
+        with minting(root) as mint:  # one hold of the minting lock, one scan of the vault, for the batch
+            for k, plan in enumerate(plans):
+                if carve["hc_ids"][k] is None:
+                    hc_id = existing_cluster(vault, plan, carve["hc_ids"])
+                    if hc_id is None:
+                        hc_id = create_cluster(vault, plan, mint)
+                        report.minted.append(hc_id)
+                    carve["hc_ids"][k] = hc_id
+                    write_json(root / CARVE, carve)
+                report.created.append(carve["hc_ids"][k])
+            set_depends_on(vault, plans, carve["hc_ids"])
+            drop_stragglers(vault, carve["stragglers"])
+            report.dropped = carve["stragglers"]
+            report.minted += repair(vault, dict(zip(carve["hc_ids"], plans, strict=True)), mint)
         (root / CARVE).unlink()  # tool state, not a node: the carve is complete
-    vault = open_vault(root)
+    session.clear(root)  # every hypothesis 4a handed over is clustered: the structuring's 4a is over
     report.clusters = {hc.id: [link_target(link) for link in hc.meta.get("hypotheses") or []]
                        for hc in vault.of_type("hypothesis-cluster")}
     return report

@@ -28,11 +28,14 @@ them in order under the structuring lock.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hypograph.errors import HypographError
 from hypograph.llm.policy import Policy
 from hypograph.paths import detect_kind
 from hypograph.proximity.adjudicate import Decision
 from hypograph.proximity.embed import Embeddings
+from hypograph.structure import session
 from hypograph.structure.baseline import record_baseline
 from hypograph.structure.dispositions.amend import repair_ledger
 from hypograph.structure.dispositions.by_hand import apply_by_hand
@@ -49,9 +52,9 @@ from hypograph.structure.dispositions.ledger import (
 )
 from hypograph.structure.dispositions.merge import DispositionReport, apply_dispositions, drop, merge_groups
 from hypograph.structure.scope import open_to_4a
-from hypograph.vault.mint import structuring_lock
+from hypograph.vault.locking import structuring_lock
 from hypograph.vault.validate import validate_before_structuring
-from hypograph.vault.vault import Vault, open_vault
+from hypograph.vault.vault import Vault
 
 __all__ = ["LEDGER", "MERGE_SYSTEM", "NEIGHBOURS", "NET", "PAIR_BATCH", "TOPIC_SYSTEM", "Candidate",
            "DispositionReport", "Ledger", "Net",
@@ -59,37 +62,64 @@ __all__ = ["LEDGER", "MERGE_SYSTEM", "NEIGHBOURS", "NET", "PAIR_BATCH", "TOPIC_S
            "pair_key", "read_ledger", "run_dispositions", "write_ledger"]
 
 
-def run_dispositions(vault: Vault, verdicts: list[Decision], embeddings: Embeddings | None, policy: Policy,
+def run_dispositions(vault: Vault | Path, verdicts: list[Decision], embeddings: Embeddings | None, policy: Policy,
                      net: Net = NET, batch_size: int = PAIR_BATCH) -> DispositionReport:
     """4a end to end under the structuring lock: a person's MERGEs of clustered hypotheses, the
     ledger's stored decisions checked against the vault, candidates, decisions, the vault changes.
 
-    ``verdicts``: proximity's adjudicated duplicate pairs; ``embeddings``: the hypotheses'
-    embeddings proximity produced (any backend; may be None when ``net.k`` is 0 or the policy is
-    offline: offline, only proximity's pairs are candidates); ``policy``: who decides
+    ``vault``: the vault's root (or a Vault: only its root is used; the vault is read under the
+    lock, once); ``verdicts``: proximity's adjudicated duplicate pairs; ``embeddings``: the
+    hypotheses' embeddings proximity produced (any backend; may be None when ``net.k`` is 0 or the
+    policy is offline: offline, only proximity's pairs are candidates); ``policy``: who decides
     (``hypograph.llm.policy``); ``batch_size``: candidate pairs per model question.
+
+    The structuring marker (``hypograph.structure.session``) is written before the first change
+    and, with the hypotheses judged, once the decisions are on the ledger: a later 4a, before 4b
+    has clustered them, judges none of them again (it applies the ledger, which changes nothing).
     """
-    if detect_kind(vault.root) != "vault":
-        raise HypographError(f"{vault.root}: step 4 structures a vault (hypotheses/*.md), not a run directory")
-    with structuring_lock(vault.root):
-        vault = open_vault(vault.root)  # as it is now that this run holds the lock
-        validate_before_structuring(vault)  # refuse what 4a cannot fix before its first write
-        baseline = record_baseline(vault)
-        ledger = read_ledger(vault.root)
-        by_hand, refused = apply_by_hand(vault.root, verdicts, ledger)
-        vault = open_vault(vault.root)
-        amended = repair_ledger(ledger, vault, baseline)  # decisions an earlier version stored as given
-        # Offline, only proximity's own pairs: the offline policy merges nothing else anyway.
-        candidates = candidate_pairs(open_to_4a(vault), verdicts, embeddings, Net(k=0) if policy.offline else net)
-        ledger, judged, amended_now = decide(vault, candidates, ledger, policy, batch_size)
-        write_ledger(vault.root, ledger)
-        report = apply_dispositions(vault, ledger)
-        report.candidates, report.judged = len(candidates), judged
-        report.amended[:0] = amended + amended_now
-        report.by_hand, report.refused = by_hand, refused
-        for survivor, absorbed in _merged_by_hand(by_hand):
-            report.merged.setdefault(survivor, []).append(absorbed)
+    root = Path(vault.root if isinstance(vault, Vault) else vault)
+    if detect_kind(root) != "vault":
+        raise HypographError(f"{root}: step 4 structures a vault (hypotheses/*.md), not a run directory")
+    with structuring_lock(root):
+        try:
+            report = _run_dispositions(root, verdicts, embeddings, policy, net, batch_size)
+        except BaseException:
+            session.forget(root)
+            raise
         return report
+
+
+def _run_dispositions(root: Path, verdicts: list[Decision], embeddings: Embeddings | None, policy: Policy,
+                      net: Net, batch_size: int) -> DispositionReport:
+    vault = session.open_for_step(root)  # as it is now that this run holds the lock
+    validate_before_structuring(vault)  # refuse what 4a cannot fix before its first write
+    marker = session.read_marker(root)
+    frozen = set(marker.get("judged", [])) if marker else set()
+    open_now = open_to_4a(vault)
+    if open_now or marker:
+        session.mark(root, "4a" if not marker or marker["phase"] == "4a" else marker["phase"])
+    baseline = record_baseline(vault)
+    ledger = read_ledger(root)
+    by_hand, refused = apply_by_hand(vault, verdicts, ledger)
+    amended = repair_ledger(ledger, vault, baseline)  # decisions an earlier version stored as given
+    to_judge = [h for h in open_to_4a(vault) if h.id not in frozen]
+    # Offline, only proximity's own pairs: the offline policy merges nothing else anyway.
+    candidates = candidate_pairs(to_judge, verdicts, embeddings, Net(k=0) if policy.offline else net)
+    ledger, judged, amended_now = decide(vault, candidates, ledger, policy, batch_size, frozen)
+    write_ledger(root, ledger)
+    if open_now or marker:  # the decisions are final: no later 4a judges these again before 4b
+        session.mark(root, "4b", [h.id for h in to_judge])
+    report = apply_dispositions(vault, ledger)
+    report.candidates, report.judged = len(candidates), judged
+    report.amended[:0] = amended + amended_now
+    report.by_hand, report.refused = by_hand, refused
+    if frozen:
+        report.resumed = (f"4a of {session.who(marker)} had recorded its decisions on {len(frozen)} hypotheses; "
+                          "applied them, judged none of those again")
+    for survivor, absorbed in _merged_by_hand(by_hand):
+        report.merged.setdefault(survivor, []).append(absorbed)
+    session.keep(vault)
+    return report
 
 
 def _merged_by_hand(lines: list[str]) -> list[tuple[str, str]]:

@@ -24,9 +24,9 @@ import re
 from pathlib import Path
 
 from hypograph.ids import id_sort_key
-from hypograph.journal import Journal, Step
+from hypograph.journal import Step
 from hypograph.proximity.adjudicate import Decision
-from hypograph.structure.dispositions.ledger import Ledger, PairDecision, pair_key
+from hypograph.structure.dispositions.ledger import Ledger, PairDecision, pair_key, write_ledger
 from hypograph.structure.dispositions.merge import absorb
 from hypograph.structure.members import BY_HAND, set_members
 from hypograph.structure.scope import open_to_4a
@@ -48,12 +48,16 @@ def clustered_human_merges(vault: Vault, verdicts: list[Decision]) -> list[Decis
     return out
 
 
-def apply_by_hand(root: Path, verdicts: list[Decision], ledger: Ledger) -> tuple[list[str], list[str]]:
-    """Apply (or refuse) each human MERGE of clustered hypotheses, one after the other.
-    Returns (one line per merge applied, one line per merge refused, with its reason)."""
+def apply_by_hand(vault: Vault | Path, verdicts: list[Decision], ledger: Ledger) -> tuple[list[str], list[str]]:
+    """Apply (or refuse) each human MERGE of clustered hypotheses, one after the other, on ``vault``
+    (its index updated as the files are written; given a path, the vault is read first). Each is
+    put on the ledger file before its files are written, so an interrupted run leaves no applied
+    merge off the record. Returns (one line per merge applied, one line per merge refused, with its reason)."""
+    if not isinstance(vault, Vault):
+        vault = open_vault(vault)
+    root = vault.root
     applied, refused = [], []
-    for v in clustered_human_merges(open_vault(root), verdicts):
-        vault = open_vault(root)
+    for v in clustered_human_merges(vault, verdicts):
         a, b = sorted(v.pair, key=id_sort_key)
         survivor, absorbed = vault.nodes[a], vault.nodes[b]
         gone = next((n for n in (survivor, absorbed) if n.meta.get("state") not in (None, "active")), None)
@@ -71,7 +75,8 @@ def apply_by_hand(root: Path, verdicts: list[Decision], ledger: Ledger) -> tuple
             pair=(a, b), decision="MERGE", decided_by="human",
             rationale=f"Recorded in {REVIEW}; applied to clustered hypotheses as a deliberate exception"
                       + (f" ({b} left {hc.id})." if hc else "."))
-        Journal(root).apply(steps)
+        write_ledger(root, ledger)  # on record first: a re-run after a crash finds the merge done and recorded
+        vault.apply(steps)
         applied.append(f"MERGE {a}/{b} from {REVIEW} applied: {b} merged into {a}"
                        + (f" and left {hc.id}" if hc else ""))
     return applied, refused

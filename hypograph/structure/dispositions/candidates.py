@@ -67,10 +67,11 @@ def candidate_pairs(hypotheses: list[Node], verdicts: list[Decision], embeddings
     """Proximity's verdict pairs among ``hypotheses`` plus the pairs of ``net`` among them in
     ``embeddings`` (none when ``net.k`` is 0). Sorted by similarity, then ids."""
     ids = [h.id for h in hypotheses]
+    members = set(ids)
     out: dict[str, Candidate] = {}
     for v in verdicts:
         a, b = v.pair
-        if a in ids and b in ids:
+        if a in members and b in members:
             out[pair_key(a, b)] = Candidate(*sorted((a, b), key=id_sort_key), v.similarity,
                                             auto_merge=v.decided_by == "auto" and v.verdict == "MERGE",
                                             human=v.verdict if v.decided_by == "human" else None)

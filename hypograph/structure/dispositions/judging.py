@@ -7,6 +7,7 @@ number (each exactly once), as proximity's adjudication does."""
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -29,12 +30,22 @@ PAIR_BATCH = 8  # candidate pairs per merge question (benchmarks/step4.py)
 def separating_observations(a: Node, b: Node, obs: list[Node]) -> list[str]:
     """Offline stand-in for the discriminability test: observations that mention a content word one
     hypothesis has and the other lacks (English stop words aside). Errs towards 'separated'."""
-    from sklearn.feature_extraction.text import CountVectorizer  # heavy: only when judging offline
-
-    words = CountVectorizer(stop_words="english").build_analyzer()
-    terms_a, terms_b = set(words(node_text(a))), set(words(node_text(b)))
+    terms_a, terms_b = _terms(node_text(a)), _terms(node_text(b))
     distinguishing = terms_a ^ terms_b
-    return [o.id for o in obs if distinguishing & set(words(str(o.meta.get("statement") or o.title)))]
+    return [o.id for o in obs if distinguishing & _terms(str(o.meta.get("statement") or o.title))]
+
+
+_ANALYZER: list = []
+
+
+@lru_cache(maxsize=65536)
+def _terms(text: str) -> frozenset[str]:
+    """The content words of ``text`` (scikit-learn's English analyzer, built once; each text analysed once)."""
+    if not _ANALYZER:
+        from sklearn.feature_extraction.text import CountVectorizer  # heavy: only when judging offline
+
+        _ANALYZER.append(CountVectorizer(stop_words="english").build_analyzer())
+    return frozenset(_ANALYZER[0](text))
 
 
 class PairJudgement(BaseModel):
@@ -144,11 +155,13 @@ def topic_request(batch: list[Node], question: str) -> Request[TopicJudgements]:
 
 
 def decide(vault: Vault, candidates: list[Candidate], ledger: Ledger, policy: Policy,
-           batch_size: int = PAIR_BATCH) -> tuple[Ledger, int, list[str]]:
-    """Fill the ledger with a decision for every new candidate pair and active hypothesis; each
-    decision checked against the vault before it is recorded (``amend``). Returns (the ledger, how
-    many pairs were put to the policy, one line per decision amended)."""
-    nodes = {h.id: h for h in open_to_4a(vault)}
+           batch_size: int = PAIR_BATCH,
+           frozen: set[str] | frozenset[str] = frozenset()) -> tuple[Ledger, int, list[str]]:
+    """Fill the ledger with a decision for every new candidate pair and active hypothesis (but those
+    in ``frozen``: an interrupted structuring's 4a judged them already); each decision checked
+    against the vault before it is recorded (``amend``). Returns (the ledger, how many pairs were
+    put to the policy, one line per decision amended)."""
+    nodes = {h.id: h for h in open_to_4a(vault) if h.id not in frozen}
     baseline = read_baseline(vault.root)
     obs = observations(vault)
     question = vault.main_question()

@@ -10,7 +10,7 @@ from itertools import combinations
 from pathlib import Path
 
 from hypograph.ids import id_sort_key
-from hypograph.journal import Journal, Step
+from hypograph.journal import Step
 from hypograph.structure.baseline import read_baseline
 from hypograph.structure.dispositions.amend import stale_notes, widening_problem
 from hypograph.structure.dispositions.ledger import Ledger, PairDecision
@@ -33,16 +33,21 @@ class DispositionReport:
     amended: list[str] = field(default_factory=list)  # decisions or files amended so the vault completes
     by_hand: list[str] = field(default_factory=list)  # human MERGEs applied to clustered hypotheses
     refused: list[str] = field(default_factory=list)  # human MERGEs refused, with the reason
+    # MERGE pairs not applied because the join would put a KEEP pair under one survivor (chained)
+    blocked_by_keep: list[str] = field(default_factory=list)
+    resumed: str | None = None  # what of an interrupted structuring this run completed, if any
 
 
-def drop(vault: Vault, h: Node, reason: str) -> list[tuple[Node, Path]]:
+def drop(vault: Vault, h: Node, reason: str, followers: list[Node] | None = None) -> list[tuple[Node, Path]]:
     """Mark ``h`` dropped, and with it the nodes merged into it (merged_into must name an active H;
     the merge stays on record as ``former_merged_into``, as the seed pipeline does). Returns each
-    changed node with its destination in ``hypotheses/dropped/``."""
+    changed node with its destination in ``hypotheses/dropped/``. ``followers``: the nodes merged
+    into ``h``, when the caller has them indexed (else the vault is searched)."""
     out = []
-    for node, why in [(h, reason)] + [
-            (x, f"Follows its merge survivor {h.id}, dropped: {reason}") for x in vault.of_type("hypothesis")
-            if x.meta.get("state") == "merged" and link_target(x.meta.get("merged_into")) == h.id]:
+    if followers is None:
+        followers = [x for x in vault.of_type("hypothesis")
+                     if x.meta.get("state") == "merged" and link_target(x.meta.get("merged_into")) == h.id]
+    for node, why in [(h, reason)] + [(x, f"Follows its merge survivor {h.id}, dropped: {reason}") for x in followers]:
         node.meta["state"] = "dropped"
         node.meta["drop_reason"] = why
         if "merged_into" in node.meta:
@@ -51,25 +56,90 @@ def drop(vault: Vault, h: Node, reason: str) -> list[tuple[Node, Path]]:
     return out
 
 
-def merge_groups(active: list[str], ledger: Ledger) -> dict[str, list[str]]:
-    """Survivor (lowest id) -> absorbed ids. MERGE pairs join groups in ledger order, unless a KEEP
-    lies between the two groups (no merging by transitivity alone)."""
-    group = {i: {i} for i in active}
-    keep = {frozenset(d.pair) for d in ledger.pairs.values() if d.decision == "KEEP"}
+def merged_into_index(vault: Vault) -> dict[str, list[Node]]:
+    """Active id -> the merged hypotheses whose ``merged_into`` names it, in id order."""
+    out: dict[str, list[Node]] = {}
+    for x in vault.of_type("hypothesis"):
+        if x.meta.get("state") == "merged":
+            target = link_target(x.meta.get("merged_into"))
+            if target:
+                out.setdefault(target, []).append(x)
+    return out
+
+
+def merge_groups(active: list[str], ledger: Ledger, earlier: dict[str, list[str]] | None = None,  # noqa: C901
+                 blocked: list[str] | None = None) -> dict[str, list[str]]:
+    """Survivor (lowest id) -> the ids of ``active`` it absorbs. MERGE pairs join groups in ledger
+    order, unless the join would put two nodes recorded KEEP under one survivor (no merging by
+    transitivity alone).
+
+    ``earlier``: survivor in ``active`` -> the nodes merged into it before (by an earlier run, or by
+    this one before it was interrupted). They stay in their survivor's group: a MERGE naming one
+    joins its survivor's group, and a KEEP naming one blocks as if it were still active. They are
+    not listed as absorbed (they follow their survivor; ``apply_dispositions``). ``blocked``: a list
+    given here gets one line per join a KEEP blocked, in ledger order."""
+    group: dict[str, set[str]] = {i: {i} for i in active}
+    for survivor, members in (earlier or {}).items():
+        if survivor in group:
+            for m in members:
+                if m not in group:
+                    group[survivor].add(m)
+                    group[m] = group[survivor]
+    keep: dict[str, set[str]] = {}
+    for d in ledger.pairs.values():
+        if d.decision == "KEEP":
+            a, b = d.pair
+            keep.setdefault(a, set()).add(b)
+            keep.setdefault(b, set()).add(a)
     for d in ledger.pairs.values():
         a, b = d.pair
         if d.decision != "MERGE" or a not in group or b not in group or group[a] is group[b]:
             continue
-        if any(frozenset((x, y)) in keep for x in group[a] for y in group[b]):
+        ga, gb = group[a], group[b]
+        clash = next(((x, y) for x in sorted(ga, key=id_sort_key)
+                      for y in sorted(keep.get(x, set()) & gb, key=id_sort_key)), None)
+        if clash is not None:
+            if blocked is not None:
+                x, y = sorted(clash, key=id_sort_key)
+                blocked.append(f"MERGE {a}/{b} not applied: it would put {x} and {y}, "
+                               "recorded KEEP, under one survivor")
             continue
-        merged = group[a] | group[b]
+        merged = ga | gb
         for x in merged:
             group[x] = merged
+    listed = set(active)
     out: dict[str, list[str]] = {}
     for members in {id(g): g for g in group.values()}.values():
-        if len(members) > 1:
-            ordered = sorted(members, key=id_sort_key)
+        ordered = sorted((m for m in members if m in listed), key=id_sort_key)
+        if len(ordered) > 1:
             out[ordered[0]] = ordered[1:]
+    return out
+
+
+def earlier_members(vault: Vault, ids: list[str]) -> dict[str, list[str]]:
+    """Each id of ``ids`` -> the hypotheses merged into it before: by their one-hop ``merged_into``
+    and by its ``merged_from``, transitively (a survivor absorbed later brings its own along)."""
+    into: dict[str, list[str]] = {}
+    for h in vault.of_type("hypothesis"):
+        if h.meta.get("state") == "merged":
+            target = link_target(h.meta.get("merged_into"))
+            if target:
+                into.setdefault(target, []).append(h.id)
+    out: dict[str, list[str]] = {}
+    for s in ids:
+        seen: list[str] = []
+        todo = [s]
+        while todo:
+            x = todo.pop()
+            node = vault.nodes.get(x)
+            merged_from = node.meta.get("merged_from") if node is not None else None
+            links = [link_target(m) for m in merged_from] if isinstance(merged_from, list) else []
+            for m in [*into.get(x, []), *(t for t in links if t)]:
+                if m != s and m not in seen and m in vault.nodes:
+                    seen.append(m)
+                    todo.append(m)
+        if seen:
+            out[s] = seen
     return out
 
 
@@ -130,22 +200,31 @@ def group_widening(survivor: Node, absorbed_ids: list[str], ledger: Ledger,
     return next((d for d in widenings if survivor.id in d.pair), next(iter(widenings), None))
 
 
-def chained(survivor: str, absorbed: list[str], ledger: Ledger) -> bool:
-    """Whether the group holds a pair no decision judged MERGE (it was closed by chaining)."""
-    merged = {frozenset(d.pair) for d in ledger.pairs.values() if d.decision == "MERGE"}
+def chained(survivor: str, absorbed: list[str], ledger: Ledger, merged: set[frozenset] | None = None) -> bool:
+    """Whether the group holds a pair no decision judged MERGE (it was closed by chaining).
+    ``merged``: the ledger's MERGE pairs, when the caller asks for many groups."""
+    if merged is None:
+        merged = merge_pairs(ledger)
     return any(frozenset(p) not in merged for p in combinations([survivor, *absorbed], 2))
 
 
+def merge_pairs(ledger: Ledger) -> set[frozenset]:
+    return {frozenset(d.pair) for d in ledger.pairs.values() if d.decision == "MERGE"}
+
+
 def apply_dispositions(vault: Vault, ledger: Ledger) -> DispositionReport:
-    """Plan every file change from the ledger and apply it through the journal."""
+    """Plan every file change from the ledger and apply it through the journal (one plan)."""
     active = active_hypotheses(vault)
     ids = [h.id for h in open_to_4a(vault)]
     baseline = read_baseline(vault.root)
     report = DispositionReport(decisions=len(ledger.pairs) + len(ledger.topics))
     drops = {t.id: t.drop_reason for t in ledger.topics.values() if t.drop and t.id in ids}
-    groups = merge_groups([i for i in ids if i not in drops], ledger)
-    report.groups_chained = sum(chained(s, a, ledger) for s, a in groups.items())
+    kept = [i for i in ids if i not in drops]
+    groups = merge_groups(kept, ledger, earlier_members(vault, kept), report.blocked_by_keep)
+    merged = merge_pairs(ledger)
+    report.groups_chained = sum(chained(s, a, ledger, merged) for s, a in groups.items())
     report.groups_direct = len(groups) - report.groups_chained
+    followers = merged_into_index(vault)
     steps: list[Step] = []
     touched: dict[str, tuple[Node, Path]] = {}
     for node, line in stale_notes(vault, baseline):  # what an earlier version wrote from a non-widening
@@ -155,8 +234,7 @@ def apply_dispositions(vault: Vault, ledger: Ledger) -> DispositionReport:
         survivor, absorbed = vault.nodes[survivor_id], [vault.nodes[x] for x in absorbed_ids]
         # Nodes merged earlier into one being absorbed now follow it to the new survivor (one hop).
         for x in list(absorbed):
-            absorbed += [m for m in vault.of_type("hypothesis")
-                         if m.meta.get("state") == "merged" and link_target(m.meta.get("merged_into")) == x.id]
+            absorbed += followers.get(x.id, [])
         widening = group_widening(survivor, absorbed_ids, ledger, baseline)
         absorb(survivor, absorbed, widening)
         touched[survivor.id] = (survivor, survivor.path)
@@ -166,7 +244,7 @@ def apply_dispositions(vault: Vault, ledger: Ledger) -> DispositionReport:
             touched[x.id] = (x, Path("hypotheses/merged") / x.path.name)
         report.merged[survivor_id] = [x.id for x in absorbed]
     for h_id, reason in drops.items():
-        for node, dest in drop(vault, vault.nodes[h_id], reason):
+        for node, dest in drop(vault, vault.nodes[h_id], reason, followers.get(h_id, [])):
             touched[node.id] = (node, dest)
             report.dropped[node.id] = node.meta["drop_reason"]
     for h in active:
@@ -177,6 +255,7 @@ def apply_dispositions(vault: Vault, ledger: Ledger) -> DispositionReport:
     for node, dest in touched.values():
         if node.changed or dest != node.path:
             steps.append(Step(to=str(dest), text=node.text(), src=str(node.path)))
-    report.files_changed = Journal(vault.root).apply(steps)
-    report.active = [h.id for h in active if h.id not in drops and not any(h.id in a for a in groups.values())]
+    report.files_changed = vault.apply(steps)
+    absorbed_now = {x for a in groups.values() for x in a}
+    report.active = [h.id for h in active if h.id not in drops and h.id not in absorbed_now]
     return report
