@@ -92,7 +92,8 @@ def start_server(python: Path, model: Path, port: int, n_ctx: int, log_path: Pat
     out = open(log_path, "wb")
     proc = subprocess.Popen(["nice", "-n", "5", str(python), "-m", "llama_cpp.server", "--model", str(model),
                              "--model_alias", MODEL_NAME, "--host", "127.0.0.1", "--port", str(port),
-                             "--n_ctx", str(n_ctx)], stdout=out, stderr=subprocess.STDOUT)
+                             "--n_ctx", str(n_ctx), "--n_threads", str(os.cpu_count() or 2)],
+                            stdout=out, stderr=subprocess.STDOUT)  # its default is half the cores
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if proc.poll() is not None:
