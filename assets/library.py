@@ -20,12 +20,18 @@ from hypograph.library.persist import persist_round
 from hypograph.library.report import build_report, round_ledger
 from hypograph.library.run import settings_for_round
 from hypograph.library.score import score_round
-from hypograph.library.search import ArxivSearch
+from hypograph.library.search import web_search
 from hypograph.library.state import TRACE_TASK, round_keys, round_number
+from hypograph.library.traces import TraceRun, invocation_now
 from resources import Inputs, LLMResource
 from resources.library import LibrarySettings
 
 ROUND = dict(group_name=LIBRARY, partitions_def=library_rounds, kinds={"openai"})
+
+
+def _traces(context: AssetExecutionContext, root, library: LibrarySettings) -> TraceRun:
+    """One trace folder per invocation: the CLI's (it sets one for all its rounds), else this run's."""
+    return TraceRun(root, library.invocation or invocation_now() or f"run-{context.run_id[:8]}")
 
 
 @asset(**ROUND, pool="library_generation")
@@ -35,7 +41,8 @@ def round_candidates(context: AssetExecutionContext, inputs: Inputs, llm: LLMRes
     as the earlier rounds left it (cached: a round never regenerates)."""
     root, key = inputs.sub_root(context.partition_key)
     client = llm.client(inputs.state_dir(root), TRACE_TASK)
-    candidates = generate_round(root, key, settings_for_round(root, key, library.round_settings()), client)
+    candidates = generate_round(root, key, settings_for_round(root, key, library.round_settings()), client,
+                                _traces(context, root, library))
     return MaterializeResult(metadata={
         "behaviors": len(candidates.behaviors), "mechanisms": sum(len(b.mechanisms) for b in candidates.behaviors),
         "banlist": MetadataValue.json(candidates.banlist.model_dump()), **client.metadata(),
@@ -43,15 +50,17 @@ def round_candidates(context: AssetExecutionContext, inputs: Inputs, llm: LLMRes
 
 
 @asset(**ROUND, deps=[round_candidates])
-def round_dedup(context: AssetExecutionContext, inputs: Inputs, llm: LLMResource) -> MaterializeResult:
-    """The model's new / duplicate-of judgement of each candidate against its nearest library nodes."""
+def round_dedup(context: AssetExecutionContext, inputs: Inputs, llm: LLMResource,
+                library: LibrarySettings) -> MaterializeResult:
+    """The model's new / duplicate-of judgement of each candidate, by meaning, against its nearest
+    library nodes (sentence embeddings pick the neighbours; only exact repeats are dropped unasked)."""
     root, key = inputs.sub_root(context.partition_key)
     client = llm.client(inputs.state_dir(root), TRACE_TASK)
-    dedup = dedup_round(root, key, None, client)
+    dedup = dedup_round(root, key, None, client, traces=_traces(context, root, library))
     return MaterializeResult(metadata={
-        "survivors": len(dedup.survivors),
+        "survivors": len(dedup.survivors), "embedder": dedup.embedder, "prompt": dedup.prompt,
         **{f"removed_{layer}_{by}": dedup.removed(layer, by) for layer in ("behavior", "mechanism")
-           for by in ("prefilter", "model")},
+           for by in ("exact", "model", "rejected")},
         **client.metadata(),
     })
 
@@ -63,10 +72,12 @@ def round_scores(context: AssetExecutionContext, inputs: Inputs, llm: LLMResourc
     root, key = inputs.sub_root(context.partition_key)
     client = llm.client(inputs.state_dir(root), TRACE_TASK)
     web = library.web
-    scores = score_round(root, key, None, client, ArxivSearch(library.search_url) if web else None, web=web)
+    search = web_search(library.search_url, library.openalex_url) if web else None
+    scores = score_round(root, key, None, client, search, web=web, traces=_traces(context, root, library))
     for warning in scores.warnings:
         context.log.warning(warning)
     return MaterializeResult(metadata={"behaviors": len(scores.behaviors), "model": scores.model, "web": web,
+                                       "papers_shown": sum(len(b.papers) for b in scores.behaviors),
                                        "warnings": MetadataValue.json(scores.warnings), **client.metadata()})
 
 

@@ -3,7 +3,7 @@
 
 ``case new``, ``add`` and ``from-vault`` make the revision and record the package's new version (an
 observation on the partition); ``case interpret`` is a run of ``case_interpret``; ``case confirm``
-is the person's step, then a run of ``case_interpretation`` that verifies it; ``batch`` a run of
+is the person's step, then a run of ``case_confirmed`` that verifies it; ``batch`` a run of
 ``case_batch`` (``case_batch_into_vault`` with ``--into``)."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def add_parsers(subparsers) -> None:
     for name, where in (("new", "case_dir"), ("add", "path"), ("from-vault", "case_dir")):
         parsers[name].set_defaults(func=_then_observed(parsers[name].get_default("func"), where))
     parsers["confirm"].set_defaults(func=_then_observed(parsers["confirm"].get_default("func"), "path",
-                                                        job="case_interpretation"))
+                                                        job="case_confirmed"))
     parsers["interpret"].set_defaults(func=with_exit_codes(interpret))
     parsers["batch"].set_defaults(func=with_exit_codes(batch))
 

@@ -43,8 +43,8 @@ case_interpret_job = define_asset_job(
                 "interpret`); with no model, a template. A person then confirms it (`hypograph case confirm`).",
 )
 
-case_interpretation_job = define_asset_job(
-    "case_interpretation", selection=[case_interpretation], partitions_def=case_revisions,
+case_confirmed_job = define_asset_job(
+    "case_confirmed", selection=[case_interpretation], partitions_def=case_revisions,
     description="The interpretation a person confirmed, verified against the case files (`hypograph case "
                 "confirm` runs it); fails while the revision is unconfirmed.",
 )
@@ -63,5 +63,5 @@ case_into_vault_job = define_asset_job(
                 "(made from it, or given to batch --into); skipped with its reason when it names none.",
 )
 
-JOBS = [proximity_job, structure_job, library_round_job, rescore_job, case_interpret_job, case_interpretation_job,
+JOBS = [proximity_job, structure_job, library_round_job, rescore_job, case_interpret_job, case_confirmed_job,
         case_batch_job, case_into_vault_job]

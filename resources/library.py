@@ -16,11 +16,15 @@ class LibrarySettings(ConfigurableResource):
     behavior_source: Literal["discover", "given"] = Field(default="discover", description="seed 001's mode")
     behavior: str | None = Field(default=None, description="given mode: a behavior id (B3) or one sentence")
     n_behaviors: int = Field(default=10, ge=1, le=100, description="new behaviors per round (discover)")
-    web: bool = Field(default=True, description="ground the referees with an arXiv search (NOVELTY_WEB)")
-    search_url: str | None = Field(default=None, description="Atom search endpoint (default arXiv's)")
+    web: bool = Field(default=True, description="ground the referees with arXiv and OpenAlex searches")
+    search_url: str | None = Field(default=None, description="arXiv Atom endpoint (default arXiv's)")
+    openalex_url: str | None = Field(default=None, description="OpenAlex works endpoint (default OpenAlex's)")
     banlist_budget: int = Field(default=6000, ge=200, description="tokens of banlist pasted per generation prompt")
-    embedder: Literal["tfidf", "sbert"] = Field(default="tfidf", description="dedup prefilter embedder")
+    embedder: Literal["tfidf", "sbert"] = Field(default="sbert", description="embeddings that pick the neighbours "
+                                                "the model judges each candidate against (sbert: MiniLM)")
     strategies_file: str | None = Field(default=None, description="JSON file of lenses and strategies")
+    invocation: str | None = Field(default=None, description="trace folder and batch stamp to share (default: "
+                                   "the CLI invocation's, else this run's)")
 
     def round_settings(self) -> RoundSettings | None:
         if not self.topic:

@@ -137,7 +137,8 @@ EXPECTED_ASSETS = {
     "round_scores": ("library", {"round_candidates", "round_dedup"}, "library_rounds"),
     "hypothesis_library": ("library", {"round_dedup", "round_scores"}, "library_rounds"),
     "case_package": ("casework", set(), "case_revisions"),
-    "case_interpretation": ("casework", {"case_package"}, "case_revisions"),
+    "interpretation_draft": ("casework", {"case_package"}, "case_revisions"),
+    "case_interpretation": ("casework", {"case_package", "interpretation_draft"}, "case_revisions"),
     "case_context": ("casework", {"case_interpretation"}, "case_revisions"),
     "hypothesis_batch": ("casework", {"case_context"}, "case_revisions"),
     "batch_vault_nodes": ("casework", {"hypothesis_batch"}, "case_revisions"),
@@ -175,8 +176,8 @@ def test_definitions_snapshot():
     for (asset, _), spec in checks.items():
         assert spec.partitions_def.name == EXPECTED_ASSETS[asset][2] and spec.description, spec
     jobs = {j.name: j for j in defs.resolve_all_job_defs() if not j.name.startswith("__")}
-    assert set(jobs) == {"proximity", "structure", "library_round", "library_rescore", "case_batch",
-                         "case_batch_into_vault"}
+    assert set(jobs) == {"proximity", "structure", "library_round", "library_rescore", "case_interpret",
+                         "case_confirmed", "case_batch", "case_batch_into_vault"}
     assert all(j.description and j.partitions_def is not None for j in jobs.values())
     assert {s.name for s in defs.schedules} == {"nightly_proximity"}
     assert {s.name for s in defs.sensors} == {"inputs_discovered", "hypotheses_changed", "next_library_round",
