@@ -117,7 +117,7 @@ def test_the_cluster_asset_shows_its_cluster_table(page, ui):
     page.goto(f"{ui.url}/assets/proximity_clusters")
     page.get_by_role("tab", name="Partitions").click()
     page.get_by_placeholder("Filter by name").fill(ui.run.name)
-    page.get_by_title(str(ui.run), exact=True).filter(visible=True).first.click()  # long paths are shortened
+    page.get_by_title(ui.run.name, exact=True).filter(visible=True).first.click()  # the input's id
     clusters = json.loads((ui.run / "proximity" / "clusters.json").read_text())["clusters"]
     row = page.locator("tr:not(:has(tr))", has=page.locator("td", has_text=re.compile(r"^C-01$")))  # innermost
     expect_visible(row.first)
@@ -140,7 +140,7 @@ def test_a_check_shows_its_status(page, ui):
 def test_the_runs_list_shows_the_cli_runs(page, ui):
     page.goto(f"{ui.url}/runs")
     for job, root in (("structure", ui.vault), ("proximity", ui.run)):
-        row = run_row(page, str(root)).filter(has_text=job)  # the partition tag and the job
+        row = run_row(page, root.name).filter(has_text=job)  # the partition tag (the input's id) and the job
         expect_visible(row.first)
         assert "Success" in row.first.inner_text()
 
@@ -154,8 +154,8 @@ def test_materialize_from_the_page_runs_on_the_chosen_input(page, ui):
     page.get_by_role("button", name="Materialize all").click()
     dialog = page.get_by_role("dialog")
     dialog.get_by_text("Select a partition or create one").click()
-    page.get_by_placeholder("Filter partitions").fill(str(ui.run))
-    page.get_by_title(str(ui.run), exact=True).filter(visible=True).first.click()
+    page.get_by_placeholder("Filter partitions").fill(ui.run.name)
+    page.get_by_title(ui.run.name, exact=True).filter(visible=True).first.click()
     dialog.get_by_text("Launch runs to materialize").click()  # closes the partition list
     dialog.get_by_role("button", name="Launch 1 run").click()
     toast = page.get_by_text(re.compile(r"Launched run [0-9a-f]{8}"))
@@ -165,7 +165,7 @@ def test_materialize_from_the_page_runs_on_the_chosen_input(page, ui):
     page.goto(f"{ui.url}/runs")
     row = run_row(page, short_id)
     row.get_by_text("Success", exact=True).wait_for(timeout=RUN_SECONDS * 1000)  # the runs list polls
-    assert str(ui.run) in row.inner_text() and "proximity" in row.inner_text()
+    assert ui.run.name in row.inner_text() and "proximity" in row.inner_text()
     row.get_by_role("link", name=short_id).click()
     page.wait_for_url(re.compile(f"/runs/{short_id}"))
     run_id = urllib.parse.urlparse(page.url).path.rsplit("/", 1)[-1]
@@ -174,8 +174,8 @@ def test_materialize_from_the_page_runs_on_the_chosen_input(page, ui):
     with DagsterInstance.from_config(str(ui.home)) as instance:
         run = instance.get_run_by_id(run_id)
         assert run.status == DagsterRunStatus.SUCCESS
-        assert run.job_name == "proximity" and run.tags["dagster/partition"] == str(ui.run)
-        assert {r.tags.get("dagster/partition") for r in instance.get_runs()} == {str(ui.run), str(ui.vault)}
+        assert run.job_name == "proximity" and run.tags["dagster/partition"] == ui.run.name
+        assert {r.tags.get("dagster/partition") for r in instance.get_runs()} == {ui.run.name, ui.vault.name}
 
 
 def run_row(page, text: str):
