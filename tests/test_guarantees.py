@@ -221,7 +221,7 @@ def test_check_5_flags_a_merged_node_the_survivor_does_not_list(tmp_path):
         "source": h1.meta["source"], "locator": "Discussion", "question": h1.meta["question"],
         "state": "merged", "merged_into": h1.link}))
     assert all_checks(open_vault(root), None) == {
-        1: [], 2: [], 3: [], 4: [], 5: [("H-1", "merged_from lacks H-99")], 6: []}
+        1: [], 2: [], 3: [], 4: [], 5: [("H-1", "merged_from lacks H-99")], 6: [], 7: []}
 
 
 # -- 5. minting: the lock is held until the file exists; an id is never given twice -----------------

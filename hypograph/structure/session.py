@@ -67,10 +67,16 @@ def who(marker: dict) -> str:
     return f"run {marker['run']}" if marker.get("run") else f"the run started {marker.get('since', '?')}"
 
 
-def mark(root: Path, phase: str, judged: list[str] | set[str] | None = None, run: str | None = None) -> None:
-    """Write the marker (under the structuring lock)."""
+def mark(root: Path, phase: str, judged: list[str] | set[str] | None = None, run: str | None = None,
+         policy: str | None = None) -> None:
+    """Write the marker (under the structuring lock). ``policy``: ``offline`` or ``model``, who judged;
+    a 4a under the other kind starts afresh (its ``judged`` replaces the old)."""
     old = read_marker(root) or {}
+    if policy and old.get("policy", policy) != policy:
+        old = {}
     doc = {"phase": phase, "since": old.get("since") or _now()}
+    if policy:
+        doc["policy"] = policy
     label = run or locking._run_label.get(str(Path(root)))
     if label:
         doc["run"] = label

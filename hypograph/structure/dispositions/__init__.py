@@ -94,10 +94,13 @@ def _run_dispositions(root: Path, verdicts: list[Decision], embeddings: Embeddin
     vault = session.open_for_step(root)  # as it is now that this run holds the lock
     validate_before_structuring(vault)  # refuse what 4a cannot fix before its first write
     marker = session.read_marker(root)
-    frozen = set(marker.get("judged", [])) if marker else set()
+    who = "offline" if policy.offline else "model"
+    # what the unfinished structuring's 4a judged, under the same kind of policy (a model now asked
+    # where the offline policy decided is a new structuring: it may judge those pairs again)
+    frozen = set(marker.get("judged", [])) if marker and marker.get("policy", who) == who else set()
     open_now = open_to_4a(vault)
     if open_now or marker:
-        session.mark(root, "4a" if not marker or marker["phase"] == "4a" else marker["phase"])
+        session.mark(root, marker["phase"] if marker and frozen else "4a", policy=who)
     baseline = record_baseline(vault)
     ledger = read_ledger(root)
     by_hand, refused = apply_by_hand(vault, verdicts, ledger)
@@ -108,7 +111,7 @@ def _run_dispositions(root: Path, verdicts: list[Decision], embeddings: Embeddin
     ledger, judged, amended_now = decide(vault, candidates, ledger, policy, batch_size, frozen)
     write_ledger(root, ledger)
     if open_now or marker:  # the decisions are final: no later 4a judges these again before 4b
-        session.mark(root, "4b", [h.id for h in to_judge])
+        session.mark(root, "4b", [h.id for h in to_judge], policy=who)
     report = apply_dispositions(vault, ledger)
     report.candidates, report.judged = len(candidates), judged
     report.amended[:0] = amended + amended_now
