@@ -174,7 +174,8 @@ def decide(vault: Vault, candidates: list[Candidate], ledger: Ledger, policy: Po
         elif key not in ledger.pairs or (not policy.offline and ledger.pairs[key].decided_by == OFFLINE):
             todo.append(c)  # new, or decided by the offline policy and now a model can judge it
     batches = [todo[k:k + batch_size] for k in range(0, len(todo), max(1, batch_size))]
-    asks = [_pairs_ask(b, nodes, obs, question) for b in batches]
+    # the offline policy reads no request: none is built (50,000 pairs would cost seconds of JSON)
+    asks = [_pairs_ask(b, nodes, obs, question, not policy.offline) for b in batches]
     amended = []
     for batch, decisions in zip(batches, policy.decide("merge", asks), strict=True):
         for c, d in zip(batch, decisions, strict=True):
@@ -183,13 +184,13 @@ def decide(vault: Vault, candidates: list[Candidate], ledger: Ledger, policy: Po
                 amended.append(f"{c.a}/{c.b}: {recorded.amended}")
     unjudged = [h for h in nodes.values() if h.id not in ledger.topics and not h.meta.get("origin")]
     topic_batches = [unjudged[k:k + TOPIC_BATCH] for k in range(0, len(unjudged), TOPIC_BATCH)]
-    for decisions in policy.decide("topic", [_topic_ask(b, question) for b in topic_batches]):
+    for decisions in policy.decide("topic", [_topic_ask(b, question, not policy.offline) for b in topic_batches]):
         ledger.topics.update((d.id, d) for d in decisions)
     return ledger, len(todo), amended
 
 
 def _pairs_ask(batch: list[Candidate], nodes: dict[str, Node], obs: list[Node],
-               question: str) -> Ask[PairJudgements, list[PairDecision]]:
+               question: str, request: bool = True) -> Ask[PairJudgements, list[PairDecision]]:
     def accept(answer: PairJudgements, decided_by: str) -> list[PairDecision]:
         by_number = {j.pair: j for j in answer.decisions}  # the request's check: exactly one per number
         return [PairDecision(pair=(c.a, c.b), decision=j.decision, decided_by=decided_by, rationale=j.rationale,
@@ -199,7 +200,7 @@ def _pairs_ask(batch: list[Candidate], nodes: dict[str, Node], obs: list[Node],
     def offline(note: str | None) -> list[PairDecision]:
         return [_offline_pair(c, nodes, obs, note) for c in batch]
 
-    return Ask(merge_request(batch, nodes, obs, question), accept, offline)
+    return Ask(merge_request(batch, nodes, obs, question) if request else None, accept, offline)
 
 
 def _offline_pair(c: Candidate, nodes: dict[str, Node], obs: list[Node], note: str | None) -> PairDecision:
@@ -214,7 +215,7 @@ def _offline_pair(c: Candidate, nodes: dict[str, Node], obs: list[Node], note: s
     return PairDecision(pair=(c.a, c.b), decision="MERGE" if merge else "KEEP", rationale=reason, decided_by=OFFLINE)
 
 
-def _topic_ask(batch: list[Node], question: str) -> Ask[TopicJudgements, list[TopicDecision]]:
+def _topic_ask(batch: list[Node], question: str, request: bool = True) -> Ask[TopicJudgements, list[TopicDecision]]:
     def accept(j: TopicJudgements, decided_by: str) -> list[TopicDecision]:
         items = {i.hypothesis: i for i in j.items}  # the request's check: exactly one per number
         return [TopicDecision(id=h.id, drop=items[n].off_topic, drop_reason=items[n].drop_reason, decided_by=decided_by)
@@ -225,4 +226,4 @@ def _topic_ask(batch: list[Node], question: str) -> Ask[TopicJudgements, list[To
         these; standing in for a rejected answer, each is kept on record."""
         return [] if note is None else [TopicDecision(id=h.id, drop=False, decided_by=OFFLINE) for h in batch]
 
-    return Ask(topic_request(batch, question), accept, offline)
+    return Ask(topic_request(batch, question) if request else None, accept, offline)

@@ -95,18 +95,17 @@ def merge_groups(active: list[str], ledger: Ledger, earlier: dict[str, list[str]
         a, b = d.pair
         if d.decision != "MERGE" or a not in group or b not in group or group[a] is group[b]:
             continue
-        ga, gb = group[a], group[b]
-        clash = next(((x, y) for x in sorted(ga, key=id_sort_key)
-                      for y in sorted(keep.get(x, set()) & gb, key=id_sort_key)), None)
-        if clash is not None:
+        small, large = sorted((group[a], group[b]), key=len)
+        clashes = [tuple(sorted((x, y), key=id_sort_key)) for x in small for y in keep.get(x, ()) if y in large]
+        if clashes:
             if blocked is not None:
-                x, y = sorted(clash, key=id_sort_key)
+                x, y = min(clashes, key=lambda p: (id_sort_key(p[0]), id_sort_key(p[1])))
                 blocked.append(f"MERGE {a}/{b} not applied: it would put {x} and {y}, "
                                "recorded KEEP, under one survivor")
             continue
-        merged = ga | gb
-        for x in merged:
-            group[x] = merged
+        large |= small  # the smaller group joins the larger: each node moves O(log n) times
+        for x in small:
+            group[x] = large
     listed = set(active)
     out: dict[str, list[str]] = {}
     for members in {id(g): g for g in group.values()}.values():
@@ -190,14 +189,21 @@ def absorb(survivor: Node, absorbed: list[Node], widening: PairDecision | None) 
 
 
 def group_widening(survivor: Node, absorbed_ids: list[str], ledger: Ledger,
-                   baseline: dict | None) -> PairDecision | None:
+                   baseline: dict | None, widening: list[PairDecision] | None = None) -> PairDecision | None:
     """The widening the group takes: from a MERGE pair holding the survivor if one widens, else from
-    any MERGE pair of the group (ledger order); never one that repeats the survivor's statement."""
+    any MERGE pair of the group (ledger order); never one that repeats the survivor's statement.
+    ``widening``: the ledger's widening MERGE decisions, when the caller asks for many groups."""
     group = {survivor.id, *absorbed_ids}
-    widenings = [d for d in ledger.pairs.values()
-                 if d.decision == "MERGE" and d.widened_statement and set(d.pair) <= group
+    if widening is None:
+        widening = widening_merges(ledger)
+    widenings = [d for d in widening if set(d.pair) <= group
                  and widening_problem(d.widened_statement, [survivor], baseline) is None]
     return next((d for d in widenings if survivor.id in d.pair), next(iter(widenings), None))
+
+
+def widening_merges(ledger: Ledger) -> list[PairDecision]:
+    """The MERGE decisions that widen a statement, in ledger order."""
+    return [d for d in ledger.pairs.values() if d.decision == "MERGE" and d.widened_statement]
 
 
 def chained(survivor: str, absorbed: list[str], ledger: Ledger, merged: set[frozenset] | None = None) -> bool:
@@ -225,6 +231,7 @@ def apply_dispositions(vault: Vault, ledger: Ledger) -> DispositionReport:
     report.groups_chained = sum(chained(s, a, ledger, merged) for s, a in groups.items())
     report.groups_direct = len(groups) - report.groups_chained
     followers = merged_into_index(vault)
+    widen = widening_merges(ledger)
     steps: list[Step] = []
     touched: dict[str, tuple[Node, Path]] = {}
     for node, line in stale_notes(vault, baseline):  # what an earlier version wrote from a non-widening
@@ -235,7 +242,7 @@ def apply_dispositions(vault: Vault, ledger: Ledger) -> DispositionReport:
         # Nodes merged earlier into one being absorbed now follow it to the new survivor (one hop).
         for x in list(absorbed):
             absorbed += followers.get(x.id, [])
-        widening = group_widening(survivor, absorbed_ids, ledger, baseline)
+        widening = group_widening(survivor, absorbed_ids, ledger, baseline, widen)
         absorb(survivor, absorbed, widening)
         touched[survivor.id] = (survivor, survivor.path)
         for x in absorbed:
