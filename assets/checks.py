@@ -116,7 +116,7 @@ def _step4_check(number: int, asset):
 
 
 STRUCTURE_CHECKS = [
-    *(_step4_check(n, hypothesis_dispositions) for n in (1, 5, 6)),
+    *(_step4_check(n, hypothesis_dispositions) for n in (1, 5, 6, 7)),
     *(_step4_check(n, hypothesis_clusters) for n in (2, 3, 4, 6)),
 ]
 

@@ -3,7 +3,9 @@
 Partitioned by ``vaults``; each reads its vault's proximity (``dedup_verdicts``,
 ``hypothesis_embeddings``, partitioned by ``hypothesis_inputs`` under the same id) through the
 identity mapping. Their output is the vault itself, written by the domain functions through the
-vault's journal and lock (so they return ``MaterializeResult``; no IO manager writes a node). The
+vault's journal and lock (so they return ``MaterializeResult``; no IO manager writes a node); a
+structuring interrupted between them, or run twice at once, ends as one uninterrupted run (the
+marker in ``.hypograph/structuring.json``, see ``hypograph/structure/session.py``). The
 map reports the new version of the vault's ``hypotheses`` it leaves, so the change sensor does not
 take step 4's own writes for a person's; the vault's proximity is then stale and is materialized
 again (``hypograph structure`` does it at once, the sensor on its next tick). The binary checks are
@@ -39,7 +41,7 @@ def hypothesis_dispositions(context: AssetExecutionContext, dedup_verdicts: list
     """4a: merge near-duplicates (discriminability test), drop the off-topic, state on every H."""
     root = inputs.root(context.partition_key)
     client = llm.client(inputs.state_dir(root), "hypothesis_dispositions")
-    report = run_dispositions(open_vault(root), dedup_verdicts, hypothesis_embeddings, policy_for(client))
+    report = run_dispositions(root, dedup_verdicts, hypothesis_embeddings, policy_for(client))  # reads under the lock
     return MaterializeResult(metadata={
         "merged": sum(map(len, report.merged.values())), "dropped": len(report.dropped),
         "active": len(report.active), "files_changed": report.files_changed,
@@ -48,6 +50,7 @@ def hypothesis_dispositions(context: AssetExecutionContext, dedup_verdicts: list
         "candidate_pairs": report.candidates, "pairs_judged": report.judged,
         "merge_groups_asked_directly": report.groups_direct, "merge_groups_closed_by_chaining": report.groups_chained,
         "amended": report.amended, "merged_by_hand": report.by_hand, "refused_by_hand": report.refused,
+        "joins_blocked_by_keep": _lines(report.blocked_by_keep), "resumed": report.resumed or "",
         **client.metadata(),
     })
 
@@ -57,7 +60,7 @@ def hypothesis_clusters(context: AssetExecutionContext, inputs: Inputs, llm: LLM
     """4b: hypothesis-cluster nodes with residuals, and each active H's cluster backlink."""
     root = inputs.root(context.partition_key)
     client = llm.client(inputs.state_dir(root), "hypothesis_clusters")
-    report = run_clusters(open_vault(root), policy_for(client))
+    report = run_clusters(root, policy_for(client))
     return MaterializeResult(metadata={
         "clusters": len(report.clusters), "created": len(report.created), "minted": len(report.minted),
         "minted_hypotheses": sum(i.startswith("H-") for i in report.minted),
@@ -71,8 +74,9 @@ def hypothesis_clusters(context: AssetExecutionContext, inputs: Inputs, llm: LLM
 def structure_map(context: AssetExecutionContext, inputs: Inputs) -> MaterializeResult:
     """agent-notes/structure.md: the cluster inventory and counts (rewritten only on change); the
     vault's hypotheses as step 4 left them reported as a new observation."""
-    vault = open_vault(inputs.root(context.partition_key))
-    path, written = write_map(vault)
+    root = inputs.root(context.partition_key)
+    path, written = write_map(root)
+    vault = open_vault(root)
     version = report_rewrite(context, inputs)
     return MaterializeResult(metadata={
         "path": MetadataValue.path(str(path)), "rewritten": written, **structure_counts(vault),

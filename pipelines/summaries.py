@@ -120,7 +120,7 @@ def print_structure(root: Path, result) -> None:
     print("checks:")
     for number, violations in results.items():
         name, _ = CHECK_NAMES[number]
-        print(f"  {name} (seed check {number}): " + ("pass" if not violations else f"FAIL ({len(violations)})"))
+        print(f"  {name} (check {number}): " + ("pass" if not violations else f"FAIL ({len(violations)})"))
     if any(results.values()):
         print("  see `hypograph check` for each violation")
     print_review_queue(root)
