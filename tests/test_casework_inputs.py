@@ -391,5 +391,5 @@ def test_raw_inputs_to_a_structured_vault(tmp_path, raw, capsys, llm_server, llm
                                                                   asset_partitions=[key]), limit=10).records
     assert sorted((r.job_name, r.status) for r in runs) == sorted(
         (job, DagsterRunStatus.SUCCESS)
-        for job in ("case_interpret", "case_interpretation", "case_batch", "case_batch_into_vault"))
+        for job in ("case_interpret", "case_confirmed", "case_batch", "case_batch_into_vault"))
     assert observed  # case new recorded the package's first version
