@@ -219,7 +219,7 @@ def test_deeply_nested_json_is_one_line_naming_the_file(lib, capsys):
     assert cli.main([str(lib), "--check"]) == 1
     out = capsys.readouterr().out
     assert f"{path}: not valid JSON (nested too deeply to read)" in out and "Traceback" not in out
-    assert cli.main([str(lib), "--report"]) == 2
+    assert cli.main([str(lib), "--report"]) == 1  # refused input
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(path) in err
     state = lib / ".hypograph" / "library" / "ids.json"

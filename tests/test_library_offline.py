@@ -286,6 +286,6 @@ def test_cli_check_report_and_one_line_errors(lib):
     rep = cli(lib, "--report", "--json")
     assert rep.returncode == 0 and json.loads(rep.stdout)["totals"]["behaviors"] == 3
     given = cli(lib, "--topic", "LLM sycophancy", "--behavior-source", "given")
-    assert given.returncode == 2 and given.stderr.count("\n") == 1 and "needs a behavior" in given.stderr
+    assert given.returncode == 1 and given.stderr.count("\n") == 1 and "needs a behavior" in given.stderr
     nomodel = cli(lib, "--topic", "LLM sycophancy", "--mode", "x")
     assert nomodel.returncode == 2 and "HYPOGRAPH_LLM_MODEL" in nomodel.stderr and nomodel.stderr.count("\n") == 1

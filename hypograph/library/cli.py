@@ -63,7 +63,7 @@ def library_command(args: argparse.Namespace, round_runner=None) -> int:
         return _dispatch(args, round_runner)
     except HypographError as e:
         print(f"hypograph library: {e}", file=sys.stderr)
-        return 2
+        return e.exit_code  # 1: refused input; 2: not done yet, needs something (a model)
 
 
 def _dispatch(args, round_runner=None) -> int:

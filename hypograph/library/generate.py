@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hypograph.errors import HypographError
+from hypograph.errors import HypographError, NotDone
 from hypograph.library.banlist import build_banlist
 from hypograph.library.checks import require_sound
 from hypograph.library.landscape import read_landscape
@@ -42,7 +42,7 @@ GIVEN_LENS = "User-supplied"
 GIVEN_DETAIL = "Taken as given from --behavior (no five-bars mining)."
 
 
-class ModelRequired(HypographError):
+class ModelRequired(NotDone):
     """Raised, before anything is written, when a step needs a model and none is configured."""
 
 

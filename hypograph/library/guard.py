@@ -29,7 +29,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from hypograph.errors import HypographError
+from hypograph.errors import HypographError, NotDone
 from hypograph.library.embedder import sbert_rows, sentence_model
 from hypograph.library.modes import normalise
 from hypograph.library.prompts import prompt
@@ -41,8 +41,8 @@ THRESHOLDS = {"tfidf": 0.30, "sbert": 0.40}
 SAME_WITHOUT_ASKING = 0.90  # sentence-embedding cosine of one topic worded twice
 
 
-class TopicMismatch(HypographError):
-    """The run's topic is not the library's."""
+class TopicMismatch(NotDone):
+    """The run's topic is not the library's: a person decides (--confirm-topic or --new-library), exit 2."""
 
 
 @dataclass
