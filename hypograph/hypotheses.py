@@ -40,7 +40,6 @@ silently leaving a hole in it.
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 import os
 import re
@@ -373,12 +372,3 @@ def corpus_from_document(doc: dict) -> Corpus:
         warnings=list(doc["warnings"]),
     )
 
-
-def input_fingerprint(root: Path | str) -> str:
-    """A cheap digest of ``hypotheses/`` (names, sizes, mtimes) that changes when any file does."""
-    h = hashlib.sha256()
-    for p in sorted((Path(root) / "hypotheses").glob("*")):
-        if p.is_file():
-            st = p.stat()
-            h.update(f"{p.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    return h.hexdigest()[:16]

@@ -14,7 +14,6 @@ from hypograph.hypotheses import (
     corpus_document,
     corpus_from_document,
     id_sort_key,
-    input_fingerprint,
     load_corpus,
     strip_wikilinks,
 )
@@ -255,13 +254,6 @@ def test_corpus_document_round_trips(vault):
     assert back.ids == corpus.ids
     assert back.texts == corpus.texts
     assert back.kind == corpus.kind
-
-
-def test_input_fingerprint_changes_when_a_hypothesis_changes(run_dir, add_hypothesis):
-    before = input_fingerprint(run_dir)
-    assert input_fingerprint(run_dir) == before
-    add_hypothesis(run_dir, "H-11", statement="A new hypothesis about mites and viruses.")
-    assert input_fingerprint(run_dir) != before
 
 
 def test_files_not_in_the_page_cache_are_read_in_a_second_pass_into_the_same_corpus(run_dir, add_hypothesis,

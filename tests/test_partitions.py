@@ -132,3 +132,18 @@ def test_an_unregistered_folder_or_a_broken_registry_is_one_line(tmp_path, home)
         registry.records()
     with pytest.raises(HypographError, match="not an input"):
         Registry(tmp_path / "other.json").add(tmp_path)
+
+
+def test_the_data_version_is_the_content_not_the_mtime(tmp_path):
+    from hypograph.inputs import fingerprint
+
+    root = copy_tree(REPO / "examples" / "run", tmp_path / "run")
+    before = fingerprint(root, "run-dir")
+    for p in (root / "hypotheses").iterdir():
+        p.write_bytes(p.read_bytes())  # touched, same bytes
+    assert fingerprint(root, "run-dir") == before
+    first = sorted((root / "hypotheses").iterdir())[0]
+    first.write_text(first.read_text(encoding="utf-8").replace("a", "an", 1), encoding="utf-8")
+    assert fingerprint(root, "run-dir") != before
+    (root / "hypotheses" / "H-0099.json").symlink_to("/dev/zero")  # never followed or read
+    fingerprint(root, "run-dir")
