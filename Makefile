@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 INPUTS ?= $(wildcard demo/run demo/vault demo/library demo/case)
 
-.PHONY: demo test ui bench mutation clean
+.PHONY: demo test ui bench mutation eval-llm clean
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "make: $(PYTHON) not found (set PYTHON=python3)"; exit 1; }
@@ -57,6 +57,11 @@ bench: $(VENV)/.installed
 # cores). MODULES="hypograph/journal.py ..." narrows it; results and equivalents: benchmarks/mutation.md.
 mutation: $(VENV)/.installed-mutation
 	$(BIN)/python benchmarks/mutation.py $(MODULES)
+
+# Every model-using flow against a real local model (SmolLM2-135M on llama-cpp-python's server, built
+# from source once into ~/.cache/hypograph-eval-llm, about 15 min); not part of `make test`.
+eval-llm: $(VENV)/.installed
+	nice -n 5 $(BIN)/python eval/llm.py
 
 clean:
 	rm -rf demo .pytest_cache .mutation

@@ -81,6 +81,7 @@ def batch(args) -> int:
             "vault": str(plan.vault) if plan.vault else None}
     result = execute(plan.case_dir, "case_batch_into_vault" if plan.vault else "case_batch", {"case": case},
                      sub=revision_key(plan.analysis_revision), kind="case")
+    summaries.print_model_usage(result)
     meta = summaries.asset_metadata(result, "hypothesis_batch") or _failure_metadata(result)
     if meta.get("line"):
         print(meta["line"])

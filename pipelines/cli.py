@@ -37,6 +37,7 @@ def _proximity(args) -> int:
                 "dupe_threshold": args.dupe_threshold}
     result = run_job(root, "proximity", {"proximity": settings}, offline=True if args.llm == "offline" else None)
     summaries.print_warnings(result)
+    summaries.print_model_usage(result)
     summaries.print_proximity(root)
     return 0
 
@@ -52,10 +53,13 @@ def _structure(args) -> int:
         raise HypographError(f"{root}: not a vault (structure needs step-3 nodes in hypotheses/*.md)")
     resources = {"proximity": {"backend": args.backend, "graph_threshold": args.threshold}}
     offline = True if args.llm == "offline" else None
-    summaries.print_warnings(run_job(root, "proximity", resources, offline))
+    first = run_job(root, "proximity", resources, offline)
+    summaries.print_warnings(first)
+    summaries.print_model_usage(first)
     before = fingerprint(root, "vault")
     result = run_job(root, "structure", resources, offline)
     summaries.print_warnings(result)
+    summaries.print_model_usage(result)
     if fingerprint(root, "vault") != before:
         run_job(root, "proximity", resources, offline)
     summaries.print_structure(root, result)

@@ -66,13 +66,14 @@ def register(instance, root: Path, kind: Kind | None = None) -> InputRecord:
 
 
 def _endpoint_from_environment() -> dict:
-    """Model and endpoint as this process's environment sets them now (never the key, which the
-    resource reads from its variable): a command runs with the model its own environment names,
-    whatever the environment was when the definitions were first imported."""
+    """The model settings this process's environment names now (never the key, which the resource
+    reads from its variable): a command runs with the model, deadline and concurrency its own
+    environment sets, whatever the environment was when the definitions were first imported."""
     from hypograph.llm import LLMConfig
+    from resources.llm import SETTINGS
 
     config = LLMConfig.from_env()
-    return {k: v for k, v in (("model", config.model), ("base_url", config.base_url)) if v}
+    return {k: getattr(config, k) for k in ("model", "base_url", *SETTINGS) if getattr(config, k) is not None}
 
 
 def observe_case(root: Path) -> None:

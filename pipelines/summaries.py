@@ -22,6 +22,17 @@ def asset_metadata(result, asset: str) -> dict:
     return {}
 
 
+def print_model_usage(result) -> None:
+    """One line per task that could ask a model: calls, cached, rejected, fallbacks, the
+    structured-output mode (``hypograph.llm.client.usage_line``), on stderr."""
+    from hypograph.llm.client import usage_line
+
+    for event in result.get_asset_materialization_events():
+        metadata = {k: v.value for k, v in event.materialization.metadata.items()}
+        if "llm_task" in metadata and metadata.get("llm") != "offline":
+            print(f"model: {usage_line(metadata)}", file=sys.stderr)
+
+
 def print_warnings(result) -> None:
     """Each skipped input file and each hint, one line each on stderr."""
     for line in asset_metadata(result, "hypothesis_texts").get("warnings") or []:

@@ -12,7 +12,7 @@ import pytest
 from conftest import REPO, copy_tree
 from dagster import DagsterInstance, SensorResult, build_schedule_context, build_sensor_context
 from library_stub import LibraryModel, behavior
-from llm_stub import llm_env, llm_server  # noqa: F401  (fixtures)
+from llm_stub import answer, llm_env, llm_server  # noqa: F401  (fixtures)
 
 from hypograph.inputs import Registry, safe_id, stored_id
 from pipelines.definitions import defs
@@ -147,3 +147,19 @@ def test_the_data_version_is_the_content_not_the_mtime(tmp_path):
     assert fingerprint(root, "run-dir") != before
     (root / "hypotheses" / "H-0099.json").symlink_to("/dev/zero")  # never followed or read
     fingerprint(root, "run-dir")
+
+
+def test_a_command_that_asked_a_model_says_how_it_did(tmp_path, home, llm_server, llm_env, capsys):
+    """One line per task on stderr: calls, cached, the structured-output mode; a re-run is cached."""
+    from pipelines.cli import main
+
+    root = copy_tree(REPO / "examples" / "run", tmp_path / "run")
+    llm_env(llm_server, timeout=5.0)
+    llm_server.always(answer({"nothing": []}))  # no usable answer: each item falls back to the offline policy
+    assert main(["proximity", str(root)]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("model: ")]
+    assert {line.split(":")[1].split("(")[0].strip() for line in lines} == {"dedup_verdicts", "cluster_labels"}, lines
+    assert all("stub-model@" in line and " calls" in line and "structured output" in line for line in lines)
+    calls = len(llm_server.requests)
+    assert main(["proximity", str(root)]) == 0
+    assert calls > 0 and len(llm_server.requests) == calls  # the rejections the fallback used are remembered
