@@ -45,8 +45,12 @@ def sharded(matrix, count: int, cap: int, upper: bool | None = None):
 
 
 def same_graph(a, b) -> None:
+    """The same edges, and the same weights to one step of their 1e-6 rounding: a dense product's
+    last bits depend on the block shape OpenBLAS's kernel for this CPU is given, so a row computed
+    in another range may round the other way."""
     assert a.ids == b.ids and a.info == b.info
-    assert np.array_equal(a.src, b.src) and np.array_equal(a.dst, b.dst) and np.array_equal(a.sim, b.sim)
+    assert np.array_equal(a.src, b.src) and np.array_equal(a.dst, b.dst)
+    assert np.allclose(a.sim, b.sim, rtol=0, atol=1.5e-6)  # weights are rounded to 1e-6: one step apart at most
 
 
 @pytest.mark.parametrize("kind", ["sparse", "dense"])
