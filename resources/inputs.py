@@ -38,8 +38,9 @@ class Inputs(ConfigurableResource):
         return self.registry().resolve(partition_key)
 
     def record(self, partition_key: str) -> InputRecord:
-        root = self.root(partition_key)
-        return self.registry().get(partition_key) or InputRecord(partition_key, root, "run-dir")
+        """The registered input ``partition_key`` (id, folder, kind); an error as ``root``'s."""
+        self.root(partition_key)
+        return self.registry().get(partition_key)
 
     def sub_root(self, partition_key: str) -> tuple[Path, str]:
         """(input folder, ``r0001``) of a round or revision key ``<id>/r0001``."""
