@@ -16,11 +16,7 @@ Keys are added by ``hypograph add`` and every ``hypograph`` command on a new inp
 effect of evaluating a tick.
 """
 
-from typing import NamedTuple
-
 from dagster import DynamicPartitionsDefinition
-
-from hypograph.errors import HypographError
 
 HYPOTHESIS_INPUTS = "hypothesis_inputs"
 VAULTS = "vaults"
@@ -35,26 +31,6 @@ case_revisions = DynamicPartitionsDefinition(name=REVISIONS)
 # The partition sets an input of each kind belongs to (its own id as key).
 SETS_OF_KIND = {"run-dir": [HYPOTHESIS_INPUTS], "vault": [HYPOTHESIS_INPUTS, VAULTS],
                 "library": [HYPOTHESIS_INPUTS], "case": []}
-
-
-class Sub(NamedTuple):
-    """A round or revision key taken apart: the input's id and ``r0001``."""
-
-    input: str
-    sub: str
-
-
-def sub_key(input_id: str, sub: str) -> str:
-    """``vault-ab12`` + ``r0003`` -> ``vault-ab12/r0003`` (input ids never hold a ``/``)."""
-    return f"{input_id}/{sub}"
-
-
-def split_sub_key(key: str) -> Sub:
-    """``lib/r0003`` -> (``lib``, ``r0003``); a one-line error for a key of another shape."""
-    input_id, sep, sub = (key or "").rpartition("/")
-    if not sep or not input_id or not sub:
-        raise HypographError(f"partition {key!r}: expected <input id>/rNNNN")
-    return Sub(input_id, sub)
 
 
 def revision_key(revision: int) -> str:

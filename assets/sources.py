@@ -20,10 +20,10 @@ from dagster import (
 from dagster._core.definitions.data_version import DATA_VERSION_TAG
 
 from assets.groups import CASEWORK, PROXIMITY
-from assets.partitions import case_revisions, hypothesis_inputs, revision_key, sub_key
+from assets.partitions import case_revisions, hypothesis_inputs, revision_key
 from hypograph.casework.package import CasePackage
 from hypograph.errors import HypographError
-from hypograph.inputs import WITH_HYPOTHESES, InputRecord, fingerprint
+from hypograph.inputs import WITH_HYPOTHESES, InputRecord, fingerprint, sub_key
 from resources import Inputs
 
 # Observable source assets are "beta" in Dagster 1.13; they are what a partitioned external input is.

@@ -18,7 +18,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from hypograph.atomic import write_json, write_text
 from hypograph.errors import HypographError
@@ -42,6 +42,26 @@ class InputRecord:
     id: str
     path: Path
     kind: Kind
+
+
+class Sub(NamedTuple):
+    """A round or revision key taken apart: the input's id and ``r0001``."""
+
+    input: str
+    sub: str
+
+
+def sub_key(input_id: str, sub: str) -> str:
+    """``vault-ab12`` + ``r0003`` -> ``vault-ab12/r0003`` (input ids never hold a ``/``)."""
+    return f"{input_id}/{sub}"
+
+
+def split_sub_key(key: str) -> Sub:
+    """``lib/r0003`` -> (``lib``, ``r0003``); a one-line error for a key of another shape."""
+    input_id, sep, sub = (key or "").rpartition("/")
+    if not sep or not input_id or not sub:
+        raise HypographError(f"partition {key!r}: expected <input id>/rNNNN")
+    return Sub(input_id, sub)
 
 
 def input_kind(root: Path) -> Kind:

@@ -82,8 +82,9 @@ def observe_case(root: Path) -> None:
 
     with open_instance() as instance:
         record = register(instance, root, "case")
-        from assets.partitions import revision_key, sub_key
+        from assets.partitions import revision_key
         from hypograph.casework.package import CasePackage
+        from hypograph.inputs import sub_key
 
         observe(instance, record, sub_key(record.id, revision_key(CasePackage(root).manifest()["analysis_revision"])))
 
@@ -110,7 +111,8 @@ def execute(root: Path, job_name: str, resources: dict[str, dict] | None = None,
         record = register(instance, root, kind)
         key = record.id
         if sub is not None:
-            from assets.partitions import REVISIONS, ROUNDS, sub_key
+            from assets.partitions import REVISIONS, ROUNDS
+            from hypograph.inputs import sub_key
 
             key = sub_key(record.id, sub)
             name = REVISIONS if record.kind == "case" else ROUNDS

@@ -34,14 +34,13 @@ from assets.partitions import (
     hypothesis_inputs,
     library_rounds,
     revision_key,
-    sub_key,
     vaults,
 )
 from assets.sources import observed
 from hypograph.casework.dispatch import due_retry
 from hypograph.casework.package import CasePackage
 from hypograph.errors import HypographError
-from hypograph.inputs import WITH_HYPOTHESES, InputRecord, fingerprint, input_kind
+from hypograph.inputs import WITH_HYPOTHESES, InputRecord, fingerprint, input_kind, sub_key
 from hypograph.library.run import next_round, pending_rounds, settings_for_round
 from pipelines.jobs import case_batch_job, library_round_job, proximity_job, structure_job
 from resources import Inputs

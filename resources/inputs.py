@@ -6,8 +6,7 @@ from pathlib import Path
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from assets.partitions import split_sub_key
-from hypograph.inputs import InputRecord, Registry
+from hypograph.inputs import InputRecord, Registry, split_sub_key
 from hypograph.paths import OURS
 
 REGISTRY_FILE = "inputs.json"
