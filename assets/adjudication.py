@@ -14,40 +14,66 @@ from resources import Inputs, LLMResource, ProximitySettings
 
 
 @asset(**ASSET, kinds={"openai"})
-def dedup_verdicts(context: AssetExecutionContext, duplicate_pairs: list[DuplicatePair], hypothesis_texts: Corpus,
-                   hypothesis_embeddings: Embeddings, inputs: Inputs, llm: LLMResource, proximity: ProximitySettings):
+def dedup_verdicts(
+    context: AssetExecutionContext,
+    duplicate_pairs: list[DuplicatePair],
+    hypothesis_texts: Corpus,
+    hypothesis_embeddings: Embeddings,
+    inputs: Inputs,
+    llm: LLMResource,
+    proximity: ProximitySettings,
+):
     """One MERGE/KEEP/FLAG decision per duplicate pair (human review, auto-merge, model, or FLAG),
     and a person's decision on any other pair of current hypotheses."""
     root = inputs.root(context.partition_key)
     client = llm.client(inputs.state_dir(root), "dedup_verdicts")
     reviews = read_reviews(root)
     hypotheses = {h.id: h for h in hypothesis_texts.hypotheses}
-    decisions = adjudicate(duplicate_pairs, hypotheses, reviews, client, proximity.auto_merge,
-                           similarity=pair_similarity(hypothesis_embeddings))
+    decisions = adjudicate(
+        duplicate_pairs,
+        hypotheses,
+        reviews,
+        client,
+        proximity.auto_merge,
+        similarity=pair_similarity(hypothesis_embeddings),
+    )
     queue = review_queue(decisions)
     unapplied = unapplied_reviews(reviews, hypotheses)
     for line in unapplied:
         context.log.warning(line)
     counts = {v: sum(d.verdict == v for d in decisions) for v in ("MERGE", "KEEP", "FLAG")}
-    return Output(decisions, metadata={
-        "pairs": len(decisions), **{f"verdict_{k.lower()}": n for k, n in counts.items()},
-        "decided_by": MetadataValue.json({s: sum(d.decided_by == s for d in decisions)
-                                          for s in {d.decided_by for d in decisions}}),
-        "verdicts": pair_table(decisions, hypothesis_texts.hypotheses),
-        "reviews_not_applied": MetadataValue.json(unapplied),
-        "review_queue": pair_table(queue, hypothesis_texts.hypotheses) if queue else MetadataValue.text("empty"),
-        **client.metadata(),
-    })
+    return Output(
+        decisions,
+        metadata={
+            "pairs": len(decisions),
+            **{f"verdict_{k.lower()}": n for k, n in counts.items()},
+            "decided_by": MetadataValue.json(
+                {s: sum(d.decided_by == s for d in decisions) for s in {d.decided_by for d in decisions}}
+            ),
+            "verdicts": pair_table(decisions, hypothesis_texts.hypotheses),
+            "reviews_not_applied": MetadataValue.json(unapplied),
+            "review_queue": pair_table(queue, hypothesis_texts.hypotheses) if queue else MetadataValue.text("empty"),
+            **client.metadata(),
+        },
+    )
 
 
 @asset(**ASSET, kinds={"openai"})
-def cluster_labels(context: AssetExecutionContext, proximity_clusters: Clusters, hypothesis_texts: Corpus,
-                   inputs: Inputs, llm: LLMResource):
+def cluster_labels(
+    context: AssetExecutionContext,
+    proximity_clusters: Clusters,
+    hypothesis_texts: Corpus,
+    inputs: Inputs,
+    llm: LLMResource,
+):
     """A short descriptive name per cluster from the model; offline, the keyword label."""
     client = llm.client(inputs.state_dir(inputs.root(context.partition_key)), "cluster_labels")
     names = name_clusters(proximity_clusters, {h.id: h for h in hypothesis_texts.hypotheses}, client)
-    return Output(names, metadata={
-        "clusters": len(names),
-        "report": cluster_report(proximity_clusters, {c: n["label"] for c, n in names.items()}),
-        **client.metadata(),
-    })
+    return Output(
+        names,
+        metadata={
+            "clusters": len(names),
+            "report": cluster_report(proximity_clusters, {c: n["label"] for c, n in names.items()}),
+            **client.metadata(),
+        },
+    )

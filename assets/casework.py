@@ -31,8 +31,10 @@ def _case(context: AssetExecutionContext, inputs: Inputs):
     store, case_id = CaseStore.for_dir(root)
     manifest = store.package(case_id).manifest()
     if revision_key(manifest["analysis_revision"]) != revision:
-        raise HypographError(f"{root}: revision {revision} is not the current one "
-                             f"({revision_key(manifest['analysis_revision'])}); earlier revisions stay as they were")
+        raise HypographError(
+            f"{root}: revision {revision} is not the current one "
+            f"({revision_key(manifest['analysis_revision'])}); earlier revisions stay as they were"
+        )
     return store, case_id, manifest
 
 
@@ -42,21 +44,31 @@ def _not_done(e: NotDone) -> Failure:
 
 
 @asset(**ASSET, deps=[case_package], kinds={"openai"})
-def interpretation_draft(context: AssetExecutionContext, inputs: Inputs, case: CaseSettings,
-                         llm: LLMResource) -> MaterializeResult:
+def interpretation_draft(
+    context: AssetExecutionContext, inputs: Inputs, case: CaseSettings, llm: LLMResource
+) -> MaterializeResult:
     """The model's draft interpretation of the revision (question, statements with their sources,
     divergence, failure stage, behavior) from the catalogue and bounded excerpts, validated and
     saved unconfirmed for a person to confirm; with no model, a template to fill in. An existing
     draft is kept (no call)."""
     store, case_id, manifest = _case(context, inputs)
     try:
-        report = draft_interpretation(store.root / case_id, case.policy(),
-                                      CaseGateway.optional(case.policy(), llm.config()), manifest["analysis_revision"])
+        report = draft_interpretation(
+            store.root / case_id,
+            case.policy(),
+            CaseGateway.optional(case.policy(), llm.config()),
+            manifest["analysis_revision"],
+        )
     except NotDone as e:
         raise _not_done(e) from None
-    return MaterializeResult(metadata={"drafted_by": report.drafted_by, "line": report.message,
-                                       "path": MetadataValue.path(str(report.path)),
-                                       "llm": MetadataValue.json(report.llm)})
+    return MaterializeResult(
+        metadata={
+            "drafted_by": report.drafted_by,
+            "line": report.message,
+            "path": MetadataValue.path(str(report.path)),
+            "llm": MetadataValue.json(report.llm),
+        }
+    )
 
 
 @asset(**ASSET, deps=[case_package, interpretation_draft], kinds={"json"})
@@ -64,11 +76,15 @@ def case_interpretation(context: AssetExecutionContext, inputs: Inputs) -> Mater
     """The revision's interpretation, confirmed by a person and verified against its case files."""
     store, case_id, manifest = _case(context, inputs)
     interp, catalogue = verified_interpretation(store.package(case_id), manifest)
-    return MaterializeResult(metadata={
-        "revision": manifest["analysis_revision"], "confirmed": interp.confirmed,
-        "statements": len(interp.statements), "sources": len(catalogue.sources),
-        "path": MetadataValue.path(str(store.root / case_id / manifest["artifacts"]["interpretation"]["path"])),
-    })
+    return MaterializeResult(
+        metadata={
+            "revision": manifest["analysis_revision"],
+            "confirmed": interp.confirmed,
+            "statements": len(interp.statements),
+            "sources": len(catalogue.sources),
+            "path": MetadataValue.path(str(store.root / case_id / manifest["artifacts"]["interpretation"]["path"])),
+        }
+    )
 
 
 @asset(**ASSET, deps=[case_interpretation], kinds={"json"})
@@ -79,26 +95,35 @@ def case_context(context: AssetExecutionContext, inputs: Inputs, case: CaseSetti
         frozen = HypothesisBuilder(store, None, case.policy()).prepare(case_id, manifest["package_id"])
     except NotDone as e:
         raise _not_done(e) from None
-    return MaterializeResult(metadata={"sources": len(frozen["catalogue"]),
-                                       "policy": MetadataValue.json(frozen["policy"])})
+    return MaterializeResult(
+        metadata={"sources": len(frozen["catalogue"]), "policy": MetadataValue.json(frozen["policy"])}
+    )
 
 
 @asset(**ASSET, deps=[case_context], kinds={"openai"})
-def hypothesis_batch(context: AssetExecutionContext, inputs: Inputs, case: CaseSettings,
-                     llm: LLMResource) -> MaterializeResult:
+def hypothesis_batch(
+    context: AssetExecutionContext, inputs: Inputs, case: CaseSettings, llm: LLMResource
+) -> MaterializeResult:
     """Phases 2-3: one model round, then hypotheses, registry and summary published together.
     RETRY_PENDING, DEFERRED, BLOCKED and ERROR fail the run with the dispatch's own line."""
     store, case_id, manifest = _case(context, inputs)
     policy = case.policy()
     gateway = CaseGateway.optional(policy, llm.config())  # none: a published batch is reused, else NeedsModel
     try:
-        result = asyncio.run(HypothesisBuilder(store, gateway, policy).build(case_id, manifest["package_id"],
-                                                                             case.attempt))
+        result = asyncio.run(
+            HypothesisBuilder(store, gateway, policy).build(case_id, manifest["package_id"], case.attempt)
+        )
     except NotDone as e:
         raise _not_done(e) from None
-    metadata = {"status": result.status.value, "line": result.line(), "attempt": result.attempt_id or "",
-                "hypotheses": MetadataValue.json(result.hypothesis_ids), "reused": result.reused,
-                "paths": MetadataValue.json(result.paths), "due_at": result.due_at or ""}
+    metadata = {
+        "status": result.status.value,
+        "line": result.line(),
+        "attempt": result.attempt_id or "",
+        "hypotheses": MetadataValue.json(result.hypothesis_ids),
+        "reused": result.reused,
+        "paths": MetadataValue.json(result.paths),
+        "due_at": result.due_at or "",
+    }
     if result.status is not Status.COMPLETED:
         raise Failure(description=result.line(), metadata=metadata)
     return MaterializeResult(metadata=metadata)
@@ -113,8 +138,10 @@ def batch_vault_nodes(context: AssetExecutionContext, inputs: Inputs, case: Case
     store, case_id, manifest = _case(context, inputs)
     vault = case.vault or store.package(case_id).target_vault(manifest)
     if not vault:
-        context.log.info(f"{case_id}: skipped: the case names no vault to mint into "
-                         "(make it from a vault, or give one with resources.case.config.vault)")
+        context.log.info(
+            f"{case_id}: skipped: the case names no vault to mint into "
+            "(make it from a vault, or give one with resources.case.config.vault)"
+        )
         return
     report = mint_batch(store.root / case_id, vault)
     yield MaterializeResult(metadata={"line": report.line(), "vault": MetadataValue.path(str(vault))})

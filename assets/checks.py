@@ -33,11 +33,14 @@ CHECK = dict(blocking=True, partitions_def=hypothesis_inputs)
 
 
 def _result(violations: list[tuple[str, str]], **metadata) -> AssetCheckResult:
-    return AssetCheckResult(passed=not violations, metadata={
-        "violations": len(violations),
-        "violation_list": violations_table(violations) if violations else MetadataValue.text("no violations"),
-        **metadata,
-    })
+    return AssetCheckResult(
+        passed=not violations,
+        metadata={
+            "violations": len(violations),
+            "violation_list": violations_table(violations) if violations else MetadataValue.text("no violations"),
+            **metadata,
+        },
+    )
 
 
 def _stored_graph(root) -> tuple[list[str], list[str | None], list[tuple[str, str]], str]:
@@ -75,14 +78,18 @@ def clusters_partition_nodes(context: AssetCheckExecutionContext, inputs: Inputs
     raw = json.loads((store.proximity_dir(root) / "clusters.json").read_text(encoding="utf-8"))
     violations = checks.clusters_partition(raw["clusters"], nodes, raw.get("num_clusters"))
     membership = {m: c for c, ms in raw["clusters"].items() for m in ms}
-    violations += [(i, f"graph.json says {c}, clusters.json says {membership.get(i)}")
-                   for i, c in zip(nodes, node_clusters, strict=True) if c != membership.get(i)]
+    violations += [
+        (i, f"graph.json says {c}, clusters.json says {membership.get(i)}")
+        for i, c in zip(nodes, node_clusters, strict=True)
+        if c != membership.get(i)
+    ]
     return _result(violations, checked=source)
 
 
 @asset_check(asset=duplicate_pairs, **CHECK)
-def duplicate_pairs_are_valid(context: AssetCheckExecutionContext, inputs: Inputs,
-                              proximity: ProximitySettings) -> AssetCheckResult:
+def duplicate_pairs_are_valid(
+    context: AssetCheckExecutionContext, inputs: Inputs, proximity: ProximitySettings
+) -> AssetCheckResult:
     """Pairs unique, ordered a < b, at or above the dupe threshold, by descending similarity."""
     pairs = store.read_dupes(inputs.root(context.partition_key))
     return _result(checks.duplicate_pairs_valid(pairs, proximity.dupe_threshold), pairs=len(pairs))
@@ -97,7 +104,10 @@ def every_pair_has_one_verdict(context: AssetCheckExecutionContext, inputs: Inpu
 
 
 PROXIMITY_CHECKS = [
-    graph_covers_embedded_ids, graph_is_symmetric, clusters_partition_nodes, duplicate_pairs_are_valid,
+    graph_covers_embedded_ids,
+    graph_is_symmetric,
+    clusters_partition_nodes,
+    duplicate_pairs_are_valid,
     every_pair_has_one_verdict,
 ]
 
@@ -106,8 +116,9 @@ def _step4_check(number: int, asset):
     """A blocking check running the seed's step-4 check ``number`` on the partition's vault."""
     name, what = step4.CHECK_NAMES[number]
 
-    @asset_check(asset=asset, name=name, description=f"Step-4 check {number}: {what}.", blocking=True,
-                 partitions_def=vaults)
+    @asset_check(
+        asset=asset, name=name, description=f"Step-4 check {number}: {what}.", blocking=True, partitions_def=vaults
+    )
     def _check(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
         vault = open_vault(inputs.root(context.partition_key))
         return _result(step4.run_check(number, vault, read_baseline(vault.root)), check=str(number))
@@ -124,8 +135,9 @@ STRUCTURE_CHECKS = [
 def _library_check(name: str, description: str):
     """A blocking check running the library key rule ``name`` on the partition's hypothesis_library.json."""
 
-    @asset_check(asset=hypothesis_library, name=name, description=description, blocking=True,
-                 partitions_def=library_rounds)
+    @asset_check(
+        asset=hypothesis_library, name=name, description=description, blocking=True, partitions_def=library_rounds
+    )
     def _check(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
         root, _ = inputs.sub_root(context.partition_key)
         return _result(library_checks.run_checks(root)[name])
@@ -136,8 +148,9 @@ def _library_check(name: str, description: str):
 LIBRARY_CHECKS = [
     _library_check("file_validates", "hypothesis_library.json validates against the library schema."),
     _library_check("scored", "Every behavior has an impact; every mechanism a novelty, planned data and models."),
-    _library_check("ids_unique_never_reused",
-                   "Ids unique, and none reused after a node was deleted (high-water mark)."),
+    _library_check(
+        "ids_unique_never_reused", "Ids unique, and none reused after a node was deleted (high-water mark)."
+    ),
     _library_check("statements_distinct", "No two statements equal after normalisation."),
 ]
 
@@ -145,8 +158,9 @@ LIBRARY_CHECKS = [
 def _case_check(name: str, description: str):
     """A blocking check running the case-batch rule ``name`` on the partition's published batch."""
 
-    @asset_check(asset=hypothesis_batch, name=name, description=description, blocking=True,
-                 partitions_def=case_revisions)
+    @asset_check(
+        asset=hypothesis_batch, name=name, description=description, blocking=True, partitions_def=case_revisions
+    )
     def _check(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
         root, revision = inputs.sub_root(context.partition_key)
         return _result(case_checks.run_checks(CasePackage(root), int(revision[1:]))[name])

@@ -35,39 +35,54 @@ def _traces(context: AssetExecutionContext, root, library: LibrarySettings) -> T
 
 
 @asset(**ROUND, pool="library_generation")
-def round_candidates(context: AssetExecutionContext, inputs: Inputs, llm: LLMResource,
-                     library: LibrarySettings) -> MaterializeResult:
+def round_candidates(
+    context: AssetExecutionContext, inputs: Inputs, llm: LLMResource, library: LibrarySettings
+) -> MaterializeResult:
     """One generation call: behaviors and mechanisms for the round, the banlist built from the library
     as the earlier rounds left it (cached: a round never regenerates)."""
     root, key = inputs.sub_root(context.partition_key)
     client = llm.client(inputs.state_dir(root), TRACE_TASK)
-    candidates = generate_round(root, key, settings_for_round(root, key, library.round_settings()), client,
-                                _traces(context, root, library))
-    return MaterializeResult(metadata={
-        "behaviors": len(candidates.behaviors), "mechanisms": sum(len(b.mechanisms) for b in candidates.behaviors),
-        "banlist": MetadataValue.json(candidates.banlist.model_dump()), **client.metadata(),
-    })
+    candidates = generate_round(
+        root, key, settings_for_round(root, key, library.round_settings()), client, _traces(context, root, library)
+    )
+    return MaterializeResult(
+        metadata={
+            "behaviors": len(candidates.behaviors),
+            "mechanisms": sum(len(b.mechanisms) for b in candidates.behaviors),
+            "banlist": MetadataValue.json(candidates.banlist.model_dump()),
+            **client.metadata(),
+        }
+    )
 
 
 @asset(**ROUND, deps=[round_candidates])
-def round_dedup(context: AssetExecutionContext, inputs: Inputs, llm: LLMResource,
-                library: LibrarySettings) -> MaterializeResult:
+def round_dedup(
+    context: AssetExecutionContext, inputs: Inputs, llm: LLMResource, library: LibrarySettings
+) -> MaterializeResult:
     """The model's new / duplicate-of judgement of each candidate, by meaning, against its nearest
     library nodes (sentence embeddings pick the neighbours; only exact repeats are dropped unasked)."""
     root, key = inputs.sub_root(context.partition_key)
     client = llm.client(inputs.state_dir(root), TRACE_TASK)
     dedup = dedup_round(root, key, None, client, traces=_traces(context, root, library))
-    return MaterializeResult(metadata={
-        "survivors": len(dedup.survivors), "embedder": dedup.embedder, "prompt": dedup.prompt,
-        **{f"removed_{layer}_{by}": dedup.removed(layer, by) for layer in ("behavior", "mechanism")
-           for by in ("exact", "model", "rejected")},
-        **client.metadata(),
-    })
+    return MaterializeResult(
+        metadata={
+            "survivors": len(dedup.survivors),
+            "embedder": dedup.embedder,
+            "prompt": dedup.prompt,
+            **{
+                f"removed_{layer}_{by}": dedup.removed(layer, by)
+                for layer in ("behavior", "mechanism")
+                for by in ("exact", "model", "rejected")
+            },
+            **client.metadata(),
+        }
+    )
 
 
 @asset(**ROUND, deps=[round_candidates, round_dedup])
-def round_scores(context: AssetExecutionContext, inputs: Inputs, llm: LLMResource,
-                 library: LibrarySettings) -> MaterializeResult:
+def round_scores(
+    context: AssetExecutionContext, inputs: Inputs, llm: LLMResource, library: LibrarySettings
+) -> MaterializeResult:
     """Impact per surviving behavior, novelty per mechanism, stamped with method and date."""
     root, key = inputs.sub_root(context.partition_key)
     client = llm.client(inputs.state_dir(root), TRACE_TASK)
@@ -76,9 +91,16 @@ def round_scores(context: AssetExecutionContext, inputs: Inputs, llm: LLMResourc
     scores = score_round(root, key, None, client, search, web=web, traces=_traces(context, root, library))
     for warning in scores.warnings:
         context.log.warning(warning)
-    return MaterializeResult(metadata={"behaviors": len(scores.behaviors), "model": scores.model, "web": web,
-                                       "papers_shown": sum(len(b.papers) for b in scores.behaviors),
-                                       "warnings": MetadataValue.json(scores.warnings), **client.metadata()})
+    return MaterializeResult(
+        metadata={
+            "behaviors": len(scores.behaviors),
+            "model": scores.model,
+            "web": web,
+            "papers_shown": sum(len(b.papers) for b in scores.behaviors),
+            "warnings": MetadataValue.json(scores.warnings),
+            **client.metadata(),
+        }
+    )
 
 
 @asset(group_name=LIBRARY, partitions_def=library_rounds, deps=[round_dedup, round_scores], kinds={"json"})
@@ -89,10 +111,15 @@ def hypothesis_library(context: AssetExecutionContext, inputs: Inputs) -> Materi
     plan = persist_round(root, key)
     ledger = round_ledger(root, key)
     report = build_report(root, [k for k in round_keys(root) if round_number(k) <= round_number(key)])
-    return MaterializeResult(metadata={
-        "added_behaviors": plan.added_behaviors, "ids": MetadataValue.json(plan.ids),
-        "unique_yield": ledger.unique_yield, "removed": MetadataValue.json(ledger.removed),
-        "path": MetadataValue.path(str(root / "hypothesis_library.json")),
-        "report": MetadataValue.md(f"```\n{report.text()}\n```"),
-        "behaviors": report.totals["behaviors"], "mechanisms": report.totals["mechanisms"],
-    })
+    return MaterializeResult(
+        metadata={
+            "added_behaviors": plan.added_behaviors,
+            "ids": MetadataValue.json(plan.ids),
+            "unique_yield": ledger.unique_yield,
+            "removed": MetadataValue.json(ledger.removed),
+            "path": MetadataValue.path(str(root / "hypothesis_library.json")),
+            "report": MetadataValue.md(f"```\n{report.text()}\n```"),
+            "behaviors": report.totals["behaviors"],
+            "mechanisms": report.totals["mechanisms"],
+        }
+    )

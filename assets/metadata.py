@@ -5,15 +5,24 @@ from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
 from hypograph.hypotheses import Hypothesis
 from hypograph.proximity.communities import Clusters, report_lines
 
-CLUSTER_SCHEMA = TableSchema(columns=[
-    TableColumn("cluster", "string"), TableColumn("label", "string"),
-    TableColumn("size", "int"), TableColumn("members", "string"),
-])
-PAIR_SCHEMA = TableSchema(columns=[
-    TableColumn("similarity", "float"), TableColumn("verdict", "string"),
-    TableColumn("a", "string"), TableColumn("a_text", "string"),
-    TableColumn("b", "string"), TableColumn("b_text", "string"),
-])
+CLUSTER_SCHEMA = TableSchema(
+    columns=[
+        TableColumn("cluster", "string"),
+        TableColumn("label", "string"),
+        TableColumn("size", "int"),
+        TableColumn("members", "string"),
+    ]
+)
+PAIR_SCHEMA = TableSchema(
+    columns=[
+        TableColumn("similarity", "float"),
+        TableColumn("verdict", "string"),
+        TableColumn("a", "string"),
+        TableColumn("a_text", "string"),
+        TableColumn("b", "string"),
+        TableColumn("b_text", "string"),
+    ]
+)
 
 
 def cluster_table(clusters: Clusters, labels: dict[str, str] | None = None, limit: int = 50) -> MetadataValue:
@@ -46,8 +55,18 @@ def pair_table(pairs: list, hypotheses: list[Hypothesis], limit: int = 25) -> Me
     for p in pairs[:limit]:
         a, b = p.pair if hasattr(p, "pair") else (p.a, p.b)
         verdict = f"{p.verdict} [{p.decided_by}]" if hasattr(p, "verdict") else ""
-        records.append(TableRecord({"similarity": p.similarity, "verdict": verdict,
-                                    "a": a, "a_text": _gist(by_id.get(a)), "b": b, "b_text": _gist(by_id.get(b))}))
+        records.append(
+            TableRecord(
+                {
+                    "similarity": p.similarity,
+                    "verdict": verdict,
+                    "a": a,
+                    "a_text": _gist(by_id.get(a)),
+                    "b": b,
+                    "b_text": _gist(by_id.get(b)),
+                }
+            )
+        )
     return MetadataValue.table(records, schema=PAIR_SCHEMA)
 
 

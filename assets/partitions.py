@@ -29,8 +29,12 @@ library_rounds = DynamicPartitionsDefinition(name=ROUNDS)
 case_revisions = DynamicPartitionsDefinition(name=REVISIONS)
 
 # The partition sets an input of each kind belongs to (its own id as key).
-SETS_OF_KIND = {"run-dir": [HYPOTHESIS_INPUTS], "vault": [HYPOTHESIS_INPUTS, VAULTS],
-                "library": [HYPOTHESIS_INPUTS], "case": []}
+SETS_OF_KIND = {
+    "run-dir": [HYPOTHESIS_INPUTS],
+    "vault": [HYPOTHESIS_INPUTS, VAULTS],
+    "library": [HYPOTHESIS_INPUTS],
+    "case": [],
+}
 
 
 def revision_key(revision: int) -> str:

@@ -26,34 +26,53 @@ def hypothesis_texts(context: AssetExecutionContext, inputs: Inputs) -> Output[C
     corpus = input_corpus(inputs.root(context.partition_key))
     for w in corpus.warnings:
         context.log.warning(w)
-    return Output(corpus, metadata={
-        "hypotheses": len(corpus.hypotheses),
-        "input_kind": corpus.kind,
-        "skipped": MetadataValue.md("\n".join(f"- {w}" for w in corpus.warnings) or "none"),
-        "warnings": MetadataValue.json(corpus.warnings),
-    })
+    return Output(
+        corpus,
+        metadata={
+            "hypotheses": len(corpus.hypotheses),
+            "input_kind": corpus.kind,
+            "skipped": MetadataValue.md("\n".join(f"- {w}" for w in corpus.warnings) or "none"),
+            "warnings": MetadataValue.json(corpus.warnings),
+        },
+    )
 
 
 @asset(**ASSET, kinds={"igraph"})
-def proximity_clusters(similarity_graph: SimilarityGraph, hypothesis_texts: Corpus,
-                       hypothesis_embeddings: Embeddings, proximity: ProximitySettings):
+def proximity_clusters(
+    similarity_graph: SimilarityGraph,
+    hypothesis_texts: Corpus,
+    hypothesis_embeddings: Embeddings,
+    proximity: ProximitySettings,
+):
     """Louvain communities (seeded), labelled C-01.. by size, each with its distinctive keywords."""
     texts = dict(zip(hypothesis_texts.ids, hypothesis_texts.texts, strict=True))
     clusters = labelled_clusters(similarity_graph, texts, proximity.algorithm, terms=hypothesis_embeddings)
-    return Output(clusters, metadata={
-        "clusters": clusters.num_clusters, "algorithm": clusters.algorithm,
-        "singletons": sum(len(m) == 1 for m in clusters.clusters.values()),
-        "cluster_table": cluster_table(clusters),
-    })
+    return Output(
+        clusters,
+        metadata={
+            "clusters": clusters.num_clusters,
+            "algorithm": clusters.algorithm,
+            "singletons": sum(len(m) == 1 for m in clusters.clusters.values()),
+            "cluster_table": cluster_table(clusters),
+        },
+    )
 
 
 @asset(**ASSET, kinds={"python"})
-def duplicate_pairs(similarity_graph: SimilarityGraph, hypothesis_embeddings: Embeddings, hypothesis_texts: Corpus,
-                    proximity: ProximitySettings):
+def duplicate_pairs(
+    similarity_graph: SimilarityGraph,
+    hypothesis_embeddings: Embeddings,
+    hypothesis_texts: Corpus,
+    proximity: ProximitySettings,
+):
     """Near-duplicate pairs at or above the dupe threshold, by descending similarity (from the
     embeddings when the graph does not hold them all: a lower threshold, or the neighbour cap)."""
     pairs = pairs_at(similarity_graph, lambda: hypothesis_embeddings, proximity.dupe_threshold)
-    return Output(pairs, metadata={
-        "pairs": len(pairs), "threshold": proximity.dupe_threshold,
-        "top_pairs": pair_table(pairs, hypothesis_texts.hypotheses),
-    })
+    return Output(
+        pairs,
+        metadata={
+            "pairs": len(pairs),
+            "threshold": proximity.dupe_threshold,
+            "top_pairs": pair_table(pairs, hypothesis_texts.hypotheses),
+        },
+    )

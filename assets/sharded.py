@@ -47,8 +47,17 @@ def embed_shard(hypothesis_texts: Corpus, rows, proximity: ProximitySettings) ->
 def join_embedding_shards(parts: list[Embeddings]) -> Output[Embeddings]:
     """L2-normalised rows, one per hypothesis, in the input's order."""
     emb = join_embeddings(parts)
-    return Output(emb, metadata={"hypotheses": len(emb.ids), "backend": emb.backend, "model": emb.model,
-                                 "dim": emb.dim, "shards": len(parts), "notes": MetadataValue.json(emb.notes)})
+    return Output(
+        emb,
+        metadata={
+            "hypotheses": len(emb.ids),
+            "backend": emb.backend,
+            "model": emb.model,
+            "dim": emb.dim,
+            "shards": len(parts),
+            "notes": MetadataValue.json(emb.notes),
+        },
+    )
 
 
 @graph_asset(**GRAPH_ASSET, kinds={"scikitlearn"})
@@ -78,21 +87,36 @@ def similarity_shard(hypothesis_embeddings: Embeddings, rows, proximity: Proximi
 
 
 @op(out=Out(io_manager_key="io_manager"))
-def merge_similarity_shards(context: OpExecutionContext, hypothesis_embeddings: Embeddings, parts: list,
-                            proximity: ProximitySettings) -> Output[SimilarityGraph]:
+def merge_similarity_shards(
+    context: OpExecutionContext, hypothesis_embeddings: Embeddings, parts: list, proximity: ProximitySettings
+) -> Output[SimilarityGraph]:
     """Cosine similarity graph: an edge for every pair at or above the graph threshold (at most K
     strongest per node, duplicates whatever K)."""
     emb = hypothesis_embeddings
-    graph = assemble_graph(emb.ids, _plan(emb, proximity), [block for block, _ in parts], emb.describe(),
-                           parts[0][1], proximity.dupe_threshold)
+    graph = assemble_graph(
+        emb.ids,
+        _plan(emb, proximity),
+        [block for block, _ in parts],
+        emb.describe(),
+        parts[0][1],
+        proximity.dupe_threshold,
+    )
     hint = sparse_graph_hint(len(graph.ids), graph.num_edges, graph.threshold, emb.matrix, emb.backend)
     if hint:
         context.log.warning(hint)
-    return Output(graph, metadata={
-        "nodes": len(graph.ids), "edges": graph.num_edges, "threshold": graph.threshold,
-        "backend": emb.backend, "model": emb.model, "shards": len(parts), "built": MetadataValue.json(graph.info),
-        **({"hint": hint} if hint else {}),
-    })
+    return Output(
+        graph,
+        metadata={
+            "nodes": len(graph.ids),
+            "edges": graph.num_edges,
+            "threshold": graph.threshold,
+            "backend": emb.backend,
+            "model": emb.model,
+            "shards": len(parts),
+            "built": MetadataValue.json(graph.info),
+            **({"hint": hint} if hint else {}),
+        },
+    )
 
 
 @graph_asset(**GRAPH_ASSET, kinds={"python"})
@@ -100,4 +124,3 @@ def similarity_graph(hypothesis_embeddings):
     """Cosine similarity graph, computed in ``shards`` row ranges merged into one."""
     parts = similarity_shards(hypothesis_embeddings).map(lambda rows: similarity_shard(hypothesis_embeddings, rows))
     return merge_similarity_shards(hypothesis_embeddings, parts.collect())
-

@@ -30,18 +30,27 @@ from resources import Inputs
 warnings.filterwarnings("ignore", message="Function `observable_source_asset`", category=BetaWarning)
 
 
-HYPOTHESES = ("The hypotheses of each registered input, as the user left them: hypotheses/ of a run directory "
-              "or a vault, hypothesis_library.json of a library. Data version: a digest of their content. "
-              "Observe it to see which inputs changed; proximity is stale until it reads the new version.")
-CASE_PACKAGE = ("Each registered case package at its current analysis revision (manifest, interpretation, case "
-                "files). Data version: a digest of the package's files, tool state aside.")
+HYPOTHESES = (
+    "The hypotheses of each registered input, as the user left them: hypotheses/ of a run directory "
+    "or a vault, hypothesis_library.json of a library. Data version: a digest of their content. "
+    "Observe it to see which inputs changed; proximity is stale until it reads the new version."
+)
+CASE_PACKAGE = (
+    "Each registered case package at its current analysis revision (manifest, interpretation, case "
+    "files). Data version: a digest of the package's files, tool state aside."
+)
 
 
 @observable_source_asset(partitions_def=hypothesis_inputs, group_name=PROXIMITY, description=HYPOTHESES)
 def hypotheses(inputs: Inputs) -> DataVersionsByPartition:
     """The current version of every registered input with hypotheses (see HYPOTHESES)."""
-    return DataVersionsByPartition({r.id: DataVersion(fingerprint(r.path, r.kind))
-                                    for r in inputs.registry().of_kind(*WITH_HYPOTHESES) if r.path.is_dir()})
+    return DataVersionsByPartition(
+        {
+            r.id: DataVersion(fingerprint(r.path, r.kind))
+            for r in inputs.registry().of_kind(*WITH_HYPOTHESES)
+            if r.path.is_dir()
+        }
+    )
 
 
 @observable_source_asset(partitions_def=case_revisions, group_name=CASEWORK, description=CASE_PACKAGE)
@@ -68,8 +77,9 @@ def observed(input_id: str, version: str, asset=None) -> AssetObservation:
 
 def latest_version(instance, asset, partition: str) -> str | None:
     """The data version of ``asset``'s latest observation for ``partition`` (None if never observed)."""
-    records = instance.fetch_observations(AssetRecordsFilter(asset_key=asset.key, asset_partitions=[partition]),
-                                          limit=1).records
+    records = instance.fetch_observations(
+        AssetRecordsFilter(asset_key=asset.key, asset_partitions=[partition]), limit=1
+    ).records
     return records[0].asset_observation.tags.get(DATA_VERSION_TAG) if records else None
 
 

@@ -34,25 +34,44 @@ def _lines(items) -> MetadataValue:
     return MetadataValue.md("\n".join(f"- {line}" for line in items) or "none")
 
 
-@asset(**ASSET, ins={"dedup_verdicts": AssetIn(partition_mapping=SAME_INPUT),
-                     "hypothesis_embeddings": AssetIn(partition_mapping=SAME_INPUT)})
-def hypothesis_dispositions(context: AssetExecutionContext, dedup_verdicts: list[Decision],
-                            hypothesis_embeddings: Embeddings, inputs: Inputs, llm: LLMResource) -> MaterializeResult:
+@asset(
+    **ASSET,
+    ins={
+        "dedup_verdicts": AssetIn(partition_mapping=SAME_INPUT),
+        "hypothesis_embeddings": AssetIn(partition_mapping=SAME_INPUT),
+    },
+)
+def hypothesis_dispositions(
+    context: AssetExecutionContext,
+    dedup_verdicts: list[Decision],
+    hypothesis_embeddings: Embeddings,
+    inputs: Inputs,
+    llm: LLMResource,
+) -> MaterializeResult:
     """4a: merge near-duplicates (discriminability test), drop the off-topic, state on every H."""
     root = inputs.root(context.partition_key)
     client = llm.client(inputs.state_dir(root), "hypothesis_dispositions")
     report = run_dispositions(root, dedup_verdicts, hypothesis_embeddings, policy_for(client))  # reads under the lock
-    return MaterializeResult(metadata={
-        "merged": sum(map(len, report.merged.values())), "dropped": len(report.dropped),
-        "active": len(report.active), "files_changed": report.files_changed,
-        "merges": _lines(f"{s} ← {', '.join(a)}" for s, a in report.merged.items()),
-        "drops": _lines(f"{i}: {r}" for i, r in report.dropped.items()),
-        "candidate_pairs": report.candidates, "pairs_judged": report.judged,
-        "merge_groups_asked_directly": report.groups_direct, "merge_groups_closed_by_chaining": report.groups_chained,
-        "amended": report.amended, "merged_by_hand": report.by_hand, "refused_by_hand": report.refused,
-        "joins_blocked_by_keep": _lines(report.blocked_by_keep), "resumed": report.resumed or "",
-        **client.metadata(),
-    })
+    return MaterializeResult(
+        metadata={
+            "merged": sum(map(len, report.merged.values())),
+            "dropped": len(report.dropped),
+            "active": len(report.active),
+            "files_changed": report.files_changed,
+            "merges": _lines(f"{s} ← {', '.join(a)}" for s, a in report.merged.items()),
+            "drops": _lines(f"{i}: {r}" for i, r in report.dropped.items()),
+            "candidate_pairs": report.candidates,
+            "pairs_judged": report.judged,
+            "merge_groups_asked_directly": report.groups_direct,
+            "merge_groups_closed_by_chaining": report.groups_chained,
+            "amended": report.amended,
+            "merged_by_hand": report.by_hand,
+            "refused_by_hand": report.refused,
+            "joins_blocked_by_keep": _lines(report.blocked_by_keep),
+            "resumed": report.resumed or "",
+            **client.metadata(),
+        }
+    )
 
 
 @asset(**ASSET, deps=[hypothesis_dispositions])
@@ -61,13 +80,17 @@ def hypothesis_clusters(context: AssetExecutionContext, inputs: Inputs, llm: LLM
     root = inputs.root(context.partition_key)
     client = llm.client(inputs.state_dir(root), "hypothesis_clusters")
     report = run_clusters(root, policy_for(client))
-    return MaterializeResult(metadata={
-        "clusters": len(report.clusters), "created": len(report.created), "minted": len(report.minted),
-        "minted_hypotheses": sum(i.startswith("H-") for i in report.minted),
-        "stragglers_dropped": len(report.dropped),
-        "membership": _lines(f"{c}: {', '.join(m)}" for c, m in report.clusters.items()),
-        **client.metadata(),
-    })
+    return MaterializeResult(
+        metadata={
+            "clusters": len(report.clusters),
+            "created": len(report.created),
+            "minted": len(report.minted),
+            "minted_hypotheses": sum(i.startswith("H-") for i in report.minted),
+            "stragglers_dropped": len(report.dropped),
+            "membership": _lines(f"{c}: {', '.join(m)}" for c, m in report.clusters.items()),
+            **client.metadata(),
+        }
+    )
 
 
 @asset(**ASSET, deps=[hypothesis_clusters])
@@ -78,7 +101,12 @@ def structure_map(context: AssetExecutionContext, inputs: Inputs) -> Materialize
     path, written = write_map(root)
     vault = open_vault(root)
     version = report_rewrite(context, inputs)
-    return MaterializeResult(metadata={
-        "path": MetadataValue.path(str(path)), "rewritten": written, **structure_counts(vault),
-        "hypotheses_version": version, "preview": MetadataValue.md(path.read_text(encoding="utf-8")),
-    })
+    return MaterializeResult(
+        metadata={
+            "path": MetadataValue.path(str(path)),
+            "rewritten": written,
+            **structure_counts(vault),
+            "hypotheses_version": version,
+            "preview": MetadataValue.md(path.read_text(encoding="utf-8")),
+        }
+    )

@@ -69,8 +69,9 @@ def pair_recall(pairs: list[dict], embedder, k: int) -> dict:
     hits, duplicates, shown, misses = 0, 0, [], []
     for start in range(0, len(pairs), ROUND_SIZE):
         queries = [(f"c{i + 1}", pairs[i]["b"]) for i in range(start, min(start + ROUND_SIZE, len(pairs)))]
-        for i, item in zip(range(start, start + len(queries)), neighbour_items("behavior", existing, queries,
-                                                                              embedder, k), strict=True):
+        for i, item in zip(
+            range(start, start + len(queries)), neighbour_items("behavior", existing, queries, embedder, k), strict=True
+        ):
             shown.append(len(item.neighbours))
             if pairs[i]["label"] == "duplicate":
                 duplicates += 1
@@ -78,8 +79,14 @@ def pair_recall(pairs: list[dict], embedder, k: int) -> dict:
                 hits += found
                 if not found:
                     misses.append(i + 1)
-    return {"k": k, "duplicates": duplicates, "found": hits, "recall": hits / duplicates,
-            "shown": sum(shown) / len(shown), "missed_pairs": misses}
+    return {
+        "k": k,
+        "duplicates": duplicates,
+        "found": hits,
+        "recall": hits / duplicates,
+        "shown": sum(shown) / len(shown),
+        "missed_pairs": misses,
+    }
 
 
 def pairs_table(backends=("sbert", "tfidf"), ks=(5, 10, 15)) -> list[dict]:
@@ -123,8 +130,9 @@ def tokens(request) -> int:
     return estimate_tokens(request.system + request.user + json.dumps(request.schema.model_json_schema()))
 
 
-def measure(size: int, approach: str, budget: int, seed: int, edits: float, dups: int = CANDIDATES_DUP,
-            embedder: str = "tfidf") -> dict:
+def measure(
+    size: int, approach: str, budget: int, seed: int, edits: float, dups: int = CANDIDATES_DUP, embedder: str = "tfidf"
+) -> dict:
     """One (size, approach) in this process."""
     import resource
 
@@ -153,8 +161,12 @@ def measure(size: int, approach: str, budget: int, seed: int, edits: float, dups
         banlist = build_banlist(items, budget=budget)
         out["gen_tokens"] = tokens(generation_request(settings, strategies, banlist.text, Landscape(), None))
         out["banlist_mode"] = banlist.stats.mode
-        library = Library(topic="t", created="2026-01-01", updated="2026-01-01",
-                          behaviors=[{"id": i, "source": "discover", "statement": t} for i, t in items])
+        library = Library(
+            topic="t",
+            created="2026-01-01",
+            updated="2026-01-01",
+            behaviors=[{"id": i, "source": "discover", "statement": t} for i, t in items],
+        )
         behaviors = [CandidateBehavior(key=f"c{k + 1}", source="discover", statement=t) for k, t in enumerate(cands)]
         found = behavior_items(library, behaviors, make_embedder(embedder), settings.neighbours)
         _, ask = settled(found, "behavior")
@@ -182,8 +194,11 @@ def main() -> None:
     p.add_argument("--one", nargs=2, metavar=("SIZE", "APPROACH"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.one:
-        print(json.dumps(measure(int(args.one[0]), args.one[1], args.budget, args.seed, args.edits, args.dups,
-                                 args.embedder)))
+        print(
+            json.dumps(
+                measure(int(args.one[0]), args.one[1], args.budget, args.seed, args.edits, args.dups, args.embedder)
+            )
+        )
         return
     if not args.sizes:
         rows = pairs_table()
@@ -192,36 +207,60 @@ def main() -> None:
             return
         pairs = load_pairs()
         counts = {lab: sum(1 for p in pairs if p["label"] == lab) for lab in dict.fromkeys(p["label"] for p in pairs)}
-        print(f"labelled set {PAIRS.relative_to(HERE.parent)}: {len(pairs)} pairs "
-              f"({', '.join(f'{n} {lab}' for lab, n in counts.items())}); candidates in rounds of {ROUND_SIZE}")
+        print(
+            f"labelled set {PAIRS.relative_to(HERE.parent)}: {len(pairs)} pairs "
+            f"({', '.join(f'{n} {lab}' for lab, n in counts.items())}); candidates in rounds of {ROUND_SIZE}"
+        )
         head = f"{'backend':>26} {'k':>3} {'true duplicate shown':>21} {'neighbours shown':>17}  missed pairs"
         print(head)
         print("-" * len(head))
         for r in rows:
-            print(f"{r['backend'][:26]:>26} {r['k']:>3} {r['found']:>8}/{r['duplicates']} = {r['recall']:>6.1%} "
-                  f"{r['shown']:>17.1f}  {r['missed_pairs'] or '-'}")
+            print(
+                f"{r['backend'][:26]:>26} {r['k']:>3} {r['found']:>8}/{r['duplicates']} = {r['recall']:>6.1%} "
+                f"{r['shown']:>17.1f}  {r['missed_pairs'] or '-'}"
+            )
         return
     rows = []
     for size in [int(s) for s in args.sizes.split(",")]:
         for approach in ("seed", "budgeted"):
-            cmd = [sys.executable, __file__, "--one", str(size), approach, "--budget", str(args.budget),
-                   "--seed", str(args.seed), "--edits", str(args.edits), "--dups", str(args.dups),
-                   "--embedder", args.embedder]
+            cmd = [
+                sys.executable,
+                __file__,
+                "--one",
+                str(size),
+                approach,
+                "--budget",
+                str(args.budget),
+                "--seed",
+                str(args.seed),
+                "--edits",
+                str(args.edits),
+                "--dups",
+                str(args.dups),
+                "--embedder",
+                args.embedder,
+            ]
             rows.append(json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout))
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"banlist budget {args.budget} tokens; round = {args.dups + CANDIDATES_NEW} candidates "
-          f"({args.dups} reworded duplicates with {args.edits:.0%} of words replaced, {CANDIDATES_NEW} new)")
-    head = f"{'behaviors':>9} {'approach':>9} {'gen prompt tok':>14} {'dedup calls':>11} {'dedup tok':>10} " \
-           f"{'calls/round':>11} {'judge sees dup':>14} {'seconds':>8} {'peak MiB':>8}"
+    print(
+        f"banlist budget {args.budget} tokens; round = {args.dups + CANDIDATES_NEW} candidates "
+        f"({args.dups} reworded duplicates with {args.edits:.0%} of words replaced, {CANDIDATES_NEW} new)"
+    )
+    head = (
+        f"{'behaviors':>9} {'approach':>9} {'gen prompt tok':>14} {'dedup calls':>11} {'dedup tok':>10} "
+        f"{'calls/round':>11} {'judge sees dup':>14} {'seconds':>8} {'peak MiB':>8}"
+    )
     print(head)
     print("-" * len(head))
     for r in rows:
         mode = f" ({r['banlist_mode']})" if "banlist_mode" in r else ""
-        print(f"{r['size']:>9} {r['approach']:>9} {r['gen_tokens']:>14,} {r['dedup_calls']:>11} "
-              f"{r['dedup_tokens']:>10,} {r['calls']:>11} {_pct(r['recall']):>14} "
-              f"{r['seconds']:>8.2f} {r['peak_mib']:>8.1f}{mode}")
+        print(
+            f"{r['size']:>9} {r['approach']:>9} {r['gen_tokens']:>14,} {r['dedup_calls']:>11} "
+            f"{r['dedup_tokens']:>10,} {r['calls']:>11} {_pct(r['recall']):>14} "
+            f"{r['seconds']:>8.2f} {r['peak_mib']:>8.1f}{mode}"
+        )
 
 
 def _pct(value) -> str:

@@ -48,11 +48,17 @@ MODULES: dict[str, list[str]] = {
     "hypograph/structure/unmerge.py": ["tests/test_unmerge.py", "tests/test_guarantees.py"],
     "hypograph/llm/client.py": ["tests/test_llm_client.py", "tests/test_llm_edges.py"],
     "hypograph/llm/config.py": ["tests/test_llm_client.py", "tests/test_llm_edges.py"],
-    "hypograph/casework/batch.py": ["tests/test_casework_registry.py", "tests/test_casework_package.py",
-                                    "tests/test_casework_builder.py",
-                                    "tests/test_casework_recovery.py"],
-    "hypograph/casework/publish.py": ["tests/test_casework_registry.py", "tests/test_casework_recovery.py",
-                                      "tests/test_casework_package.py"],
+    "hypograph/casework/batch.py": [
+        "tests/test_casework_registry.py",
+        "tests/test_casework_package.py",
+        "tests/test_casework_builder.py",
+        "tests/test_casework_recovery.py",
+    ],
+    "hypograph/casework/publish.py": [
+        "tests/test_casework_registry.py",
+        "tests/test_casework_recovery.py",
+        "tests/test_casework_package.py",
+    ],
     "hypograph/casework/checks.py": ["tests/test_casework_checks_rules.py"],
 }
 # Besides the package under test, what the tests import or read.
@@ -80,8 +86,9 @@ def listed_equivalents(notes: Path = NOTES) -> dict[str, str]:
 
 
 def project_files() -> list[str]:
-    out = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=REPO, check=True,
-                         capture_output=True).stdout
+    out = subprocess.run(
+        ["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=REPO, check=True, capture_output=True
+    ).stdout
     return [f for f in out.decode().split("\0") if f and (REPO / f).is_file()]
 
 
@@ -90,8 +97,11 @@ def sync(dst: Path) -> None:
     Python files the project no longer has)."""
     files = project_files()
     keep = set(files)
-    for gone in [p for p in dst.rglob("*.py") if "mutants" not in p.relative_to(dst).parts
-                 and str(p.relative_to(dst)) not in keep]:
+    for gone in [
+        p
+        for p in dst.rglob("*.py")
+        if "mutants" not in p.relative_to(dst).parts and str(p.relative_to(dst)) not in keep
+    ]:
         gone.unlink()
     for rel in files:
         src, out = REPO / rel, dst / rel
@@ -103,16 +113,20 @@ def sync(dst: Path) -> None:
 
 def configure(dst: Path, module: str, tests: list[str]) -> None:
     """Append a ``[tool.mutmut]`` table for ``module`` to the copy's pyproject.toml."""
+
     def toml_list(items):
         return "[" + ", ".join(f'"{x}"' for x in items) + "]"
+
     text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
-    text += ("\n[tool.mutmut]\n"
-             f'source_paths = ["hypograph"]\n'
-             f"only_mutate = {toml_list([module])}\n"
-             f"pytest_add_cli_args_test_selection = {toml_list(tests)}\n"
-             f'pytest_add_cli_args = ["-p", "no:cacheprovider"]\n'
-             f"also_copy = {toml_list(ALSO_COPY)}\n"
-             "use_git_change_detection = false\n")
+    text += (
+        "\n[tool.mutmut]\n"
+        f'source_paths = ["hypograph"]\n'
+        f"only_mutate = {toml_list([module])}\n"
+        f"pytest_add_cli_args_test_selection = {toml_list(tests)}\n"
+        f'pytest_add_cli_args = ["-p", "no:cacheprovider"]\n'
+        f"also_copy = {toml_list(ALSO_COPY)}\n"
+        "use_git_change_detection = false\n"
+    )
     path = dst / "pyproject.toml"
     if not path.exists() or path.read_text(encoding="utf-8") != text:
         path.write_text(text, encoding="utf-8")
@@ -120,8 +134,14 @@ def configure(dst: Path, module: str, tests: list[str]) -> None:
 
 def mutmut(dst: Path, *args: str, log=None) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": ""}  # the copy, not the editable install, is what is imported
-    return subprocess.run([sys.executable, "-m", "mutmut", *args], cwd=dst, env=env, text=True,
-                          stdout=log or subprocess.PIPE, stderr=subprocess.STDOUT)
+    return subprocess.run(
+        [sys.executable, "-m", "mutmut", *args],
+        cwd=dst,
+        env=env,
+        text=True,
+        stdout=log or subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
 
 
 def results(dst: Path, module: str) -> dict[str, str]:
@@ -156,8 +176,9 @@ def run_module(module: str, jobs: int, resume: bool) -> Outcome:
                 mutmut(dst, "run", "--max-children", str(jobs), *unchecked, log=log)
     outcome = Outcome(module, results(dst, module), seconds=time.monotonic() - started)
     if not outcome.status or all(s == "not checked" for s in outcome.status.values()):
-        raise SystemExit(f"mutation: {module}: mutmut checked no mutant (do its tests pass?); "
-                         f"see {dst / 'mutmut-run.log'}")
+        raise SystemExit(
+            f"mutation: {module}: mutmut checked no mutant (do its tests pass?); see {dst / 'mutmut-run.log'}"
+        )
     return outcome
 
 
@@ -175,8 +196,10 @@ def report(outcomes: list[Outcome], equivalent: dict[str, str]) -> bool:
         real = len(o.status) - len(eq)
         score = len(o.killed()) / real if real else 1.0
         ok &= score >= TARGET
-        print(f"{o.module:45} {len(o.status):7} {len(o.killed()):6} {len(eq):5} {len(o.alive()) - len(eq):5} "
-              f"{score:6.1%} {o.seconds:5.0f}s")
+        print(
+            f"{o.module:45} {len(o.status):7} {len(o.killed()):6} {len(eq):5} {len(o.alive()) - len(eq):5} "
+            f"{score:6.1%} {o.seconds:5.0f}s"
+        )
     for o in outcomes:
         unexplained = [m for m in o.alive() if m not in equivalent]
         mine = [m for m in equivalent if m.startswith(o.module.removesuffix(".py").replace("/", ".") + ".")]
@@ -193,8 +216,10 @@ def resolve(name: str, parser: argparse.ArgumentParser) -> str:
     """A module of ``MODULES`` by its path, or by a unique part of it (``journal``, ``llm/client``)."""
     found = [m for m in MODULES if m == name] or [m for m in MODULES if name in m]
     if len(found) != 1:
-        parser.error(f"{name!r} names {len(found)} of the modules under mutation testing: "
-                     f"{', '.join(found) or ', '.join(MODULES)}")
+        parser.error(
+            f"{name!r} names {len(found)} of the modules under mutation testing: "
+            f"{', '.join(found) or ', '.join(MODULES)}"
+        )
     return found[0]
 
 
@@ -202,8 +227,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("modules", nargs="*", help=f"modules to mutate (default: all {len(MODULES)})")
     parser.add_argument("--jobs", type=int, default=2, help="mutants tested at once (default 2)")
-    parser.add_argument("--resume", action="store_true",
-                        help="keep the last run's kills and test again only its survivors (fast, while adding tests)")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the last run's kills and test again only its survivors (fast, while adding tests)",
+    )
     args = parser.parse_args(argv)
     modules = [resolve(m, parser) for m in args.modules] or list(MODULES)
     outcomes = []

@@ -41,8 +41,10 @@ def graph(run_dir: Path, threshold: float) -> None:
     nodes = {}
     for i, node in enumerate(ids):
         js = np.flatnonzero(sim[i] >= threshold)
-        edges = sorted(({"target": ids[j], "similarity": round(float(sim[i, j]), 6)} for j in js.tolist()),
-                       key=lambda e: (-e["similarity"], e["target"]))
+        edges = sorted(
+            ({"target": ids[j], "similarity": round(float(sim[i, j]), 6)} for j in js.tolist()),
+            key=lambda e: (-e["similarity"], e["target"]),
+        )
         nodes[node] = {"cluster": None, "edges": edges}
     (out / "graph.json").write_text(json.dumps({"threshold": threshold, "nodes": nodes}, indent=2))
 
@@ -57,15 +59,18 @@ def clusters(run_dir: Path) -> None:
     for a, node in doc["nodes"].items():
         for e in node["edges"]:
             g.add_edge(a, e["target"], weight=e["similarity"])
-    communities = sorted((sorted(c) for c in nx.community.louvain_communities(g, weight="weight", seed=42)),
-                         key=lambda c: (-len(c), c[0]))
+    communities = sorted(
+        (sorted(c) for c in nx.community.louvain_communities(g, weight="weight", seed=42)),
+        key=lambda c: (-len(c), c[0]),
+    )
     labels = {f"C-{k:02d}": members for k, members in enumerate(communities, start=1)}
     for label, members in labels.items():
         for m in members:
             doc["nodes"][m]["cluster"] = label
     (out / "graph.json").write_text(json.dumps(doc, indent=2))
-    (out / "clusters.json").write_text(json.dumps({"clusters": labels, "algorithm": "louvain",
-                                                   "num_clusters": len(labels)}, indent=2))
+    (out / "clusters.json").write_text(
+        json.dumps({"clusters": labels, "algorithm": "louvain", "num_clusters": len(labels)}, indent=2)
+    )
 
 
 def dupes(run_dir: Path, threshold: float) -> None:

@@ -96,8 +96,9 @@ def run_process(command: list[str], env: dict | None = None, cwd: Path | None = 
     (its workers included: the largest single one)."""
     global _launcher
     if _launcher is None:
-        _launcher = subprocess.Popen([sys.executable, "-S", "-c", LAUNCHER], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)
+        _launcher = subprocess.Popen(
+            [sys.executable, "-S", "-c", LAUNCHER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
     job = {"command": [str(c) for c in command], "env": env, "cwd": str(cwd) if cwd else None}
     _launcher.stdin.write(json.dumps(job) + "\n")
     _launcher.stdin.flush()
@@ -140,13 +141,17 @@ def run_chain(approach: str, root: Path) -> dict:
 
 def median_chain(runs: list[dict]) -> dict:
     """One chain's runs as one: each stage's median wall and CPU, and its largest peak."""
-    stages = [{"stage": s["stage"], "seconds": float(np.median([r["stages"][k]["seconds"] for r in runs])),
-               "cpu": float(np.median([r["stages"][k]["cpu"] for r in runs])),
-               "peak_mib": max(r["stages"][k]["peak_mib"] for r in runs)}
-              for k, s in enumerate(runs[0]["stages"])]
+    stages = [
+        {
+            "stage": s["stage"],
+            "seconds": float(np.median([r["stages"][k]["seconds"] for r in runs])),
+            "cpu": float(np.median([r["stages"][k]["cpu"] for r in runs])),
+            "peak_mib": max(r["stages"][k]["peak_mib"] for r in runs),
+        }
+        for k, s in enumerate(runs[0]["stages"])
+    ]
     totals = [sum(s["seconds"] for s in r["stages"]) for r in runs]
-    return {**runs[-1], "stages": stages, "runs": len(runs), "total_median": float(np.median(totals)),
-            "totals": totals}
+    return {**runs[-1], "stages": stages, "runs": len(runs), "total_median": float(np.median(totals)), "totals": totals}
 
 
 def outcome(root: Path) -> dict:
@@ -163,8 +168,13 @@ def outcome(root: Path) -> dict:
     else:
         doc = json.loads((d / "graph.json").read_text())
         edges = sum(len(n["edges"]) for n in doc["nodes"].values()) // 2
-    return {"edges": edges, "clusters": clusters["num_clusters"], "dupes": len(pairs),
-            "recall": sum(p in pairs for p in planted) / max(len(planted), 1), "planted": len(planted)}
+    return {
+        "edges": edges,
+        "clusters": clusters["num_clusters"],
+        "dupes": len(pairs),
+        "recall": sum(p in pairs for p in planted) / max(len(planted), 1),
+        "planted": len(planted),
+    }
 
 
 def totals(run: dict) -> tuple[float, float]:
@@ -177,32 +187,50 @@ def table(profile: str, size: int, hyp: dict, naive: dict | None) -> list[str]:
         return f"{a / b:.1f}x" if b > 0 else "-"
 
     row = "{:<10} {:>12} {:>10} {:>10} {:>10} {:>8} {:>8}"
-    lines = [f"== {profile}, {size:,} hypotheses: {hyp['planted']:,} planted paraphrase pairs ==",
-             row.format("process", "hypograph s", "peak MiB", "naive s", "peak MiB", "time x", "mem x")]
+    lines = [
+        f"== {profile}, {size:,} hypotheses: {hyp['planted']:,} planted paraphrase pairs ==",
+        row.format("process", "hypograph s", "peak MiB", "naive s", "peak MiB", "time x", "mem x"),
+    ]
     labels = [*STAGES, "sync", "total"]
     hyp_rows = [*hyp["stages"], dict(zip(("seconds", "peak_mib"), totals(hyp), strict=True))]
-    naive_rows = ([*naive["stages"], dict(zip(("seconds", "peak_mib"), totals(naive), strict=True))] if naive
-                  else [None] * len(labels))
+    naive_rows = (
+        [*naive["stages"], dict(zip(("seconds", "peak_mib"), totals(naive), strict=True))]
+        if naive
+        else [None] * len(labels)
+    )
     for label, h, n in zip(labels, hyp_rows, naive_rows, strict=True):
-        lines.append(row.format(
-            label, f"{h['seconds']:.2f}", f"{h['peak_mib']:.0f}",
-            f"{n['seconds']:.2f}" if n else "-", f"{n['peak_mib']:.0f}" if n else "-",
-            ratio(n["seconds"], h["seconds"]) if n else "-", ratio(n["peak_mib"], h["peak_mib"]) if n else "-"))
+        lines.append(
+            row.format(
+                label,
+                f"{h['seconds']:.2f}",
+                f"{h['peak_mib']:.0f}",
+                f"{n['seconds']:.2f}" if n else "-",
+                f"{n['peak_mib']:.0f}" if n else "-",
+                ratio(n["seconds"], h["seconds"]) if n else "-",
+                ratio(n["peak_mib"], h["peak_mib"]) if n else "-",
+            )
+        )
     if naive:  # each naive run over the hypograph run beside it, so a drift of the machine cancels
         paired = sorted(n / h for n, h in zip(naive["totals"], hyp["totals"], strict=True))
-        lines.append(f"time x of the {len(paired)} paired runs: median {np.median(paired):.1f}x "
-                     f"(range {paired[0]:.1f}-{paired[-1]:.1f}x)")
+        lines.append(
+            f"time x of the {len(paired)} paired runs: median {np.median(paired):.1f}x "
+            f"(range {paired[0]:.1f}-{paired[-1]:.1f}x)"
+        )
     for name, run in (("hypograph", hyp), ("naive", naive)):
         if run:
-            lines.append(f"{name + ':':<10} {run['edges']:,} edges, {run['clusters']:,} clusters, "
-                         f"{run['dupes']:,} dupe pairs >= {DUPE_THRESHOLD}, planted recall {run['recall']:.4f}")
+            lines.append(
+                f"{name + ':':<10} {run['edges']:,} edges, {run['clusters']:,} clusters, "
+                f"{run['dupes']:,} dupe pairs >= {DUPE_THRESHOLD}, planted recall {run['recall']:.4f}"
+            )
     if not naive:
-        lines.append("naive:     skipped (a dense N x N float64 matrix alone would need "
-                     f"{size * size * 8 / 2**30:.0f} GiB)")
+        lines.append(
+            f"naive:     skipped (a dense N x N float64 matrix alone would need {size * size * 8 / 2**30:.0f} GiB)"
+        )
     return lines
 
 
 # -- the neighbour cap --------------------------------------------------------------------------
+
 
 def cap_study(root: Path, caps: list[int], threshold: float = 0.30) -> list[str]:
     """Capped graphs against the uncapped one, on the corpus's embeddings (prox embed first)."""
@@ -224,25 +252,38 @@ def cap_study(root: Path, caps: list[int], threshold: float = 0.30) -> list[str]
         seconds = time.perf_counter() - start
         membership = find_communities(graph).membership()
         labels = [membership[i] for i in emb.ids]
-        results[k] = (graph, labels, {(p.a, p.b, p.similarity) for p in duplicate_pairs(graph, DUPE_THRESHOLD)},
-                      len(graph_json_bytes(graph)), seconds)
+        results[k] = (
+            graph,
+            labels,
+            {(p.a, p.b, p.similarity) for p in duplicate_pairs(graph, DUPE_THRESHOLD)},
+            len(graph_json_bytes(graph)),
+            seconds,
+        )
     base_graph, base_labels, base_dupes, _, _ = results[0]
     row = "{:>5} {:>10} {:>8} {:>8} {:>7} {:>7} {:>10} {:>9}"
-    lines = [row.format("K", "edges", "kept", "capped", "ARI", "NMI", "dupes", "json MB"),
-             row.format(0, f"{base_graph.num_edges:,}", "1.000", 0, "1.000", "1.000", "exact",
-                        f"{results[0][3] / 1e6:.0f}")]
+    lines = [
+        row.format("K", "edges", "kept", "capped", "ARI", "NMI", "dupes", "json MB"),
+        row.format(0, f"{base_graph.num_edges:,}", "1.000", 0, "1.000", "1.000", "exact", f"{results[0][3] / 1e6:.0f}"),
+    ]
     for k in caps:
         graph, labels, dupes, size, _ = results[k]
-        lines.append(row.format(
-            k, f"{graph.num_edges:,}", f"{graph.num_edges / max(base_graph.num_edges, 1):.3f}",
-            graph.info["capped_rows"], f"{adjusted_rand_score(base_labels, labels):.3f}",
-            f"{normalized_mutual_info_score(base_labels, labels):.3f}",
-            "identical" if dupes == base_dupes else f"{len(dupes & base_dupes)}/{len(base_dupes)}",
-            f"{size / 1e6:.0f}"))
+        lines.append(
+            row.format(
+                k,
+                f"{graph.num_edges:,}",
+                f"{graph.num_edges / max(base_graph.num_edges, 1):.3f}",
+                graph.info["capped_rows"],
+                f"{adjusted_rand_score(base_labels, labels):.3f}",
+                f"{normalized_mutual_info_score(base_labels, labels):.3f}",
+                "identical" if dupes == base_dupes else f"{len(dupes & base_dupes)}/{len(base_dupes)}",
+                f"{size / 1e6:.0f}",
+            )
+        )
     return lines
 
 
 # -- dense embeddings: faiss against exact --------------------------------------------------------
+
 
 def knn_recall(size: int, seed: int = 0, dim: int = 384, threshold: float = 0.5, cap: int = 20) -> list[str]:
     """Recall of the faiss IVF graph against the exact one on clustered unit vectors."""
@@ -252,8 +293,9 @@ def knn_recall(size: int, seed: int = 0, dim: int = 384, threshold: float = 0.5,
     rng = np.random.default_rng(seed)
     centers = rng.normal(size=(max(4, size // 400), dim)).astype(np.float32)
     originals = size - size // 10
-    x = (centers[rng.integers(len(centers), size=originals)]
-         + rng.normal(scale=1.1, size=(originals, dim)).astype(np.float32))
+    x = centers[rng.integers(len(centers), size=originals)] + rng.normal(scale=1.1, size=(originals, dim)).astype(
+        np.float32
+    )
     copies = x[rng.choice(originals, size=size - originals, replace=False)]
     x = np.vstack([x, copies + rng.normal(scale=0.35, size=copies.shape).astype(np.float32)])
     x /= np.linalg.norm(x, axis=1, keepdims=True)
@@ -268,15 +310,19 @@ def knn_recall(size: int, seed: int = 0, dim: int = 384, threshold: float = 0.5,
     exact, faiss_g = runs["exact"][0], runs["faiss"][0]
     e_edges = set(zip(exact.src.tolist(), exact.dst.tolist(), strict=True))
     f_edges = set(zip(faiss_g.src.tolist(), faiss_g.dst.tolist(), strict=True))
-    e_dupes = {e for e, s in zip(zip(exact.src.tolist(), exact.dst.tolist(), strict=True), exact.sim.tolist(),
-                                 strict=True)
-               if s >= DUPE_THRESHOLD}
+    e_dupes = {
+        e
+        for e, s in zip(zip(exact.src.tolist(), exact.dst.tolist(), strict=True), exact.sim.tolist(), strict=True)
+        if s >= DUPE_THRESHOLD
+    }
     out.append(f"== dense embeddings, {size:,} x {dim}, threshold {threshold}, K {cap} ==")
     out.append(f"exact: {len(e_edges):,} edges, {len(e_dupes):,} pairs >= {DUPE_THRESHOLD}, {runs['exact'][1]:.1f} s")
     out.append(f"faiss: {len(f_edges):,} edges, {runs['faiss'][1]:.1f} s ({faiss_g.info.get('method')})")
     knn.EXACT_MAX = 20_000
-    out.append(f"edge recall {len(e_edges & f_edges) / max(len(e_edges), 1):.4f}, "
-               f"duplicate recall {len(e_dupes & f_edges) / max(len(e_dupes), 1):.4f}")
+    out.append(
+        f"edge recall {len(e_edges & f_edges) / max(len(e_edges), 1):.4f}, "
+        f"duplicate recall {len(e_dupes & f_edges) / max(len(e_dupes), 1):.4f}"
+    )
     return out
 
 
@@ -302,8 +348,11 @@ def main(argv: list[str] | None = None) -> None:
         root = ensure_run_dir(args.workdir, args.profile, size, args.seed)
         if args.cap_study:
             print(f"== neighbour cap, {args.profile}, {size:,} hypotheses, threshold {args.threshold} ==")
-            print("\n".join(cap_study(root, [int(k) for k in args.caps.split(",")], args.threshold)), end="\n\n",
-                  flush=True)
+            print(
+                "\n".join(cap_study(root, [int(k) for k in args.caps.split(",")], args.threshold)),
+                end="\n\n",
+                flush=True,
+            )
             continue
         compile_hypograph()
         os.sync()  # the corpus just written is not the first chain's to flush

@@ -147,8 +147,9 @@ def make_corpus(size: int, seed: int = 0, profile: str = "sparse") -> Corpus:
         ids[position[k]] = f"H-{position[k] + 1:0{width}d}"
         texts[position[k]] = " ".join(vocabulary[sentence])
         by_position[position[k]] = all_topics[k]
-    planted = [tuple(sorted((ids[position[k]], ids[position[num_originals + m]])))
-               for m, k in enumerate(originals.tolist())]
+    planted = [
+        tuple(sorted((ids[position[k]], ids[position[num_originals + m]]))) for m, k in enumerate(originals.tolist())
+    ]
     return Corpus(ids, texts, num_topics, by_position, planted)
 
 

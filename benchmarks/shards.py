@@ -40,8 +40,23 @@ BIN = Path(sys.executable).parent
 def materialize(home: Path, key: str, select: str, executor: str, config: dict) -> dict:
     """One ``dagster asset materialize`` process: wall seconds and peak RSS (MiB, largest process)."""
     env = {**os.environ, "DAGSTER_HOME": str(home), "HYPOGRAPH_EXECUTOR": executor}
-    return run_process([str(BIN / "dagster"), "asset", "materialize", "-m", "pipelines.definitions", "--partition",
-                        key, "--select", select, "--config-json", json.dumps(config)], env=env, cwd=REPO)
+    return run_process(
+        [
+            str(BIN / "dagster"),
+            "asset",
+            "materialize",
+            "-m",
+            "pipelines.definitions",
+            "--partition",
+            key,
+            "--select",
+            select,
+            "--config-json",
+            json.dumps(config),
+        ],
+        env=env,
+        cwd=REPO,
+    )
 
 
 def shard_span(home: Path) -> tuple[float, int]:
@@ -80,17 +95,22 @@ def main(argv: list[str] | None = None) -> None:
         print()
         print("| configuration | run wall | shard steps | peak memory | graph.json |")
         print("|---|---:|---:|---:|---|")
-        rows = [("in-process, 1 shard (forked workers on every core)", "in_process", 1, None),
-                (f"multiprocess, {args.shards} shards, 1 process", "multiprocess", args.shards, 1),
-                (f"multiprocess, {args.shards} shards, 2 processes", "multiprocess", args.shards, 2)]
+        rows = [
+            ("in-process, 1 shard (forked workers on every core)", "in_process", 1, None),
+            (f"multiprocess, {args.shards} shards, 1 process", "multiprocess", args.shards, 1),
+            (f"multiprocess, {args.shards} shards, 2 processes", "multiprocess", args.shards, 2),
+        ]
         for label, executor, shards, concurrent in rows:
             config = {"resources": {"proximity": {"config": {"shards": shards}}}}
             if concurrent:
                 config["execution"] = {"config": {"max_concurrent": concurrent}}
             run = materialize(home, key, "similarity_graph", executor, config)
             span, steps = shard_span(home)
-            print(f"| {label} | {run['seconds']:.1f} s | {span:.1f} s ({steps} steps) | {run['peak_mib']:.0f} MiB "
-                  f"| {graph_digest(root)} |", flush=True)
+            print(
+                f"| {label} | {run['seconds']:.1f} s | {span:.1f} s ({steps} steps) | {run['peak_mib']:.0f} MiB "
+                f"| {graph_digest(root)} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

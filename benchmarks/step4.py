@@ -69,9 +69,29 @@ from hypograph.structure.scope import open_to_4a  # noqa: E402
 from hypograph.vault.vault import open_vault  # noqa: E402
 
 EXAMPLE = REPO / "examples" / "vault"
-SITES = ["Pylos", "Mycenae", "Tiryns", "Thebes", "Knossos", "Ugarit", "Hattusa", "Emar", "Alalakh", "Enkomi",
-         "Kition", "Sidon", "Byblos", "Megiddo", "Lachish", "Ashkelon", "Carchemish", "Tarsus"]
-SYNONYMS = dict(pair.split(":") for pair in """
+SITES = [
+    "Pylos",
+    "Mycenae",
+    "Tiryns",
+    "Thebes",
+    "Knossos",
+    "Ugarit",
+    "Hattusa",
+    "Emar",
+    "Alalakh",
+    "Enkomi",
+    "Kition",
+    "Sidon",
+    "Byblos",
+    "Megiddo",
+    "Lachish",
+    "Ashkelon",
+    "Carchemish",
+    "Tarsus",
+]
+SYNONYMS = dict(
+    pair.split(":")
+    for pair in """
 multi-decade:decades-long across:throughout eastern:east beginning:starting
 around:about repeated:recurrent harvest:crop failures:losses undermined:weakened led:brought destruction:ruin
 layers:levels conventionally:traditionally attributed:ascribed single:one local:regional wars:conflicts
@@ -83,11 +103,13 @@ cheap:inexpensive power:dominance elites:rulers fell:collapsed depended:relied g
 revolts:uprisings exactions:levies famine:hunger displaced:uprooted groups:peoples failure:breakdown hub:central
 cascaded:spread network:system flood:inundation agriculture:farming buffered:shielded standing:permanent
 army:military repel:repulse survived:endured invaders:attackers households:families foreigners:outsiders
-conquering:invading caused:triggered collapse:breakdown economies:economy palace:palatial""".split())
+conquering:invading caused:triggered collapse:breakdown economies:economy palace:palatial""".split()
+)
 WORD_RE = re.compile(r"^(\W*)([\w-]+)(\W*)$")
 
 
 # -- the generated vault ----------------------------------------------------------------------------------------------
+
 
 def reword(text: str, rng: random.Random) -> str:
     """``text`` with most words that have a synonym replaced (capitals and punctuation kept)."""
@@ -121,10 +143,17 @@ def claims(n: int) -> list[tuple[dict, tuple[int, int]]]:
     bases = []
     for path in sorted((EXAMPLE / "hypotheses").glob("H-*.md"), key=lambda p: int(p.name.split()[0][2:])):
         meta = frontmatter(path)
-        bases.append({"title": path.stem.split(" - ", 1)[1],
-                      **{k: meta[k] for k in ("statement", "question", "source", "locator")}})
-    family = {i: min(g) if i in g else i for i in range(1, len(bases) + 1)
-              for g in [next((g for g in PLANTED if i in g), set())]}
+        bases.append(
+            {
+                "title": path.stem.split(" - ", 1)[1],
+                **{k: meta[k] for k in ("statement", "question", "source", "locator")},
+            }
+        )
+    family = {
+        i: min(g) if i in g else i
+        for i in range(1, len(bases) + 1)
+        for g in [next((g for g in PLANTED if i in g), set())]
+    }
     rng = random.Random(n)
     out = [(dict(b), (family[k + 1],)) for k, b in enumerate(bases)]
     for k in range(len(bases), n):
@@ -132,11 +161,18 @@ def claims(n: int) -> list[tuple[dict, tuple[int, int]]]:
         i, j = k % len(bases), rng.randrange(len(bases))
         where = SITES[(k // len(bases) - 1) % len(SITES)]
         head, tail = bases[i]["statement"].rstrip(".").split(), bases[j]["statement"].rstrip(".").split()
-        statement = " ".join(head[:len(head) // 2] + ["and"] + tail[len(tail) // 2:])
+        statement = " ".join(head[: len(head) // 2] + ["and"] + tail[len(tail) // 2 :])
         title = " ".join(bases[i]["title"].split()[:5] + ["and"] + bases[j]["title"].split()[-4:])
-        out.append(({**bases[i], "title": f"{title} at {where}",
-                     "statement": f"At {where}, {statement[0].lower()}{statement[1:]}."},
-                    (family[i + 1], j, where)))
+        out.append(
+            (
+                {
+                    **bases[i],
+                    "title": f"{title} at {where}",
+                    "statement": f"At {where}, {statement[0].lower()}{statement[1:]}.",
+                },
+                (family[i + 1], j, where),
+            )
+        )
     return out
 
 
@@ -162,11 +198,15 @@ def build(root: Path, n: int, seed: int = 0) -> dict[str, tuple[int, int]]:
     families = {}
     for k, (c, f) in enumerate(hyps, start=1):
         title = re.sub(r"[^\w ,'-]", "", c["title"])[:110].strip()
-        meta = {"type": "hypothesis", "id": f"H-{k}",
-                **{key: c[key] for key in ("statement", "question", "source", "locator")}}
+        meta = {
+            "type": "hypothesis",
+            "id": f"H-{k}",
+            **{key: c[key] for key in ("statement", "question", "source", "locator")},
+        }
         (root / "hypotheses").mkdir(exist_ok=True)
         (root / "hypotheses" / f"H-{k} - {title}.md").write_text(
-            "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n", encoding="utf-8")
+            "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n", encoding="utf-8"
+        )
         families[f"H-{k}"] = f
     return families
 
@@ -183,12 +223,14 @@ def proximity(root: Path):
     corpus = load_corpus(root)
     emb = embed(corpus.ids, corpus.texts, "tfidf")
     pairs = duplicate_pairs(similarity_graph(emb.ids, emb.matrix, 0.3), 0.8)
-    verdicts = adjudicate(pairs, {h.id: h for h in corpus.hypotheses}, {},
-                          LLMClient(LLMConfig(forced_offline=True), root, "p"))
+    verdicts = adjudicate(
+        pairs, {h.id: h for h in corpus.hypotheses}, {}, LLMClient(LLMConfig(forced_offline=True), root, "p")
+    )
     return emb, verdicts
 
 
 # -- recall --------------------------------------------------------------------------------------------------------
+
 
 def recall(truth: set[frozenset], merged_pairs: set[frozenset]) -> float:
     """Share of the true duplicate pairs that end in one group given these MERGE pairs (chaining counts)."""
@@ -210,46 +252,81 @@ def net_row(n: int, name: str, net: Net, root: Path, families, emb, verdicts) ->
     cands = candidate_pairs(nodes, verdicts, emb, net)
     truth = true_pairs(families)
     shown = {frozenset((c.a, c.b)) for c in cands}
-    return {"table": "net", "hypotheses": n, "net": name, "candidates": len(cands),
-            "asked_directly": round(len(shown & truth) / max(1, len(truth)), 3),
-            "recall": round(recall(truth, shown & truth), 3), "true_pairs": len(truth)}
+    return {
+        "table": "net",
+        "hypotheses": n,
+        "net": name,
+        "candidates": len(cands),
+        "asked_directly": round(len(shown & truth) / max(1, len(truth)), 3),
+        "recall": round(recall(truth, shown & truth), 3),
+        "true_pairs": len(truth),
+    }
 
 
-NETS = {"k=1": Net(k=1), "k=3 (before)": Net(k=3), "k=5": Net(k=5), "k=8": Net(k=8), "k=12": Net(k=12),
-        "k=3 + hint 3": Net(k=3, hint_k=3), "k=3 + mutual 10": Net(k=3, mutual=10),
-        "k=3 + transitive 4": Net(k=3, transitive=4), "k=5 + hint 3 + mutual 10": Net(k=5, hint_k=3, mutual=10),
-        "k=5 + transitive 4 (NET)": NET}
+NETS = {
+    "k=1": Net(k=1),
+    "k=3 (before)": Net(k=3),
+    "k=5": Net(k=5),
+    "k=8": Net(k=8),
+    "k=12": Net(k=12),
+    "k=3 + hint 3": Net(k=3, hint_k=3),
+    "k=3 + mutual 10": Net(k=3, mutual=10),
+    "k=3 + transitive 4": Net(k=3, transitive=4),
+    "k=5 + hint 3 + mutual 10": Net(k=5, hint_k=3, mutual=10),
+    "k=5 + transitive 4 (NET)": NET,
+}
 
 
 # -- cost ------------------------------------------------------------------------------------------------------------
 
+
 def stub_model(families: dict[str, tuple]):
     """A correct, deterministic model for every step-4 question."""
+
     def respond(body: dict):
         system = next(m["content"] for m in body["messages"] if m["role"] == "system")
         prompt = next(m["content"] for m in body["messages"] if m["role"] == "user")
         if system.startswith(MERGE_SYSTEM):
-            return llm_stub.answer(llm_stub.merge_answer(
-                body, lambda a, b: {"decision": "MERGE", "rationale": "One family: the same claim reworded."}
-                if families[a] == families[b] else {}))
-        numbered = [(int(n), json.loads(c))
-                    for n, c in re.findall(r'<hypothesis number="(\d+)">\n(.*?)\n</hypothesis>', prompt, re.S)]
+            return llm_stub.answer(
+                llm_stub.merge_answer(
+                    body,
+                    lambda a, b: (
+                        {"decision": "MERGE", "rationale": "One family: the same claim reworded."}
+                        if families[a] == families[b]
+                        else {}
+                    ),
+                )
+            )
+        numbered = [
+            (int(n), json.loads(c))
+            for n, c in re.findall(r'<hypothesis number="(\d+)">\n(.*?)\n</hypothesis>', prompt, re.S)
+        ]
         if system.startswith(TOPIC_SYSTEM):
-            return llm_stub.answer({"items": [{"hypothesis": n, "off_topic": False, "drop_reason": None}
-                                              for n, _ in numbered]})
+            return llm_stub.answer(
+                {"items": [{"hypothesis": n, "off_topic": False, "drop_reason": None} for n, _ in numbered]}
+            )
         assert system.startswith(CARVE_SYSTEM), system[:60]
         by_question: dict[str, list[int]] = {}
         for n, c in numbered:
             by_question.setdefault(c.get("question") or "", []).append(n)
-        return llm_stub.answer({"clusters": [{
-            "name": "Answers to one shared sub-question", "members": ns,
-            "exclusivity": "each member names a different answer to the sub-question; at most one holds",
-            "independence": "its sub-question factorizes from the other clusters' sub-questions",
-            "residual_title": "Some answer not listed here",
-            "residual_note": "Covers any answer none of the members gives.",
-            "residual_statement": "the answer is something not listed here, e.g. a cause no paper proposed",
-            "carving_justification": "Grouped by the sub-question the members answer."}
-            for ns in by_question.values()]})
+        return llm_stub.answer(
+            {
+                "clusters": [
+                    {
+                        "name": "Answers to one shared sub-question",
+                        "members": ns,
+                        "exclusivity": "each member names a different answer to the sub-question; at most one holds",
+                        "independence": "its sub-question factorizes from the other clusters' sub-questions",
+                        "residual_title": "Some answer not listed here",
+                        "residual_note": "Covers any answer none of the members gives.",
+                        "residual_statement": "the answer is something not listed here, e.g. a cause no paper proposed",
+                        "carving_justification": "Grouped by the sub-question the members answer.",
+                    }
+                    for ns in by_question.values()
+                ]
+            }
+        )
+
     return respond
 
 
@@ -264,22 +341,36 @@ def cost_row(n: int, name: str, net: Net, batch: int, root: Path, families, emb,
     wall = time.perf_counter() - t0
     kinds = [r.system[:20] for r in stub.requests]
     merged = {frozenset((s, x)) for s, xs in report.merged.items() for x in xs}
-    return {"table": "cost", "hypotheses": n, "approach": name, "candidates": report.candidates,
-            "merge_calls": kinds.count(MERGE_SYSTEM[:20]), "topic_calls": kinds.count(TOPIC_SYSTEM[:20]),
-            "carve_calls": kinds.count(CARVE_SYSTEM[:20]), "calls": len(kinds),
-            "prompt_tokens": a.usage.prompt_tokens + b.usage.prompt_tokens,
-            "completion_tokens": a.usage.completion_tokens + b.usage.completion_tokens,
-            "recall": round(recall(true_pairs(families), merged), 3),
-            "groups_chained": report.groups_chained, "groups_direct": report.groups_direct, "wall_s": round(wall, 2)}
+    return {
+        "table": "cost",
+        "hypotheses": n,
+        "approach": name,
+        "candidates": report.candidates,
+        "merge_calls": kinds.count(MERGE_SYSTEM[:20]),
+        "topic_calls": kinds.count(TOPIC_SYSTEM[:20]),
+        "carve_calls": kinds.count(CARVE_SYSTEM[:20]),
+        "calls": len(kinds),
+        "prompt_tokens": a.usage.prompt_tokens + b.usage.prompt_tokens,
+        "completion_tokens": a.usage.completion_tokens + b.usage.completion_tokens,
+        "recall": round(recall(true_pairs(families), merged), 3),
+        "groups_chained": report.groups_chained,
+        "groups_direct": report.groups_direct,
+        "wall_s": round(wall, 2),
+    }
 
 
-APPROACHES = {"one pair per call, k=3 (before)": (Net(k=3), 1),
-              f"{PAIR_BATCH} pairs per call, k=3": (Net(k=3), PAIR_BATCH),
-              "one pair per call, NET": (NET, 1), "4 pairs per call, NET": (NET, 4),
-              f"{PAIR_BATCH} pairs per call, NET (default)": (NET, PAIR_BATCH), "16 pairs per call, NET": (NET, 16)}
+APPROACHES = {
+    "one pair per call, k=3 (before)": (Net(k=3), 1),
+    f"{PAIR_BATCH} pairs per call, k=3": (Net(k=3), PAIR_BATCH),
+    "one pair per call, NET": (NET, 1),
+    "4 pairs per call, NET": (NET, 4),
+    f"{PAIR_BATCH} pairs per call, NET (default)": (NET, PAIR_BATCH),
+    "16 pairs per call, NET": (NET, 16),
+}
 
 
 # -- time (offline) --------------------------------------------------------------------------------------------------
+
 
 def time_one(n: int, tmp: Path) -> dict:
     """Step 4 on a fresh vault of ``n``: first run, then a no-change re-run, seconds per step."""
@@ -308,8 +399,9 @@ def time_one(n: int, tmp: Path) -> dict:
         row[f"{run}_step4_s"] = round(steps["4a"] + steps["4b"] + steps["map"], 2)
         row[f"{run}_total_s"] = round(sum(steps.values()), 2)
         if run == "first":
-            row.update({"merged": sum(map(len, a.merged.values())), "clusters": len(b.created),
-                        "failed_checks": failed})
+            row.update(
+                {"merged": sum(map(len, a.merged.values())), "clusters": len(b.created), "failed_checks": failed}
+            )
         else:
             row["rerun_changed"] = a.files_changed + len(b.minted)
     return row
@@ -318,8 +410,9 @@ def time_one(n: int, tmp: Path) -> dict:
 def time_table(sizes: list[int], as_json: bool) -> None:
     rows = []
     for n in sizes:  # each size in a fresh process: no cache or heap of a smaller run carried over
-        proc = subprocess.run([sys.executable, __file__, "--time-one", str(n)], capture_output=True, text=True,
-                              check=True)
+        proc = subprocess.run(
+            [sys.executable, __file__, "--time-one", str(n)], capture_output=True, text=True, check=True
+        )
         rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
         if not as_json:
             print(f"... {n} hypotheses: first run {rows[-1]['first_total_s']} s", file=sys.stderr)
@@ -327,17 +420,32 @@ def time_table(sizes: list[int], as_json: bool) -> None:
         for r in rows:
             print(json.dumps(r))
         return
-    keys = ["hypotheses", "proximity_s", "first_4a_s", "first_4b_s", "first_map_s", "first_checks_s",
-            "first_total_s", "rerun_4a_s", "rerun_4b_s", "rerun_map_s", "rerun_checks_s", "rerun_total_s",
-            "merged", "clusters"]
+    keys = [
+        "hypotheses",
+        "proximity_s",
+        "first_4a_s",
+        "first_4b_s",
+        "first_map_s",
+        "first_checks_s",
+        "first_total_s",
+        "rerun_4a_s",
+        "rerun_4b_s",
+        "rerun_map_s",
+        "rerun_checks_s",
+        "rerun_total_s",
+        "merged",
+        "clusters",
+    ]
     print("\n| " + " | ".join(keys) + " |\n|" + "---:|" * len(keys))
     for r in rows:
         print("| " + " | ".join(f"{r[k]:,}" if isinstance(r[k], int) else str(r[k]) for k in keys) + " |")
     small = next((r for r in rows if r["hypotheses"] == 500), None)
     for r in rows:
         if small and r is not small:
-            print(f"\ntime({r['hypotheses']}) / time(500), first run with checks: "
-                  f"{r['first_total_s'] / small['first_total_s']:.1f}")
+            print(
+                f"\ntime({r['hypotheses']}) / time(500), first run with checks: "
+                f"{r['first_total_s'] / small['first_total_s']:.1f}"
+            )
 
 
 def main() -> None:
@@ -357,8 +465,15 @@ def main() -> None:
     args.sizes = args.sizes or "32,100,500"
     llm_stub._tokens = lambda text: max(1, math.ceil(len(text) / 4))  # characters / 4, not words
     stub = llm_stub.LLMStub()
-    os.environ.update({"HYPOGRAPH_LLM_BASE_URL": stub.url, "HYPOGRAPH_LLM_MODEL": "stub-model",
-                       "HYPOGRAPH_LLM_API_KEY": "sk-bench", "HYPOGRAPH_LLM_CONCURRENCY": "4", "NO_PROXY": "127.0.0.1"})
+    os.environ.update(
+        {
+            "HYPOGRAPH_LLM_BASE_URL": stub.url,
+            "HYPOGRAPH_LLM_MODEL": "stub-model",
+            "HYPOGRAPH_LLM_API_KEY": "sk-bench",
+            "HYPOGRAPH_LLM_CONCURRENCY": "4",
+            "NO_PROXY": "127.0.0.1",
+        }
+    )
     for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy", "HYPOGRAPH_LLM"):
         os.environ.pop(k, None)
     rows = []

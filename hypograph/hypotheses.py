@@ -87,8 +87,11 @@ class Hypothesis:
     @cached_property
     def text(self) -> str:
         """Title, statement and mechanism, whichever are present, joined by single spaces."""
-        parts = [strip_wikilinks(self.title).strip(), strip_wikilinks(self.statement).strip(),
-                 strip_wikilinks(self.mechanism).strip()]
+        parts = [
+            strip_wikilinks(self.title).strip(),
+            strip_wikilinks(self.statement).strip(),
+            strip_wikilinks(self.mechanism).strip(),
+        ]
         return " ".join(filter(None, parts))
 
     def document(self) -> dict:
@@ -167,8 +170,9 @@ def _run_dir_files(root: Path, warnings: list[str]) -> list[str]:
     with a warning, and a file almost named so (``h-1.json``, ``H-1.JSON``) named in a warning;
     other files are ignored. Plain strings: 100k files cost no path object each."""
     out = []
-    for rel_dir, name in scan_names(root, bad=lambda rel, why: warnings.append(f"{rel}: skipped: {why}"),
-                                    only=RUN_DIR_FOLDERS):
+    for rel_dir, name in scan_names(
+        root, bad=lambda rel, why: warnings.append(f"{rel}: skipped: {why}"), only=RUN_DIR_FOLDERS
+    ):
         lower = name.lower()
         if str(rel_dir) != "hypotheses" or not lower.endswith(".json"):
             continue
@@ -177,8 +181,9 @@ def _run_dir_files(root: Path, warnings: list[str]) -> list[str]:
         elif name.startswith("H-") and name.endswith(".json"):  # fnmatch's H-*.json
             out.append(name)
         elif lower.startswith("h-"):  # notes.json is no hypothesis; h-1.json meant one
-            warnings.append(f"hypotheses/{name}: skipped: a hypothesis file is named H-<number>.json "
-                            "(capital H, .json)")
+            warnings.append(
+                f"hypotheses/{name}: skipped: a hypothesis file is named H-<number>.json (capital H, .json)"
+            )
     return out
 
 
@@ -287,7 +292,7 @@ def _json_hypothesis(name: str, raw: bytes | OSError, warnings: list[str]) -> Hy
     if not isinstance(data, dict):
         warnings.append(f"{rel}: skipped: expected a JSON object, got {type(data).__name__}")
         return None
-    problem = _id_problem(data.get("id"), name[:-len(".json")])
+    problem = _id_problem(data.get("id"), name[: -len(".json")])
     if problem:
         warnings.append(f"{rel}: skipped: field 'id': {problem}")
         return None
@@ -302,8 +307,9 @@ def _json_hypothesis(name: str, raw: bytes | OSError, warnings: list[str]) -> Hy
     extra = dict(data)
     for k in ("id", *TEXT_FIELDS):
         extra.pop(k, None)
-    h = Hypothesis(id=data["id"], **fields, question=question if isinstance(question, str) else "", path=rel,
-                   extra=extra)
+    h = Hypothesis(
+        id=data["id"], **fields, question=question if isinstance(question, str) else "", path=rel, extra=extra
+    )
     if not h.text:
         warnings.append(f"{rel}: skipped: no title, statement or mechanism to embed")
         return None
@@ -371,4 +377,3 @@ def corpus_from_document(doc: dict) -> Corpus:
         hypotheses=[Hypothesis(**h) for h in doc["hypotheses"]],
         warnings=list(doc["warnings"]),
     )
-

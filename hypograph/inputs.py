@@ -197,8 +197,8 @@ class Registry:
             return {}
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise HypographError(f"{self.path}: not valid JSON ({e}); move it aside, then `hypograph add`") from None
-        if not isinstance(raw, dict) or not all(isinstance(v, dict) and {"path", "kind"} <= v.keys()
-                                                for v in raw.values()):
+        if not isinstance(raw, dict) or not all(
+            isinstance(v, dict) and {"path", "kind"} <= v.keys() for v in raw.values()
+        ):
             raise HypographError(f"{self.path}: not an input registry (expected id -> {{path, kind}})")
         return raw
-

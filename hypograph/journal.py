@@ -91,8 +91,9 @@ class Journal:
         for step in steps:
             self._check_paths(step)
             if step.moves and (self.root / step.src).exists() and (self.root / step.to).exists():
-                raise HypographError(f"{self.path}: step to {step.to}: already exists; "
-                                     f"refusing to overwrite it with {step.src}")
+                raise HypographError(
+                    f"{self.path}: step to {step.to}: already exists; refusing to overwrite it with {step.src}"
+                )
         self._clean_temp_files()
         write_json(self.path, {"version": VERSION, "steps": self._plan(steps)})
         changed = self._run(steps)
@@ -141,19 +142,25 @@ class Journal:
         except FileNotFoundError:
             return None
         except (json.JSONDecodeError, UnicodeDecodeError):
-            raise HypographError(f"{self.path}: unreadable journal of an interrupted run; "
-                                 "inspect and remove it") from None
+            raise HypographError(
+                f"{self.path}: unreadable journal of an interrupted run; inspect and remove it"
+            ) from None
         try:
             if data.get("version") != VERSION:
                 raise ValueError("version")
             records = data["steps"]
             for r in records:
-                if not (isinstance(r["to"], str) and isinstance(r["text"], str)
-                        and isinstance(r.get("src"), (str, type(None))) and isinstance(r["before"], dict)):
+                if not (
+                    isinstance(r["to"], str)
+                    and isinstance(r["text"], str)
+                    and isinstance(r.get("src"), (str, type(None)))
+                    and isinstance(r["before"], dict)
+                ):
                     raise ValueError("step")
         except (KeyError, TypeError, ValueError, AttributeError):
-            raise HypographError(f"{self.path}: unreadable journal of an interrupted run; "
-                                 "inspect and remove it") from None
+            raise HypographError(
+                f"{self.path}: unreadable journal of an interrupted run; inspect and remove it"
+            ) from None
         return records
 
     def _check_not_stale(self, steps: list[Step], records: list[dict]) -> None:
@@ -163,8 +170,9 @@ class Journal:
             before = record["before"]
             for rel in _paths(step):
                 if rel not in before:
-                    raise HypographError(f"{self.path}: step to {step.to}: no recorded state for {rel}; "
-                                         "inspect and remove the journal")
+                    raise HypographError(
+                        f"{self.path}: step to {step.to}: no recorded state for {rel}; inspect and remove the journal"
+                    )
                 allowed.setdefault(rel, set()).add(before[rel])
             allowed[step.to].add(sha_text(step.text))
             if step.moves:
@@ -173,8 +181,10 @@ class Journal:
         for step in steps:
             for rel in _paths(step):
                 if file_state(self.root / rel) not in allowed[rel]:
-                    raise HypographError(f"{self.path}: step to {step.to}: {rel} changed since the plan "
-                                         "was saved; not rolling it forward (inspect and remove the journal)")
+                    raise HypographError(
+                        f"{self.path}: step to {step.to}: {rel} changed since the plan "
+                        "was saved; not rolling it forward (inspect and remove the journal)"
+                    )
 
     def _check_paths(self, step: Step) -> None:
         """Every path of ``step`` one the tool may write (``hypograph.paths.unsafe``), and the

@@ -43,9 +43,16 @@ def holder(path: Path) -> str:
 
 
 @contextmanager
-def file_lock(path: Path, busy: Exception | Callable[[str], Exception] | None = None, *, shared: bool = False,
-              wait: float | None = None, owner: str | None = None, create: bool = True,
-              reentrant: bool = False) -> Iterator[bool]:
+def file_lock(
+    path: Path,
+    busy: Exception | Callable[[str], Exception] | None = None,
+    *,
+    shared: bool = False,
+    wait: float | None = None,
+    owner: str | None = None,
+    create: bool = True,
+    reentrant: bool = False,
+) -> Iterator[bool]:
     """Hold an exclusive (or, with ``shared``, a shared) ``flock`` on ``path`` for the block; the
     lock goes with the process if it dies. The file is created with its folders if missing
     (unless ``create`` is false: then a missing file is no lock, and the block runs without one,

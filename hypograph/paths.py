@@ -40,8 +40,10 @@ def name_problem(name: str) -> str | None:
     """Why ``name`` cannot be written safely (too long in UTF-8 bytes), or None."""
     size = len(name.encode("utf-8", "surrogatepass"))
     if size > MAX_NAME_BYTES:
-        return (f"file name is {size} bytes; at most {MAX_NAME_BYTES} fit beside the temporary name "
-                "of a safe write (shorten the title)")
+        return (
+            f"file name is {size} bytes; at most {MAX_NAME_BYTES} fit beside the temporary name "
+            "of a safe write (shorten the title)"
+        )
     return None
 
 
@@ -66,8 +68,10 @@ def _link_problem(root: Path, path: Path) -> str | None:
 
 
 def _folder_refusal(root: Path, path: Path) -> HypographError:
-    return HypographError(f"{path}: is a symlinked folder (-> {os.readlink(path)}); an input's folders "
-                          "must be real folders (replace the link by the folder, or move it out)")
+    return HypographError(
+        f"{path}: is a symlinked folder (-> {os.readlink(path)}); an input's folders "
+        "must be real folders (replace the link by the folder, or move it out)"
+    )
 
 
 def _ours(rel_dir: Path) -> bool:
@@ -92,8 +96,12 @@ def _entries(here: Path) -> tuple[list[os.DirEntry], list[os.DirEntry]]:
     return folders, files
 
 
-def scan(root: Path, bad: Callable[[Path, str], None] | None = None, hidden_dirs: bool = False,
-         only: tuple[str, ...] | None = None) -> Iterator[Path]:
+def scan(
+    root: Path,
+    bad: Callable[[Path, str], None] | None = None,
+    hidden_dirs: bool = False,
+    only: tuple[str, ...] | None = None,
+) -> Iterator[Path]:
     """Every visible regular file under ``root``, relative to it, in sorted order (a folder's files,
     then its sub-folders, sorted); a FIFO, socket or device is left out (reported to ``bad``).
     Refuses a symlinked folder, and a symlinked file resolving outside (or nowhere); with ``bad``
@@ -105,8 +113,12 @@ def scan(root: Path, bad: Callable[[Path, str], None] | None = None, hidden_dirs
         yield rel_dir / name
 
 
-def scan_names(root: Path, bad: Callable[[Path, str], None] | None = None, hidden_dirs: bool = False,
-               only: tuple[str, ...] | None = None) -> Iterator[tuple[Path, str]]:
+def scan_names(
+    root: Path,
+    bad: Callable[[Path, str], None] | None = None,
+    hidden_dirs: bool = False,
+    only: tuple[str, ...] | None = None,
+) -> Iterator[tuple[Path, str]]:
     """``scan`` as (folder relative to ``root``, file name) pairs: no path built per file, for a
     check that only wants the refusals."""
     root = Path(root)

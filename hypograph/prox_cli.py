@@ -49,22 +49,31 @@ def _parser() -> argparse.ArgumentParser:
 
     c = command("embed", "vectorise hypothesis texts -> proximity/embeddings.npz, embedding-ids.json")
     c.add_argument("--backend", choices=["tfidf", "sbert"], default="tfidf")
-    c.add_argument("--model", default=None,
-                   help="tfidf: seed (default: the seed tool's TfidfVectorizer() defaults) or tuned "
-                        "(English stop words dropped, sublinear tf); sbert: model name or local path "
-                        "(default all-MiniLM-L6-v2, offline)")
+    c.add_argument(
+        "--model",
+        default=None,
+        help="tfidf: seed (default: the seed tool's TfidfVectorizer() defaults) or tuned "
+        "(English stop words dropped, sublinear tf); sbert: model name or local path "
+        "(default all-MiniLM-L6-v2, offline)",
+    )
     c = command("graph", "similarity graph -> proximity/graph.json (and graph.npz for the next steps)")
     c.add_argument("--threshold", type=float, default=0.30, help="edge when cosine >= this; 0: every pair")
-    c.add_argument("--max-neighbours", type=int, default=DEFAULT_MAX_NEIGHBOURS, metavar="K",
-                   help=f"keep each node's K strongest edges (default {DEFAULT_MAX_NEIGHBOURS}; 0: all), "
-                        "and every pair >= 0.80 whatever K")
+    c.add_argument(
+        "--max-neighbours",
+        type=int,
+        default=DEFAULT_MAX_NEIGHBOURS,
+        metavar="K",
+        help=f"keep each node's K strongest edges (default {DEFAULT_MAX_NEIGHBOURS}; 0: all), "
+        "and every pair >= 0.80 whatever K",
+    )
     c = command("clusters", "communities -> proximity/clusters.json, cluster fields in graph.json")
     c.add_argument("--algorithm", choices=["louvain", "components"], default="louvain")
     c = command("dupes", "near-duplicate pairs as a JSON array on stdout (and proximity/dupes.json)")
     c.add_argument("--threshold", type=float, default=0.80)
     c = command("adjudicate", "MERGE/KEEP/FLAG each duplicate pair -> proximity/verdicts.json")
-    c.add_argument("--auto-merge", type=float, default=0.92,
-                   help="similarity above which a pair merges without a model")
+    c.add_argument(
+        "--auto-merge", type=float, default=0.92, help="similarity above which a pair merges without a model"
+    )
     c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: never call a model")
     c = command("label", "descriptive cluster names -> proximity/cluster-labels.json")
     c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: keyword labels only")
@@ -118,15 +127,22 @@ def _graph(args) -> int:
 
     emb = read_embeddings(args.run_dir)
     _note(emb.notes)
-    graph = similarity_graph(emb.ids, emb.matrix, args.threshold, emb.describe(), args.max_neighbours,
-                             keep_above=DEFAULT_DUPE_THRESHOLD)
+    graph = similarity_graph(
+        emb.ids, emb.matrix, args.threshold, emb.describe(), args.max_neighbours, keep_above=DEFAULT_DUPE_THRESHOLD
+    )
     path = write_graph(args.run_dir, graph)
     capped = graph.info.get("capped_rows", 0)
-    print(f"graph: {len(graph.ids)} nodes, {graph.num_edges} edges at similarity >= {graph.threshold} "
-          f"({graph.info.get('method')}; "
-          + (f"{capped} nodes kept their {args.max_neighbours} strongest edges "
-             f"and every pair >= {DEFAULT_DUPE_THRESHOLD}"
-             if capped else "no node capped") + f") -> {path}")
+    print(
+        f"graph: {len(graph.ids)} nodes, {graph.num_edges} edges at similarity >= {graph.threshold} "
+        f"({graph.info.get('method')}; "
+        + (
+            f"{capped} nodes kept their {args.max_neighbours} strongest edges "
+            f"and every pair >= {DEFAULT_DUPE_THRESHOLD}"
+            if capped
+            else "no node capped"
+        )
+        + f") -> {path}"
+    )
     return 0
 
 
@@ -203,12 +219,15 @@ def _adjudicate(args) -> int:
         print(f"warning: {line}", file=sys.stderr)
     client = _llm_client(args, "dedup_verdicts")
     # as the dedup_verdicts asset: a person's verdict on a pair below the dupe threshold gets its cosine
-    decisions = adjudicate(pairs, hypotheses, reviews, client, args.auto_merge,
-                           similarity=pair_similarity(read_embeddings(args.run_dir)))
+    decisions = adjudicate(
+        pairs, hypotheses, reviews, client, args.auto_merge, similarity=pair_similarity(read_embeddings(args.run_dir))
+    )
     path = write_verdicts(args.run_dir, decisions)
     usage = client.usage
-    print(f"{len(decisions)} decisions (llm: {client.config.describe()}; {usage.calls} calls, {usage.cached} cached, "
-          f"{usage.rejected} rejected) -> {path}")
+    print(
+        f"{len(decisions)} decisions (llm: {client.config.describe()}; {usage.calls} calls, {usage.cached} cached, "
+        f"{usage.rejected} rejected) -> {path}"
+    )
     for d in decisions:
         print(f"  {d.verdict:<5} {d.pair[0]} {d.pair[1]} {d.similarity:.4f} [{d.decided_by}]")
     _usage(client)
@@ -243,8 +262,14 @@ def _usage(client) -> None:
         print(f"llm {usage_line(client.metadata())}")
 
 
-COMMANDS = {"embed": _embed, "graph": _graph, "clusters": _clusters, "dupes": _dupes,
-            "adjudicate": _adjudicate, "label": _label}
+COMMANDS = {
+    "embed": _embed,
+    "graph": _graph,
+    "clusters": _clusters,
+    "dupes": _dupes,
+    "adjudicate": _adjudicate,
+    "label": _label,
+}
 
 if __name__ == "__main__":
     sys.exit(main())

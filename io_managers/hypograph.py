@@ -7,7 +7,6 @@ library and case assets write through their domain's journal instead and return
 ``<input>/.hypograph/assets/hypothesis_texts.json``.
 """
 
-
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -56,8 +55,9 @@ class HypographIOManager(ConfigurableIOManager):
     def handle_output(self, context: OutputContext, obj) -> None:
         root, name = self.inputs.root(context.partition_key), context.asset_key.path[-1]
         paths = _codec(name).write(root, obj)
-        context.add_output_metadata({"path": MetadataValue.path(str(paths[0])),
-                                     "files": MetadataValue.md("\n".join(f"- `{p}`" for p in paths))})
+        context.add_output_metadata(
+            {"path": MetadataValue.path(str(paths[0])), "files": MetadataValue.md("\n".join(f"- `{p}`" for p in paths))}
+        )
 
     def load_input(self, context: InputContext):
         root, name = self.inputs.root(context.partition_key), context.upstream_output.asset_key.path[-1]

@@ -26,8 +26,9 @@ def add_parsers(subparsers) -> None:
     parsers = add_case_parsers(subparsers)
     for name, where in (("new", "case_dir"), ("add", "path"), ("from-vault", "case_dir")):
         parsers[name].set_defaults(func=_then_observed(parsers[name].get_default("func"), where))
-    parsers["confirm"].set_defaults(func=_then_observed(parsers["confirm"].get_default("func"), "path",
-                                                        job="case_confirmed"))
+    parsers["confirm"].set_defaults(
+        func=_then_observed(parsers["confirm"].get_default("func"), "path", job="case_confirmed")
+    )
     parsers["interpret"].set_defaults(func=with_exit_codes(interpret))
     parsers["batch"].set_defaults(func=with_exit_codes(batch))
 
@@ -77,10 +78,18 @@ def batch(args) -> int:
     """Check what the batch needs first (nothing written), then run the batch job on the current
     revision: a published batch is reused (no model needed), and minted ``--into`` a vault."""
     plan: BatchPlan = batch_preflight(args.path, _policy(args), args.into)
-    case = {"config_file": str(args.config.resolve()) if args.config else None, "attempt": args.attempt,
-            "vault": str(plan.vault) if plan.vault else None}
-    result = execute(plan.case_dir, "case_batch_into_vault" if plan.vault else "case_batch", {"case": case},
-                     sub=revision_key(plan.analysis_revision), kind="case")
+    case = {
+        "config_file": str(args.config.resolve()) if args.config else None,
+        "attempt": args.attempt,
+        "vault": str(plan.vault) if plan.vault else None,
+    }
+    result = execute(
+        plan.case_dir,
+        "case_batch_into_vault" if plan.vault else "case_batch",
+        {"case": case},
+        sub=revision_key(plan.analysis_revision),
+        kind="case",
+    )
     summaries.print_model_usage(result)
     meta = summaries.asset_metadata(result, "hypothesis_batch") or _failure_metadata(result)
     if meta.get("line"):

@@ -33,8 +33,12 @@ from pipelines.library_runs import dagster_round_runner
 
 def _proximity(args) -> int:
     root = args.path.resolve()
-    settings = {"backend": args.backend, "model": args.model, "graph_threshold": args.threshold,
-                "dupe_threshold": args.dupe_threshold}
+    settings = {
+        "backend": args.backend,
+        "model": args.model,
+        "graph_threshold": args.threshold,
+        "dupe_threshold": args.dupe_threshold,
+    }
     result = run_job(root, "proximity", {"proximity": settings}, offline=True if args.llm == "offline" else None)
     summaries.print_warnings(result)
     summaries.print_model_usage(result)
@@ -91,8 +95,10 @@ def _unmerge(args) -> int:
     from hypograph.structure.unmerge import unmerge
 
     restored, survivor = unmerge(args.path.resolve(), args.id)
-    print(f"{restored} restored to hypotheses/ (active); {survivor} gave back its source and locator. "
-          "Run `hypograph structure` to cluster it.")
+    print(
+        f"{restored} restored to hypotheses/ (active); {survivor} gave back its source and locator. "
+        "Run `hypograph structure` to cluster it."
+    )
     return 0
 
 

@@ -20,13 +20,25 @@ from resources.casework import CaseSettings
 from resources.library import LibrarySettings
 
 PROXIMITY_ASSETS = [
-    sources.hypotheses, proximity.hypothesis_texts, sharded.hypothesis_embeddings, sharded.similarity_graph,
-    proximity.proximity_clusters, proximity.duplicate_pairs, adjudication.dedup_verdicts, adjudication.cluster_labels,
+    sources.hypotheses,
+    proximity.hypothesis_texts,
+    sharded.hypothesis_embeddings,
+    sharded.similarity_graph,
+    proximity.proximity_clusters,
+    proximity.duplicate_pairs,
+    adjudication.dedup_verdicts,
+    adjudication.cluster_labels,
 ]
 STRUCTURE_ASSETS = [structure.hypothesis_dispositions, structure.hypothesis_clusters, structure.structure_map]
 LIBRARY_ASSETS = [library.round_candidates, library.round_dedup, library.round_scores, library.hypothesis_library]
-CASE_ASSETS = [sources.case_package, casework.interpretation_draft, casework.case_interpretation,
-               casework.case_context, casework.hypothesis_batch, casework.batch_vault_nodes]
+CASE_ASSETS = [
+    sources.case_package,
+    casework.interpretation_draft,
+    casework.case_interpretation,
+    casework.case_context,
+    casework.hypothesis_batch,
+    casework.batch_vault_nodes,
+]
 
 inputs_resource = Inputs(workspace=os.environ.get("HYPOGRAPH_WORKSPACE") or None)
 

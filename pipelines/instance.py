@@ -42,9 +42,11 @@ def open_instance() -> Iterator:
             instance = DagsterInstance.from_config(str(home))
             instance.get_dynamic_partitions("vaults")  # touches the storage now, under the lock
         except Exception as e:  # noqa: BLE001 - any storage failure becomes one actionable line
-            raise HypographError(f"Dagster storage in {home} is unreadable ({type(e).__name__}: "
-                                 f"{str(e).splitlines()[0] if str(e) else 'no detail'}); move the folder aside "
-                                 "and re-run (only run history is lost, no input file)") from None
+            raise HypographError(
+                f"Dagster storage in {home} is unreadable ({type(e).__name__}: "
+                f"{str(e).splitlines()[0] if str(e) else 'no detail'}); move the folder aside "
+                "and re-run (only run history is lost, no input file)"
+            ) from None
     with instance:
         yield instance
 
@@ -89,20 +91,29 @@ def observe_case(root: Path) -> None:
         observe(instance, record, sub_key(record.id, revision_key(CasePackage(root).manifest()["analysis_revision"])))
 
 
-def run_config(resources: dict[str, dict] | None = None, offline: bool | None = None,
-               log_level: str = "CRITICAL") -> dict:
+def run_config(
+    resources: dict[str, dict] | None = None, offline: bool | None = None, log_level: str = "CRITICAL"
+) -> dict:
     """Run config setting resources' fields (``{"proximity": {...}, "library": {...}}``; None values
     keep the defaults) and the LLM switch, as the Launchpad does; ``offline=None`` keeps its default."""
-    config = {name: {"config": {k: v for k, v in fields.items() if v is not None}}
-              for name, fields in (resources or {}).items()}
+    config = {
+        name: {"config": {k: v for k, v in fields.items() if v is not None}}
+        for name, fields in (resources or {}).items()
+    }
     llm = {**_endpoint_from_environment(), **({"offline": offline} if offline is not None else {})}
     if llm:
         config["llm"] = {"config": llm}
     return {"resources": config, "loggers": {"console": {"config": {"log_level": log_level}}}}
 
 
-def execute(root: Path, job_name: str, resources: dict[str, dict] | None = None, offline: bool | None = None,
-            sub: str | None = None, kind: Kind | None = None):
+def execute(
+    root: Path,
+    job_name: str,
+    resources: dict[str, dict] | None = None,
+    offline: bool | None = None,
+    sub: str | None = None,
+    kind: Kind | None = None,
+):
     """Register ``root`` and execute ``job_name`` on its partition: the input's id, or
     ``<id>/<sub>`` for a round or a revision (``sub="r0002"``, registered too). Returns the result."""
     from pipelines.definitions import defs
@@ -124,11 +135,18 @@ def execute(root: Path, job_name: str, resources: dict[str, dict] | None = None,
             observe(instance, record, key)
         # Failures are reported by the caller in one line each; the UI keeps the full logs and traces.
         return defs.resolve_job_def(job_name).execute_in_process(
-            instance=instance, partition_key=key, raise_on_error=False, run_config=run_config(resources, offline))
+            instance=instance, partition_key=key, raise_on_error=False, run_config=run_config(resources, offline)
+        )
 
 
-def run_job(root: Path, job_name: str, resources: dict[str, dict] | None = None, offline: bool | None = None,
-            sub: str | None = None, kind: Kind | None = None):
+def run_job(
+    root: Path,
+    job_name: str,
+    resources: dict[str, dict] | None = None,
+    offline: bool | None = None,
+    sub: str | None = None,
+    kind: Kind | None = None,
+):
     """``execute``, with a failed run turned into one HypographError."""
     result = execute(root, job_name, resources, offline, sub, kind)
     if not result.success:

@@ -17,8 +17,12 @@ def dagster_round_runner(args):
     offline = True if args.llm == "offline" else None
 
     def run(key: str, settings: RoundSettings) -> int:
-        library = {**settings.model_dump(exclude={"neighbours"}), "invocation": settings.invocation,
-                   "search_url": args.search_url, "openalex_url": getattr(args, "openalex_url", None)}
+        library = {
+            **settings.model_dump(exclude={"neighbours"}),
+            "invocation": settings.invocation,
+            "search_url": args.search_url,
+            "openalex_url": getattr(args, "openalex_url", None),
+        }
         run_job(root, "library_round", {"library": library}, offline, sub=key, kind="library")
         return round_survivors(root, key)
 

@@ -51,8 +51,13 @@ def described(decorator, **kwargs):
     return lambda fn: decorator(description=inspect.cleandoc(fn.__doc__), **kwargs)(fn)
 
 
-ACTIVE = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
-          DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
+ACTIVE = [
+    DagsterRunStatus.QUEUED,
+    DagsterRunStatus.NOT_STARTED,
+    DagsterRunStatus.STARTING,
+    DagsterRunStatus.STARTED,
+    DagsterRunStatus.CANCELING,
+]
 
 
 def partition_requests(instance, records: list[InputRecord]) -> list:
@@ -109,8 +114,9 @@ def _latest(instance, asset: str, partition: str, observation: bool = False):
     return records[0] if records else None
 
 
-@described(sensor, jobs=[proximity_job, structure_job], minimum_interval_seconds=30,
-           default_status=DefaultSensorStatus.STOPPED)
+@described(
+    sensor, jobs=[proximity_job, structure_job], minimum_interval_seconds=30, default_status=DefaultSensorStatus.STOPPED
+)
 def hypotheses_changed(context: SensorEvaluationContext, inputs: Inputs):
     """Observes each registered input's hypotheses and keeps its results current, from Dagster's
     data versions: proximity when its texts were materialized before the latest observed version;
@@ -132,8 +138,9 @@ def hypotheses_changed(context: SensorEvaluationContext, inputs: Inputs):
         if changed or texts is None or texts.storage_id < seen.storage_id:  # texts read before the latest version
             requests.append(RunRequest(run_key=f"{r.id}:{version}", partition_key=r.id, job_name=proximity_job.name))
         elif r.kind == "vault" and r.id in vault_keys and _left_by_step4(context.instance, r.id) != version:
-            requests.append(RunRequest(run_key=f"{r.id}:step4:{version}", partition_key=r.id,
-                                       job_name=structure_job.name))
+            requests.append(
+                RunRequest(run_key=f"{r.id}:step4:{version}", partition_key=r.id, job_name=structure_job.name)
+            )
     if not events and not requests:
         return SkipReason("no input changed")
     return SensorResult(run_requests=requests, asset_events=events)
@@ -152,12 +159,15 @@ def _left_by_step4(instance, key: str) -> str | None:
 def nightly_proximity(context: ScheduleEvaluationContext):
     """Re-runs proximity on every registered run directory, vault and library at 03:00 (a no-op on
     disk when nothing changed). Turn it on when inputs change outside Hypograph's view."""
-    return [RunRequest(partition_key=key, run_key=f"{key}:{context.scheduled_execution_time:%Y-%m-%d}")
-            for key in context.instance.get_dynamic_partitions(HYPOTHESIS_INPUTS)]
+    return [
+        RunRequest(partition_key=key, run_key=f"{key}:{context.scheduled_execution_time:%Y-%m-%d}")
+        for key in context.instance.get_dynamic_partitions(HYPOTHESIS_INPUTS)
+    ]
 
 
-@described(sensor, job=library_round_job, minimum_interval_seconds=24 * 3600,
-           default_status=DefaultSensorStatus.STOPPED)
+@described(
+    sensor, job=library_round_job, minimum_interval_seconds=24 * 3600, default_status=DefaultSensorStatus.STOPPED
+)
 def next_library_round(context: SensorEvaluationContext, inputs: Inputs):
     """Once a day, runs each registered library's next round (or finishes its interrupted one) with
     the previous round's settings, adding the round's partition. A library with no round yet is

@@ -57,17 +57,22 @@ def print_proximity(root: Path, top: int = 10) -> None:
     verdicts = {frozenset(d.pair): d for d in store.read_verdicts(root)}
     names = {c: n["label"] for c, n in store.read_cluster_names(root).items()}
     d = store.proximity_dir(root)
-    print(f"{root}: {len(graph.ids)} hypotheses, {graph.num_edges} edges >= {graph.threshold}, "
-          f"{clusters.num_clusters} clusters ({clusters.algorithm}), {len(pairs)} duplicate pairs "
-          f"[{graph.embedding.get('backend', '?')}]")
+    print(
+        f"{root}: {len(graph.ids)} hypotheses, {graph.num_edges} edges >= {graph.threshold}, "
+        f"{clusters.num_clusters} clusters ({clusters.algorithm}), {len(pairs)} duplicate pairs "
+        f"[{graph.embedding.get('backend', '?')}]"
+    )
     print("clusters:")
     for line in report_lines(clusters, names):
         print(f"  {line}")
     print("top duplicate pairs:" if pairs else "no duplicate pairs")
     for p in pairs[:top]:
         v = verdicts.get(frozenset((p.a, p.b)))
-        print(f"  {p.similarity:.4f}  {p.a}  {p.b}  {v.verdict} [{v.decided_by}]" if v
-              else f"  {p.similarity:.4f}  {p.a}  {p.b}")
+        print(
+            f"  {p.similarity:.4f}  {p.a}  {p.b}  {v.verdict} [{v.decided_by}]"
+            if v
+            else f"  {p.similarity:.4f}  {p.a}  {p.b}"
+        )
     shown = {frozenset((p.a, p.b)) for p in pairs[:top]}
     yours = [v for key, v in verdicts.items() if v.decided_by == "human" and key not in shown]
     if yours:  # a person's verdict on a pair not listed above: said, so it is never applied unseen
@@ -75,8 +80,16 @@ def print_proximity(root: Path, top: int = 10) -> None:
         for v in yours:
             print(f"  {v.similarity:.4f}  {v.pair[0]}  {v.pair[1]}  {v.verdict} [human]")
     print_review_queue(root)
-    files = ("embeddings.npz", "embedding-ids.json", "embedding-meta.json", "graph.json", "clusters.json",
-             "cluster-labels.json", "dupes.json", "verdicts.json")
+    files = (
+        "embeddings.npz",
+        "embedding-ids.json",
+        "embedding-meta.json",
+        "graph.json",
+        "clusters.json",
+        "cluster-labels.json",
+        "dupes.json",
+        "verdicts.json",
+    )
     print(f"files in {d}: " + ", ".join(files))
 
 
@@ -86,8 +99,10 @@ def print_review_queue(root: Path) -> None:
     if not queue:
         return
     titles = _titles(root)
-    print(f"{len(queue)} pair(s) wait for your review; record MERGE or KEEP in "
-          f"{store.proximity_dir(root) / 'review.json'}:")
+    print(
+        f"{len(queue)} pair(s) wait for your review; record MERGE or KEEP in "
+        f"{store.proximity_dir(root) / 'review.json'}:"
+    )
     for v in queue:
         print(f"  {v.similarity:.4f}  {_title(titles, v.pair[0])}  /  {_title(titles, v.pair[1])}")
 
@@ -105,11 +120,16 @@ def print_structure(root: Path, result) -> None:
     """What this run changed, the vault's clusters, the six checks by name, the review queue."""
     a = asset_metadata(result, "hypothesis_dispositions")
     b = asset_metadata(result, "hypothesis_clusters")
-    changed = [f"{n} {what}" for n, what in ((a.get("merged", 0), "hypotheses merged into a survivor"),
-                                              (a.get("dropped", 0), "dropped as off-topic"),
-                                              (b.get("created", 0), "clusters created"),
-                                              (b.get("minted_hypotheses", 0),
-                                               "hypotheses minted (residuals, complements)")) if n]
+    changed = [
+        f"{n} {what}"
+        for n, what in (
+            (a.get("merged", 0), "hypotheses merged into a survivor"),
+            (a.get("dropped", 0), "dropped as off-topic"),
+            (b.get("created", 0), "clusters created"),
+            (b.get("minted_hypotheses", 0), "hypotheses minted (residuals, complements)"),
+        )
+        if n
+    ]
     print(f"{root}: this run: " + (", ".join(changed) if changed else "nothing to change (already structured)"))
     for line in [*(a.get("merged_by_hand") or []), *(a.get("refused_by_hand") or []), *(a.get("amended") or [])]:
         print(f"  {line}")  # a person's MERGE applied or refused; a decision amended so the vault completes
@@ -117,8 +137,10 @@ def print_structure(root: Path, result) -> None:
     hyps = vault.of_type("hypothesis")
     state = lambda s: sum(h.meta.get("state") == s for h in hyps)  # noqa: E731
     clusters = vault.of_type("hypothesis-cluster")
-    print(f"vault now: {state('active')} active hypotheses in {len(clusters)} cluster{'s' * (len(clusters) != 1)}; "
-          f"{state('merged')} merged, {state('dropped')} dropped (kept in hypotheses/merged/ and dropped/)")
+    print(
+        f"vault now: {state('active')} active hypotheses in {len(clusters)} cluster{'s' * (len(clusters) != 1)}; "
+        f"{state('merged')} merged, {state('dropped')} dropped (kept in hypotheses/merged/ and dropped/)"
+    )
     for hc in clusters:
         print(f"  {hc.path.stem}")
         for link in hc.meta.get("hypotheses") or []:

@@ -23,10 +23,12 @@ class Inputs(ConfigurableResource):
     ``workspace`` is where the ``inputs_discovered`` sensor looks for new inputs."""
 
     workspace: str | None = Field(
-        default=None, description="folder whose sub-folders the inputs_discovered sensor registers as inputs",
+        default=None,
+        description="folder whose sub-folders the inputs_discovered sensor registers as inputs",
     )
     registry_file: str | None = Field(
-        default=None, description="the input registry (id -> folder); default $DAGSTER_HOME/inputs.json",
+        default=None,
+        description="the input registry (id -> folder); default $DAGSTER_HOME/inputs.json",
     )
 
     def registry(self) -> Registry:

@@ -20,15 +20,26 @@ class LibrarySettings(ConfigurableResource):
     search_url: str | None = Field(default=None, description="arXiv Atom endpoint (default arXiv's)")
     openalex_url: str | None = Field(default=None, description="OpenAlex works endpoint (default OpenAlex's)")
     banlist_budget: int = Field(default=6000, ge=200, description="tokens of banlist pasted per generation prompt")
-    embedder: Literal["tfidf", "sbert"] = Field(default="sbert", description="embeddings that pick the neighbours "
-                                                "the model judges each candidate against (sbert: MiniLM)")
+    embedder: Literal["tfidf", "sbert"] = Field(
+        default="sbert",
+        description="embeddings that pick the neighbours the model judges each candidate against (sbert: MiniLM)",
+    )
     strategies_file: str | None = Field(default=None, description="JSON file of lenses and strategies")
-    invocation: str | None = Field(default=None, description="trace folder and batch stamp to share (default: "
-                                   "the CLI invocation's, else this run's)")
+    invocation: str | None = Field(
+        default=None,
+        description="trace folder and batch stamp to share (default: the CLI invocation's, else this run's)",
+    )
 
     def round_settings(self) -> RoundSettings | None:
         if not self.topic:
             return None
-        return RoundSettings(topic=self.topic, behavior_source=self.behavior_source, behavior=self.behavior,
-                             n_behaviors=self.n_behaviors, web=self.web, banlist_budget=self.banlist_budget,
-                             embedder=self.embedder, strategies_file=self.strategies_file)
+        return RoundSettings(
+            topic=self.topic,
+            behavior_source=self.behavior_source,
+            behavior=self.behavior,
+            n_behaviors=self.n_behaviors,
+            web=self.web,
+            banlist_budget=self.banlist_budget,
+            embedder=self.embedder,
+            strategies_file=self.strategies_file,
+        )

@@ -15,10 +15,20 @@ from hypograph.llm import LLMClient, LLMConfig
 from hypograph.llm.config import DEFAULT_TIMEOUT, StructuredOutput
 
 # field -> the variables it is read from, first set wins (as LLMConfig.from_env reads them)
-SECRET_ENV = {"model": ("HYPOGRAPH_LLM_MODEL",), "base_url": ("HYPOGRAPH_LLM_BASE_URL", "OPENAI_BASE_URL"),
-              "api_key": ("HYPOGRAPH_LLM_API_KEY", "OPENAI_API_KEY")}
-SETTINGS = ("timeout", "max_retries", "concurrency", "max_tokens", "context_length", "structured_output",
-            "retry_rejected")
+SECRET_ENV = {
+    "model": ("HYPOGRAPH_LLM_MODEL",),
+    "base_url": ("HYPOGRAPH_LLM_BASE_URL", "OPENAI_BASE_URL"),
+    "api_key": ("HYPOGRAPH_LLM_API_KEY", "OPENAI_API_KEY"),
+}
+SETTINGS = (
+    "timeout",
+    "max_retries",
+    "concurrency",
+    "max_tokens",
+    "context_length",
+    "structured_output",
+    "retry_rejected",
+)
 
 
 class LLMResource(ConfigurableResource):
@@ -40,15 +50,25 @@ class LLMResource(ConfigurableResource):
     def from_environment(cls) -> "LLMResource":
         """The resource the code location loads: secrets bound as ``EnvVar``, the rest parsed once."""
         parsed = LLMConfig.from_env()
-        secrets = {field: EnvVar(name) for field, names in SECRET_ENV.items()
-                   for name in [next((n for n in names if os.environ.get(n)), None)] if name}
-        return cls(**secrets, **{f: getattr(parsed, f) for f in SETTINGS},
-                   offline=os.environ.get("HYPOGRAPH_LLM") == "offline")
+        secrets = {
+            field: EnvVar(name)
+            for field, names in SECRET_ENV.items()
+            for name in [next((n for n in names if os.environ.get(n)), None)]
+            if name
+        }
+        return cls(
+            **secrets, **{f: getattr(parsed, f) for f in SETTINGS}, offline=os.environ.get("HYPOGRAPH_LLM") == "offline"
+        )
 
     def config(self) -> LLMConfig:
         """The client settings, from these fields alone."""
-        return LLMConfig(model=self.model, base_url=self.base_url, api_key=self.api_key or "none",
-                         forced_offline=self.offline, **{f: getattr(self, f) for f in SETTINGS})
+        return LLMConfig(
+            model=self.model,
+            base_url=self.base_url,
+            api_key=self.api_key or "none",
+            forced_offline=self.offline,
+            **{f: getattr(self, f) for f in SETTINGS},
+        )
 
     def client(self, state_dir: Path, task: str) -> LLMClient:
         return LLMClient(self.config(), state_dir, task)

@@ -24,36 +24,61 @@ INPUTS = {
     "notes/comment.txt": "Irrigation valve 3B was replaced on 1 June.\n",
 }
 SOURCES = [
-    Source(id="OBS1", kind="human_observation", title="Afternoon wilting in house 3",
-           summary="Plants wilt from about 14:00 and recover overnight.", origin="grower-report.md"),
-    Source(id="REP1", kind="report", title="Grower's report", summary="Wilting began on 2 June.",
-           origin="grower-report.md"),
-    Source(id="COM1", kind="comment", title="Maintenance note", summary="Valve 3B replaced on 1 June.",
-           origin="notes/comment.txt"),
-    Source(id="TEC1", kind="technical_fact", title="Substrate moisture log", summary="18% at 14:00 on 2 June.",
-           origin="sensor-log.csv"),
+    Source(
+        id="OBS1",
+        kind="human_observation",
+        title="Afternoon wilting in house 3",
+        summary="Plants wilt from about 14:00 and recover overnight.",
+        origin="grower-report.md",
+    ),
+    Source(
+        id="REP1", kind="report", title="Grower's report", summary="Wilting began on 2 June.", origin="grower-report.md"
+    ),
+    Source(
+        id="COM1",
+        kind="comment",
+        title="Maintenance note",
+        summary="Valve 3B replaced on 1 June.",
+        origin="notes/comment.txt",
+    ),
+    Source(
+        id="TEC1",
+        kind="technical_fact",
+        title="Substrate moisture log",
+        summary="18% at 14:00 on 2 June.",
+        origin="sensor-log.csv",
+    ),
     Source(id="ASM1", kind="assumption", title="Heat is the usual cause", summary="Assumed heat stress."),
     Source(id="EXP1", kind="external_expectation", title="Supplier expectation", summary="Valves need no calibration."),
-    Source(id="IMP1", kind="implementation_reference", title="Valve controller firmware", summary="Not read.",
-           read=False),
+    Source(
+        id="IMP1", kind="implementation_reference", title="Valve controller firmware", summary="Not read.", read=False
+    ),
 ]
 STATEMENTS = [
     Statement(text="Plants in house 3 wilt every afternoon and recover overnight.", source_ids=["OBS1"]),
     Statement(text="The wilting started on 2 June.", source_ids=["REP1"]),
     Statement(text="Substrate moisture fell to 18% by 14:00.", source_ids=["TEC1"]),
 ]
-ANCHORS = {"first_known_divergence": Statement(text="Wilting first seen the day after valve 3B was replaced.",
-                                               source_ids=["REP1", "COM1"]),
-           "reported_behavior": Statement(text="Afternoon wilting in house 3.", source_ids=["OBS1"])}
+ANCHORS = {
+    "first_known_divergence": Statement(
+        text="Wilting first seen the day after valve 3B was replaced.", source_ids=["REP1", "COM1"]
+    ),
+    "reported_behavior": Statement(text="Afternoon wilting in house 3.", source_ids=["OBS1"]),
+}
 ANCHOR = "I4"  # three statements, then the first known divergence
 
 
 def make_case(root: Path, name: str = "tomatoes", confirmed: bool = True, **changes) -> Path:
     """A case package ``root/name`` with one revision (confirmed unless told otherwise)."""
     case_dir = Path(root) / name
-    add_revision(case_dir, changes.get("inputs", INPUTS), changes.get("sources", SOURCES),
-                 changes.get("question", "Why do the tomato plants in house 3 wilt every afternoon?"),
-                 changes.get("statements", STATEMENTS), changes.get("anchors", ANCHORS))
+    add_revision(
+        case_dir,
+        changes.get("inputs", INPUTS),
+        changes.get("sources", SOURCES),
+        changes.get("question", "Why do the tomato plants in house 3 wilt every afternoon?"),
+        changes.get("statements", STATEMENTS),
+        changes.get("anchors", ANCHORS),
+    )
     if confirmed:
         confirm(case_dir, by="tester", now=T0)
     return case_dir
@@ -65,9 +90,16 @@ CAUSES = ["valve flow", "root rot", "sensor drift", "salt build-up", "pump timin
 def candidate(n: int, **over) -> dict:
     base = {
         "title": f"Cause number {n}: {CAUSES[n % 7]}",
-        "mechanism": f"Mechanism {n}: " + ["the new valve delivers less water", "roots decay and take up less",
-                                            "the moisture probe misreads", "salts raise osmotic stress",
-                                            "the pump runs too early", "drains hold water", "heat"][n % 7],
+        "mechanism": f"Mechanism {n}: "
+        + [
+            "the new valve delivers less water",
+            "roots decay and take up less",
+            "the moisture probe misreads",
+            "salts raise osmotic stress",
+            "the pump runs too early",
+            "drains hold water",
+            "heat",
+        ][n % 7],
         "rationale": "The timing matches the observations.",
         "distinction": f"Only candidate {n} predicts this.",
         "source_ids": ["OBS1", "COM1"] if n == 1 else ["TEC1"],
@@ -122,5 +154,8 @@ def package_id(case_dir: Path) -> str:
 
 def files(root: Path, skip_state: bool = True) -> dict[str, bytes]:
     """relative path -> bytes of every file (tool state under .hypograph/ skipped)."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(Path(root).rglob("*"))
-            if p.is_file() and not (skip_state and p.relative_to(root).parts[0] == ".hypograph")}
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(Path(root).rglob("*"))
+        if p.is_file() and not (skip_state and p.relative_to(root).parts[0] == ".hypograph")
+    }

@@ -44,7 +44,7 @@ RUN_HYPOTHESES: dict[str, dict] = {
     "H-1": {
         "title": "Varroa mites spread deformed wing virus",
         "statement": "Colonies carrying heavy Varroa mite loads into autumn collapse over winter because "
-                     "the mites spread deformed wing virus.",
+        "the mites spread deformed wing virus.",
         "mechanism": "Mites feeding on pupae inject deformed wing virus into the haemolymph of developing bees.",
         "predictions": ["Winter losses rise with autumn mite counts"],
         "evidence": ["Okafor 2019"],
@@ -54,25 +54,25 @@ RUN_HYPOTHESES: dict[str, dict] = {
     "H-2": {
         "title": "Varroa mites transmit deformed wing virus",
         "statement": "Colonies carrying heavy Varroa mite loads into autumn die over winter because "
-                     "the mites spread deformed wing virus.",
+        "the mites spread deformed wing virus.",
         "mechanism": "Mites feeding on pupae inject deformed wing virus into the haemolymph of developing bees.",
     },
     "H-3": {
         "title": "Amitraz-resistant Varroa mites keep deformed wing virus high",
         "statement": "Varroa mite populations that resist amitraz treatments keep mite loads and deformed "
-                     "wing virus high in autumn colonies.",
+        "wing virus high in autumn colonies.",
         "mechanism": "Repeated amitraz use selects resistant mites.",
     },
     "H-4": {
         "title": "Evening caffeine delays sleep onset",
         "statement": "Drinking coffee after six in the evening delays sleep onset in adults by blocking "
-                     "adenosine receptors.",
+        "adenosine receptors.",
         "mechanism": "Caffeine antagonises the adenosine receptors that build sleep pressure.",
     },
     "H-5": {
         "title": "Evening caffeine postpones sleep onset",
         "statement": "Drinking coffee after six in the evening delays sleep onset in adults by blocking "
-                     "adenosine receptors.",
+        "adenosine receptors.",
         "mechanism": "Caffeine antagonises the adenosine receptors that build sleep pressure.",
     },
     "H-10": {
@@ -87,22 +87,31 @@ RUN_COMPONENTS = [{"H-1", "H-2", "H-3"}, {"H-4", "H-5"}, {"H-10"}]
 
 QUESTION = "Why do honeybee colonies die over winter?"
 VAULT_NODES: dict[str, tuple[str, str]] = {  # id -> (title from the filename, statement)
-    "H-1": ("Varroa mites spread deformed wing virus",
-            "Colonies carrying heavy Varroa mite loads into autumn collapse over winter, as "
-            "[[S-1 - Okafor 2019|Okafor]] reports, because the mites spread deformed wing virus."),
-    "H-2": ("Varroa mites transmit deformed wing virus",
-            "Colonies carrying heavy Varroa mite loads into autumn die over winter, as "
-            "[[S-1 - Okafor 2019|Okafor]] reports, because the mites spread deformed wing virus."),
-    "H-3": ("Evening caffeine delays sleep onset",
-            "Drinking coffee after six in the evening delays sleep onset in adults, see [[S-2 - Lind 2020]]."),
-    "H-4": ("Milkweed loss drives monarch butterfly decline",
-            "Herbicide use along field margins removes milkweed, the only host plant of monarch caterpillars."),
+    "H-1": (
+        "Varroa mites spread deformed wing virus",
+        "Colonies carrying heavy Varroa mite loads into autumn collapse over winter, as "
+        "[[S-1 - Okafor 2019|Okafor]] reports, because the mites spread deformed wing virus.",
+    ),
+    "H-2": (
+        "Varroa mites transmit deformed wing virus",
+        "Colonies carrying heavy Varroa mite loads into autumn die over winter, as "
+        "[[S-1 - Okafor 2019|Okafor]] reports, because the mites spread deformed wing virus.",
+    ),
+    "H-3": (
+        "Evening caffeine delays sleep onset",
+        "Drinking coffee after six in the evening delays sleep onset in adults, see [[S-2 - Lind 2020]].",
+    ),
+    "H-4": (
+        "Milkweed loss drives monarch butterfly decline",
+        "Herbicide use along field margins removes milkweed, the only host plant of monarch caterpillars.",
+    ),
 }
 VAULT_IDS = ["H-1", "H-2", "H-3", "H-4"]
 VAULT_DUPLICATES = {("H-1", "H-2")}
 
 
 # -- writers ------------------------------------------------------------------------------------
+
 
 def write_json_hypothesis(root: Path, hid: str, **fields) -> Path:
     """``<root>/hypotheses/<hid>.json`` holding ``{"id": hid, **fields}``."""
@@ -121,8 +130,16 @@ def write_vault_node(root: Path, hid: str, title: str, folder: str = "hypotheses
     """``<root>/<folder>/<hid> - <title>.md``: a step-3 hypothesis node (override any field via ``meta``)."""
     path = Path(root) / folder / f"{hid} - {title}.md"
     path.parent.mkdir(parents=True, exist_ok=True)
-    fields = {"type": "hypothesis", "id": hid, "statement": "", "question": QUESTION,
-              "source": "[[S-1 - Okafor 2019]]", "locator": "Results", "state": "active", **meta}
+    fields = {
+        "type": "hypothesis",
+        "id": hid,
+        "statement": "",
+        "question": QUESTION,
+        "source": "[[S-1 - Okafor 2019]]",
+        "locator": "Results",
+        "state": "active",
+        **meta,
+    }
     path.write_text(node_markdown(fields, body), encoding="utf-8")
     return path
 
@@ -135,13 +152,26 @@ def build_run_dir(root: Path) -> Path:
 
 def build_vault(root: Path) -> Path:
     for hid, (title, statement) in VAULT_NODES.items():
-        write_vault_node(root, hid, title, statement=statement,
-                         body=f"Notes on {hid}: links to [[S-1 - Okafor 2019]].\n")
-    write_vault_node(root, "H-5", "Varroa mites carry deformed wing virus", folder="hypotheses/merged",
-                     statement="Varroa mites carry deformed wing virus into colonies.", state="merged",
-                     merged_into="[[H-1 - Varroa mites spread deformed wing virus]]")
-    write_vault_node(root, "H-6", "Cold snaps kill clusters", folder="hypotheses/dropped",
-                     statement="Sudden cold snaps kill winter clusters.", state="dropped")
+        write_vault_node(
+            root, hid, title, statement=statement, body=f"Notes on {hid}: links to [[S-1 - Okafor 2019]].\n"
+        )
+    write_vault_node(
+        root,
+        "H-5",
+        "Varroa mites carry deformed wing virus",
+        folder="hypotheses/merged",
+        statement="Varroa mites carry deformed wing virus into colonies.",
+        state="merged",
+        merged_into="[[H-1 - Varroa mites spread deformed wing virus]]",
+    )
+    write_vault_node(
+        root,
+        "H-6",
+        "Cold snaps kill clusters",
+        folder="hypotheses/dropped",
+        statement="Sudden cold snaps kill winter clusters.",
+        state="dropped",
+    )
     source = Path(root) / "sources" / "S-1 - Okafor 2019.md"
     source.parent.mkdir(parents=True, exist_ok=True)
     source.write_text(node_markdown({"type": "source", "id": "S-1"}, "Okafor 2019, invented.\n"), encoding="utf-8")
@@ -157,8 +187,14 @@ RECORDED_STRUCTURE = Path(__file__).parent / "fixtures" / "recorded" / "structur
 # Left out of the record: Dagster's own storage and the IO manager's copies (not outputs of the
 # structuring itself), lock files (empty), and the embedding matrix (its digest is in
 # embedding-meta.json, which is recorded).
-UNRECORDED = (".hypograph/dagster/", ".hypograph/assets/", ".hypograph/input-id", ".hypograph/structure.lock",
-              ".create_node.lock", "proximity/embeddings.npz")
+UNRECORDED = (
+    ".hypograph/dagster/",
+    ".hypograph/assets/",
+    ".hypograph/input-id",
+    ".hypograph/structure.lock",
+    ".create_node.lock",
+    "proximity/embeddings.npz",
+)
 MAP_DATE_RE = re.compile(rb"^generated: \d{4}-\d{2}-\d{2}$", re.M)
 
 
@@ -192,6 +228,7 @@ def snapshot(root: Path, exclude: tuple[str, ...] = ()) -> dict[str, tuple[bytes
 
 # -- fixtures -----------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="session", autouse=True)
 def _offline(tmp_path_factory):
     """No test may reach an LLM endpoint, a model hub or the user's Dagster instance (session-wide,
@@ -207,8 +244,14 @@ def _offline(tmp_path_factory):
         yield
 
 
-def execute(root: Path, job_name: str = "proximity", offline: bool | None = True, log_level: str = "WARNING",
-            instance=None, **proximity):
+def execute(
+    root: Path,
+    job_name: str = "proximity",
+    offline: bool | None = True,
+    log_level: str = "WARNING",
+    instance=None,
+    **proximity,
+):
     """Run ``job_name`` on ``root``'s partition in this process (so monkeypatches reach it), on
     ``instance`` or a throwaway one, registering ``root`` first; never raises. ``proximity``:
     ProximitySettings fields. ``structure`` runs as ``hypograph structure`` does: proximity, step 4,
@@ -229,8 +272,9 @@ def execute(root: Path, job_name: str = "proximity", offline: bool | None = True
             from assets.sources import observe
 
             observe(instance, record)
-        return defs.resolve_job_def(job).execute_in_process(instance=instance, partition_key=key,
-                                                            raise_on_error=False, run_config=config)
+        return defs.resolve_job_def(job).execute_in_process(
+            instance=instance, partition_key=key, raise_on_error=False, run_config=config
+        )
 
     if job_name != "structure":
         return run(job_name)

@@ -21,8 +21,10 @@ from dataclasses import replace
 
 from llm_stub import Item, RecordedRequest, Reply, Responder, answer
 
-HTML = (b"<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head>"
-        b"<body><h1>Bad Gateway</h1><p>The proxy could not reach the upstream server.</p></body></html>")
+HTML = (
+    b"<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head>"
+    b"<body><h1>Bad Gateway</h1><p>The proxy could not reach the upstream server.</p></body></html>"
+)
 
 
 def html_page() -> Reply:
@@ -41,6 +43,7 @@ def error_object() -> Reply:
 def string_usage(value: dict | str) -> Reply:
     def shape(c: dict) -> dict:
         return {**c, "usage": {"prompt_tokens": "12", "completion_tokens": "many", "total_tokens": None}}
+
     return replace(answer(value), shape=shape)
 
 
@@ -60,6 +63,7 @@ def cut_off(value: dict | str) -> Reply:
     def shape(c: dict) -> dict:
         c["choices"][0]["finish_reason"] = "length"
         return c
+
     return replace(answer(value), shape=shape)
 
 
@@ -69,20 +73,27 @@ def truncated(value: dict | str) -> Reply:
 
 def json_schema_refused(inner: Item) -> Responder:
     """llama-cpp-python 0.3.x: its request model knows ``text`` and ``json_object`` only."""
+
     def respond(body: dict) -> Reply:
         if (body.get("response_format") or {}).get("type") == "json_schema":
-            return Reply(status=500, error="1 validation error:\n  {'type': 'literal_error', 'loc': ('body', "
-                                           "'response_format', 'type'), 'msg': \"Input should be 'text' or "
-                                           "'json_object'\", 'input': 'json_schema'}")
+            return Reply(
+                status=500,
+                error="1 validation error:\n  {'type': 'literal_error', 'loc': ('body', "
+                "'response_format', 'type'), 'msg': \"Input should be 'text' or "
+                "'json_object'\", 'input': 'json_schema'}",
+            )
         return inner(body) if callable(inner) else inner
+
     return respond
 
 
 def context_limited(max_chars: int, n_ctx: int, inner: Item) -> Responder:
     """A 400 naming the context window (llama.cpp's words) for a prompt over ``max_chars``."""
+
     def respond(body: dict) -> Reply:
         size = sum(len(str(m.get("content", ""))) for m in RecordedRequest("", {}, body).messages)
         if size > max_chars:
             return Reply(status=400, error=f"Requested tokens ({size // 3}) exceed context window of {n_ctx}")
         return inner(body) if callable(inner) else inner
+
     return respond

@@ -27,32 +27,65 @@ from urllib.parse import parse_qs, urlsplit
 
 from llm_stub import RecordedRequest, Reply, answer
 
-STRATEGIES = ["Mechanistic evidence", "Capability / editing", "Complete account", "Explaining a model",
-              "Decision reliability"]
+STRATEGIES = [
+    "Mechanistic evidence",
+    "Capability / editing",
+    "Complete account",
+    "Explaining a model",
+    "Decision reliability",
+]
 LENSES = ["Cross-domain transfer", "Borrow from the human sciences", "Cross-modal transfer", "Reuse past CS results"]
 BLOCK_RE = re.compile(r"<(candidate|neighbours|mechanisms|papers|behaviors|topics)[^>]*>\n(.*?)\n</\1>", re.S)
-SAME_TOPICS = [{"LLM sycophancy", "sycophancy in large language models", "sycophancy in language models",
-                "sycophancy of chat models"}]
-STOP = set("a an and the of in on for to with by from is are be as at that this which into its it or not when than "
-           "more less after their they user users model models".split())
+SAME_TOPICS = [
+    {
+        "LLM sycophancy",
+        "sycophancy in large language models",
+        "sycophancy in language models",
+        "sycophancy of chat models",
+    }
+]
+STOP = set(
+    "a an and the of in on for to with by from is are be as at that this which into its it or not when than "
+    "more less after their they user users model models".split()
+)
 
 
 def mechanism(strategy: str, text: str) -> dict:
-    return {"strategy": strategy, "hypothesis": text, "boring_null": "A surface-feature shortcut explains the effect.",
-            "data": {"provenance": "existing", "source": "SycophancyEval", "used_n": "n_pairs=500",
-                     "note": "Paired prompts with and without a stated user opinion."},
-            "model": ["Llama-3-8B"]}
+    return {
+        "strategy": strategy,
+        "hypothesis": text,
+        "boring_null": "A surface-feature shortcut explains the effect.",
+        "data": {
+            "provenance": "existing",
+            "source": "SycophancyEval",
+            "used_n": "n_pairs=500",
+            "note": "Paired prompts with and without a stated user opinion.",
+        },
+        "model": ["Llama-3-8B"],
+    }
 
 
-OBJECTS = [["a late-layer residual direction", "attention heads in layers 14-18", "an SAE feature family",
-            "MLP neurons in the middle layers", "a linear probe direction"],
-           ["the key-value memory of early MLP blocks", "induction circuits spanning two heads",
-            "a sparse set of gating units", "the unembedding subspace of agreement tokens",
-            "a cross-layer transcoder feature"]]
-TEMPLATES = ["For {tag}, {obj} causally carries the effect: ablating it removes the behavior with a dose-response "
-             "under steering ({s}).",
-             "Patching {obj} from a neutral run into the {tag} run localizes the shift; its rank-one edit flips "
-             "outcomes ({s})."]
+OBJECTS = [
+    [
+        "a late-layer residual direction",
+        "attention heads in layers 14-18",
+        "an SAE feature family",
+        "MLP neurons in the middle layers",
+        "a linear probe direction",
+    ],
+    [
+        "the key-value memory of early MLP blocks",
+        "induction circuits spanning two heads",
+        "a sparse set of gating units",
+        "the unembedding subspace of agreement tokens",
+        "a cross-layer transcoder feature",
+    ],
+]
+TEMPLATES = [
+    "For {tag}, {obj} causally carries the effect: ablating it removes the behavior with a dose-response "
+    "under steering ({s}).",
+    "Patching {obj} from a neutral run into the {tag} run localizes the shift; its rank-one edit flips outcomes ({s}).",
+]
 
 
 def mechanisms(tag: str, skip_last: bool = True, variant: int = 0) -> tuple[list[dict], list[dict]]:
@@ -66,13 +99,21 @@ def mechanisms(tag: str, skip_last: bool = True, variant: int = 0) -> tuple[list
 
 def behavior(statement: str, lens: str = LENSES[0], tag: str | None = None, gaps: list[str] | None = None) -> dict:
     mechs, skipped = mechanisms(tag or statement[:40])
-    return {"discovery_strategy": lens,
-            "discovery_strategy_detail": f"Borrowed via {lens.lower()} from a known finding.",
-            "statement": statement,
-            "five_bars": {"real": "Seen in pilot logs.", "nonobvious": "Not predicted by scale alone.",
-                          "specific": "Names the trigger.", "robust": "Holds across prompts.",
-                          "tractable": "Testable on open models."},
-            "gaps": gaps or [], "mechanisms": mechs, "skipped": skipped}
+    return {
+        "discovery_strategy": lens,
+        "discovery_strategy_detail": f"Borrowed via {lens.lower()} from a known finding.",
+        "statement": statement,
+        "five_bars": {
+            "real": "Seen in pilot logs.",
+            "nonobvious": "Not predicted by scale alone.",
+            "specific": "Names the trigger.",
+            "robust": "Holds across prompts.",
+            "tractable": "Testable on open models.",
+        },
+        "gaps": gaps or [],
+        "mechanisms": mechs,
+        "skipped": skipped,
+    }
 
 
 def given(tag: str, variant: int = 0) -> dict:
@@ -110,8 +151,14 @@ def terms(text: str, n: int = 3) -> list[str]:
 class LibraryModel:
     """Callable responder for ``LLMStub.always``; ``calls`` counts requests per task."""
 
-    def __init__(self, rounds: list[dict] | None = None, paraphrases: dict[str, str] | None = None,
-                 impact: int = 7, novelty: int = 8, topics: list[set[str]] | None = None):
+    def __init__(
+        self,
+        rounds: list[dict] | None = None,
+        paraphrases: dict[str, str] | None = None,
+        impact: int = 7,
+        novelty: int = 8,
+        topics: list[set[str]] | None = None,
+    ):
         self.rounds = list(rounds or [])
         self.paraphrases = dict(paraphrases or {})
         self.impact, self.novelty = impact, novelty
@@ -147,9 +194,16 @@ class LibraryModel:
 
     def queries_answer(self, body: dict) -> dict:
         items = blocks(body)["behaviors"][0]
-        out = [{"behavior": int(k), "behavior_terms": terms(v["behavior"]),
-                "mechanism_terms": terms(v["mechanism_angle"][0].split(": ", 1)[-1]) if v["mechanism_angle"]
-                else terms(v["behavior"], 2)} for k, v in items.items()]
+        out = [
+            {
+                "behavior": int(k),
+                "behavior_terms": terms(v["behavior"]),
+                "mechanism_terms": terms(v["mechanism_angle"][0].split(": ", 1)[-1])
+                if v["mechanism_angle"]
+                else terms(v["behavior"], 2),
+            }
+            for k, v in items.items()
+        ]
         self.queries += out
         return {"queries": out}
 
@@ -160,8 +214,11 @@ class LibraryModel:
             self.dedup_items.append({"text": cand["text"], "neighbours": list(neigh.values())})
             original = self.paraphrases.get(cand["text"])
             match = next((int(k) for k, v in neigh.items() if original and v == original), None)
-            out.append({"item": n, "verdict": "duplicate", "neighbour": match, "nuance": "Adds the expertise framing."}
-                       if match else {"item": n, "verdict": "new"})
+            out.append(
+                {"item": n, "verdict": "duplicate", "neighbour": match, "nuance": "Adds the expertise framing."}
+                if match
+                else {"item": n, "verdict": "new"}
+            )
         return {"judgements": out}
 
     def score_answer(self, body: dict) -> dict:
@@ -169,14 +226,36 @@ class LibraryModel:
         found = blocks(body)
         mechs = found.get("mechanisms", [{}])[0]
         papers = found.get("papers", [{}])[0]
-        impact = ({"importance": 8, "builders": "Alignment and evaluation teams.", "tractability": 7, "null_risk": 4,
-                   "score": self.impact, "rationale": "Matters for deployed assistants; alignment teams build on it.",
-                   "recommendation": "PROCEED"} if "Give the impact of the behavior" in prompt else None)
-        closest = ({"closest_paper": 1} if papers else
-                   {"closest_paper": None, "closest_memory": "Perez et al. 2022, model-written evaluations"})
-        return {"impact": impact, "novelty": [
-            {"mechanism": int(k), "score": self.novelty, **closest,
-             "differentiation": "Localizes the effect instead of only measuring it."} for k in mechs]}
+        impact = (
+            {
+                "importance": 8,
+                "builders": "Alignment and evaluation teams.",
+                "tractability": 7,
+                "null_risk": 4,
+                "score": self.impact,
+                "rationale": "Matters for deployed assistants; alignment teams build on it.",
+                "recommendation": "PROCEED",
+            }
+            if "Give the impact of the behavior" in prompt
+            else None
+        )
+        closest = (
+            {"closest_paper": 1}
+            if papers
+            else {"closest_paper": None, "closest_memory": "Perez et al. 2022, model-written evaluations"}
+        )
+        return {
+            "impact": impact,
+            "novelty": [
+                {
+                    "mechanism": int(k),
+                    "score": self.novelty,
+                    **closest,
+                    "differentiation": "Localizes the effect instead of only measuring it.",
+                }
+                for k in mechs
+            ],
+        }
 
 
 EMPTY_FEED = """<?xml version="1.0" encoding="UTF-8"?>
@@ -240,13 +319,23 @@ class AtomServer:
         self._server.server_close()
 
 
-OPENALEX_WORKS = {"results": [
-    {"id": "https://openalex.org/W4387245120", "doi": "https://doi.org/10.48550/arxiv.2310.13548",
-     "display_name": "Towards Understanding Sycophancy in Language Models", "publication_year": 2023,
-     "abstract_inverted_index": {"Human": [0], "feedback": [1], "encourages": [2], "sycophancy.": [3]}},
-    {"id": "https://openalex.org/W4391000001", "doi": None,
-     "display_name": "Sycophancy to Subterfuge: Investigating Reward Tampering", "publication_year": 2024},
-]}
+OPENALEX_WORKS = {
+    "results": [
+        {
+            "id": "https://openalex.org/W4387245120",
+            "doi": "https://doi.org/10.48550/arxiv.2310.13548",
+            "display_name": "Towards Understanding Sycophancy in Language Models",
+            "publication_year": 2023,
+            "abstract_inverted_index": {"Human": [0], "feedback": [1], "encourages": [2], "sycophancy.": [3]},
+        },
+        {
+            "id": "https://openalex.org/W4391000001",
+            "doi": None,
+            "display_name": "Sycophancy to Subterfuge: Investigating Reward Tampering",
+            "publication_year": 2024,
+        },
+    ]
+}
 
 
 class OpenAlexServer:

@@ -38,13 +38,21 @@ MODEL = "stub-model"
 API_KEY = "sk-test-SECRET-1234567890"
 CHAT_PATH = "/v1/chat/completions"
 LLM_ENV_VARS = (
-    "HYPOGRAPH_LLM_MODEL", "HYPOGRAPH_LLM_BASE_URL", "HYPOGRAPH_LLM_API_KEY", "HYPOGRAPH_LLM_TIMEOUT",
-    "HYPOGRAPH_LLM_MAX_RETRIES", "HYPOGRAPH_LLM_CONCURRENCY", "HYPOGRAPH_LLM", "OPENAI_BASE_URL", "OPENAI_API_KEY",
+    "HYPOGRAPH_LLM_MODEL",
+    "HYPOGRAPH_LLM_BASE_URL",
+    "HYPOGRAPH_LLM_API_KEY",
+    "HYPOGRAPH_LLM_TIMEOUT",
+    "HYPOGRAPH_LLM_MAX_RETRIES",
+    "HYPOGRAPH_LLM_CONCURRENCY",
+    "HYPOGRAPH_LLM",
+    "OPENAI_BASE_URL",
+    "OPENAI_API_KEY",
 )
 PROXY_ENV_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 
 
 # -- replies -------------------------------------------------------------------------------------
+
 
 @dataclass
 class Reply:
@@ -110,22 +118,27 @@ def dropped() -> Reply:
 
 def without_response_format(inner: Item) -> Responder:
     """A server without structured outputs: 400 when ``response_format`` is sent, else ``inner``."""
+
     def respond(body: dict) -> Reply:
         if "response_format" in body:
             return bad_request()
         return inner(body) if callable(inner) else inner
+
     return respond
 
 
 def sleeping(seconds: float, inner: Item) -> Responder:
     """``inner``'s reply after ``seconds`` (to make requests overlap)."""
+
     def respond(body: dict) -> Reply:
         reply = inner(body) if callable(inner) else inner
         return replace(reply, delay=seconds)
+
     return respond
 
 
 # -- recorded requests ------------------------------------------------------------------------------
+
 
 @dataclass
 class RecordedRequest:
@@ -156,6 +169,7 @@ class RecordedRequest:
 
 
 # -- the server ---------------------------------------------------------------------------------------
+
 
 class LLMStub:
     """The scripted endpoint; ``url`` ends in ``/v1`` (what ``base_url`` expects)."""
@@ -278,7 +292,7 @@ def _send_raw(self, stub: LLMStub, reply: Reply, request: dict) -> None:
         self.send_header(k, v)
     self.end_headers()
     if reply.truncate:
-        self.wfile.write(data[:len(data) // 2])
+        self.wfile.write(data[: len(data) // 2])
         self.wfile.flush()
         self.close_connection = True
         self.connection.shutdown(socket.SHUT_RDWR)
@@ -289,7 +303,7 @@ def _send_raw(self, stub: LLMStub, reply: Reply, request: dict) -> None:
             stub._wait(reply.interval)
             if stub._closing.is_set():
                 return
-        self.wfile.write(data[k:k + size])
+        self.wfile.write(data[k : k + size])
         self.wfile.flush()
 
 
@@ -308,10 +322,19 @@ def _completion(request: dict, content: str) -> dict:
         "object": "chat.completion",
         "created": int(time.time()),
         "model": request.get("model", MODEL),
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                     "finish_reason": "stop", "logprobs": None}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                  "total_tokens": prompt_tokens + completion_tokens},
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
     }
 
 
@@ -330,9 +353,11 @@ def unused_port() -> int:
 
 # -- smart answers ---------------------------------------------------------------------------------------
 
-PAIR_RE = re.compile(r'^Pair (\d+) \(cosine similarity ([0-9.]+)\):\n'
-                     r'<hypothesis id="([^"]+)">.*?<hypothesis id="([^"]+)">',
-                     re.S | re.M)
+PAIR_RE = re.compile(
+    r"^Pair (\d+) \(cosine similarity ([0-9.]+)\):\n"
+    r'<hypothesis id="([^"]+)">.*?<hypothesis id="([^"]+)">',
+    re.S | re.M,
+)
 CLUSTER_RE = re.compile(r"^Cluster (\d+) \(", re.M)
 
 
@@ -347,14 +372,22 @@ def asked_clusters(body: dict) -> list[int]:
 
 def adjudication_answer(body: dict, verdict: str | Callable[[str, str], str] = "KEEP") -> dict:
     """A valid answer to the adjudication request ``body``: one decision per asked pair."""
-    actions = {"MERGE": "Retire {b} in favor of {a}", "KEEP": "No action — both remain active",
-               "FLAG": "Supervisor should review whether {a} and {b} differ in scope"}
+    actions = {
+        "MERGE": "Retire {b} in favor of {a}",
+        "KEEP": "No action — both remain active",
+        "FLAG": "Supervisor should review whether {a} and {b} differ in scope",
+    }
     decisions = []
     for n, a, b in asked_pairs(body):
         v = verdict(a, b) if callable(verdict) else verdict
-        decisions.append({"pair": n, "verdict": v,
-                          "rationale": f"Stub verdict {v}: {a} and {b} compared on mechanism and predictions.",
-                          "recommended_action": actions[v].format(a=a, b=b)})
+        decisions.append(
+            {
+                "pair": n,
+                "verdict": v,
+                "rationale": f"Stub verdict {v}: {a} and {b} compared on mechanism and predictions.",
+                "recommended_action": actions[v].format(a=a, b=b),
+            }
+        )
     return {"decisions": decisions}
 
 
@@ -384,20 +417,28 @@ def merge_pairs(body: dict) -> list[tuple[int, str, str]]:
 def merge_answer(body: dict, judge: Callable[[str, str], dict] | None = None) -> dict:
     """A valid answer to the 4a merge request ``body``: ``judge(a, b)`` gives each pair's fields
     (default: KEEP, nothing discriminating named, no widening)."""
-    keep = {"decision": "KEEP", "discriminating_observations": [], "widened_statement": None,
-            "generalization_note": None, "rationale": "Different cores: compared on every observation listed."}
+    keep = {
+        "decision": "KEEP",
+        "discriminating_observations": [],
+        "widened_statement": None,
+        "generalization_note": None,
+        "rationale": "Different cores: compared on every observation listed.",
+    }
     return {"decisions": [{"pair": n, **keep, **(judge(a, b) if judge else {})} for n, a, b in merge_pairs(body)]}
 
 
 def routed(adjudication: Item, labels: Item) -> Responder:
     """One endpoint serving both tasks (a pipeline run): route on what the prompt asks."""
+
     def respond(body: dict) -> Reply:
         item = labels if asked_clusters(body) else adjudication
         return item(body) if callable(item) else item
+
     return respond
 
 
 # -- environment ------------------------------------------------------------------------------------------
+
 
 def clear_llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in LLM_ENV_VARS + PROXY_ENV_VARS:
@@ -405,13 +446,26 @@ def clear_llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
 
 
-def configure_llm_env(monkeypatch: pytest.MonkeyPatch, base_url: str, *, model: str = MODEL, key: str = API_KEY,
-                      timeout: float = 1.0, max_retries: int = 2, concurrency: int = 4) -> dict[str, str]:
+def configure_llm_env(
+    monkeypatch: pytest.MonkeyPatch,
+    base_url: str,
+    *,
+    model: str = MODEL,
+    key: str = API_KEY,
+    timeout: float = 1.0,
+    max_retries: int = 2,
+    concurrency: int = 4,
+) -> dict[str, str]:
     """Point HYPOGRAPH_LLM_* at ``base_url``; returns the variables set (for a subprocess's env)."""
     clear_llm_env(monkeypatch)
-    values = {"HYPOGRAPH_LLM_BASE_URL": base_url, "HYPOGRAPH_LLM_MODEL": model, "HYPOGRAPH_LLM_API_KEY": key,
-              "HYPOGRAPH_LLM_TIMEOUT": str(timeout), "HYPOGRAPH_LLM_MAX_RETRIES": str(max_retries),
-              "HYPOGRAPH_LLM_CONCURRENCY": str(concurrency)}
+    values = {
+        "HYPOGRAPH_LLM_BASE_URL": base_url,
+        "HYPOGRAPH_LLM_MODEL": model,
+        "HYPOGRAPH_LLM_API_KEY": key,
+        "HYPOGRAPH_LLM_TIMEOUT": str(timeout),
+        "HYPOGRAPH_LLM_MAX_RETRIES": str(max_retries),
+        "HYPOGRAPH_LLM_CONCURRENCY": str(concurrency),
+    }
     for k, v in values.items():
         monkeypatch.setenv(k, v)
     return values
@@ -427,8 +481,10 @@ def llm_server():
 @pytest.fixture
 def llm_env(monkeypatch):
     """``llm_env(url_or_stub, **overrides)`` configures the environment for one test."""
+
     def configure(target: LLMStub | str, **overrides) -> dict[str, str]:
         return configure_llm_env(monkeypatch, target.url if isinstance(target, LLMStub) else target, **overrides)
+
     return configure
 
 

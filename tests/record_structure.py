@@ -37,8 +37,13 @@ def main() -> None:
         os.environ["DAGSTER_HOME"] = str(Path(tmp) / "dagster")  # a throwaway instance
         for name, src in VAULTS.items():
             root = copy_tree(src, Path(tmp) / name)
-            proc = subprocess.run([str(VENV_BIN / "hypograph"), "structure", str(root), "--llm", "offline"],
-                                  capture_output=True, text=True, env=offline_env(), check=True)
+            proc = subprocess.run(
+                [str(VENV_BIN / "hypograph"), "structure", str(root), "--llm", "offline"],
+                capture_output=True,
+                text=True,
+                env=offline_env(),
+                check=True,
+            )
             record[name] = structure_record(root, proc.stdout)
     RECORDED_STRUCTURE.parent.mkdir(parents=True, exist_ok=True)
     RECORDED_STRUCTURE.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")

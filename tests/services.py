@@ -21,8 +21,15 @@ def _default_sigint() -> None:
 def start(args: list, log: Path, env: dict, cwd: Path | None = None) -> subprocess.Popen:
     """Start ``args`` with stdout and stderr to ``log`` (a file: a chatty server never blocks)."""
     with open(log, "w") as out:
-        return subprocess.Popen([str(a) for a in args], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, preexec_fn=_default_sigint)
+        return subprocess.Popen(
+            [str(a) for a in args],
+            cwd=cwd,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_default_sigint,
+        )
 
 
 def stop(process: subprocess.Popen, seconds: float = 60) -> None:

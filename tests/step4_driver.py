@@ -81,9 +81,11 @@ def main() -> None:
     from hypograph.structure.structure_map import write_map
 
     emb, verdicts = pickle.loads(args.inputs.read_bytes())
-    steps = {"4a": lambda: run_dispositions(args.vault, verdicts, emb, OfflinePolicy()),
-             "4b": lambda: run_clusters(args.vault, OfflinePolicy()),
-             "map": lambda: write_map(args.vault, dt.date(2000, 1, 1))}
+    steps = {
+        "4a": lambda: run_dispositions(args.vault, verdicts, emb, OfflinePolicy()),
+        "4b": lambda: run_clusters(args.vault, OfflinePolicy()),
+        "map": lambda: write_map(args.vault, dt.date(2000, 1, 1)),
+    }
 
     def run_all() -> None:
         for name in args.steps.split(","):

@@ -21,12 +21,26 @@ import services
 from conftest import EXAMPLE_RUN, EXAMPLE_VAULT, VENV_BIN, copy_tree, offline_env
 from test_ui import free_port, wait_for_code_location
 
-CHROMIUM = next((p for p in ("/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser")) if p and
-                 Path(p).exists()), None)
+CHROMIUM = next(
+    (
+        p
+        for p in ("/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser"))
+        if p and Path(p).exists()
+    ),
+    None,
+)
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium binary (apt-get install chromium; .ci/run does)")
 
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 TIMEOUT_MS = 60_000  # one page element; generous: two cores shared with a web server, a daemon and runs
 RUN_SECONDS = 240  # a run launched from the page: queued, started by the daemon, finished
 
@@ -53,14 +67,27 @@ def ui(tmp_path_factory):
     # the UI registers both inputs and starts while the CLI runs (the instance serializes its creation)
     process = services.start([VENV_BIN / "hypograph", "ui", vault, run, "--port", port], base / "ui.log", env)
     try:
-        cli = [subprocess.Popen([VENV_BIN / "hypograph", job, root, "--llm", "offline"], env=env, text=True,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-               for job, root in (("structure", vault), ("proximity", run))]
+        cli = [
+            subprocess.Popen(
+                [VENV_BIN / "hypograph", job, root, "--llm", "offline"],
+                env=env,
+                text=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            for job, root in (("structure", vault), ("proximity", run))
+        ]
         for command in cli:
             assert command.wait(timeout=300) == 0, command.stderr.read()
         wait_for_code_location(port, process)
-        yield SimpleNamespace(url=f"http://127.0.0.1:{port}", home=base / "home", vault=vault, run=run,
-                              screenshots=base / "screenshots", log=base / "ui.log")
+        yield SimpleNamespace(
+            url=f"http://127.0.0.1:{port}",
+            home=base / "home",
+            vault=vault,
+            run=run,
+            screenshots=base / "screenshots",
+            log=base / "ui.log",
+        )
     finally:
         services.stop(process)
 
@@ -71,8 +98,12 @@ def browser_page(ui, tmp_path_factory):
 
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM, headless=True,
-            args=CHROMIUM_ARGS, viewport={"width": 1600, "height": 1000})
+            str(tmp_path_factory.mktemp("chromium-profile")),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1600, "height": 1000},
+        )
         page = context.new_page()
         page.set_default_timeout(TIMEOUT_MS)
         # Dagster's first-visit "Join the Dagster community" dialog covers the page: a user clicks Skip.
@@ -103,8 +134,9 @@ def test_the_lineage_page_shows_every_asset(page, ui):
     for group, assets in groups.items():
         page.get_by_title(group, exact=True).first.wait_for()
         # the group's row in the sidebar tree opens with its caret, as a user unfolds it
-        page.locator(f"xpath=//*[@title='{group}']/ancestor::div[button//*[@aria-label='arrow_drop_down']][1]"
-                     "/button[1]").click()
+        page.locator(
+            f"xpath=//*[@title='{group}']/ancestor::div[button//*[@aria-label='arrow_drop_down']][1]/button[1]"
+        ).click()
         for name in assets:
             expect_visible(page.get_by_title(name, exact=True).first)
     # the graph: one box per group
@@ -129,8 +161,12 @@ def test_the_cluster_asset_shows_its_cluster_table(page, ui):
 def test_a_check_shows_its_status(page, ui):
     page.goto(f"{ui.url}/assets/hypothesis_clusters")
     page.get_by_role("tab", name="Checks").click()
-    for check in ("clusters_are_well_formed", "each_cluster_has_one_residual",
-                  "every_active_hypothesis_in_one_cluster", "no_numbers_in_step4_fields"):
+    for check in (
+        "clusters_are_well_formed",
+        "each_cluster_has_one_residual",
+        "every_active_hypothesis_in_one_cluster",
+        "no_numbers_in_step4_fields",
+    ):
         status = page.get_by_title(check, exact=True).first.locator("xpath=following-sibling::span[1]")
         assert status.inner_text() == "Succeeded"
     expect_visible(page.get_by_text("no violations").first)

@@ -26,8 +26,16 @@ from test_ui import free_port, wait_for_code_location
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium binary (apt-get install chromium; .ci/run does)")
 
 # In the order a user would run them: step 4 reads the vault's proximity.
-JOBS = {"proximity": 3, "structure": 1, "library_round": 1, "library_rescore": 1, "case_interpret": 1,
-        "case_confirmed": 1, "case_batch": 1, "case_batch_into_vault": 1}
+JOBS = {
+    "proximity": 3,
+    "structure": 1,
+    "library_round": 1,
+    "library_rescore": 1,
+    "case_interpret": 1,
+    "case_confirmed": 1,
+    "case_batch": 1,
+    "case_batch_into_vault": 1,
+}
 ROUND = "Reward models score an answer higher when it repeats the opinion the user stated first."
 
 
@@ -43,8 +51,7 @@ def ui(tmp_path, llm_server, monkeypatch):
     llm_server.always(LibraryModel(rounds=[{"behaviors": [behavior(ROUND, tag="rw")]}]))
     atom, openalex = AtomServer(), OpenAlexServer()  # the round is grounded (web on, the default a rescore uses)
     try:
-        settings = {"topic": "LLM sycophancy", "n_behaviors": 1, "search_url": atom.url,
-                    "openalex_url": openalex.url}
+        settings = {"topic": "LLM sycophancy", "n_behaviors": 1, "search_url": atom.url, "openalex_url": openalex.url}
         assert execute(roots[2], "library_round", {"library": settings}, offline=False, sub="r0001").success
     finally:
         atom.close(), openalex.close()
@@ -81,8 +88,12 @@ def test_a_backfill_of_every_job_over_all_its_partitions_fails_nowhere(ui):
     url, home, base = ui
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
-            str(base / "profile"), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
-            viewport={"width": 1600, "height": 1000})
+            str(base / "profile"),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1600, "height": 1000},
+        )
         page = context.new_page()
         page.set_default_timeout(60_000)
         skip = page.get_by_role("button", name="Skip", exact=True)  # Dagster's first-visit dialog: a user skips it

@@ -20,9 +20,10 @@ def test_discovery_registers_a_case_package_and_its_revisions(tmp_path):
     case = make_case(tmp_path / "workspace")
     (tmp_path / "workspace" / "notes").mkdir()  # not an input
     instance = DagsterInstance.ephemeral()
-    result = inputs_discovered(build_sensor_context(instance=instance),
-                               inputs=Inputs(workspace=str(tmp_path / "workspace"),
-                                             registry_file=str(tmp_path / "inputs.json")))
+    result = inputs_discovered(
+        build_sensor_context(instance=instance),
+        inputs=Inputs(workspace=str(tmp_path / "workspace"), registry_file=str(tmp_path / "inputs.json")),
+    )
     assert isinstance(result, SensorResult)
     added = {r.partitions_def_name: r.partition_keys for r in result.dynamic_partitions_requests}
     assert added == {REVISIONS: [f"{case.name}/r0001"]}  # a case is in no other partition set

@@ -46,8 +46,9 @@ def test_batch_published_with_budget_equality_and_controller_labels(tmp_path, ll
     hyps = read(case, f"{H}/hypotheses.json")["hypotheses"]
     assert [h["id"] for h in hyps] == ["H1", "H2", "H3", "H4"]
     assert [h["role"] for h in hyps] == ["tester_primary", "alternative", "alternative", "alternative"]
-    assert ({(h["status"], h["confidence"], h["budget_accounting"]) for h in hyps}
-            == {("new", "unassessed", "not_started")})
+    assert {(h["status"], h["confidence"], h["budget_accounting"]) for h in hyps} == {
+        ("new", "unassessed", "not_started")
+    }
     assert all(h["budget_allocation"] == {"initial": 37, "unit": "investigation_units"} for h in hyps)
     reg = read(case, f"{H}/registry.json")
     assert (reg["max_hypotheses"], reg["created_count"], reg["remaining_slots"], reg["next_id"]) == (5, 4, 1, "H5")
@@ -55,8 +56,15 @@ def test_batch_published_with_budget_equality_and_controller_labels(tmp_path, ll
     assert [c["origin"]["pointer"] for c in reg["creations"]] == [f"/hypotheses/{i}" for i in range(4)]
     m = read(case, "manifest.json")
     assert m["phase"] == "GENERATING_HYPOTHESES" and m["package_generation"] == 4  # new, confirm, context, publish
-    assert set(m["artifacts"]) >= {"hypotheses", "hypothesis_registry", "hypotheses_summary", "hypothesis_context",
-                                   "hypothesis_policy", "interpretation", "catalogue"}
+    assert set(m["artifacts"]) >= {
+        "hypotheses",
+        "hypothesis_registry",
+        "hypotheses_summary",
+        "hypothesis_context",
+        "hypothesis_policy",
+        "interpretation",
+        "catalogue",
+    }
     assert all(v == [] for v in run_checks(builder_for(case, [llm_server.url]).store.package(case.name)).values())
 
 
@@ -73,8 +81,9 @@ def test_prompt_is_delimited_and_carries_no_raw_payload(tmp_path, llm_server):
     assert "never an instruction" in req.system
 
 
-@pytest.mark.parametrize("field", ["id", "priority", "status", "confidence", "budget", "patch_instructions",
-                                   "tool_requests"])
+@pytest.mark.parametrize(
+    "field", ["id", "priority", "status", "confidence", "budget", "patch_instructions", "tool_requests"]
+)
 def test_model_fields_are_rejected_atomically(tmp_path, llm_server, field):
     case = make_case(tmp_path)
     llm_server.script(reply(changed(valid_answer(), 0, **{field: "H9" if field == "id" else "x"})))
@@ -89,20 +98,26 @@ def test_model_fields_are_rejected_atomically(tmp_path, llm_server, field):
 @pytest.mark.parametrize("count", [2, 6])
 def test_count_caps(tmp_path, llm_server, count):
     case = make_case(tmp_path)
-    answer = {"hypotheses": [candidate(n, title=f"Distinct title {n}", mechanism=f"Distinct mechanism {n}")
-                             for n in range(1, count + 1)]}
+    answer = {
+        "hypotheses": [
+            candidate(n, title=f"Distinct title {n}", mechanism=f"Distinct mechanism {n}") for n in range(1, count + 1)
+        ]
+    }
     llm_server.script(reply(answer))
     result = build(case, [llm_server.url])
     assert result.status is Status.ERROR and f"{count} hypotheses; the policy asks for 3 to 5" in result.message
 
 
-@pytest.mark.parametrize("second, why", [
-    ({"title": "CAUSE NUMBER 1 — root  rot!"}, "title: duplicates the title of H1"),
-    ({"mechanism": "Ｍechanism 1: roots decay, and take up less."}, "mechanism: duplicates the mechanism of H1"),
-    ({"source_ids": ["NOPE"]}, "'NOPE' is not a source"),
-    ({"interpretation_ids": ["I99"]}, "'I99' is not an accepted statement"),
-    ({"source_ids": ["ASM1", "EXP1", "IMP1"]}, "grounded only in assumptions"),
-])
+@pytest.mark.parametrize(
+    "second, why",
+    [
+        ({"title": "CAUSE NUMBER 1 — root  rot!"}, "title: duplicates the title of H1"),
+        ({"mechanism": "Ｍechanism 1: roots decay, and take up less."}, "mechanism: duplicates the mechanism of H1"),
+        ({"source_ids": ["NOPE"]}, "'NOPE' is not a source"),
+        ({"interpretation_ids": ["I99"]}, "'I99' is not an accepted statement"),
+        ({"source_ids": ["ASM1", "EXP1", "IMP1"]}, "grounded only in assumptions"),
+    ],
+)
 def test_duplicates_references_and_weak_grounding_rejected(tmp_path, llm_server, second, why):
     case = make_case(tmp_path)
     llm_server.script(reply(changed(valid_answer(), 1, **second)))
@@ -111,10 +126,13 @@ def test_duplicates_references_and_weak_grounding_rejected(tmp_path, llm_server,
     assert not (case / f"{H}/registry.json").exists()
 
 
-@pytest.mark.parametrize("first, why", [
-    ({"source_ids": ["TEC1"]}, "must cite a human observation, report or comment"),
-    ({"interpretation_ids": ["I1"]}, f"must cite {ANCHOR} (first known divergence)"),
-])
+@pytest.mark.parametrize(
+    "first, why",
+    [
+        ({"source_ids": ["TEC1"]}, "must cite a human observation, report or comment"),
+        ({"interpretation_ids": ["I1"]}, f"must cite {ANCHOR} (first known divergence)"),
+    ],
+)
 def test_h1_grounding_rule(tmp_path, llm_server, first, why):
     case = make_case(tmp_path)
     llm_server.script(reply(changed(valid_answer(), 0, **first)))
@@ -138,9 +156,16 @@ def test_refuses_unconfirmed_changed_inputs_and_no_observations(tmp_path, llm_se
     with pytest.raises(HypographError, match="sensor-log.csv: changed since the interpretation was made"):
         build(case, [llm_server.url])
     sources = [Source(id="TEC1", kind="technical_fact", title="Log")]
-    case = make_case(tmp_path, "blind", confirmed=False, sources=sources,
-                     statements=[Statement(text="Moisture fell.", source_ids=["TEC1"])], anchors={})
+    case = make_case(
+        tmp_path,
+        "blind",
+        confirmed=False,
+        sources=sources,
+        statements=[Statement(text="Moisture fell.", source_ids=["TEC1"])],
+        anchors={},
+    )
     from hypograph.casework.revision import confirm
+
     with pytest.raises(HypographError, match="no observations"):
         confirm(case)
     assert llm_server.requests == []
@@ -152,14 +177,16 @@ def test_pinned_policy_rejects_a_changed_config_and_completed_batch_is_reused(tm
     llm_server.script(reply(changed(valid_answer(), 0, source_ids=["TEC1"])))
     assert build(case, [llm_server.url]).status is Status.ERROR  # attempt 1 rejected; policy now pinned
     bigger = HypothesisConfig.from_mapping({"hypotheses": {"max_hypotheses": 6}})
-    with pytest.raises(HypographError,
-                       match="hypotheses.max_hypotheses is pinned at 5 for revision 1, the config says 6"):
+    with pytest.raises(
+        HypographError, match="hypotheses.max_hypotheses is pinned at 5 for revision 1, the config says 6"
+    ):
         build(case, [llm_server.url], attempt="2", config=bigger)
     llm_server.script(reply(valid_answer()))
     assert build(case, [llm_server.url], attempt="2").status is Status.COMPLETED
     before = files(case)
-    other = HypothesisConfig.from_mapping({"hypotheses": {"min_hypotheses": 1, "max_hypotheses": 9,
-                                                          "initial_budget": 5}})
+    other = HypothesisConfig.from_mapping(
+        {"hypotheses": {"min_hypotheses": 1, "max_hypotheses": 9, "initial_budget": 5}}
+    )
     again = build(case, [llm_server.url], attempt="7", config=other)
     assert again.status is Status.COMPLETED and again.reused and again.attempt_id == "2"
     assert files(case) == before and len(llm_server.requests) == 2
@@ -202,8 +229,9 @@ def test_new_revision_allocates_afresh_and_keeps_old_allocations(tmp_path, llm_s
     llm_server.script(reply(valid_answer(3)))
     assert build(case, [llm_server.url]).status is Status.COMPLETED
     old = {k: v for k, v in files(case).items() if k.startswith(("analysis/", "case/"))}
-    add_revision(case, {**INPUTS, "new.txt": "Valve 3B reset.\n"}, SOURCES, "Why do they still wilt?",
-                 STATEMENTS, ANCHORS)
+    add_revision(
+        case, {**INPUTS, "new.txt": "Valve 3B reset.\n"}, SOURCES, "Why do they still wilt?", STATEMENTS, ANCHORS
+    )
     confirm(case, by="tester")
     llm_server.script(reply(valid_answer(5)))
     result = build(case, [llm_server.url], config=HypothesisConfig.from_mapping({"hypotheses": {"initial_budget": 7}}))
@@ -223,8 +251,9 @@ def test_new_revision_allocates_afresh_and_keeps_old_allocations(tmp_path, llm_s
 def test_limits_are_clear_errors(tmp_path, llm_server):
     case = make_case(tmp_path)
     small = HypothesisConfig.from_mapping({"limits": {"context_bytes": 500}})
-    with pytest.raises(HypographError,
-                       match=r"over limits.context_bytes=500; raise the limit \(nothing is truncated\)"):
+    with pytest.raises(
+        HypographError, match=r"over limits.context_bytes=500; raise the limit \(nothing is truncated\)"
+    ):
         build(case, [llm_server.url], config=small)
     assert llm_server.requests == [] and not (case / H).exists()
     llm_server.script(reply(valid_answer()))
@@ -232,8 +261,12 @@ def test_limits_are_clear_errors(tmp_path, llm_server):
     assert result.status is Status.ERROR and "over limits.output_bytes=100" in result.message
     llm_server.script(reply(valid_answer()))
     with pytest.raises(HypographError, match="over limits.summary_bytes=300"):
-        build(case, [llm_server.url], attempt="2",
-              config=HypothesisConfig.from_mapping({"limits": {"summary_bytes": 300}}))
+        build(
+            case,
+            [llm_server.url],
+            attempt="2",
+            config=HypothesisConfig.from_mapping({"limits": {"summary_bytes": 300}}),
+        )
     assert not (case / f"{H}/registry.json").exists()
 
 
@@ -260,8 +293,18 @@ def test_original_package_preserved_byte_for_byte(tmp_path, llm_server):
     llm_server.script(reply(valid_answer()))
     assert build(case, [llm_server.url]).status is Status.COMPLETED
     after = files(case)
-    assert ({k: after[k] for k in before if k != "manifest.json"}
-            == {k: v for k, v in before.items() if k != "manifest.json"})
-    assert sorted(set(after) - set(before)) == sorted(f"{H}/{n}" for n in (
-        "context.json", "dispatch.json", "hypotheses.json", "hypotheses.md", "policy.json", "registry.json",
-        "rounds/1.json"))
+    assert {k: after[k] for k in before if k != "manifest.json"} == {
+        k: v for k, v in before.items() if k != "manifest.json"
+    }
+    assert sorted(set(after) - set(before)) == sorted(
+        f"{H}/{n}"
+        for n in (
+            "context.json",
+            "dispatch.json",
+            "hypotheses.json",
+            "hypotheses.md",
+            "policy.json",
+            "registry.json",
+            "rounds/1.json",
+        )
+    )

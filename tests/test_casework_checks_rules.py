@@ -66,6 +66,7 @@ def test_the_example_batch_passes_every_check(batch, case):
 
 # -- registry_consistent: counts ------------------------------------------------------------------
 
+
 def test_created_count_follows_the_creations(batch):
     hyp_doc, registry, _, _ = batch
     registry["created_count"] = 2
@@ -86,17 +87,20 @@ def test_remaining_slots_follow_the_creations(batch, remaining):
     hyp_doc, registry, _, _ = batch
     registry["remaining_slots"] = remaining
     assert registry_consistent(hyp_doc, registry, HYP_SHA) == [
-        ("registry", f"remaining_slots {remaining} != max_hypotheses 5 - 3")]
+        ("registry", f"remaining_slots {remaining} != max_hypotheses 5 - 3")
+    ]
 
 
 def test_remaining_slots_are_never_negative_nor_missing(batch):
     hyp_doc, registry, _, _ = batch
     registry.update(max_hypotheses=2, remaining_slots=-1)  # arithmetic right, yet over the cap
     assert registry_consistent(hyp_doc, registry, HYP_SHA) == [
-        ("registry", "remaining_slots -1 != max_hypotheses 2 - 3")]
+        ("registry", "remaining_slots -1 != max_hypotheses 2 - 3")
+    ]
     del registry["remaining_slots"]
     assert registry_consistent(hyp_doc, registry, HYP_SHA) == [
-        ("registry", "remaining_slots None != max_hypotheses 2 - 3")]
+        ("registry", "remaining_slots None != max_hypotheses 2 - 3")
+    ]
     registry.update(max_hypotheses=3, remaining_slots=0)  # a full batch is fine
     assert registry_consistent(hyp_doc, registry, HYP_SHA) == []
 
@@ -105,10 +109,12 @@ def test_a_registry_without_max_hypotheses_is_inconsistent(batch):
     hyp_doc, registry, _, _ = batch
     del registry["max_hypotheses"]
     assert registry_consistent(hyp_doc, registry, HYP_SHA) == [
-        ("registry", "remaining_slots 2 != max_hypotheses None - 3")]
+        ("registry", "remaining_slots 2 != max_hypotheses None - 3")
+    ]
     registry["remaining_slots"] = -3
     assert registry_consistent(hyp_doc, registry, HYP_SHA) == [
-        ("registry", "remaining_slots -3 != max_hypotheses None - 3")]
+        ("registry", "remaining_slots -3 != max_hypotheses None - 3")
+    ]
 
 
 @pytest.mark.parametrize("cap", [None, "5", 5.0, True])
@@ -118,7 +124,8 @@ def test_a_cap_that_is_no_whole_number_is_reported_not_a_crash(batch, cap):
     registry.update(max_hypotheses=cap, remaining_slots=int(cap) - 3 if isinstance(cap, (bool, float)) else 2)
     remaining = registry["remaining_slots"]
     assert registry_consistent(hyp_doc, registry, HYP_SHA) == [
-        ("registry", f"remaining_slots {remaining} != max_hypotheses {cap} - 3")]
+        ("registry", f"remaining_slots {remaining} != max_hypotheses {cap} - 3")
+    ]
 
 
 def test_a_registry_without_creations_says_so(batch):
@@ -129,10 +136,13 @@ def test_a_registry_without_creations_says_so(batch):
     assert registry_consistent({}, registry, HYP_SHA) == [("registry", "no creation history")]
     del registry["max_hypotheses"]
     assert registry_consistent({}, registry, HYP_SHA) == [
-        ("registry", "no creation history"), ("registry", "remaining_slots 5 != max_hypotheses None - 0")]
+        ("registry", "no creation history"),
+        ("registry", "remaining_slots 5 != max_hypotheses None - 0"),
+    ]
 
 
 # -- registry_consistent: one creation per hypothesis, pointing at it --------------------------------
+
 
 def test_a_hypothesis_created_twice(batch):
     hyp_doc, registry, _, _ = batch
@@ -151,9 +161,11 @@ def test_creations_without_ids_are_reported_with_the_duplicates_not_a_crash(batc
     registry["creations"].append(copy.deepcopy(registry["creations"][0]))
     registry.update(created_count=4, next_id="H5", remaining_slots=1)
     found = registry_consistent(hyp_doc, registry, HYP_SHA)
-    assert found[:3] == [("H1", "more than one creation"), ("None", "more than one creation"),
-                         ("registry", "creations ['H1', None, None, 'H1'] do not match the hypotheses "
-                                      "['H1', 'H2', 'H3']")]
+    assert found[:3] == [
+        ("H1", "more than one creation"),
+        ("None", "more than one creation"),
+        ("registry", "creations ['H1', None, None, 'H1'] do not match the hypotheses ['H1', 'H2', 'H3']"),
+    ]
 
 
 def test_creations_in_another_order_than_the_hypotheses(batch):
@@ -184,7 +196,8 @@ def test_each_creation_names_the_hash_of_hypotheses_json(batch):
     registry["creations"][1]["origin"]["sha256"] = "0" * 64
     assert registry_consistent(hyp_doc, registry, HYP_SHA) == [("H2", "origin hash is not that of hypotheses.json")]
     assert registry_consistent(hyp_doc, doc("registry.json"), "0" * 64) == [
-        (f"H{n}", "origin hash is not that of hypotheses.json") for n in (1, 2, 3)]
+        (f"H{n}", "origin hash is not that of hypotheses.json") for n in (1, 2, 3)
+    ]
 
 
 @pytest.mark.parametrize("pointer", ["/hypotheses/2", "/hypotheses/01", "hypotheses/1", None])
@@ -192,17 +205,21 @@ def test_each_creation_points_at_its_own_record(batch, pointer):
     hyp_doc, registry, _, _ = batch
     registry["creations"][1]["origin"]["pointer"] = pointer
     assert registry_consistent(hyp_doc, registry, HYP_SHA) == [
-        ("H2", f"origin pointer {pointer!r} does not resolve to H2")]
+        ("H2", f"origin pointer {pointer!r} does not resolve to H2")
+    ]
 
 
 def test_a_creation_without_an_origin(batch):
     hyp_doc, registry, _, _ = batch
     del registry["creations"][0]["origin"]
     assert registry_consistent(hyp_doc, registry, HYP_SHA) == [
-        ("H1", "origin hash is not that of hypotheses.json"), ("H1", "origin pointer None does not resolve to H1")]
+        ("H1", "origin hash is not that of hypotheses.json"),
+        ("H1", "origin pointer None does not resolve to H1"),
+    ]
 
 
 # -- registry_consistent: the controller's labels -----------------------------------------------------
+
 
 @pytest.mark.parametrize("field, value", [("id", "H7"), ("position", 3), ("position", "2"), ("id", None)])
 def test_ids_and_positions_are_the_controller_s(batch, field, value):
@@ -210,23 +227,35 @@ def test_ids_and_positions_are_the_controller_s(batch, field, value):
     hyp_doc["hypotheses"][1][field] = value
     registry["creations"][1]["id"] = hyp_doc["hypotheses"][1]["id"]
     assert registry_consistent(hyp_doc, registry, HYP_SHA) == [
-        (str(hyp_doc["hypotheses"][1]["id"]), "id/position not controller-labelled H2")]
+        (str(hyp_doc["hypotheses"][1]["id"]), "id/position not controller-labelled H2")
+    ]
 
 
-@pytest.mark.parametrize("k, field, value", [(1, "status", "tested"), (1, "confidence", "high"),
-                                             (1, "role", "tester_primary"), (0, "role", "alternative"),
-                                             (2, "status", None)])
+@pytest.mark.parametrize(
+    "k, field, value",
+    [
+        (1, "status", "tested"),
+        (1, "confidence", "high"),
+        (1, "role", "tester_primary"),
+        (0, "role", "alternative"),
+        (2, "status", None),
+    ],
+)
 def test_status_confidence_and_role_are_the_controller_s(batch, k, field, value):
     hyp_doc, registry, _, _ = batch
     hyp_doc["hypotheses"][k][field] = value
     assert registry_consistent(hyp_doc, registry, HYP_SHA) == [
-        (f"H{k + 1}", "status/confidence/role not as the controller sets them")]
+        (f"H{k + 1}", "status/confidence/role not as the controller sets them")
+    ]
 
 
 # -- budget_equal ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("allocation", [{"initial": 150, "unit": "investigation_units"}, {"initial": 100, "unit": "h"},
-                                        {"initial": 100}, None])
+
+@pytest.mark.parametrize(
+    "allocation",
+    [{"initial": 150, "unit": "investigation_units"}, {"initial": 100, "unit": "h"}, {"initial": 100}, None],
+)
 def test_every_hypothesis_holds_the_initial_budget(batch, allocation):
     hyp_doc, registry, policy, _ = batch
     hyp_doc["hypotheses"][2]["budget_allocation"] = allocation
@@ -239,7 +268,8 @@ def test_the_budget_is_the_policy_s(batch):
     want = {"initial": 80, "unit": "investigation_units"}
     assert budget_equal(hyp_doc, registry, policy) == (
         [(f"H{n}", f"budget_allocation {BUDGET} != {want}") for n in (1, 2, 3)]
-        + [(f"H{n}", f"registry allocation {BUDGET} != {want}") for n in (1, 2, 3)])
+        + [(f"H{n}", f"registry allocation {BUDGET} != {want}") for n in (1, 2, 3)]
+    )
 
 
 @pytest.mark.parametrize("accounting", ["started", None])
@@ -253,7 +283,8 @@ def test_every_creation_holds_the_initial_budget(batch):
     hyp_doc, registry, policy, _ = batch
     registry["creations"][0]["budget_allocation"]["initial"] = 99
     assert budget_equal(hyp_doc, registry, policy) == [
-        ("H1", f"registry allocation {{'initial': 99, 'unit': 'investigation_units'}} != {BUDGET}")]
+        ("H1", f"registry allocation {{'initial': 99, 'unit': 'investigation_units'}} != {BUDGET}")
+    ]
 
 
 def test_an_empty_batch_has_no_budget_to_check(batch):
@@ -263,20 +294,23 @@ def test_an_empty_batch_has_no_budget_to_check(batch):
 
 # -- references, grounding, duplicates: the candidate fields of the accepted records ------------------
 
+
 def test_references_resolve_in_the_saved_context(batch):
     hyp_doc, _, _, context = batch
     hyp_doc["hypotheses"][1]["source_ids"] = ["LOG", "GONE"]
     hyp_doc["hypotheses"][2]["interpretation_ids"] = ["I9"]
     assert references_resolve(hyp_doc, context) == [
         ("H2", "source_ids: 'GONE' is not a source of this case's catalogue"),
-        ("H3", "interpretation_ids: 'I9' is not an accepted statement (I1…I5)")]
+        ("H3", "interpretation_ids: 'I9' is not an accepted statement (I1…I5)"),
+    ]
 
 
 def test_a_violation_names_the_hypothesis_by_its_id_not_its_place(batch):
     hyp_doc, _, _, context = batch
     hyp_doc["hypotheses"][2].update(id="H7", source_ids=["GONE"], title=hyp_doc["hypotheses"][0]["title"])
     assert references_resolve(hyp_doc, context) == [
-        ("H7", "source_ids: 'GONE' is not a source of this case's catalogue")]
+        ("H7", "source_ids: 'GONE' is not a source of this case's catalogue")
+    ]
     assert no_duplicates(hyp_doc) == [("H7", "title: duplicates the title of H1 (after normalisation)")]
 
 
@@ -294,8 +328,10 @@ def test_no_two_titles_or_mechanisms_alike(batch):
     hyp_doc, _, _, _ = batch
     h = hyp_doc["hypotheses"]
     h[2].update(title=f"  {h[0]['title'].upper()} ", mechanism=h[1]["mechanism"])
-    assert no_duplicates(hyp_doc) == [("H3", "title: duplicates the title of H1 (after normalisation)"),
-                                      ("H3", "mechanism: duplicates the mechanism of H2 (after normalisation)")]
+    assert no_duplicates(hyp_doc) == [
+        ("H3", "title: duplicates the title of H1 (after normalisation)"),
+        ("H3", "mechanism: duplicates the mechanism of H2 (after normalisation)"),
+    ]
 
 
 def test_a_document_without_hypotheses_has_nothing_to_resolve_or_compare(batch):
@@ -312,14 +348,20 @@ def test_fields_outside_the_candidate_are_not_compared(batch):
 
 # -- checked_together: the manifest, the rendering, the bindings ----------------------------------------
 
+
 def parts(case: Path, revision: int = 1):
     pkg = CasePackage(case)
     return pkg, pkg.manifest(), revision, pkg.read_json(f"{H}/hypotheses.json"), pkg.read_json(f"{H}/context.json")
 
 
 NAMES = ["hypotheses", "hypothesis_registry", "hypotheses_summary", "hypothesis_policy", "hypothesis_context"]
-FILES = {"hypotheses": "hypotheses.json", "hypothesis_registry": "registry.json", "hypotheses_summary": "hypotheses.md",
-         "hypothesis_policy": "policy.json", "hypothesis_context": "context.json"}
+FILES = {
+    "hypotheses": "hypotheses.json",
+    "hypothesis_registry": "registry.json",
+    "hypotheses_summary": "hypotheses.md",
+    "hypothesis_policy": "policy.json",
+    "hypothesis_context": "context.json",
+}
 
 
 def test_the_example_is_checked_together(case):
@@ -331,16 +373,19 @@ def test_the_manifest_points_at_each_file_of_the_batch(case, name):
     pkg, manifest, revision, hyp_doc, context = parts(case)
     del manifest["artifacts"][name]
     assert checked_together(pkg, manifest, revision, hyp_doc, context) == [
-        (name, f"manifest pointer is None, not {H}/{FILES[name]}")]
+        (name, f"manifest pointer is None, not {H}/{FILES[name]}")
+    ]
     manifest = pkg.manifest()
     manifest["artifacts"][name]["path"] = "analysis/hypotheses/0002/x.json"
     ptr = manifest["artifacts"][name]
     assert checked_together(pkg, manifest, revision, hyp_doc, context) == [
-        (name, f"manifest pointer is {ptr!r}, not {H}/{FILES[name]}")]
+        (name, f"manifest pointer is {ptr!r}, not {H}/{FILES[name]}")
+    ]
     manifest = pkg.manifest()
     manifest["artifacts"][name]["sha256"] = "0" * 64
     assert checked_together(pkg, manifest, revision, hyp_doc, context) == [
-        (name, f"{H}/{FILES[name]} does not match the manifest's sha256")]
+        (name, f"{H}/{FILES[name]} does not match the manifest's sha256")
+    ]
 
 
 def test_an_earlier_revision_is_not_held_to_the_current_pointers(case):
@@ -356,11 +401,13 @@ def test_the_summary_is_the_rendering_of_the_hypotheses(case):
     assert md.read_text(encoding="utf-8") == summary(hyp_doc, context)
     hyp_doc["hypotheses"][0]["title"] = "Retitled"
     assert checked_together(pkg, manifest, revision, hyp_doc, context) == [
-        ("hypotheses_summary", "hypotheses.md is not the rendering of hypotheses.json")]
+        ("hypotheses_summary", "hypotheses.md is not the rendering of hypotheses.json")
+    ]
     md.unlink()
     manifest["artifacts"].pop("hypotheses_summary")
     assert checked_together(*parts(case))[-1:] == [
-        ("hypotheses_summary", "hypotheses.md is not the rendering of hypotheses.json")]
+        ("hypotheses_summary", "hypotheses.md is not the rendering of hypotheses.json")
+    ]
 
 
 def test_a_summary_that_is_no_utf8_text_is_reported_not_a_crash(case):
@@ -369,7 +416,9 @@ def test_a_summary_that_is_no_utf8_text_is_reported_not_a_crash(case):
     md = case / H / "hypotheses.md"
     md.write_bytes(md.read_bytes() + b"\xff\xfe not UTF-8\n")
     assert checked_together(pkg, manifest, revision, hyp_doc, context)[-1] == (
-        "hypotheses_summary", "hypotheses.md is not the rendering of hypotheses.json")
+        "hypotheses_summary",
+        "hypotheses.md is not the rendering of hypotheses.json",
+    )
 
 
 @pytest.mark.parametrize("key", ["policy", "context", "round"])
@@ -378,23 +427,37 @@ def test_the_hypotheses_are_bound_to_their_policy_context_and_round(case, key):
     path = hyp_doc["bindings"][key]["path"]
     hyp_doc["bindings"][key]["sha256"] = "0" * 64
     assert checked_together(pkg, manifest, revision, hyp_doc, context)[-1] == (
-        "hypotheses", f"bindings.{key}: {path} missing or changed")
+        "hypotheses",
+        f"bindings.{key}: {path} missing or changed",
+    )
     del hyp_doc["bindings"][key]
     assert checked_together(pkg, manifest, revision, hyp_doc, context)[-1] == (
-        "hypotheses", f"bindings.{key}: None missing or changed")
+        "hypotheses",
+        f"bindings.{key}: None missing or changed",
+    )
     hyp_doc["bindings"][key] = {"path": path, "sha256": None}  # no hash recorded: not bound
     assert checked_together(pkg, manifest, revision, hyp_doc, context)[-1] == (
-        "hypotheses", f"bindings.{key}: {path} missing or changed")
+        "hypotheses",
+        f"bindings.{key}: {path} missing or changed",
+    )
 
 
-@pytest.mark.parametrize("binding", [{"sha256": "0" * 64}, {"path": H, "sha256": "0" * 64},
-                                     {"path": ["x"], "sha256": "0" * 64}, {"path": f"{H}/nowhere.json"}])
+@pytest.mark.parametrize(
+    "binding",
+    [
+        {"sha256": "0" * 64},
+        {"path": H, "sha256": "0" * 64},
+        {"path": ["x"], "sha256": "0" * 64},
+        {"path": f"{H}/nowhere.json"},
+    ],
+)
 def test_a_binding_that_names_no_file_is_reported_not_a_crash(case, binding):
     """A binding without a path read the package folder itself (IsADirectoryError) and stopped the checks."""
     pkg, manifest, revision, hyp_doc, context = parts(case)
     hyp_doc["bindings"]["round"] = binding
     assert checked_together(pkg, manifest, revision, hyp_doc, context) == [
-        ("hypotheses", f"bindings.round: {binding.get('path')} missing or changed")]
+        ("hypotheses", f"bindings.round: {binding.get('path')} missing or changed")
+    ]
 
 
 def test_a_bound_file_changed_on_disk(case):
@@ -402,37 +465,47 @@ def test_a_bound_file_changed_on_disk(case):
     round_file = case / hyp_doc["bindings"]["round"]["path"]
     round_file.write_text(round_file.read_text(encoding="utf-8") + " ", encoding="utf-8")
     assert checked_together(pkg, manifest, revision, hyp_doc, context) == [
-        ("hypotheses", f"bindings.round: {H}/rounds/1.json missing or changed")]
+        ("hypotheses", f"bindings.round: {H}/rounds/1.json missing or changed")
+    ]
     round_file.unlink()
     assert checked_together(pkg, manifest, revision, hyp_doc, context) == [
-        ("hypotheses", f"bindings.round: {H}/rounds/1.json missing or changed")]
+        ("hypotheses", f"bindings.round: {H}/rounds/1.json missing or changed")
+    ]
     del hyp_doc["bindings"]
     assert checked_together(pkg, manifest, revision, hyp_doc, context) == [
-        ("hypotheses", f"bindings.{key}: None missing or changed") for key in ("policy", "context", "round")]
+        ("hypotheses", f"bindings.{key}: None missing or changed") for key in ("policy", "context", "round")
+    ]
 
 
 # -- run_checks: every check on the files of one revision ------------------------------------------------
 
+
 def test_run_checks_reads_the_batch_of_the_current_revision(case):
     (case / H / "registry.json").write_text(
         (case / H / "registry.json").read_text(encoding="utf-8").replace('"next_id": "H4"', '"next_id": "H9"'),
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     found = run_checks(CasePackage(case))
     assert found["registry_consistent"] == [("registry", "next_id H9 != H4")]
     assert found["checked_together"] == [
-        ("hypothesis_registry", f"{H}/registry.json does not match the manifest's sha256")]
+        ("hypothesis_registry", f"{H}/registry.json does not match the manifest's sha256")
+    ]
     assert [k for k, v in found.items() if v] == ["registry_consistent", "checked_together"]
 
 
 def test_run_checks_uses_the_saved_policy_context_and_hash(case):
-    for name, change in [("policy.json", ('"initial_budget": 100', '"initial_budget": 90')),
-                         ("context.json", ('"id": "NEIGHBOUR"', '"id": "NEIGHBOUR2"'))]:
+    for name, change in [
+        ("policy.json", ('"initial_budget": 100', '"initial_budget": 90')),
+        ("context.json", ('"id": "NEIGHBOUR"', '"id": "NEIGHBOUR2"')),
+    ]:
         (case / H / name).write_text((case / H / name).read_text(encoding="utf-8").replace(*change), encoding="utf-8")
     hyp = case / H / "hypotheses.json"
     hyp.write_text(hyp.read_text(encoding="utf-8") + "\n", encoding="utf-8")
     found = run_checks(CasePackage(case), 1)
-    assert found["budget_equal"][0] == ("H1", f"budget_allocation {BUDGET} != {{'initial': 90, 'unit': "
-                                              "'investigation_units'}")
+    assert found["budget_equal"][0] == (
+        "H1",
+        f"budget_allocation {BUDGET} != {{'initial': 90, 'unit': 'investigation_units'}}",
+    )
     assert found["references_resolve"] == [("H2", "source_ids: 'NEIGHBOUR' is not a source of this case's catalogue")]
     assert found["registry_consistent"] == [(f"H{n}", "origin hash is not that of hypotheses.json") for n in (1, 2, 3)]
     assert found["h1_grounded"] == [] and found["no_duplicates"] == []

@@ -83,6 +83,7 @@ def outside(tmp_path):
 
 # -- confinement ------------------------------------------------------------------------------------
 
+
 def _point_interpretation_at(case, path: str, target) -> None:
     doc = load(case, INTERP)
     doc["question"] = "OUTSIDE QUESTION"
@@ -128,6 +129,7 @@ def test_a_bound_device_is_refused_before_a_byte_is_read(case, llm_server, bound
 def _alarm(seconds: int):
     def hang(*_):
         raise AssertionError("hung on a FIFO")
+
     signal.signal(signal.SIGALRM, hang)
     signal.alarm(seconds)
 
@@ -179,6 +181,7 @@ def test_a_package_json_over_its_size_limit_is_refused_before_reading(case, llm_
 
 # -- shapes ------------------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def published(tmp_path, llm_server):
     case = make_case(tmp_path / "cases")
@@ -188,20 +191,38 @@ def published(tmp_path, llm_server):
     return case
 
 
-@pytest.mark.parametrize("rel, change, pointer", [
-    ("hypotheses.json", lambda d: d["hypotheses"].__setitem__(0, 7),
-     "/hypotheses/0: expected an object, got an integer"),
-    ("hypotheses.json", [], "/: expected an object, got an array"),
-    ("hypotheses.json", lambda d: d["hypotheses"][1].update(source_ids="TEC1"),
-     "/hypotheses/1/source_ids: expected an array, got a string"),
-    ("hypotheses.json", lambda d: d["hypotheses"][2].pop("open_questions"), "/hypotheses/2/open_questions: missing"),
-    ("registry.json", lambda d: d["creations"].__setitem__(1, "H2"), "/creations/1: expected an object, got a string"),
-    ("registry.json", lambda d: d["creations"][0].update(id=["H1"]), "/creations/0/id: expected a string, number"),
-    ("context.json", lambda d: d.update(anchor=None), "/anchor: expected an object, got null"),
-    ("policy.json", 5, "/: expected an object, got an integer"),
-])
-def test_a_published_file_of_another_shape_is_a_violation_naming_file_and_pointer(published, llm_server, rel,
-                                                                                  change, pointer):
+@pytest.mark.parametrize(
+    "rel, change, pointer",
+    [
+        (
+            "hypotheses.json",
+            lambda d: d["hypotheses"].__setitem__(0, 7),
+            "/hypotheses/0: expected an object, got an integer",
+        ),
+        ("hypotheses.json", [], "/: expected an object, got an array"),
+        (
+            "hypotheses.json",
+            lambda d: d["hypotheses"][1].update(source_ids="TEC1"),
+            "/hypotheses/1/source_ids: expected an array, got a string",
+        ),
+        (
+            "hypotheses.json",
+            lambda d: d["hypotheses"][2].pop("open_questions"),
+            "/hypotheses/2/open_questions: missing",
+        ),
+        (
+            "registry.json",
+            lambda d: d["creations"].__setitem__(1, "H2"),
+            "/creations/1: expected an object, got a string",
+        ),
+        ("registry.json", lambda d: d["creations"][0].update(id=["H1"]), "/creations/0/id: expected a string, number"),
+        ("context.json", lambda d: d.update(anchor=None), "/anchor: expected an object, got null"),
+        ("policy.json", 5, "/: expected an object, got an integer"),
+    ],
+)
+def test_a_published_file_of_another_shape_is_a_violation_naming_file_and_pointer(
+    published, llm_server, rel, change, pointer
+):
     doc = load(published, f"{H}/{rel}")
     if callable(change):
         change(doc)
@@ -209,7 +230,7 @@ def test_a_published_file_of_another_shape_is_a_violation_naming_file_and_pointe
     found = run_checks(CasePackage(published))
     assert set(found) == set(CHECKS)
     for violations in found.values():  # every blocking check fails, each naming the file and the pointer
-        assert (f"{H}/{rel}", pointer) in [(i, r[:len(pointer)]) for i, r in violations], violations
+        assert (f"{H}/{rel}", pointer) in [(i, r[: len(pointer)]) for i, r in violations], violations
     line = refused_in_one_line(published, llm_server, "the published batch fails")
     assert pointer in line
     with pytest.raises(HypographError, match="fails its checks") as e:
@@ -225,16 +246,25 @@ def test_malformed_published_json_is_one_line_naming_the_file(published, text):
     assert str(e.value).startswith(str(published / H / "registry.json")) and "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("rel, text, match", [
-    (f"{H}/rounds/1.json", "7", "rounds/1.json: /: expected an object, got an integer"),
-    (f"{H}/rounds/1.json", '{"attempt_id": "1", "bindings": [], "answer": {}}', "/bindings: expected an object"),
-    (f"{H}/dispatch.json", '{"analysis_revision": 1, "attempt_id": "1", "failed_rounds": "x"}',
-     "dispatch.json: field 'failed_rounds'"),
-    (f"{H}/dispatch.json", '{"analysis_revision": 1, "attempt_id": "1", "status": "RETRY_PENDING", '
-                           '"due_at": "2030-01-01T00:00:00"}', "field 'due_at'"),
-    (f"{H}/dispatch.json", "[]", "dispatch.json: not a dispatch state"),
-    (f"{H}/policy.json", "[]", "policy.json: not a JSON object"),
-])
+@pytest.mark.parametrize(
+    "rel, text, match",
+    [
+        (f"{H}/rounds/1.json", "7", "rounds/1.json: /: expected an object, got an integer"),
+        (f"{H}/rounds/1.json", '{"attempt_id": "1", "bindings": [], "answer": {}}', "/bindings: expected an object"),
+        (
+            f"{H}/dispatch.json",
+            '{"analysis_revision": 1, "attempt_id": "1", "failed_rounds": "x"}',
+            "dispatch.json: field 'failed_rounds'",
+        ),
+        (
+            f"{H}/dispatch.json",
+            '{"analysis_revision": 1, "attempt_id": "1", "status": "RETRY_PENDING", "due_at": "2030-01-01T00:00:00"}',
+            "field 'due_at'",
+        ),
+        (f"{H}/dispatch.json", "[]", "dispatch.json: not a dispatch state"),
+        (f"{H}/policy.json", "[]", "policy.json: not a JSON object"),
+    ],
+)
 def test_a_tool_file_of_another_shape_before_publication_is_one_line(case, llm_server, rel, text, match):
     (case / rel).parent.mkdir(parents=True, exist_ok=True)
     (case / rel).write_text(text)
@@ -242,6 +272,7 @@ def test_a_tool_file_of_another_shape_before_publication_is_one_line(case, llm_s
 
 
 # -- the nine fields -----------------------------------------------------------------------------------
+
 
 def test_all_nine_candidate_fields_are_required():
     for field in ("open_questions", "falsifying_evidence", "title"):
@@ -264,6 +295,7 @@ def test_an_answer_without_open_questions_is_rejected_not_published(case, llm_se
 
 # -- temp files after recovery -----------------------------------------------------------------------
 
+
 def test_recovery_removes_temp_files_of_killed_writes(case, llm_server):
     """A dispatch killed inside write_atomic leaves ``.dispatch.json.xxxxxxxx.tmp`` (and a round's);
     the next dispatch, holding the lock, removes them."""
@@ -274,13 +306,15 @@ def test_recovery_removes_temp_files_of_killed_writes(case, llm_server):
     keep = case / "case/r0001/.notes.md"  # a hidden file that is no temp file stays
     keep.write_text("mine")
     llm_server.script(reply(valid_answer()))
-    assert asyncio.run(builder_for(case, [llm_server.url]).build(case.name, package_id(case))).status \
-        is Status.COMPLETED
+    assert (
+        asyncio.run(builder_for(case, [llm_server.url]).build(case.name, package_id(case))).status is Status.COMPLETED
+    )
     assert not any(p.exists() for p in left) and keep.read_text() == "mine"
     assert not [p for p in case.rglob("*.tmp")]
 
 
 # -- the CLI contract ----------------------------------------------------------------------------------
+
 
 def test_busy_case_is_deferred_exit_2(case, llm_env, llm_server):
     llm_env(llm_server)
@@ -332,8 +366,9 @@ def _store(case):
 def test_a_published_batch_is_reused_and_minted_without_a_model(published, example_vault, llm_offline):
     plan = batch_preflight(published, HypothesisConfig(), example_vault)
     assert plan.published and plan.vault == example_vault.resolve()
-    result = asyncio.run(HypothesisBuilder(_store(published), None, HypothesisConfig()).build(
-        published.name, package_id(published)))
+    result = asyncio.run(
+        HypothesisBuilder(_store(published), None, HypothesisConfig()).build(published.name, package_id(published))
+    )
     assert result.status is Status.COMPLETED and result.reused
     report = mint_batch(published, example_vault)
     assert len(report.minted) == 3
@@ -384,8 +419,9 @@ def test_the_batch_cli_says_what_the_api_says(tmp_path, llm_offline, llm_server,
         release.set()
         t.join()
     llm_server.script(reply(valid_answer()))
-    assert asyncio.run(builder_for(case, [llm_server.url]).build(case.name, package_id(case))).status \
-        is Status.COMPLETED
+    assert (
+        asyncio.run(builder_for(case, [llm_server.url]).build(case.name, package_id(case))).status is Status.COMPLETED
+    )
     capsys.readouterr()
     assert main(["batch", str(case), "--into", str(example_vault)]) == 0  # no model configured at all
     out = capsys.readouterr().out

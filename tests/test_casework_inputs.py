@@ -58,6 +58,7 @@ def catalogue(case, rev=1):
 
 # -- case new / case add ------------------------------------------------------------------------------
 
+
 def test_case_new_copies_inputs_byte_for_byte_and_catalogues_each(tmp_path, raw, capsys):
     case = new_case(tmp_path, raw, capsys)
     assert (case / "case/r0001/reports/grower-report.md").read_bytes() == REPORT.encode()
@@ -68,12 +69,16 @@ def test_case_new_copies_inputs_byte_for_byte_and_catalogues_each(tmp_path, raw,
         ("IN1", "reports/grower-report.md", "report", False, "case/r0001/reports/grower-report.md", None),
         ("IN2", "reports/maintenance.txt", "report", False, "case/r0001/reports/maintenance.txt", None),
         ("IN3", "logs.zip: sensor.csv", "report", False, "case/r0001/logs.zip", "sensor.csv"),
-        ("IN4", "logs.zip: pump/pump.log", "report", False, "case/r0001/logs.zip", "pump/pump.log")]
+        ("IN4", "logs.zip: pump/pump.log", "report", False, "case/r0001/logs.zip", "pump/pump.log"),
+    ]
     interp = json.loads((case / f"{I1}/interpretation.json").read_text())
     assert interp["question"] == QUESTION and interp["statements"] == [] and not interp["confirmed"]
     assert interp["reported_behavior"]["text"] == QUESTION
-    assert set(interp["bindings"]["inputs"]) == {"case/r0001/reports/grower-report.md",
-                                                 "case/r0001/reports/maintenance.txt", "case/r0001/logs.zip"}
+    assert set(interp["bindings"]["inputs"]) == {
+        "case/r0001/reports/grower-report.md",
+        "case/r0001/reports/maintenance.txt",
+        "case/r0001/logs.zip",
+    }
     assert main(["case", "new", str(case), "--question", QUESTION, str(raw["zip"])]) == 1
     assert "already a case package" in capsys.readouterr().err
 
@@ -85,12 +90,19 @@ def test_case_add_is_a_new_revision_that_keeps_the_prior_package(tmp_path, raw, 
     log.write_text("firmware 2.1 loaded\n")
     assert main(["case", "add", str(case), "--kind", "technical_fact", str(log)]) == 0
     after = files(case)
-    assert {k: v for k, v in after.items() if k in before and k != "manifest.json"} == \
-        {k: v for k, v in before.items() if k != "manifest.json"}  # the prior package, archive included, as it was
+    assert {k: v for k, v in after.items() if k in before and k != "manifest.json"} == {
+        k: v for k, v in before.items() if k != "manifest.json"
+    }  # the prior package, archive included, as it was
     sources = catalogue(case, 2)
     assert [s["id"] for s in sources] == ["IN1", "IN2", "IN3", "IN4", "IN5"]
-    assert sources[4] == {"id": "IN5", "kind": "technical_fact", "title": "controller.log", "summary": "",
-                          "origin": "case/r0002/controller.log", "read": False}
+    assert sources[4] == {
+        "id": "IN5",
+        "kind": "technical_fact",
+        "title": "controller.log",
+        "summary": "",
+        "origin": "case/r0002/controller.log",
+        "read": False,
+    }
     assert sources[2]["origin"] == "case/r0001/logs.zip"  # earlier inputs stay where they are, bound again
     interp = json.loads((case / "analysis/interpretation/0002/interpretation.json").read_text())
     assert len(interp["bindings"]["inputs"]) == 4
@@ -108,19 +120,33 @@ def _zip(path: Path, members: list[tuple[str, bytes]], link: str | None = None) 
     return path
 
 
-@pytest.mark.parametrize("members, link, config, member, limit", [
-    ([("ok.txt", b"x"), ("../evil.txt", b"x")], None, "", "../evil.txt", "zip slip"),
-    ([("/etc/cron.d/x", b"x")], None, "", "/etc/cron.d/x", "absolute member name"),
-    ([("ok.txt", b"x")], "passwd", "", "passwd", "a symbolic link"),
-    ([("bomb.bin", b"\0" * 5_000_000)], None, "", "bomb.bin", "over archives.max_ratio=100"),
-    ([("a.txt", b"a"), ("b.txt", b"b"), ("c.txt", b"c")], None, "max_members = 2", "c.txt",
-     "over archives.max_members=2"),
-    ([("a.txt", b"a" * 60), ("b.txt", b"b" * 60)], None, "max_total_bytes = 100", "b.txt",
-     "over archives.max_total_bytes=100"),
-    ([("a.txt", b"abc" * 100)], None, "max_member_bytes = 200", "a.txt", "over archives.max_member_bytes=200"),
-])
+@pytest.mark.parametrize(
+    "members, link, config, member, limit",
+    [
+        ([("ok.txt", b"x"), ("../evil.txt", b"x")], None, "", "../evil.txt", "zip slip"),
+        ([("/etc/cron.d/x", b"x")], None, "", "/etc/cron.d/x", "absolute member name"),
+        ([("ok.txt", b"x")], "passwd", "", "passwd", "a symbolic link"),
+        ([("bomb.bin", b"\0" * 5_000_000)], None, "", "bomb.bin", "over archives.max_ratio=100"),
+        (
+            [("a.txt", b"a"), ("b.txt", b"b"), ("c.txt", b"c")],
+            None,
+            "max_members = 2",
+            "c.txt",
+            "over archives.max_members=2",
+        ),
+        (
+            [("a.txt", b"a" * 60), ("b.txt", b"b" * 60)],
+            None,
+            "max_total_bytes = 100",
+            "b.txt",
+            "over archives.max_total_bytes=100",
+        ),
+        ([("a.txt", b"abc" * 100)], None, "max_member_bytes = 200", "a.txt", "over archives.max_member_bytes=200"),
+    ],
+)
 def test_an_archive_over_a_limit_is_refused_in_one_line_before_anything_is_written(
-        tmp_path, capsys, members, link, config, member, limit):
+    tmp_path, capsys, members, link, config, member, limit
+):
     archive = _zip(tmp_path / "logs.zip", members, link)
     cfg = tmp_path / "analysis.toml"
     cfg.write_text(f"[archives]\n{config}\n")
@@ -218,6 +244,7 @@ def test_an_input_whose_name_cannot_be_written_safely_is_refused(tmp_path, capsy
 
 # -- the interpreter ------------------------------------------------------------------------------------
 
+
 def _tagged(prompt: str, tag: str) -> dict:
     return json.loads(prompt.split(f"<{tag}")[1].split(">", 1)[1].split(f"</{tag}>")[0])
 
@@ -230,17 +257,27 @@ def interpreter(body: dict):
     report, maint = by_title["reports/grower-report.md"], by_title["reports/maintenance.txt"]
     sensor = by_title["logs.zip: sensor.csv"]
     assert "wilt every afternoon" in shown[report] and "18%" in shown[sensor]
-    return answer(json.dumps({
-        "question": QUESTION,
-        "statements": [{"text": "Plants in house 3 wilt every afternoon and recover overnight.",
-                        "source_ids": [report]},
-                       {"text": "Substrate moisture was 18% at 14:00 on 2 June.", "source_ids": [sensor]}],
-        "first_known_divergence": {"text": "Wilting began on 2 June, the day after valve 3B was replaced.",
-                                   "source_ids": [report, maint]},
-        "failure_stage": None,
-        "reported_behavior": {"text": "Afternoon wilting in house 3.", "source_ids": [report]},
-        "source_summaries": [{"source_id": report, "summary": "The grower reports afternoon wilting since 2 June."},
-                             {"source_id": maint, "summary": "Valve 3B was replaced on 1 June."}]}))
+    return answer(
+        json.dumps(
+            {
+                "question": QUESTION,
+                "statements": [
+                    {"text": "Plants in house 3 wilt every afternoon and recover overnight.", "source_ids": [report]},
+                    {"text": "Substrate moisture was 18% at 14:00 on 2 June.", "source_ids": [sensor]},
+                ],
+                "first_known_divergence": {
+                    "text": "Wilting began on 2 June, the day after valve 3B was replaced.",
+                    "source_ids": [report, maint],
+                },
+                "failure_stage": None,
+                "reported_behavior": {"text": "Afternoon wilting in house 3.", "source_ids": [report]},
+                "source_summaries": [
+                    {"source_id": report, "summary": "The grower reports afternoon wilting since 2 June."},
+                    {"source_id": maint, "summary": "Valve 3B was replaced on 1 June."},
+                ],
+            }
+        )
+    )
 
 
 def hypotheses(body: dict):
@@ -249,16 +286,31 @@ def hypotheses(body: dict):
     ids = {s["title"]: s["id"] for s in _tagged(prompt, "case_catalogue")["sources"]}
     aliases = {s["json_pointer"]: s["alias"] for s in _tagged(prompt, "interpretation")["statements"]}
     report, maint, sensor = ids["reports/grower-report.md"], ids["reports/maintenance.txt"], ids["logs.zip: sensor.csv"]
-    common = {"rationale": "The timing matches.", "expected_evidence": ["x"], "falsifying_evidence": ["y"],
-              "open_questions": ["Was the valve calibrated?"]}
+    common = {
+        "rationale": "The timing matches.",
+        "expected_evidence": ["x"],
+        "falsifying_evidence": ["y"],
+        "open_questions": ["Was the valve calibrated?"],
+    }
     hyps = [
-        {"title": "New valve under-delivers", "mechanism": "Valve 3B delivers less water than the old one.",
-         "source_ids": [report, maint],
-         "interpretation_ids": [aliases["/statements/0"], aliases["/first_known_divergence"]]},
-        {"title": "Substrate dries by noon", "mechanism": "The substrate holds too little water for the afternoon.",
-         "source_ids": [sensor], "interpretation_ids": [aliases["/statements/1"]]},
-        {"title": "Pump runs too early", "mechanism": "The only irrigation is at 06:00, spent by 14:00.",
-         "source_ids": [sensor], "interpretation_ids": [aliases["/statements/1"]]},
+        {
+            "title": "New valve under-delivers",
+            "mechanism": "Valve 3B delivers less water than the old one.",
+            "source_ids": [report, maint],
+            "interpretation_ids": [aliases["/statements/0"], aliases["/first_known_divergence"]],
+        },
+        {
+            "title": "Substrate dries by noon",
+            "mechanism": "The substrate holds too little water for the afternoon.",
+            "source_ids": [sensor],
+            "interpretation_ids": [aliases["/statements/1"]],
+        },
+        {
+            "title": "Pump runs too early",
+            "mechanism": "The only irrigation is at 06:00, spent by 14:00.",
+            "source_ids": [sensor],
+            "interpretation_ids": [aliases["/statements/1"]],
+        },
     ]
     return answer(json.dumps({"hypotheses": [{**common, **h, "distinction": f"Only: {h['title']}"} for h in hyps]}))
 
@@ -292,14 +344,18 @@ def test_interpret_drafts_from_bounded_excerpts_and_confirm_adopts_it(tmp_path, 
     assert cat[1]["summary"] == "Valve 3B was replaced on 1 June." and cat[1]["read"]
 
 
-@pytest.mark.parametrize("bad, reason", [
-    (lambda d: d["statements"][0].update(source_ids=["IN9"]), "'IN9' is not a source"),
-    (lambda d: d.update(first_known_divergence=None, reported_behavior=None), "at least one is needed"),
-    (lambda d: d.update(confidence=0.9), "not accepted from the model"),
-    (lambda d: d.pop("failure_stage"), "failure_stage"),
-])
-def test_an_invalid_draft_answer_is_refused_and_nothing_is_written(tmp_path, raw, capsys, llm_server, llm_env,
-                                                                   bad, reason):
+@pytest.mark.parametrize(
+    "bad, reason",
+    [
+        (lambda d: d["statements"][0].update(source_ids=["IN9"]), "'IN9' is not a source"),
+        (lambda d: d.update(first_known_divergence=None, reported_behavior=None), "at least one is needed"),
+        (lambda d: d.update(confidence=0.9), "not accepted from the model"),
+        (lambda d: d.pop("failure_stage"), "failure_stage"),
+    ],
+)
+def test_an_invalid_draft_answer_is_refused_and_nothing_is_written(
+    tmp_path, raw, capsys, llm_server, llm_env, bad, reason
+):
     case = new_case(tmp_path, raw, capsys)
     llm_env(llm_server)
 
@@ -353,11 +409,15 @@ def test_the_interpreters_context_stays_within_its_limit(tmp_path, raw, capsys, 
     assert len(sent.encode()) < 4000 + 1500  # the context (4000) plus the prompt's own words
     assert '"complete": false' in sent
     with pytest.raises(HypographError, match="limits.context_bytes=300"):
-        draft_interpretation(case, HypothesisConfig.from_mapping({"limits": {"context_bytes": 300}}),
-                             CaseGateway([endpoint(llm_server.url)]))
+        draft_interpretation(
+            case,
+            HypothesisConfig.from_mapping({"limits": {"context_bytes": 300}}),
+            CaseGateway([endpoint(llm_server.url)]),
+        )
 
 
 # -- the whole way ---------------------------------------------------------------------------------------
+
 
 def test_raw_inputs_to_a_structured_vault(tmp_path, raw, capsys, llm_server, llm_env, example_vault):
     """case new -> case interpret (scripted) -> case confirm -> batch -> batch --into VAULT -> structure."""
@@ -374,6 +434,7 @@ def test_raw_inputs_to_a_structured_vault(tmp_path, raw, capsys, llm_server, llm
     assert "already published" in out and "3 H nodes minted" in out and len(llm_server.requests) == 2
     assert main(["structure", str(example_vault), "--llm", "offline"]) == 0
     from hypograph.vault.vault import open_vault
+
     minted = [n for n in open_vault(example_vault).nodes.values() if n.meta.get("case_creation")]
     assert len(minted) == 3 and all("/r0001/H" in n.meta["case_creation"] for n in minted)
     assert (example_vault / "agent-notes" / "structure.md").exists()
@@ -387,9 +448,11 @@ def test_raw_inputs_to_a_structured_vault(tmp_path, raw, capsys, llm_server, llm
     key = f"{stored_id(case)}/r0001"
     with DagsterInstance.from_config(os.environ["DAGSTER_HOME"]) as instance:
         runs = instance.get_runs(filters=RunsFilter(tags={"dagster/partition": key}))
-        observed = instance.fetch_observations(AssetRecordsFilter(asset_key=AssetKey("case_package"),
-                                                                  asset_partitions=[key]), limit=10).records
+        observed = instance.fetch_observations(
+            AssetRecordsFilter(asset_key=AssetKey("case_package"), asset_partitions=[key]), limit=10
+        ).records
     assert sorted((r.job_name, r.status) for r in runs) == sorted(
         (job, DagsterRunStatus.SUCCESS)
-        for job in ("case_interpret", "case_confirmed", "case_batch", "case_batch_into_vault"))
+        for job in ("case_interpret", "case_confirmed", "case_batch", "case_batch_into_vault")
+    )
     assert observed  # case new recorded the package's first version

@@ -26,29 +26,37 @@ EXAMPLE_CASE = REPO / "examples" / "case"
 
 # -- config ----------------------------------------------------------------------------------------
 
+
 def test_config_defaults_and_example(tmp_path):
     cfg = HypothesisConfig.load(REPO / "config" / "analysis.example.toml")
     assert (cfg.policy.min_hypotheses, cfg.policy.max_hypotheses, cfg.policy.initial_budget) == (3, 5, 100)
     limits = cfg.limits
     assert (limits.context_bytes, limits.prior_documents, limits.output_bytes, limits.summary_bytes) == (
-        1 << 20, 32, 2 << 20, 2 << 20)
+        1 << 20,
+        32,
+        2 << 20,
+        2 << 20,
+    )
     assert cfg.retry.rounds == 10 and cfg.endpoints == ()
     empty = tmp_path / "empty.toml"
     empty.write_text("")
     assert HypothesisConfig.load(empty) == HypothesisConfig()
 
 
-@pytest.mark.parametrize("text, message", [
-    ("[hypotheses]\nmin_hypotheses = 0\n", "hypotheses.min_hypotheses: must be a positive integer, got 0"),
-    ("[hypotheses]\nmax_hypotheses = 2.5\n", "hypotheses.max_hypotheses: must be a positive integer, got 2.5"),
-    ("[hypotheses]\ninitial_budget = true\n", "hypotheses.initial_budget: must be a positive integer, got True"),
-    ("[hypotheses]\nmin_hypotheses = 6\n", "hypotheses.min_hypotheses: 6 exceeds hypotheses.max_hypotheses 5"),
-    ("[hypotheses]\nmax_hypothesis = 4\n", "hypotheses.max_hypothesis: unknown key"),
-    ("[limits]\noutput_bytes = -1\n", "limits.output_bytes: must be a positive integer"),
-    ("[retry]\nrounds = 0\n", "retry.rounds: must be a positive integer"),
-    ("[[endpoints]]\nbase_url = 'http://x/v1'\n", "endpoints[0].model: a model name is required"),
-    ("[hypotheses\n", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[hypotheses]\nmin_hypotheses = 0\n", "hypotheses.min_hypotheses: must be a positive integer, got 0"),
+        ("[hypotheses]\nmax_hypotheses = 2.5\n", "hypotheses.max_hypotheses: must be a positive integer, got 2.5"),
+        ("[hypotheses]\ninitial_budget = true\n", "hypotheses.initial_budget: must be a positive integer, got True"),
+        ("[hypotheses]\nmin_hypotheses = 6\n", "hypotheses.min_hypotheses: 6 exceeds hypotheses.max_hypotheses 5"),
+        ("[hypotheses]\nmax_hypothesis = 4\n", "hypotheses.max_hypothesis: unknown key"),
+        ("[limits]\noutput_bytes = -1\n", "limits.output_bytes: must be a positive integer"),
+        ("[retry]\nrounds = 0\n", "retry.rounds: must be a positive integer"),
+        ("[[endpoints]]\nbase_url = 'http://x/v1'\n", "endpoints[0].model: a model name is required"),
+        ("[hypotheses\n", "not valid TOML"),
+    ],
+)
 def test_config_errors_name_the_file_and_key(tmp_path, text, message):
     path = tmp_path / "analysis.local.toml"
     path.write_text(text)
@@ -58,6 +66,7 @@ def test_config_errors_name_the_file_and_key(tmp_path, text, message):
 
 def _re(text: str) -> str:
     import re
+
     return re.escape(text)
 
 
@@ -66,6 +75,7 @@ def test_local_config_is_git_ignored():
 
 
 # -- checks ----------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def published(tmp_path, llm_server):
@@ -82,24 +92,52 @@ def _edit(case: Path, rel: str, change) -> None:
     (case / rel).write_text(json.dumps(doc, indent=2))
 
 
-@pytest.mark.parametrize("rel, change, check, reason", [
-    ("registry.json", lambda d: d.update(created_count=2), "registry_consistent", "created_count 2 != 3"),
-    ("registry.json", lambda d: d.update(next_id="H3"), "registry_consistent", "next_id H3 != H4"),
-    ("registry.json", lambda d: d.update(remaining_slots=5), "registry_consistent", "remaining_slots 5"),
-    ("registry.json", lambda d: d["creations"].__setitem__(2, dict(d["creations"][1])), "registry_consistent",
-     "more than one creation"),
-    ("registry.json", lambda d: d["creations"][0]["budget_allocation"].update(initial=99), "budget_equal",
-     "registry allocation"),
-    ("registry.json", lambda d: d.update(creations=[], created_count=0, next_id="H1", remaining_slots=5),
-     "registry_consistent", "no creation history"),
-    ("hypotheses.json", lambda d: d["hypotheses"][2]["budget_allocation"].update(initial=150), "budget_equal",
-     "{'initial': 150"),
-    ("hypotheses.json", lambda d: d["hypotheses"][1].update(source_ids=["GONE"]), "references_resolve", "'GONE'"),
-    ("hypotheses.json", lambda d: d["hypotheses"][0].update(interpretation_ids=["I1"]), "h1_grounded", "must cite I4"),
-    ("hypotheses.json", lambda d: d["hypotheses"][2].update(title=d["hypotheses"][0]["title"].upper()), "no_duplicates",
-     "duplicates the title of H1"),
-    ("hypotheses.md", None, "checked_together", "hypotheses.md is not the rendering"),
-])
+@pytest.mark.parametrize(
+    "rel, change, check, reason",
+    [
+        ("registry.json", lambda d: d.update(created_count=2), "registry_consistent", "created_count 2 != 3"),
+        ("registry.json", lambda d: d.update(next_id="H3"), "registry_consistent", "next_id H3 != H4"),
+        ("registry.json", lambda d: d.update(remaining_slots=5), "registry_consistent", "remaining_slots 5"),
+        (
+            "registry.json",
+            lambda d: d["creations"].__setitem__(2, dict(d["creations"][1])),
+            "registry_consistent",
+            "more than one creation",
+        ),
+        (
+            "registry.json",
+            lambda d: d["creations"][0]["budget_allocation"].update(initial=99),
+            "budget_equal",
+            "registry allocation",
+        ),
+        (
+            "registry.json",
+            lambda d: d.update(creations=[], created_count=0, next_id="H1", remaining_slots=5),
+            "registry_consistent",
+            "no creation history",
+        ),
+        (
+            "hypotheses.json",
+            lambda d: d["hypotheses"][2]["budget_allocation"].update(initial=150),
+            "budget_equal",
+            "{'initial': 150",
+        ),
+        ("hypotheses.json", lambda d: d["hypotheses"][1].update(source_ids=["GONE"]), "references_resolve", "'GONE'"),
+        (
+            "hypotheses.json",
+            lambda d: d["hypotheses"][0].update(interpretation_ids=["I1"]),
+            "h1_grounded",
+            "must cite I4",
+        ),
+        (
+            "hypotheses.json",
+            lambda d: d["hypotheses"][2].update(title=d["hypotheses"][0]["title"].upper()),
+            "no_duplicates",
+            "duplicates the title of H1",
+        ),
+        ("hypotheses.md", None, "checked_together", "hypotheses.md is not the rendering"),
+    ],
+)
 def test_blocking_checks_find_tampering(published, rel, change, check, reason):
     pkg = CasePackage(published)
     assert all(v == [] for v in run_checks(pkg).values())
@@ -135,6 +173,7 @@ def test_example_case_is_complete_and_replays_without_a_call(tmp_path):
 
 # -- a vault as a case, the CLI, minting ------------------------------------------------------------
 
+
 def vault_answer(body: dict):
     """A valid answer for a case made from the example vault: H1 cites an observation and the
     reported behavior (the last alias)."""
@@ -142,17 +181,32 @@ def vault_answer(body: dict):
     aliases = [a for a in json.loads(prompt.split("<interpretation>")[1].split("</interpretation>")[0])["statements"]]
     last = aliases[-1]["alias"]
     hyps = [
-        {"title": "Drought cut the palace grain surplus",
-         "mechanism": "Failing rains cut harvests below what the palaces redistributed.",
-         "source_ids": ["O-1", "O-2"], "interpretation_ids": ["I1", last]},
-        {"title": "Earthquakes destroyed the centres",
-         "mechanism": "A sequence of earthquakes ruined the palace buildings.",
-         "source_ids": ["O-4", "S-3"], "interpretation_ids": ["I4"]},
-        {"title": "Tin supply broke down", "mechanism": "Lost tin routes starved bronze production.",
-         "source_ids": ["O-6"], "interpretation_ids": ["I6"]},
+        {
+            "title": "Drought cut the palace grain surplus",
+            "mechanism": "Failing rains cut harvests below what the palaces redistributed.",
+            "source_ids": ["O-1", "O-2"],
+            "interpretation_ids": ["I1", last],
+        },
+        {
+            "title": "Earthquakes destroyed the centres",
+            "mechanism": "A sequence of earthquakes ruined the palace buildings.",
+            "source_ids": ["O-4", "S-3"],
+            "interpretation_ids": ["I4"],
+        },
+        {
+            "title": "Tin supply broke down",
+            "mechanism": "Lost tin routes starved bronze production.",
+            "source_ids": ["O-6"],
+            "interpretation_ids": ["I6"],
+        },
     ]
-    common = {"rationale": "The cited records date it.", "distinction": "Different cause.", "expected_evidence": ["x"],
-              "falsifying_evidence": ["y"], "open_questions": []}
+    common = {
+        "rationale": "The cited records date it.",
+        "distinction": "Different cause.",
+        "expected_evidence": ["x"],
+        "falsifying_evidence": ["y"],
+        "open_questions": [],
+    }
     hyps = [{**common, **h, "distinction": f"Only this one: {h['title']}"} for h in hyps]
     return answer(json.dumps({"hypotheses": hyps}))
 
@@ -215,6 +269,7 @@ def test_batch_without_a_model_says_so_in_one_line_and_changes_nothing(tmp_path,
 
 
 # -- the domain API a Dagster layer wraps ------------------------------------------------------------
+
 
 def test_prepare_and_due_retries(tmp_path, llm_server):
     from hypograph.casework import CaseStore, due_retries

@@ -46,11 +46,20 @@ def reference_run(template, tmp_path, llm_server) -> tuple[dict, list[str]]:
 
 def test_crash_at_every_publication_step_replays_without_new_ids(template, tmp_path, llm_server):
     expected, points = reference_run(template, tmp_path, llm_server)
-    assert points == ["context:journal-saved", f"context:wrote:{H}/policy.json", f"context:wrote:{H}/context.json",
-                      "context:wrote:manifest.json", "round-recorded", "publish:journal-saved",
-                      f"publish:wrote:{H}/hypotheses.json", f"publish:wrote:{H}/registry.json",
-                      f"publish:wrote:{H}/hypotheses.md", f"publish:wrote:{H}/dispatch.json",
-                      "publish:wrote:manifest.json", "published"]
+    assert points == [
+        "context:journal-saved",
+        f"context:wrote:{H}/policy.json",
+        f"context:wrote:{H}/context.json",
+        "context:wrote:manifest.json",
+        "round-recorded",
+        "publish:journal-saved",
+        f"publish:wrote:{H}/hypotheses.json",
+        f"publish:wrote:{H}/registry.json",
+        f"publish:wrote:{H}/hypotheses.md",
+        f"publish:wrote:{H}/dispatch.json",
+        "publish:wrote:manifest.json",
+        "published",
+    ]
     llm_server.always(reply(valid_answer()))
     for i, point in enumerate(points):
         case = copy_case(template, tmp_path / f"crash{i}" / template.name)

@@ -16,9 +16,14 @@ from hypograph.casework.package import sha_text
 from hypograph.casework.publish import CrashAt, HookedJournal, SimulatedCrash
 from hypograph.journal import Step
 
-CONTEXT = {"analysis_revision": 2, "package_id": "pkg-7", "prompt_version": "hypotheses_v1", "question": "Why?",
-           "policy": {"initial_budget": 100, "max_hypotheses": 5},
-           "bindings": {"policy": {"path": "analysis/hypotheses/0002/policy.json", "sha256": "ab"}}}
+CONTEXT = {
+    "analysis_revision": 2,
+    "package_id": "pkg-7",
+    "prompt_version": "hypotheses_v1",
+    "question": "Why?",
+    "policy": {"initial_budget": 100, "max_hypotheses": 5},
+    "bindings": {"policy": {"path": "analysis/hypotheses/0002/policy.json", "sha256": "ab"}},
+}
 ROUND = {"attempt_id": "attempt-1", "answer": valid_answer(3)}
 
 
@@ -28,17 +33,29 @@ def test_the_registry_records_every_creation_with_its_origin_and_budget():
     assert sorted(files) == sorted([hyp_path, reg_path, "analysis/hypotheses/0002/hypotheses.md"])
     hyp_text = files[hyp_path]
     assert json.loads(files[reg_path]) == {
-        "package_id": "pkg-7", "analysis_revision": 2, "max_hypotheses": 5, "created_count": 3,
-        "remaining_slots": 2, "next_id": "H4",
-        "creations": [{"id": f"H{n}", "analysis_revision": 2,
-                       "origin": {"artifact": hyp_path, "sha256": sha_text(hyp_text),
-                                  "pointer": f"/hypotheses/{n - 1}"},
-                       "budget_allocation": {"initial": 100, "unit": UNIT}} for n in (1, 2, 3)],
+        "package_id": "pkg-7",
+        "analysis_revision": 2,
+        "max_hypotheses": 5,
+        "created_count": 3,
+        "remaining_slots": 2,
+        "next_id": "H4",
+        "creations": [
+            {
+                "id": f"H{n}",
+                "analysis_revision": 2,
+                "origin": {"artifact": hyp_path, "sha256": sha_text(hyp_text), "pointer": f"/hypotheses/{n - 1}"},
+                "budget_allocation": {"initial": 100, "unit": UNIT},
+            }
+            for n in (1, 2, 3)
+        ],
     }
     doc = json.loads(hyp_text)
     assert (doc["package_id"], doc["analysis_revision"], doc["attempt_id"]) == ("pkg-7", 2, "attempt-1")
     assert [(h["id"], h["analysis_revision"], h["position"]) for h in doc["hypotheses"]] == [
-        ("H1", 2, 1), ("H2", 2, 2), ("H3", 2, 3)]
+        ("H1", 2, 1),
+        ("H2", 2, 2),
+        ("H3", 2, 3),
+    ]
 
 
 def test_a_crash_point_names_itself():

@@ -29,13 +29,17 @@ from pipelines.instance import failures, register
 
 def four_inputs(base: Path) -> list[Path]:
     """The example run directory and vault and the two real vaults, copied under ``base``."""
-    return [copy_tree(EXAMPLE_RUN, base / "run"), copy_tree(EXAMPLE_VAULT, base / "vault"),
-            *(copy_tree(SHARED_VAULTS / name, base / name) for name in ("covid1", "eggs1"))]
+    return [
+        copy_tree(EXAMPLE_RUN, base / "run"),
+        copy_tree(EXAMPLE_VAULT, base / "vault"),
+        *(copy_tree(SHARED_VAULTS / name, base / name) for name in ("covid1", "eggs1")),
+    ]
 
 
 def hypograph(*args, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([str(VENV_BIN / "hypograph"), *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=300)
+    return subprocess.run(
+        [str(VENV_BIN / "hypograph"), *map(str, args)], capture_output=True, text=True, env=env, timeout=300
+    )
 
 
 def test_a_run_for_one_input_never_touches_another(tmp_path):
@@ -58,7 +62,8 @@ def test_an_unknown_input_or_a_vanished_folder_is_refused_in_one_line(tmp_path):
     instance.add_dynamic_partitions("hypothesis_inputs", ["never-added"])
     for key, why in ((gone, "is gone (moved?"), ("never-added", "is not registered")):
         result = defs.resolve_job_def("proximity").execute_in_process(
-            instance=instance, partition_key=key, raise_on_error=False)
+            instance=instance, partition_key=key, raise_on_error=False
+        )
         assert not result.success
         assert any(why in line for line in failures(result)), failures(result)
     assert not (tmp_path / "gone").exists()
@@ -69,8 +74,9 @@ def test_hypograph_add_registers_inputs_in_the_shared_instance(tmp_path):
     inputs = four_inputs(tmp_path / "inputs")
     result = hypograph("add", *inputs, env=env)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [f"{p.name}: {'run-dir' if p.name == 'run' else 'vault'} {p.resolve()}"
-                                          for p in inputs]
+    assert result.stdout.splitlines() == [
+        f"{p.name}: {'run-dir' if p.name == 'run' else 'vault'} {p.resolve()}" for p in inputs
+    ]
     with DagsterInstance.from_config(str(tmp_path / "home")) as instance:
         assert sorted(instance.get_dynamic_partitions("hypothesis_inputs")) == sorted(p.name for p in inputs)
         assert sorted(instance.get_dynamic_partitions("vaults")) == ["covid1", "eggs1", "vault"]
@@ -84,13 +90,34 @@ def test_backfill_of_proximity_across_every_input_runs_with_the_daemon(tmp_path)
     env = {**offline_env(), "DAGSTER_HOME": str(home)}
     inputs = four_inputs(tmp_path / "inputs")
     assert hypograph("add", *inputs, env=env).returncode == 0
-    daemon = subprocess.Popen([str(VENV_BIN / "dagster-daemon"), "run", "-w", "workspace.yaml"], cwd=REPO, env=env,
-                              stdout=open(tmp_path / "daemon.log", "w"), stderr=subprocess.STDOUT,
-                              start_new_session=True)
+    daemon = subprocess.Popen(
+        [str(VENV_BIN / "dagster-daemon"), "run", "-w", "workspace.yaml"],
+        cwd=REPO,
+        env=env,
+        stdout=open(tmp_path / "daemon.log", "w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
-        backfill = subprocess.run([str(VENV_BIN / "dagster"), "job", "backfill", "-j", "proximity", "--all", "all",
-                                   "-w", "workspace.yaml", "--noprompt"], cwd=REPO, env=env, capture_output=True,
-                                  text=True, timeout=120)
+        backfill = subprocess.run(
+            [
+                str(VENV_BIN / "dagster"),
+                "job",
+                "backfill",
+                "-j",
+                "proximity",
+                "--all",
+                "all",
+                "-w",
+                "workspace.yaml",
+                "--noprompt",
+            ],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert backfill.returncode == 0, backfill.stderr
         runs = wait_for_runs(home, len(inputs), seconds=300)
     finally:
@@ -122,12 +149,21 @@ EXPECTED_ASSETS = {
     "hypothesis_texts": ("proximity", {"hypotheses"}, "hypothesis_inputs"),
     "hypothesis_embeddings": ("proximity", {"hypothesis_texts"}, "hypothesis_inputs"),
     "similarity_graph": ("proximity", {"hypothesis_embeddings"}, "hypothesis_inputs"),
-    "proximity_clusters": ("proximity", {"similarity_graph", "hypothesis_texts", "hypothesis_embeddings"},
-                           "hypothesis_inputs"),
-    "duplicate_pairs": ("proximity", {"similarity_graph", "hypothesis_embeddings", "hypothesis_texts"},
-                        "hypothesis_inputs"),
-    "dedup_verdicts": ("proximity", {"duplicate_pairs", "hypothesis_texts", "hypothesis_embeddings"},
-                       "hypothesis_inputs"),
+    "proximity_clusters": (
+        "proximity",
+        {"similarity_graph", "hypothesis_texts", "hypothesis_embeddings"},
+        "hypothesis_inputs",
+    ),
+    "duplicate_pairs": (
+        "proximity",
+        {"similarity_graph", "hypothesis_embeddings", "hypothesis_texts"},
+        "hypothesis_inputs",
+    ),
+    "dedup_verdicts": (
+        "proximity",
+        {"duplicate_pairs", "hypothesis_texts", "hypothesis_embeddings"},
+        "hypothesis_inputs",
+    ),
     "cluster_labels": ("proximity", {"proximity_clusters", "hypothesis_texts"}, "hypothesis_inputs"),
     "hypothesis_dispositions": ("structure", {"dedup_verdicts", "hypothesis_embeddings"}, "vaults"),
     "hypothesis_clusters": ("structure", {"hypothesis_dispositions"}, "vaults"),
@@ -144,19 +180,33 @@ EXPECTED_ASSETS = {
     "batch_vault_nodes": ("casework", {"hypothesis_batch"}, "case_revisions"),
 }
 EXPECTED_CHECKS = {
-    ("similarity_graph", "graph_covers_embedded_ids"), ("similarity_graph", "graph_is_symmetric"),
-    ("proximity_clusters", "clusters_partition_nodes"), ("duplicate_pairs", "duplicate_pairs_are_valid"),
+    ("similarity_graph", "graph_covers_embedded_ids"),
+    ("similarity_graph", "graph_is_symmetric"),
+    ("proximity_clusters", "clusters_partition_nodes"),
+    ("duplicate_pairs", "duplicate_pairs_are_valid"),
     ("dedup_verdicts", "every_pair_has_one_verdict"),
     ("hypothesis_dispositions", "every_hypothesis_has_one_state"),
     ("hypothesis_dispositions", "survivors_keep_their_provenance"),
     ("hypothesis_dispositions", "no_numbers_in_step4_fields"),
-    ("hypothesis_clusters", "clusters_are_well_formed"), ("hypothesis_clusters", "each_cluster_has_one_residual"),
+    ("hypothesis_clusters", "clusters_are_well_formed"),
+    ("hypothesis_clusters", "each_cluster_has_one_residual"),
     ("hypothesis_clusters", "every_active_hypothesis_in_one_cluster"),
     ("hypothesis_clusters", "no_numbers_in_step4_fields"),
-    ("hypothesis_library", "file_validates"), ("hypothesis_library", "scored"),
-    ("hypothesis_library", "ids_unique_never_reused"), ("hypothesis_library", "statements_distinct"),
-    *(("hypothesis_batch", name) for name in ("registry_consistent", "budget_equal", "references_resolve",
-                                              "h1_grounded", "no_duplicates", "checked_together")),
+    ("hypothesis_library", "file_validates"),
+    ("hypothesis_library", "scored"),
+    ("hypothesis_library", "ids_unique_never_reused"),
+    ("hypothesis_library", "statements_distinct"),
+    *(
+        ("hypothesis_batch", name)
+        for name in (
+            "registry_consistent",
+            "budget_equal",
+            "references_resolve",
+            "h1_grounded",
+            "no_duplicates",
+            "checked_together",
+        )
+    ),
 }
 
 
@@ -167,8 +217,11 @@ def test_definitions_snapshot():
     assets = {}
     for key in graph.get_all_asset_keys():
         node = graph.get(key)
-        assets[key.to_user_string()] = (node.group_name, {p.to_user_string() for p in node.parent_keys},
-                                        node.partitions_def.name)
+        assets[key.to_user_string()] = (
+            node.group_name,
+            {p.to_user_string() for p in node.parent_keys},
+            node.partitions_def.name,
+        )
         assert node.description, key
     assert assets == EXPECTED_ASSETS
     checks = {(k.asset_key.to_user_string(), k.name): graph.get_check_spec(k) for k in graph.asset_check_keys}
@@ -176,10 +229,22 @@ def test_definitions_snapshot():
     for (asset, _), spec in checks.items():
         assert spec.partitions_def.name == EXPECTED_ASSETS[asset][2] and spec.description, spec
     jobs = {j.name: j for j in defs.resolve_all_job_defs() if not j.name.startswith("__")}
-    assert set(jobs) == {"proximity", "structure", "library_round", "library_rescore", "case_interpret",
-                         "case_confirmed", "case_batch", "case_batch_into_vault"}
+    assert set(jobs) == {
+        "proximity",
+        "structure",
+        "library_round",
+        "library_rescore",
+        "case_interpret",
+        "case_confirmed",
+        "case_batch",
+        "case_batch_into_vault",
+    }
     assert all(j.description and j.partitions_def is not None for j in jobs.values())
     assert {s.name for s in defs.schedules} == {"nightly_proximity"}
-    assert {s.name for s in defs.sensors} == {"inputs_discovered", "hypotheses_changed", "next_library_round",
-                                              "case_retries_due"}
+    assert {s.name for s in defs.sensors} == {
+        "inputs_discovered",
+        "hypotheses_changed",
+        "next_library_round",
+        "case_retries_due",
+    }
     assert all(s.description for s in [*defs.schedules, *defs.sensors])

@@ -46,6 +46,7 @@ def real_vault(tmp_path: Path, name: str) -> Path:
 
 # -- 1. load_corpus rolls an interrupted journal forward ------------------------------------------
 
+
 @pytest.fixture
 def crash_after_first_step(monkeypatch):
     """Journal plans die after applying their first step; returns a function disarming that."""
@@ -67,13 +68,29 @@ def test_load_corpus_completes_a_crashed_merge_though_the_ledger_changed(tmp_pat
     next proximity read (``load_corpus``, no ``open_vault`` involved) must finish the saved plan:
     H-2 leaves the active set, as the survivor's merged_from already claims."""
     root = build_vault(tmp_path / "vault")
-    write_ledger(root, Ledger(pairs={"H-1|H-2": PairDecision(pair=("H-1", "H-2"), decision="MERGE",
-                                                             rationale="Same claim twice.", decided_by="human")}))
+    write_ledger(
+        root,
+        Ledger(
+            pairs={
+                "H-1|H-2": PairDecision(
+                    pair=("H-1", "H-2"), decision="MERGE", rationale="Same claim twice.", decided_by="human"
+                )
+            }
+        ),
+    )
     with pytest.raises(RuntimeError, match="injected"):
         apply_dispositions(open_vault(root), read_ledger(root))
     assert (root / JOURNAL).exists()
-    write_ledger(root, Ledger(pairs={"H-1|H-2": PairDecision(pair=("H-1", "H-2"), decision="KEEP",
-                                                             rationale="Changed my mind.", decided_by="human")}))
+    write_ledger(
+        root,
+        Ledger(
+            pairs={
+                "H-1|H-2": PairDecision(
+                    pair=("H-1", "H-2"), decision="KEEP", rationale="Changed my mind.", decided_by="human"
+                )
+            }
+        ),
+    )
     crash_after_first_step()  # disarm
 
     corpus = load_corpus(root)
@@ -88,8 +105,16 @@ def test_load_corpus_completes_a_crashed_merge_though_the_ledger_changed(tmp_pat
 def test_load_corpus_refuses_a_stale_journal_and_reads_nothing(tmp_path, crash_after_first_step):
     """The roll-forward's refusal reaches the caller: no corpus is built from a half-written vault."""
     root = build_vault(tmp_path / "vault")
-    write_ledger(root, Ledger(pairs={"H-1|H-2": PairDecision(pair=("H-1", "H-2"), decision="MERGE",
-                                                             rationale="Same claim twice.", decided_by="human")}))
+    write_ledger(
+        root,
+        Ledger(
+            pairs={
+                "H-1|H-2": PairDecision(
+                    pair=("H-1", "H-2"), decision="MERGE", rationale="Same claim twice.", decided_by="human"
+                )
+            }
+        ),
+    )
     with pytest.raises(RuntimeError, match="injected"):
         apply_dispositions(open_vault(root), read_ledger(root))
     crash_after_first_step()
@@ -191,6 +216,7 @@ def test_umask_is_read_without_changing_it():
 
 # -- 3. unmerge places the restored node at its id's place ----------------------------------------------
 
+
 def test_unmerge_puts_the_node_among_the_named_members_by_id(tmp_path):
     """covid1: HC-1 lists H-1, H-5 and the residual H-6; H-2 is merged into H-1. Restored, H-2 sits
     between H-1 and H-5 — lower than another named member, so appending would put it out of order."""
@@ -211,20 +237,39 @@ def test_unmerge_puts_the_node_among_the_named_members_by_id(tmp_path):
 
 # -- 4. check 5: merged_from lacks an absorbed node -------------------------------------------------
 
+
 def test_check_5_flags_a_merged_node_the_survivor_does_not_list(tmp_path):
     """A second node merged into H-1 (same source, so sources and locators stay right) that H-1's
     merged_from omits: only check 5's "merged_from lacks" rule is broken."""
     root = real_vault(tmp_path, "covid1")
     h1 = open_vault(root).nodes["H-1"]
-    (root / "hypotheses/merged/H-99 - The market spillover stated again.md").write_text(node_markdown({
-        "type": "hypothesis", "id": "H-99", "statement": "SARS-CoV-2 first crossed into humans at the Huanan market.",
-        "source": h1.meta["source"], "locator": "Discussion", "question": h1.meta["question"],
-        "state": "merged", "merged_into": h1.link}))
+    (root / "hypotheses/merged/H-99 - The market spillover stated again.md").write_text(
+        node_markdown(
+            {
+                "type": "hypothesis",
+                "id": "H-99",
+                "statement": "SARS-CoV-2 first crossed into humans at the Huanan market.",
+                "source": h1.meta["source"],
+                "locator": "Discussion",
+                "question": h1.meta["question"],
+                "state": "merged",
+                "merged_into": h1.link,
+            }
+        )
+    )
     assert all_checks(open_vault(root), None) == {
-        1: [], 2: [], 3: [], 4: [], 5: [("H-1", "merged_from lacks H-99")], 6: [], 7: []}
+        1: [],
+        2: [],
+        3: [],
+        4: [],
+        5: [("H-1", "merged_from lacks H-99")],
+        6: [],
+        7: [],
+    }
 
 
 # -- 5. minting: the lock is held until the file exists; an id is never given twice -----------------
+
 
 def lock_is_free(root: Path) -> bool:
     with open(root / LOCK_NAME, "a+") as fh:
@@ -239,8 +284,11 @@ def lock_is_free(root: Path) -> bool:
 def lock_waiters(lock_file: Path) -> int:
     """How many lock requests wait on ``lock_file`` (Linux /proc/locks)."""
     inode = lock_file.stat().st_ino
-    return sum(1 for line in Path("/proc/locks").read_text().splitlines()
-               if "->" in line.split() and line.split()[-3].endswith(f":{inode}"))
+    return sum(
+        1
+        for line in Path("/proc/locks").read_text().splitlines()
+        if "->" in line.split() and line.split()[-3].endswith(f":{inode}")
+    )
 
 
 @pytest.mark.skipif(not Path("/proc/locks").exists(), reason="needs Linux /proc/locks")
@@ -282,13 +330,16 @@ def test_the_mint_lock_is_held_until_the_node_file_exists(tmp_path, monkeypatch)
         resume.set()
         first.join(60)
     second.join(60)
-    assert results == {"First": ("H-1", Path("hypotheses/H-1 - First.md")),
-                       "Second": ("H-2", Path("hypotheses/H-2 - Second.md"))}
+    assert results == {
+        "First": ("H-1", Path("hypotheses/H-1 - First.md")),
+        "Second": ("H-2", Path("hypotheses/H-2 - Second.md")),
+    }
     assert sorted(p.name for p in (tmp_path / "hypotheses").iterdir()) == ["H-1 - First.md", "H-2 - Second.md"]
 
 
-@pytest.mark.parametrize("existing", ["hypotheses/H-1 - Taken.md", "hypotheses/merged/H-1 - Absorbed long ago.md",
-                                      "hypotheses/H-1.md"])
+@pytest.mark.parametrize(
+    "existing", ["hypotheses/H-1 - Taken.md", "hypotheses/merged/H-1 - Absorbed long ago.md", "hypotheses/H-1.md"]
+)
 def test_an_id_already_present_is_refused_whatever_its_title(tmp_path, monkeypatch, existing):
     """If the count were ever stale (another tool minting without the lock), the new node must not
     become a second H-1 just because its title — and so its filename — differs."""

@@ -33,6 +33,7 @@ def assert_skipped_with_warning(corpus, hid: str, filename: str, fragment: str) 
 
 # -- run directory ------------------------------------------------------------------------------
 
+
 def test_run_dir_is_read_in_natural_id_order(run_dir):
     corpus = load_corpus(run_dir)
     assert corpus.kind == "run-dir"
@@ -68,20 +69,32 @@ def test_detect_kind_looks_past_other_files(tmp_path, add_hypothesis, add_node):
 
 def test_run_dir_keeps_extra_fields(run_dir):
     h = by_id(load_corpus(run_dir))["H-1"]
-    assert h.extra == {"predictions": ["Winter losses rise with autumn mite counts"], "evidence": ["Okafor 2019"],
-                       "cluster": None, "status": "proposed"}
+    assert h.extra == {
+        "predictions": ["Winter losses rise with autumn mite counts"],
+        "evidence": ["Okafor 2019"],
+        "cluster": None,
+        "status": "proposed",
+    }
     assert h.path == "hypotheses/H-1.json"
 
 
-@pytest.mark.parametrize("fields, expected", [
-    ({"statement": "Mites spread virus."}, "Mites spread virus."),
-    ({"statement": "Mites spread virus.", "mechanism": "By feeding."}, "Mites spread virus. By feeding."),
-    ({"title": None, "statement": "Mites spread virus.", "mechanism": "By feeding."},
-     "Mites spread virus. By feeding."),
-    ({"title": "", "statement": "  Mites spread virus.  ", "mechanism": "\tBy feeding.\n"},
-     "Mites spread virus. By feeding."),
-    ({"title": "Mites", "mechanism": "By feeding."}, "Mites By feeding."),
-], ids=["statement-only", "no-title", "null-title", "blank-title-and-padding", "no-statement"])
+@pytest.mark.parametrize(
+    "fields, expected",
+    [
+        ({"statement": "Mites spread virus."}, "Mites spread virus."),
+        ({"statement": "Mites spread virus.", "mechanism": "By feeding."}, "Mites spread virus. By feeding."),
+        (
+            {"title": None, "statement": "Mites spread virus.", "mechanism": "By feeding."},
+            "Mites spread virus. By feeding.",
+        ),
+        (
+            {"title": "", "statement": "  Mites spread virus.  ", "mechanism": "\tBy feeding.\n"},
+            "Mites spread virus. By feeding.",
+        ),
+        ({"title": "Mites", "mechanism": "By feeding."}, "Mites By feeding."),
+    ],
+    ids=["statement-only", "no-title", "null-title", "blank-title-and-padding", "no-statement"],
+)
 def test_run_dir_text_joins_present_fields_with_single_spaces(run_dir, add_hypothesis, fields, expected):
     add_hypothesis(run_dir, "H-7", **fields)
     assert by_id(load_corpus(run_dir))["H-7"].text == expected
@@ -137,6 +150,7 @@ def test_run_dir_reads_only_h_json_files(run_dir):
 
 # -- vault --------------------------------------------------------------------------------------
 
+
 def test_vault_reads_active_top_level_nodes_only(vault):
     corpus = load_corpus(vault)
     assert corpus.kind == "vault"
@@ -147,8 +161,10 @@ def test_vault_reads_active_top_level_nodes_only(vault):
 def test_vault_text_is_title_and_statement_without_markup(vault):
     h = by_id(load_corpus(vault))["H-1"]
     title, _ = VAULT_NODES["H-1"]
-    assert h.text == (f"{title} Colonies carrying heavy Varroa mite loads into autumn collapse over winter, "
-                      "as Okafor reports, because the mites spread deformed wing virus.")
+    assert h.text == (
+        f"{title} Colonies carrying heavy Varroa mite loads into autumn collapse over winter, "
+        "as Okafor reports, because the mites spread deformed wing virus."
+    )
     for boilerplate in ("[[", "]]", "type:", "hypothesis", "Results", QUESTION, "Notes on", "---"):
         assert boilerplate not in h.text
 
@@ -167,8 +183,9 @@ def test_vault_keeps_question_and_other_fields(vault):
 
 
 def test_vault_node_without_title_in_filename_uses_statement(vault):
-    (vault / "hypotheses" / "H-7.md").write_text("---\ntype: hypothesis\nid: H-7\n"
-                                                 "statement: Mites spread virus.\n---\n")
+    (vault / "hypotheses" / "H-7.md").write_text(
+        "---\ntype: hypothesis\nid: H-7\nstatement: Mites spread virus.\n---\n"
+    )
     assert by_id(load_corpus(vault))["H-7"].text == "Mites spread virus."
 
 
@@ -229,6 +246,7 @@ def test_vault_with_only_skipped_nodes_is_an_error(tmp_path, add_node):
 
 # -- helpers ------------------------------------------------------------------------------------
 
+
 def test_detect_kind(run_dir, vault):
     assert detect_kind(run_dir) == "run-dir"
     assert detect_kind(vault) == "vault"
@@ -238,12 +256,15 @@ def test_id_sort_key_is_natural():
     assert sorted(["H-10", "H-2", "H-1", "C-3", "odd"], key=id_sort_key) == ["C-3", "H-1", "H-2", "H-10", "odd"]
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("see [[S-2 - Liu 2023|Liu]]", "see Liu"),
-    ("see [[H-3 - Title]]", "see H-3 - Title"),
-    ("see [[S-2 - Liu 2023#Results|Liu]] and ![[fig.png]]", "see Liu and fig.png"),
-    ("no links", "no links"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("see [[S-2 - Liu 2023|Liu]]", "see Liu"),
+        ("see [[H-3 - Title]]", "see H-3 - Title"),
+        ("see [[S-2 - Liu 2023#Results|Liu]] and ![[fig.png]]", "see Liu and fig.png"),
+        ("no links", "no links"),
+    ],
+)
 def test_strip_wikilinks(text, expected):
     assert strip_wikilinks(text) == expected
 
@@ -256,8 +277,9 @@ def test_corpus_document_round_trips(vault):
     assert back.kind == corpus.kind
 
 
-def test_files_not_in_the_page_cache_are_read_in_a_second_pass_into_the_same_corpus(run_dir, add_hypothesis,
-                                                                                   monkeypatch):
+def test_files_not_in_the_page_cache_are_read_in_a_second_pass_into_the_same_corpus(
+    run_dir, add_hypothesis, monkeypatch
+):
     """The first pass takes what the page cache holds without waiting; every other file is read by
     the second. However the files split between the two, the corpus and its warnings are the same."""
     import hypograph.hypotheses as hypotheses

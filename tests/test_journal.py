@@ -26,8 +26,11 @@ from hypograph.vault.vault import open_vault
 
 def files(root: Path) -> dict[str, bytes]:
     """Every file under ``root`` except the journal's folder, by relative path."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and ".hypograph" not in p.relative_to(root).parts}
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".hypograph" not in p.relative_to(root).parts
+    }
 
 
 @pytest.fixture
@@ -47,6 +50,7 @@ def crash_after(monkeypatch):
 
         monkeypatch.setattr(journal_module, "apply_step", step_then_crash)
         return done
+
     yield arm
     monkeypatch.undo()
 
@@ -54,8 +58,7 @@ def crash_after(monkeypatch):
 def plan_from(root: Path) -> list[Step]:
     """A planner that reads its input: moves ``a.md`` and writes both notes from ``choice.txt``."""
     choice = (root / "choice.txt").read_text()
-    return [Step(to="b.md", text=f"b chose {choice}\n"),
-            Step(to="sub/a.md", text=f"a chose {choice}\n", src="a.md")]
+    return [Step(to="b.md", text=f"b chose {choice}\n"), Step(to="sub/a.md", text=f"a chose {choice}\n", src="a.md")]
 
 
 def start(root: Path) -> Path:
@@ -86,7 +89,9 @@ def test_saved_plan_records_the_state_of_every_file_it_touches(tmp_path, crash_a
     assert saved["version"] == 2
     sha = journal_module.file_state
     assert [s["before"] for s in saved["steps"]] == [
-        {"b.md": sha(root / "b.md")}, {"sub/a.md": "absent", "a.md": sha(root / "a.md")}]
+        {"b.md": sha(root / "b.md")},
+        {"sub/a.md": "absent", "a.md": sha(root / "a.md")},
+    ]
     assert files(root)["a.md"] == b"a\n"  # nothing applied yet
 
 
@@ -141,14 +146,20 @@ def test_open_vault_completes_a_crashed_merge_though_the_ledger_changed(tmp_path
     pair. Opening the vault must finish the merge that was half written (the survivor already
     lists H-2 in merged_from), not leave H-2 active beside a survivor that claims it."""
     root = build_vault(tmp_path / "vault")
-    ledger = Ledger(pairs={"H-1|H-2": PairDecision(pair=("H-1", "H-2"), decision="MERGE",
-                                                   rationale="Same claim twice.", decided_by="human")})
+    ledger = Ledger(
+        pairs={
+            "H-1|H-2": PairDecision(
+                pair=("H-1", "H-2"), decision="MERGE", rationale="Same claim twice.", decided_by="human"
+            )
+        }
+    )
     write_ledger(root, ledger)
     crash_after(1)
     with pytest.raises(RuntimeError):
         apply_dispositions(open_vault(root), read_ledger(root))
-    ledger.pairs["H-1|H-2"] = PairDecision(pair=("H-1", "H-2"), decision="KEEP",
-                                           rationale="Changed my mind.", decided_by="human")
+    ledger.pairs["H-1|H-2"] = PairDecision(
+        pair=("H-1", "H-2"), decision="KEEP", rationale="Changed my mind.", decided_by="human"
+    )
     write_ledger(root, ledger)
     crash_after(None)
 
@@ -180,8 +191,14 @@ def test_paths_leaving_the_input_are_refused(tmp_path, bad, field):
     (root / JOURNAL).parent.mkdir(exist_ok=True)
     absent = {step.to: "absent", **({step.src: "absent"} if step.src else {})}
     record = {"to": step.to, "src": step.src, "text": "x", "before": absent}
-    (root / JOURNAL).write_text(json.dumps({"version": 2, "steps": [
-        {"to": "b.md", "src": None, "text": "changed\n", "before": {"b.md": "absent"}}, record]}))
+    (root / JOURNAL).write_text(
+        json.dumps(
+            {
+                "version": 2,
+                "steps": [{"to": "b.md", "src": None, "text": "changed\n", "before": {"b.md": "absent"}}, record],
+            }
+        )
+    )
     with pytest.raises(HypographError, match="journal.json"):
         open_vault(root)
     assert files(root) == before and list(outside.iterdir()) == []
@@ -228,8 +245,11 @@ def test_stale_journal_is_refused_and_nothing_applied(tmp_path, crash_after):
 def test_old_or_broken_journal_is_refused_in_one_line(tmp_path):
     root = start(tmp_path / "in")
     (root / JOURNAL).parent.mkdir()
-    for text in ['{"steps": [{"from": "a.md", "to": "b.md", "text": "x"}]}', "{not json",
-                 '{"version": 2, "steps": [{"to": 1}]}']:
+    for text in [
+        '{"steps": [{"from": "a.md", "to": "b.md", "text": "x"}]}',
+        "{not json",
+        '{"version": 2, "steps": [{"to": 1}]}',
+    ]:
         (root / JOURNAL).write_text(text)
         with pytest.raises(HypographError, match="unreadable journal") as err:
             Journal(root).roll_forward()

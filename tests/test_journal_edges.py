@@ -39,6 +39,7 @@ def refusal(call) -> str:
 
 # -- what a plan records --------------------------------------------------------------------------
 
+
 def test_later_steps_record_the_state_earlier_steps_leave(root):
     """A file written by step 1 is recorded by step 2 as step 1's text; a moved-away file as absent."""
     steps = [Step(to="a.md", text="a2\n"), Step(to="c.md", text="c\n", src="a.md"), Step(to="a.md", text="a3\n")]
@@ -54,23 +55,28 @@ def test_later_steps_record_the_state_earlier_steps_leave(root):
 
 # -- refusals, each one exact line ----------------------------------------------------------------
 
-@pytest.mark.parametrize("text", [
-    "{not json",
-    '{"steps": []}',
-    '{"version": 1, "steps": []}',
-    '{"version": 2}',
-    '{"version": 2, "steps": [{"to": 1, "text": "x", "src": null, "before": {}}]}',
-    '{"version": 2, "steps": [{"to": "b.md", "text": 1, "src": null, "before": {}}]}',
-    '{"version": 2, "steps": [{"to": "b.md", "text": "x", "src": 1, "before": {}}]}',
-    '{"version": 2, "steps": [{"to": "b.md", "text": "x", "src": null, "before": []}]}',
-    '{"version": 2, "steps": [{"to": "b.md", "text": "x", "src": null}]}',
-    '["version", 2]',
-])
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{not json",
+        '{"steps": []}',
+        '{"version": 1, "steps": []}',
+        '{"version": 2}',
+        '{"version": 2, "steps": [{"to": 1, "text": "x", "src": null, "before": {}}]}',
+        '{"version": 2, "steps": [{"to": "b.md", "text": 1, "src": null, "before": {}}]}',
+        '{"version": 2, "steps": [{"to": "b.md", "text": "x", "src": 1, "before": {}}]}',
+        '{"version": 2, "steps": [{"to": "b.md", "text": "x", "src": null, "before": []}]}',
+        '{"version": 2, "steps": [{"to": "b.md", "text": "x", "src": null}]}',
+        '["version", 2]',
+    ],
+)
 def test_a_journal_with_any_field_wrong_is_refused_in_one_exact_line(root, text):
     (root / JOURNAL).parent.mkdir()
     (root / JOURNAL).write_text(text)
     assert refusal(Journal(root).roll_forward) == (
-        f"{root / JOURNAL}: unreadable journal of an interrupted run; inspect and remove it")
+        f"{root / JOURNAL}: unreadable journal of an interrupted run; inspect and remove it"
+    )
     assert (root / "b.md").read_text() == "b\n"
 
 
@@ -89,7 +95,8 @@ def test_a_valid_journal_with_text_beyond_ascii_is_read(root):
 def test_a_step_without_the_state_of_its_file_is_refused(root):
     journal = saved(root, {"to": "c.md", "src": "a.md", "text": "c\n", "before": {"c.md": ABSENT}})
     assert refusal(journal.roll_forward) == (
-        f"{root / JOURNAL}: step to c.md: no recorded state for a.md; inspect and remove the journal")
+        f"{root / JOURNAL}: step to c.md: no recorded state for a.md; inspect and remove the journal"
+    )
     assert (root / "a.md").exists() and not (root / "c.md").exists()
 
 
@@ -97,23 +104,28 @@ def test_a_stale_file_is_refused_in_one_exact_line(root):
     journal = saved(root, {"to": "b.md", "src": None, "text": "b2\n", "before": {"b.md": sha_text("other\n")}})
     assert refusal(journal.roll_forward) == (
         f"{root / JOURNAL}: step to b.md: b.md changed since the plan was saved; not rolling it forward "
-        "(inspect and remove the journal)")
+        "(inspect and remove the journal)"
+    )
 
 
-@pytest.mark.parametrize("bad, problem", [
-    ("", "is not relative to the input"),
-    ("/abs.md", "is not relative to the input"),
-    ("../out.md", "leaves the input"),
-    ("sub/../../out.md", "leaves the input"),
-    ("sub/..", "leaves the input"),
-    (".", "leaves the input"),
-    ("link/x.md", "leads through the symlinked folder"),
-])
+@pytest.mark.parametrize(
+    "bad, problem",
+    [
+        ("", "is not relative to the input"),
+        ("/abs.md", "is not relative to the input"),
+        ("../out.md", "leaves the input"),
+        ("sub/../../out.md", "leaves the input"),
+        ("sub/..", "leaves the input"),
+        (".", "leaves the input"),
+        ("link/x.md", "leads through the symlinked folder"),
+    ],
+)
 def test_each_path_leaving_the_input_is_refused_with_its_reason(root, tmp_path, bad, problem):
     (tmp_path / "elsewhere").mkdir()
     (root / "link").symlink_to(tmp_path / "elsewhere")
     assert refusal(lambda: Journal(root).apply([Step(to=bad, text="x")])).startswith(
-        f"{root / JOURNAL}: step to {bad!r}: path {bad!r} {problem}")
+        f"{root / JOURNAL}: step to {bad!r}: path {bad!r} {problem}"
+    )
 
 
 def test_paths_inside_the_input_are_accepted(root):
@@ -126,9 +138,11 @@ def test_paths_inside_the_input_are_accepted(root):
 
 # -- apply_step ------------------------------------------------------------------------------------
 
+
 def test_a_move_onto_an_existing_file_is_refused_naming_both(root):
     assert refusal(lambda: apply_step(root, Step(to="b.md", text="x", src="a.md"))) == (
-        "b.md: already exists; refusing to overwrite it with a.md")
+        "b.md: already exists; refusing to overwrite it with a.md"
+    )
     assert (root / "a.md").read_text() == "a\n" and (root / "b.md").read_text() == "b\n"
 
 
@@ -169,6 +183,7 @@ def test_a_file_gone_and_not_moved_is_an_error(root, monkeypatch):
 
 
 # -- a concurrent roll-forward finishing first ------------------------------------------------------
+
 
 def test_a_journal_gone_while_being_read_is_nothing_to_do(root, monkeypatch):
     journal = saved(root, {"to": "b.md", "src": None, "text": "b2\n", "before": {"b.md": sha_text("b\n")}})

@@ -17,8 +17,17 @@ PACKAGE = Path(__file__).resolve().parent.parent / "hypograph"
 
 # Bottom to top. A module belongs to the longest prefix listed here.
 LAYERS: dict[str, list[str]] = {
-    "base": ["hypograph", "hypograph.errors", "hypograph.atomic", "hypograph.ids", "hypograph.paths",
-             "hypograph.limits", "hypograph.journal", "hypograph.locks", "hypograph.inputs"],
+    "base": [
+        "hypograph",
+        "hypograph.errors",
+        "hypograph.atomic",
+        "hypograph.ids",
+        "hypograph.paths",
+        "hypograph.limits",
+        "hypograph.journal",
+        "hypograph.locks",
+        "hypograph.inputs",
+    ],
     "vault": ["hypograph.vault"],
     "corpus": ["hypograph.hypotheses"],
     "llm": ["hypograph.llm"],
@@ -99,8 +108,12 @@ def test_no_module_imports_dagster():
 
 def test_imports_only_go_down_the_layers():
     names = list(LAYERS)
-    upward = [f"{m} ({names[layer_of(m)]}) imports {imp} ({names[layer_of(imp)]})"
-              for m in MODULES for imp, _ in imports(m) if own(imp) and layer_of(imp) > layer_of(m)]
+    upward = [
+        f"{m} ({names[layer_of(m)]}) imports {imp} ({names[layer_of(imp)]})"
+        for m in MODULES
+        for imp, _ in imports(m)
+        if own(imp) and layer_of(imp) > layer_of(m)
+    ]
     assert upward == []
 
 
@@ -118,7 +131,7 @@ def test_no_import_cycle():
         state[m] = 1
         for n in graph[m]:
             if state.get(n) == 1:
-                cycles.append(path[path.index(n):] + [n])
+                cycles.append(path[path.index(n) :] + [n])
             elif n not in state:
                 walk(n, path + [n])
         state[m] = 2
@@ -129,11 +142,14 @@ def test_no_import_cycle():
     assert cycles == []
 
 
-@pytest.mark.parametrize("source, expected", [
-    ("from hypograph.vault import vault\n", [("hypograph.vault.vault", False)]),
-    ("def f():\n    from hypograph.ids import id_number\n", [("hypograph.ids", True)]),
-    ("import dagster as dg\n", [("dagster", False)]),
-])
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("from hypograph.vault import vault\n", [("hypograph.vault.vault", False)]),
+        ("def f():\n    from hypograph.ids import id_number\n", [("hypograph.ids", True)]),
+        ("import dagster as dg\n", [("dagster", False)]),
+    ],
+)
 def test_the_import_reader_sees_what_it_must(tmp_path, monkeypatch, source, expected):
     """The checks above are only as good as ``imports``: it must resolve submodules and see
     imports inside functions."""

@@ -136,15 +136,18 @@ def missing_dimension(a):
     return a
 
 
-@pytest.mark.parametrize("spoil", [out_of_range, impact_zero, missing_differentiation, unshown_paper,
-                                   missing_dimension])
+@pytest.mark.parametrize(
+    "spoil", [out_of_range, impact_zero, missing_differentiation, unshown_paper, missing_dimension]
+)
 def test_invalid_scores_are_re_asked(tmp_path, llm_server, llm_env, spoil):
     setup(llm_server, llm_env, "score", spoil, bad=1)
     run_library(tmp_path, TOPIC, rounds=1, n_behaviors=2, web=False)
     library = read_library(tmp_path)[0]
     assert len(library.behaviors) == 2
-    assert all(1 <= m.novelty.score <= 10 and m.novelty.model_extra["closest_source"] == "memory"
-               for _, m in library.mechanisms())
+    assert all(
+        1 <= m.novelty.score <= 10 and m.novelty.model_extra["closest_source"] == "memory"
+        for _, m in library.mechanisms()
+    )
     assert sum(1 for r in llm_server.requests if task(r.body) == "score") == 3
 
 
@@ -167,8 +170,14 @@ def test_a_dedup_answer_naming_a_neighbour_that_was_not_offered_is_re_asked(tmp_
                 j["neighbour"] = 99
         return a
 
-    model = setup(llm_server, llm_env, "dedup", bad_neighbour, bad=1,
-                  rounds=[{"behaviors": [behavior(S1, tag="a")]}, {"behaviors": [behavior(reworded, tag="c")]}])
+    model = setup(
+        llm_server,
+        llm_env,
+        "dedup",
+        bad_neighbour,
+        bad=1,
+        rounds=[{"behaviors": [behavior(S1, tag="a")]}, {"behaviors": [behavior(reworded, tag="c")]}],
+    )
     model.paraphrases = {reworded: S1}
     run_library(tmp_path, TOPIC, rounds=2, n_behaviors=2, web=False)
     dedup_calls = [r for r in llm_server.requests if task(r.body) == "dedup" and "behavior item" in r.prompt]
@@ -178,8 +187,13 @@ def test_a_dedup_answer_naming_a_neighbour_that_was_not_offered_is_re_asked(tmp_
 
 def test_an_answer_with_more_behaviors_than_asked_is_re_asked(tmp_path, llm_server, llm_env):
     extra = "Models defer to a user's claimed credentials even when the claim contradicts the dialogue."
-    setup(llm_server, llm_env, "generation",
-          lambda a: {"behaviors": a["behaviors"] + [copy.deepcopy(behavior(extra, tag="x"))]}, bad=1)
+    setup(
+        llm_server,
+        llm_env,
+        "generation",
+        lambda a: {"behaviors": a["behaviors"] + [copy.deepcopy(behavior(extra, tag="x"))]},
+        bad=1,
+    )
     run_library(tmp_path, TOPIC, rounds=1, n_behaviors=2, web=False)
     gen = [r for r in llm_server.requests if task(r.body) == "generation"]
     assert "at most 2 asked" in gen[1].last_user and len(read_library(tmp_path)[0].behaviors) == 2
@@ -195,8 +209,9 @@ def test_search_queries_invalid_every_time_score_without_web_and_say_why(tmp_pat
     setup(llm_server, llm_env, "queries", wrong_number, bad=3)
     atom, openalex = AtomServer(), OpenAlexServer()
     try:
-        report = run_library(tmp_path, TOPIC, rounds=1, n_behaviors=2, web=True, search_url=atom.url,
-                             openalex_url=openalex.url)
+        report = run_library(
+            tmp_path, TOPIC, rounds=1, n_behaviors=2, web=True, search_url=atom.url, openalex_url=openalex.url
+        )
     finally:
         atom.close()
         openalex.close()

@@ -34,8 +34,24 @@ def test_hypograph_library_runs_each_round_as_a_partition(tmp_path, llm_server, 
     llm_server.always(model)
     root = tmp_path / "lib"
     root.mkdir()
-    out = subprocess.run([str(VENV_BIN / "hypograph"), "library", str(root), "--topic", TOPIC, "--rounds", "5",
-                          "--n-behaviors", "3", "--no-web"], capture_output=True, text=True, env=cli_env, timeout=300)
+    out = subprocess.run(
+        [
+            str(VENV_BIN / "hypograph"),
+            "library",
+            str(root),
+            "--topic",
+            TOPIC,
+            "--rounds",
+            "5",
+            "--n-behaviors",
+            "3",
+            "--no-web",
+        ],
+        capture_output=True,
+        text=True,
+        env=cli_env,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     assert "stopped early: r0003" in out.stdout
     assert [b.statement for b in read_library(root)[0].behaviors] == [S1, S2, S3, S4]
@@ -48,8 +64,13 @@ def test_hypograph_library_runs_each_round_as_a_partition(tmp_path, llm_server, 
     assert all(r.status == DagsterRunStatus.SUCCESS for r in runs if r.job_name == "library_round")
     # A second invocation of round 1..3 is served from the rounds' state: no model call.
     calls = len(llm_server.requests)
-    again = subprocess.run([str(VENV_BIN / "hypograph"), "library", str(root), "--report"], capture_output=True,
-                           text=True, env=cli_env, timeout=120)
+    again = subprocess.run(
+        [str(VENV_BIN / "hypograph"), "library", str(root), "--report"],
+        capture_output=True,
+        text=True,
+        env=cli_env,
+        timeout=120,
+    )
     assert again.returncode == 0 and "behaviors added" in again.stdout and len(llm_server.requests) == calls
 
 
@@ -66,7 +87,8 @@ def test_a_rescore_backfill_over_every_round_regenerates_nothing_and_keeps_ids(t
     for key in ("r0001", "r0002"):
         config = run_config({"library": settings}, offline=False)
         result = defs.resolve_job_def("library_round").execute_in_process(
-            instance=instance, partition_key=f"{library}/{key}", run_config=config)
+            instance=instance, partition_key=f"{library}/{key}", run_config=config
+        )
         assert result.success
     before = read_library(root)[0]
     assert [b.id for b in before.behaviors] == ["B1", "B2"] and before.behaviors[0].impact.method == "llm-chat"
@@ -76,7 +98,8 @@ def test_a_rescore_backfill_over_every_round_regenerates_nothing_and_keeps_ids(t
         for key in ("r0001", "r0002"):  # the backfill: every round partition of library_rescore
             config = run_config({"library": {"web": True, "search_url": atom.url}}, offline=False)
             result = defs.resolve_job_def("library_rescore").execute_in_process(
-                instance=instance, partition_key=f"{library}/{key}", run_config=config)
+                instance=instance, partition_key=f"{library}/{key}", run_config=config
+            )
             assert result.success
     finally:
         atom.close()

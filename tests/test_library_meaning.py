@@ -41,15 +41,22 @@ EXAMPLE = REPO / "examples" / "library"
 PAIRS = json.loads((Path(__file__).parent / "data" / "library_pairs.json").read_text())["pairs"]
 TOPIC = "LLM sycophancy"
 B1 = "Chat models agree with a user's incorrect claim more often when the user first states a professional credential."
-B2 = ("After one user pushback, chat models keep the reversed answer for the rest of the dialogue even when later "
-      "turns supply the correct evidence.")
-PARA_B2 = ("Once an assistant has caved to a single objection, it sticks with that new position for the remaining "
-           "conversation, ignoring subsequent proof.")
-OPPOSITE_B1 = ("Chat models agree with a user's incorrect claim less often when the user first states a professional "
-               "credential.")
+B2 = (
+    "After one user pushback, chat models keep the reversed answer for the rest of the dialogue even when later "
+    "turns supply the correct evidence."
+)
+PARA_B2 = (
+    "Once an assistant has caved to a single objection, it sticks with that new position for the remaining "
+    "conversation, ignoring subsequent proof."
+)
+OPPOSITE_B1 = (
+    "Chat models agree with a user's incorrect claim less often when the user first states a professional credential."
+)
 PARA_OPPOSITE_B1 = "Announcing a job title such as doctor makes assistants rarer to endorse one's mistaken assertions."
-STOP = set("a an and the of in on for to with by from is are be as at that this it its when even one they their "
-           "rest later".split())
+STOP = set(
+    "a an and the of in on for to with by from is are be as at that this it its when even one they their "
+    "rest later".split()
+)
 
 
 def content_words(text: str) -> set[str]:
@@ -85,13 +92,17 @@ def verdict(root: Path, key: str, text: str):
 
 # -- the done-when test: a scripted model on the example library ----------------------------------------------
 
+
 def test_scripted_model_drops_a_paraphrase_keeps_an_opposite_and_saturates(lib, stub, capsys):
     assert not content_words(PARA_B2) & content_words(B2)  # no content word in common: lexically invisible
     model = LibraryModel(
-        rounds=[{"behaviors": [behavior(PARA_B2, tag="para b2"), behavior(OPPOSITE_B1, tag="opposite b1")]},
-                # round 2: the model only repeats earlier behaviors, one verbatim, one reworded
-                {"behaviors": [behavior(B1, tag="again b1"), behavior(PARA_OPPOSITE_B1, tag="again b4")]}],
-        paraphrases={PARA_B2: B2, PARA_OPPOSITE_B1: OPPOSITE_B1})
+        rounds=[
+            {"behaviors": [behavior(PARA_B2, tag="para b2"), behavior(OPPOSITE_B1, tag="opposite b1")]},
+            # round 2: the model only repeats earlier behaviors, one verbatim, one reworded
+            {"behaviors": [behavior(B1, tag="again b1"), behavior(PARA_OPPOSITE_B1, tag="again b4")]},
+        ],
+        paraphrases={PARA_B2: B2, PARA_OPPOSITE_B1: OPPOSITE_B1},
+    )
     stub.always(model)
     code = cli.main([str(lib), "--topic", TOPIC, "--rounds", "3", "--n-behaviors", "2", "--no-web"])
     out = capsys.readouterr()
@@ -124,6 +135,7 @@ def test_scripted_model_drops_a_paraphrase_keeps_an_opposite_and_saturates(lib, 
 
 # -- the labelled set: the true duplicate is among the neighbours shown ----------------------------------------
 
+
 def test_the_labelled_pairs_duplicates_are_among_the_neighbours_shown():
     pytest.importorskip("sentence_transformers")
     from hypograph.library.embedder import make_embedder
@@ -135,8 +147,9 @@ def test_the_labelled_pairs_duplicates_are_among_the_neighbours_shown():
     found = duplicates = 0
     for start in range(0, len(PAIRS), 10):  # candidates arrive in rounds of 10
         queries = [(f"c{i + 1}", PAIRS[i]["b"]) for i in range(start, min(start + 10, len(PAIRS)))]
-        for i, item in zip(range(start, start + 10), neighbour_items("behavior", existing, queries, embedder, 15),
-                           strict=False):
+        for i, item in zip(
+            range(start, start + 10), neighbour_items("behavior", existing, queries, embedder, 15), strict=False
+        ):
             assert len([r for r, _, _ in item.neighbours if r.startswith("B")]) >= 15
             if PAIRS[i]["label"] == "duplicate":
                 duplicates += 1
@@ -148,18 +161,29 @@ def test_the_model_decides_every_labelled_pair_it_is_shown(tmp_path, stub):
     """Dedup of one round of labelled candidates against a library of their counterparts: the
     paraphrases dropped as duplicates of their own pair, opposite / narrower / unrelated kept."""
     pytest.importorskip("sentence_transformers")
-    chosen = [p for p in PAIRS if p["label"] == "duplicate"][:4] + [p for p in PAIRS if p["label"] == "opposite"][:3] \
-        + [p for p in PAIRS if p["label"] == "narrower"][:2] + [p for p in PAIRS if p["label"] == "unrelated"][:1]
+    chosen = (
+        [p for p in PAIRS if p["label"] == "duplicate"][:4]
+        + [p for p in PAIRS if p["label"] == "opposite"][:3]
+        + [p for p in PAIRS if p["label"] == "narrower"][:2]
+        + [p for p in PAIRS if p["label"] == "unrelated"][:1]
+    )
     raw = json.loads((EXAMPLE / "hypothesis_library.json").read_text())
     template = raw["behaviors"][2]
-    raw["behaviors"] = [{**template, "id": f"B{i + 1}", "statement": p["a"], "mechanisms": []}
-                        for i, p in enumerate(PAIRS)]
+    raw["behaviors"] = [
+        {**template, "id": f"B{i + 1}", "statement": p["a"], "mechanisms": []} for i, p in enumerate(PAIRS)
+    ]
     (tmp_path / "hypothesis_library.json").write_text(json.dumps(raw))
-    cands = RoundCandidates(round="r0001", settings=RoundSettings(topic=TOPIC, web=False), date="2026-12-02",
-                            batch="2026-12-02.run01.r01", model="stub-model",
-                            banlist={"mode": "full", "items": 0, "shown": 0, "tokens": 0},
-                            behaviors=[CandidateBehavior(key=f"c{k + 1}", source="discover", statement=p["b"])
-                                       for k, p in enumerate(chosen)])
+    cands = RoundCandidates(
+        round="r0001",
+        settings=RoundSettings(topic=TOPIC, web=False),
+        date="2026-12-02",
+        batch="2026-12-02.run01.r01",
+        model="stub-model",
+        banlist={"mode": "full", "items": 0, "shown": 0, "tokens": 0},
+        behaviors=[
+            CandidateBehavior(key=f"c{k + 1}", source="discover", statement=p["b"]) for k, p in enumerate(chosen)
+        ],
+    )
     model = LibraryModel(paraphrases={p["b"]: p["a"] for p in chosen if p["label"] == "duplicate"})
     stub.always(model)
     dedup = dedup_round(tmp_path, "r0001", cands, client(tmp_path))
@@ -176,14 +200,19 @@ def test_the_model_decides_every_labelled_pair_it_is_shown(tmp_path, stub):
 
 # -- the topic guard ---------------------------------------------------------------------------------------------
 
+
 def test_the_topic_guard_asks_the_model_and_halts_on_another_topic(lib, stub, capsys):
     model = LibraryModel()
     stub.always(model)
     run_library(lib, "sycophancy in large language models", rounds=0)  # the same topic, worded otherwise
     assert model.calls["topic"] == 1
     before = files(lib)
-    with pytest.raises(TopicMismatch, match=re.escape("is about 'LLM sycophancy', not 'hallucination in language "
-                                                      "models' (judged by model stub-model")):
+    with pytest.raises(
+        TopicMismatch,
+        match=re.escape(
+            "is about 'LLM sycophancy', not 'hallucination in language models' (judged by model stub-model"
+        ),
+    ):
         run_library(lib, "hallucination in language models", rounds=1, web=False)
     assert model.calls["topic"] == 2 and model.calls["generation"] == 0
     assert files(lib) == before  # nothing written (only tool state: the cached answer, the question's trace)
@@ -197,6 +226,7 @@ def test_the_topic_guard_asks_the_model_and_halts_on_another_topic(lib, stub, ca
 
 
 # -- checks before a round ------------------------------------------------------------------------------------
+
 
 def test_a_library_failing_its_checks_is_refused_before_a_round(lib, stub):
     stub.always(LibraryModel(rounds=[{"behaviors": [behavior(OPPOSITE_B1, tag="x")]}]))
@@ -233,10 +263,12 @@ def test_deeply_nested_json_is_one_line_naming_the_file(lib, capsys):
 
 # -- traces ------------------------------------------------------------------------------------------------------
 
+
 def test_one_trace_folder_and_batch_stamp_per_invocation_across_steps(tmp_path, stub):
     """Each step with its own client and TraceRun, as Dagster steps are, given one invocation id."""
-    stub.always(LibraryModel(rounds=[{"behaviors": [behavior(B1, tag="one")]},
-                                     {"behaviors": [behavior(B2, tag="two")]}]))
+    stub.always(
+        LibraryModel(rounds=[{"behaviors": [behavior(B1, tag="one")]}, {"behaviors": [behavior(B2, tag="two")]}])
+    )
     settings = RoundSettings(topic=TOPIC, n_behaviors=1, web=False, invocation="inv-42")
     for key in ("r0001", "r0002"):
         cands = generate_round(tmp_path, key, settings, client(tmp_path))  # traces from settings.invocation
@@ -253,8 +285,11 @@ def test_one_trace_folder_and_batch_stamp_per_invocation_across_steps(tmp_path, 
 
 
 def test_a_rejected_huge_answer_leaves_capped_traces(tmp_path, stub):
-    huge = {"behaviors": [behavior(f"Models do thing number {k} when the user asks politely.", tag=f"t{k}")
-                          for k in range(300)]}
+    huge = {
+        "behaviors": [
+            behavior(f"Models do thing number {k} when the user asks politely.", tag=f"t{k}") for k in range(300)
+        ]
+    }
     model = LibraryModel(rounds=[huge])
     stub.always(model)
     with pytest.raises(HypographError, match="at most 2 asked"):
@@ -270,12 +305,20 @@ def test_a_rejected_huge_answer_leaves_capped_traces(tmp_path, stub):
 
 # -- grounded novelty: the example's round against stub search servers --------------------------------------
 
+
 def test_the_example_round_end_to_end_with_web_only_where_papers_came_back(lib, stub):
     found = "Models hide disagreement with a user's political opinion when the user mentions their party."
     bare = "Speech assistants repeat a caller's misheard word back when the caller sounds annoyed."
-    model = LibraryModel(rounds=[{"behaviors": [behavior(found, tag="found", lens="Borrow from the human sciences",
-                                                         gaps=["G1"]),
-                                                behavior(bare, tag="bare", lens="Cross-modal transfer")]}])
+    model = LibraryModel(
+        rounds=[
+            {
+                "behaviors": [
+                    behavior(found, tag="found", lens="Borrow from the human sciences", gaps=["G1"]),
+                    behavior(bare, tag="bare", lens="Cross-modal transfer"),
+                ]
+            }
+        ]
+    )
     stub.always(model)
     from library_stub import ATOM_FEED, OPENALEX_WORKS
 
@@ -283,8 +326,9 @@ def test_the_example_round_end_to_end_with_web_only_where_papers_came_back(lib, 
     atom = AtomServer(respond=lambda q: ATOM_FEED if "political" in q or "party" in q else EMPTY_FEED)
     openalex = OpenAlexServer(respond=lambda q: OPENALEX_WORKS if "political" in q else {"results": []})
     try:
-        report = run_library(lib, TOPIC, rounds=1, n_behaviors=2, web=True, search_url=atom.url,
-                             openalex_url=openalex.url)
+        report = run_library(
+            lib, TOPIC, rounds=1, n_behaviors=2, web=True, search_url=atom.url, openalex_url=openalex.url
+        )
     finally:
         atom.close()
         openalex.close()
@@ -307,6 +351,7 @@ def test_the_example_round_end_to_end_with_web_only_where_papers_came_back(lib, 
 
 
 # -- search resources -----------------------------------------------------------------------------------------
+
 
 def test_search_parsers_keep_ids_years_and_titles():
     from library_stub import ATOM_FEED, OPENALEX_WORKS
@@ -340,8 +385,9 @@ def test_a_mechanism_repeating_one_under_another_behavior_is_dropped_and_checks_
 def test_a_runner_whose_steps_pass_no_trace_run_still_traces_one_invocation(tmp_path, stub):
     """What ``hypograph library`` does through Dagster (execute_in_process): each step makes its own
     client and passes no TraceRun; the invocation run_library is carrying out still holds them."""
-    stub.always(LibraryModel(rounds=[{"behaviors": [behavior(B1, tag="one")]},
-                                     {"behaviors": [behavior(B2, tag="two")]}]))
+    stub.always(
+        LibraryModel(rounds=[{"behaviors": [behavior(B1, tag="one")]}, {"behaviors": [behavior(B2, tag="two")]}])
+    )
 
     def steps(key: str, settings: RoundSettings) -> int:
         fresh = RoundSettings.model_validate(settings.model_dump())  # as run config: the id is not in it

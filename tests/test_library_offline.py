@@ -46,6 +46,7 @@ def edit(root: Path, change) -> Path:
 
 # -- schema -------------------------------------------------------------------------------------------
 
+
 def test_the_example_library_validates_and_keeps_unknown_keys(lib):
     library, raw = read_library(lib)
     assert [b.id for b in library.behaviors] == ["B1", "B2", "B3"]
@@ -53,22 +54,33 @@ def test_the_example_library_validates_and_keeps_unknown_keys(lib):
     assert library.behaviors[0].model_extra["batch"] == "2026-06-23.run01.r01"
 
 
-@pytest.mark.parametrize("change, field", [
-    (lambda r: r["behaviors"][1]["impact"].update(score=11), "behaviors[1].impact.score"),
-    (lambda r: r["behaviors"][0]["mechanisms"][0].update(status="done"), "behaviors[0].mechanisms[0].status"),
-    (lambda r: r["behaviors"][2].update(id="B-3"), "behaviors[2].id"),
-    (lambda r: r["behaviors"][0]["mechanisms"][0]["data"].update(provenance="scraped"),
-     "behaviors[0].mechanisms[0].data.provenance"),
-    (lambda r: r.pop("topic"), "topic"),
-    (lambda r: r["behaviors"][0]["impact"].update(method="gpt"), "behaviors[0].impact.method"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        (lambda r: r["behaviors"][1]["impact"].update(score=11), "behaviors[1].impact.score"),
+        (lambda r: r["behaviors"][0]["mechanisms"][0].update(status="done"), "behaviors[0].mechanisms[0].status"),
+        (lambda r: r["behaviors"][2].update(id="B-3"), "behaviors[2].id"),
+        (
+            lambda r: r["behaviors"][0]["mechanisms"][0]["data"].update(provenance="scraped"),
+            "behaviors[0].mechanisms[0].data.provenance",
+        ),
+        (lambda r: r.pop("topic"), "topic"),
+        (lambda r: r["behaviors"][0]["impact"].update(method="gpt"), "behaviors[0].impact.method"),
+    ],
+)
 def test_an_invalid_file_is_an_error_naming_the_field_and_is_never_overwritten(lib, change, field):
     path = edit(lib, change)
     before = path.read_bytes()
     with pytest.raises(HypographError, match="hypothesis_library.json: field " + re.escape(field) + ":"):
         read_library(lib)
     with pytest.raises(HypographError, match="field"):
-        run_library(lib, "LLM sycophancy", rounds=1, web=False, llm_config=LLMConfig(model="m", base_url="http://127.0.0.1:9/v1"))
+        run_library(
+            lib,
+            "LLM sycophancy",
+            rounds=1,
+            web=False,
+            llm_config=LLMConfig(model="m", base_url="http://127.0.0.1:9/v1"),
+        )
     assert path.read_bytes() == before
 
 
@@ -88,14 +100,18 @@ def test_not_json_names_the_file_and_line(tmp_path):
 
 # -- modes ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("source, behavior, expected, note", [
-    (None, None, ("discover", None), None),
-    (None, "B2", ("given", "B2"), None),
-    ("discover", None, ("discover", None), None),
-    ("discover", "B2", ("discover", None), "mismatch"),
-    ("given", "B2", ("given", "B2"), None),
-    ("given", "free text behavior", ("given", "free text behavior"), None),
-])
+
+@pytest.mark.parametrize(
+    "source, behavior, expected, note",
+    [
+        (None, None, ("discover", None), None),
+        (None, "B2", ("given", "B2"), None),
+        ("discover", None, ("discover", None), None),
+        ("discover", "B2", ("discover", None), "mismatch"),
+        ("given", "B2", ("given", "B2"), None),
+        ("given", "free text behavior", ("given", "free text behavior"), None),
+    ],
+)
 def test_the_mode_table(source, behavior, expected, note):
     r = resolve_mode(source, behavior)
     assert (r.source, r.behavior) == expected
@@ -135,6 +151,7 @@ def test_unknown_id_fails_before_any_model_call(lib):
 
 # -- without a model -------------------------------------------------------------------------------------
 
+
 def test_without_a_model_a_run_says_so_and_changes_nothing(lib):
     before = snapshot(lib)
     with pytest.raises(ModelRequired, match="need a model: set HYPOGRAPH_LLM_MODEL"):
@@ -146,14 +163,18 @@ def test_without_a_model_a_run_says_so_and_changes_nothing(lib):
 
 # -- cross-topic guard --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("a, b, same", [
-    ("LLM sycophancy", "sycophancy in language models", True),
-    ("LLM sycophancy", "Sycophancy in large language models", True),
-    ("LLM sycophancy", "sycophantic behaviour of chatbots", True),
-    ("LLM sycophancy", "LLM hallucination", False),
-    ("LLM sycophancy", "honeybee colony collapse over winter", False),
-    ("LLM sycophancy", "reward hacking in RLHF", False),
-])
+
+@pytest.mark.parametrize(
+    "a, b, same",
+    [
+        ("LLM sycophancy", "sycophancy in language models", True),
+        ("LLM sycophancy", "Sycophancy in large language models", True),
+        ("LLM sycophancy", "sycophantic behaviour of chatbots", True),
+        ("LLM sycophancy", "LLM hallucination", False),
+        ("LLM sycophancy", "honeybee colony collapse over winter", False),
+        ("LLM sycophancy", "reward hacking in RLHF", False),
+    ],
+)
 def test_topic_similarity_judges_meaning_not_strings(a, b, same):
     assert (topic_similarity(a, b) >= 0.30) is same
 
@@ -186,6 +207,7 @@ def test_the_guard_works_with_sentence_embeddings_offline():
 
 # -- checks ------------------------------------------------------------------------------------------------
 
+
 def test_checks_pass_on_the_example(lib):
     assert all(not v for v in run_checks(lib).values())
 
@@ -197,10 +219,14 @@ def test_checks_name_each_violation(lib):
         del r["behaviors"][1]["mechanisms"][0]["novelty"]
         r["behaviors"][2]["mechanisms"][0]["id"] = "B1-M1"
         r["behaviors"][2]["statement"] = r["behaviors"][1]["statement"].upper() + "!!"
+
     edit(lib, spoil)
     library = read_library(lib)[0]
-    assert check_scored(library) == [("B1", "behavior has no impact"), ("B1-M1", "mechanism names no target model"),
-                                     ("B2-M1", "mechanism has no novelty")]
+    assert check_scored(library) == [
+        ("B1", "behavior has no impact"),
+        ("B1-M1", "mechanism names no target model"),
+        ("B2-M1", "mechanism has no novelty"),
+    ]
     ids = check_ids(library)
     assert ("B1-M1", "id used more than once") in ids and any("not numbered under its behavior B3" in r for _, r in ids)
     assert check_distinct(library) == [("B3", "behavior text equals B2's after normalisation")]
@@ -210,7 +236,8 @@ def test_ids_check_catches_a_reused_id_against_the_ledger(lib):
     library = read_library(lib)[0]
     ledger = IdLedger(behavior_hwm=4, minted={"B3": "2026-06-01.run01.r01"})
     assert check_ids(library, ledger) == [
-        ("B3", "id reused: minted for batch 2026-06-01.run01.r01, now on a node of batch 2026-06-23.run01.r02")]
+        ("B3", "id reused: minted for batch 2026-06-01.run01.r01, now on a node of batch 2026-06-23.run01.r02")
+    ]
 
 
 def test_file_check_reports_an_invalid_file(lib):
@@ -221,10 +248,17 @@ def test_file_check_reports_an_invalid_file(lib):
 
 # -- banlist ---------------------------------------------------------------------------------------------------
 
+
 def synthetic_items(n: int) -> list[tuple[str, str]]:
     themes = ["credential deference", "pushback reversal", "code praise", "caption sentiment echo", "opinion mirroring"]
-    return [(f"B{k}", f"Models show {themes[k % 5]} variant {k} when prompts mention {themes[(k * 3) % 5]} cues "
-                      f"in setting {k % 7}.") for k in range(1, n + 1)]
+    return [
+        (
+            f"B{k}",
+            f"Models show {themes[k % 5]} variant {k} when prompts mention {themes[(k * 3) % 5]} cues "
+            f"in setting {k % 7}.",
+        )
+        for k in range(1, n + 1)
+    ]
 
 
 def test_banlist_is_pasted_whole_while_it_fits():
@@ -243,15 +277,22 @@ def test_banlist_past_the_budget_keeps_one_representative_per_cluster_within_bud
 
 # -- data files --------------------------------------------------------------------------------------------------
 
+
 def test_strategies_come_from_the_data_file_with_the_seed_defaults(tmp_path):
     s = load_strategies()
-    assert s.strategy_names == ["Mechanistic evidence", "Capability / editing", "Complete account",
-                                "Explaining a model", "Decision reliability"]
+    assert s.strategy_names == [
+        "Mechanistic evidence",
+        "Capability / editing",
+        "Complete account",
+        "Explaining a model",
+        "Decision reliability",
+    ]
     assert s.directions("Complete account") == ["Location", "Causal Intervention", "Formation Tracing"]
     assert len(s.lens_names) == 4
     bad = tmp_path / "s.json"
-    bad.write_text(json.dumps({"discovery_lenses": [{"name": "x"}],
-                               "combination_strategies": [{"name": "y", "directions": []}]}))
+    bad.write_text(
+        json.dumps({"discovery_lenses": [{"name": "x"}], "combination_strategies": [{"name": "y", "directions": []}]})
+    )
     with pytest.raises(HypographError, match=r"s.json: field combination_strategies\[0\].directions"):
         load_strategies(bad)
 
@@ -264,6 +305,7 @@ def test_landscape_gaps_are_read(lib):
 
 # -- report and CLI --------------------------------------------------------------------------------------------------
 
+
 def test_report_offline_on_a_library_without_rounds(lib):
     r = build_report(lib, [])
     meta = r.metadata()
@@ -273,8 +315,14 @@ def test_report_offline_on_a_library_without_rounds(lib):
 
 
 def cli(*args, cwd=REPO):
-    return subprocess.run([sys.executable, "-m", "hypograph.library.cli", *map(str, args)], capture_output=True,
-                          text=True, env={**offline_env(), "PYTHONPATH": str(REPO)}, cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "hypograph.library.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env={**offline_env(), "PYTHONPATH": str(REPO)},
+        cwd=cwd,
+        timeout=120,
+    )
 
 
 def test_cli_check_report_and_one_line_errors(lib):

@@ -37,11 +37,19 @@ S4 = "Vision-language models echo a caption's sentiment when the user says they 
 
 def three_round_model() -> LibraryModel:
     return LibraryModel(
-        rounds=[{"behaviors": [behavior(S1, tag="r1a"), behavior(S2, "Borrow from the human sciences", tag="r1b"),
-                               behavior(S3, "Reuse past CS results", tag="r1c")]},
-                {"behaviors": [behavior(S1_REWORDED, tag="r2a"), behavior(S4, "Cross-modal transfer", tag="r2b")]},
-                {"behaviors": [behavior(S1_REWORDED + " ", tag="r3a")]}],
-        paraphrases={S1_REWORDED: S1, S1_REWORDED + " ": S1})
+        rounds=[
+            {
+                "behaviors": [
+                    behavior(S1, tag="r1a"),
+                    behavior(S2, "Borrow from the human sciences", tag="r1b"),
+                    behavior(S3, "Reuse past CS results", tag="r1c"),
+                ]
+            },
+            {"behaviors": [behavior(S1_REWORDED, tag="r2a"), behavior(S4, "Cross-modal transfer", tag="r2b")]},
+            {"behaviors": [behavior(S1_REWORDED + " ", tag="r3a")]},
+        ],
+        paraphrases={S1_REWORDED: S1, S1_REWORDED + " ": S1},
+    )
 
 
 @pytest.fixture
@@ -208,8 +216,9 @@ def dead_url() -> str:
 
 def test_web_grounding_through_arxiv_and_openalex_servers(tmp_path, model, llm_server, atom, openalex):
     model.rounds = [{"behaviors": [behavior(S1, tag="web")]}]
-    report = run_library(tmp_path, TOPIC, rounds=1, n_behaviors=1, web=True, search_url=atom.url,
-                         openalex_url=openalex.url)
+    report = run_library(
+        tmp_path, TOPIC, rounds=1, n_behaviors=1, web=True, search_url=atom.url, openalex_url=openalex.url
+    )
     b = read_library(tmp_path)[0].behaviors[0]
     assert b.impact.method == "llm-chat+web" and {m.novelty.method for m in b.mechanisms} == {"llm-chat+web"}
     # The model wrote the queries: one from the behavior, one from its mechanism angle, on each resource.
@@ -225,7 +234,8 @@ def test_web_grounding_through_arxiv_and_openalex_servers(tmp_path, model, llm_s
     # closest names the retrieved paper P1 with its id and URL, marked as retrieved.
     m = b.mechanisms[0]
     assert m.novelty.closest.startswith(
-        "Towards Understanding Sycophancy in Language Models (2023), arXiv:2310.13548v1")
+        "Towards Understanding Sycophancy in Language Models (2023), arXiv:2310.13548v1"
+    )
     assert m.novelty.model_extra["closest_source"] == "retrieved"
     assert m.novelty.model_extra["closest_id"] == "http://arxiv.org/abs/2310.13548v1"
     assert set(b.impact.model_extra["dimensions"]) == {"importance", "builders", "tractability", "null_risk"}
@@ -235,8 +245,9 @@ def test_web_grounding_through_arxiv_and_openalex_servers(tmp_path, model, llm_s
 
 def test_dead_search_endpoints_warn_once_and_score_without_web(tmp_path, model):
     model.rounds = [{"behaviors": [behavior(S1, tag="dead a"), behavior(S2, tag="dead b")]}]
-    report = run_library(tmp_path, TOPIC, rounds=1, n_behaviors=2, web=True, search_url=dead_url(),
-                         openalex_url=dead_url())
+    report = run_library(
+        tmp_path, TOPIC, rounds=1, n_behaviors=2, web=True, search_url=dead_url(), openalex_url=dead_url()
+    )
     library = read_library(tmp_path)[0]
     assert {b.impact.method for b in library.behaviors} == {"llm-chat"} and len(library.behaviors) == 2
     assert len(report.notes) == 1 and "web search gave no paper for 2 of 2" in report.notes[0]
@@ -249,8 +260,9 @@ def test_a_search_server_error_is_a_warning_too(tmp_path, model):
     server = AtomServer(status=503)
     try:
         model.rounds = [{"behaviors": [behavior(S1, tag="503")]}]
-        report = run_library(tmp_path, TOPIC, rounds=1, n_behaviors=1, web=True, search_url=server.url,
-                             openalex_url=dead_url())
+        report = run_library(
+            tmp_path, TOPIC, rounds=1, n_behaviors=1, web=True, search_url=server.url, openalex_url=dead_url()
+        )
     finally:
         server.close()
     assert "HTTP 503" in report.notes[0] and read_library(tmp_path)[0].behaviors[0].impact.method == "llm-chat"
@@ -291,7 +303,8 @@ def test_given_mechanism_equal_to_an_existing_one_is_dropped_unasked(tmp_path, m
 def test_landscape_gaps_ground_generation_and_only_known_gap_ids_are_accepted(tmp_path, model, llm_server):
     (tmp_path / "idea-stage").mkdir()
     (tmp_path / "idea-stage" / "LANDSCAPE.md").write_text(
-        "# Landscape\n\n- **G1**: no causal test of credential cues.\n")
+        "# Landscape\n\n- **G1**: no causal test of credential cues.\n"
+    )
     bad = {"behaviors": [behavior(S1, tag="gap", gaps=["G9"])]}
     good = {"behaviors": [behavior(S1, tag="gap", gaps=["G1"])]}
     calls = iter([bad, good])
@@ -300,6 +313,7 @@ def test_landscape_gaps_ground_generation_and_only_known_gap_ids_are_accepted(tm
     def respond(body):
         from library_stub import task
         from llm_stub import answer
+
         if task(body) == "generation":
             model.calls["generation"] += 1
             return answer(next(calls))
@@ -322,9 +336,25 @@ def test_the_cli_runs_rounds_prints_the_report_and_notes_an_ignored_mode(tmp_pat
     llm_server.always(LibraryModel(rounds=[{"behaviors": [behavior(S1, tag="cli")]}]))
     env = {**offline_env(), **env_vars, "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1"}
     env.pop("HYPOGRAPH_LLM")
-    out = subprocess.run([sys.executable, "-m", "hypograph.library.cli", str(tmp_path), "--topic", TOPIC, "--mode",
-                          "fast", "--no-web", "--n-behaviors", "1"],
-                         capture_output=True, text=True, env=env, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hypograph.library.cli",
+            str(tmp_path),
+            "--topic",
+            TOPIC,
+            "--mode",
+            "fast",
+            "--no-web",
+            "--n-behaviors",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert "--mode 'fast' ignored" in out.stdout and "r0001: generated 1B/4M" in out.stdout
     assert "behaviors added 1 / total 1" in out.stdout and read_library(tmp_path)[0].behaviors[0].id == "B1"

@@ -62,8 +62,10 @@ def state(tmp_path) -> Path:
 @pytest.fixture
 def make_client(state):
     """``make_client(task="test")``: a client configured from the (monkeypatched) environment."""
+
     def make(task: str = "test") -> LLMClient:
         return LLMClient(LLMConfig.from_env(), state, task)
+
     return make
 
 
@@ -88,14 +90,25 @@ def cache_entries(state: Path) -> list[dict]:
 
 # -- configuration ------------------------------------------------------------------------------------
 
+
 def test_config_reads_hypograph_variables():
-    cfg = LLMConfig.from_env({
-        "HYPOGRAPH_LLM_MODEL": "m1", "HYPOGRAPH_LLM_BASE_URL": "http://127.0.0.1:9/v1",
-        "HYPOGRAPH_LLM_API_KEY": API_KEY,
-        "HYPOGRAPH_LLM_TIMEOUT": "2.5", "HYPOGRAPH_LLM_MAX_RETRIES": "0", "HYPOGRAPH_LLM_CONCURRENCY": "3",
-    })
-    assert ((cfg.model, cfg.base_url, cfg.timeout, cfg.max_retries, cfg.concurrency)
-            == ("m1", "http://127.0.0.1:9/v1", 2.5, 0, 3))
+    cfg = LLMConfig.from_env(
+        {
+            "HYPOGRAPH_LLM_MODEL": "m1",
+            "HYPOGRAPH_LLM_BASE_URL": "http://127.0.0.1:9/v1",
+            "HYPOGRAPH_LLM_API_KEY": API_KEY,
+            "HYPOGRAPH_LLM_TIMEOUT": "2.5",
+            "HYPOGRAPH_LLM_MAX_RETRIES": "0",
+            "HYPOGRAPH_LLM_CONCURRENCY": "3",
+        }
+    )
+    assert (cfg.model, cfg.base_url, cfg.timeout, cfg.max_retries, cfg.concurrency) == (
+        "m1",
+        "http://127.0.0.1:9/v1",
+        2.5,
+        0,
+        3,
+    )
     assert cfg.api_key.get_secret_value() == API_KEY
     assert not cfg.offline
     assert cfg.describe() == "m1@http://127.0.0.1:9/v1"
@@ -104,42 +117,68 @@ def test_config_reads_hypograph_variables():
 
 def test_config_defaults():
     cfg = LLMConfig.from_env({"HYPOGRAPH_LLM_MODEL": "m1"})
-    assert ((cfg.base_url, cfg.api_key.get_secret_value(), cfg.timeout, cfg.max_retries, cfg.concurrency)
-            == (None, "none", 120.0, 3, 4))
+    assert (cfg.base_url, cfg.api_key.get_secret_value(), cfg.timeout, cfg.max_retries, cfg.concurrency) == (
+        None,
+        "none",
+        120.0,
+        3,
+        4,
+    )
     assert cfg.describe() == "m1@api.openai.com"
 
 
 def test_config_reads_the_budget_context_format_and_retry_settings():
-    cfg = LLMConfig.from_env({"HYPOGRAPH_LLM_MODEL": "m1", "HYPOGRAPH_LLM_MAX_TOKENS": "900",
-                              "HYPOGRAPH_LLM_CONTEXT_LENGTH": "8192", "HYPOGRAPH_LLM_STRUCTURED_OUTPUT": "json_object",
-                              "HYPOGRAPH_LLM_RETRY_REJECTED": "1"})
+    cfg = LLMConfig.from_env(
+        {
+            "HYPOGRAPH_LLM_MODEL": "m1",
+            "HYPOGRAPH_LLM_MAX_TOKENS": "900",
+            "HYPOGRAPH_LLM_CONTEXT_LENGTH": "8192",
+            "HYPOGRAPH_LLM_STRUCTURED_OUTPUT": "json_object",
+            "HYPOGRAPH_LLM_RETRY_REJECTED": "1",
+        }
+    )
     assert (cfg.max_tokens, cfg.context_length, cfg.structured_output, cfg.retry_rejected) == (
-        900, 8192, "json_object", True)
+        900,
+        8192,
+        "json_object",
+        True,
+    )
     defaults = LLMConfig(model="m1")  # keyword fields, as the Dagster resource builds it
     assert (defaults.max_tokens, defaults.context_length, defaults.structured_output, defaults.retry_rejected) == (
-        None, None, "auto", False)
+        None,
+        None,
+        "auto",
+        False,
+    )
     with pytest.raises(HypographError, match="HYPOGRAPH_LLM_STRUCTURED_OUTPUT"):
         LLMConfig.from_env({"HYPOGRAPH_LLM_MODEL": "m1", "HYPOGRAPH_LLM_STRUCTURED_OUTPUT": "xml"})
 
 
 def test_config_falls_back_to_openai_variables():
-    cfg = LLMConfig.from_env({"HYPOGRAPH_LLM_MODEL": "m1", "OPENAI_BASE_URL": "http://127.0.0.1:8/v1",
-                              "OPENAI_API_KEY": "sk-openai-key-123"})
+    cfg = LLMConfig.from_env(
+        {"HYPOGRAPH_LLM_MODEL": "m1", "OPENAI_BASE_URL": "http://127.0.0.1:8/v1", "OPENAI_API_KEY": "sk-openai-key-123"}
+    )
     assert cfg.base_url == "http://127.0.0.1:8/v1"
     assert cfg.api_key.get_secret_value() == "sk-openai-key-123"
 
 
 def test_hypograph_variables_win_over_openai_variables():
-    cfg = LLMConfig.from_env({
-        "HYPOGRAPH_LLM_MODEL": "m1", "HYPOGRAPH_LLM_BASE_URL": "http://127.0.0.1:9/v1",
-        "HYPOGRAPH_LLM_API_KEY": API_KEY,
-        "OPENAI_BASE_URL": "http://127.0.0.1:8/v1", "OPENAI_API_KEY": "sk-openai-key-123",
-    })
+    cfg = LLMConfig.from_env(
+        {
+            "HYPOGRAPH_LLM_MODEL": "m1",
+            "HYPOGRAPH_LLM_BASE_URL": "http://127.0.0.1:9/v1",
+            "HYPOGRAPH_LLM_API_KEY": API_KEY,
+            "OPENAI_BASE_URL": "http://127.0.0.1:8/v1",
+            "OPENAI_API_KEY": "sk-openai-key-123",
+        }
+    )
     assert cfg.base_url == "http://127.0.0.1:9/v1"
     assert cfg.api_key.get_secret_value() == API_KEY
 
 
-@pytest.mark.parametrize("env", [{}, {"HYPOGRAPH_LLM_MODEL": ""}, {"OPENAI_API_KEY": API_KEY, "OPENAI_BASE_URL": "http://127.0.0.1:8/v1"}])
+@pytest.mark.parametrize(
+    "env", [{}, {"HYPOGRAPH_LLM_MODEL": ""}, {"OPENAI_API_KEY": API_KEY, "OPENAI_BASE_URL": "http://127.0.0.1:8/v1"}]
+)
 def test_offline_when_model_unset(env, tmp_path):
     cfg = LLMConfig.from_env(env)
     assert cfg.offline
@@ -161,21 +200,26 @@ def test_offline_from_the_process_environment(llm_offline):
     assert LLMConfig.from_env().offline
 
 
-@pytest.mark.parametrize("name, raw", [("HYPOGRAPH_LLM_TIMEOUT", "soon"), ("HYPOGRAPH_LLM_MAX_RETRIES", "2.5"),
-                                       ("HYPOGRAPH_LLM_CONCURRENCY", "many")])
+@pytest.mark.parametrize(
+    "name, raw",
+    [("HYPOGRAPH_LLM_TIMEOUT", "soon"), ("HYPOGRAPH_LLM_MAX_RETRIES", "2.5"), ("HYPOGRAPH_LLM_CONCURRENCY", "many")],
+)
 def test_unparseable_number_names_the_variable(name, raw):
     with pytest.raises(HypographError, match=f"{name}: '{raw}' is not a"):
         LLMConfig.from_env({"HYPOGRAPH_LLM_MODEL": "m1", name: raw})
 
 
-@pytest.mark.parametrize("name, raw", [("HYPOGRAPH_LLM_TIMEOUT", "0"), ("HYPOGRAPH_LLM_MAX_RETRIES", "-1"),
-                                       ("HYPOGRAPH_LLM_CONCURRENCY", "0")])
+@pytest.mark.parametrize(
+    "name, raw",
+    [("HYPOGRAPH_LLM_TIMEOUT", "0"), ("HYPOGRAPH_LLM_MAX_RETRIES", "-1"), ("HYPOGRAPH_LLM_CONCURRENCY", "0")],
+)
 def test_out_of_range_number_names_the_variable(name, raw):
     with pytest.raises(HypographError, match=name):
         LLMConfig.from_env({"HYPOGRAPH_LLM_MODEL": "m1", name: raw})
 
 
 # -- a valid answer -----------------------------------------------------------------------------------------
+
 
 def test_valid_answer_is_validated_into_the_schema(stub, make_client):
     stub.script(answer(GOOD))
@@ -229,11 +273,16 @@ def test_a_bad_request_naming_the_context_is_a_refusal_naming_the_limit(stub, ma
 
 # -- invalid answers: re-ask, then reject ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("bad, error", [
-    (invalid_json(), "Invalid JSON"),
-    (answer({"value": "seven", "comment": "x"}), "value: Input should be a valid integer"),
-    (answer({"value": 8, "comment": "eight"}), "value 8 must be odd"),
-], ids=["invalid-json", "schema-invalid", "check-failing"])
+
+@pytest.mark.parametrize(
+    "bad, error",
+    [
+        (invalid_json(), "Invalid JSON"),
+        (answer({"value": "seven", "comment": "x"}), "value: Input should be a valid integer"),
+        (answer({"value": 8, "comment": "eight"}), "value 8 must be odd"),
+    ],
+    ids=["invalid-json", "schema-invalid", "check-failing"],
+)
 def test_invalid_answer_is_re_asked_with_the_error(bad, error, stub, make_client):
     stub.script(bad, answer(GOOD))
     client = make_client()
@@ -265,9 +314,12 @@ def test_always_invalid_answer_is_rejected_and_never_cached_as_an_answer(stub, m
 
 # -- transport errors ------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("failure", [rate_limited("0"), rate_limited(None), server_error(500), server_error(503),
-                                     dropped()],
-                         ids=["429-retry-after-0", "429", "500", "503", "dropped-connection"])
+
+@pytest.mark.parametrize(
+    "failure",
+    [rate_limited("0"), rate_limited(None), server_error(500), server_error(503), dropped()],
+    ids=["429-retry-after-0", "429", "500", "503", "dropped-connection"],
+)
 def test_transient_failure_then_success(failure, stub, make_client):
     stub.script(failure, answer(GOOD))
     client = make_client()
@@ -313,6 +365,7 @@ def test_unreachable_endpoint_raises_a_clear_error(llm_env, make_client, state):
 
 # -- cache ------------------------------------------------------------------------------------------------------
 
+
 def test_identical_question_is_answered_from_the_cache(stub, make_client):
     stub.always(answer(GOOD))
     first = make_client()
@@ -335,6 +388,7 @@ def test_cache_is_per_model(stub, llm_env, make_client):
 
 
 # -- traces --------------------------------------------------------------------------------------------------------
+
 
 def test_traces_record_each_call_per_client_run(stub, make_client, state):
     stub.script(invalid_json(), answer(GOOD))
@@ -371,6 +425,7 @@ def test_cache_hits_write_no_trace(stub, make_client, state):
 
 # -- the key never leaks ------------------------------------------------------------------------------------------
 
+
 def test_api_key_appears_in_no_file_message_or_metadata(stub, make_client, state):
     echo = Reply(status=401, error=f"Incorrect API key provided: {API_KEY}")
     stub.script(answer(GOOD), invalid_json(f"not json, but your key is {API_KEY}"), answer(GOOD), echo)
@@ -387,6 +442,7 @@ def test_api_key_appears_in_no_file_message_or_metadata(stub, make_client, state
 
 
 # -- concurrency ---------------------------------------------------------------------------------------------------
+
 
 def test_ask_many_overlaps_requests_and_keeps_order(stub, make_client):
     def echo_number(body: dict) -> Reply:

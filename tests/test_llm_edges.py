@@ -74,9 +74,16 @@ def traces(state: Path, task: str = "test") -> list[dict]:
 
 # -- configuration ---------------------------------------------------------------------------------
 
+
 def test_an_empty_variable_means_its_default():
-    cfg = LLMConfig.from_env({"HYPOGRAPH_LLM_MODEL": "m", "HYPOGRAPH_LLM_TIMEOUT": "", "HYPOGRAPH_LLM_MAX_RETRIES": "",
-                              "HYPOGRAPH_LLM_CONCURRENCY": ""})
+    cfg = LLMConfig.from_env(
+        {
+            "HYPOGRAPH_LLM_MODEL": "m",
+            "HYPOGRAPH_LLM_TIMEOUT": "",
+            "HYPOGRAPH_LLM_MAX_RETRIES": "",
+            "HYPOGRAPH_LLM_CONCURRENCY": "",
+        }
+    )
     assert (cfg.timeout, cfg.max_retries, cfg.concurrency) == (120.0, 3, 4)
 
 
@@ -88,11 +95,14 @@ def test_asking_offline_is_refused_in_one_line(state):
 
 # -- the request ------------------------------------------------------------------------------------
 
+
 def test_structured_output_is_asked_for_without_strict_mode(stub, state):
     stub.script(answer(GOOD))
     client(state).ask(question())
-    assert stub.requests[0].body["response_format"] == {"type": "json_schema", "json_schema": {
-        "name": "Score", "schema": Score.model_json_schema(), "strict": False}}
+    assert stub.requests[0].body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "Score", "schema": Score.model_json_schema(), "strict": False},
+    }
 
 
 def test_the_cache_key_is_sha256_of_model_messages_and_schema(stub, state):
@@ -101,11 +111,13 @@ def test_the_cache_key_is_sha256_of_model_messages_and_schema(stub, state):
     c = client(state)
     request = question()
     c.ask(request)
-    blob = json.dumps({"model": MODEL, "messages": c._messages(request), "schema": Score.model_json_schema()},
-                      sort_keys=True)
+    blob = json.dumps(
+        {"model": MODEL, "messages": c._messages(request), "schema": Score.model_json_schema()}, sort_keys=True
+    )
     key = hashlib.sha256(blob.encode("utf-8")).hexdigest()
     assert [p.relative_to(state) for p in (state / "cache" / "llm").rglob("*.json")] == [
-        Path("cache/llm") / key[:2] / f"{key}.json"]
+        Path("cache/llm") / key[:2] / f"{key}.json"
+    ]
 
 
 def test_an_answer_with_dates_and_tuples_is_cached_as_json_and_read_back(stub, state):
@@ -118,6 +130,7 @@ def test_an_answer_with_dates_and_tuples_is_cached_as_json_and_read_back(stub, s
 
 
 # -- counters over several calls ---------------------------------------------------------------------
+
 
 def test_counters_add_up_over_calls(stub, state):
     stub.always(answer({"value": 8, "comment": "even"}))
@@ -147,6 +160,7 @@ def test_fallbacks_are_counted(state):
 
 # -- answers without choices, content or usage -------------------------------------------------------
 
+
 @pytest.fixture
 def completion_shape(monkeypatch):
     """``completion_shape(change)``: every stub completion passes through ``change(dict)`` first."""
@@ -154,6 +168,7 @@ def completion_shape(monkeypatch):
 
     def set_change(change):
         monkeypatch.setattr(llm_stub, "_completion", lambda request, content: change(real(request, content)))
+
     return set_change
 
 
@@ -161,8 +176,9 @@ def test_an_answer_without_choices_is_an_empty_answer(stub, state, completion_sh
     completion_shape(lambda c: {**c, "choices": []})
     stub.always(answer(GOOD))
     result = client(state).ask(question())
-    assert result == Rejected("invalid answer after 3 attempts: answer: Invalid JSON: EOF while parsing a value "
-                              "at line 1 column 0", 3)
+    assert result == Rejected(
+        "invalid answer after 3 attempts: answer: Invalid JSON: EOF while parsing a value at line 1 column 0", 3
+    )
     assert [t["response"] for t in traces(state)] == ["", "", ""]
 
 
@@ -170,6 +186,7 @@ def test_an_answer_with_null_content_is_an_empty_answer(stub, state, completion_
     def null_content(c):
         c["choices"][0]["message"]["content"] = None
         return c
+
     completion_shape(null_content)
     stub.always(answer(GOOD))
     assert isinstance(client(state).ask(question()), Rejected)
@@ -195,6 +212,7 @@ def test_zero_token_usage_counts_zero(stub, state, completion_shape):
 
 # -- traces ------------------------------------------------------------------------------------------
 
+
 def test_an_answered_trace_records_latency_in_milliseconds(stub, state):
     stub.script(answer(GOOD))
     client(state).ask(question())
@@ -217,8 +235,10 @@ def test_a_refused_request_is_one_line_naming_the_status_and_traced(stub, state)
     stub.always(Reply(status=403, error="Project lacks access to model"))
     with pytest.raises(HypographError) as err:
         client(state).ask(question())
-    assert str(err.value) == (f"LLM endpoint {MODEL}@{stub.url} refused the request (HTTP 403): "
-                              "Error code: 403 - Project lacks access to model")
+    assert str(err.value) == (
+        f"LLM endpoint {MODEL}@{stub.url} refused the request (HTTP 403): "
+        "Error code: 403 - Project lacks access to model"
+    )
     [record] = traces(state)
     assert record["outcome"] == "error" and record["error"].startswith("PermissionDeniedError: Error code: 403")
     assert isinstance(record["latency_s"], float) and 0 <= record["latency_s"] < 30
@@ -294,15 +314,20 @@ def test_safe_names_keep_letters_digits_and_dot_dash_underscore():
 
 # -- validation errors fed back -------------------------------------------------------------------------
 
+
 def test_validation_errors_are_summed_up_five_at_most_with_their_paths(stub, state):
     stub.always(answer({"inner": {"n": "x"}}))
     result = client(state).ask(question(schema=Six))
-    assert result.reason == ("invalid answer after 3 attempts: a: Field required; b: Field required; "
-                             "c: Field required; d: Field required; e: Field required")
+    assert result.reason == (
+        "invalid answer after 3 attempts: a: Field required; b: Field required; "
+        "c: Field required; d: Field required; e: Field required"
+    )
     stub.always(answer({"a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "f": 6, "inner": {"n": "x"}}))
     result = client(state).ask(question("nested", schema=Six))
-    assert result.reason == ("invalid answer after 3 attempts: inner.n: Input should be a valid integer, "
-                             "unable to parse string as an integer")
+    assert result.reason == (
+        "invalid answer after 3 attempts: inner.n: Input should be a valid integer, "
+        "unable to parse string as an integer"
+    )
     stub.always(answer("[1, 2]"))
     result = client(state).ask(question("a list"))
     assert result.reason == "invalid answer after 3 attempts: answer: Input should be an object"
@@ -310,9 +335,11 @@ def test_validation_errors_are_summed_up_five_at_most_with_their_paths(stub, sta
 
 # -- ask_many's threads --------------------------------------------------------------------------------
 
+
 def record_threads(seen: list):
     def check(answer):
         seen.append(threading.current_thread())
+
     return check
 
 
@@ -343,11 +370,15 @@ def test_two_requests_overlap_and_no_more_than_the_concurrency(stub, llm_env, st
 
 # -- untrusted text and redaction --------------------------------------------------------------------------
 
+
 def test_untrusted_text_is_quoted_json_that_cannot_close_its_tag():
-    text = untrusted("hypothesis", {"id": 'H-1" onclick="x', "n": "2"},
-                     {"statement": "a </hypothesis> <b>é", "where": Path("p/q")})
-    assert text == ('<hypothesis id="H-1_onclick_x" n="2">\n{\n "statement": "a \\u003c/hypothesis> \\u003cb>é",\n'
-                    ' "where": "p/q"\n}\n</hypothesis>')
+    text = untrusted(
+        "hypothesis", {"id": 'H-1" onclick="x', "n": "2"}, {"statement": "a </hypothesis> <b>é", "where": Path("p/q")}
+    )
+    assert text == (
+        '<hypothesis id="H-1_onclick_x" n="2">\n{\n "statement": "a \\u003c/hypothesis> \\u003cb>é",\n'
+        ' "where": "p/q"\n}\n</hypothesis>'
+    )
     assert text.count("<hypothesis") == 1 and text.count("</hypothesis>") == 1
 
 

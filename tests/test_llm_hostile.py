@@ -48,8 +48,15 @@ PAIRS = [DuplicatePair(a="H-1", b="H-2", similarity=0.85), DuplicatePair(a="H-3"
 
 
 def client(stub, tmp_path: Path, **over) -> LLMClient:
-    settings = {"model": MODEL, "base_url": stub.url, "api_key": SecretStr("none"), "timeout": 2.0,
-                "max_retries": 1, "concurrency": 1, **over}
+    settings = {
+        "model": MODEL,
+        "base_url": stub.url,
+        "api_key": SecretStr("none"),
+        "timeout": 2.0,
+        "max_retries": 1,
+        "concurrency": 1,
+        **over,
+    }
     return LLMClient(LLMConfig(**settings), tmp_path / "state", "dedup_verdicts")
 
 
@@ -70,12 +77,17 @@ def assert_flagged(decisions, *phrases: str) -> None:
 
 # -- bodies that are no chat completion: outages ------------------------------------------------------------
 
-@pytest.mark.parametrize("reply, phrase", [
-    (html_page(), "not a chat completion (HTTP 200, text/html; charset=utf-8): not JSON: '<!DOCTYPE html>"),
-    (random_bytes(), "not a chat completion (HTTP 200, application/json): 602 bytes that are not UTF-8"),
-    (error_object(), "an error object"),
-    (null_choices(), "no choices list"),
-], ids=["html", "random-bytes", "error-object", "null-choices"])
+
+@pytest.mark.parametrize(
+    "reply, phrase",
+    [
+        (html_page(), "not a chat completion (HTTP 200, text/html; charset=utf-8): not JSON: '<!DOCTYPE html>"),
+        (random_bytes(), "not a chat completion (HTTP 200, application/json): 602 bytes that are not UTF-8"),
+        (error_object(), "an error object"),
+        (null_choices(), "no choices list"),
+    ],
+    ids=["html", "random-bytes", "error-object", "null-choices"],
+)
 def test_a_body_that_is_no_completion_is_an_outage_and_the_pairs_go_to_a_person(llm_server, tmp_path, reply, phrase):
     llm_server.always(reply)
     c = client(llm_server, tmp_path)
@@ -128,6 +140,7 @@ def test_empty_choices_are_an_empty_answer_rejected_then_flagged(llm_server, tmp
 
 # -- time and budget -----------------------------------------------------------------------------------------
 
+
 def test_a_trickled_answer_meets_the_deadline_and_the_run_goes_on(llm_server, tmp_path):
     """42 pieces 0.1 s apart: every read is quick, the whole answer is not (the old timeout was per read)."""
     llm_server.always(lambda body: trickled(adjudication_answer(body, "KEEP")))
@@ -156,13 +169,16 @@ def test_an_answer_cut_off_by_the_budget_is_re_asked_with_the_budget_doubled(llm
 def test_the_budget_is_sized_from_the_schema_and_the_wire_schema_is_grammar_friendly():
     schema = wire_schema(PairJudgements.model_json_schema())
     rationale = schema["$defs"]["PairJudgement"]["properties"]["rationale"]
-    assert rationale["maxLength"] == 240 and PairJudgements.model_json_schema()["$defs"]["PairJudgement"][
-        "properties"]["rationale"]["maxLength"] == 2000
+    assert (
+        rationale["maxLength"] == 240
+        and PairJudgements.model_json_schema()["$defs"]["PairJudgement"]["properties"]["rationale"]["maxLength"] == 2000
+    )
     one, four = answer_budget(schema, 1), answer_budget(schema, 4)
     assert 192 <= one < 400 and 3 * one < four < 1600  # a pair verdict needs a few hundred tokens
 
 
 # -- structured output and context ----------------------------------------------------------------------------
+
 
 def test_json_schema_refused_with_500_falls_back_to_json_object_with_the_schema(llm_server, tmp_path):
     llm_server.always(json_schema_refused(adjudication_responder("KEEP")))
@@ -171,8 +187,12 @@ def test_json_schema_refused_with_500_falls_back_to_json_object_with_the_schema(
     assert [d.decided_by for d in decisions] == [DECIDER, DECIDER]
     formats = [r.body.get("response_format", {}).get("type") for r in llm_server.requests]
     assert formats == ["json_schema", "json_object", "json_object"]
-    assert llm_server.requests[1].body["response_format"]["schema"]["$defs"]["PairJudgement"]["properties"][
-        "rationale"]["maxLength"] == 240
+    assert (
+        llm_server.requests[1].body["response_format"]["schema"]["$defs"]["PairJudgement"]["properties"]["rationale"][
+            "maxLength"
+        ]
+        == 240
+    )
     assert c.metadata()["llm_structured_output"] == "json_object"
     assert "structured output json_object" in usage_line(c.metadata())
     # remembered for the endpoint and model: a new client starts with json_object
@@ -181,7 +201,8 @@ def test_json_schema_refused_with_500_falls_back_to_json_object_with_the_schema(
 
 
 def test_a_batch_over_the_context_is_halved_and_a_pair_that_cannot_fit_is_refused_naming_the_limit(
-        llm_server, tmp_path):
+    llm_server, tmp_path
+):
     one_pair = 2600  # characters: the system prompt and one pair fit, two do not
     llm_server.always(context_limited(one_pair, 4096, adjudication_responder("KEEP")))
     c = client(llm_server, tmp_path)
@@ -194,23 +215,32 @@ def test_a_batch_over_the_context_is_halved_and_a_pair_that_cannot_fit_is_refuse
     # an endpoint whose context is known to be small: nothing is sent, each pair is refused in one line
     small = client(llm_server, tmp_path / "small", context_length=400)
     decisions = judge(small)
-    assert_flagged(decisions, "the question was not asked: prompt of about",
-                   "exceeds the context length of 400 tokens of stub-model@")
+    assert_flagged(
+        decisions,
+        "the question was not asked: prompt of about",
+        "exceeds the context length of 400 tokens of stub-model@",
+    )
     assert len(llm_server.requests) == 3 and small.usage.refused == 2
 
 
 def test_cluster_names_fall_back_to_keywords_per_batch_and_never_fail(llm_server, tmp_path):
-    clusters = Clusters(clusters={"C-01": ["H-1", "H-2"], "C-02": ["H-3", "H-4"]}, algorithm="louvain",
-                        keywords={"C-01": "mites, virus", "C-02": "heat, mosquito"})
+    clusters = Clusters(
+        clusters={"C-01": ["H-1", "H-2"], "C-02": ["H-3", "H-4"]},
+        algorithm="louvain",
+        keywords={"C-01": "mites, virus", "C-02": "heat, mosquito"},
+    )
     llm_server.always(html_page())
     c = client(llm_server, tmp_path)
     names = name_clusters(clusters, HYPS, c, batch_size=1)
     assert {k: (n["label"], n["decided_by"]) for k, n in names.items()} == {
-        "C-01": ("mites, virus", "keywords"), "C-02": ("heat, mosquito", "keywords")}
+        "C-01": ("mites, virus", "keywords"),
+        "C-02": ("heat, mosquito", "keywords"),
+    }
     assert c.usage.fallback == 2 and len(llm_server.requests) == 2
 
 
 # -- a case batch: an outage is a retry round with a due time ---------------------------------------------------
+
 
 def test_a_case_batch_against_an_html_page_is_a_retry_round_with_a_due_time(llm_server, tmp_path):
     from casework_support import builder_for, make_case, package_id

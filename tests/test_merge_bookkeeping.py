@@ -34,8 +34,11 @@ from hypograph.vault.vault import Vault, open_vault
 
 def hyp(node_id: str, state: str = "active", folder: str | None = None, **meta) -> Node:
     folder = folder or {"merged": "hypotheses/merged", "dropped": "hypotheses/dropped"}.get(state, "hypotheses")
-    return Node(path=Path(folder) / f"{node_id} - T{node_id}.md",
-                meta={"type": "hypothesis", "id": node_id, "state": state, **meta}, body="")
+    return Node(
+        path=Path(folder) / f"{node_id} - T{node_id}.md",
+        meta={"type": "hypothesis", "id": node_id, "state": state, **meta},
+        body="",
+    )
 
 
 def vault_of(*nodes: Node) -> Vault:
@@ -47,8 +50,14 @@ def src(n: int) -> str:
 
 
 def decision(a: str, b: str, verdict: str = "MERGE", widened: str | None = None, note: str | None = None):
-    return PairDecision(pair=(a, b), decision=verdict, rationale="r", decided_by="test",
-                        widened_statement=widened, generalization_note=note)
+    return PairDecision(
+        pair=(a, b),
+        decision=verdict,
+        rationale="r",
+        decided_by="test",
+        widened_statement=widened,
+        generalization_note=note,
+    )
 
 
 def ledger(*pairs: PairDecision, topics: tuple[TopicDecision, ...] = ()) -> Ledger:
@@ -57,12 +66,18 @@ def ledger(*pairs: PairDecision, topics: tuple[TopicDecision, ...] = ()) -> Ledg
 
 # -- drop ---------------------------------------------------------------------------------------
 
+
 def test_drop_marks_the_node_and_moves_it_to_dropped():
     h = hyp("H-3", source=src(1))
     v = vault_of(h, hyp("H-1"))
     assert drop(v, h, "off topic") == [(h, Path("hypotheses/dropped/H-3 - TH-3.md"))]
-    assert h.meta == {"type": "hypothesis", "id": "H-3", "state": "dropped", "source": src(1),
-                      "drop_reason": "off topic"}
+    assert h.meta == {
+        "type": "hypothesis",
+        "id": "H-3",
+        "state": "dropped",
+        "source": src(1),
+        "drop_reason": "off topic",
+    }
 
 
 def test_drop_takes_the_nodes_merged_into_it_along_keeping_the_merge_on_record():
@@ -73,11 +88,17 @@ def test_drop_takes_the_nodes_merged_into_it_along_keeping_the_merge_on_record()
     v = vault_of(hyp("H-1"), h, *into_h, elsewhere, not_merged)
     changed = drop(v, h, "off topic")
     assert [(n.id, str(dest)) for n, dest in changed] == [
-        ("H-3", "hypotheses/dropped/H-3 - TH-3.md"), ("H-4", "hypotheses/dropped/H-4 - TH-4.md"),
-        ("H-10", "hypotheses/dropped/H-10 - TH-10.md")]
-    assert into_h[1].meta == {"type": "hypothesis", "id": "H-4", "state": "dropped",
-                              "drop_reason": "Follows its merge survivor H-3, dropped: off topic",
-                              "former_merged_into": "[[H-3]]"}
+        ("H-3", "hypotheses/dropped/H-3 - TH-3.md"),
+        ("H-4", "hypotheses/dropped/H-4 - TH-4.md"),
+        ("H-10", "hypotheses/dropped/H-10 - TH-10.md"),
+    ]
+    assert into_h[1].meta == {
+        "type": "hypothesis",
+        "id": "H-4",
+        "state": "dropped",
+        "drop_reason": "Follows its merge survivor H-3, dropped: off topic",
+        "former_merged_into": "[[H-3]]",
+    }
     assert into_h[0].meta["former_merged_into"] == "[[H-3 - TH-3]]"
     assert "merged_into" not in into_h[0].meta
     assert "former_merged_into" not in h.meta
@@ -87,21 +108,25 @@ def test_drop_takes_the_nodes_merged_into_it_along_keeping_the_merge_on_record()
 
 # -- merge_groups: survivor lowest id, KEEP never crossed ------------------------------------------
 
+
 def test_a_merge_pair_makes_a_group_with_the_lowest_id_surviving_in_natural_order():
     assert merge_groups(["H-2", "H-10", "H-3"], ledger(decision("H-2", "H-10"))) == {"H-2": ["H-10"]}
     assert merge_groups(["H-10", "H-9"], ledger(decision("H-10", "H-9"))) == {"H-9": ["H-10"]}
 
 
 def test_merge_pairs_chain_into_one_group():
-    groups = merge_groups(["H-1", "H-2", "H-3", "H-4", "H-5"],
-                          ledger(decision("H-3", "H-4"), decision("H-1", "H-2"), decision("H-2", "H-3"),
-                                 decision("H-1", "H-4")))
+    groups = merge_groups(
+        ["H-1", "H-2", "H-3", "H-4", "H-5"],
+        ledger(decision("H-3", "H-4"), decision("H-1", "H-2"), decision("H-2", "H-3"), decision("H-1", "H-4")),
+    )
     assert groups == {"H-1": ["H-2", "H-3", "H-4"]}
 
 
 def test_groups_stay_apart_and_a_single_node_is_no_group():
-    groups = merge_groups(["H-1", "H-2", "H-3", "H-4", "H-5"],
-                          ledger(decision("H-1", "H-2"), decision("H-4", "H-3"), decision("H-1", "H-5", "KEEP")))
+    groups = merge_groups(
+        ["H-1", "H-2", "H-3", "H-4", "H-5"],
+        ledger(decision("H-1", "H-2"), decision("H-4", "H-3"), decision("H-1", "H-5", "KEEP")),
+    )
     assert groups == {"H-1": ["H-2"], "H-3": ["H-4"]}
 
 
@@ -116,7 +141,8 @@ def test_a_keep_between_two_groups_stops_chaining():
 
 def test_a_keep_or_a_blocked_merge_earlier_in_the_ledger_does_not_stop_the_merges_after_it():
     assert merge_groups(["H-1", "H-2", "H-3"], ledger(decision("H-1", "H-3", "KEEP"), decision("H-1", "H-2"))) == {
-        "H-1": ["H-2"]}
+        "H-1": ["H-2"]
+    }
     decisions = [decision("H-1", "H-2"), decision("H-1", "H-3", "KEEP"), decision("H-2", "H-3"), decision("H-4", "H-5")]
     assert merge_groups(["H-1", "H-2", "H-3", "H-4", "H-5"], ledger(*decisions)) == {"H-1": ["H-2"], "H-4": ["H-5"]}
 
@@ -134,6 +160,7 @@ def test_pairs_outside_the_active_ids_are_ignored():
 
 # -- chained --------------------------------------------------------------------------------------
 
+
 def test_a_group_is_chained_when_one_of_its_pairs_was_never_judged_merge():
     merges = ledger(decision("H-1", "H-2"), decision("H-2", "H-3"))
     assert chained("H-1", ["H-2", "H-3"], merges) is True
@@ -145,35 +172,47 @@ def test_a_group_is_chained_when_one_of_its_pairs_was_never_judged_merge():
 
 # -- locator entries ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("meta, entries", [
-    ({"source": src(1), "locator": "Table 2"}, ["S-1: Table 2"]),
-    ({"source": src(1), "locator": None}, ["S-1: unspecified"]),
-    ({"source": src(1), "locator": ""}, ["S-1: unspecified"]),
-    ({"source": src(1)}, ["S-1: unspecified"]),
-    ({"source": src(1), "locator": ["S-1: p. 2", 3]}, ["S-1: p. 2", "3"]),
-    ({"source": None, "locator": "p. 2"}, []),
-])
+
+@pytest.mark.parametrize(
+    "meta, entries",
+    [
+        ({"source": src(1), "locator": "Table 2"}, ["S-1: Table 2"]),
+        ({"source": src(1), "locator": None}, ["S-1: unspecified"]),
+        ({"source": src(1), "locator": ""}, ["S-1: unspecified"]),
+        ({"source": src(1)}, ["S-1: unspecified"]),
+        ({"source": src(1), "locator": ["S-1: p. 2", 3]}, ["S-1: p. 2", "3"]),
+        ({"source": None, "locator": "p. 2"}, []),
+    ],
+)
 def test_locator_entries_name_the_source(meta, entries):
     assert _locator_entries(hyp("H-1", **meta)) == entries
 
 
 # -- absorb: the survivor's bookkeeping --------------------------------------------------------------
 
+
 def test_the_survivor_lists_each_absorbed_node_each_other_source_and_each_locator():
     survivor = hyp("H-1", source=src(1), locator="p. 4", statement="s1")
     a = hyp("H-2", source=src(2), locator="Fig. 2")
     b = hyp("H-3", source=src(3), locator=None)
     absorb(survivor, [a, b], None)
-    assert survivor.meta == {"type": "hypothesis", "id": "H-1", "state": "active", "source": src(1),
-                             "locator": ["S-1: p. 4", "S-2: Fig. 2", "S-3: unspecified"], "statement": "s1",
-                             "merged_from": ["[[H-2 - TH-2]]", "[[H-3 - TH-3]]"],
-                             "additional_sources": [src(2), src(3)]}
+    assert survivor.meta == {
+        "type": "hypothesis",
+        "id": "H-1",
+        "state": "active",
+        "source": src(1),
+        "locator": ["S-1: p. 4", "S-2: Fig. 2", "S-3: unspecified"],
+        "statement": "s1",
+        "merged_from": ["[[H-2 - TH-2]]", "[[H-3 - TH-3]]"],
+        "additional_sources": [src(2), src(3)],
+    }
 
 
 def test_absorbing_a_node_of_the_survivor_s_source_adds_its_places_to_that_entry():
     survivor = hyp("H-1", source=src(1), locator="p. 4; p. 5")
-    absorb(survivor, [hyp("H-2", source=src(1), locator="p. 5 ; Table 1"), hyp("H-3", source=src(1), locator="p. 4")],
-           None)
+    absorb(
+        survivor, [hyp("H-2", source=src(1), locator="p. 5 ; Table 1"), hyp("H-3", source=src(1), locator="p. 4")], None
+    )
     assert survivor.meta["locator"] == ["S-1: p. 4; p. 5; Table 1"]
     assert "additional_sources" not in survivor.meta
     assert survivor.meta["merged_from"] == ["[[H-2 - TH-2]]", "[[H-3 - TH-3]]"]
@@ -205,8 +244,13 @@ def test_a_place_added_to_an_unspecified_entry():
 def test_absorbing_again_repeats_nothing():
     """A survivor that already lists a node (by any spelling of its link) and its source gains
     nothing from absorbing it again."""
-    survivor = hyp("H-1", source=src(1), locator=["S-1: p. 4", "S-2: Fig. 2"], merged_from=["[[H-2]]"],
-                   additional_sources=["[[S-2]]"])
+    survivor = hyp(
+        "H-1",
+        source=src(1),
+        locator=["S-1: p. 4", "S-2: Fig. 2"],
+        merged_from=["[[H-2]]"],
+        additional_sources=["[[S-2]]"],
+    )
     absorb(survivor, [hyp("H-2", "merged", source=src(2), locator="Fig. 2")], None)
     assert survivor.meta["merged_from"] == ["[[H-2]]"]
     assert survivor.meta["additional_sources"] == ["[[S-2]]"]
@@ -215,8 +259,7 @@ def test_absorbing_again_repeats_nothing():
 
 def test_two_absorbed_nodes_of_one_other_source_add_it_once_with_both_places():
     survivor = hyp("H-1", source=src(1), locator="p. 4")
-    absorb(survivor, [hyp("H-2", source=src(2), locator="Fig. 2"), hyp("H-3", source=src(2), locator="Fig. 3")],
-           None)
+    absorb(survivor, [hyp("H-2", source=src(2), locator="Fig. 2"), hyp("H-3", source=src(2), locator="Fig. 3")], None)
     assert survivor.meta["additional_sources"] == [src(2)]
     assert survivor.meta["locator"] == ["S-1: p. 4", "S-2: Fig. 2; Fig. 3"]
 
@@ -246,6 +289,7 @@ def test_a_survivor_without_a_state_becomes_active():
 
 # -- group_widening -----------------------------------------------------------------------------------
 
+
 def test_the_group_takes_the_widening_of_a_pair_holding_the_survivor():
     survivor = hyp("H-1", statement="one")
     d12 = decision("H-1", "H-2", widened="wide 12", note="n")
@@ -267,24 +311,49 @@ def test_a_widening_that_repeats_the_survivor_s_statement_is_not_taken():
     other = decision("H-2", "H-3", widened="wider", note="n")
     assert group_widening(survivor, ["H-2", "H-3"], ledger(repeats, other), None) is other
     step3 = {"H-1": {"statement": "as step 3 wrote it"}}
-    assert group_widening(survivor, ["H-2"], ledger(decision("H-1", "H-2", widened="as step 3 wrote it")),
-                          step3) is None
+    assert (
+        group_widening(survivor, ["H-2"], ledger(decision("H-1", "H-2", widened="as step 3 wrote it")), step3) is None
+    )
 
 
 # -- apply_dispositions: the files ----------------------------------------------------------------
 
+
 def small_vault(root: Path) -> Path:
     """H-1..H-4 and H-10 active step-3 hypotheses; H-5 merged into H-4 earlier; HC-1 holds H-6/H-7."""
     for n, source in [(1, 1), (2, 2), (3, 2), (4, 3), (10, 4)]:
-        write_vault_node(root, f"H-{n}", f"Title {n}", statement=f"Statement {n}.", source=src(source),
-                         locator=f"p. {n}")
-    write_vault_node(root, "H-5", "Title 5", folder="hypotheses/merged", statement="Statement 5.", source=src(5),
-                     locator="p. 5", state="merged", merged_into="[[H-4 - Title 4]]")
+        write_vault_node(
+            root, f"H-{n}", f"Title {n}", statement=f"Statement {n}.", source=src(source), locator=f"p. {n}"
+        )
+    write_vault_node(
+        root,
+        "H-5",
+        "Title 5",
+        folder="hypotheses/merged",
+        statement="Statement 5.",
+        source=src(5),
+        locator="p. 5",
+        state="merged",
+        merged_into="[[H-4 - Title 4]]",
+    )
     for n in (6, 7):
-        write_vault_node(root, f"H-{n}", f"Title {n}", statement=f"Statement {n}.", source=src(6),
-                         locator=f"p. {n}", cluster="[[HC-1 - Cluster]]")
-    write_vault_node(root, "HC-1", "Cluster", folder="hypothesis-clusters", type="hypothesis-cluster",
-                     hypotheses=["[[H-6 - Title 6]]", "[[H-7 - Title 7]]"])
+        write_vault_node(
+            root,
+            f"H-{n}",
+            f"Title {n}",
+            statement=f"Statement {n}.",
+            source=src(6),
+            locator=f"p. {n}",
+            cluster="[[HC-1 - Cluster]]",
+        )
+    write_vault_node(
+        root,
+        "HC-1",
+        "Cluster",
+        folder="hypothesis-clusters",
+        type="hypothesis-cluster",
+        hypotheses=["[[H-6 - Title 6]]", "[[H-7 - Title 7]]"],
+    )
     return root
 
 
@@ -294,29 +363,43 @@ def relpaths(root: Path) -> list[str]:
 
 def test_apply_merges_drops_and_reports(tmp_path):
     root = small_vault(tmp_path / "v")
-    decisions = ledger(decision("H-1", "H-2"), decision("H-2", "H-3"), decision("H-4", "H-10", "KEEP"),
-                       decision("H-6", "H-7"),  # clustered: frozen members, never merged
-                       topics=(TopicDecision(id="H-4", drop=True, drop_reason="off topic", decided_by="test"),
-                               TopicDecision(id="H-7", drop=True, drop_reason="frozen", decided_by="test"),
-                               TopicDecision(id="H-10", drop=False, decided_by="test")))
+    decisions = ledger(
+        decision("H-1", "H-2"),
+        decision("H-2", "H-3"),
+        decision("H-4", "H-10", "KEEP"),
+        decision("H-6", "H-7"),  # clustered: frozen members, never merged
+        topics=(
+            TopicDecision(id="H-4", drop=True, drop_reason="off topic", decided_by="test"),
+            TopicDecision(id="H-7", drop=True, drop_reason="frozen", decided_by="test"),
+            TopicDecision(id="H-10", drop=False, decided_by="test"),
+        ),
+    )
     report = apply_dispositions(open_vault(root), decisions)
     assert report.merged == {"H-1": ["H-2", "H-3"]}
     assert report.dropped == {"H-4": "off topic", "H-5": "Follows its merge survivor H-4, dropped: off topic"}
     assert report.active == ["H-1", "H-6", "H-7", "H-10"]
     assert (report.decisions, report.groups_direct, report.groups_chained) == (7, 0, 1)
     assert report.files_changed == 5  # H-1 rewritten; H-2, H-3, H-4, H-5 moved
-    assert relpaths(root) == ["hypotheses/H-1 - Title 1.md", "hypotheses/H-10 - Title 10.md",
-                              "hypotheses/H-6 - Title 6.md", "hypotheses/H-7 - Title 7.md",
-                              "hypotheses/dropped/H-4 - Title 4.md", "hypotheses/dropped/H-5 - Title 5.md",
-                              "hypotheses/merged/H-2 - Title 2.md", "hypotheses/merged/H-3 - Title 3.md",
-                              "hypothesis-clusters/HC-1 - Cluster.md"]
+    assert relpaths(root) == [
+        "hypotheses/H-1 - Title 1.md",
+        "hypotheses/H-10 - Title 10.md",
+        "hypotheses/H-6 - Title 6.md",
+        "hypotheses/H-7 - Title 7.md",
+        "hypotheses/dropped/H-4 - Title 4.md",
+        "hypotheses/dropped/H-5 - Title 5.md",
+        "hypotheses/merged/H-2 - Title 2.md",
+        "hypotheses/merged/H-3 - Title 3.md",
+        "hypothesis-clusters/HC-1 - Cluster.md",
+    ]
     v = open_vault(root)
     assert v.nodes["H-1"].meta["merged_from"] == ["[[H-2 - Title 2]]", "[[H-3 - Title 3]]"]
     assert v.nodes["H-1"].meta["additional_sources"] == [src(2)]
     assert v.nodes["H-1"].meta["locator"] == ["S-1: p. 1", "S-2: p. 2; p. 3"]
     for absorbed in ("H-2", "H-3"):
         assert (v.nodes[absorbed].meta["state"], v.nodes[absorbed].meta["merged_into"]) == (
-            "merged", "[[H-1 - Title 1]]")
+            "merged",
+            "[[H-1 - Title 1]]",
+        )
     assert v.nodes["H-5"].meta["former_merged_into"] == "[[H-4 - Title 4]]"
     assert v.nodes["H-7"].meta["state"] == "active"
     assert all_checks(v, None)[1] == [] and all_checks(v, None)[5] == []
@@ -376,6 +459,7 @@ def test_a_widening_repeating_the_step3_statement_is_not_applied(tmp_path):
 
 # -- merge groups across runs: a merged node stays in its survivor's group --------------------------
 
+
 def test_a_keep_naming_a_node_merged_earlier_blocks_the_join_and_is_reported():
     """The issue's vault: H-82 absorbed H-420 in an interrupted run; the re-run finds MERGE H-82/H-183,
     but H-183/H-420 is KEEP: H-183 must stay apart, and the blocked join is said."""
@@ -400,10 +484,12 @@ def test_applying_the_ledger_twice_changes_nothing_the_second_time():
     led = ledger(decision("H-1", "H-2"), decision("H-1", "H-3", "KEEP"), decision("H-2", "H-3"))
     first = apply_dispositions_in_memory(v, led)
     assert first.merged == {"H-1": ["H-2"]} and first.blocked_by_keep == [
-        "MERGE H-2/H-3 not applied: it would put H-1 and H-3, recorded KEEP, under one survivor"]
+        "MERGE H-2/H-3 not applied: it would put H-1 and H-3, recorded KEEP, under one survivor"
+    ]
     second = apply_dispositions_in_memory(v, led)
     assert second.merged == {} and second.blocked_by_keep == [
-        "MERGE H-2/H-3 not applied: it would put H-1 and H-3, recorded KEEP, under one survivor"]
+        "MERGE H-2/H-3 not applied: it would put H-1 and H-3, recorded KEEP, under one survivor"
+    ]
     assert v.nodes["H-3"].meta["state"] == "active" and v.nodes["H-2"].meta["state"] == "merged"
 
 

@@ -27,9 +27,18 @@ from hypograph.vault.vault import open_vault
 
 
 def review(root: Path, a: str, b: str, verdict: str = "MERGE") -> None:
-    (root / "proximity" / "review.json").write_text(json.dumps([
-        {"pair": [a, b], "verdict": verdict, "rationale": "Same claim about the Nile, in other words.",
-         "reviewer": "ana"}]))
+    (root / "proximity" / "review.json").write_text(
+        json.dumps(
+            [
+                {
+                    "pair": [a, b],
+                    "verdict": verdict,
+                    "rationale": "Same claim about the Nile, in other words.",
+                    "reviewer": "ana",
+                }
+            ]
+        )
+    )
 
 
 def full_copy(src: Path, dst: Path) -> Path:
@@ -109,8 +118,14 @@ def test_a_merge_that_would_leave_a_cluster_with_one_member_is_refused(structure
     """H-19 and H-26 each sit alone in a cluster with its residual: H-26 cannot leave its cluster."""
     root = full_copy(structured, tmp_path / "vault")
     assert {len(members(clusters(root)[cluster_of(root, h)])) for h in ("H-19", "H-26")} == {2}
-    human = Decision(pair=("H-19", "H-26"), similarity=0.5, verdict="MERGE", rationale="Same claim.",
-                     recommended_action="Retire H-26", decided_by="human")
+    human = Decision(
+        pair=("H-19", "H-26"),
+        similarity=0.5,
+        verdict="MERGE",
+        rationale="Same claim.",
+        recommended_action="Retire H-26",
+        decided_by="human",
+    )
     report = run_dispositions(open_vault(root), [human], None, OfflinePolicy())
     (line,) = report.refused
     assert line.startswith("MERGE H-19/H-26 from proximity/review.json refused: H-26 would leave")
@@ -123,5 +138,7 @@ def test_a_review_naming_no_current_hypothesis_is_reported_not_dropped(structure
     review(root, "H-1", "H-99", "KEEP")
     proc = hypograph("structure", root, "--llm", "offline")
     assert proc.returncode == 0, proc.stderr
-    assert ("warning: proximity/review.json: KEEP H-1/H-99 decides nothing now: H-99 is not a current hypothesis"
-            in proc.stderr)
+    assert (
+        "warning: proximity/review.json: KEEP H-1/H-99 decides nothing now: H-99 is not a current hypothesis"
+        in proc.stderr
+    )

@@ -85,8 +85,9 @@ def test_ids_in_other_programs_dot_folders_are_never_reused(tmp_path):
     assert create_node(tmp_path, "hypothesis", "Next")[0] == "H-8"
 
 
-@pytest.mark.parametrize("folder, problem", [("../elsewhere", "leaves the input"),
-                                             ("/tmp/elsewhere", "is not relative to the input")])
+@pytest.mark.parametrize(
+    "folder, problem", [("../elsewhere", "leaves the input"), ("/tmp/elsewhere", "is not relative to the input")]
+)
 def test_a_folder_outside_the_vault_is_refused_before_anything_is_written(tmp_path, folder, problem):
     root = tmp_path / "vault"
     root.mkdir()

@@ -34,8 +34,10 @@ def home(tmp_path, monkeypatch):
 
 
 def partitions(instance) -> dict[str, list[str]]:
-    return {name: sorted(instance.get_dynamic_partitions(name))
-            for name in ("hypothesis_inputs", "vaults", "library_rounds", "case_revisions")}
+    return {
+        name: sorted(instance.get_dynamic_partitions(name))
+        for name in ("hypothesis_inputs", "vaults", "library_rounds", "case_revisions")
+    }
 
 
 def test_every_partition_of_every_job_runs_and_no_tick_adds_one(tmp_path, home, llm_server, llm_env):
@@ -58,10 +60,22 @@ def test_every_partition_of_every_job_runs_and_no_tick_adds_one(tmp_path, home, 
     calls = len(llm_server.requests)
 
     with DagsterInstance.from_config(str(home)) as instance:
-        assert partitions(instance) == {"hypothesis_inputs": ["library", "run", "vault"], "vaults": ["vault"],
-                                        "library_rounds": ["library/r0001"], "case_revisions": ["case/r0001"]}
-        order = ["proximity", "structure", "library_round", "library_rescore", "case_interpret",
-                 "case_confirmed", "case_batch", "case_batch_into_vault"]
+        assert partitions(instance) == {
+            "hypothesis_inputs": ["library", "run", "vault"],
+            "vaults": ["vault"],
+            "library_rounds": ["library/r0001"],
+            "case_revisions": ["case/r0001"],
+        }
+        order = [
+            "proximity",
+            "structure",
+            "library_round",
+            "library_rescore",
+            "case_interpret",
+            "case_confirmed",
+            "case_batch",
+            "case_batch_into_vault",
+        ]
         jobs = {j.name: j for j in defs.resolve_all_job_defs() if not j.name.startswith("__")}
         assert sorted(order) == sorted(jobs)
         config = run_config({"library": {"web": False}}, offline=True)
@@ -69,8 +83,9 @@ def test_every_partition_of_every_job_runs_and_no_tick_adds_one(tmp_path, home, 
         for name in order:
             job = jobs[name]
             for key in instance.get_dynamic_partitions(job.partitions_def.name):
-                result = job.execute_in_process(instance=instance, partition_key=key, run_config=config,
-                                                raise_on_error=False)
+                result = job.execute_in_process(
+                    instance=instance, partition_key=key, run_config=config, raise_on_error=False
+                )
                 assert result.success, (name, key, [e.message for e in result.all_events if e.is_failure])
                 ran.append((name, key))
         assert len(ran) == 3 + 1 + 1 + 1 + 4 * 1

@@ -47,12 +47,16 @@ class Choice(BaseModel):
 
 def ask(name: str, log: list) -> Ask:
     """An ask whose decisions say how they were made (and log the offline ones)."""
+
     def offline(note):
         log.append((name, note))
         return f"{name}: offline ({note})"
 
-    return Ask(Request(name=name, system="Pick a side.", user=f"Question {name}", schema=Choice),
-               accept=lambda choice, by: f"{name}: {choice.pick} by {by}", offline=offline)
+    return Ask(
+        Request(name=name, system="Pick a side.", user=f"Question {name}", schema=Choice),
+        accept=lambda choice, by: f"{name}: {choice.pick} by {by}",
+        offline=offline,
+    )
 
 
 @pytest.fixture
@@ -97,6 +101,7 @@ def test_policy_for_passes_a_policy_through_and_model_policy_needs_a_model(clien
 
 # -- 4a ---------------------------------------------------------------------------------------------
 
+
 def pair_ids(body: dict) -> tuple[str, ...]:
     """The ids of a one-pair merge request (4a run with batch_size=1); () for any other request."""
     return tuple(sorted(i for _, a, b in merge_pairs(body) for i in (a, b)))
@@ -117,8 +122,14 @@ def tfidf_embeddings(root: Path) -> Embeddings:
     return embed(corpus.ids, corpus.texts, "tfidf")
 
 
-AUTO = Decision(pair=("H-9", "H-10"), similarity=1.0, verdict="MERGE", rationale="Auto-merge candidate.",
-                recommended_action="Retire H-10", decided_by="auto")
+AUTO = Decision(
+    pair=("H-9", "H-10"),
+    similarity=1.0,
+    verdict="MERGE",
+    rationale="Auto-merge candidate.",
+    recommended_action="Retire H-10",
+    decided_by="auto",
+)
 
 
 def test_4a_rejected_pair_answer_falls_back_to_the_offline_rule(tmp_path, client, llm_server):
@@ -147,8 +158,14 @@ def crafted(ids: list[str]) -> Embeddings:
 def test_4a_neighbours_are_the_rows_of_the_embeddings_it_is_given(tmp_path, client, llm_server):
     root = build_bee_vault(tmp_path / "vault")
     llm_server.always(keep_everything)
-    run_dispositions(open_vault(root), [], crafted(["H-3", "H-4", "H-5", "H-9", "H-10"]), ModelPolicy(client),
-                     net=Net(k=1), batch_size=1)
+    run_dispositions(
+        open_vault(root),
+        [],
+        crafted(["H-3", "H-4", "H-5", "H-9", "H-10"]),
+        ModelPolicy(client),
+        net=Net(k=1),
+        batch_size=1,
+    )
     asked = {pair_ids(r.body) for r in llm_server.requests if r.system.startswith(MERGE_SYSTEM)}
     assert asked == {("H-3", "H-5"), ("H-4", "H-9"), ("H-10", "H-9")}
 

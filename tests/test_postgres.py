@@ -27,8 +27,9 @@ PG_VARS = ("DAGSTER_PG_HOST", "DAGSTER_PG_PORT", "DAGSTER_PG_USER", "DAGSTER_PG_
 
 def server_bindir() -> Path | None:
     """The newest ``/usr/lib/postgresql/N/bin`` holding initdb and pg_ctl, or None."""
-    found = [Path(p).parent for p in glob.glob("/usr/lib/postgresql/*/bin/pg_ctl")
-             if Path(p).with_name("initdb").exists()]
+    found = [
+        Path(p).parent for p in glob.glob("/usr/lib/postgresql/*/bin/pg_ctl") if Path(p).with_name("initdb").exists()
+    ]
     return max(found, key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0) if found else None
 
 
@@ -47,8 +48,10 @@ def postgres() -> dict[str, str]:
     (the server refuses root)."""
     bindir = server_bindir()
     if bindir is None:
-        pytest.skip("no PostgreSQL server: initdb/pg_ctl not under /usr/lib/postgresql/*/bin "
-                    "(apt-get install postgresql; .ci/run does)")
+        pytest.skip(
+            "no PostgreSQL server: initdb/pg_ctl not under /usr/lib/postgresql/*/bin "
+            "(apt-get install postgresql; .ci/run does)"
+        )
     base = Path(tempfile.mkdtemp(prefix="hypograph-pg-"))  # not under pytest's root-only tmp
     owner = "postgres" if os.geteuid() == 0 else None
     (base / "pw").write_text("s3cret-for-test\n")
@@ -57,29 +60,80 @@ def postgres() -> dict[str, str]:
             shutil.chown(p, owner, owner)
     as_owner = {"user": owner, "group": owner} if owner else {}
     port = free_port()
-    env = {"DAGSTER_PG_HOST": "127.0.0.1", "DAGSTER_PG_PORT": str(port), "DAGSTER_PG_USER": "dagster",
-           "DAGSTER_PG_PASSWORD": "s3cret-for-test", "DAGSTER_PG_DB": "hypograph"}
+    env = {
+        "DAGSTER_PG_HOST": "127.0.0.1",
+        "DAGSTER_PG_PORT": str(port),
+        "DAGSTER_PG_USER": "dagster",
+        "DAGSTER_PG_PASSWORD": "s3cret-for-test",
+        "DAGSTER_PG_DB": "hypograph",
+    }
     try:
-        subprocess.run([bindir / "initdb", "-D", base / "data", "-U", "dagster", "--pwfile", base / "pw",
-                        "--auth", "scram-sha-256", "-E", "UTF8", "--no-sync"], check=True, capture_output=True,
-                       cwd=base, **as_owner)
-        subprocess.run([bindir / "pg_ctl", "-D", base / "data", "-l", base / "server.log", "-w", "-t", "60", "-o",
-                        f"-h 127.0.0.1 -p {port} -k {base} -c fsync=off", "start"], check=True, capture_output=True,
-                       cwd=base, **as_owner)
-        subprocess.run([bindir / "createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "dagster", "hypograph"],
-                       check=True, capture_output=True, env={**os.environ, "PGPASSWORD": env["DAGSTER_PG_PASSWORD"]})
+        subprocess.run(
+            [
+                bindir / "initdb",
+                "-D",
+                base / "data",
+                "-U",
+                "dagster",
+                "--pwfile",
+                base / "pw",
+                "--auth",
+                "scram-sha-256",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+            check=True,
+            capture_output=True,
+            cwd=base,
+            **as_owner,
+        )
+        subprocess.run(
+            [
+                bindir / "pg_ctl",
+                "-D",
+                base / "data",
+                "-l",
+                base / "server.log",
+                "-w",
+                "-t",
+                "60",
+                "-o",
+                f"-h 127.0.0.1 -p {port} -k {base} -c fsync=off",
+                "start",
+            ],
+            check=True,
+            capture_output=True,
+            cwd=base,
+            **as_owner,
+        )
+        subprocess.run(
+            [bindir / "createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "dagster", "hypograph"],
+            check=True,
+            capture_output=True,
+            env={**os.environ, "PGPASSWORD": env["DAGSTER_PG_PASSWORD"]},
+        )
         yield env
     finally:
-        subprocess.run([bindir / "pg_ctl", "-D", base / "data", "-m", "fast", "-w", "stop"], capture_output=True,
-                       cwd=base, **as_owner)
+        subprocess.run(
+            [bindir / "pg_ctl", "-D", base / "data", "-m", "fast", "-w", "stop"],
+            capture_output=True,
+            cwd=base,
+            **as_owner,
+        )
         shutil.rmtree(base, ignore_errors=True)
 
 
 def query(pg: dict[str, str], sql: str) -> list[tuple]:
     import psycopg2
 
-    with psycopg2.connect(host=pg["DAGSTER_PG_HOST"], port=int(pg["DAGSTER_PG_PORT"]), user=pg["DAGSTER_PG_USER"],
-                          password=pg["DAGSTER_PG_PASSWORD"], dbname=pg["DAGSTER_PG_DB"]) as conn:
+    with psycopg2.connect(
+        host=pg["DAGSTER_PG_HOST"],
+        port=int(pg["DAGSTER_PG_PORT"]),
+        user=pg["DAGSTER_PG_USER"],
+        password=pg["DAGSTER_PG_PASSWORD"],
+        dbname=pg["DAGSTER_PG_DB"],
+    ) as conn:
         with conn.cursor() as cursor:
             cursor.execute(sql)
             return cursor.fetchall()
@@ -97,13 +151,33 @@ def test_cli_and_queued_runs_are_recorded_in_postgres(postgres, tmp_path, monkey
     log = tmp_path / "daemon.log"
     daemon = services.start([VENV_BIN / "dagster-daemon", "run", "-w", "workspace.yaml"], log, env, cwd=REPO)
     try:
-        cli = subprocess.Popen([VENV_BIN / "hypograph", "proximity", by_cli, "--llm", "offline"], env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # meanwhile, the queued one
+        cli = subprocess.Popen(
+            [VENV_BIN / "hypograph", "proximity", by_cli, "--llm", "offline"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # meanwhile, the queued one
         assert subprocess.run([VENV_BIN / "hypograph", "add", by_queue], env=env, timeout=120).returncode == 0
         # What the Launchpad's Materialize does: a run of the job on one partition, handed to the queue.
-        launch = subprocess.run([VENV_BIN / "dagster", "job", "launch", "-j", "proximity", "-w", "workspace.yaml",
-                                 "--tags", json.dumps({"dagster/partition": "queued"})],
-                                cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+        launch = subprocess.run(
+            [
+                VENV_BIN / "dagster",
+                "job",
+                "launch",
+                "-j",
+                "proximity",
+                "-w",
+                "workspace.yaml",
+                "--tags",
+                json.dumps({"dagster/partition": "queued"}),
+            ],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         assert launch.returncode == 0, launch.stderr
         out, err = cli.communicate(timeout=300)
         assert cli.returncode == 0, err
@@ -113,9 +187,14 @@ def test_cli_and_queued_runs_are_recorded_in_postgres(postgres, tmp_path, monkey
         services.stop(daemon)
 
     assert statuses == {"cli": "SUCCESS", "queued": "SUCCESS"}  # the inputs' ids: their folders' names
-    materialized = dict(query(postgres, """
+    materialized = dict(
+        query(
+            postgres,
+            """
         SELECT t.value, count(*) FROM event_logs e JOIN run_tags t ON t.run_id = e.run_id
-        WHERE e.dagster_event_type = 'ASSET_MATERIALIZATION' AND t.key = 'dagster/partition' GROUP BY t.value"""))
+        WHERE e.dagster_event_type = 'ASSET_MATERIALIZATION' AND t.key = 'dagster/partition' GROUP BY t.value""",
+        )
+    )
     assert materialized == {"cli": 7, "queued": 7}  # the proximity group's seven assets
     partitions = set(query(postgres, "SELECT partitions_def_name, partition FROM dynamic_partitions"))
     assert partitions == {("hypothesis_inputs", "cli"), ("hypothesis_inputs", "queued")}
@@ -130,8 +209,11 @@ def wait_for_statuses(pg: dict[str, str], count: int, seconds: float, log: Path)
     deadline = time.monotonic() + seconds
     rows: list[tuple] = []
     while time.monotonic() < deadline:
-        rows = query(pg, """SELECT t.value, r.status FROM runs r JOIN run_tags t ON t.run_id = r.run_id
-                            WHERE t.key = 'dagster/partition'""")
+        rows = query(
+            pg,
+            """SELECT t.value, r.status FROM runs r JOIN run_tags t ON t.run_id = r.run_id
+                            WHERE t.key = 'dagster/partition'""",
+        )
         if len(rows) >= count and all(s in ("SUCCESS", "FAILURE", "CANCELED") for _, s in rows):
             return dict(rows)
         time.sleep(1)

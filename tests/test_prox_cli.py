@@ -74,6 +74,7 @@ def chain(tmp_path_factory, make_run_dir):
 
 # -- the chain ----------------------------------------------------------------------------------
 
+
 def test_chain_commands_all_succeed(chain):
     _, results = chain
     assert list(results) == list(CHAIN)
@@ -156,6 +157,7 @@ def test_chain_works_on_a_vault(vault):
 
 # -- errors -------------------------------------------------------------------------------------
 
+
 def test_missing_run_dir_option_fails():
     result = prox("embed")
     assert result.returncode != 0
@@ -177,9 +179,14 @@ def test_directory_without_hypotheses_is_a_one_line_error(tmp_path):
     assert_one_line_error(prox("embed", "--run-dir", tmp_path), "no hypotheses/ directory")
 
 
-@pytest.mark.parametrize("command, hint", [
-    ("graph", "run prox embed first"), ("clusters", "run prox graph first"), ("dupes", "run prox graph first"),
-])
+@pytest.mark.parametrize(
+    "command, hint",
+    [
+        ("graph", "run prox embed first"),
+        ("clusters", "run prox graph first"),
+        ("dupes", "run prox graph first"),
+    ],
+)
 def test_command_before_its_input_exists_is_a_one_line_error(run_dir, command, hint):
     result = prox(command, "--run-dir", run_dir)
     assert_one_line_error(result, hint)
@@ -222,8 +229,13 @@ print(json.dumps({"codes": codes, "dagster": sorted(m for m in sys.modules if m.
 
 
 def test_prox_never_imports_dagster(run_dir):
-    result = subprocess.run([sys.executable, "-c", NO_DAGSTER_SCRIPT, str(run_dir)], capture_output=True,
-                            text=True, env=offline_env(), timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", NO_DAGSTER_SCRIPT, str(run_dir)],
+        capture_output=True,
+        text=True,
+        env=offline_env(),
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report == {"codes": [0, 0, 0, 0], "dagster": []}
@@ -243,8 +255,13 @@ def test_each_prox_command_starts_without_the_libraries_it_does_not_use(run_dir)
     for its own work."""
     heavy = {}
     for command in ("embed", "graph", "clusters", "dupes"):
-        result = subprocess.run([sys.executable, "-c", ONE_COMMAND_SCRIPT, str(run_dir), command], capture_output=True,
-                                text=True, env=offline_env(), timeout=300)
+        result = subprocess.run(
+            [sys.executable, "-c", ONE_COMMAND_SCRIPT, str(run_dir), command],
+            capture_output=True,
+            text=True,
+            env=offline_env(),
+            timeout=300,
+        )
         assert result.returncode == 0, result.stderr
         code, heavy[command] = json.loads(result.stdout.strip().splitlines()[-1])
         assert code == 0
@@ -252,6 +269,7 @@ def test_each_prox_command_starts_without_the_libraries_it_does_not_use(run_dir)
 
 
 # -- the bundled example ------------------------------------------------------------------------
+
 
 def planted_rows(notes: str, heading: str) -> dict[tuple[str, str], list[str]]:
     """``| H-a / H-b | ... |`` table rows of the notes section whose heading starts with ``heading``:
@@ -318,8 +336,10 @@ def test_adjudicate_applies_a_review_below_the_dupe_threshold_with_its_cosine_an
     """As the dedup_verdicts asset does: a person's KEEP on a pair that is no duplicate pair is
     written with the pair's real cosine, and a review naming no current hypothesis is said once."""
     prepare(run_dir, *CHAIN)
-    reviews = [{"pair": ["H-1", "H-10"], "verdict": "KEEP", "rationale": "different topics", "reviewer": "ana"},
-               {"pair": ["H-1", "H-99"], "verdict": "MERGE", "rationale": "a typo", "reviewer": "ana"}]
+    reviews = [
+        {"pair": ["H-1", "H-10"], "verdict": "KEEP", "rationale": "different topics", "reviewer": "ana"},
+        {"pair": ["H-1", "H-99"], "verdict": "MERGE", "rationale": "a typo", "reviewer": "ana"},
+    ]
     (run_dir / "proximity" / "review.json").write_text(json.dumps(reviews), encoding="utf-8")
     result = prox("adjudicate", "--run-dir", run_dir, "--llm", "offline")
     assert result.returncode == 0, result.stderr

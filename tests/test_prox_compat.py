@@ -33,10 +33,10 @@ NEAR_COPY = {  # H-0031: H-0004 with a few words changed, a near-duplicate
     "id": "H-0031",
     "title": "Chronic bee paralysis virus spreads among infected colonies in crowded apiaries",
     "statement": "Infection with chronic bee paralysis virus, which rose tenfold in British apiaries between 2007 "
-                 "and 2017 and ends in sudden collapse, is driven by pathogen spread between nearby colonies in "
-                 "crowded apiaries rather than by mites.",
+    "and 2017 and ends in sudden collapse, is driven by pathogen spread between nearby colonies in "
+    "crowded apiaries rather than by mites.",
     "mechanism": "The pathogen passes by direct contact from infected foragers, so crowded apiaries and robbing "
-                 "spread it between neighbouring colonies.",
+    "spread it between neighbouring colonies.",
 }
 
 
@@ -54,20 +54,24 @@ def read(root: Path, name: str):
 
 # -- the seed's computations, restated --------------------------------------------------------------
 
+
 def seed_texts(root: Path) -> tuple[list[str], list[str]]:
     """ids and texts as the seed's embed reads them: files in name order, non-empty fields joined."""
     docs = [json.loads(p.read_text()) for p in sorted((root / "hypotheses").glob("H-*.json"))]
-    return [d["id"] for d in docs], [" ".join(p for p in (d.get("title", ""), d.get("statement", ""),
-                                                          d.get("mechanism", "")) if p)
-                                     for d in docs]
+    return [d["id"] for d in docs], [
+        " ".join(p for p in (d.get("title", ""), d.get("statement", ""), d.get("mechanism", "")) if p) for d in docs
+    ]
 
 
 def seed_graph(matrix, ids: list[str], threshold: float) -> dict:
     sims = cosine_similarity(matrix)
     nodes = {}
     for i, a in enumerate(ids):
-        edges = [{"target": b, "similarity": round(float(sims[i, j]), 6)}
-                 for j, b in enumerate(ids) if i != j and float(sims[i, j]) >= threshold]
+        edges = [
+            {"target": b, "similarity": round(float(sims[i, j]), 6)}
+            for j, b in enumerate(ids)
+            if i != j and float(sims[i, j]) >= threshold
+        ]
         nodes[a] = {"cluster": None, "edges": sorted(edges, key=lambda e: (-e["similarity"], e["target"]))}
     return {"threshold": threshold, "nodes": nodes}
 
@@ -91,6 +95,7 @@ def seed_run(tmp_path) -> Path:
 
 
 # -- numbers --------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("workers", [1, 3])  # 3: texts tokenised in three forked processes, merged
 def test_default_embedding_is_the_seeds_vectorizer_bit_for_bit(seed_run, workers):
@@ -141,6 +146,7 @@ def test_the_tuned_analyzer_is_an_opt_in_recorded_in_the_metadata(seed_run):
 
 # -- thresholds -----------------------------------------------------------------------------------
 
+
 def test_threshold_zero_is_the_seeds_complete_graph(seed_run):
     run(seed_run, "embed")
     run(seed_run, "graph", "--threshold", "0", "--max-neighbours", "0")
@@ -165,9 +171,13 @@ def test_dupes_below_the_graph_threshold_come_from_the_embeddings(seed_run):
 def test_a_graph_that_cannot_fit_in_memory_is_refused_in_one_line_with_its_size(seed_run):
     run(seed_run, "embed")
     env = {**offline_env(), "HYPOGRAPH_MEMORY_LIMIT": "64K"}
-    result = subprocess.run([str(PROX), "graph", "--run-dir", str(seed_run), "--threshold", "0",
-                             "--max-neighbours", "0"],
-                            capture_output=True, text=True, env=env, timeout=300)
+    result = subprocess.run(
+        [str(PROX), "graph", "--run-dir", str(seed_run), "--threshold", "0", "--max-neighbours", "0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr
@@ -185,6 +195,7 @@ def test_memory_refusal_names_the_size_needed(monkeypatch):
 
 # -- clusters from the graph alone ------------------------------------------------------------------
 
+
 def seed_format_graph(root: Path, edges: list[tuple[str, str, float]], loners: tuple[str, ...] = ()) -> Path:
     """A graph.json as the seed writes it (no graph.npz, no hypotheses/ nor embeddings)."""
     nodes: dict[str, dict] = {n: {"cluster": None, "edges": []} for n in loners}
@@ -201,15 +212,21 @@ def test_clusters_work_from_a_seed_graph_json_alone(tmp_path):
     result = prox("clusters", "--run-dir", root)
     assert result.returncode == 0, result.stderr
     clusters = read(root, "clusters.json")
-    assert sorted(map(sorted, clusters["clusters"].values())) == [["H-0001", "H-0002"], ["H-0003", "H-0004"],
-                                                                  ["H-0005"]]
+    assert sorted(map(sorted, clusters["clusters"].values())) == [
+        ["H-0001", "H-0002"],
+        ["H-0003", "H-0004"],
+        ["H-0005"],
+    ]
     assert clusters["num_clusters"] == 3 and clusters["algorithm"] == "louvain"
     graph = read(root, "graph.json")
     assert {n: v["cluster"] for n, v in graph["nodes"].items()} == {
-        m: label for label, members in clusters["clusters"].items() for m in members}
+        m: label for label, members in clusters["clusters"].items() for m in members
+    }
     dupes = prox("dupes", "--run-dir", root)
-    assert json.loads(dupes.stdout) == [{"a": "H-0003", "b": "H-0004", "similarity": 0.9},
-                                        {"a": "H-0001", "b": "H-0002", "similarity": 0.8}]
+    assert json.loads(dupes.stdout) == [
+        {"a": "H-0003", "b": "H-0004", "similarity": 0.9},
+        {"a": "H-0001", "b": "H-0002", "similarity": 0.8},
+    ]
 
 
 def test_clusters_add_keyword_labels_when_the_texts_are_there(seed_run):
@@ -243,6 +260,7 @@ def test_a_graph_json_replaced_by_the_seed_is_read_not_its_stale_twin(seed_run):
 
 # -- files written by the other tool ----------------------------------------------------------------
 
+
 def test_the_seeds_embed_over_ours_is_read_and_said_once(seed_run):
     run(seed_run, "embed")
     ids, texts = seed_texts(seed_run)
@@ -254,8 +272,9 @@ def test_the_seeds_embed_over_ours_is_read_and_said_once(seed_run):
     notes = [line for line in result.stderr.splitlines() if line.startswith("note: ")]
     assert len(notes) == 1 and "written by another tool" in notes[0]
     expected = seed_graph(TfidfVectorizer().fit_transform(texts[:-1]), ids[:-1], 0.3)
-    assert {k: v["edges"] for k, v in read(seed_run, "graph.json")["nodes"].items()} == \
-        {k: v["edges"] for k, v in expected["nodes"].items()}
+    assert {k: v["edges"] for k, v in read(seed_run, "graph.json")["nodes"].items()} == {
+        k: v["edges"] for k, v in expected["nodes"].items()
+    }
     clusters = prox("clusters", "--run-dir", seed_run)
     assert clusters.returncode == 0 and "note:" not in clusters.stderr  # said once, by graph
 
@@ -272,6 +291,7 @@ def test_unnormalised_rows_from_another_tool_score_as_the_seed_scores_them(tmp_p
 
 
 # -- id order ---------------------------------------------------------------------------------------
+
 
 def test_ids_are_in_one_documented_order_everywhere(tmp_path, add_hypothesis):
     """Natural id order (H-2 before H-10) in embedding-ids.json, graph.json, dupes and clusters; for the
@@ -301,8 +321,9 @@ def test_similarities_are_written_as_the_seeds_json_writes_them():
     rng = np.random.default_rng(3)
     sims = np.concatenate([[9.6e-05, -1e-06, 1e-06, 0.0, 1.0, 0.5, -0.000123], rng.random(200).round(6)])
     n = sims.size + 1
-    graph = SimilarityGraph([f"H-{k}" for k in range(1, n + 1)], 0.0, np.zeros(sims.size, np.int32),
-                            np.arange(1, n, dtype=np.int32), sims)
+    graph = SimilarityGraph(
+        [f"H-{k}" for k in range(1, n + 1)], 0.0, np.zeros(sims.size, np.int32), np.arange(1, n, dtype=np.int32), sims
+    )
     written = re.findall(rb'"similarity": ([^}]+)}', graph_json_bytes(graph))
     assert sorted(written) == sorted(json.dumps(float(s)).encode() for s in np.concatenate([sims, sims]))
     pairs = [DuplicatePair(a="H-1", b=f"H-{k}", similarity=s) for k, s in enumerate(np.abs(sims).tolist(), 2)]

@@ -36,6 +36,7 @@ ALGORITHMS = ["louvain", "components"]
 
 # -- helpers ------------------------------------------------------------------------------------
 
+
 def ids_for(n: int) -> list[str]:
     return [f"H-{k}" for k in range(1, n + 1)]
 
@@ -75,12 +76,17 @@ def graph_from_edges(ids: list[str], edges: list[tuple[str, str, float]], thresh
     index = {node: k for k, node in enumerate(ids)}
     triples = sorted((min(index[a], index[b]), max(index[a], index[b]), s) for a, b, s in edges)
     src, dst, sim = zip(*triples, strict=True) if triples else ((), (), ())
-    return SimilarityGraph(list(ids), threshold, np.array(src, dtype=np.int32), np.array(dst, dtype=np.int32),
-                           np.array(sim, dtype=np.float64))
+    return SimilarityGraph(
+        list(ids),
+        threshold,
+        np.array(src, dtype=np.int32),
+        np.array(dst, dtype=np.int32),
+        np.array(sim, dtype=np.float64),
+    )
 
 
 def clique(members: list[str], similarity: float = 0.9) -> list[tuple[str, str, float]]:
-    return [(a, b, similarity) for k, a in enumerate(members) for b in members[k + 1:]]
+    return [(a, b, similarity) for k, a in enumerate(members) for b in members[k + 1 :]]
 
 
 CLIQUE_A = ["H-1", "H-2", "H-3"]
@@ -130,6 +136,7 @@ def output(run_dir) -> Output:
 
 
 # -- embedding ----------------------------------------------------------------------------------
+
 
 def test_tfidf_rows_are_sparse_and_unit_length(run_dir):
     corpus = load_corpus(run_dir)
@@ -278,10 +285,12 @@ def test_tiny_blocks_give_the_same_graph(monkeypatch, threshold, cap):
     monkeypatch.setattr(similarity_module, "BLOCK_BUDGET", 50)
     plan = similarity_module.plan_similarity(matrix, threshold, cap)
     assert len(similarity_module.row_blocks(plan)) > 10
-    assert_same_edges(edge_map(similarity_graph(ids_for(300), matrix, threshold, max_neighbours=cap)), expected,
-                      tol=1e-12)
-    assert_same_edges(edge_map(similarity_graph(ids_for(300), matrix.toarray(), threshold, max_neighbours=cap)),
-                      expected)
+    assert_same_edges(
+        edge_map(similarity_graph(ids_for(300), matrix, threshold, max_neighbours=cap)), expected, tol=1e-12
+    )
+    assert_same_edges(
+        edge_map(similarity_graph(ids_for(300), matrix.toarray(), threshold, max_neighbours=cap)), expected
+    )
 
 
 @pytest.mark.parametrize("workers", [2, 3])
@@ -293,14 +302,14 @@ def test_the_cap_ranked_in_forked_workers_keeps_what_one_process_keeps(monkeypat
     assert expected.info["capped_rows"] > 100
     ranges = []
     real_fork_map = similarity_module.fork_map
-    monkeypatch.setattr(similarity_module, "fork_map",
-                        lambda fn, items, n: ranges.append(items) or real_fork_map(fn, items, n))
+    monkeypatch.setattr(
+        similarity_module, "fork_map", lambda fn, items, n: ranges.append(items) or real_fork_map(fn, items, n)
+    )
     monkeypatch.setattr(similarity_module, "PARALLEL_CAP_ENTRIES", 10)
     plan = similarity_module.plan_similarity(matrix, 0.1, 3)
     block = similarity_module.block_edges(plan, 0, plan.n)
     one = similarity_module._cap(plan, block.rows.astype(np.int64), block.cols.astype(np.int64), block.sims)
-    forked = similarity_module._cap(plan, block.rows.astype(np.int64), block.cols.astype(np.int64), block.sims,
-                                    workers)
+    forked = similarity_module._cap(plan, block.rows.astype(np.int64), block.cols.astype(np.int64), block.sims, workers)
     assert np.array_equal(forked[0], one[0]) and forked[1] == one[1]
     assert len(ranges[0]) == workers and ranges[0][0][0] == 0 and ranges[0][-1][1] == 300
     graph = similarity_graph(ids_for(300), matrix, 0.1, max_neighbours=3, workers=workers)
@@ -322,7 +331,10 @@ def test_threshold_zero_is_the_complete_graph_as_the_seed_builds_it():
     for matrix in (sp.csr_matrix(rows), rows):
         graph = similarity_graph(ids_for(3), matrix, 0.0, max_neighbours=0)
         assert [(a, b, round(s, 6)) for a, b, s in graph.edges()] == [
-            ("H-1", "H-2", 0.0), ("H-1", "H-3", 0.6), ("H-2", "H-3", 0.8)]
+            ("H-1", "H-2", 0.0),
+            ("H-1", "H-3", 0.6),
+            ("H-2", "H-3", 0.8),
+        ]
 
 
 def test_edges_are_sorted_by_row_then_column():
@@ -332,6 +344,7 @@ def test_edges_are_sorted_by_row_then_column():
 
 
 # -- graph.json ---------------------------------------------------------------------------------
+
 
 def test_graph_json_has_the_seed_format(output):
     doc = output.json("graph.json")
@@ -392,6 +405,7 @@ def test_single_hypothesis_goes_through_the_whole_pipeline(tmp_path, add_hypothe
 
 # -- communities --------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_every_node_is_in_exactly_one_cluster(algorithm):
     graph = two_cliques_and_loners()
@@ -427,15 +441,20 @@ def test_louvain_splits_two_cliques_joined_by_a_weak_bridge():
 def test_labels_are_by_size_then_smallest_member_id():
     ids = ["H-1", "H-2", "H-3", "H-10", "H-11", "H-20"]
     groups = [[5], [3, 4], [0], [1, 2]]  # [H-20], [H-10, H-11], [H-1], [H-2, H-3]
-    assert label_groups(ids, groups) == {"C-01": ["H-2", "H-3"], "C-02": ["H-10", "H-11"], "C-03": ["H-1"],
-                                         "C-04": ["H-20"]}
+    assert label_groups(ids, groups) == {
+        "C-01": ["H-2", "H-3"],
+        "C-02": ["H-10", "H-11"],
+        "C-03": ["H-1"],
+        "C-04": ["H-20"],
+    }
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_labels_are_sequential_and_ordered_on_a_random_graph(algorithm):
     clusters = find_communities(similarity_graph(ids_for(300), random_unit_rows(), 0.3), algorithm)
-    assert list(clusters.clusters) == [f"C-{k:03d}" if clusters.num_clusters > 99 else f"C-{k:02d}"
-                                       for k in range(1, clusters.num_clusters + 1)]
+    assert list(clusters.clusters) == [
+        f"C-{k:03d}" if clusters.num_clusters > 99 else f"C-{k:02d}" for k in range(1, clusters.num_clusters + 1)
+    ]
     keys = [(-len(m), id_sort_key(m[0])) for m in clusters.clusters.values()]
     assert keys == sorted(keys)
     assert all(m == sorted(m, key=id_sort_key) for m in clusters.clusters.values())
@@ -477,9 +496,13 @@ def sparse_product_weights(ids: list[str], matrix: sp.csr_matrix, groups: list[l
     """c-TF-IDF as scipy's sparse products compute it (what keywords.py computed before it dropped scipy)."""
     row = {i: k for k, i in enumerate(ids)}
     members = [[row[m] for m in g] for g in groups]
-    indicator = sp.csr_matrix((np.ones(sum(map(len, members))),
-                               (np.repeat(np.arange(len(groups)), [len(m) for m in members]), np.concatenate(members))),
-                              shape=(len(groups), len(ids)))
+    indicator = sp.csr_matrix(
+        (
+            np.ones(sum(map(len, members))),
+            (np.repeat(np.arange(len(groups)), [len(m) for m in members]), np.concatenate(members)),
+        ),
+        shape=(len(groups), len(ids)),
+    )
     class_terms = (indicator @ matrix).tocsr()
     total = np.asarray(class_terms.sum(axis=1)).ravel()
     idf = np.log1p(total.mean() / np.maximum(np.asarray(class_terms.sum(axis=0)).ravel(), 1e-12))
@@ -536,11 +559,21 @@ def test_clusters_round_trip_through_clusters_json(output):
 
 # -- duplicate pairs ----------------------------------------------------------------------------
 
+
 def scored_graph() -> SimilarityGraph:
     """Rows deliberately not in id order, so some pairs must be flipped to put a before b."""
     ids = ["H-10", "H-2", "H-3", "H-1", "H-4"]
-    return graph_from_edges(ids, [("H-10", "H-2", 0.95), ("H-3", "H-1", 0.80), ("H-10", "H-3", 0.79),
-                                  ("H-2", "H-4", 0.85), ("H-1", "H-4", 0.85), ("H-10", "H-1", 0.40)])
+    return graph_from_edges(
+        ids,
+        [
+            ("H-10", "H-2", 0.95),
+            ("H-3", "H-1", 0.80),
+            ("H-10", "H-3", 0.79),
+            ("H-2", "H-4", 0.85),
+            ("H-1", "H-4", 0.85),
+            ("H-10", "H-1", 0.40),
+        ],
+    )
 
 
 def as_tuples(pairs: list[DuplicatePair]) -> list[tuple[str, str, float]]:
@@ -549,7 +582,10 @@ def as_tuples(pairs: list[DuplicatePair]) -> list[tuple[str, str, float]]:
 
 def test_dupes_are_ordered_unique_inclusive_and_sorted():
     assert as_tuples(duplicate_pairs(scored_graph())) == [
-        ("H-2", "H-10", 0.95), ("H-1", "H-4", 0.85), ("H-2", "H-4", 0.85), ("H-1", "H-3", 0.8),
+        ("H-2", "H-10", 0.95),
+        ("H-1", "H-4", 0.85),
+        ("H-2", "H-4", 0.85),
+        ("H-1", "H-3", 0.8),
     ]
 
 
@@ -577,13 +613,16 @@ def test_dupes_at_exactly_the_threshold_are_kept():
 
 # -- checks -------------------------------------------------------------------------------------
 
+
 def test_checks_pass_on_pipeline_output(output):
     graph_doc = output.json("graph.json")
     clusters_doc = output.json("clusters.json")
     assert checks.embedded_ids_in_graph(output.json("embedding-ids.json"), graph_doc["nodes"]) == []
     assert checks.graph_symmetric(graph_doc) == []
-    assert checks.clusters_partition(clusters_doc["clusters"], list(graph_doc["nodes"]),
-                                     clusters_doc["num_clusters"]) == []
+    assert (
+        checks.clusters_partition(clusters_doc["clusters"], list(graph_doc["nodes"]), clusters_doc["num_clusters"])
+        == []
+    )
     assert checks.duplicate_pairs_valid(store.read_dupes(output.root), 0.8) == []
 
 
@@ -698,8 +737,10 @@ def swap_a_and_b(pairs):
 
 DUPE_CORRUPTIONS = {
     "unsorted": (list.reverse, "not sorted by descending similarity"),
-    "below-threshold": (lambda pairs: pairs.append(DuplicatePair(a="H-1", b="H-3", similarity=0.45)),
-                        "below threshold"),
+    "below-threshold": (
+        lambda pairs: pairs.append(DuplicatePair(a="H-1", b="H-3", similarity=0.45)),
+        "below threshold",
+    ),
     "a-after-b": (swap_a_and_b, "a does not sort before b"),
     "listed-twice": (lambda pairs: pairs.append(pairs[-1]), "listed twice"),
 }
@@ -720,6 +761,7 @@ def test_graph_built_at_a_fine_threshold_passes_its_own_check():
 
 
 # -- store --------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("kind", MATRIX_KINDS)
 def test_embeddings_round_trip(tmp_path, kind):
@@ -751,8 +793,9 @@ def test_embeddings_with_wrong_id_count_are_an_error(output):
         store.read_embeddings(output.root)
 
 
-@pytest.mark.parametrize("content", ['{"nodes": {}}',
-                                     '{"threshold": 0.3, "nodes": {"H-1": {"edges": [{"target": "H-9"}]}}}', "[1"])
+@pytest.mark.parametrize(
+    "content", ['{"nodes": {}}', '{"threshold": 0.3, "nodes": {"H-1": {"edges": [{"target": "H-9"}]}}}', "[1"]
+)
 def test_unreadable_graph_json_is_an_error(tmp_path, content):
     (tmp_path / "proximity").mkdir()
     (tmp_path / "proximity" / "graph.json").write_text(content)
@@ -872,8 +915,9 @@ def test_row_blocks_computed_apart_merge_to_the_same_graph(kind, upper):
     plan.upper = upper
     bounds = [0, 7, 50, 51, 180, 300]
     # consecutive bounds: the shorter tail ends the pairs
-    blocks = [similarity_module.block_edges(plan, a, b)
-              for a, b in reversed(list(zip(bounds, bounds[1:], strict=False)))]
+    blocks = [
+        similarity_module.block_edges(plan, a, b) for a, b in reversed(list(zip(bounds, bounds[1:], strict=False)))
+    ]
     graph = assemble_graph(ids_for(300), plan, blocks)
     assert edge_map(graph) == edge_map(expected)
     assert graph.info["capped_rows"] == expected.info["capped_rows"] > 0
@@ -884,7 +928,7 @@ def test_row_blocks_computed_apart_merge_to_the_same_graph(kind, upper):
 def expected_keep_above() -> float:
     from hypograph.proximity.graph import DEFAULT_DUPE_THRESHOLD, DIGITS
 
-    return DEFAULT_DUPE_THRESHOLD - 0.5 * 10 ** -DIGITS
+    return DEFAULT_DUPE_THRESHOLD - 0.5 * 10**-DIGITS
 
 
 def test_the_cap_keeps_each_nodes_strongest_edges_and_every_near_duplicate():
@@ -899,13 +943,15 @@ def test_the_cap_keeps_each_nodes_strongest_edges_and_every_near_duplicate():
     full = similarity_graph(ids, sp.csr_matrix(rows), 0.3, max_neighbours=0)
     kept = {(a, b) for a, b, _ in graph.edges()}
     assert kept < {(a, b) for a, b, _ in full.edges()}
-    assert all(len([e for e in kept if node in e]) >= min(2, len([e for e in full.edges() if node in e[:2]]))
-               for node in ids)
+    assert all(
+        len([e for e in kept if node in e]) >= min(2, len([e for e in full.edges() if node in e[:2]])) for node in ids
+    )
     assert {(a, b) for a, b, s in full.edges() if s >= 0.8} <= kept
     assert graph.info["capped_rows"] > 0 and graph.exact_above == 0.8
 
 
 # -- the same check on graph.npz's arrays ------------------------------------------------------------
+
 
 def _with(graph, **arrays):
     import dataclasses
@@ -916,8 +962,12 @@ def _with(graph, **arrays):
 ARRAY_CORRUPTIONS = {
     "self-edge": (lambda g: _with(g, dst=np.where(np.arange(g.num_edges) == 0, g.src, g.dst)), "self-edge"),
     "below-threshold": (lambda g: _with(g, sim=np.where(np.arange(g.num_edges) == 0, 0.1, g.sim)), "below threshold"),
-    "listed-twice": (lambda g: _with(g, src=np.append(g.src, g.dst[0]), dst=np.append(g.dst, g.src[0]),
-                                     sim=np.append(g.sim, g.sim[0])), "listed twice"),
+    "listed-twice": (
+        lambda g: _with(
+            g, src=np.append(g.src, g.dst[0]), dst=np.append(g.dst, g.src[0]), sim=np.append(g.sim, g.sim[0])
+        ),
+        "listed twice",
+    ),
     "unknown-node": (lambda g: _with(g, dst=np.where(np.arange(g.num_edges) == 0, 999, g.dst)), "unknown node 999"),
     "id-twice": (lambda g: _with(g, ids=np.array(g.ids[:-1] + [g.ids[0]])), "listed twice"),
 }

@@ -17,12 +17,27 @@ from hypograph.inputs import stored_id
 from hypograph.prox_cli import main as prox_main
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-SEED_FILES = ("embeddings.npz", "embedding-ids.json", "embedding-meta.json", "graph.json", "clusters.json",
-              "dupes.json")
-PROXIMITY_ASSETS = {"hypothesis_texts", "hypothesis_embeddings", "similarity_graph", "proximity_clusters",
-                    "duplicate_pairs"}
-PROXIMITY_CHECKS = {"graph_covers_embedded_ids", "graph_is_symmetric", "clusters_partition_nodes",
-                    "duplicate_pairs_are_valid"}
+SEED_FILES = (
+    "embeddings.npz",
+    "embedding-ids.json",
+    "embedding-meta.json",
+    "graph.json",
+    "clusters.json",
+    "dupes.json",
+)
+PROXIMITY_ASSETS = {
+    "hypothesis_texts",
+    "hypothesis_embeddings",
+    "similarity_graph",
+    "proximity_clusters",
+    "duplicate_pairs",
+}
+PROXIMITY_CHECKS = {
+    "graph_covers_embedded_ids",
+    "graph_is_symmetric",
+    "clusters_partition_nodes",
+    "duplicate_pairs_are_valid",
+}
 
 
 def run_proximity_job(root: Path, **settings):
@@ -67,6 +82,7 @@ def two_runs(tmp_path_factory, make_run_dir):
 
 # -- one run ------------------------------------------------------------------------------------
 
+
 def test_job_succeeds_and_materializes_every_proximity_asset(job_run):
     _, result = job_run
     assert result.success
@@ -109,7 +125,8 @@ def test_metadata_has_a_cluster_table(job_run):
     clusters = read_json(root, "clusters.json")
     rows = [r.data for r in table.records]
     assert [(r["cluster"], r["label"], r["members"]) for r in rows] == [
-        (label, clusters["labels"][label], ", ".join(members)) for label, members in clusters["clusters"].items()]
+        (label, clusters["labels"][label], ", ".join(members)) for label, members in clusters["clusters"].items()
+    ]
 
 
 def test_pair_tables_show_both_hypotheses_and_the_verdict(job_run):
@@ -147,6 +164,7 @@ def test_settings_change_the_thresholds(run_dir):
 
 # -- re-runs ------------------------------------------------------------------------------------
 
+
 def test_second_run_on_unchanged_input_writes_identical_bytes(two_runs):
     first, second, after_first, after_second = two_runs
     assert first.success and second.success
@@ -161,6 +179,7 @@ def test_second_run_on_unchanged_input_leaves_mtimes_alone(two_runs):
 
 
 # -- failures -----------------------------------------------------------------------------------
+
 
 def test_failing_blocking_check_stops_downstream_assets(run_dir, monkeypatch):
     monkeypatch.setattr(checks, "graph_edges_valid", lambda graph: [("H-1", "planted violation")])
@@ -184,6 +203,7 @@ def test_bad_vault_node_fails_the_run_before_any_output(vault):
 
 # -- bundled examples ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("example", ["example_run", "example_vault"])
 def test_job_on_bundled_example(request, example):
     root = request.getfixturevalue(example)
@@ -199,9 +219,11 @@ def test_job_on_bundled_example(request, example):
 
 # -- the hypograph CLI --------------------------------------------------------------------------
 
+
 def hypograph(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([str(VENV_BIN / "hypograph"), *map(str, args)], capture_output=True, text=True,
-                          env=offline_env(), timeout=300)
+    return subprocess.run(
+        [str(VENV_BIN / "hypograph"), *map(str, args)], capture_output=True, text=True, env=offline_env(), timeout=300
+    )
 
 
 def test_hypograph_proximity_prints_summary_and_records_the_run(run_dir):

@@ -36,6 +36,7 @@ QUESTION = "Why do honeybee colonies die over winter?"
 
 # -- helpers --------------------------------------------------------------------------------------
 
+
 def tree(root: Path) -> dict[str, bytes | str]:
     """relative path -> bytes of every file (a symlink -> ``"-> target"``), links never followed."""
     out: dict[str, bytes | str] = {}
@@ -72,8 +73,9 @@ def one_line(message: str, *fragments: str) -> None:
 
 
 def run(*args, env: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env or offline_env(),
-                          timeout=timeout)
+    return subprocess.run(
+        [str(a) for a in args], capture_output=True, text=True, env=env or offline_env(), timeout=timeout
+    )
 
 
 def prox(*args) -> subprocess.CompletedProcess:
@@ -94,8 +96,12 @@ def sound_vault(root: Path) -> Path:
     the survivor of its merged node the merged_from and per-source locator of a merge."""
     build_vault(root)
     survivor = root / "hypotheses" / "H-1 - Varroa mites spread deformed wing virus.md"
-    survivor.write_text(survivor.read_text().replace("locator: Results\n", (
-        "locator:\n- 'S-1: Results'\nmerged_from:\n- '[[H-5 - Varroa mites carry deformed wing virus]]'\n")))
+    survivor.write_text(
+        survivor.read_text().replace(
+            "locator: Results\n",
+            ("locator:\n- 'S-1: Results'\nmerged_from:\n- '[[H-5 - Varroa mites carry deformed wing virus]]'\n"),
+        )
+    )
     dropped = root / "hypotheses" / "dropped" / "H-6 - Cold snaps kill clusters.md"
     dropped.write_text(dropped.read_text().replace("state: dropped\n", "state: dropped\ndrop_reason: Off topic.\n"))
     return root
@@ -121,23 +127,41 @@ def untouched(outside: Path) -> bool:
 
 # -- 1. journal -----------------------------------------------------------------------------------
 
+
 def hostile_journal(root: Path, node: Path) -> None:
     """A saved plan (as a vault from git, zip or a sync folder could carry) that would overwrite a
     file outside the input and move a node out of it."""
     rel = str(node.relative_to(root))
     (root / JOURNAL).parent.mkdir(exist_ok=True)
-    (root / JOURNAL).write_text(json.dumps({"version": 2, "steps": [
-        {"to": "../outside/victim.md", "src": None, "text": "owned\n", "before": {"../outside/victim.md": "absent"}},
-        {"to": "../outside/stolen.md", "src": rel, "text": "gone\n",
-         "before": {"../outside/stolen.md": "absent", rel: "absent"}},
-    ]}))
+    (root / JOURNAL).write_text(
+        json.dumps(
+            {
+                "version": 2,
+                "steps": [
+                    {
+                        "to": "../outside/victim.md",
+                        "src": None,
+                        "text": "owned\n",
+                        "before": {"../outside/victim.md": "absent"},
+                    },
+                    {
+                        "to": "../outside/stolen.md",
+                        "src": rel,
+                        "text": "gone\n",
+                        "before": {"../outside/stolen.md": "absent", rel: "absent"},
+                    },
+                ],
+            }
+        )
+    )
 
 
 def test_prox_embed_on_a_vault_with_a_hostile_journal_refuses(vault, outside):
     hostile_journal(vault, next((vault / "hypotheses").glob("H-1 *.md")))
     before = nodes_of(vault)
-    failed_in_one_line(prox("embed", "--run-dir", vault), str(vault / JOURNAL), "../outside/victim.md",
-                       "leaves the input")
+    failed_in_one_line(
+        prox("embed", "--run-dir", vault), str(vault / JOURNAL), "../outside/victim.md", "leaves the input"
+    )
     assert untouched(outside) and nodes_of(vault) == before
     (vault / JOURNAL).unlink()  # the repair: inspect and remove the journal
     assert prox("embed", "--run-dir", vault).returncode == 0
@@ -155,6 +179,7 @@ def test_a_run_dir_never_rolls_a_journal_forward(run_dir, outside):
 
 
 # -- 2. symlinks ----------------------------------------------------------------------------------
+
 
 def test_symlinked_cluster_folder_is_refused_before_anything_is_minted(vault, outside):
     (vault / "hypothesis-clusters").symlink_to(outside, target_is_directory=True)
@@ -176,8 +201,9 @@ def test_symlinked_cluster_folder_is_refused_before_anything_is_minted(vault, ou
 
 def test_symlinked_node_leading_outside_is_refused(vault, outside):
     link = vault / "hypotheses" / "H-9 - Linked from elsewhere.md"
-    (outside / "H-9 - Linked from elsewhere.md").write_text(node_markdown({"type": "hypothesis", "id": "H-9",
-                                                                          "statement": "Outside."}))
+    (outside / "H-9 - Linked from elsewhere.md").write_text(
+        node_markdown({"type": "hypothesis", "id": "H-9", "statement": "Outside."})
+    )
     link.symlink_to(outside / "H-9 - Linked from elsewhere.md")
     snapshot = tree(outside)
     before = nodes_of(vault)
@@ -226,6 +252,7 @@ def test_run_dir_symlinks(run_dir, outside):
 
 # -- 3. names near the 255-byte limit --------------------------------------------------------------
 
+
 def test_titles_are_cut_by_bytes_with_room_for_temporary_names():
     cjk = "蜂" * 180
     assert len(clean_title(cjk).encode()) <= 180 and clean_title(cjk) == "蜂" * 60
@@ -258,8 +285,13 @@ def test_long_cjk_question_carves_every_cluster(tmp_path):
     root = tmp_path / "vault"
     for n in range(1, 23):
         question = f"{'为什么蜜蜂在冬天死亡' * 17}第{n}号问题?"  # 11 distinct questions, ~180 characters each
-        write_vault_node(root, f"H-{n}", f"Hypothesis {n} on bees", statement=f"Bees die because of cause {n}.",
-                         question=question.replace(f"第{n}号", f"第{(n + 1) // 2}号"))
+        write_vault_node(
+            root,
+            f"H-{n}",
+            f"Hypothesis {n} on bees",
+            statement=f"Bees die because of cause {n}.",
+            question=question.replace(f"第{n}号", f"第{(n + 1) // 2}号"),
+        )
     structure(root)
     assert failing_checks(root) == {}
     names = [p.name for p in (root / "hypothesis-clusters").iterdir()]
@@ -270,12 +302,14 @@ def test_long_cjk_question_carves_every_cluster(tmp_path):
 
 # -- 4. two runs at once on a fresh instance, corrupt storage ----------------------------------------
 
+
 def test_two_structure_runs_at_once_on_a_fresh_instance(tmp_path):
     root = sound_vault(tmp_path / "vault")
     env = {**offline_env(), "DAGSTER_HOME": str(tmp_path / "fresh-dagster-home")}
     args = [str(VENV_BIN / "hypograph"), "structure", str(root), "--llm", "offline"]
-    procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-             for _ in range(2)]
+    procs = [
+        subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)
+    ]
     results = [p.communicate(timeout=600) + (p.returncode,) for p in procs]
     assert any(code == 0 for _, _, code in results), results
     for _, stderr, code in results:
@@ -292,8 +326,9 @@ def test_corrupt_dagster_storage_is_one_line(tmp_path, vault, damage):
     assert hypograph("add", vault, env=env).returncode == 0
     (tmp_path / "dagster-home" / damage).write_text("garbage: [\x00 not a database")
     before = nodes_of(vault)
-    failed_in_one_line(hypograph("add", vault, env=env), str(tmp_path / "dagster-home"), "unreadable",
-                       "move the folder aside")
+    failed_in_one_line(
+        hypograph("add", vault, env=env), str(tmp_path / "dagster-home"), "unreadable", "move the folder aside"
+    )
     assert nodes_of(vault) == before
     shutil.move(tmp_path / "dagster-home", tmp_path / "aside")  # the repair the message names
     assert hypograph("add", vault, env=env).returncode == 0
@@ -345,12 +380,14 @@ def test_hypograph_proximity_prints_the_same_warnings(tmp_path):
 
 # -- smaller --------------------------------------------------------------------------------------
 
+
 def test_4a_refuses_an_inconsistent_node_before_its_first_write(tmp_path):
     root = sound_vault(tmp_path / "vault")
     for n in range(10, 39):  # 29 nodes 4a would rewrite first
         write_vault_node(root, f"H-{n}", f"Bees number {n}", statement=f"Statement {n} on bees.", state=None)
-    bad = write_vault_node(root, "H-7", "Merged but nowhere", folder="hypotheses/merged", statement="Orphan.",
-                           state="merged")
+    bad = write_vault_node(
+        root, "H-7", "Merged but nowhere", folder="hypotheses/merged", statement="Orphan.", state="merged"
+    )
     before = nodes_of(root)
     with pytest.raises(HypographError) as err:
         structure(root)
@@ -376,8 +413,9 @@ def test_duplicate_yaml_keys_are_refused_naming_file_and_key(vault):
     failed_in_one_line(prox("embed", "--run-dir", vault), "H-3 - ", "duplicate key 'statement'")
 
 
-@pytest.mark.parametrize("nested", ["[" * 5000 + "]" * 5000, "{a: " * 5000 + "1" + "}" * 5000,
-                                    "[" * 100 + "]" * 100, '"\\ud800"'])
+@pytest.mark.parametrize(
+    "nested", ["[" * 5000 + "]" * 5000, "{a: " * 5000 + "1" + "}" * 5000, "[" * 100 + "]" * 100, '"\\ud800"']
+)
 def test_deep_or_unwritable_yaml_is_one_line_naming_the_file(vault, nested):
     node = next((vault / "hypotheses").glob("H-2 *.md"))
     node.write_text(node.read_text().replace("locator: Results", f"locator: {nested}"))
@@ -435,6 +473,7 @@ def test_leftover_temporary_files_of_a_killed_run_are_ignored_or_cleaned(vault):
 
 # -- read-only input ------------------------------------------------------------------------------
 
+
 def read_only(root: Path, *command) -> subprocess.CompletedProcess:
     """``command`` with ``root`` mounted read-only for it alone (a private mount namespace)."""
     script = f'mount --bind "{root}" "{root}" && mount -o remount,ro,bind "{root}" && exec "$@"'
@@ -454,11 +493,15 @@ def test_read_only_vault_is_one_line(tmp_path, vault):
     if not can_mount_read_only(tmp_path):
         pytest.skip("needs unshare and mount (a private read-only bind mount)")
     before = tree(vault)
-    failed_in_one_line(read_only(vault, VENV_BIN / "prox", "embed", "--run-dir", vault), "proximity/embedding",
-                       "Read-only file system")
+    failed_in_one_line(
+        read_only(vault, VENV_BIN / "prox", "embed", "--run-dir", vault), "proximity/embedding", "Read-only file system"
+    )
     failed_in_one_line(read_only(vault, VENV_BIN / "hypograph", "unmerge", vault, "H-5"), "structure.lock", "Read-only")
-    failed_in_one_line(read_only(vault, VENV_BIN / "hypograph", "structure", vault, "--llm", "offline"),
-                       str(vault), "cannot write (Read-only file system)")
+    failed_in_one_line(
+        read_only(vault, VENV_BIN / "hypograph", "structure", vault, "--llm", "offline"),
+        str(vault),
+        "cannot write (Read-only file system)",
+    )
     assert tree(vault) == before
     assert hypograph("structure", vault, "--llm", "offline").returncode == 0  # writable again: completes
     assert failing_checks(vault) == {}

@@ -41,8 +41,10 @@ def discover(instance, workspace: Path | None):
     """One tick of ``inputs_discovered`` (with a registry of its own beside the workspace); applies
     its partition requests as the daemon would."""
     registry = str(workspace.parent / "inputs.json") if workspace else None
-    result = inputs_discovered(build_sensor_context(instance=instance),
-                               inputs=Inputs(workspace=str(workspace) if workspace else None, registry_file=registry))
+    result = inputs_discovered(
+        build_sensor_context(instance=instance),
+        inputs=Inputs(workspace=str(workspace) if workspace else None, registry_file=registry),
+    )
     if isinstance(result, SensorResult):
         for request in result.dynamic_partitions_requests:
             instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
@@ -100,8 +102,11 @@ class Ticks:
 
             for job, key in requests:
                 key = self.ids.get(key, key)
-                assert defs.resolve_job_def(job).execute_in_process(
-                    instance=self.instance, partition_key=key, run_config=run_config(offline=True)).success
+                assert (
+                    defs.resolve_job_def(job)
+                    .execute_in_process(instance=self.instance, partition_key=key, run_config=run_config(offline=True))
+                    .success
+                )
         return requests
 
 
@@ -136,8 +141,12 @@ def test_a_new_run_dir_hypothesis_requests_proximity_only_for_it(two_inputs):
     for _ in range(3):
         tick(run=True)
     assert tick() == []
-    write_json_hypothesis(run, "H-11", title="Neonicotinoids impair foraging",
-                          statement="Sublethal neonicotinoid doses impair forager navigation.")
+    write_json_hypothesis(
+        run,
+        "H-11",
+        title="Neonicotinoids impair foraging",
+        statement="Sublethal neonicotinoid doses impair forager navigation.",
+    )
     assert tick() == [("proximity", "run")]
 
 
@@ -166,8 +175,11 @@ def test_a_run_in_progress_defers_its_input(two_inputs, instance):
     from pipelines.definitions import defs
 
     run, vault, tick = two_inputs
-    active = instance.create_run_for_job(defs.resolve_job_def("proximity"), status=DagsterRunStatus.STARTED,
-                                         tags={"dagster/partition": tick.ids["vault"]})
+    active = instance.create_run_for_job(
+        defs.resolve_job_def("proximity"),
+        status=DagsterRunStatus.STARTED,
+        tags={"dagster/partition": tick.ids["vault"]},
+    )
     assert tick() == [("proximity", "run")]
     instance.report_run_failed(instance.get_run_by_id(active.run_id))
     assert tick() == [("proximity", "run"), ("proximity", "vault")]
@@ -184,6 +196,7 @@ def test_an_input_the_cli_already_processed_requests_nothing(two_inputs, instanc
 
 
 # -- with a real daemon -------------------------------------------------------------------------
+
 
 def sensor_ticks(instance, name: str = "hypotheses_changed") -> list:
     """The sensor's ticks, oldest first ([] until the daemon evaluated it once)."""
@@ -226,11 +239,20 @@ def test_a_daemon_runs_what_the_sensor_requests_and_nothing_more(tmp_path, monke
             processed = len(instance.get_runs())
         node = next((vault / "hypotheses").glob("H-3 - *.md"))
         node.write_text(node.read_text(encoding="utf-8").replace("earthquake", "seismic"), encoding="utf-8")
-        write_json_hypothesis(run, "H-31", title="Pirates cut the grain routes",
-                              statement="Piracy on the grain routes starved the coastal palaces.")
-        started = subprocess.run([str(VENV_BIN / "dagster"), "sensor", "start", "hypotheses_changed",
-                                  "-w", "workspace.yaml"], cwd=REPO, env=env, capture_output=True, text=True,
-                                 timeout=120)
+        write_json_hypothesis(
+            run,
+            "H-31",
+            title="Pirates cut the grain routes",
+            statement="Piracy on the grain routes starved the coastal palaces.",
+        )
+        started = subprocess.run(
+            [str(VENV_BIN / "dagster"), "sensor", "start", "hypotheses_changed", "-w", "workspace.yaml"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert started.returncode == 0, started.stderr
 
         def settled(instance):
@@ -248,6 +270,8 @@ def test_a_daemon_runs_what_the_sensor_requests_and_nothing_more(tmp_path, monke
             assert all(r.tags.get("dagster/sensor_name") == "hypotheses_changed" for r in runs)
     finally:
         services.stop(daemon)
-    assert requested in ([("proximity", "run"), ("proximity", "vault"), ("proximity", "vault"), ("structure", "vault")],
-                         [("proximity", "run"), ("proximity", "vault"), ("structure", "vault")]), requested
+    assert requested in (
+        [("proximity", "run"), ("proximity", "vault"), ("proximity", "vault"), ("structure", "vault")],
+        [("proximity", "run"), ("proximity", "vault"), ("structure", "vault")],
+    ), requested
     assert "H-31" in (run / "proximity" / "embedding-ids.json").read_text()

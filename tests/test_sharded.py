@@ -116,6 +116,7 @@ def test_joining_sparse_or_mixed_embeddings_is_refused():
 
 # -- a sharded Dagster run, as a deployment runs it ------------------------------------------------
 
+
 def test_a_sharded_run_on_the_multiprocess_executor_writes_the_unsharded_graph(tmp_path):
     from dagster import AssetKey, DagsterEventType, DagsterInstance
 
@@ -125,14 +126,31 @@ def test_a_sharded_run_on_the_multiprocess_executor_writes_the_unsharded_graph(t
     copy_tree(sharded_dir, whole_dir)
     home.mkdir()
     env = {**offline_env(), "DAGSTER_HOME": str(home), "HYPOGRAPH_EXECUTOR": "multiprocess"}
-    added = subprocess.run([str(VENV_BIN / "hypograph"), "add", sharded_dir], env=env, check=True,
-                           capture_output=True, text=True)
+    added = subprocess.run(
+        [str(VENV_BIN / "hypograph"), "add", sharded_dir], env=env, check=True, capture_output=True, text=True
+    )
     key = added.stdout.split(":")[0]  # "sharded: run-dir /…/sharded"
     config = {"resources": {"proximity": {"config": {"shards": 3}}}, "execution": {"config": {"max_concurrent": 2}}}
     done = subprocess.run(
-        [str(VENV_BIN / "dagster"), "asset", "materialize", "-m", "pipelines.definitions", "--partition", key,
-         "--select", "hypothesis_texts,hypothesis_embeddings,similarity_graph", "--config-json", json.dumps(config)],
-        env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+        [
+            str(VENV_BIN / "dagster"),
+            "asset",
+            "materialize",
+            "-m",
+            "pipelines.definitions",
+            "--partition",
+            key,
+            "--select",
+            "hypothesis_texts,hypothesis_embeddings,similarity_graph",
+            "--config-json",
+            json.dumps(config),
+        ],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
 
     assert execute(whole_dir, "proximity").success  # one shard, in process
@@ -141,8 +159,9 @@ def test_a_sharded_run_on_the_multiprocess_executor_writes_the_unsharded_graph(t
     instance = DagsterInstance.from_config(str(home))
     (run,) = instance.get_runs()
     starts = instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_START)
-    shard_steps = {e.step_key: e.dagster_event.pid for e in starts
-                   if e.step_key.startswith("similarity_graph.similarity_shard[")}
+    shard_steps = {
+        e.step_key: e.dagster_event.pid for e in starts if e.step_key.startswith("similarity_graph.similarity_shard[")
+    }
     assert len(shard_steps) == 3
     assert len(set(shard_steps.values()) | {os.getpid()}) == 4  # each shard in its own process
     graph_event = instance.get_latest_materialization_event(AssetKey("similarity_graph"))
@@ -155,8 +174,9 @@ def test_a_sharded_run_on_the_multiprocess_executor_writes_the_unsharded_graph(t
 def test_an_in_process_run_keeps_its_ranges_in_memory(tmp_path, run_dir):
     """The default run (one process) writes no shard files: nothing piles up run after run."""
     env = {**offline_env(), "DAGSTER_HOME": str(tmp_path / "home")}
-    done = subprocess.run([str(VENV_BIN / "hypograph"), "proximity", str(run_dir)], env=env, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        [str(VENV_BIN / "hypograph"), "proximity", str(run_dir)], env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert (run_dir / "proximity" / "graph.json").exists()
     assert list((tmp_path / "home").rglob("*similarity_shard*")) == []

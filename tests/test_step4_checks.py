@@ -25,6 +25,7 @@ DELETE = object()
 
 # -- helpers ------------------------------------------------------------------------------------
 
+
 def real_vault(tmp_path: Path, name: str) -> Path:
     src = SHARED_VAULTS / name
     if not (src / "hypotheses").is_dir():
@@ -96,11 +97,17 @@ def check_report(output: str) -> dict[int, list[str]]:
 
 
 def hypograph_check(root: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(VENV_BIN / "hypograph"), "check", str(root)], capture_output=True, text=True,
-                          env=offline_env(), timeout=120)
+    return subprocess.run(
+        [str(VENV_BIN / "hypograph"), "check", str(root)],
+        capture_output=True,
+        text=True,
+        env=offline_env(),
+        timeout=120,
+    )
 
 
 # -- the real vaults pass unchanged ---------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", ["covid1", "eggs1"])
 def test_real_vault_passes_all_seven_checks(tmp_path, name):
@@ -110,12 +117,14 @@ def test_real_vault_passes_all_seven_checks(tmp_path, name):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert check_report(proc.stdout) == {n: [] for n in range(1, 8)}
     assert [line.split("  ")[0] for line in proc.stdout.splitlines() if line.startswith("check")] == [
-        f"check {n}: pass" for n in range(1, 8)]
+        f"check {n}: pass" for n in range(1, 8)
+    ]
     assert snapshot(root) == before  # checking writes nothing
 
 
 # -- one broken copy per rule -----------------------------------------------------------------------
 # Each breaker edits a copy (through an Editor) so that the named check fails on the named node with the named reason.
+
 
 def merged_into_dropped_node(v):
     v.edit("H-2", merged_into=v.link("H-3"))
@@ -195,19 +204,29 @@ def no_residual(v):
 
 
 def exhaustive_without_justification(v):
-    v.edit("HC-1", hypotheses=v.links("H-1", "H-5"), exhaustive_by_construction=True,
-           body="\n" + "\n".join("!" + link for link in v.links("H-1", "H-5")) + "\n")
+    v.edit(
+        "HC-1",
+        hypotheses=v.links("H-1", "H-5"),
+        exhaustive_by_construction=True,
+        body="\n" + "\n".join("!" + link for link in v.links("H-1", "H-5")) + "\n",
+    )
 
 
-EXHAUSTIVENESS = ("Exhaustive: a first human infection needs a route, natural or research-related. If the "
-                  "analysis missed a route (say a lab other than the WIV), that failure would favour {member}.")
+EXHAUSTIVENESS = (
+    "Exhaustive: a first human infection needs a route, natural or research-related. If the "
+    "analysis missed a route (say a lab other than the WIV), that failure would favour {member}."
+)
 
 
 def exhaustive_naming_no_member(v):
     """The justification names H-55, which merely contains the member id H-5."""
     h1, h5 = v.links("H-1", "H-5")
-    v.edit("HC-1", hypotheses=[h1, h5], exhaustive_by_construction=True,
-           body=f"\n!{h1}\n\n!{h5}\n\n{EXHAUSTIVENESS.format(member='H-55')}\n")
+    v.edit(
+        "HC-1",
+        hypotheses=[h1, h5],
+        exhaustive_by_construction=True,
+        body=f"\n!{h1}\n\n!{h5}\n\n{EXHAUSTIVENESS.format(member='H-55')}\n",
+    )
 
 
 def exhaustive_with_a_residual(v):
@@ -257,8 +276,7 @@ def survivor_without_merged_from(v):
 
 def source_rewritten(v):
     v.write_baseline(**{"H-1": v.step3_record("H-1", statement="SARS-CoV-2 spilled over at the Huanan market.")})
-    v.edit("H-1", source=v.meta("H-3")["source"],
-         locator=["S-11: Discussion", "S-4: Discussion"])
+    v.edit("H-1", source=v.meta("H-3")["source"], locator=["S-11: Discussion", "S-4: Discussion"])
 
 
 def note_without_widening(v):
@@ -351,27 +369,40 @@ CASES = [
     ("covid1", float_field, 6, "HC-1", "independence = 0.9"),
     ("eggs1", weight_in_depends_on, 6, "HC-2", "weight"),
 ]
-CASES += [("covid1", probability_ending_a_sentence, 6, "HC-1", "0.35"),
-          ("covid1", exhaustive_naming_no_member, 3, "HC-1", "justification")]
+CASES += [
+    ("covid1", probability_ending_a_sentence, 6, "HC-1", "0.35"),
+    ("covid1", exhaustive_naming_no_member, 3, "HC-1", "justification"),
+]
 
 
 def keep_recorded_between_survivor_and_absorbed(v):
     """A person recorded H-1 and H-2 as distinct after the seed pipeline merged H-2 into H-1."""
     (v.root / "proximity").mkdir(exist_ok=True)
-    (v.root / "proximity" / "review.json").write_text(json.dumps(
-        [{"pair": ["H-1", "H-2"], "verdict": "KEEP", "rationale": "Different routes.", "reviewer": "ana"}]))
+    (v.root / "proximity" / "review.json").write_text(
+        json.dumps([{"pair": ["H-1", "H-2"], "verdict": "KEEP", "rationale": "Different routes.", "reviewer": "ana"}])
+    )
 
 
 def keep_on_the_ledger_between_survivor_and_absorbed(v):
     """4a's ledger holds a model's KEEP of a pair a survivor holds."""
     from hypograph.structure.dispositions.ledger import Ledger, PairDecision, write_ledger
 
-    write_ledger(v.root, Ledger(pairs={"H-1|H-2": PairDecision(
-        pair=("H-1", "H-2"), decision="KEEP", rationale="A model kept them apart.", decided_by="model:m")}))
+    write_ledger(
+        v.root,
+        Ledger(
+            pairs={
+                "H-1|H-2": PairDecision(
+                    pair=("H-1", "H-2"), decision="KEEP", rationale="A model kept them apart.", decided_by="model:m"
+                )
+            }
+        ),
+    )
 
 
-CASES += [("covid1", keep_recorded_between_survivor_and_absorbed, 7, "H-1", "H-1 and H-2 are both under survivor H-1"),
-          ("covid1", keep_on_the_ledger_between_survivor_and_absorbed, 7, "H-1", "(decided by model:m)")]
+CASES += [
+    ("covid1", keep_recorded_between_survivor_and_absorbed, 7, "H-1", "H-1 and H-2 are both under survivor H-1"),
+    ("covid1", keep_on_the_ledger_between_survivor_and_absorbed, 7, "H-1", "(decided by model:m)"),
+]
 
 
 def case_param(case, name=None):
@@ -387,8 +418,10 @@ def test_broken_vault_fails_that_check(tmp_path, capsys, vault, breaker, check, 
     assert any(line.startswith(f"{node}: ") and reason in line for line in report[check]), report
 
 
-@pytest.mark.parametrize("vault, breaker, check, node, reason", [
-    case_param(next(c for c in CASES if c[2] == n), name=f"check{n}") for n in range(1, 8)])
+@pytest.mark.parametrize(
+    "vault, breaker, check, node, reason",
+    [case_param(next(c for c in CASES if c[2] == n), name=f"check{n}") for n in range(1, 8)],
+)
 def test_hypograph_check_cli_exits_1_naming_the_node(tmp_path, vault, breaker, check, node, reason):
     root = real_vault(tmp_path, vault)
     breaker(Editor(root))
@@ -402,8 +435,12 @@ def test_exhaustive_cluster_with_justification_passes_check_3(tmp_path):
     root = real_vault(tmp_path, "covid1")
     v = Editor(root)
     h1, h5 = v.links("H-1", "H-5")
-    v.edit("HC-1", hypotheses=[h1, h5], exhaustive_by_construction=True,
-           body=f"\n!{h1}\n\n!{h5}\n\n{EXHAUSTIVENESS.format(member='H-5')}\n")
+    v.edit(
+        "HC-1",
+        hypotheses=[h1, h5],
+        exhaustive_by_construction=True,
+        body=f"\n!{h1}\n\n!{h5}\n\n{EXHAUSTIVENESS.format(member='H-5')}\n",
+    )
     assert violations(root)[3] == []
 
 
@@ -425,5 +462,7 @@ def test_check_refuses_what_is_not_a_vault(tmp_path, layout):
     proc = hypograph_check(tmp_path)
     assert proc.returncode == 1
     assert proc.stdout == ""
-    assert proc.stderr.strip().splitlines() == [f"hypograph check: {tmp_path}: not a vault " + (
-        "(hypotheses/ holds no .md node)" if layout == "run-dir" else "(no hypotheses/ folder)")]
+    assert proc.stderr.strip().splitlines() == [
+        f"hypograph check: {tmp_path}: not a vault "
+        + ("(hypotheses/ holds no .md node)" if layout == "run-dir" else "(no hypotheses/ folder)")
+    ]

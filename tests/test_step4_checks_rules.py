@@ -39,9 +39,20 @@ def link(node_id: str) -> str:
     return f"[[{node_id} - {TITLES[node_id]}]]"
 
 
-TITLES = {"S-1": "Okafor 2019", "S-2": "Lee 2020", "S-3": "Ruiz 2021", "H-1": "Mites spread virus",
-          "H-2": "Mites carry virus", "H-3": "Resistant mites", "H-4": "Off topic", "H-5": "Something else",
-          "H-6": "Mites move virus", "H-10": "Tenth", "HC-1": "Colony losses", "HC-2": "Other losses"}
+TITLES = {
+    "S-1": "Okafor 2019",
+    "S-2": "Lee 2020",
+    "S-3": "Ruiz 2021",
+    "H-1": "Mites spread virus",
+    "H-2": "Mites carry virus",
+    "H-3": "Resistant mites",
+    "H-4": "Off topic",
+    "H-5": "Something else",
+    "H-6": "Mites move virus",
+    "H-10": "Tenth",
+    "HC-1": "Colony losses",
+    "HC-2": "Other losses",
+}
 
 
 def node(folder: str, node_id: str, body: str = "", **meta) -> Node:
@@ -57,27 +68,53 @@ def good_vault() -> Vault:
         node("sources", "S-1", type="source"),
         node("sources", "S-2", type="source"),
         node("sources", "S-3", type="source"),
-        hyp("H-1", statement="Mites spread the virus.", source=link("S-1"), locator=["S-1: p. 4", "S-2: fig. 2"],
-            merged_from=[link("H-2")], additional_sources=[link("S-2")], cluster=link("HC-1")),
-        hyp("H-2", "merged", statement="Mites carry the virus.", source=link("S-2"), locator="fig. 2",
-            merged_into=link("H-1")),
-        hyp("H-3", statement="Resistant mites keep loads high.", source=link("S-3"), locator="p. 9",
-            cluster=link("HC-1")),
+        hyp(
+            "H-1",
+            statement="Mites spread the virus.",
+            source=link("S-1"),
+            locator=["S-1: p. 4", "S-2: fig. 2"],
+            merged_from=[link("H-2")],
+            additional_sources=[link("S-2")],
+            cluster=link("HC-1"),
+        ),
+        hyp(
+            "H-2",
+            "merged",
+            statement="Mites carry the virus.",
+            source=link("S-2"),
+            locator="fig. 2",
+            merged_into=link("H-1"),
+        ),
+        hyp(
+            "H-3",
+            statement="Resistant mites keep loads high.",
+            source=link("S-3"),
+            locator="p. 9",
+            cluster=link("HC-1"),
+        ),
         hyp("H-4", "dropped", statement="Off topic.", source=link("S-3"), locator="p. 1", drop_reason="off topic"),
-        hyp("H-5", statement="Something else causes the losses.", residual=True, source=None,
-            cluster=link("HC-1")),
-        node("hypothesis-clusters", "HC-1", type="hypothesis-cluster",
-             hypotheses=[link("H-1"), link("H-3"), link("H-5")], exclusivity="One cause per colony.",
-             independence="Sampled apart.", depends_on=[], exhaustive_by_construction=False),
+        hyp("H-5", statement="Something else causes the losses.", residual=True, source=None, cluster=link("HC-1")),
+        node(
+            "hypothesis-clusters",
+            "HC-1",
+            type="hypothesis-cluster",
+            hypotheses=[link("H-1"), link("H-3"), link("H-5")],
+            exclusivity="One cause per colony.",
+            independence="Sampled apart.",
+            depends_on=[],
+            exhaustive_by_construction=False,
+        ),
     ]
     return Vault(Path("vault"), {n.id: n for n in nodes})
 
 
-BASELINE = {"H-1": {"statement": "Mites spread the virus.", "source": link("S-1"), "locator": "p. 4"},
-            "H-2": {"statement": "Mites carry the virus.", "source": link("S-2"), "locator": "fig. 2"},
-            "H-3": {"statement": "Resistant mites keep loads high.", "source": link("S-3"), "locator": "p. 9"},
-            "H-4": {"statement": "Off topic.", "source": link("S-3"), "locator": "p. 1"},
-            "H-5": {"statement": "Something else causes the losses.", "source": None, "locator": None}}
+BASELINE = {
+    "H-1": {"statement": "Mites spread the virus.", "source": link("S-1"), "locator": "p. 4"},
+    "H-2": {"statement": "Mites carry the virus.", "source": link("S-2"), "locator": "fig. 2"},
+    "H-3": {"statement": "Resistant mites keep loads high.", "source": link("S-3"), "locator": "p. 9"},
+    "H-4": {"statement": "Off topic.", "source": link("S-3"), "locator": "p. 1"},
+    "H-5": {"statement": "Something else causes the losses.", "source": None, "locator": None},
+}
 
 
 def add(v: Vault, n: Node) -> Vault:
@@ -109,22 +146,29 @@ def test_run_check_runs_the_check_of_that_number(number):
     meta(v, "H-1")["statement"] = "Mites spread or carry the virus."  # check 5, against the baseline
     meta(v, "HC-1")["exclusivity"] = "p = 0.2"  # check 6
     del v.nodes["H-4"]  # check 1, against the baseline
-    expected = {1: [("H-2", "state is 'gone', not one of active / merged / dropped"),
-                    ("H-4", "step-3 hypothesis has no file any more")],
-                2: [("HC-1", "independence is empty")],
-                3: [("HC-1", "0 residual members; exactly 1 required (not exhaustive)")],
-                4: [("H-3", "cluster backlink '[[HC-2 - Other losses]]' does not name HC-1")],
-                5: [("H-1", "additional_sources [] != absorbed sources ['S-2']"),
-                    ("H-1", "locator should be one 'S-N: where' entry per source ['S-1']"),
-                    ("H-1", "statement widened without a generalization_note"),
-                    ("H-5", "no source, not a residual, and not origin: step-4-constructed with a reason")],
-                6: [("HC-1", "exclusivity contains '0.2': step-4 fields hold no numbers")],
-                7: []}  # no KEEP on record (check 7's own cases are below)
+    expected = {
+        1: [
+            ("H-2", "state is 'gone', not one of active / merged / dropped"),
+            ("H-4", "step-3 hypothesis has no file any more"),
+        ],
+        2: [("HC-1", "independence is empty")],
+        3: [("HC-1", "0 residual members; exactly 1 required (not exhaustive)")],
+        4: [("H-3", "cluster backlink '[[HC-2 - Other losses]]' does not name HC-1")],
+        5: [
+            ("H-1", "additional_sources [] != absorbed sources ['S-2']"),
+            ("H-1", "locator should be one 'S-N: where' entry per source ['S-1']"),
+            ("H-1", "statement widened without a generalization_note"),
+            ("H-5", "no source, not a residual, and not origin: step-4-constructed with a reason"),
+        ],
+        6: [("HC-1", "exclusivity contains '0.2': step-4 fields hold no numbers")],
+        7: [],
+    }  # no KEEP on record (check 7's own cases are below)
     assert run_check(number, v, BASELINE) == expected[number]
     assert all_checks(v, BASELINE) == expected
 
 
 # -- check 1: one state, one hop, drop reasons, folders, nothing deleted ----------------------------
+
 
 @pytest.mark.parametrize("state", [None, "Active", "merged ", ["active"]])
 def test_check_1_a_state_outside_the_three_is_named_and_nothing_else_is_asked_of_that_node(state):
@@ -137,18 +181,20 @@ def test_check_1_goes_on_after_a_node_with_a_bad_state():
     v = good_vault()
     meta(v, "H-3")["state"] = None
     meta(v, "H-4")["drop_reason"] = None
-    assert check_1_states(v, None) == [("H-3", "state is None, not one of active / merged / dropped"),
-                                       ("H-4", "dropped without a drop_reason")]
+    assert check_1_states(v, None) == [
+        ("H-3", "state is None, not one of active / merged / dropped"),
+        ("H-4", "dropped without a drop_reason"),
+    ]
 
 
-@pytest.mark.parametrize("node_id, folder, state", [("H-3", "hypotheses/merged", "active"),
-                                                    ("H-2", "hypotheses", "merged"),
-                                                    ("H-4", "hypotheses/merged", "dropped")])
+@pytest.mark.parametrize(
+    "node_id, folder, state",
+    [("H-3", "hypotheses/merged", "active"), ("H-2", "hypotheses", "merged"), ("H-4", "hypotheses/merged", "dropped")],
+)
 def test_check_1_the_file_must_be_in_its_state_s_folder(node_id, folder, state):
     v = good_vault()
     move(v, node_id, folder)
-    assert check_1_states(v, None) == [
-        (node_id, f"state {state} but the file is in {folder}/, not {FOLDERS[state]}/")]
+    assert check_1_states(v, None) == [(node_id, f"state {state} but the file is in {folder}/, not {FOLDERS[state]}/")]
 
 
 @pytest.mark.parametrize("target", [None, "", "H-1", "[[H-99 - Nowhere]]", link("S-1")])
@@ -188,12 +234,15 @@ def test_check_1_every_step3_hypothesis_still_has_a_file_in_id_order():
     v = good_vault()
     del v.nodes["H-4"]
     del v.nodes["H-3"]
-    assert check_1_states(v, BASELINE) == [("H-3", "step-3 hypothesis has no file any more"),
-                                           ("H-4", "step-3 hypothesis has no file any more")]
+    assert check_1_states(v, BASELINE) == [
+        ("H-3", "step-3 hypothesis has no file any more"),
+        ("H-4", "step-3 hypothesis has no file any more"),
+    ]
     assert check_1_states(v, None) == []
 
 
 # -- check 2: cluster nodes well formed ------------------------------------------------------------
+
 
 def test_check_2_a_cluster_outside_its_folder():
     v = good_vault()
@@ -201,23 +250,32 @@ def test_check_2_a_cluster_outside_its_folder():
     assert check_2_clusters(v) == [("HC-1", "not in hypothesis-clusters/ but in hypotheses/")]
 
 
-@pytest.mark.parametrize("name, ok", [("HC-1 - Colony losses.md", True), ("HC-1.md", True),
-                                      ("Colony losses HC-1.md", False), ("HC-10 - Colony losses.md", False),
-                                      ("HC-1 Colony losses.md", False)])
+@pytest.mark.parametrize(
+    "name, ok",
+    [
+        ("HC-1 - Colony losses.md", True),
+        ("HC-1.md", True),
+        ("Colony losses HC-1.md", False),
+        ("HC-10 - Colony losses.md", False),
+        ("HC-1 Colony losses.md", False),
+    ],
+)
 def test_check_2_the_file_name_begins_with_the_id(name, ok):
     v = good_vault()
     v.nodes["HC-1"].path = Path("hypothesis-clusters") / name
     assert check_2_clusters(v) == ([] if ok else [("HC-1", "filename does not begin with its id")])
 
 
-@pytest.mark.parametrize("members, distinct", [("[[H-1]] [[H-3]]", 1), ([link("H-1"), "H-3", link("H-5")], 2),
-                                               (None, 0)])
+@pytest.mark.parametrize(
+    "members, distinct", [("[[H-1]] [[H-3]]", 1), ([link("H-1"), "H-3", link("H-5")], 2), (None, 0)]
+)
 def test_check_2_hypotheses_must_be_a_list_of_links(members, distinct):
     """A single string is read as one link (the first), a plain id is no link."""
     v = good_vault()
     meta(v, "HC-1")["hypotheses"] = members
     assert check_2_clusters(v) == [("HC-1", "hypotheses is not a list of [[H-N]] links")] + (
-        [("HC-1", f"{distinct} distinct member(s); at least 2 required")] if distinct < 2 else [])
+        [("HC-1", f"{distinct} distinct member(s); at least 2 required")] if distinct < 2 else []
+    )
 
 
 def test_check_2_a_member_listed_twice():
@@ -243,15 +301,19 @@ def test_check_2_two_distinct_members_are_enough():
 def test_check_2_every_member_must_be_a_hypothesis_node():
     v = good_vault()
     meta(v, "HC-1")["hypotheses"] = [link("H-1"), "[[H-99 - Nowhere]]", link("S-3"), link("H-5")]
-    assert check_2_clusters(v) == [("HC-1", "member H-99 is not a hypothesis node"),
-                                   ("HC-1", "member S-3 is not a hypothesis node")]
+    assert check_2_clusters(v) == [
+        ("HC-1", "member H-99 is not a hypothesis node"),
+        ("HC-1", "member S-3 is not a hypothesis node"),
+    ]
 
 
 def test_check_2_a_cluster_of_missing_nodes_is_not_also_out_of_order():
     v = good_vault()
     meta(v, "HC-1")["hypotheses"] = ["[[H-99 - Nowhere]]", "[[H-98 - Nowhere]]"]
-    assert check_2_clusters(v) == [("HC-1", "member H-99 is not a hypothesis node"),
-                                   ("HC-1", "member H-98 is not a hypothesis node")]
+    assert check_2_clusters(v) == [
+        ("HC-1", "member H-99 is not a hypothesis node"),
+        ("HC-1", "member H-98 is not a hypothesis node"),
+    ]
 
 
 @pytest.mark.parametrize("member, state", [("H-2", "merged"), ("H-4", "dropped")])
@@ -261,8 +323,9 @@ def test_check_2_every_member_must_be_active(member, state):
     assert check_2_clusters(v) == [("HC-1", f"member {member} is {state!r}, not active")]
 
 
-@pytest.mark.parametrize("order", [["H-3", "H-1", "H-5"], ["H-1", "H-5", "H-3"], ["H-5", "H-1", "H-3"],
-                                   ["H-10", "H-3", "H-5"]])
+@pytest.mark.parametrize(
+    "order", [["H-3", "H-1", "H-5"], ["H-1", "H-5", "H-3"], ["H-5", "H-1", "H-3"], ["H-10", "H-3", "H-5"]]
+)
 def test_check_2_members_ascend_by_id_with_the_residual_last(order):
     v = add(good_vault(), hyp("H-10", source=link("S-3"), locator="p. 2", cluster=link("HC-1")))
     meta(v, "HC-1")["hypotheses"] = [link(i) for i in order]
@@ -308,6 +371,7 @@ def test_check_2_the_keys_must_be_present_even_if_empty(key):
 
 # -- check 3: exactly one residual listed last, or a justified exhaustive cluster ------------------
 
+
 def exhaustive(v: Vault, body: str, members=("H-1", "H-3")) -> None:
     meta(v, "HC-1").update(hypotheses=[link(m) for m in members], exhaustive_by_construction=True)
     v.nodes["HC-1"].body = body
@@ -319,14 +383,23 @@ def test_check_3_an_exhaustive_cluster_justified_in_its_body_passes():
     assert check_3_residuals(v) == []
 
 
-@pytest.mark.parametrize("body", ["", "\n  \n", "\n![[H-1 - Mites spread virus]]\n![[H-3 - Resistant mites]]\n",
-                                  "A miscount would favour one of them.", "A miscount would favour H-10.",
-                                  "A miscount would favour H-3x."])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "",
+        "\n  \n",
+        "\n![[H-1 - Mites spread virus]]\n![[H-3 - Resistant mites]]\n",
+        "A miscount would favour one of them.",
+        "A miscount would favour H-10.",
+        "A miscount would favour H-3x.",
+    ],
+)
 def test_check_3_an_exhaustive_cluster_must_name_in_prose_the_member_a_failure_favours(body):
     v = good_vault()
     exhaustive(v, body)
-    assert check_3_residuals(v) == [("HC-1", "exhaustive_by_construction without a body justification "
-                                             "naming the member a failure would favour")]
+    assert check_3_residuals(v) == [
+        ("HC-1", "exhaustive_by_construction without a body justification naming the member a failure would favour")
+    ]
 
 
 def test_check_3_the_member_named_may_end_a_line_of_the_justification():
@@ -339,8 +412,9 @@ def test_check_3_an_exhaustive_cluster_names_a_member_that_exists():
     v = good_vault()
     exhaustive(v, "A miscount would favour H-99.")
     meta(v, "HC-1")["hypotheses"] = [link("H-1"), "[[H-99 - Nowhere]]"]
-    assert check_3_residuals(v) == [("HC-1", "exhaustive_by_construction without a body justification "
-                                             "naming the member a failure would favour")]
+    assert check_3_residuals(v) == [
+        ("HC-1", "exhaustive_by_construction without a body justification naming the member a failure would favour")
+    ]
     v.nodes["HC-1"].body = "A miscount would favour H-1."
     assert check_3_residuals(v) == []
 
@@ -379,10 +453,21 @@ def test_check_3_a_missing_member_is_left_to_check_2():
 
 # -- check 4: every active hypothesis in exactly one cluster, its backlink naming it -----------------
 
+
 def second_cluster(v: Vault, *members: str) -> Vault:
-    return add(v, node("hypothesis-clusters", "HC-2", type="hypothesis-cluster",
-                       hypotheses=[link(m) for m in members], exclusivity="x", independence="y", depends_on=[],
-                       exhaustive_by_construction=False))
+    return add(
+        v,
+        node(
+            "hypothesis-clusters",
+            "HC-2",
+            type="hypothesis-cluster",
+            hypotheses=[link(m) for m in members],
+            exclusivity="x",
+            independence="y",
+            depends_on=[],
+            exhaustive_by_construction=False,
+        ),
+    )
 
 
 def test_check_4_a_hypothesis_in_two_clusters():
@@ -424,13 +509,15 @@ def test_check_4_asks_nothing_of_merged_or_dropped_hypotheses():
 
 # -- check 5: survivors keep their provenance ------------------------------------------------------
 
+
 def test_check_5_a_survivor_needs_merged_from():
     v = good_vault()
     del meta(v, "H-1")["merged_from"]
-    assert check_5_survivors(v, BASELINE) == [("H-1", "survivor without merged_from"),
-                                              ("H-1", "merged_from lacks H-2"),
-                                              ("H-1", "additional_sources ['S-2'] != absorbed sources []"),
-                                              ]
+    assert check_5_survivors(v, BASELINE) == [
+        ("H-1", "survivor without merged_from"),
+        ("H-1", "merged_from lacks H-2"),
+        ("H-1", "additional_sources ['S-2'] != absorbed sources []"),
+    ]
 
 
 def test_check_5_merged_from_lists_every_node_merged_into_the_survivor():
@@ -444,9 +531,11 @@ def test_check_5_merged_from_lists_every_node_merged_into_the_survivor():
 
 def test_check_5_goes_on_past_hypotheses_that_are_no_survivors():
     v = add(good_vault(), hyp("H-6", "merged", merged_into=link("H-3"), source=link("S-3"), locator="p. 9"))
-    assert check_5_survivors(v, BASELINE) == [("H-3", "survivor without merged_from"),
-                                              ("H-3", "merged_from lacks H-6"),
-                                              ("H-3", "locator should be one 'S-N: where' entry per source ['S-3']")]
+    assert check_5_survivors(v, BASELINE) == [
+        ("H-3", "survivor without merged_from"),
+        ("H-3", "merged_from lacks H-6"),
+        ("H-3", "locator should be one 'S-N: where' entry per source ['S-3']"),
+    ]
 
 
 def test_check_5_reads_a_single_link_where_a_list_is_usual():
@@ -472,7 +561,8 @@ def test_check_5_a_survivor_is_recognised_by_merged_from_alone():
     meta(v, "H-2")["merged_into"] = None
     meta(v, "H-1")["locator"] = ["S-1: p. 4"]
     assert check_5_survivors(v, BASELINE) == [
-        ("H-1", "locator should be one 'S-N: where' entry per source ['S-1', 'S-2']")]
+        ("H-1", "locator should be one 'S-N: where' entry per source ['S-1', 'S-2']")
+    ]
 
 
 @pytest.mark.parametrize("source", [[link("S-1")], "S-1", None, "", "[[Okafor]]"])
@@ -490,15 +580,19 @@ def test_check_5_a_survivor_whose_source_is_no_link_is_reported_not_a_crash():
     meta(v, "H-1")["source"] = "S-1"
     assert check_5_survivors(v, BASELINE) == [
         ("H-1", "source is not a single [[S-N]] link"),
-        ("H-1", "locator should be one 'S-N: where' entry per source ['S-2']")]
+        ("H-1", "locator should be one 'S-N: where' entry per source ['S-2']"),
+    ]
 
 
 def test_check_4_reports_hypotheses_in_id_order_whatever_the_listing():
     v = add(good_vault(), hyp("H-10", source=link("S-3"), locator="p. 2", cluster=link("HC-1")))
     meta(v, "HC-1")["hypotheses"] = [link("H-1"), link("H-3"), link("H-10"), link("H-5")]
     second_cluster(v, "H-10", "H-5", "H-3")
-    assert check_4_membership(v) == [("H-3", "in 2 clusters: HC-1, HC-2"), ("H-5", "in 2 clusters: HC-1, HC-2"),
-                                     ("H-10", "in 2 clusters: HC-1, HC-2")]
+    assert check_4_membership(v) == [
+        ("H-3", "in 2 clusters: HC-1, HC-2"),
+        ("H-5", "in 2 clusters: HC-1, HC-2"),
+        ("H-10", "in 2 clusters: HC-1, HC-2"),
+    ]
 
 
 def test_check_5_a_survivor_keeps_its_step3_source():
@@ -511,8 +605,10 @@ def test_check_5_a_survivor_keeps_its_step3_source():
     assert check_5_survivors(v, {"H-3": BASELINE["H-3"]}) == []
 
 
-@pytest.mark.parametrize("extra, shown", [([], "[]"), ([link("S-3")], "['S-3']"),
-                                          ([link("S-2"), link("S-3")], "['S-2', 'S-3']"), (None, "[]")])
+@pytest.mark.parametrize(
+    "extra, shown",
+    [([], "[]"), ([link("S-3")], "['S-3']"), ([link("S-2"), link("S-3")], "['S-2', 'S-3']"), (None, "[]")],
+)
 def test_check_5_additional_sources_are_exactly_the_absorbed_sources(extra, shown):
     v = good_vault()
     meta(v, "H-1")["additional_sources"] = extra
@@ -544,13 +640,23 @@ def test_check_5_merged_from_naming_a_missing_node_adds_no_source():
     assert check_5_survivors(v, BASELINE) == []
 
 
-@pytest.mark.parametrize("locator", ["p. 4", ["S-1: p. 4"], ["S-1: p. 4", "S-2: fig. 2", "S-2: fig. 3"],
-                                     ["S-1 p. 4", "S-2: fig. 2"], ["S-1: p. 4", "S-3: fig. 2"], None])
+@pytest.mark.parametrize(
+    "locator",
+    [
+        "p. 4",
+        ["S-1: p. 4"],
+        ["S-1: p. 4", "S-2: fig. 2", "S-2: fig. 3"],
+        ["S-1 p. 4", "S-2: fig. 2"],
+        ["S-1: p. 4", "S-3: fig. 2"],
+        None,
+    ],
+)
 def test_check_5_one_locator_entry_per_source(locator):
     v = good_vault()
     meta(v, "H-1")["locator"] = locator
     assert check_5_survivors(v, BASELINE) == [
-        ("H-1", "locator should be one 'S-N: where' entry per source ['S-1', 'S-2']")]
+        ("H-1", "locator should be one 'S-N: where' entry per source ['S-1', 'S-2']")
+    ]
 
 
 def test_check_5_locator_entries_may_come_in_any_order_and_hold_colons():
@@ -573,18 +679,27 @@ def test_check_5_a_generalization_note_needs_a_widened_statement(note, flagged):
     v = good_vault()
     meta(v, "H-1")["generalization_note"] = note
     assert check_5_survivors(v, BASELINE) == (
-        [("H-1", "generalization_note present without a widened statement")] if flagged else [])
+        [("H-1", "generalization_note present without a widened statement")] if flagged else []
+    )
 
 
-@pytest.mark.parametrize("fields", [{"residual": False}, {"residual": "true"}, {"residual": False, "source": ""},
-                                    {"residual": False, "origin": "step-4-constructed"},
-                                    {"residual": False, "origin": "constructed"}])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"residual": False},
+        {"residual": "true"},
+        {"residual": False, "source": ""},
+        {"residual": False, "origin": "step-4-constructed"},
+        {"residual": False, "origin": "constructed"},
+    ],
+)
 def test_check_5_an_active_hypothesis_without_a_source_is_the_residual_or_constructed_with_a_reason(fields):
     v = good_vault()
     meta(v, "H-5").update(fields)
     v.nodes["H-5"].body = "\n  \n" if "origin" in fields else "Because the losses need another explanation."
     assert check_5_survivors(v, BASELINE) == [
-        ("H-5", "no source, not a residual, and not origin: step-4-constructed with a reason")]
+        ("H-5", "no source, not a residual, and not origin: step-4-constructed with a reason")
+    ]
 
 
 def test_check_5_a_constructed_hypothesis_with_a_reason_needs_no_source():
@@ -603,6 +718,7 @@ def test_check_5_asks_no_source_of_merged_or_dropped_hypotheses():
 
 
 # -- check 6: no numbers in step-4 fields ----------------------------------------------------------
+
 
 @pytest.mark.parametrize("key", H_FIELDS_4)
 def test_check_6_every_disposition_field_of_a_hypothesis_holds_no_number(key):
@@ -624,19 +740,40 @@ def test_check_6_every_field_of_a_cluster_holds_no_number(key):
     assert check_6_no_numbers(v) == [("HC-1", f"{key} = 0.9: step-4 fields hold no numbers")]
 
 
-@pytest.mark.parametrize("text, found", [
-    ("Probability 0.35 that one holds.", "0.35"), ("About .2 of colonies.", ".2"), ("Certain: 1.0.", "1.0"),
-    ("Holds in 35% of cases.", "35%"), ("Holds in 35 percent of cases.", "35 percent"),
-    ("Holds in 35.5 % of cases.", "35.5 %"), ("Weight: 3, strong", "Weight: 3"), ("prior=high", "prior=h"),
-    ("Likelihood : low", "Likelihood : l"), ("RANK=1", "RANK=1"), ("odds: even", "odds: e"),
-    ("probability:x", "probability:x")])
+@pytest.mark.parametrize(
+    "text, found",
+    [
+        ("Probability 0.35 that one holds.", "0.35"),
+        ("About .2 of colonies.", ".2"),
+        ("Certain: 1.0.", "1.0"),
+        ("Holds in 35% of cases.", "35%"),
+        ("Holds in 35 percent of cases.", "35 percent"),
+        ("Holds in 35.5 % of cases.", "35.5 %"),
+        ("Weight: 3, strong", "Weight: 3"),
+        ("prior=high", "prior=h"),
+        ("Likelihood : low", "Likelihood : l"),
+        ("RANK=1", "RANK=1"),
+        ("odds: even", "odds: e"),
+        ("probability:x", "probability:x"),
+    ],
+)
 def test_check_6_finds_probabilities_percentages_and_weights_in_text(text, found):
     assert _numbers(text, "exclusivity") == [f"exclusivity contains {found!r}"]
 
 
-@pytest.mark.parametrize("text", ["Sampled in 2 apiaries, 3 years apart.", "See H-3 and O-12.", "Version 2.0.1",
-                                  "A ranking of causes", "weighted by hand", "[[O-3 - Rainfall fell 35% in 0.5 years]]",
-                                  "Colonies 1.05 apart", "x.5 and v1.0"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Sampled in 2 apiaries, 3 years apart.",
+        "See H-3 and O-12.",
+        "Version 2.0.1",
+        "A ranking of causes",
+        "weighted by hand",
+        "[[O-3 - Rainfall fell 35% in 0.5 years]]",
+        "Colonies 1.05 apart",
+        "x.5 and v1.0",
+    ],
+)
 def test_check_6_counts_ids_and_linked_titles_are_no_step4_numbers(text):
     assert _numbers(text, "exclusivity") == []
 
@@ -655,8 +792,7 @@ def test_check_6_walks_lists_and_mappings_naming_the_place():
     assert _numbers(value, "origin") == ["origin.a[3] contains '0.4'", "origin.b.c = 2", "origin.d = 1.5"]
     meta_ = good_vault()
     meta(meta_, "HC-1")["depends_on"] = ["HC-2: independent", "HC-3: weight = 2"]
-    assert check_6_no_numbers(meta_) == [
-        ("HC-1", "depends_on[1] contains 'weight = 2': step-4 fields hold no numbers")]
+    assert check_6_no_numbers(meta_) == [("HC-1", "depends_on[1] contains 'weight = 2': step-4 fields hold no numbers")]
 
 
 @pytest.mark.parametrize("value", [True, False, None, b"0.5", 3j])
@@ -683,16 +819,27 @@ def test_the_check_names_cover_the_seven_checks():
 
 def test_check_7_names_every_keep_pair_under_one_survivor_transitively():
     """H-1 absorbed H-2 and H-3; H-3 had absorbed H-4 (its merged_from): all four are under H-1."""
+
     def h(i, **meta):
         folder = "hypotheses/merged" if meta.get("state") == "merged" else "hypotheses"
         return Node(Path(f"{folder}/H-{i} - T{i}.md"), {"type": "hypothesis", "id": f"H-{i}", **meta}, "")
 
     link = lambda i: f"[[H-{i} - T{i}]]"  # noqa: E731
-    v = Vault(Path("vault"), {n.id: n for n in [
-        h(1, state="active", merged_from=[link(2), link(3)]), h(2, state="merged", merged_into=link(1)),
-        h(3, state="merged", merged_into=link(1), merged_from=[link(4)]), h(4, state="merged", merged_into=link(1)),
-        h(5, state="active")]})
+    v = Vault(
+        Path("vault"),
+        {
+            n.id: n
+            for n in [
+                h(1, state="active", merged_from=[link(2), link(3)]),
+                h(2, state="merged", merged_into=link(1)),
+                h(3, state="merged", merged_into=link(1), merged_from=[link(4)]),
+                h(4, state="merged", merged_into=link(1)),
+                h(5, state="active"),
+            ]
+        },
+    )
     keeps = {frozenset(("H-2", "H-4")): "model:m", frozenset(("H-1", "H-5")): "human"}
     assert checks.check_7_keep_apart(v, keeps) == [
-        ("H-1", "H-2 and H-4 are both under survivor H-1 but recorded KEEP (decided by model:m)")]
+        ("H-1", "H-2 and H-4 are both under survivor H-1 but recorded KEEP (decided by model:m)")
+    ]
     assert checks.check_7_keep_apart(v, {frozenset(("H-1", "H-5")): "human"}) == []

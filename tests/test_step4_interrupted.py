@@ -40,13 +40,17 @@ def digest(root: Path) -> dict[str, str]:
     return out
 
 
-def drive(root: Path, inputs: Path, kill_at: int = 0, events: Path | None = None, *extra: str,
-          wait: bool = True):
+def drive(root: Path, inputs: Path, kill_at: int = 0, events: Path | None = None, *extra: str, wait: bool = True):
     env = {**os.environ, "HYPOGRAPH_TEST_KILL_AT": str(kill_at)}
     if events is not None:
         env["HYPOGRAPH_TEST_EVENTS"] = str(events)
-    proc = subprocess.Popen([sys.executable, str(DRIVER), str(root), str(inputs), *extra], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(DRIVER), str(root), str(inputs), *extra],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     if not wait:
         return proc
     out, err = proc.communicate(timeout=600)
@@ -81,8 +85,10 @@ def test_the_uninterrupted_run_merges_keeps_and_clusters(world):
     step3, _, reference, lines = world
     merged = [rel for rel in reference if rel.startswith("hypotheses/merged/")]
     assert merged and any(rel.startswith("hypothesis-clusters/") for rel in reference)
-    assert not any(rel in reference for rel in (".hypograph/structuring.json", ".hypograph/carving.json",
-                                                ".hypograph/journal.json"))
+    assert not any(
+        rel in reference
+        for rel in (".hypograph/structuring.json", ".hypograph/carving.json", ".hypograph/journal.json")
+    )
     assert {phase for phase, _, _ in lines} == {"4a", "4b", "map"}
 
 
@@ -175,12 +181,22 @@ def test_a_reader_during_a_structuring_waits_then_refuses_in_one_line_naming_the
 
     step3, _, _, _ = world
     root = Path(shutil.copytree(step3, tmp_path / "vault"))
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; sys.path.insert(0, sys.argv[2])\n"
-        "from hypograph.structure.session import structuring\n"
-        "with structuring(sys.argv[1], 'dagster-run-1234'):\n"
-        "    print('held', flush=True); time.sleep(30)\n"), str(root), str(REPO)],
-        stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, time; sys.path.insert(0, sys.argv[2])\n"
+                "from hypograph.structure.session import structuring\n"
+                "with structuring(sys.argv[1], 'dagster-run-1234'):\n"
+                "    print('held', flush=True); time.sleep(30)\n"
+            ),
+            str(root),
+            str(REPO),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         monkeypatch.setattr(locking, "READ_WAIT", 0.3)

@@ -57,8 +57,9 @@ from hypograph.structure.dispositions.ledger import Ledger
 from hypograph.vault.vault import open_vault
 from pipelines.summaries import asset_metadata
 
-H3_STATEMENT = ("Hunting by the first human arrivals killed off the megafauna in a rapid overkill soon after people "
-                "reached Sahul.")
+H3_STATEMENT = (
+    "Hunting by the first human arrivals killed off the megafauna in a rapid overkill soon after people reached Sahul."
+)
 
 
 @pytest.fixture
@@ -68,11 +69,17 @@ def sahul(tmp_path) -> Path:
 
 def identical_widening(body: dict) -> dict:
     """MERGE H-3/H-127 with a "widened" statement that is H-3's own, plus a note."""
+
     def judge(a: str, b: str) -> dict:
         if {a, b} == {"H-3", "H-127"}:
-            return {"decision": "MERGE", "widened_statement": H3_STATEMENT, "generalization_note": GENERALIZATION,
-                    "rationale": "Same core claim: people killed the megafauna directly."}
+            return {
+                "decision": "MERGE",
+                "widened_statement": H3_STATEMENT,
+                "generalization_note": GENERALIZATION,
+                "rationale": "Same core claim: people killed the megafauna directly.",
+            }
         return {}
+
     return merge_answer(body, judge)
 
 
@@ -84,6 +91,7 @@ def model(merge=identical_widening, carve=None):
         if system_of(body).startswith(MERGE_SYSTEM):
             return answer(merge(body))
         return smart(body)
+
     return respond
 
 
@@ -111,8 +119,13 @@ def wedge(root: Path) -> None:
     the note written on H-3 although its statement is unchanged, the bad decision on the ledger."""
     ledger = read_ledger(root)
     ledger.pairs["H-3|H-127"] = PairDecision(
-        pair=("H-3", "H-127"), decision="MERGE", decided_by="model:stub-model", rationale="Same core claim.",
-        widened_statement=H3_STATEMENT, generalization_note=GENERALIZATION)
+        pair=("H-3", "H-127"),
+        decision="MERGE",
+        decided_by="model:stub-model",
+        rationale="Same core claim.",
+        widened_statement=H3_STATEMENT,
+        generalization_note=GENERALIZATION,
+    )
     write_ledger(root, ledger)
     apply_dispositions(open_vault(root), ledger)
     h3 = hypotheses(root)["H-3"]
@@ -158,8 +171,14 @@ def test_pairs_are_asked_several_to_a_question_and_validated_by_number(tmp_path,
                 first.append(body)
                 return answer({"decisions": full["decisions"][:-1]})
             return answer(full)
-        return answer({"items": [{"hypothesis": int(a["number"]), "off_topic": False, "drop_reason": None}
-                                 for a, _ in tagged(body, "hypothesis")]})
+        return answer(
+            {
+                "items": [
+                    {"hypothesis": int(a["number"]), "off_topic": False, "drop_reason": None}
+                    for a, _ in tagged(body, "hypothesis")
+                ]
+            }
+        )
 
     llm_server.always(respond)
     result = run_job(root, offline=False)
@@ -172,7 +191,8 @@ def test_pairs_are_asked_several_to_a_question_and_validated_by_number(tmp_path,
     (again,) = [r for r in asks if "expected exactly one decision for each pair" in r.last_user]
     assert merge_pairs(again.body) == merge_pairs(first[0])  # the same question, asked again
     assert sorted(len(merge_pairs(r.body)) for r in asks if r is not again) == sorted(
-        [PAIR_BATCH] * (judged // PAIR_BATCH) + [judged % PAIR_BATCH] * bool(judged % PAIR_BATCH))
+        [PAIR_BATCH] * (judged // PAIR_BATCH) + [judged % PAIR_BATCH] * bool(judged % PAIR_BATCH)
+    )
     assert all(r.prompt.count("<observation ") == 1 for r in asks)  # the observations once per question
     assert meta["merge_groups_asked_directly"] == 1 and meta["merge_groups_closed_by_chaining"] == 0
     assert meta["llm_calls"] >= len(asks) and meta["llm_prompt_tokens"] > 0
@@ -182,8 +202,16 @@ def test_pairs_are_asked_several_to_a_question_and_validated_by_number(tmp_path,
 def three_alike(root: Path) -> Path:
     start_vault(root)
     for k, source in ((1, "S-1"), (2, "S-2"), (3, "S-3")):
-        write_node(root, "hypotheses", f"H-{k}", WARM_TITLE, statement=WARM, question="Why?",
-                   source=f"[[{SOURCES[source]}]]", locator="Results")
+        write_node(
+            root,
+            "hypotheses",
+            f"H-{k}",
+            WARM_TITLE,
+            statement=WARM,
+            question="Why?",
+            source=f"[[{SOURCES[source]}]]",
+            locator="Results",
+        )
     return root
 
 
@@ -195,11 +223,21 @@ def test_the_group_widens_through_any_of_its_merge_pairs(tmp_path):
 
     record_baseline(open_vault(root))
     widened = "Warm autumns, or any mild spell, let Varroa mites keep breeding so the colonies collapse."
-    ledger = Ledger(pairs={
-        "H-1|H-2": PairDecision(pair=("H-1", "H-2"), decision="MERGE", decided_by="model:m", rationale="Same core."),
-        "H-2|H-3": PairDecision(pair=("H-2", "H-3"), decision="MERGE", decided_by="model:m", rationale="Same core.",
-                                widened_statement=widened,
-                                generalization_note="widened 'warm autumns' to any mild spell")})
+    ledger = Ledger(
+        pairs={
+            "H-1|H-2": PairDecision(
+                pair=("H-1", "H-2"), decision="MERGE", decided_by="model:m", rationale="Same core."
+            ),
+            "H-2|H-3": PairDecision(
+                pair=("H-2", "H-3"),
+                decision="MERGE",
+                decided_by="model:m",
+                rationale="Same core.",
+                widened_statement=widened,
+                generalization_note="widened 'warm autumns' to any mild spell",
+            ),
+        }
+    )
     report = apply_dispositions(open_vault(root), ledger)
     h1 = hypotheses(root)["H-1"].meta
     assert report.merged == {"H-1": ["H-2", "H-3"]}
@@ -232,25 +270,41 @@ def exhaustive_with_complement(body: dict) -> dict:
     with a residual note, its own residual question, and prose naming "the residual"."""
     number = {c["title"].split()[0]: int(a["number"]) for a, c in tagged(body, "hypothesis")}
     base = {k: v for k, v in CLUSTER.items() if k not in ("name", "question", "residual_title", "residual_statement")}
-    return {"clusters": [
-        {**base, "name": "Whether people drove the extinction", "members": [number["Direct"], number["Indirect"]],
-         "exclusivity": "hypothesis 1, hypothesis 2 and constructed 1 name different roles for people; "
-                        "at most one holds",
-         "exhaustive_by_construction": True,
-         "exhaustiveness_argument": "people played a direct, an indirect or no part; "
-                                    "a dating failure would favour constructed 1",
-         "constructed": [{"title": "People played no part in the extinction",
-                          "statement": "Humans had no causal role in the extinction pulse at all, unlike hypothesis 1.",
-                          "reason": "Constructed complement: the no-human answer, which no paper stated",
-                          "question": COMPLEMENT_QUESTION}]},
-        {**base, "name": "Whether climate drove the extinction",
-         "members": [number["Climate-driven"], number["Hunting"]],
-         "residual_title": "Some driver other than these dominated",
-         "residual_statement": "the answer is something not listed here, e.g. a disease",
-         "residual_note": RESIDUAL_NOTE, "residual_question": RESIDUAL_QUESTION,
-         "carving_justification": "Climate against hunting of juveniles; the residual keeps the space whole."}],
-        "stragglers": [{"hypothesis": number["Genyornis"],
-                        "drop_reason": "concerns taxonomy only; bears on no cluster"}]}
+    return {
+        "clusters": [
+            {
+                **base,
+                "name": "Whether people drove the extinction",
+                "members": [number["Direct"], number["Indirect"]],
+                "exclusivity": "hypothesis 1, hypothesis 2 and constructed 1 name different roles for people; "
+                "at most one holds",
+                "exhaustive_by_construction": True,
+                "exhaustiveness_argument": "people played a direct, an indirect or no part; "
+                "a dating failure would favour constructed 1",
+                "constructed": [
+                    {
+                        "title": "People played no part in the extinction",
+                        "statement": "Humans had no causal role in the extinction pulse at all, unlike hypothesis 1.",
+                        "reason": "Constructed complement: the no-human answer, which no paper stated",
+                        "question": COMPLEMENT_QUESTION,
+                    }
+                ],
+            },
+            {
+                **base,
+                "name": "Whether climate drove the extinction",
+                "members": [number["Climate-driven"], number["Hunting"]],
+                "residual_title": "Some driver other than these dominated",
+                "residual_statement": "the answer is something not listed here, e.g. a disease",
+                "residual_note": RESIDUAL_NOTE,
+                "residual_question": RESIDUAL_QUESTION,
+                "carving_justification": "Climate against hunting of juveniles; the residual keeps the space whole.",
+            },
+        ],
+        "stragglers": [
+            {"hypothesis": number["Genyornis"], "drop_reason": "concerns taxonomy only; bears on no cluster"}
+        ],
+    }
 
 
 def test_a_constructed_member_named_in_the_exhaustiveness_argument_and_a_residual_note(sahul, llm_server, llm_env):
@@ -265,8 +319,9 @@ def test_a_constructed_member_named_in_the_exhaustiveness_argument_and_a_residua
 
     assert people.meta["exhaustive_by_construction"] is True
     assert f"a dating failure would favour {complement}" in people.body  # check 3 reads this
-    assert people.meta["exclusivity"] == (f"H-3, H-11 and {complement} name different roles for people; "
-                                          "at most one holds")
+    assert people.meta["exclusivity"] == (
+        f"H-3, H-11 and {complement} name different roles for people; at most one holds"
+    )
     c = hyps[complement]
     assert c.meta["question"] == COMPLEMENT_QUESTION and c.meta["statement"].endswith("unlike H-3.")
     assert c.body == "\nConstructed complement: the no-human answer, which no paper stated\n"

@@ -72,15 +72,22 @@ REAL_VAULTS = ("covid1", "eggs1")
 
 # -- running and reading ----------------------------------------------------------------------------
 
+
 def hypograph(*args: str | Path) -> subprocess.CompletedProcess:
     """The ``hypograph`` CLI in a subprocess, offline."""
-    return subprocess.run([str(VENV_BIN / "hypograph"), *map(str, args)], capture_output=True, text=True,
-                          env=offline_env(), timeout=600)
+    return subprocess.run(
+        [str(VENV_BIN / "hypograph"), *map(str, args)], capture_output=True, text=True, env=offline_env(), timeout=600
+    )
 
 
 def start_structure(root: Path) -> subprocess.Popen:
-    return subprocess.Popen([str(VENV_BIN / "hypograph"), "structure", str(root), "--llm", "offline"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=offline_env())
+    return subprocess.Popen(
+        [str(VENV_BIN / "hypograph"), "structure", str(root), "--llm", "offline"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=offline_env(),
+    )
 
 
 def run_job(root: Path, offline: bool = True):
@@ -135,17 +142,22 @@ SOURCES = {
     "S-4": "S-4 - Moreau 2021 - Neonicotinoid drift from drilled fields",
     "S-5": "S-5 - Sato 2017 - Nosema in winter bees",
 }
-SOWING = ("Neonicotinoid dust drifting from freshly sown {crop} fields impairs forager homing, so foragers fail "
-          "to return and the colonies dwindle before winter.")
+SOWING = (
+    "Neonicotinoid dust drifting from freshly sown {crop} fields impairs forager homing, so foragers fail "
+    "to return and the colonies dwindle before winter."
+)
 WARM_TITLE = "Warm autumns let Varroa mites keep breeding"
-WARM = ("Warm autumns let Varroa mites keep breeding in capped brood, so mite loads peak just before winter "
-        "and the colonies collapse.")
+WARM = (
+    "Warm autumns let Varroa mites keep breeding in capped brood, so mite loads peak just before winter "
+    "and the colonies collapse."
+)
 
 
 def write_node(root: Path, folder: str, node_id: str, title: str, body: str = "", **meta) -> Path:
     """``<root>/<folder>/<id> - <title>.md`` with ``type`` (from the folder) and ``id`` first."""
-    node_type = {"hypotheses": "hypothesis", "sources": "source",
-                 "observations-and-facts": "observation"}[folder.split("/")[0]]
+    node_type = {"hypotheses": "hypothesis", "sources": "source", "observations-and-facts": "observation"}[
+        folder.split("/")[0]
+    ]
     path = root / folder / f"{node_id} - {title}.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(node_markdown({"type": node_type, "id": node_id, **meta}, body), encoding="utf-8")
@@ -153,8 +165,16 @@ def write_node(root: Path, folder: str, node_id: str, title: str, body: str = ""
 
 
 def write_hypothesis(root: Path, node_id: str, title: str, statement: str, source: str, locator: str) -> Path:
-    return write_node(root, "hypotheses", node_id, title, statement=statement, question=BEE_QUESTION,
-                      source=f"[[{SOURCES[source]}]]", locator=locator)
+    return write_node(
+        root,
+        "hypotheses",
+        node_id,
+        title,
+        statement=statement,
+        question=BEE_QUESTION,
+        source=f"[[{SOURCES[source]}]]",
+        locator=locator,
+    )
 
 
 def start_vault(root: Path) -> Path:
@@ -173,20 +193,35 @@ def build_bee_vault(root: Path) -> Path:
     start_vault(root)
     write_hypothesis(root, "H-9", WARM_TITLE, WARM, "S-1", "Results")
     write_hypothesis(root, "H-10", WARM_TITLE, WARM, "S-2", "Table 2")
-    write_hypothesis(root, "H-3", "Sowing dust impairs forager homing", SOWING.format(crop="maize"), "S-3",
-                     "Discussion")
-    write_hypothesis(root, "H-4", "Sowing dust impairs forager homing", SOWING.format(crop="rapeseed"), "S-4",
-                     "Abstract")
-    write_hypothesis(root, "H-5", "Nosema shortens the life of winter bees",
-                     "Nosema ceranae infections shorten the lifespan of winter bees so the cluster shrinks below a "
-                     "viable size by February.", "S-5", "Results")
-    write_node(root, "observations-and-facts", "O-1", "Forager losses only beside maize",
-               statement="Forager losses were recorded only beside freshly sown maize.",
-               source=f"[[{SOURCES['S-3']}]]", locator="Figure 2")
+    write_hypothesis(
+        root, "H-3", "Sowing dust impairs forager homing", SOWING.format(crop="maize"), "S-3", "Discussion"
+    )
+    write_hypothesis(
+        root, "H-4", "Sowing dust impairs forager homing", SOWING.format(crop="rapeseed"), "S-4", "Abstract"
+    )
+    write_hypothesis(
+        root,
+        "H-5",
+        "Nosema shortens the life of winter bees",
+        "Nosema ceranae infections shorten the lifespan of winter bees so the cluster shrinks below a "
+        "viable size by February.",
+        "S-5",
+        "Results",
+    )
+    write_node(
+        root,
+        "observations-and-facts",
+        "O-1",
+        "Forager losses only beside maize",
+        statement="Forager losses were recorded only beside freshly sown maize.",
+        source=f"[[{SOURCES['S-3']}]]",
+        locator="Figure 2",
+    )
     return root
 
 
 # -- the example vault through the CLI, and the real vaults ---------------------------------------
+
 
 @pytest.fixture(scope="module")
 def cli_runs(tmp_path_factory):
@@ -223,8 +258,9 @@ def test_structure_cli_on_example_vault(cli_runs):
     for rel, (data, _mtime) in before.items():
         if rel.startswith("hypotheses/"):
             name = Path(rel).name
-            assert any(f"{folder}/{name}" in after
-                       for folder in ("hypotheses", "hypotheses/merged", "hypotheses/dropped")), rel
+            assert any(
+                f"{folder}/{name}" in after for folder in ("hypotheses", "hypotheses/merged", "hypotheses/dropped")
+            ), rel
         else:
             assert after[rel][0] == data, rel
 
@@ -318,6 +354,7 @@ def test_structured_vault_keeps_its_own_map_and_counts_its_step3_hypotheses(cli_
 
 # -- offline merge, the discriminability test, unmerge ----------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def bee_structured(tmp_path_factory):
     root = build_bee_vault(tmp_path_factory.mktemp("bees") / "vault")
@@ -337,7 +374,9 @@ def test_offline_merge_bookkeeping(bee_structured):
     # The absorbed node's step-3 lines stay verbatim; only the two disposition fields are added.
     original = originals[absorbed.path.name].split("---\n")[1].splitlines(keepends=True)
     assert frontmatter_lines(root / absorbed.path) == original + [
-        "state: merged\n", f'merged_into: "{survivor.link}"\n']
+        "state: merged\n",
+        f'merged_into: "{survivor.link}"\n',
+    ]
 
     assert survivor.path == Path("hypotheses") / f"H-9 - {WARM_TITLE}.md"
     assert survivor.meta["state"] == "active"
@@ -369,13 +408,39 @@ def test_absorbing_a_survivor_keeps_merged_into_one_hop(tmp_path):
     """H-2 was merged into H-3 earlier; now H-3 is absorbed by H-1: H-2 must point at H-1."""
     root = start_vault(tmp_path / "vault")
     h1 = write_hypothesis(root, "H-1", WARM_TITLE, WARM, "S-1", "Results")
-    h3 = write_node(root, "hypotheses", "H-3", WARM_TITLE, statement=WARM, question=BEE_QUESTION,
-                    source=f"[[{SOURCES['S-3']}]]", locator=["S-3: Discussion", "S-2: Table 2"], state="active",
-                    merged_from=[f"[[H-2 - {WARM_TITLE}]]"], additional_sources=[f"[[{SOURCES['S-2']}]]"])
-    write_node(root, "hypotheses/merged", "H-2", WARM_TITLE, statement=WARM, question=BEE_QUESTION,
-               source=f"[[{SOURCES['S-2']}]]", locator="Table 2", state="merged", merged_into=f"[[{h3.stem}]]")
-    write_hypothesis(root, "H-5", "Nosema shortens the life of winter bees", "Nosema ceranae shortens the life "
-                     "of winter bees.", "S-5", "Results")
+    h3 = write_node(
+        root,
+        "hypotheses",
+        "H-3",
+        WARM_TITLE,
+        statement=WARM,
+        question=BEE_QUESTION,
+        source=f"[[{SOURCES['S-3']}]]",
+        locator=["S-3: Discussion", "S-2: Table 2"],
+        state="active",
+        merged_from=[f"[[H-2 - {WARM_TITLE}]]"],
+        additional_sources=[f"[[{SOURCES['S-2']}]]"],
+    )
+    write_node(
+        root,
+        "hypotheses/merged",
+        "H-2",
+        WARM_TITLE,
+        statement=WARM,
+        question=BEE_QUESTION,
+        source=f"[[{SOURCES['S-2']}]]",
+        locator="Table 2",
+        state="merged",
+        merged_into=f"[[{h3.stem}]]",
+    )
+    write_hypothesis(
+        root,
+        "H-5",
+        "Nosema shortens the life of winter bees",
+        "Nosema ceranae shortens the life of winter bees.",
+        "S-5",
+        "Results",
+    )
 
     assert run_job(root).success
     hyps = hypotheses(root)
@@ -431,15 +496,15 @@ CLUSTER = {
     "question": "What was the dominant driver of the Sahul megafauna extinction pulse (~45–40 ka)?",
     "exclusivity": "each names a different dominant driver of one pulse; at most one dominated",
     "independence": "the driver question and the arrival-chronology question factorize; "
-                    "neither answer constrains the other's base rate",
+    "neither answer constrains the other's base rate",
     "relevance": "this is the main question's own sub-question",
     "depends_on": [],
     "exhaustive_by_construction": False,
     "residual_title": "Some driver not listed above dominated",
     "residual_statement": "the answer is something not listed here, "
-                          "e.g. a disease or trophic cascade no one in this literature has proposed",
+    "e.g. a disease or trophic cascade no one in this literature has proposed",
     "carving_justification": "The three members name rival dominant drivers of the same pulse; "
-                             "O-22 separates the human ones.",
+    "O-22 separates the human ones.",
 }
 TAG_RE = re.compile(r"<(\w[\w-]*)((?: \w+=\"[^\"]*\")*)>\n(.*?)\n</\1>", re.S)
 
@@ -447,8 +512,11 @@ TAG_RE = re.compile(r"<(\w[\w-]*)((?: \w+=\"[^\"]*\")*)>\n(.*?)\n</\1>", re.S)
 def tagged(body: dict, tag: str) -> list[tuple[dict, dict]]:
     """The ``<tag attr="…">{json}</tag>`` blocks of a request's question: (attributes, content)."""
     prompt = next(m["content"] for m in body["messages"] if m["role"] == "user")
-    return [(dict(re.findall(r'(\w+)="([^"]*)"', attrs)), json.loads(content))
-            for name, attrs, content in TAG_RE.findall(prompt) if name == tag]
+    return [
+        (dict(re.findall(r'(\w+)="([^"]*)"', attrs)), json.loads(content))
+        for name, attrs, content in TAG_RE.findall(prompt)
+        if name == tag
+    ]
 
 
 def pair_answer(body: dict) -> dict:
@@ -457,12 +525,19 @@ def pair_answer(body: dict) -> dict:
 
     def judge(a: str, b: str) -> dict:
         if {a, b} == {"H-3", "H-127"}:
-            return {"decision": "MERGE", "widened_statement": WIDENED, "generalization_note": GENERALIZATION,
-                    "rationale": "Same core claim: people killed the megafauna directly."}
+            return {
+                "decision": "MERGE",
+                "widened_statement": WIDENED,
+                "generalization_note": GENERALIZATION,
+                "rationale": "Same core claim: people killed the megafauna directly.",
+            }
         if {a, b} == {"H-3", "H-11"}:
-            return {"discriminating_observations": o22,
-                    "rationale": "O-22: survival past arrival fits a slow squeeze, not a rapid kill-off."}
+            return {
+                "discriminating_observations": o22,
+                "rationale": "O-22: survival past arrival fits a slow squeeze, not a rapid kill-off.",
+            }
         return {"rationale": "Different cores: these name different drivers or topics."}
+
     return merge_answer(body, judge)
 
 
@@ -471,17 +546,25 @@ def is_taxonomy(content: dict) -> bool:
 
 
 def topic_answer(body: dict) -> dict:
-    return {"items": [{"hypothesis": int(a["number"]), "off_topic": is_taxonomy(c),
-                       "drop_reason": DROP_REASON if is_taxonomy(c) else None}
-                      for a, c in tagged(body, "hypothesis")]}
+    return {
+        "items": [
+            {
+                "hypothesis": int(a["number"]),
+                "off_topic": is_taxonomy(c),
+                "drop_reason": DROP_REASON if is_taxonomy(c) else None,
+            }
+            for a, c in tagged(body, "hypothesis")
+        ]
+    }
 
 
 def carve_answer(body: dict, extra_member: int | None = None) -> dict:
     hyps = tagged(body, "hypothesis")
     numbers = [int(a["number"]) for a, c in hyps if not is_taxonomy(c)]
-    return {"clusters": [{**CLUSTER, "members": numbers + ([extra_member] if extra_member else [])}],
-            "stragglers": [{"hypothesis": int(a["number"]), "drop_reason": DROP_REASON}
-                           for a, c in hyps if is_taxonomy(c)]}
+    return {
+        "clusters": [{**CLUSTER, "members": numbers + ([extra_member] if extra_member else [])}],
+        "stragglers": [{"hypothesis": int(a["number"]), "drop_reason": DROP_REASON} for a, c in hyps if is_taxonomy(c)],
+    }
 
 
 def bad_carve_answer(body: dict) -> dict:
@@ -495,6 +578,7 @@ def system_of(body: dict) -> str:
 
 def sahul_model(carve=carve_answer):
     """Route each request by its task (the system prompt) and answer as the seed's micro-example does."""
+
     def respond(body: dict):
         system = system_of(body)
         if system.startswith(MERGE_SYSTEM):
@@ -508,6 +592,7 @@ def sahul_model(carve=carve_answer):
         if asked_pairs(body):
             return answer(adjudication_answer(body, "KEEP"))
         raise AssertionError(f"unexpected request: {system[:80]!r}")
+
     return respond
 
 
@@ -539,12 +624,14 @@ def test_micro_example_with_a_model(sahul, llm_server, llm_env):
     h3, h127 = hyps["H-3"], hyps["H-127"]
     assert h127.path.parent == Path("hypotheses/merged")
     assert h127.meta["state"] == "merged" and h127.meta["merged_into"] == h3.link
-    assert (frontmatter_lines(sahul / h127.path)[:-2]
-            == step3[h127.path.name].split("---\n")[1].splitlines(keepends=True))
+    assert frontmatter_lines(sahul / h127.path)[:-2] == step3[h127.path.name].split("---\n")[1].splitlines(
+        keepends=True
+    )
     assert h3.meta["merged_from"] == ["[[H-127 - Hunting of juveniles drove the extinction]]"]
     assert h3.meta["source"] == "[[S-1 - Ardent 2016 - Kill sites and butchered remains of Sahul megafauna]]"
     assert h3.meta["additional_sources"] == [
-        "[[S-6 - Esterhuizen 2021 - Age structure of megafaunal death assemblages]]"]
+        "[[S-6 - Esterhuizen 2021 - Age structure of megafaunal death assemblages]]"
+    ]
     assert h3.meta["locator"] == ["S-1: §Results", "S-6: §3.2"]
     assert h3.meta["statement"] == WIDENED
     assert h3.meta["generalization_note"] == GENERALIZATION
@@ -624,16 +711,30 @@ def two_cluster_answer(body: dict) -> dict:
     """Humans vs climate as two clusters that depend on each other, the first with a constructed complement."""
     number = {c["title"].split()[0]: int(a["number"]) for a, c in tagged(body, "hypothesis")}
     base = {k: v for k, v in CLUSTER.items() if k not in ("name", "question")}
-    return {"clusters": [
-        {**base, "name": "How people drove the extinction",
-         "members": [number["Direct"], number["Indirect"], number["Hunting"]],
-         "depends_on": [{"cluster": 2, "note": DEPENDENCE}],
-         "constructed": [{"title": "People played no part in the extinction",
-                          "statement": "Humans had no causal role in the extinction pulse at all.",
-                          "reason": "the complement of the human answers, which no paper stated"}]},
-        {**base, "name": "Whether climate drove the extinction", "members": [number["Climate-driven"]],
-         "depends_on": [{"cluster": 1, "note": "human burning also dried the landscape"}]}],
-        "stragglers": [{"hypothesis": number["Genyornis"], "drop_reason": DROP_REASON}]}
+    return {
+        "clusters": [
+            {
+                **base,
+                "name": "How people drove the extinction",
+                "members": [number["Direct"], number["Indirect"], number["Hunting"]],
+                "depends_on": [{"cluster": 2, "note": DEPENDENCE}],
+                "constructed": [
+                    {
+                        "title": "People played no part in the extinction",
+                        "statement": "Humans had no causal role in the extinction pulse at all.",
+                        "reason": "the complement of the human answers, which no paper stated",
+                    }
+                ],
+            },
+            {
+                **base,
+                "name": "Whether climate drove the extinction",
+                "members": [number["Climate-driven"]],
+                "depends_on": [{"cluster": 1, "note": "human burning also dried the landscape"}],
+            },
+        ],
+        "stragglers": [{"hypothesis": number["Genyornis"], "drop_reason": DROP_REASON}],
+    }
 
 
 def test_carving_with_a_constructed_member(sahul, llm_server, llm_env):
@@ -643,7 +744,8 @@ def test_carving_with_a_constructed_member(sahul, llm_server, llm_env):
     hcs, hyps = clusters(sahul), hypotheses(sahul)
     assert {hc.title: members(hc) for hc in hcs.values()} == {
         "How people drove the extinction": ["H-3", "H-11", "H-127", "H-134", "H-135"],
-        "Whether climate drove the extinction": ["H-21", "H-136"]}
+        "Whether climate drove the extinction": ["H-21", "H-136"],
+    }
     constructed = hyps["H-134"]
     assert constructed.title == "People played no part in the extinction"
     assert constructed.meta["origin"] == "step-4-constructed" and not constructed.meta["source"]
@@ -655,7 +757,8 @@ def test_carving_with_a_constructed_member(sahul, llm_server, llm_env):
 
 @pytest.mark.parametrize("when", ["before", "after"])
 def test_cluster_interrupted_while_minting_its_constructed_member_is_completed(
-        sahul, llm_server, llm_env, monkeypatch, when):
+    sahul, llm_server, llm_env, monkeypatch, when
+):
     """The crash hits the constructed member's minting (before or after its file is written); the
     next run mints it exactly once and the cluster ends whole."""
     llm_env(llm_server)
@@ -684,7 +787,8 @@ def test_cluster_interrupted_while_minting_its_constructed_member_is_completed(
 
 
 def test_carve_interrupted_right_after_minting_a_cluster_is_completed_as_decided(
-        sahul, llm_server, llm_env, monkeypatch):
+    sahul, llm_server, llm_env, monkeypatch
+):
     """The crash hits just after the second HC file is written, before its id is on record: the
     next run finishes the saved carve (no second model call, no second HC) with the model's own
     constructed member, residuals, depends_on notes and straggler drop."""
@@ -712,7 +816,8 @@ def test_carve_interrupted_right_after_minting_a_cluster_is_completed_as_decided
     hcs, hyps = clusters(sahul), hypotheses(sahul)
     assert sorted(hcs) == ["HC-1", "HC-2"]
     assert [h.title for h in hyps.values() if h.meta.get("origin") == "step-4-constructed"] == [
-        "People played no part in the extinction"]
+        "People played no part in the extinction"
+    ]
     assert hcs["HC-1"].meta["depends_on"] == [f"HC-2: {DEPENDENCE}"]
     assert hcs["HC-2"].meta["depends_on"] == ["HC-1: human burning also dried the landscape"]
     assert hyps["H-133"].meta["state"] == "dropped"
@@ -731,14 +836,22 @@ def test_depends_on_a_later_cluster_is_kept(sahul, llm_server, llm_env):
 
 def keep_except(merge: set[str]):
     """A model that merges exactly the pair ``merge``, keeps every other pair and drops nothing."""
+
     def respond(body: dict):
         system = system_of(body)
         if system.startswith(MERGE_SYSTEM):
             return answer(merge_answer(body, lambda a, b: {"decision": "MERGE"} if {a, b} == merge else {}))
         if system.startswith(TOPIC_SYSTEM):
-            return answer({"items": [{"hypothesis": int(a["number"]), "off_topic": False, "drop_reason": None}
-                                     for a, _ in tagged(body, "hypothesis")]})
+            return answer(
+                {
+                    "items": [
+                        {"hypothesis": int(a["number"]), "off_topic": False, "drop_reason": None}
+                        for a, _ in tagged(body, "hypothesis")
+                    ]
+                }
+            )
         return sahul_model()(body)
+
     return respond
 
 
@@ -755,8 +868,14 @@ def test_dropping_a_survivor_takes_what_it_absorbed_along(tmp_path):
     """A survivor judged off-topic later (say, once a model is configured) is dropped with the node
     merged into it, which keeps its merge on record as former_merged_into: check 1 still holds."""
     root = build_bee_vault(tmp_path / "vault")
-    auto = Decision(pair=("H-9", "H-10"), similarity=1.0, verdict="MERGE", rationale="Auto-merge candidate.",
-                    recommended_action="Retire H-10", decided_by="auto")
+    auto = Decision(
+        pair=("H-9", "H-10"),
+        similarity=1.0,
+        verdict="MERGE",
+        rationale="Auto-merge candidate.",
+        recommended_action="Retire H-10",
+        decided_by="auto",
+    )
     run_dispositions(open_vault(root), [auto], None, OfflinePolicy())
     assert survivors(root) == {"H-9": ["H-10"]}
     ledger = read_ledger(root)
@@ -774,16 +893,23 @@ def test_dropping_a_survivor_takes_what_it_absorbed_along(tmp_path):
 
 def survivors(root: Path) -> dict[str, list[str]]:
     """Survivor -> absorbed ids, read off the vault."""
-    return {h.id: [link_target(m) for m in h.meta["merged_from"]]
-            for h in hypotheses(root).values() if h.meta.get("merged_from")}
+    return {
+        h.id: [link_target(m) for m in h.meta["merged_from"]]
+        for h in hypotheses(root).values()
+        if h.meta.get("merged_from")
+    }
 
 
 # -- crash safety -------------------------------------------------------------------------------------
 
+
 def ids_on_disk(root: Path) -> list[str]:
     """The id of every node file (from its name), with repeats if a node sits in two places."""
-    return sorted(re.match(r"[A-Z]+-\d+", Path(p).name).group(0) for p in node_files(root)
-                  if re.match(r"[A-Z]+-\d+ - ", Path(p).name))
+    return sorted(
+        re.match(r"[A-Z]+-\d+", Path(p).name).group(0)
+        for p in node_files(root)
+        if re.match(r"[A-Z]+-\d+ - ", Path(p).name)
+    )
 
 
 def test_merge_interrupted_between_journal_steps_is_completed_by_next_run(tmp_path, monkeypatch):
@@ -853,8 +979,13 @@ def test_same_source_locators_merge_place_by_place():
     from hypograph.vault.nodes import Node, parse_node
 
     def node(node_id: str, locator) -> Node:
-        meta = {"type": "hypothesis", "id": node_id, "statement": "s", "source": "[[S-1 - Okafor 2019]]",
-                "locator": locator}
+        meta = {
+            "type": "hypothesis",
+            "id": node_id,
+            "statement": "s",
+            "source": "[[S-1 - Okafor 2019]]",
+            "locator": locator,
+        }
         return parse_node(node_markdown(meta), Path(f"hypotheses/{node_id} - T.md"))
 
     survivor = node("H-1", "p. 4; fig. 2")

@@ -27,8 +27,11 @@ def free_port() -> int:
 
 
 def graphql(port: int, query: str) -> dict:
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
-                                     headers={"content-type": "application/json"})
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql",
+        data=json.dumps({"query": query}).encode(),
+        headers={"content-type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.loads(response.read())["data"]
 
@@ -52,12 +55,22 @@ def wait_for_code_location(port: int, process: subprocess.Popen, seconds: float 
 def ui(tmp_path_factory):
     vault = copy_tree(EXAMPLE_VAULT, tmp_path_factory.mktemp("ui") / "vault")
     env = offline_env()
-    subprocess.run([VENV_BIN / "hypograph", "structure", vault, "--llm", "offline"], env=env, check=True,
-                   capture_output=True, text=True)
+    subprocess.run(
+        [VENV_BIN / "hypograph", "structure", vault, "--llm", "offline"],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     port = free_port()
     log = open(vault.parent / "ui.log", "w+")  # a file, not a pipe: a chatty server never blocks
-    process = subprocess.Popen([VENV_BIN / "hypograph", "ui", vault, "--port", str(port)], env=env,
-                               stdout=log, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        [VENV_BIN / "hypograph", "ui", vault, "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         yield wait_for_code_location(port, process)
     finally:
@@ -82,8 +95,15 @@ def test_ui_shows_the_asset_graph_with_lineage(ui):
 def test_ui_lists_the_blocking_checks(ui):
     checks = {c["name"]: c["blocking"] for n in ui["assetNodes"] for c in n["assetChecksOrError"]["checks"]}
     assert checks["graph_is_symmetric"] and checks["every_pair_has_one_verdict"]
-    assert all(checks[name] for name in ("clusters_are_well_formed", "each_cluster_has_one_residual",
-                                         "every_active_hypothesis_in_one_cluster", "no_numbers_in_step4_fields"))
+    assert all(
+        checks[name]
+        for name in (
+            "clusters_are_well_formed",
+            "each_cluster_has_one_residual",
+            "every_active_hypothesis_in_one_cluster",
+            "no_numbers_in_step4_fields",
+        )
+    )
 
 
 def test_ui_shows_the_runs_the_cli_made(ui):

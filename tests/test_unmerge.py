@@ -19,8 +19,14 @@ from hypograph.vault.nodes import link_target
 from hypograph.vault.vault import open_vault
 
 S1, S2, S3 = "[[S-1 - Okafor 2019]]", "[[S-2 - Lind 2020]]", "[[S-3 - Ueda 2021]]"
-TITLES = {"H-1": "Mites spread the virus", "H-2": "Mites carry the virus", "H-3": "Mites inject the virus",
-          "H-4": "Mites pass on the virus", "H-5": "Cold kills clusters", "H-6": "Neither route listed here"}
+TITLES = {
+    "H-1": "Mites spread the virus",
+    "H-2": "Mites carry the virus",
+    "H-3": "Mites inject the virus",
+    "H-4": "Mites pass on the virus",
+    "H-5": "Cold kills clusters",
+    "H-6": "Neither route listed here",
+}
 
 
 def link(node_id: str) -> str:
@@ -41,22 +47,62 @@ def vault(tmp_path) -> Path:
     """H-1 (S-1) absorbed H-2 (S-2), H-3 and H-4 (both S-3), widened; HC-1 lists H-1, H-5 and the
     residual H-6. The baseline holds H-1's step-3 statement and locator."""
     root = tmp_path / "vault"
-    h(root, "H-1", statement="Mites and what they carry kill colonies.", source=S1, additional_sources=[S2, S3],
-      locator=["S-1: Results", "S-2: Fig 2: panel b", "S-3: Table 1; Table 2"], state="active",
-      cluster="[[HC-1 - Why colonies die]]", merged_from=[link("H-2"), link("H-3"), link("H-4")],
-      generalization_note="Widened to every mite-borne virus.")
+    h(
+        root,
+        "H-1",
+        statement="Mites and what they carry kill colonies.",
+        source=S1,
+        additional_sources=[S2, S3],
+        locator=["S-1: Results", "S-2: Fig 2: panel b", "S-3: Table 1; Table 2"],
+        state="active",
+        cluster="[[HC-1 - Why colonies die]]",
+        merged_from=[link("H-2"), link("H-3"), link("H-4")],
+        generalization_note="Widened to every mite-borne virus.",
+    )
     for node_id, source, where in (("H-2", S2, "Fig 2: panel b"), ("H-3", S3, "Table 1"), ("H-4", S3, "Table 2")):
-        h(root, node_id, folder="hypotheses/merged", statement=f"{TITLES[node_id]}.", source=source, locator=where,
-          state="merged", merged_into=link("H-1"))
-    h(root, "H-5", statement="Cold kills clusters.", source=S2, locator="Intro", state="active",
-      cluster="[[HC-1 - Why colonies die]]")
-    h(root, "H-6", statement="Neither.", state="active", residual=True, origin="step-4-constructed",
-      cluster="[[HC-1 - Why colonies die]]")
-    write(root, "hypothesis-clusters/HC-1 - Why colonies die.md", type="hypothesis-cluster", id="HC-1",
-          hypotheses=[link("H-1"), link("H-5"), link("H-6")], exclusivity="One cause.", independence="Separate.",
-          depends_on=[], exhaustive_by_construction=False)
-    write_json(root / BASELINE, {"hypotheses": {
-        "H-1": {"statement": "Mites kill colonies.", "source": S1, "locator": "Results"}}})
+        h(
+            root,
+            node_id,
+            folder="hypotheses/merged",
+            statement=f"{TITLES[node_id]}.",
+            source=source,
+            locator=where,
+            state="merged",
+            merged_into=link("H-1"),
+        )
+    h(
+        root,
+        "H-5",
+        statement="Cold kills clusters.",
+        source=S2,
+        locator="Intro",
+        state="active",
+        cluster="[[HC-1 - Why colonies die]]",
+    )
+    h(
+        root,
+        "H-6",
+        statement="Neither.",
+        state="active",
+        residual=True,
+        origin="step-4-constructed",
+        cluster="[[HC-1 - Why colonies die]]",
+    )
+    write(
+        root,
+        "hypothesis-clusters/HC-1 - Why colonies die.md",
+        type="hypothesis-cluster",
+        id="HC-1",
+        hypotheses=[link("H-1"), link("H-5"), link("H-6")],
+        exclusivity="One cause.",
+        independence="Separate.",
+        depends_on=[],
+        exhaustive_by_construction=False,
+    )
+    write_json(
+        root / BASELINE,
+        {"hypotheses": {"H-1": {"statement": "Mites kill colonies.", "source": S1, "locator": "Results"}}},
+    )
     return root
 
 
@@ -69,8 +115,15 @@ def test_the_restored_node_is_active_in_the_survivors_cluster_at_its_place(vault
     nodes = open_vault(vault).nodes
     h2 = nodes["H-2"]
     assert h2.path == Path("hypotheses/H-2 - Mites carry the virus.md")
-    assert h2.meta == {"type": "hypothesis", "id": "H-2", "statement": "Mites carry the virus.", "source": S2,
-                       "locator": "Fig 2: panel b", "state": "active", "cluster": "[[HC-1 - Why colonies die]]"}
+    assert h2.meta == {
+        "type": "hypothesis",
+        "id": "H-2",
+        "statement": "Mites carry the virus.",
+        "source": S2,
+        "locator": "Fig 2: panel b",
+        "state": "active",
+        "cluster": "[[HC-1 - Why colonies die]]",
+    }
     assert [link_target(x) for x in nodes["HC-1"].meta["hypotheses"]] == ["H-1", "H-2", "H-5", "H-6"]
     decision = read_ledger(vault).pairs["H-1|H-2"]
     assert (decision.pair, decision.decision, decision.decided_by) == (("H-1", "H-2"), "KEEP", "human")
@@ -99,8 +152,15 @@ def test_the_last_unmerge_returns_the_survivor_to_its_step3_shape(vault):
     for node_id in ("H-2", "H-3", "H-4"):
         unmerge(vault, node_id)
     m = meta(vault, "H-1")
-    assert m == {"type": "hypothesis", "id": "H-1", "statement": "Mites kill colonies.", "source": S1,
-                 "locator": "Results", "state": "active", "cluster": "[[HC-1 - Why colonies die]]"}
+    assert m == {
+        "type": "hypothesis",
+        "id": "H-1",
+        "statement": "Mites kill colonies.",
+        "source": S1,
+        "locator": "Results",
+        "state": "active",
+        "cluster": "[[HC-1 - Why colonies die]]",
+    }
     assert [link_target(x) for x in meta(vault, "HC-1")["hypotheses"]] == ["H-1", "H-2", "H-3", "H-4", "H-5", "H-6"]
 
 
@@ -116,10 +176,15 @@ def test_without_a_baseline_or_note_the_survivor_keeps_its_statement(vault):
     for node_id in ("H-3", "H-4"):
         (vault / nodes[node_id].path).unlink()
     unmerge(vault, "H-2")
-    assert meta(vault, "H-1") == {"type": "hypothesis", "id": "H-1",
-                                  "statement": "Mites and what they carry kill colonies.", "source": S1,
-                                  "locator": ["S-1: Results"], "state": "active",
-                                  "cluster": "[[HC-1 - Why colonies die]]"}
+    assert meta(vault, "H-1") == {
+        "type": "hypothesis",
+        "id": "H-1",
+        "statement": "Mites and what they carry kill colonies.",
+        "source": S1,
+        "locator": ["S-1: Results"],
+        "state": "active",
+        "cluster": "[[HC-1 - Why colonies die]]",
+    }
 
 
 def test_an_absorbed_node_citing_the_survivors_own_source_takes_nothing_back(vault):
@@ -167,11 +232,14 @@ def test_a_survivor_in_no_cluster_restores_the_node_without_one(vault):
     assert (vault / nodes["HC-1"].path).read_text() == hc_before
 
 
-@pytest.mark.parametrize("node_id, message", [
-    ("H-77", "{root}: no hypothesis H-77"),
-    ("HC-1", "{root}: no hypothesis HC-1"),
-    ("H-5", "hypotheses/H-5 - Cold kills clusters.md: field 'state': H-5 is 'active', not merged"),
-])
+@pytest.mark.parametrize(
+    "node_id, message",
+    [
+        ("H-77", "{root}: no hypothesis H-77"),
+        ("HC-1", "{root}: no hypothesis HC-1"),
+        ("H-5", "hypotheses/H-5 - Cold kills clusters.md: field 'state': H-5 is 'active', not merged"),
+    ],
+)
 def test_what_cannot_be_unmerged_is_refused_in_one_line(vault, node_id, message):
     before = {p: p.read_bytes() for p in vault.rglob("*.md")}
     with pytest.raises(HypographError) as err:
@@ -184,8 +252,9 @@ def test_a_merged_node_whose_survivor_is_gone_is_refused(vault):
     (vault / "hypotheses" / f"H-1 - {TITLES['H-1']}.md").unlink()
     with pytest.raises(HypographError) as err:
         unmerge(vault, "H-2")
-    assert str(err.value) == (f"hypotheses/merged/H-2 - Mites carry the virus.md: field 'merged_into': "
-                              f"{link('H-1')!r} resolves to no node")
+    assert str(err.value) == (
+        f"hypotheses/merged/H-2 - Mites carry the virus.md: field 'merged_into': {link('H-1')!r} resolves to no node"
+    )
 
 
 def test_a_survivor_citing_only_its_own_source_has_no_additional_sources_to_give_back(vault):

@@ -25,6 +25,7 @@ REAL_VAULTS = ("covid1", "eggs1")
 
 # -- helpers ------------------------------------------------------------------------------------
 
+
 def real_vault(name: str) -> Path:
     root = SHARED_VAULTS / name
     if not (root / "hypotheses").is_dir():
@@ -48,19 +49,26 @@ def write_node(root: Path, rel: str, body: str = "", **meta) -> Path:
 
 
 def hypothesis(root: Path, node_id: str, title: str, folder: str = "hypotheses", **meta) -> Path:
-    return write_node(root, f"{folder}/{node_id} - {title}.md", type="hypothesis", id=node_id,
-                      statement=f"{title}.", **meta)
+    return write_node(
+        root, f"{folder}/{node_id} - {title}.md", type="hypothesis", id=node_id, statement=f"{title}.", **meta
+    )
 
 
 def split(text: str) -> tuple[list[str], str]:
     """(frontmatter lines with their line ends, body) of a node's text."""
     m = re.match(r"---\r?\n(.*?)^---\r?\n", text, re.S | re.M)
-    return m.group(1).splitlines(keepends=True), text[m.end():]
+    return m.group(1).splitlines(keepends=True), text[m.end() :]
 
 
 def hypograph(*args, stdin: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run([str(VENV_BIN / "hypograph"), *map(str, args)], input=stdin, capture_output=True,
-                          text=True, env=offline_env(), timeout=120)
+    return subprocess.run(
+        [str(VENV_BIN / "hypograph"), *map(str, args)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=offline_env(),
+        timeout=120,
+    )
 
 
 def node_ids(root: Path, folder: str = "hypotheses") -> list[str]:
@@ -68,6 +76,7 @@ def node_ids(root: Path, folder: str = "hypotheses") -> list[str]:
 
 
 # -- reading and writing back the real vaults ------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", REAL_VAULTS)
 def test_every_node_of_real_vault_parses(name):
@@ -127,23 +136,40 @@ def test_changing_one_field_of_tricky_node():
     node = parse_node(TRICKY, Path("hypotheses/H-7 - T.md"))
     node.meta["state"] = "merged"
     node.meta["merged_into"] = "[[H-3 - Title]]"
-    assert node.text() == (TRICKY.replace("state: active\n", "state: merged\n")
-                           .replace("quote: \"a quote with: a colon\"\n",
-                                    "quote: \"a quote with: a colon\"\nmerged_into: \"[[H-3 - Title]]\"\n"))
+    assert node.text() == (
+        TRICKY.replace("state: active\n", "state: merged\n").replace(
+            'quote: "a quote with: a colon"\n', 'quote: "a quote with: a colon"\nmerged_into: "[[H-3 - Title]]"\n'
+        )
+    )
     node.meta["locator"] = ["S-1: Results", "S-2: Table 2"]
     reread = parse_node(node.text(), node.path)
     assert reread.meta == node.meta and reread.body == node.body
     assert list(reread.meta) == list(node.meta)
 
 
-@pytest.mark.parametrize("text, change, kept", [
-    pytest.param("---\n# written by step 3\ntype: hypothesis\nid: H-1\nstate: active\n---\nbody\n",
-                 "state", "# written by step 3\n", id="leading-comment"),
-    pytest.param("---\ntype: hypothesis\nid: H-1\nstate: active\n# source checked by hand\nsource: x\n---\nbody\n",
-                 "state", "# source checked by hand\n", id="comment-after-changed-key"),
-    pytest.param("---\ntype: hypothesis\nid: H-1\nstate: active\n# source checked by hand\nsource: x\n---\nbody\n",
-                 "id", "# source checked by hand\n", id="comment-after-unchanged-key"),
-])
+@pytest.mark.parametrize(
+    "text, change, kept",
+    [
+        pytest.param(
+            "---\n# written by step 3\ntype: hypothesis\nid: H-1\nstate: active\n---\nbody\n",
+            "state",
+            "# written by step 3\n",
+            id="leading-comment",
+        ),
+        pytest.param(
+            "---\ntype: hypothesis\nid: H-1\nstate: active\n# source checked by hand\nsource: x\n---\nbody\n",
+            "state",
+            "# source checked by hand\n",
+            id="comment-after-changed-key",
+        ),
+        pytest.param(
+            "---\ntype: hypothesis\nid: H-1\nstate: active\n# source checked by hand\nsource: x\n---\nbody\n",
+            "id",
+            "# source checked by hand\n",
+            id="comment-after-unchanged-key",
+        ),
+    ],
+)
 def test_comment_lines_survive_a_change(text, change, kept):
     node = parse_node(text, Path("hypotheses/H-1 - T.md"))
     node.meta[change] = "H-9" if change == "id" else "merged"
@@ -159,11 +185,18 @@ def test_crlf_node_keeps_its_line_endings_when_changed():
 
 # -- wiki-links and titles ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("link", [
-    "[[H-3 - Warm autumns let mites breed]]", "[[H-3]]", "![[H-3 - Warm autumns let mites breed]]",
-    "[[H-3|the mite one]]", "[[H-3 - Warm autumns let mites breed#Evidence|see]]",
-    "[[H-3 - A title that was since renamed]]",
-])
+
+@pytest.mark.parametrize(
+    "link",
+    [
+        "[[H-3 - Warm autumns let mites breed]]",
+        "[[H-3]]",
+        "![[H-3 - Warm autumns let mites breed]]",
+        "[[H-3|the mite one]]",
+        "[[H-3 - Warm autumns let mites breed#Evidence|see]]",
+        "[[H-3 - A title that was since renamed]]",
+    ],
+)
 def test_wikilink_resolves_by_id(tmp_path, link):
     hypothesis(tmp_path, "H-3", "Warm autumns let mites breed")
     hypothesis(tmp_path, "H-33", "Mites prefer drone brood")
@@ -186,13 +219,18 @@ def test_real_vault_links_resolve(name):
             assert vault.resolve(h.meta["source"]).type == "source", h.id  # eggs1 uses bare [[S-12]]
 
 
-@pytest.mark.parametrize("title, cleaned", [
-    ('Mites / viruses \\ cause: collapse* ? "yes" <no> | [maybe] #1 ^x',
-     "Mites - viruses - cause- collapse- - -yes- -no- - -maybe- -1 -x"),
-    ("  Trailing dots and   spaces ...  ", "Trailing dots and spaces"),
-    ("/:*", "---"),
-    ("", "Untitled"),
-])
+@pytest.mark.parametrize(
+    "title, cleaned",
+    [
+        (
+            'Mites / viruses \\ cause: collapse* ? "yes" <no> | [maybe] #1 ^x',
+            "Mites - viruses - cause- collapse- - -yes- -no- - -maybe- -1 -x",
+        ),
+        ("  Trailing dots and   spaces ...  ", "Trailing dots and spaces"),
+        ("/:*", "---"),
+        ("", "Untitled"),
+    ],
+)
 def test_clean_title(title, cleaned):
     assert clean_title(title) == cleaned
 
@@ -209,17 +247,27 @@ def test_clean_title_makes_a_usable_filename_and_link(tmp_path):
 
 # -- minting -------------------------------------------------------------------------------------------
 
+
 def test_next_id_counts_tombstones_in_subfolders(tmp_path):
     hypothesis(tmp_path, "H-3", "Active")
     hypothesis(tmp_path, "H-40", "Absorbed long ago", folder="hypotheses/merged", state="merged")
     hypothesis(tmp_path, "H-12", "Dropped", folder="hypotheses/dropped", state="dropped")
     write_node(tmp_path, "hypothesis-clusters/HC-7 - A cluster.md", type="hypothesis-cluster", id="HC-7")
-    node_id, rel = create_node(tmp_path, "hypothesis", "New {{ID}}", {"statement": "I am {{ID}}.", "source": None},
-                               body="\nMinted as {{ID}}.\n")
+    node_id, rel = create_node(
+        tmp_path,
+        "hypothesis",
+        "New {{ID}}",
+        {"statement": "I am {{ID}}.", "source": None},
+        body="\nMinted as {{ID}}.\n",
+    )
     assert (node_id, rel) == ("H-41", Path("hypotheses/H-41 - New H-41.md"))
     node = read_node(tmp_path, rel)
-    assert list(node.meta.items()) == [("type", "hypothesis"), ("id", "H-41"), ("statement", "I am H-41."),
-                                       ("source", None)]
+    assert list(node.meta.items()) == [
+        ("type", "hypothesis"),
+        ("id", "H-41"),
+        ("statement", "I am H-41."),
+        ("source", None),
+    ]
     assert node.body == "\nMinted as H-41.\n"
     assert create_node(tmp_path, "hypothesis-cluster", "Next cluster")[0] == "HC-8"
     assert (tmp_path / LOCK_NAME).is_file()
@@ -250,8 +298,15 @@ for k in range(10):
 
 def test_concurrent_minting_from_several_processes(tmp_path):
     hypothesis(tmp_path, "H-5", "Already here", folder="hypotheses/dropped", state="dropped")
-    workers = [subprocess.Popen([sys.executable, "-c", MINT_TEN, str(tmp_path), str(w)], env=offline_env(),
-                                stderr=subprocess.PIPE, text=True) for w in range(4)]
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", MINT_TEN, str(tmp_path), str(w)],
+            env=offline_env(),
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(4)
+    ]
     for w in workers:
         assert w.wait(timeout=120) == 0, w.stderr.read()
     minted = [p for p in (tmp_path / "hypotheses").glob("*.md")]
@@ -277,9 +332,14 @@ def lock_waiters(lock_file: Path) -> set[int]:
 @pytest.mark.skipif(not Path("/proc/locks").exists(), reason="needs Linux /proc/locks")
 def test_minting_waits_for_the_vault_lock(tmp_path):
     with vault_lock(tmp_path):
-        child = subprocess.Popen([str(VENV_BIN / "hypograph"), "create-node", str(tmp_path), "--type", "hypothesis",
-                                  "--title", "Waited"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True, env=offline_env())
+        child = subprocess.Popen(
+            [str(VENV_BIN / "hypograph"), "create-node", str(tmp_path), "--type", "hypothesis", "--title", "Waited"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=offline_env(),
+        )
         child.stdin.write("Body of {{ID}}\n")
         child.stdin.close()
         deadline = time.monotonic() + 60
@@ -294,8 +354,15 @@ def test_minting_waits_for_the_vault_lock(tmp_path):
 
 def test_create_node_cli_replaces_id_placeholder(tmp_path):
     hypothesis(tmp_path, "H-9", "Existing")
-    proc = hypograph("create-node", tmp_path, "--type", "hypothesis", "--title", "Residual of {{ID}}",
-                     stdin="\nThis is {{ID}}, minted by the CLI.\n")
+    proc = hypograph(
+        "create-node",
+        tmp_path,
+        "--type",
+        "hypothesis",
+        "--title",
+        "Residual of {{ID}}",
+        stdin="\nThis is {{ID}}, minted by the CLI.\n",
+    )
     assert proc.returncode == 0, proc.stderr
     rel = Path("hypotheses/H-10 - Residual of H-10.md")
     assert proc.stdout.splitlines() == ["H-10", str(tmp_path / rel)]
@@ -305,8 +372,9 @@ def test_create_node_cli_replaces_id_placeholder(tmp_path):
 
 
 def test_create_node_cli_accepts_a_whole_node(tmp_path):
-    text = node_markdown({"type": "observation", "id": "O-999", "statement": "Seen in {{ID}}.", "state": "active"},
-                         "Body of {{ID}}.\n")
+    text = node_markdown(
+        {"type": "observation", "id": "O-999", "statement": "Seen in {{ID}}.", "state": "active"}, "Body of {{ID}}.\n"
+    )
     proc = hypograph("create-node", tmp_path, "--type", "hypothesis", "--title", "Whole", stdin=text)
     assert proc.returncode == 0, proc.stderr
     node = read_node(tmp_path, Path("hypotheses/H-1 - Whole.md"))
@@ -323,22 +391,29 @@ def test_create_node_cli_unknown_type_fails(tmp_path):
 
 # -- bad input --------------------------------------------------------------------------------------------
 
-BILLION_LAUGHS = "\n".join(["---", "type: hypothesis", "id: H-2",
-                            'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
-                           + [f"{chr(98 + k)}: &{chr(98 + k)} [{','.join(['*' + chr(97 + k)] * 9)}]" for k in range(8)]
-                           + ["---", ""])
+BILLION_LAUGHS = "\n".join(
+    ["---", "type: hypothesis", "id: H-2", 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    + [f"{chr(98 + k)}: &{chr(98 + k)} [{','.join(['*' + chr(97 + k)] * 9)}]" for k in range(8)]
+    + ["---", ""]
+)
 
 
-@pytest.mark.parametrize("rel, text, message", [
-    ("hypotheses/H-2 - Broken.md", "---\ntype: hypothesis\nid: H-2\nstatement: [unclosed\n---\n", "not valid YAML"),
-    ("hypotheses/H-2 - Laughs.md", BILLION_LAUGHS, "aliases are not allowed"),
-    ("hypotheses/H-2 - Alias.md", "---\ntype: hypothesis\nid: &x H-2\nalso: *x\n---\n", "aliases are not allowed"),
-    ("hypotheses/H-2 - Latin-1.md", "---\ntype: hypothesis\nid: H-2\nstatement: caf\xe9\n---\n".encode("latin-1"),
-     "not UTF-8"),
-    ("hypotheses/H-2 - Mismatch.md", "---\ntype: hypothesis\nid: H-3\n---\n", "does not match the filename"),
-    ("hypotheses/H-2 - Number.md", "---\ntype: hypothesis\nid: 2\n---\n", "is not an id"),
-    ("hypotheses/H-2 - List.md", "---\n- type\n- id\n---\n", "not a mapping"),
-])
+@pytest.mark.parametrize(
+    "rel, text, message",
+    [
+        ("hypotheses/H-2 - Broken.md", "---\ntype: hypothesis\nid: H-2\nstatement: [unclosed\n---\n", "not valid YAML"),
+        ("hypotheses/H-2 - Laughs.md", BILLION_LAUGHS, "aliases are not allowed"),
+        ("hypotheses/H-2 - Alias.md", "---\ntype: hypothesis\nid: &x H-2\nalso: *x\n---\n", "aliases are not allowed"),
+        (
+            "hypotheses/H-2 - Latin-1.md",
+            "---\ntype: hypothesis\nid: H-2\nstatement: caf\xe9\n---\n".encode("latin-1"),
+            "not UTF-8",
+        ),
+        ("hypotheses/H-2 - Mismatch.md", "---\ntype: hypothesis\nid: H-3\n---\n", "does not match the filename"),
+        ("hypotheses/H-2 - Number.md", "---\ntype: hypothesis\nid: 2\n---\n", "is not an id"),
+        ("hypotheses/H-2 - List.md", "---\n- type\n- id\n---\n", "not a mapping"),
+    ],
+)
 def test_bad_node_file_is_an_error_naming_it(tmp_path, rel, text, message):
     hypothesis(tmp_path, "H-1", "Fine")
     write_file(tmp_path, rel, text)
@@ -378,25 +453,33 @@ def test_open_vault_on_missing_directory(tmp_path):
         open_vault(tmp_path / "nowhere")
 
 
-
 # -- the libyaml fast path reads every frontmatter exactly as the Python loader ---------------------
 
-@pytest.mark.parametrize("text", [
-    'id: H-1\nstatement: "A & B: c."\nsource: "[[S-1 - Smith & Jones 2020]]"\nlocator:\n- "S-1: p. 3"\n',
-    "a: 1\nb: 1.0\nc: true\nd: yes\ne: null\nf: 2024-01-02\ng: '010'\nh: 0x1F\n",
-    "k: |\n  line one\n  line two\nm: >-\n  folded\n  text\n",
-    "tags: [a, b, {c: d}]\nempty:\nq: 'it''s'\n",
-    "x: 35% of the sites\ny: \"\\u00e9\"\n",
-])
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'id: H-1\nstatement: "A & B: c."\nsource: "[[S-1 - Smith & Jones 2020]]"\nlocator:\n- "S-1: p. 3"\n',
+        "a: 1\nb: 1.0\nc: true\nd: yes\ne: null\nf: 2024-01-02\ng: '010'\nh: 0x1F\n",
+        "k: |\n  line one\n  line two\nm: >-\n  folded\n  text\n",
+        "tags: [a, b, {c: d}]\nempty:\nq: 'it''s'\n",
+        'x: 35% of the sites\ny: "\\u00e9"\n',
+    ],
+)
 def test_the_fast_loader_reads_as_the_python_loader(text):
     from hypograph.vault import nodes
 
     assert repr(nodes._load(text)) == repr(nodes._HANDLER.load(text, Loader=nodes._NoAliasLoader))
 
 
-@pytest.mark.parametrize("text, message", [("a: &x [1]\nb: *x\n", "aliases are not allowed"),
-                                           ("a: 1\na: 2\n", "duplicate key 'a'"),
-                                           ("a: [" * 3000 + "]" * 3000 + "\n", "")])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("a: &x [1]\nb: *x\n", "aliases are not allowed"),
+        ("a: 1\na: 2\n", "duplicate key 'a'"),
+        ("a: [" * 3000 + "]" * 3000 + "\n", ""),
+    ],
+)
 def test_what_the_python_loader_refuses_is_refused_the_same(text, message):
     from hypograph.vault import nodes
 

@@ -17,6 +17,22 @@ from hypograph.casework.interpret import DraftReport, draft_interpretation
 from hypograph.casework.new_case import case_add, case_new
 from hypograph.casework.package import CaseBusy, CasePackage, CaseStore
 
-__all__ = ["BuildResult", "CaseBusy", "CaseGateway", "CasePackage", "CaseStore", "DraftReport", "HypothesisBuilder",
-           "HypothesisConfig", "HypothesisLimits", "HypothesisPolicy", "NeedsModel", "RetryPolicy", "Status",
-           "case_add", "case_new", "draft_interpretation", "due_retries"]
+__all__ = [
+    "BuildResult",
+    "CaseBusy",
+    "CaseGateway",
+    "CasePackage",
+    "CaseStore",
+    "DraftReport",
+    "HypothesisBuilder",
+    "HypothesisConfig",
+    "HypothesisLimits",
+    "HypothesisPolicy",
+    "NeedsModel",
+    "RetryPolicy",
+    "Status",
+    "case_add",
+    "case_new",
+    "draft_interpretation",
+    "due_retries",
+]

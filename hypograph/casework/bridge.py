@@ -32,8 +32,10 @@ class MintReport:
     existing: list[tuple[str, str]] = field(default_factory=list)
 
     def line(self) -> str:
-        return (f"{self.vault}: {len(self.minted)} H nodes minted, {len(self.existing)} already there "
-                f"(batch source {self.source_id})")
+        return (
+            f"{self.vault}: {len(self.minted)} H nodes minted, {len(self.existing)} already there "
+            f"(batch source {self.source_id})"
+        )
 
 
 def mint_batch(case_dir: Path | str, vault_root: Path | str | None = None) -> MintReport:
@@ -49,12 +51,16 @@ def mint_batch(case_dir: Path | str, vault_root: Path | str | None = None) -> Mi
             raise NotDone(f"{pkg.root / p['hypothesis_registry']}: no published batch for revision {rev} yet")
         bad = {k: v for k, v in run_checks(pkg, rev).items() if v}
         if bad:
-            raise HypographError(f"{pkg.root}: the batch fails its checks, not minting: "
-                                 + "; ".join(f"{k}: {describe(v, 3)}" for k, v in bad.items()))
+            raise HypographError(
+                f"{pkg.root}: the batch fails its checks, not minting: "
+                + "; ".join(f"{k}: {describe(v, 3)}" for k, v in bad.items())
+            )
         vault = Path(vault_root).resolve() if vault_root is not None else pkg.target_vault(m)
         if vault is None:
-            raise NotDone(f"{pkg.root / 'manifest.json'}: no vault to mint into: the case names no target_vault "
-                          "and none was given")
+            raise NotDone(
+                f"{pkg.root / 'manifest.json'}: no vault to mint into: the case names no target_vault "
+                "and none was given"
+            )
         if not vault.is_dir():
             raise HypographError(f"{vault}: no such vault directory")
         hyp_doc, context = pkg.read_json(p["hypotheses"]), pkg.read_json(p["hypothesis_context"])
@@ -71,11 +77,20 @@ def _mint(pkg: CasePackage, root: Path, package_id: str, rev: int, hyp_doc: dict
     registry_path = paths(rev)["hypothesis_registry"]
     source = next((n for n in vault.of_type("source") if n.meta.get("case_batch") == key), None)
     if source is None:
-        report.source_id, rel = create_node(root, "source", f"Case batch {package_id} revision {rev}", {
-            "source_type": "case-hypothesis-batch", "case_batch": key, "case_package": package_id,
-            "registry": registry_path, "registry_sha256": pkg.sha(registry_path)},
+        report.source_id, rel = create_node(
+            root,
+            "source",
+            f"Case batch {package_id} revision {rev}",
+            {
+                "source_type": "case-hypothesis-batch",
+                "case_batch": key,
+                "case_package": package_id,
+                "registry": registry_path,
+                "registry_sha256": pkg.sha(registry_path),
+            },
             f"Initial hypotheses of case package {package_id}, analysis revision {rev}: possible causes, "
-            "untested. Each H node minted from it points at its registry creation.\n")
+            "untested. Each H node minted from it points at its registry creation.\n",
+        )
         link = f"[[{rel.stem}]]"
     else:
         report.source_id, link = source.id, source.link
@@ -85,24 +100,42 @@ def _mint(pkg: CasePackage, root: Path, package_id: str, rev: int, hyp_doc: dict
         if creation in minted:
             report.existing.append((h["id"], minted[creation]))
             continue
-        node_id, _ = create_node(root, "hypothesis", h["title"], {
-            "statement": " ".join(h["mechanism"].split()), "question": context["question"], "source": link,
-            "locator": f"{registry_path}#/creations/{i}", "case_creation": creation, "case_role": h["role"]},
-            _body(h, context, vault))
+        node_id, _ = create_node(
+            root,
+            "hypothesis",
+            h["title"],
+            {
+                "statement": " ".join(h["mechanism"].split()),
+                "question": context["question"],
+                "source": link,
+                "locator": f"{registry_path}#/creations/{i}",
+                "case_creation": creation,
+                "case_role": h["role"],
+            },
+            _body(h, context, vault),
+        )
         report.minted.append((h["id"], node_id))
     return report
 
 
 def _body(h: dict, context: dict, vault) -> str:
     """The record's prose; a cited source that is a node of this vault becomes a wiki-link."""
+
     def cite(sid: str) -> str:
         node = vault.nodes.get(sid)
         return node.link if node is not None else sid
 
     statements = {s["alias"]: s["text"] for s in context["statements"]}
-    lines = [f"**rationale** - {h['rationale']}", "", f"**distinction** - {h['distinction']}", "",
-             "**cites** - " + ", ".join(cite(s) for s in h["source_ids"]), "",
-             "**explains** - " + "; ".join(f"{a}: {statements.get(a, '?')}" for a in h["interpretation_ids"]), ""]
+    lines = [
+        f"**rationale** - {h['rationale']}",
+        "",
+        f"**distinction** - {h['distinction']}",
+        "",
+        "**cites** - " + ", ".join(cite(s) for s in h["source_ids"]),
+        "",
+        "**explains** - " + "; ".join(f"{a}: {statements.get(a, '?')}" for a in h["interpretation_ids"]),
+        "",
+    ]
     for key in ("expected_evidence", "falsifying_evidence", "open_questions"):
         lines += [f"**{key}**", *[f"- {x}" for x in h[key]], ""]
     return "\n".join(lines)

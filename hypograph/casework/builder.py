@@ -49,6 +49,8 @@ from hypograph.journal import Step
 log = logging.getLogger("hypograph.casework")
 # What a recorded round must hold before it is verified (the answer itself is validated by pydantic).
 ROUND_SHAPE = {"attempt_id": SCALAR, "bindings": {"context": dict, "policy?": dict}, "answer": dict}
+
+
 def _check_round(pkg: CasePackage, round_path: str, round_doc) -> None:
     wrong = shape_violations(round_doc, ROUND_SHAPE, round_path)
     if wrong:
@@ -74,8 +76,15 @@ class BuildResult:
 
 
 class HypothesisBuilder:
-    def __init__(self, store: CaseStore, gateway: CaseGateway | None, policy: HypothesisConfig, *,
-                 hook: Hook | None = None, clock: Callable[[], dt.datetime] | None = None):
+    def __init__(
+        self,
+        store: CaseStore,
+        gateway: CaseGateway | None,
+        policy: HypothesisConfig,
+        *,
+        hook: Hook | None = None,
+        clock: Callable[[], dt.datetime] | None = None,
+    ):
         self.store, self.gateway, self.config = store, gateway, policy
         self.hook = hook
         self.clock = clock or (lambda: dt.datetime.now(dt.UTC))
@@ -98,8 +107,9 @@ class HypothesisBuilder:
         pkg.roll_forward()
         m = pkg.manifest()
         if m["package_id"] != package_id:
-            raise HypographError(f"{pkg.root / 'manifest.json'}: field 'package_id': {m['package_id']!r}, "
-                                 f"not {package_id!r}")
+            raise HypographError(
+                f"{pkg.root / 'manifest.json'}: field 'package_id': {m['package_id']!r}, not {package_id!r}"
+            )
         rev = m["analysis_revision"]
         result = lambda status, msg, **kw: BuildResult(status, pkg.case_id, package_id, rev, msg, **kw)  # noqa: E731
         p = paths(rev)
@@ -113,12 +123,19 @@ class HypothesisBuilder:
         if state is None or state.attempt_id != attempt:
             state = DispatchState(rev, attempt)
         if state.status == "BLOCKED":
-            return result(Status.BLOCKED, f"attempt {attempt}: {state.failed_rounds} rounds failed "
-                                          f"({state.last_failure}); start a new attempt id to try again",
-                          attempt_id=attempt)
+            return result(
+                Status.BLOCKED,
+                f"attempt {attempt}: {state.failed_rounds} rounds failed "
+                f"({state.last_failure}); start a new attempt id to try again",
+                attempt_id=attempt,
+            )
         if state.status == "RETRY_PENDING" and self.clock() < state.due():
-            return result(Status.RETRY_PENDING, f"attempt {attempt}: next round due at {state.due_at}",
-                          attempt_id=attempt, due_at=state.due_at)
+            return result(
+                Status.RETRY_PENDING,
+                f"attempt {attempt}: next round due at {state.due_at}",
+                attempt_id=attempt,
+                due_at=state.due_at,
+            )
         round_path = f"{rev_dir('hypotheses', rev)}/rounds/{attempt}.json"
         self._before_phase_1(pkg, round_path)
         m, context, context_text = self._context_phase(pkg, m)
@@ -132,25 +149,45 @@ class HypothesisBuilder:
             if outcome.outage:
                 state.fail_round(self.clock(), self.config.retry, "; ".join(outcome.failures))
                 state.save(pkg)
-                log.warning("%s phase %s: model unreachable (round %d): %s", pkg.root, PHASE_GENERATING,
-                            state.failed_rounds, state.last_failure)
+                log.warning(
+                    "%s phase %s: model unreachable (round %d): %s",
+                    pkg.root,
+                    PHASE_GENERATING,
+                    state.failed_rounds,
+                    state.last_failure,
+                )
                 status = Status.BLOCKED if state.status == "BLOCKED" else Status.RETRY_PENDING
-                return result(status, f"attempt {attempt}: no endpoint answered (round {state.failed_rounds} of "
-                              f"{self.config.retry.rounds}): {state.last_failure}", attempt_id=attempt,
-                              due_at=state.due_at, llm=llm)
+                return result(
+                    status,
+                    f"attempt {attempt}: no endpoint answered (round {state.failed_rounds} of "
+                    f"{self.config.retry.rounds}): {state.last_failure}",
+                    attempt_id=attempt,
+                    due_at=state.due_at,
+                    llm=llm,
+                )
             reason = outcome.rejected or self._over_output_limit(outcome.answer)
             if reason:
                 return self._reject(pkg, state, reason, outcome.endpoint, result, llm)
             stale = self._stale(pkg, generation, p, context_text)
             if stale:
-                return result(Status.ERROR, f"attempt {attempt}: result rejected as stale: {stale}; nothing published",
-                              attempt_id=attempt, llm=llm)
-            round_doc = {"analysis_revision": rev, "attempt_id": attempt, "phase": PHASE_GENERATING,
-                         "endpoint": outcome.endpoint,
-                         "bindings": {"context": {"path": p["hypothesis_context"], "sha256": sha_text(context_text)},
-                                      "policy": context["bindings"]["policy"],
-                                      "request_sha256": sha_text(request.system + "\0" + request.user)},
-                         "answer": outcome.answer.model_dump(mode="json")}
+                return result(
+                    Status.ERROR,
+                    f"attempt {attempt}: result rejected as stale: {stale}; nothing published",
+                    attempt_id=attempt,
+                    llm=llm,
+                )
+            round_doc = {
+                "analysis_revision": rev,
+                "attempt_id": attempt,
+                "phase": PHASE_GENERATING,
+                "endpoint": outcome.endpoint,
+                "bindings": {
+                    "context": {"path": p["hypothesis_context"], "sha256": sha_text(context_text)},
+                    "policy": context["bindings"]["policy"],
+                    "request_sha256": sha_text(request.system + "\0" + request.user),
+                },
+                "answer": outcome.answer.model_dump(mode="json"),
+            }
             write_text(pkg.root / round_path, json_text(round_doc))
             if self.hook:
                 self.hook("round-recorded")
@@ -174,8 +211,9 @@ class HypothesisBuilder:
             pkg.roll_forward()
             m = pkg.manifest()
             if m["package_id"] != package_id:
-                raise HypographError(f"{pkg.root / 'manifest.json'}: field 'package_id': {m['package_id']!r}, "
-                                     f"not {package_id!r}")
+                raise HypographError(
+                    f"{pkg.root / 'manifest.json'}: field 'package_id': {m['package_id']!r}, not {package_id!r}"
+                )
             p = paths(m["analysis_revision"])
             if (pkg.root / p["hypothesis_registry"]).exists():
                 return pkg.read_json(p["hypothesis_context"])
@@ -196,43 +234,64 @@ class HypothesisBuilder:
         saved = pkg.sha(p["hypothesis_context"])
         if saved is not None:
             if saved != sha_text(context_text):
-                raise HypographError(f"{pkg.root / p['hypothesis_context']}: the case changed since this context was "
-                                     "saved; start a new analysis revision")
+                raise HypographError(
+                    f"{pkg.root / p['hypothesis_context']}: the case changed since this context was "
+                    "saved; start a new analysis revision"
+                )
             return m
         arts = {k: v for k, v in m["artifacts"].items() if k not in HYPOTHESIS_POINTERS}
         arts["hypothesis_policy"] = CasePackage.pointer(p["hypothesis_policy"], policy_text)
         arts["hypothesis_context"] = CasePackage.pointer(p["hypothesis_context"], context_text)
         new = {**m, "phase": PHASE_GENERATING, "package_generation": m["package_generation"] + 1, "artifacts": arts}
-        pkg.write({p["hypothesis_policy"]: policy_text, p["hypothesis_context"]: context_text}, new,
-                  prefixed(self.hook, "context"))
+        pkg.write(
+            {p["hypothesis_policy"]: policy_text, p["hypothesis_context"]: context_text},
+            new,
+            prefixed(self.hook, "context"),
+        )
         return new
 
-    def _publish(self, pkg, generation, state, round_doc, round_path, context, context_text, result,
-                 llm) -> BuildResult:
+    def _publish(
+        self, pkg, generation, state, round_doc, round_path, context, context_text, result, llm
+    ) -> BuildResult:
         rev = context["analysis_revision"]
         p = paths(rev)
         files = assemble(round_doc, round_path, context, context_text)
         size = len(files[p["hypotheses_summary"]].encode("utf-8"))
         if size > self.config.limits.summary_bytes:
-            raise HypographError(f"{pkg.root / p['hypotheses_summary']}: {size} bytes, over limits.summary_bytes="
-                                 f"{self.config.limits.summary_bytes}; raise the limit (nothing is truncated)")
+            raise HypographError(
+                f"{pkg.root / p['hypotheses_summary']}: {size} bytes, over limits.summary_bytes="
+                f"{self.config.limits.summary_bytes}; raise the limit (nothing is truncated)"
+            )
         stale = self._stale(pkg, generation, p, context_text)
         if stale:
-            return result(Status.ERROR, f"attempt {state.attempt_id}: result rejected as stale: {stale}",
-                          attempt_id=state.attempt_id, llm=llm)
+            return result(
+                Status.ERROR,
+                f"attempt {state.attempt_id}: result rejected as stale: {stale}",
+                attempt_id=state.attempt_id,
+                llm=llm,
+            )
         m = pkg.manifest()
         arts = dict(m["artifacts"])
         for name in ("hypotheses", "hypothesis_registry", "hypotheses_summary"):
             arts[name] = CasePackage.pointer(p[name], files[p[name]])
         state.status, state.due_at = "COMPLETED", None
         files[p["dispatch"]] = state.text()
-        pkg.write(files, {**m, "package_generation": m["package_generation"] + 1, "artifacts": arts},
-                  prefixed(self.hook, "publish"))
+        pkg.write(
+            files,
+            {**m, "package_generation": m["package_generation"] + 1, "artifacts": arts},
+            prefixed(self.hook, "publish"),
+        )
         if self.hook:
             self.hook("published")
         ids = [h["id"] for h in pkg.read_json(p["hypotheses"])["hypotheses"]]
-        return result(Status.COMPLETED, f"published {len(ids)} hypotheses ({', '.join(ids)})",
-                      attempt_id=state.attempt_id, hypothesis_ids=ids, paths=self._paths(pkg, rev), llm=llm)
+        return result(
+            Status.COMPLETED,
+            f"published {len(ids)} hypotheses ({', '.join(ids)})",
+            attempt_id=state.attempt_id,
+            hypothesis_ids=ids,
+            paths=self._paths(pkg, rev),
+            llm=llm,
+        )
 
     # -- guards -----------------------------------------------------------------------------------
 
@@ -248,13 +307,21 @@ class HypothesisBuilder:
             pkg.write({}, {**m, "package_generation": m["package_generation"] + 1, "artifacts": arts})
         bad = {k: v for k, v in run_checks(pkg, rev).items() if v}
         if bad:
-            raise HypographError(f"{pkg.root / p['hypothesis_registry']}: the published batch fails "
-                                 + "; ".join(f"{k}: {rules.describe(v, 3)}" for k, v in bad.items()))
+            raise HypographError(
+                f"{pkg.root / p['hypothesis_registry']}: the published batch fails "
+                + "; ".join(f"{k}: {rules.describe(v, 3)}" for k, v in bad.items())
+            )
         doc = pkg.read_json(p["hypotheses"])
         ids = [h["id"] for h in doc["hypotheses"]]
         note = f"; restored manifest pointers {', '.join(restored)}" if restored else ""
-        return result(Status.COMPLETED, f"already published ({', '.join(ids)}); reused, nothing regenerated{note}",
-                      attempt_id=doc["attempt_id"], hypothesis_ids=ids, paths=self._paths(pkg, rev), reused=True)
+        return result(
+            Status.COMPLETED,
+            f"already published ({', '.join(ids)}); reused, nothing regenerated{note}",
+            attempt_id=doc["attempt_id"],
+            hypothesis_ids=ids,
+            paths=self._paths(pkg, rev),
+            reused=True,
+        )
 
     def _rejections(self, pkg: CasePackage, rev: int) -> list[dict]:
         errors = pkg.root / rev_dir("hypotheses", rev) / "errors"
@@ -279,13 +346,24 @@ class HypothesisBuilder:
         """An invalid answer: kept under errors/, no id, no allocation, no registry."""
         rev = state.analysis_revision
         rel = f"{rev_dir('hypotheses', rev)}/errors/{state.attempt_id}.json"
-        doc = {"analysis_revision": rev, "attempt_id": state.attempt_id, "phase": PHASE_GENERATING,
-               "endpoint": endpoint, "reason": reason, "at": self.clock().isoformat(timespec="seconds")}
+        doc = {
+            "analysis_revision": rev,
+            "attempt_id": state.attempt_id,
+            "phase": PHASE_GENERATING,
+            "endpoint": endpoint,
+            "reason": reason,
+            "at": self.clock().isoformat(timespec="seconds"),
+        }
         state.status = "REJECTED"
         pkg.journal().apply([Step(rel, json_text(doc)), Step(paths(rev)["dispatch"], state.text())])
         log.warning("%s phase %s: attempt %s rejected: %s", pkg.root, PHASE_GENERATING, state.attempt_id, reason)
-        return result(Status.ERROR, f"attempt {state.attempt_id} rejected ({rel}): {reason}",
-                      attempt_id=state.attempt_id, paths={"error": str(pkg.root / rel)}, llm=llm)
+        return result(
+            Status.ERROR,
+            f"attempt {state.attempt_id} rejected ({rel}): {reason}",
+            attempt_id=state.attempt_id,
+            paths={"error": str(pkg.root / rel)},
+            llm=llm,
+        )
 
     def _stale(self, pkg: CasePackage, generation: int, p: dict, context_text: str) -> str | None:
         m = pkg.manifest()
@@ -299,8 +377,10 @@ class HypothesisBuilder:
         where = pkg.root / round_path
         _check_round(pkg, round_path, round_doc)
         b = round_doc.get("bindings", {})
-        if (b.get("context", {}).get("sha256") != sha_text(context_text)
-                or b.get("policy") != context["bindings"]["policy"]):
+        if (
+            b.get("context", {}).get("sha256") != sha_text(context_text)
+            or b.get("policy") != context["bindings"]["policy"]
+        ):
             raise HypographError(f"{where}: bound to another context or policy than this revision's")
         try:
             answer = Answer.model_validate(round_doc.get("answer"))
@@ -314,4 +394,3 @@ class HypothesisBuilder:
     def _paths(pkg: CasePackage, rev: int) -> dict[str, str]:
         p = paths(rev)
         return {k: str(pkg.root / p[k]) for k in ("hypotheses", "hypothesis_registry", "hypotheses_summary")}
-

@@ -62,8 +62,11 @@ def _labels(hyps: list[dict]) -> list[Violation]:
     for k, h in enumerate(hyps):
         if h.get("id") != f"H{k + 1}" or h.get("position") != k + 1:
             out.append((str(h.get("id")), f"id/position not controller-labelled H{k + 1}"))
-        if h.get("status") != "new" or h.get("confidence") != "unassessed" or \
-                h.get("role") != ("tester_primary" if k == 0 else "alternative"):
+        if (
+            h.get("status") != "new"
+            or h.get("confidence") != "unassessed"
+            or h.get("role") != ("tester_primary" if k == 0 else "alternative")
+        ):
             out.append((str(h.get("id")), "status/confidence/role not as the controller sets them"))
     return out
 
@@ -71,12 +74,21 @@ def _labels(hyps: list[dict]) -> list[Violation]:
 def budget_equal(hyp_doc: dict, registry: dict, policy: dict) -> list[Violation]:
     """Every hypothesis and every creation holds exactly the policy's initial budget, unspent."""
     want = {"initial": policy["initial_budget"], "unit": UNIT}
-    out = [(str(h.get("id")), f"budget_allocation {h.get('budget_allocation')} != {want}")
-           for h in hyp_doc.get("hypotheses", []) if h.get("budget_allocation") != want]
-    out += [(str(h.get("id")), "budget_accounting is not 'not_started'")
-            for h in hyp_doc.get("hypotheses", []) if h.get("budget_accounting") != "not_started"]
-    out += [(str(c.get("id")), f"registry allocation {c.get('budget_allocation')} != {want}")
-            for c in registry.get("creations", []) if c.get("budget_allocation") != want]
+    out = [
+        (str(h.get("id")), f"budget_allocation {h.get('budget_allocation')} != {want}")
+        for h in hyp_doc.get("hypotheses", [])
+        if h.get("budget_allocation") != want
+    ]
+    out += [
+        (str(h.get("id")), "budget_accounting is not 'not_started'")
+        for h in hyp_doc.get("hypotheses", [])
+        if h.get("budget_accounting") != "not_started"
+    ]
+    out += [
+        (str(c.get("id")), f"registry allocation {c.get('budget_allocation')} != {want}")
+        for c in registry.get("creations", [])
+        if c.get("budget_allocation") != want
+    ]
     return out
 
 
@@ -102,8 +114,13 @@ def checked_together(pkg: CasePackage, manifest: dict, revision: int, hyp_doc: d
     out: list[Violation] = []
     p = paths(revision)
     if manifest["analysis_revision"] == revision:
-        for name in ("hypotheses", "hypothesis_registry", "hypotheses_summary", "hypothesis_policy",
-                     "hypothesis_context"):
+        for name in (
+            "hypotheses",
+            "hypothesis_registry",
+            "hypotheses_summary",
+            "hypothesis_policy",
+            "hypothesis_context",
+        ):
             ptr = manifest["artifacts"].get(name)
             if ptr is None or ptr.get("path") != p[name]:
                 out.append((name, f"manifest pointer is {ptr!r}, not {p[name]}"))
@@ -144,20 +161,50 @@ def _sha(pkg: CasePackage, rel: str, what: str) -> str | None:
 # of a crash. Values: ANY, a type, a {key: shape} object ("key?" optional), or [shape] a list.
 ANY = object()
 SCALAR = (str, int, float, type(None))  # what is compared or hashed as an id (a list would not hash)
-_CANDIDATE = {"id": SCALAR, "role": ANY, "status": ANY, "confidence": ANY, "title": ANY, "mechanism": ANY,
-              "rationale": ANY, "distinction": ANY, "source_ids": [str], "interpretation_ids": [str],
-              "expected_evidence": list, "falsifying_evidence": list, "open_questions": list,
-              "budget_allocation": {"initial": ANY, "unit": ANY}, "budget_accounting": ANY}
+_CANDIDATE = {
+    "id": SCALAR,
+    "role": ANY,
+    "status": ANY,
+    "confidence": ANY,
+    "title": ANY,
+    "mechanism": ANY,
+    "rationale": ANY,
+    "distinction": ANY,
+    "source_ids": [str],
+    "interpretation_ids": [str],
+    "expected_evidence": list,
+    "falsifying_evidence": list,
+    "open_questions": list,
+    "budget_allocation": {"initial": ANY, "unit": ANY},
+    "budget_accounting": ANY,
+}
 SHAPES: dict[str, object] = {
-    "hypotheses": {"package_id": ANY, "analysis_revision": ANY, "attempt_id": ANY, "prompt_version": ANY,
-                   "bindings?": {"policy?": dict, "context?": dict, "round?": dict}, "hypotheses": [_CANDIDATE]},
+    "hypotheses": {
+        "package_id": ANY,
+        "analysis_revision": ANY,
+        "attempt_id": ANY,
+        "prompt_version": ANY,
+        "bindings?": {"policy?": dict, "context?": dict, "round?": dict},
+        "hypotheses": [_CANDIDATE],
+    },
     "hypothesis_registry": {"creations?": [{"id?": SCALAR, "origin?": dict}]},
     "hypothesis_policy": {"initial_budget": ANY},
-    "hypothesis_context": {"question": ANY, "catalogue": [{"id": SCALAR, "kind": SCALAR}],
-                           "statements": [{"alias": SCALAR, "text": ANY}], "anchor": {"alias": ANY, "name": str}},
+    "hypothesis_context": {
+        "question": ANY,
+        "catalogue": [{"id": SCALAR, "kind": SCALAR}],
+        "statements": [{"alias": SCALAR, "text": ANY}],
+        "anchor": {"alias": ANY, "name": str},
+    },
 }
-_NAMES = {list: "an array", dict: "an object", str: "a string", int: "an integer", bool: "a boolean",
-          float: "a number", type(None): "null"}
+_NAMES = {
+    list: "an array",
+    dict: "an object",
+    str: "a string",
+    int: "an integer",
+    bool: "a boolean",
+    float: "a number",
+    type(None): "null",
+}
 
 
 def shape_violations(doc, shape, file: str) -> list[Violation]:
@@ -169,10 +216,16 @@ def shape_violations(doc, shape, file: str) -> list[Violation]:
         if want is ANY:
             continue
         kind = dict if isinstance(want, dict) else list if isinstance(want, list) else want
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)) or \
-                (isinstance(kind, tuple) and isinstance(value, bool)):
-            want_name = _NAMES.get(kind, "a string, number or null") if not isinstance(kind, tuple) else \
-                "a string, number or null"
+        if (
+            not isinstance(value, kind)
+            or (kind is int and isinstance(value, bool))
+            or (isinstance(kind, tuple) and isinstance(value, bool))
+        ):
+            want_name = (
+                _NAMES.get(kind, "a string, number or null")
+                if not isinstance(kind, tuple)
+                else "a string, number or null"
+            )
             out.append((file, f"{ptr or '/'}: expected {want_name}, got {_NAMES.get(type(value), 'a value')}"))
         elif isinstance(want, dict):
             for key, sub in want.items():

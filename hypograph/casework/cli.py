@@ -106,44 +106,55 @@ def add_case_parsers(subparsers) -> dict[str, argparse.ArgumentParser]:
     case = subparsers.add_parser("case", help="case packages: make one from inputs or a vault, interpret, confirm")
     sub = case.add_subparsers(dest="case_command", required=True)
     kinds = ", ".join(SOURCE_KINDS)
-    c = parsers["new"] = sub.add_parser(
-        "new", help="a new case package from files, folders and ZIP archives")
+    c = parsers["new"] = sub.add_parser("new", help="a new case package from files, folders and ZIP archives")
     c.add_argument("case_dir", type=Path, metavar="CASE_DIR")
     c.add_argument("inputs", type=Path, nargs="+", metavar="PATH")
     c.add_argument("--question", required=True, help="what is to be explained (the reported behavior)")
-    c.add_argument("--kind", default=DEFAULT_KIND, choices=SOURCE_KINDS, metavar="KIND",
-                   help=f"catalogue kind of every input (default {DEFAULT_KIND}; one of {kinds})")
+    c.add_argument(
+        "--kind",
+        default=DEFAULT_KIND,
+        choices=SOURCE_KINDS,
+        metavar="KIND",
+        help=f"catalogue kind of every input (default {DEFAULT_KIND}; one of {kinds})",
+    )
     c.add_argument("--config", type=Path, default=None, help="analysis TOML ([archives] limits)")
     c.set_defaults(func=_new)
-    c = parsers["add"] = sub.add_parser(
-        "add", help="more inputs as a new unconfirmed revision")
+    c = parsers["add"] = sub.add_parser("add", help="more inputs as a new unconfirmed revision")
     c.add_argument("path", type=Path, metavar="CASE_DIR")
     c.add_argument("inputs", type=Path, nargs="+", metavar="PATH")
-    c.add_argument("--kind", default=DEFAULT_KIND, choices=SOURCE_KINDS, metavar="KIND",
-                   help=f"catalogue kind of every input (default {DEFAULT_KIND})")
+    c.add_argument(
+        "--kind",
+        default=DEFAULT_KIND,
+        choices=SOURCE_KINDS,
+        metavar="KIND",
+        help=f"catalogue kind of every input (default {DEFAULT_KIND})",
+    )
     c.add_argument("--config", type=Path, default=None, help="analysis TOML ([archives] limits)")
     c.set_defaults(func=_add)
     c = parsers["from-vault"] = sub.add_parser(
-        "from-vault", help="record VAULT's observations and question as a new revision of CASE_DIR")
+        "from-vault", help="record VAULT's observations and question as a new revision of CASE_DIR"
+    )
     c.add_argument("path", type=Path, metavar="VAULT")
     c.add_argument("case_dir", type=Path, metavar="CASE_DIR")
     c.set_defaults(func=_from_vault)
     c = parsers["interpret"] = sub.add_parser(
-        "interpret", help="the model's draft interpretation (no model: a template to fill in)")
+        "interpret", help="the model's draft interpretation (no model: a template to fill in)"
+    )
     c.add_argument("path", type=Path, metavar="CASE_DIR")
     c.add_argument("--config", type=Path, default=None, help="analysis TOML (endpoints, limits)")
     c.set_defaults(func=_interpret)
-    c = parsers["show"] = sub.add_parser(
-        "show", help="print what `case confirm` would confirm")
+    c = parsers["show"] = sub.add_parser("show", help="print what `case confirm` would confirm")
     c.add_argument("path", type=Path, metavar="CASE_DIR")
     c.set_defaults(func=_show)
     c = parsers["confirm"] = sub.add_parser(
-        "confirm", help="confirm the current revision's interpretation (a person's decision)")
+        "confirm", help="confirm the current revision's interpretation (a person's decision)"
+    )
     c.add_argument("path", type=Path, metavar="CASE_DIR")
     c.add_argument("--by", default=None, help="who confirms (default: the login name)")
     c.set_defaults(func=_confirm)
     b = parsers["batch"] = subparsers.add_parser(
-        "batch", help="generate and publish the initial hypothesis batch of CASE_DIR")
+        "batch", help="generate and publish the initial hypothesis batch of CASE_DIR"
+    )
     b.add_argument("path", type=Path, metavar="CASE_DIR")
     b.add_argument("--config", type=Path, default=None, help="analysis TOML (default: built-in defaults)")
     b.add_argument("--attempt", default=None, help="a new attempt id, to correct a rejected or blocked attempt")
@@ -158,12 +169,14 @@ def _config(args) -> HypothesisConfig:
 def with_exit_codes(handler):
     """``handler`` with NotDone printed as one line and exit 2 (other errors go up: exit 1); for
     any ``hypograph`` handler, e.g. a Dagster-run ``case interpret``."""
+
     def run(args) -> int:
         try:
             return handler(args)
         except NotDone as e:
             print(f"hypograph {getattr(args, 'command', None) or 'case'}: {cli_message(e)}", file=sys.stderr)
             return NOT_DONE
+
     return run
 
 

@@ -58,9 +58,14 @@ class HypothesisPolicy:
     initial_budget: int = 100
 
     def document(self, revision: int, prompt_version: str) -> dict:
-        return {"analysis_revision": revision, "min_hypotheses": self.min_hypotheses,
-                "max_hypotheses": self.max_hypotheses, "initial_budget": self.initial_budget,
-                "budget_unit": UNIT, "prompt_version": prompt_version}
+        return {
+            "analysis_revision": revision,
+            "min_hypotheses": self.min_hypotheses,
+            "max_hypotheses": self.max_hypotheses,
+            "initial_budget": self.initial_budget,
+            "budget_unit": UNIT,
+            "prompt_version": prompt_version,
+        }
 
     @classmethod
     def from_document(cls, doc: dict) -> HypothesisPolicy:
@@ -139,22 +144,33 @@ class HypothesisConfig:
         _only(data, {"hypotheses", "limits", "retry", "endpoints", "model", "archives"}, where, "")
         h = _table(data, "hypotheses", where)
         _only(h, {f for f in HypothesisPolicy.__dataclass_fields__}, where, "hypotheses.")
-        policy = HypothesisPolicy(**{k: _positive_int(h, k, getattr(HypothesisPolicy, k), where, "hypotheses.")
-                                     for k in HypothesisPolicy.__dataclass_fields__})
+        policy = HypothesisPolicy(
+            **{
+                k: _positive_int(h, k, getattr(HypothesisPolicy, k), where, "hypotheses.")
+                for k in HypothesisPolicy.__dataclass_fields__
+            }
+        )
         if policy.min_hypotheses > policy.max_hypotheses:
-            raise HypographError(f"{where}: hypotheses.min_hypotheses: {policy.min_hypotheses} exceeds "
-                                 f"hypotheses.max_hypotheses {policy.max_hypotheses}")
+            raise HypographError(
+                f"{where}: hypotheses.min_hypotheses: {policy.min_hypotheses} exceeds "
+                f"hypotheses.max_hypotheses {policy.max_hypotheses}"
+            )
         lt = _table(data, "limits", where)
         _only(lt, set(HypothesisLimits.__dataclass_fields__), where, "limits.")
-        limits = HypothesisLimits(**{k: _positive_int(lt, k, getattr(HypothesisLimits, k), where, "limits.")
-                                     for k in HypothesisLimits.__dataclass_fields__})
+        limits = HypothesisLimits(
+            **{
+                k: _positive_int(lt, k, getattr(HypothesisLimits, k), where, "limits.")
+                for k in HypothesisLimits.__dataclass_fields__
+            }
+        )
         rt = _table(data, "retry", where)
         _only(rt, set(RetryPolicy.__dataclass_fields__), where, "retry.")
         retry = RetryPolicy(
             rounds=_positive_int(rt, "rounds", RetryPolicy.rounds, where, "retry."),
             first_delay_seconds=_positive_number(rt, "first_delay_seconds", RetryPolicy.first_delay_seconds, where),
             factor=_positive_number(rt, "factor", RetryPolicy.factor, where),
-            max_delay_seconds=_positive_number(rt, "max_delay_seconds", RetryPolicy.max_delay_seconds, where))
+            max_delay_seconds=_positive_number(rt, "max_delay_seconds", RetryPolicy.max_delay_seconds, where),
+        )
         model = _table(data, "model", where)
         _only(model, {"reasks"}, where, "model.")
         reasks = model.get("reasks", 0)
@@ -162,14 +178,22 @@ class HypothesisConfig:
             raise HypographError(f"{where}: model.reasks: must be a non-negative integer, got {reasks!r}")
         at = _table(data, "archives", where)
         _only(at, set(ArchiveLimits.__dataclass_fields__), where, "archives.")
-        archives = ArchiveLimits(**{k: _positive_int(at, k, getattr(ArchiveLimits, k), where, "archives.")
-                                    for k in ArchiveLimits.__dataclass_fields__})
+        archives = ArchiveLimits(
+            **{
+                k: _positive_int(at, k, getattr(ArchiveLimits, k), where, "archives.")
+                for k in ArchiveLimits.__dataclass_fields__
+            }
+        )
         return cls(policy, limits, retry, _endpoints(data.get("endpoints", []), where), reasks, archives)
 
     def describe(self) -> dict:
-        return {"policy": asdict(self.policy), "limits": asdict(self.limits), "retry": asdict(self.retry),
-                "archives": asdict(self.archives),
-                "endpoints": [f"{e.model}@{e.base_url or 'default'}" for e in self.endpoints]}
+        return {
+            "policy": asdict(self.policy),
+            "limits": asdict(self.limits),
+            "retry": asdict(self.retry),
+            "archives": asdict(self.archives),
+            "endpoints": [f"{e.model}@{e.base_url or 'default'}" for e in self.endpoints],
+        }
 
 
 def _table(data: Mapping, key: str, where: str) -> Mapping:

@@ -33,11 +33,15 @@ def verified_interpretation(pkg: CasePackage, manifest: dict) -> tuple[Interpret
     where = pkg.root / manifest["artifacts"]["interpretation"]["path"]
     rev = manifest["analysis_revision"]
     if interp.analysis_revision != rev:
-        raise HypographError(f"{where}: field 'analysis_revision': {interp.analysis_revision}, but the manifest's "
-                             f"current revision is {rev}")
+        raise HypographError(
+            f"{where}: field 'analysis_revision': {interp.analysis_revision}, but the manifest's "
+            f"current revision is {rev}"
+        )
     if not interp.confirmed:
-        raise NotConfirmed(f"{where}: revision {rev} is not confirmed; a person confirms it with "
-                             f"`hypograph case confirm {pkg.root}` (the builder never interprets a case itself)")
+        raise NotConfirmed(
+            f"{where}: revision {rev} is not confirmed; a person confirms it with "
+            f"`hypograph case confirm {pkg.root}` (the builder never interprets a case itself)"
+        )
     cat_ptr = interp.bindings.catalogue
     if manifest["artifacts"].get("catalogue", {}).get("path") != cat_ptr.get("path"):
         raise HypographError(f"{where}: field 'bindings.catalogue': not the manifest's catalogue")
@@ -54,14 +58,20 @@ def verified_interpretation(pkg: CasePackage, manifest: dict) -> tuple[Interpret
     for _alias, pointer, s in interp.aliases():
         for sid in s.source_ids:
             if sid not in known:
-                raise HypographError(f"{where}: field '{pointer.lstrip('/').replace('/', '.')}.source_ids': "
-                                     f"{sid!r} is not in the catalogue")
+                raise HypographError(
+                    f"{where}: field '{pointer.lstrip('/').replace('/', '.')}.source_ids': "
+                    f"{sid!r} is not in the catalogue"
+                )
     if not interp.statements or not any(s.kind in OBSERVATION_KINDS for s in catalogue.sources):
-        raise HypographError(f"{where}: revision {rev} has no observations (no accepted statement or no human "
-                             "observation, report or comment in the catalogue); no hypotheses without them")
+        raise HypographError(
+            f"{where}: revision {rev} has no observations (no accepted statement or no human "
+            "observation, report or comment in the catalogue); no hypotheses without them"
+        )
     if interp.anchor() is None:
-        raise HypographError(f"{where}: needs a first_known_divergence, failure_stage or reported_behavior "
-                             "for the first hypothesis to cite")
+        raise HypographError(
+            f"{where}: needs a first_known_divergence, failure_stage or reported_behavior "
+            "for the first hypothesis to cite"
+        )
     return interp, catalogue
 
 
@@ -89,11 +99,14 @@ def from_archive(pkg: CasePackage, origin: str, member: str, what: str) -> None:
 
 def prior_generations(pkg: CasePackage, revision: int, limits: HypothesisLimits) -> list[dict]:
     """Published batches of earlier revisions, oldest first; too many is an error, not a cut."""
-    prior = [r for r in pkg.revisions()
-             if r < revision and (pkg.root / rev_dir("hypotheses", r) / "registry.json").exists()]
+    prior = [
+        r for r in pkg.revisions() if r < revision and (pkg.root / rev_dir("hypotheses", r) / "registry.json").exists()
+    ]
     if len(prior) > limits.prior_documents:
-        raise HypographError(f"{pkg.root}: {len(prior)} earlier batches exceed limits.prior_documents="
-                             f"{limits.prior_documents}; raise the limit (nothing is dropped silently)")
+        raise HypographError(
+            f"{pkg.root}: {len(prior)} earlier batches exceed limits.prior_documents="
+            f"{limits.prior_documents}; raise the limit (nothing is dropped silently)"
+        )
     out = []
     for r in prior:
         rel = f"{rev_dir('hypotheses', r)}/hypotheses.json"
@@ -101,14 +114,26 @@ def prior_generations(pkg: CasePackage, revision: int, limits: HypothesisLimits)
         wrong = shape_violations(doc, SHAPES["hypotheses"], rel)
         if wrong:
             raise HypographError(f"{pkg.root / rel}: {wrong[0][1]} (an earlier revision's batch of another shape)")
-        out.append({"analysis_revision": r, "label": PRIOR_LABEL,
-                    "hypotheses": [{"id": h["id"], "title": h["title"], "mechanism": h["mechanism"]}
-                                   for h in doc["hypotheses"]]})
+        out.append(
+            {
+                "analysis_revision": r,
+                "label": PRIOR_LABEL,
+                "hypotheses": [
+                    {"id": h["id"], "title": h["title"], "mechanism": h["mechanism"]} for h in doc["hypotheses"]
+                ],
+            }
+        )
     return out
 
 
-def build_context(pkg: CasePackage, manifest: dict, interp: Interpretation, catalogue: Catalogue,
-                  policy: HypothesisPolicy, limits: HypothesisLimits) -> tuple[dict, str]:
+def build_context(
+    pkg: CasePackage,
+    manifest: dict,
+    interp: Interpretation,
+    catalogue: Catalogue,
+    policy: HypothesisPolicy,
+    limits: HypothesisLimits,
+) -> tuple[dict, str]:
     """(context document, its policy.json text). Raises when the context exceeds its limit."""
     rev = manifest["analysis_revision"]
     policy_text = json_text(policy.document(rev, PROMPT_VERSION))
@@ -118,10 +143,13 @@ def build_context(pkg: CasePackage, manifest: dict, interp: Interpretation, cata
         "analysis_revision": rev,
         "prompt_version": PROMPT_VERSION,
         "question": interp.question,
-        "catalogue": [{"id": s.id, "kind": s.kind, "title": s.title, "summary": s.summary, "read": s.read}
-                      for s in catalogue.sources],
-        "statements": [{"alias": a, "pointer": p, "text": s.text, "source_ids": s.source_ids}
-                       for a, p, s in interp.aliases()],
+        "catalogue": [
+            {"id": s.id, "kind": s.kind, "title": s.title, "summary": s.summary, "read": s.read}
+            for s in catalogue.sources
+        ],
+        "statements": [
+            {"alias": a, "pointer": p, "text": s.text, "source_ids": s.source_ids} for a, p, s in interp.aliases()
+        ],
         "anchor": {"alias": anchor_alias, "name": anchor_name},
         "policy": policy.document(rev, PROMPT_VERSION),
         "prior_generations": prior_generations(pkg, rev, limits),
@@ -134,6 +162,8 @@ def build_context(pkg: CasePackage, manifest: dict, interp: Interpretation, cata
     }
     size = len(json_text(context).encode("utf-8"))
     if size > limits.context_bytes:
-        raise HypographError(f"{pkg.root}: the context of revision {rev} is {size} bytes, over "
-                             f"limits.context_bytes={limits.context_bytes}; raise the limit (nothing is truncated)")
+        raise HypographError(
+            f"{pkg.root}: the context of revision {rev} is {size} bytes, over "
+            f"limits.context_bytes={limits.context_bytes}; raise the limit (nothing is truncated)"
+        )
     return context, policy_text

@@ -23,15 +23,22 @@ from hypograph.errors import HypographError
 class Status(StrEnum):
     """What a dispatch ended with."""
 
-    COMPLETED = "COMPLETED"        # the batch is published (now, or earlier and reused)
+    COMPLETED = "COMPLETED"  # the batch is published (now, or earlier and reused)
     RETRY_PENDING = "RETRY_PENDING"  # no endpoint reachable; due again at ``due_at``
-    DEFERRED = "DEFERRED"          # another dispatch holds the case lock; nothing done
-    BLOCKED = "BLOCKED"            # the retry rounds are spent; a person must start a new attempt
-    ERROR = "ERROR"                # the answer was rejected (see errors/), or went stale
+    DEFERRED = "DEFERRED"  # another dispatch holds the case lock; nothing done
+    BLOCKED = "BLOCKED"  # the retry rounds are spent; a person must start a new attempt
+    ERROR = "ERROR"  # the answer was rejected (see errors/), or went stale
 
 
-STATE_TYPES = {"analysis_revision": int, "attempt_id": str, "status": str, "failed_rounds": int,
-               "due_at": (str, type(None)), "last_failure": (str, type(None)), "phase": str}
+STATE_TYPES = {
+    "analysis_revision": int,
+    "attempt_id": str,
+    "status": str,
+    "failed_rounds": int,
+    "due_at": (str, type(None)),
+    "last_failure": (str, type(None)),
+    "phase": str,
+}
 
 
 @dataclass
@@ -70,8 +77,9 @@ class DispatchState:
             except ValueError:
                 aware = False
             if not aware:
-                raise HypographError(f"{where}: field 'due_at': {self.due_at!r} is not an ISO date and time with "
-                                     "its UTC offset")
+                raise HypographError(
+                    f"{where}: field 'due_at': {self.due_at!r} is not an ISO date and time with its UTC offset"
+                )
 
     def text(self) -> str:
         return json_text(asdict(self))

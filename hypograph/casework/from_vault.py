@@ -47,8 +47,10 @@ def case_from_vault(vault_root: Path | str, case_dir: Path | str) -> RevisionRep
     missing); unchanged since the last revision: nothing written."""
     root = Path(vault_root)
     if (root / ".hypograph" / "journal.json").exists():
-        raise HypographError(f"{root / '.hypograph' / 'journal.json'}: the vault has an interrupted write; "
-                             "finish it first (any hypograph command on the vault rolls it forward)")
+        raise HypographError(
+            f"{root / '.hypograph' / 'journal.json'}: the vault has an interrupted write; "
+            "finish it first (any hypograph command on the vault rolls it forward)"
+        )
     vault = open_vault(root, roll_forward=False)  # a read-only look: the vault is not ours to write
     prompt_path = root / "initial_prompt.md"
     if not prompt_path.is_file():
@@ -61,8 +63,11 @@ def case_from_vault(vault_root: Path | str, case_dir: Path | str) -> RevisionRep
     sources: list[Source] = []
     for s in vault.of_type("source"):
         inputs[f"vault/{s.path.as_posix()}"] = _text(root, s.path)
-        sources.append(Source(id=s.id, kind="report", title=s.title or s.id, summary=_summary(s),
-                              origin=f"vault/{s.path.as_posix()}"))
+        sources.append(
+            Source(
+                id=s.id, kind="report", title=s.title or s.id, summary=_summary(s), origin=f"vault/{s.path.as_posix()}"
+            )
+        )
     known = {s.id for s in sources}
     statements = []
     for o in observations:
@@ -70,10 +75,24 @@ def case_from_vault(vault_root: Path | str, case_dir: Path | str) -> RevisionRep
         if not isinstance(text, str) or not text.strip():
             raise HypographError(f"{root / o.path}: field 'statement': an observation needs its statement")
         inputs[f"vault/{o.path.as_posix()}"] = _text(root, o.path)
-        sources.append(Source(id=o.id, kind="human_observation", title=o.title or o.id, summary=text,
-                              origin=f"vault/{o.path.as_posix()}"))
+        sources.append(
+            Source(
+                id=o.id,
+                kind="human_observation",
+                title=o.title or o.id,
+                summary=text,
+                origin=f"vault/{o.path.as_posix()}",
+            )
+        )
         cited = [o.id] + [t for t in [link_target(o.meta.get("source"))] if t in known]
         statements.append(Statement(text=text, source_ids=cited))
     question = question_of(prompt)
-    return add_revision(case_dir, inputs, sources, question, statements,
-                        {"reported_behavior": Statement(text=question, source_ids=[])}, target_vault=root)
+    return add_revision(
+        case_dir,
+        inputs,
+        sources,
+        question,
+        statements,
+        {"reported_behavior": Statement(text=question, source_ids=[])},
+        target_vault=root,
+    )

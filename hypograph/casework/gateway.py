@@ -23,8 +23,10 @@ from hypograph.llm.config import LLMConfig
 
 TASK = "case-hypotheses"
 # No CLI flag here: the same line reaches the UI; the CLI adds where its config file comes from.
-NEEDS_MODEL = ("needs a model: set [[endpoints]] in the analysis config or HYPOGRAPH_LLM_MODEL "
-               "(and HYPOGRAPH_LLM_BASE_URL); nothing was changed")
+NEEDS_MODEL = (
+    "needs a model: set [[endpoints]] in the analysis config or HYPOGRAPH_LLM_MODEL "
+    "(and HYPOGRAPH_LLM_BASE_URL); nothing was changed"
+)
 
 
 class NeedsModel(NotDone):
@@ -55,17 +57,29 @@ class CaseGateway:
     def __init__(self, endpoints: list[LLMConfig], reasks: int = 0):
         if not endpoints or any(e.offline for e in endpoints):
             raise HypographError("a case gateway needs at least one configured model endpoint")
-        self.endpoints = [e.model_copy(update={"max_retries": 0, "validation_retries": reasks, "concurrency": 1})
-                          for e in endpoints]
+        self.endpoints = [
+            e.model_copy(update={"max_retries": 0, "validation_retries": reasks, "concurrency": 1}) for e in endpoints
+        ]
 
     @classmethod
-    def from_config(cls, config: HypothesisConfig, env: Mapping[str, str] | None = None,
-                    default: LLMConfig | None = None) -> CaseGateway | None:
+    def from_config(
+        cls, config: HypothesisConfig, env: Mapping[str, str] | None = None, default: LLMConfig | None = None
+    ) -> CaseGateway | None:
         """Endpoints from ``[[endpoints]]``, else ``default`` (the Dagster resource's model), else the
         HYPOGRAPH_LLM_* environment (the CLI outside Dagster); None if no model."""
         if config.endpoints:
-            return cls([LLMConfig(model=e.model, base_url=e.base_url, api_key=SecretStr(env_key(e, env)),
-                                  timeout=e.timeout_seconds) for e in config.endpoints], config.reasks)
+            return cls(
+                [
+                    LLMConfig(
+                        model=e.model,
+                        base_url=e.base_url,
+                        api_key=SecretStr(env_key(e, env)),
+                        timeout=e.timeout_seconds,
+                    )
+                    for e in config.endpoints
+                ],
+                config.reasks,
+            )
         fallback = default if default is not None else LLMConfig.from_env(env)
         return None if fallback.offline else cls([fallback], config.reasks)
 

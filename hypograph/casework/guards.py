@@ -20,11 +20,16 @@ def refuse_undeclared(pkg: CasePackage, m: dict, rev: int) -> None:
     """Hypotheses or a completion without a registry are never silently replaced."""
     p = paths(rev)
     state = DispatchState.load(pkg, rev)
-    if (pkg.root / p["hypotheses"]).exists() or (state and state.status == "COMPLETED") or \
-            any(n in m["artifacts"] for n in ("hypotheses", "hypothesis_registry", "hypotheses_summary")):
-        raise HypographError(f"{pkg.root / p['hypothesis_registry']}: missing, but revision {rev} declares a batch "
-                             "(hypotheses.json, a manifest pointer or a completed dispatch); refusing to replace "
-                             "it with a fresh allocation")
+    if (
+        (pkg.root / p["hypotheses"]).exists()
+        or (state and state.status == "COMPLETED")
+        or any(n in m["artifacts"] for n in ("hypotheses", "hypothesis_registry", "hypotheses_summary"))
+    ):
+        raise HypographError(
+            f"{pkg.root / p['hypothesis_registry']}: missing, but revision {rev} declares a batch "
+            "(hypotheses.json, a manifest pointer or a completed dispatch); refusing to replace "
+            "it with a fresh allocation"
+        )
 
 
 def pinned_policy(pkg: CasePackage, rev: int, configured: HypothesisPolicy) -> HypothesisPolicy:
@@ -43,9 +48,11 @@ def pinned_policy(pkg: CasePackage, rev: int, configured: HypothesisPolicy) -> H
     changed = [k for k in POLICY_KEYS if getattr(pinned, k) != getattr(configured, k)]
     if changed:
         k = changed[0]
-        raise HypographError(f"{pkg.root / paths(rev)['hypothesis_policy']}: hypotheses.{k} is pinned at "
-                             f"{getattr(pinned, k)} for revision {rev}, the config says {getattr(configured, k)}; "
-                             "new values take effect with a new analysis revision")
+        raise HypographError(
+            f"{pkg.root / paths(rev)['hypothesis_policy']}: hypotheses.{k} is pinned at "
+            f"{getattr(pinned, k)} for revision {rev}, the config says {getattr(configured, k)}; "
+            "new values take effect with a new analysis revision"
+        )
     return pinned
 
 
@@ -58,13 +65,17 @@ def attempt_for(pkg: CasePackage, rev: int, state: DispatchState | None, request
         if not ATTEMPT_RE.match(requested):
             raise HypographError(f"attempt id {requested!r}: letters, digits, '.', '_' and '-' only")
         if requested in rejected:
-            raise HypographError(f"{errors / (requested + '.json')}: attempt {requested} was rejected; "
-                                 "a correction needs a new attempt id")
+            raise HypographError(
+                f"{errors / (requested + '.json')}: attempt {requested} was rejected; "
+                "a correction needs a new attempt id"
+            )
         return requested
     if state is not None and state.attempt_id not in rejected:
         return state.attempt_id
     if not rejected:
         return "1"
     last = state.attempt_id if state else sorted(rejected)[-1]
-    raise HypographError(f"{errors / (last + '.json')}: attempt {last} of revision {rev} was rejected; "
-                         "pass a new attempt id to correct it under the same policy")
+    raise HypographError(
+        f"{errors / (last + '.json')}: attempt {last} of revision {rev} was rejected; "
+        "pass a new attempt id to correct it under the same policy"
+    )

@@ -117,8 +117,10 @@ def _over_limit(info: zipfile.ZipInfo, count: int, total: int, limits: ArchiveLi
         return f"brings the uncompressed total to {total} bytes, over archives.max_total_bytes={limits.max_total_bytes}"
     ratio = info.file_size / max(info.compress_size, 1)
     if ratio > limits.max_ratio:
-        return (f"compression ratio {ratio:.0f} ({info.file_size} from {info.compress_size} bytes), "
-                f"over archives.max_ratio={limits.max_ratio}")
+        return (
+            f"compression ratio {ratio:.0f} ({info.file_size} from {info.compress_size} bytes), "
+            f"over archives.max_ratio={limits.max_ratio}"
+        )
     return None
 
 
@@ -163,8 +165,11 @@ def collect(paths: list[Path], limits: ArchiveLimits) -> list[Input]:
             raise HypographError(f"{path}: no such file or folder")
         if path.is_dir():
             bad = lambda rel, why, root=path: _refuse_in_folder(root, rel, why)  # noqa: E731
-            found += [(f"{path.resolve().name}/{rel.as_posix()}", path / rel) for rel in scan(path, bad)
-                      if not any(part.startswith(".") for part in rel.parts)]  # .hypograph/ too: tool state
+            found += [
+                (f"{path.resolve().name}/{rel.as_posix()}", path / rel)
+                for rel in scan(path, bad)
+                if not any(part.startswith(".") for part in rel.parts)
+            ]  # .hypograph/ too: tool state
         else:
             found.append((path.name, path))
     if not found:
@@ -199,13 +204,25 @@ def sources_for(inputs: list[Input], kind: str, first: int) -> list[Source]:
     for item in inputs:
         for member in item.members or (None,):
             title = item.rel if member is None else f"{item.rel}: {member.name}"
-            out.append(Source(id=f"{SOURCE_PREFIX}{first + len(out)}", kind=kind, title=title[:300], summary="",
-                              origin=item.rel, member=None if member is None else member.name, read=False))
+            out.append(
+                Source(
+                    id=f"{SOURCE_PREFIX}{first + len(out)}",
+                    kind=kind,
+                    title=title[:300],
+                    summary="",
+                    origin=item.rel,
+                    member=None if member is None else member.name,
+                    read=False,
+                )
+            )
     return out
 
 
 def next_number(sources: list[Source]) -> int:
     """The number after the highest ``IN<n>`` source id (1 for none): ids are never reused."""
-    taken = [int(s.id[len(SOURCE_PREFIX):]) for s in sources
-             if s.id.startswith(SOURCE_PREFIX) and s.id[len(SOURCE_PREFIX):].isdigit()]
+    taken = [
+        int(s.id[len(SOURCE_PREFIX) :])
+        for s in sources
+        if s.id.startswith(SOURCE_PREFIX) and s.id[len(SOURCE_PREFIX) :].isdigit()
+    ]
     return max(taken, default=0) + 1

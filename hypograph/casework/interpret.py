@@ -40,9 +40,11 @@ from hypograph.llm.client import Request, untrusted
 PROMPT_VERSION = "interpretation_v1"
 TASK = "case-interpretation"
 MIN_SHARE = 64  # bytes of excerpt per source below which the context limit is too small to be useful
-TEMPLATE_NOTE = ("Fill in, then run `hypograph case confirm`: statements [{text, source_ids}] citing catalogue "
-                 "ids; first_known_divergence, failure_stage, reported_behavior (a statement or null; at least "
-                 "one); source_summaries {id: summary}; read: ids you have read. Blank statements are refused.")
+TEMPLATE_NOTE = (
+    "Fill in, then run `hypograph case confirm`: statements [{text, source_ids}] citing catalogue "
+    "ids; first_known_divergence, failure_stage, reported_behavior (a statement or null; at least "
+    "one); source_summaries {id: summary}; read: ids you have read. Blank statements are refused."
+)
 
 
 def draft_path(revision: int) -> str:
@@ -50,6 +52,7 @@ def draft_path(revision: int) -> str:
 
 
 # -- the model's answer ----------------------------------------------------------------------------
+
 
 class DraftStatement(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -99,8 +102,11 @@ def answer_violations(answer: DraftAnswer, catalogue: Catalogue) -> list[str]:
     named += [(name, None, getattr(answer, name)) for name in ANCHORS if getattr(answer, name) is not None]
     for name, i, s in named:
         where = name if i is None else f"{name}[{i}]"
-        out += [f"{where}.source_ids: {sid!r} is not a source of this case's catalogue"
-                for sid in s.source_ids if sid not in known]
+        out += [
+            f"{where}.source_ids: {sid!r} is not a source of this case's catalogue"
+            for sid in s.source_ids
+            if sid not in known
+        ]
         if len(set(s.source_ids)) != len(s.source_ids):
             out.append(f"{where}.source_ids: lists an id twice")
     if all(getattr(answer, name) is None for name in ANCHORS):
@@ -113,9 +119,11 @@ def answer_violations(answer: DraftAnswer, catalogue: Catalogue) -> list[str]:
 
 # -- excerpts ----------------------------------------------------------------------------------------
 
+
 def _catalogue_view(catalogue: Catalogue) -> list[dict]:
-    return [{"id": s.id, "kind": s.kind, "title": s.title, "summary": s.summary, "read": s.read}
-            for s in catalogue.sources]
+    return [
+        {"id": s.id, "kind": s.kind, "title": s.title, "summary": s.summary, "read": s.read} for s in catalogue.sources
+    ]
 
 
 def excerpts(pkg: CasePackage, catalogue: Catalogue, share: int, config: HypothesisConfig) -> list[dict]:
@@ -141,8 +149,9 @@ def excerpts(pkg: CasePackage, catalogue: Catalogue, share: int, config: Hypothe
     return out
 
 
-def interpreter_context(pkg: CasePackage, interp: Interpretation, catalogue: Catalogue,
-                        config: HypothesisConfig) -> dict:
+def interpreter_context(
+    pkg: CasePackage, interp: Interpretation, catalogue: Catalogue, config: HypothesisConfig
+) -> dict:
     """{"question", "catalogue", "excerpts"}: what the interpreter is shown, within limits.context_bytes."""
     limit = config.limits.context_bytes
     base = {"question": interp.question, "catalogue": _catalogue_view(catalogue), "excerpts": []}
@@ -150,8 +159,10 @@ def interpreter_context(pkg: CasePackage, interp: Interpretation, catalogue: Cat
     room = limit - len(json_text(base).encode("utf-8")) - 200 * len(shown)  # 200: each excerpt's own keys
     share = room // max(len(shown), 1)
     if shown and share < MIN_SHARE:
-        raise HypographError(f"{pkg.root}: limits.context_bytes={limit} leaves {max(share, 0)} bytes of excerpt per "
-                             f"source for {len(shown)} sources; raise the limit (nothing is truncated silently)")
+        raise HypographError(
+            f"{pkg.root}: limits.context_bytes={limit} leaves {max(share, 0)} bytes of excerpt per "
+            f"source for {len(shown)} sources; raise the limit (nothing is truncated silently)"
+        )
     # JSON escaping can make text longer than its bytes: shrink the share until the document fits
     while True:
         context = {**base, "excerpts": excerpts(pkg, catalogue, share, config)}
@@ -159,29 +170,37 @@ def interpreter_context(pkg: CasePackage, interp: Interpretation, catalogue: Cat
             return context
         share //= 2
         if share < MIN_SHARE:
-            raise HypographError(f"{pkg.root}: the interpreter's context does not fit limits.context_bytes={limit}; "
-                                 "raise the limit")
+            raise HypographError(
+                f"{pkg.root}: the interpreter's context does not fit limits.context_bytes={limit}; raise the limit"
+            )
 
 
 def build_request(context: dict, catalogue: Catalogue) -> Request[DraftAnswer]:
     raw = resources.files("hypograph.casework").joinpath(f"{PROMPT_VERSION}.txt").read_text(encoding="utf-8")
     text = "\n".join(ln for ln in raw.splitlines() if not ln.startswith("#"))
     system, _, user = text.partition("=== system\n")[2].partition("=== user\n")
-    values = {"question": untrusted("question", {}, {"question": context["question"]}),
-              "catalogue": untrusted("case_catalogue", {}, {"sources": context["catalogue"]}),
-              "excerpts": untrusted("excerpts", {"bounded": "true"}, {"excerpts": context["excerpts"]})}
+    values = {
+        "question": untrusted("question", {}, {"question": context["question"]}),
+        "catalogue": untrusted("case_catalogue", {}, {"sources": context["catalogue"]}),
+        "excerpts": untrusted("excerpts", {"bounded": "true"}, {"excerpts": context["excerpts"]}),
+    }
 
     def check(answer: DraftAnswer) -> None:
         bad = answer_violations(answer, catalogue)
         if bad:
             raise ValueError("; ".join(bad[:8]))
 
-    return Request(name=f"interpretation-{sha_text(json_text(context))[:12]}",
-                   system=Template(system.strip()).substitute(values), user=Template(user.strip()).substitute(values),
-                   schema=DraftAnswer, check=check)
+    return Request(
+        name=f"interpretation-{sha_text(json_text(context))[:12]}",
+        system=Template(system.strip()).substitute(values),
+        user=Template(user.strip()).substitute(values),
+        schema=DraftAnswer,
+        check=check,
+    )
 
 
 # -- the phase -----------------------------------------------------------------------------------------
+
 
 @dataclass
 class DraftReport:
@@ -200,8 +219,12 @@ def _current(pkg: CasePackage) -> tuple[dict, Interpretation, Catalogue]:
     return m, interp, catalogue
 
 
-def draft_interpretation(case_dir: Path | str, config: HypothesisConfig | None = None,
-                         gateway: CaseGateway | None = None, revision: int | None = None) -> DraftReport:
+def draft_interpretation(
+    case_dir: Path | str,
+    config: HypothesisConfig | None = None,
+    gateway: CaseGateway | None = None,
+    revision: int | None = None,
+) -> DraftReport:
     """Draft the current revision's interpretation (see the module docstring): ``gateway`` None
     saves the template. In: the package (``revision``, if given, must be its current one); out:
     draft.json (unconfirmed) and what happened. Raises HypographError on refused input, NotDone
@@ -215,13 +238,16 @@ def draft_interpretation(case_dir: Path | str, config: HypothesisConfig | None =
         m, interp, catalogue = _current(pkg)
         rev = m["analysis_revision"]
         if revision is not None and revision != rev:
-            raise HypographError(f"{pkg.root / 'manifest.json'}: revision {revision} is not the current one "
-                                 f"(r{rev:04d}); earlier revisions stay as they were")
+            raise HypographError(
+                f"{pkg.root / 'manifest.json'}: revision {revision} is not the current one "
+                f"(r{rev:04d}); earlier revisions stay as they were"
+            )
         rel = draft_path(rev)
         report = lambda by, msg, llm=None: DraftReport(pkg.root, rev, pkg.root / rel, by, msg, llm or {})  # noqa: E731
         if interp.confirmed:
-            return report("existing", f"revision {rev} is already confirmed; nothing to draft (add inputs for a new "
-                                      "revision)")
+            return report(
+                "existing", f"revision {rev} is already confirmed; nothing to draft (add inputs for a new revision)"
+            )
         if os.path.lexists(pkg.root / rel):
             pkg.read_json(rel, what="the draft interpretation")  # confined, and JSON
             return report("existing", f"draft kept: {rel} exists (delete it to draft again); review it, then confirm")
@@ -233,21 +259,28 @@ def draft_interpretation(case_dir: Path | str, config: HypothesisConfig | None =
         context = interpreter_context(pkg, interp, catalogue, config)
         outcome = gateway.ask(build_request(context, catalogue), pkg.state_dir, TASK)
         if outcome.outage:
-            raise NotDone(f"{pkg.root}: no endpoint answered the interpreter: {'; '.join(outcome.failures)}; "
-                          "nothing written")
+            raise NotDone(
+                f"{pkg.root}: no endpoint answered the interpreter: {'; '.join(outcome.failures)}; nothing written"
+            )
         if outcome.rejected:
             raise NotDone(f"{pkg.root}: the interpreter's answer was rejected: {outcome.rejected}; nothing written")
         answer: DraftAnswer = outcome.answer
         complete = [e["source_id"] for e in context["excerpts"] if e["complete"]]
-        doc = {"analysis_revision": rev, "drafted_by": "model", "endpoint": outcome.endpoint,
-               "prompt_version": PROMPT_VERSION, "confirmed": False,
-               "bindings": {**bindings, "context_sha256": sha_text(json_text(context))},
-               **_fields(answer.model_dump(mode="json")),
-               "source_summaries": {s.source_id: s.summary for s in answer.source_summaries},
-               "read": complete}
+        doc = {
+            "analysis_revision": rev,
+            "drafted_by": "model",
+            "endpoint": outcome.endpoint,
+            "prompt_version": PROMPT_VERSION,
+            "confirmed": False,
+            "bindings": {**bindings, "context_sha256": sha_text(json_text(context))},
+            **_fields(answer.model_dump(mode="json")),
+            "source_summaries": {s.source_id: s.summary for s in answer.source_summaries},
+            "read": complete,
+        }
         pkg.journal().apply([_step(rel, doc)])
-        return report("model", f"draft written to {rel} (unconfirmed): review it with `case show`, then confirm",
-                      outcome.usage)
+        return report(
+            "model", f"draft written to {rel} (unconfirmed): review it with `case show`, then confirm", outcome.usage
+        )
 
 
 def _fields(answer: dict) -> dict:
@@ -260,12 +293,18 @@ def _step(rel: str, doc: dict) -> Step:
 
 def _template(rev: int, interp: Interpretation, catalogue: Catalogue, bindings: dict) -> dict:
     current = interp.model_dump(mode="json")
-    return {"analysis_revision": rev, "drafted_by": "template", "note": TEMPLATE_NOTE, "confirmed": False,
-            "bindings": bindings, "question": interp.question,
-            "statements": current["statements"] or [{"text": "", "source_ids": []}],
-            **{name: current[name] for name in ANCHORS},
-            "source_summaries": {s.id: s.summary for s in catalogue.sources},
-            "read": [s.id for s in catalogue.sources if s.read]}
+    return {
+        "analysis_revision": rev,
+        "drafted_by": "template",
+        "note": TEMPLATE_NOTE,
+        "confirmed": False,
+        "bindings": bindings,
+        "question": interp.question,
+        "statements": current["statements"] or [{"text": "", "source_ids": []}],
+        **{name: current[name] for name in ANCHORS},
+        "source_summaries": {s.id: s.summary for s in catalogue.sources},
+        "read": [s.id for s in catalogue.sources if s.read],
+    }
 
 
 def run_draft(case_dir: Path | str, config: HypothesisConfig | None = None) -> DraftReport:
@@ -275,6 +314,7 @@ def run_draft(case_dir: Path | str, config: HypothesisConfig | None = None) -> D
 
 
 # -- the person's step: adopt the draft at confirmation ----------------------------------------------------
+
 
 class HumanStatement(BaseModel):
     """A statement as a person writes it (blank text is caught with a hint, not a schema message)."""
@@ -298,8 +338,9 @@ class HumanDraft(BaseModel):
     read: list[str] = []
 
 
-def adopt_draft(pkg: CasePackage, m: dict, interp: Interpretation, catalogue: Catalogue
-                ) -> tuple[Interpretation, Catalogue] | None:
+def adopt_draft(
+    pkg: CasePackage, m: dict, interp: Interpretation, catalogue: Catalogue
+) -> tuple[Interpretation, Catalogue] | None:
     """(interpretation, catalogue) as the current revision's draft makes them, or None without a
     draft. One HypographError line naming draft.json and the field when the draft cannot be adopted."""
     rel = draft_path(m["analysis_revision"])
@@ -308,8 +349,10 @@ def adopt_draft(pkg: CasePackage, m: dict, interp: Interpretation, catalogue: Ca
     draft = pkg.read_json(rel, HumanDraft, "the draft interpretation")
     where = pkg.root / rel
     if draft.analysis_revision != m["analysis_revision"]:
-        raise HypographError(f"{where}: field 'analysis_revision': {draft.analysis_revision}, not the current "
-                             f"revision {m['analysis_revision']}")
+        raise HypographError(
+            f"{where}: field 'analysis_revision': {draft.analysis_revision}, not the current "
+            f"revision {m['analysis_revision']}"
+        )
     known = catalogue.by_id()
     named = [(f"statements.{i}", s) for i, s in enumerate(draft.statements)]
     named += [(name, getattr(draft, name)) for name in ANCHORS if getattr(draft, name) is not None]
@@ -319,8 +362,12 @@ def adopt_draft(pkg: CasePackage, m: dict, interp: Interpretation, catalogue: Ca
     for sid in [*draft.source_summaries, *draft.read]:
         if sid not in known:
             raise HypographError(f"{where}: field 'source_summaries/read': {sid!r} is not a source of the catalogue")
-    sources = [s.model_copy(update={"summary": draft.source_summaries.get(s.id, s.summary),
-                                    "read": s.read or s.id in draft.read}) for s in catalogue.sources]
+    sources = [
+        s.model_copy(
+            update={"summary": draft.source_summaries.get(s.id, s.summary), "read": s.read or s.id in draft.read}
+        )
+        for s in catalogue.sources
+    ]
     new_cat = Catalogue(sources=sources)
     fields = draft.model_dump(include={"question", "statements", *ANCHORS})
     try:
@@ -339,19 +386,24 @@ def show_text(case_dir: Path | str) -> str:
     adopted = None if interp.confirmed else adopt_draft(pkg, m, interp, catalogue)
     shown, cat = adopted or (interp, catalogue)
     state = "confirmed" if interp.confirmed else ("draft, unconfirmed" if adopted else "unconfirmed")
-    lines = [f"{pkg.root} revision {rev} ({state}; from {draft_path(rev) if adopted else 'interpretation.json'})",
-             f"question: {shown.question}", "statements:"]
+    lines = [
+        f"{pkg.root} revision {rev} ({state}; from {draft_path(rev) if adopted else 'interpretation.json'})",
+        f"question: {shown.question}",
+        "statements:",
+    ]
     lines += [f"  I{n}. {s.text} [{', '.join(s.source_ids) or 'no source'}]" for n, s in enumerate(shown.statements, 1)]
     for name in ANCHORS:
         s = getattr(shown, name)
-        lines.append(f"{name.replace('_', ' ')}: " + (f"{s.text} [{', '.join(s.source_ids) or 'no source'}]"
-                                                    if s else "(none)"))
+        lines.append(
+            f"{name.replace('_', ' ')}: " + (f"{s.text} [{', '.join(s.source_ids) or 'no source'}]" if s else "(none)")
+        )
     lines.append("sources:")
     for s in cat.sources:
         origin = f"{s.origin}{'#' + s.member if s.member else ''}" if s.origin else "no file"
-        lines.append(f"  {s.id} ({s.kind}{'' if s.read else ', unread'}): {s.title} [{origin}]"
-                     + (f" - {s.summary}" if s.summary else ""))
+        lines.append(
+            f"  {s.id} ({s.kind}{'' if s.read else ', unread'}): {s.title} [{origin}]"
+            + (f" - {s.summary}" if s.summary else "")
+        )
     if not interp.confirmed:
         lines.append("confirm it with: hypograph case confirm " + str(pkg.root))
     return "\n".join(lines)
-

@@ -11,19 +11,58 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
-SOURCE_KINDS = ("human_observation", "report", "comment", "technical_fact", "assumption",
-                "external_expectation", "implementation_reference")
+SOURCE_KINDS = (
+    "human_observation",
+    "report",
+    "comment",
+    "technical_fact",
+    "assumption",
+    "external_expectation",
+    "implementation_reference",
+)
 OBSERVATION_KINDS = frozenset({"human_observation", "report", "comment"})
-SourceKind = Literal["human_observation", "report", "comment", "technical_fact", "assumption",
-                     "external_expectation", "implementation_reference"]
+SourceKind = Literal[
+    "human_observation",
+    "report",
+    "comment",
+    "technical_fact",
+    "assumption",
+    "external_expectation",
+    "implementation_reference",
+]
 ANCHORS = ("first_known_divergence", "failure_stage", "reported_behavior")  # H1's anchor, in order
 ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_.-]{0,39}$"
 # Fields a model might add that only the controller may set.
-CONTROLLER_FIELDS = ("id", "h_id", "hypothesis_id", "label", "position", "priority", "rank", "status",
-                     "confidence", "probability", "likelihood", "budget", "budget_allocation",
-                     "initial_budget", "budget_accounting", "role", "tester_primary", "patch",
-                     "patch_instructions", "fix", "tool", "tools", "tool_request", "tool_requests",
-                     "tool_calls", "actions", "command", "commands")
+CONTROLLER_FIELDS = (
+    "id",
+    "h_id",
+    "hypothesis_id",
+    "label",
+    "position",
+    "priority",
+    "rank",
+    "status",
+    "confidence",
+    "probability",
+    "likelihood",
+    "budget",
+    "budget_allocation",
+    "initial_budget",
+    "budget_accounting",
+    "role",
+    "tester_primary",
+    "patch",
+    "patch_instructions",
+    "fix",
+    "tool",
+    "tools",
+    "tool_request",
+    "tool_requests",
+    "tool_calls",
+    "actions",
+    "command",
+    "commands",
+)
 
 
 class Source(BaseModel):
@@ -49,7 +88,8 @@ class Source(BaseModel):
     def weak(self) -> bool:
         """True if this source alone may not ground a hypothesis."""
         return self.kind in ("assumption", "external_expectation") or (
-            self.kind == "implementation_reference" and not self.read)
+            self.kind == "implementation_reference" and not self.read
+        )
 
 
 class Catalogue(BaseModel):
@@ -133,8 +173,10 @@ class Candidate(BaseModel):
         if isinstance(data, dict):
             for key in data:
                 if str(key).lower() in CONTROLLER_FIELDS:
-                    raise ValueError(f"field {key!r} is not accepted from the model: ids, positions, priorities, "
-                                     "statuses, confidence, budgets, patches and tool requests are the controller's")
+                    raise ValueError(
+                        f"field {key!r} is not accepted from the model: ids, positions, priorities, "
+                        "statuses, confidence, budgets, patches and tool requests are the controller's"
+                    )
         return data
 
     @field_validator("title", "mechanism", "rationale", "distinction")

@@ -19,21 +19,36 @@ from hypograph.casework.revision import RevisionReport, add_revision
 from hypograph.errors import HypographError
 
 
-def case_new(case_dir: Path | str, question: str, paths: list[Path], kind: str = DEFAULT_KIND,
-             config: HypothesisConfig | None = None, target_vault: Path | None = None) -> RevisionReport:
+def case_new(
+    case_dir: Path | str,
+    question: str,
+    paths: list[Path],
+    kind: str = DEFAULT_KIND,
+    config: HypothesisConfig | None = None,
+    target_vault: Path | None = None,
+) -> RevisionReport:
     """A new package at ``case_dir`` (missing or empty) from ``paths``; revision 1, unconfirmed."""
     if not question or not question.strip():
         raise HypographError("a case needs its question (what is to be explained)")
     config = config or HypothesisConfig()
     items = collect(paths, config.archives)
     sources = sources_for(items, kind, 1)
-    return add_revision(case_dir, {}, sources, question.strip(), [],
-                        {"reported_behavior": Statement(text=question.strip(), source_ids=[])},
-                        copies=items, target_vault=target_vault, new=True)
+    return add_revision(
+        case_dir,
+        {},
+        sources,
+        question.strip(),
+        [],
+        {"reported_behavior": Statement(text=question.strip(), source_ids=[])},
+        copies=items,
+        target_vault=target_vault,
+        new=True,
+    )
 
 
-def case_add(case_dir: Path | str, paths: list[Path], kind: str = DEFAULT_KIND,
-             config: HypothesisConfig | None = None) -> RevisionReport:
+def case_add(
+    case_dir: Path | str, paths: list[Path], kind: str = DEFAULT_KIND, config: HypothesisConfig | None = None
+) -> RevisionReport:
     """``paths`` as a new unconfirmed revision of the package at ``case_dir``."""
     pkg = CasePackage(Path(case_dir))
     if not pkg.exists():
@@ -45,5 +60,13 @@ def case_add(case_dir: Path | str, paths: list[Path], kind: str = DEFAULT_KIND,
     old = pkg.catalogue(interp)
     sources = list(old.sources) + sources_for(items, kind, next_number(old.sources))
     anchors = {name: getattr(interp, name) for name in ANCHORS}
-    return add_revision(case_dir, {}, sources, interp.question, list(interp.statements), anchors,
-                        copies=items, carried=dict(interp.bindings.inputs))
+    return add_revision(
+        case_dir,
+        {},
+        sources,
+        interp.question,
+        list(interp.statements),
+        anchors,
+        copies=items,
+        carried=dict(interp.bindings.inputs),
+    )

@@ -49,8 +49,15 @@ MANIFEST = "manifest.json"
 TEMP_RE = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")  # tempfile.mkstemp(prefix=".NAME.", suffix=".tmp")
 FORMAT = "hypograph-case-package/1"
 JOURNAL = "analysis/.journal.json"
-ARTIFACT_ORDER = ("catalogue", "interpretation", "hypothesis_policy", "hypothesis_context", "hypotheses",
-                  "hypothesis_registry", "hypotheses_summary")
+ARTIFACT_ORDER = (
+    "catalogue",
+    "interpretation",
+    "hypothesis_policy",
+    "hypothesis_context",
+    "hypotheses",
+    "hypothesis_registry",
+    "hypotheses_summary",
+)
 HYPOTHESIS_POINTERS = ARTIFACT_ORDER[2:]
 PHASE_INTERPRETED = "CASE_INTERPRETED"
 PHASE_GENERATING = "GENERATING_HYPOTHESES"
@@ -92,9 +99,17 @@ def _open_regular(path: Path, what: str) -> int:
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
-        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
-                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a folder" if stat.S_ISDIR(mode)
-                else "not a regular file")
+        kind = (
+            "a FIFO"
+            if stat.S_ISFIFO(mode)
+            else "a socket"
+            if stat.S_ISSOCK(mode)
+            else "a device"
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a folder"
+            if stat.S_ISDIR(mode)
+            else "not a regular file"
+        )
         raise HypographError(f"{what}: is {kind}, not a regular file; not read")
     return fd
 
@@ -144,8 +159,13 @@ class CasePackage:
         m = self.read_json(MANIFEST)
         if not isinstance(m, dict):
             raise HypographError(f"{self.root / MANIFEST}: not a JSON object")
-        for key, kind in (("package_id", str), ("analysis_revision", int), ("package_generation", int),
-                          ("phase", str), ("artifacts", dict)):
+        for key, kind in (
+            ("package_id", str),
+            ("analysis_revision", int),
+            ("package_generation", int),
+            ("phase", str),
+            ("artifacts", dict),
+        ):
             if not isinstance(m.get(key), kind) or isinstance(m.get(key), bool):
                 raise HypographError(f"{self.root / MANIFEST}: field '{key}': missing or not a {kind.__name__}")
         if m["analysis_revision"] < 1:
@@ -155,12 +175,14 @@ class CasePackage:
                 raise HypographError(f"{self.root / MANIFEST}: field 'artifacts.{name}': needs 'path' and 'sha256'")
             problem = path_problem(ptr["path"])
             if problem:
-                raise HypographError(f"{self.root / MANIFEST}: field 'artifacts.{name}.path': "
-                                     f"{ptr['path']!r} {problem}")
+                raise HypographError(
+                    f"{self.root / MANIFEST}: field 'artifacts.{name}.path': {ptr['path']!r} {problem}"
+                )
         target = m.get(TARGET_VAULT)
         if target is not None and not (isinstance(target, str) and Path(target).is_absolute()):
-            raise HypographError(f"{self.root / MANIFEST}: field '{TARGET_VAULT}': must be an absolute path, "
-                                 f"got {target!r}")
+            raise HypographError(
+                f"{self.root / MANIFEST}: field '{TARGET_VAULT}': must be an absolute path, got {target!r}"
+            )
         return m
 
     def target_vault(self, manifest: dict | None = None) -> Path | None:
@@ -191,8 +213,10 @@ class CasePackage:
         size = os.fstat(fd).st_size
         if max_bytes is not None and size > max_bytes:
             os.close(fd)
-            raise HypographError(f"{self.root / rel}: {size} bytes, over the {max_bytes}-byte limit for "
-                                 f"{what or 'a package file'}; not read")
+            raise HypographError(
+                f"{self.root / rel}: {size} bytes, over the {max_bytes}-byte limit for "
+                f"{what or 'a package file'}; not read"
+            )
         return fd
 
     def read_bytes(self, rel, what: str | None = None, max_bytes: int | None = None) -> bytes:
@@ -264,8 +288,9 @@ class CasePackage:
         return self.pointed(manifest, "interpretation", Interpretation)
 
     def catalogue(self, interpretation: Interpretation) -> Catalogue:
-        return self.read_json(interpretation.bindings.catalogue.get("path", ""), Catalogue,
-                              "interpretation bindings.catalogue")
+        return self.read_json(
+            interpretation.bindings.catalogue.get("path", ""), Catalogue, "interpretation bindings.catalogue"
+        )
 
     def revisions(self) -> list[int]:
         """Analysis revisions with an interpretation, ascending."""
@@ -306,11 +331,18 @@ class CasePackage:
     @staticmethod
     def manifest_text(manifest: dict) -> str:
         arts = manifest["artifacts"]
-        ordered = ({k: arts[k] for k in ARTIFACT_ORDER if k in arts}
-                   | {k: v for k, v in sorted(arts.items()) if k not in ARTIFACT_ORDER})
+        ordered = {k: arts[k] for k in ARTIFACT_ORDER if k in arts} | {
+            k: v for k, v in sorted(arts.items()) if k not in ARTIFACT_ORDER
+        }
         target = {TARGET_VAULT: manifest[TARGET_VAULT]} if manifest.get(TARGET_VAULT) else {}
-        return json_text({"format": FORMAT, **{k: manifest[k] for k in ("package_id", "analysis_revision",
-                          "package_generation", "phase")}, **target, "artifacts": ordered})
+        return json_text(
+            {
+                "format": FORMAT,
+                **{k: manifest[k] for k in ("package_id", "analysis_revision", "package_generation", "phase")},
+                **target,
+                "artifacts": ordered,
+            }
+        )
 
     @staticmethod
     def pointer(path: str, text: str) -> dict:

@@ -30,13 +30,27 @@ def build_request(context: dict, attempt_id: str, rejections: list[dict]) -> Req
     system_t, user_t = prompt_text(context["prompt_version"])
     policy = context["policy"]
     values = {
-        "min_hypotheses": policy["min_hypotheses"], "max_hypotheses": policy["max_hypotheses"],
-        "anchor_alias": context["anchor"]["alias"], "anchor_name": context["anchor"]["name"].replace("_", " "),
+        "min_hypotheses": policy["min_hypotheses"],
+        "max_hypotheses": policy["max_hypotheses"],
+        "anchor_alias": context["anchor"]["alias"],
+        "anchor_name": context["anchor"]["name"].replace("_", " "),
         "question": untrusted("question", {}, {"question": context["question"]}),
         "catalogue": untrusted("case_catalogue", {}, {"sources": context["catalogue"]}),
-        "interpretation": untrusted("interpretation", {}, {"statements": [
-            {"alias": s["alias"], "json_pointer": s["pointer"], "text": s["text"], "source_ids": s["source_ids"]}
-            for s in context["statements"]]}),
+        "interpretation": untrusted(
+            "interpretation",
+            {},
+            {
+                "statements": [
+                    {
+                        "alias": s["alias"],
+                        "json_pointer": s["pointer"],
+                        "text": s["text"],
+                        "source_ids": s["source_ids"],
+                    }
+                    for s in context["statements"]
+                ]
+            },
+        ),
         "policy": untrusted("policy", {}, policy),
         "prior": untrusted("prior_proposals", {"status": "untested"}, {"generations": context["prior_generations"]}),
         "attempt_id": attempt_id,
@@ -48,6 +62,10 @@ def build_request(context: dict, attempt_id: str, rejections: list[dict]) -> Req
         if violations:
             raise ValueError(describe(violations))
 
-    return Request(name=f"hypotheses-r{context['analysis_revision']:04d}-{attempt_id}",
-                   system=Template(system_t).substitute(values), user=Template(user_t).substitute(values),
-                   schema=Answer, check=check)
+    return Request(
+        name=f"hypotheses-r{context['analysis_revision']:04d}-{attempt_id}",
+        system=Template(system_t).substitute(values),
+        user=Template(user_t).substitute(values),
+        schema=Answer,
+        check=check,
+    )

@@ -50,10 +50,19 @@ def _content(interp: dict, catalogue: dict) -> str:
     return json.dumps([keep, sources], sort_keys=True)
 
 
-def add_revision(case_dir: Path | str, inputs: dict[str, str], sources: list[Source], question: str,
-                 statements: list[Statement], anchors: dict[str, Statement | None] | None = None,
-                 input_folder: str = "case", copies: list | None = None, carried: dict[str, str] | None = None,
-                 target_vault: Path | str | None = None, new: bool = False) -> RevisionReport:
+def add_revision(
+    case_dir: Path | str,
+    inputs: dict[str, str],
+    sources: list[Source],
+    question: str,
+    statements: list[Statement],
+    anchors: dict[str, Statement | None] | None = None,
+    input_folder: str = "case",
+    copies: list | None = None,
+    carried: dict[str, str] | None = None,
+    target_vault: Path | str | None = None,
+    new: bool = False,
+) -> RevisionReport:
     """Create the package if needed and record an unconfirmed revision. ``inputs``: path under
     ``<input_folder>/rNNNN/`` -> text; ``copies``: ``ingest.Input`` files copied there byte for
     byte; each new source's ``origin`` is relative to that folder, except an origin in
@@ -69,8 +78,17 @@ def add_revision(case_dir: Path | str, inputs: dict[str, str], sources: list[Sou
     copies, carried = copies or [], carried or {}
     with pkg.lock():
         pkg.roll_forward()
-        m = pkg.manifest() if pkg.exists() else {"package_id": new_package_id(pkg.root), "analysis_revision": 0,
-                                                  "package_generation": 0, "phase": PHASE_INTERPRETED, "artifacts": {}}
+        m = (
+            pkg.manifest()
+            if pkg.exists()
+            else {
+                "package_id": new_package_id(pkg.root),
+                "analysis_revision": 0,
+                "package_generation": 0,
+                "phase": PHASE_INTERPRETED,
+                "artifacts": {},
+            }
+        )
         rev = m["analysis_revision"] + 1
         base = f"{input_folder}/r{rev:04d}"
         files = {f"{base}/{rel}": text for rel, text in sorted(inputs.items())}
@@ -81,40 +99,72 @@ def add_revision(case_dir: Path | str, inputs: dict[str, str], sources: list[Sou
         for rel, item in copied.items():
             pkg.confined(rel, "a new input")
             if os.path.lexists(pkg.root / rel) and pkg.sha(rel) != item.sha256:
-                raise HypographError(f"{pkg.root / rel}: already exists and is no revision's input (left by an "
-                                     f"interrupted add?); move {pkg.root / base} away and add again")
-        sources = [s if s.origin in carried else
-                   s.model_copy(update={"origin": f"{base}/{s.origin}" if s.origin else None}) for s in sources]
+                raise HypographError(
+                    f"{pkg.root / rel}: already exists and is no revision's input (left by an "
+                    f"interrupted add?); move {pkg.root / base} away and add again"
+                )
+        sources = [
+            s if s.origin in carried else s.model_copy(update={"origin": f"{base}/{s.origin}" if s.origin else None})
+            for s in sources
+        ]
         catalogue_text = json_text(Catalogue(sources=sources).model_dump(mode="json"))
         cat_path = f"{rev_dir('interpretation', rev)}/catalogue.json"
-        bound = {**carried, **{rel: sha_text(text) for rel, text in files.items()},
-                 **{rel: c.sha256 for rel, c in copied.items()}}
+        bound = {
+            **carried,
+            **{rel: sha_text(text) for rel, text in files.items()},
+            **{rel: c.sha256 for rel, c in copied.items()},
+        }
         interp = Interpretation(
-            analysis_revision=rev, question=question, statements=statements, **(anchors or {}),
-            bindings=Bindings(catalogue={"path": cat_path, "sha256": sha_text(catalogue_text)},
-                              inputs=dict(sorted(bound.items()))))
+            analysis_revision=rev,
+            question=question,
+            statements=statements,
+            **(anchors or {}),
+            bindings=Bindings(
+                catalogue={"path": cat_path, "sha256": sha_text(catalogue_text)}, inputs=dict(sorted(bound.items()))
+            ),
+        )
         interp_text = json_text(interp.model_dump(mode="json"))
         target = str(Path(target_vault).resolve()) if target_vault else m.get(TARGET_VAULT)
         if rev > 1:
             old = pkg.interpretation(m)
             old_cat = pkg.catalogue(old)
-            if _content(old.model_dump(mode="json"), old_cat.model_dump(mode="json")) == \
-                    _content(json.loads(interp_text), json.loads(catalogue_text)) and not copied:
+            if (
+                _content(old.model_dump(mode="json"), old_cat.model_dump(mode="json"))
+                == _content(json.loads(interp_text), json.loads(catalogue_text))
+                and not copied
+            ):
                 if target != m.get(TARGET_VAULT):
                     pkg.write({}, {**m, TARGET_VAULT: target, "package_generation": m["package_generation"] + 1})
-                return RevisionReport(pkg.root, m["package_id"], rev - 1, False,
-                                      f"unchanged: revision {rev - 1} already holds this interpretation")
+                return RevisionReport(
+                    pkg.root,
+                    m["package_id"],
+                    rev - 1,
+                    False,
+                    f"unchanged: revision {rev - 1} already holds this interpretation",
+                )
         for rel, item in copied.items():  # before the plan: the manifest names them only once it is applied
             copy_input(item.source, pkg.root / rel, item.sha256)
         int_path = f"{rev_dir('interpretation', rev)}/interpretation.json"
         files[cat_path], files[int_path] = catalogue_text, interp_text
-        manifest = {**m, "analysis_revision": rev, "package_generation": m["package_generation"] + 1,
-                    "phase": PHASE_INTERPRETED, TARGET_VAULT: target,
-                    "artifacts": {"catalogue": CasePackage.pointer(cat_path, catalogue_text),
-                                  "interpretation": CasePackage.pointer(int_path, interp_text)}}
+        manifest = {
+            **m,
+            "analysis_revision": rev,
+            "package_generation": m["package_generation"] + 1,
+            "phase": PHASE_INTERPRETED,
+            TARGET_VAULT: target,
+            "artifacts": {
+                "catalogue": CasePackage.pointer(cat_path, catalogue_text),
+                "interpretation": CasePackage.pointer(int_path, interp_text),
+            },
+        }
         pkg.write(files, manifest)
-    return RevisionReport(pkg.root, m["package_id"], rev, True,
-                          f"revision {rev} recorded, unconfirmed: review {int_path}, then `hypograph case confirm`")
+    return RevisionReport(
+        pkg.root,
+        m["package_id"],
+        rev,
+        True,
+        f"revision {rev} recorded, unconfirmed: review {int_path}, then `hypograph case confirm`",
+    )
 
 
 def copy_input(source: Path, dest: Path, sha256: str) -> None:
@@ -154,13 +204,24 @@ def confirm(case_dir: Path | str, by: str | None = None, now: dt.datetime | None
             interp, catalogue = adopted
             cat_text = json_text(catalogue.model_dump(mode="json"))
             cat_path = interp.bindings.catalogue["path"]
-            interp = interp.model_copy(update={"bindings": interp.bindings.model_copy(update={
-                "catalogue": {"path": cat_path, "sha256": sha_text(cat_text)}})})
+            interp = interp.model_copy(
+                update={
+                    "bindings": interp.bindings.model_copy(
+                        update={"catalogue": {"path": cat_path, "sha256": sha_text(cat_text)}}
+                    )
+                }
+            )
             files[cat_path] = cat_text
             arts["catalogue"] = CasePackage.pointer(cat_path, cat_text)
-        confirmed = interp.model_copy(update={"confirmed": True, "confirmation": {
-            "by": by or getpass.getuser(),
-            "at": (now or dt.datetime.now(dt.UTC)).isoformat(timespec="seconds")}})
+        confirmed = interp.model_copy(
+            update={
+                "confirmed": True,
+                "confirmation": {
+                    "by": by or getpass.getuser(),
+                    "at": (now or dt.datetime.now(dt.UTC)).isoformat(timespec="seconds"),
+                },
+            }
+        )
         text = json_text(confirmed.model_dump(mode="json"))
         path = m["artifacts"]["interpretation"]["path"]
         files[path] = text

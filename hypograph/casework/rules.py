@@ -43,8 +43,9 @@ def references(hyps: list[dict], context: dict) -> list[Violation]:
                 out.append((_label(i, h), f"source_ids: {sid!r} is not a source of this case's catalogue"))
         for iid in h.get("interpretation_ids", []):
             if iid not in aliases:
-                out.append((_label(i, h),
-                            f"interpretation_ids: {iid!r} is not an accepted statement (I1…I{len(aliases)})"))
+                out.append(
+                    (_label(i, h), f"interpretation_ids: {iid!r} is not an accepted statement (I1…I{len(aliases)})")
+                )
         for key in ("source_ids", "interpretation_ids"):
             if len(set(h.get(key, []))) != len(h.get(key, [])):
                 out.append((_label(i, h), f"{key}: lists an id twice"))
@@ -61,23 +62,35 @@ def grounding(hyps: list[dict], context: dict) -> list[Violation]:
         return out
     first = hyps[0]
     if not any(kinds.get(s, {}).get("kind") in OBSERVATION_KINDS for s in first.get("source_ids", [])):
-        out.append((_label(0, first),
-                    "source_ids: the first hypothesis must cite a human observation, report or comment"))
+        out.append(
+            (_label(0, first), "source_ids: the first hypothesis must cite a human observation, report or comment")
+        )
     anchor = context["anchor"]
     if anchor["alias"] not in first.get("interpretation_ids", []):
-        out.append((_label(0, first), f"interpretation_ids: the first hypothesis must cite {anchor['alias']} "
-                                      f"({anchor['name'].replace('_', ' ')})"))
+        out.append(
+            (
+                _label(0, first),
+                f"interpretation_ids: the first hypothesis must cite {anchor['alias']} "
+                f"({anchor['name'].replace('_', ' ')})",
+            )
+        )
     for i, h in enumerate(hyps):
         cited = [kinds[s] for s in h.get("source_ids", []) if s in kinds]
         if cited and all(_weak(s) for s in cited):
-            out.append((_label(i, h), "source_ids: grounded only in assumptions, external expectations or "
-                                      "unread implementation references"))
+            out.append(
+                (
+                    _label(i, h),
+                    "source_ids: grounded only in assumptions, external expectations or "
+                    "unread implementation references",
+                )
+            )
     return out
 
 
 def _weak(source: dict) -> bool:
-    return source["kind"] in WEAK_KINDS or (source["kind"] == "implementation_reference"
-                                            and not source.get("read", True))
+    return source["kind"] in WEAK_KINDS or (
+        source["kind"] == "implementation_reference" and not source.get("read", True)
+    )
 
 
 def duplicates(hyps: list[dict]) -> list[Violation]:
@@ -97,8 +110,9 @@ def duplicates(hyps: list[dict]) -> list[Violation]:
 def counts(hyps: list[dict], policy: dict) -> list[Violation]:
     n = len(hyps)
     if n < policy["min_hypotheses"] or n > policy["max_hypotheses"]:
-        return [("batch", f"{n} hypotheses; the policy asks for {policy['min_hypotheses']} "
-                          f"to {policy['max_hypotheses']}")]
+        return [
+            ("batch", f"{n} hypotheses; the policy asks for {policy['min_hypotheses']} to {policy['max_hypotheses']}")
+        ]
     return []
 
 

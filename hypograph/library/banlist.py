@@ -43,12 +43,14 @@ def item_line(item_id: str, text: str) -> str:
     return f"- {item_id}: {' '.join(text.split())}"
 
 
-def build_banlist(items: list[tuple[str, str]], budget: int, backend: str = "tfidf",
-                  store: Path | None = None) -> Banlist:
+def build_banlist(
+    items: list[tuple[str, str]], budget: int, backend: str = "tfidf", store: Path | None = None
+) -> Banlist:
     """The banlist of ``items`` (id, text): every line if they fit ``budget`` tokens, else clustered."""
     if not items:
-        return Banlist("(the library is empty: nothing is banned yet)",
-                       BanlistStats(mode="empty", items=0, shown=0, tokens=0))
+        return Banlist(
+            "(the library is empty: nothing is banned yet)", BanlistStats(mode="empty", items=0, shown=0, tokens=0)
+        )
     lines = [item_line(i, t) for i, t in items]
     text = "\n".join(lines)
     tokens = estimate_tokens(text)
@@ -57,8 +59,9 @@ def build_banlist(items: list[tuple[str, str]], budget: int, backend: str = "tfi
     return clustered_banlist(items, budget, backend, store)
 
 
-def clustered_banlist(items: list[tuple[str, str]], budget: int, backend: str = "tfidf",
-                      store: Path | None = None) -> Banlist:
+def clustered_banlist(
+    items: list[tuple[str, str]], budget: int, backend: str = "tfidf", store: Path | None = None
+) -> Banlist:
     """One representative per proximity cluster plus labels, largest clusters first, within ``budget``."""
     ids = [i for i, _ in items]
     texts = dict(items)
@@ -67,9 +70,11 @@ def clustered_banlist(items: list[tuple[str, str]], budget: int, backend: str = 
     graph = similarity_graph(ids, emb.matrix, threshold, workers=1)
     clusters = labelled_clusters(graph, texts, terms=emb if emb.vocabulary is not None else None)
     row = {i: k for k, i in enumerate(ids)}
-    header = (f"The library holds {len(items)} items in {clusters.num_clusters} clusters of similar items. "
-              "Each line names a cluster, its theme and one representative; do not propose anything that "
-              "falls in a listed theme unless it is clearly distinct from every member.")
+    header = (
+        f"The library holds {len(items)} items in {clusters.num_clusters} clusters of similar items. "
+        "Each line names a cluster, its theme and one representative; do not propose anything that "
+        "falls in a listed theme unless it is clearly distinct from every member."
+    )
     out, used, shown = [header], estimate_tokens(header), 0
     leftover = 0
     for label, members in clusters.clusters.items():
@@ -89,8 +94,16 @@ def clustered_banlist(items: list[tuple[str, str]], budget: int, backend: str = 
     if leftover:
         out.append(f"- … {leftover} smaller clusters not shown")
     text = "\n".join(out)
-    return Banlist(text, BanlistStats(mode="clustered", items=len(items), shown=shown,
-                                      clusters=clusters.num_clusters, tokens=estimate_tokens(text)))
+    return Banlist(
+        text,
+        BanlistStats(
+            mode="clustered",
+            items=len(items),
+            shown=shown,
+            clusters=clusters.num_clusters,
+            tokens=estimate_tokens(text),
+        ),
+    )
 
 
 def _embeddings(ids: list[str], texts: list[str], backend: str, store: Path | None = None) -> Embeddings:

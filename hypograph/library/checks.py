@@ -46,7 +46,7 @@ def check_ids(library: Library, ledger: IdLedger | None = None) -> list[Violatio
             if node_id in seen:
                 out.append((node_id, "id used more than once"))
             seen.add(node_id)
-            minted = (ledger.minted.get(node_id) if ledger else None)
+            minted = ledger.minted.get(node_id) if ledger else None
             batch = (node.model_extra or {}).get("batch")
             if minted and batch and batch != minted:
                 out.append((node_id, f"id reused: minted for batch {minted}, now on a node of batch {batch}"))
@@ -84,8 +84,12 @@ def run_checks(root: Path) -> dict[str, list[Violation]]:
     if out["file_validates"]:
         return {**out, "scored": [], "ids_unique_never_reused": [], "statements_distinct": []}
     library = read_library(root)[0]
-    return {**out, "scored": check_scored(library), "ids_unique_never_reused": check_ids(library, read_ledger(root)),
-            "statements_distinct": check_distinct(library)}
+    return {
+        **out,
+        "scored": check_scored(library),
+        "ids_unique_never_reused": check_ids(library, read_ledger(root)),
+        "statements_distinct": check_distinct(library),
+    }
 
 
 def require_sound(root: Path) -> None:

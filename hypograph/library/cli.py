@@ -37,8 +37,9 @@ def add_library_parser(subparsers) -> argparse.ArgumentParser:
     c.add_argument("--behavior", help="given mode: an existing node id (B3) or a one-sentence behavior")
     c.add_argument("--behavior-source", choices=["discover", "given"], help="the only mode selector (default: derived)")
     c.add_argument("--mode", help=argparse.SUPPRESS)  # accepted and ignored, with a note (seed 001)
-    c.add_argument("--no-web", dest="web", action="store_false",
-                   help="no literature search (arXiv, OpenAlex): method llm-chat")
+    c.add_argument(
+        "--no-web", dest="web", action="store_false", help="no literature search (arXiv, OpenAlex): method llm-chat"
+    )
     c.add_argument("--search-url", help="arXiv Atom endpoint (default $HYPOGRAPH_ARXIV_URL or arXiv's)")
     c.add_argument("--openalex-url", help="OpenAlex works endpoint (default $HYPOGRAPH_OPENALEX_URL or OpenAlex's)")
     g = c.add_mutually_exclusive_group()
@@ -46,8 +47,12 @@ def add_library_parser(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--confirm-topic", action="store_true", help="add to the existing library despite a topic mismatch")
     c.add_argument("--banlist-budget", type=int, help="tokens of banlist pasted per generation prompt (default 6000)")
     c.add_argument("--strategies", help="JSON file of discovery lenses and combination strategies")
-    c.add_argument("--embedder", choices=["sbert", "tfidf"], default="sbert",
-                   help="how dedup picks the neighbours the model judges (sbert: MiniLM, TF-IDF if absent)")
+    c.add_argument(
+        "--embedder",
+        choices=["sbert", "tfidf"],
+        default="sbert",
+        help="how dedup picks the neighbours the model judges (sbert: MiniLM, TF-IDF if absent)",
+    )
     c.add_argument("--llm", choices=["offline"], help="force offline (only --report and --check can then run)")
     c.add_argument("--json", action="store_true", help="print the report as JSON")
     a = c.add_mutually_exclusive_group()
@@ -79,15 +84,26 @@ def _dispatch(args, round_runner=None) -> int:
         report = build_report(args.dir, round_keys(args.dir))
     else:
         if not args.topic:
-            raise HypographError("a topic is required: --topic \"…\"")
-        report = run_library(args.dir, args.topic, rounds=args.rounds, n_behaviors=args.n_behaviors,
-                             behavior=args.behavior, behavior_source=args.behavior_source, web=args.web,
-                             llm_config=LLMConfig.from_env(offline=args.llm == "offline"), mode=args.mode,
-                             new_library=args.new_library, confirm_topic=args.confirm_topic,
-                             banlist_budget=args.banlist_budget, strategies_file=args.strategies,
-                             embedder=args.embedder, search_url=args.search_url,
-                             openalex_url=getattr(args, "openalex_url", None),
-                             round_runner=round_runner(args) if round_runner else None)
+            raise HypographError('a topic is required: --topic "…"')
+        report = run_library(
+            args.dir,
+            args.topic,
+            rounds=args.rounds,
+            n_behaviors=args.n_behaviors,
+            behavior=args.behavior,
+            behavior_source=args.behavior_source,
+            web=args.web,
+            llm_config=LLMConfig.from_env(offline=args.llm == "offline"),
+            mode=args.mode,
+            new_library=args.new_library,
+            confirm_topic=args.confirm_topic,
+            banlist_budget=args.banlist_budget,
+            strategies_file=args.strategies,
+            embedder=args.embedder,
+            search_url=args.search_url,
+            openalex_url=getattr(args, "openalex_url", None),
+            round_runner=round_runner(args) if round_runner else None,
+        )
     print(json.dumps(report.metadata(), indent=2, ensure_ascii=False) if args.json else report.text())
     return 0
 

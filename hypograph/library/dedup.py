@@ -83,8 +83,14 @@ class Judgements(BaseModel):
     judgements: list[Judgement]
 
 
-def dedup_round(root: Path, key: str, candidates: RoundCandidates | None, client: LLMClient,
-                embedder: Embedder | None = None, traces: TraceRun | None = None) -> RoundDedup:
+def dedup_round(
+    root: Path,
+    key: str,
+    candidates: RoundCandidates | None,
+    client: LLMClient,
+    embedder: Embedder | None = None,
+    traces: TraceRun | None = None,
+) -> RoundDedup:
     """The round's dedup verdicts and survivors (cached in ``rounds/<key>/dedup.json``)."""
     candidates = candidates or load_round(root, key, "candidates", RoundCandidates)
     path = round_dir(root, key) / "dedup.json"
@@ -116,21 +122,29 @@ def dedup_round(root: Path, key: str, candidates: RoundCandidates | None, client
         kept = b.model_copy(update={"mechanisms": [m for m in b.mechanisms if m.key not in dropped]})
         if settings.behavior_source == "discover" or kept.mechanisms:
             survivors.append(kept)
-    result = RoundDedup(round=key, candidates_digest=cand_digest, verdicts=verdicts, survivors=survivors,
-                        embedder=backend_of(embedder), prompt=prompt("dedup")[0])
+    result = RoundDedup(
+        round=key,
+        candidates_digest=cand_digest,
+        verdicts=verdicts,
+        survivors=survivors,
+        embedder=backend_of(embedder),
+        prompt=prompt("dedup")[0],
+    )
     write_model(path, result)
     return result
 
 
-def behavior_items(library: Library | None, behaviors: list[CandidateBehavior], embedder: Embedder,
-                   k: int = DEFAULT_NEIGHBOURS) -> list[Item]:
+def behavior_items(
+    library: Library | None, behaviors: list[CandidateBehavior], embedder: Embedder, k: int = DEFAULT_NEIGHBOURS
+) -> list[Item]:
     """Each candidate behavior with its nearest library behaviors and earlier candidates."""
     pool = [(b.id, b.statement) for b in (library.behaviors if library else [])]
     return neighbour_items("behavior", pool, [(c.key, c.statement) for c in behaviors], embedder, k)
 
 
-def mechanism_items(library: Library | None, behavior: CandidateBehavior, embedder: Embedder,
-                    k: int = DEFAULT_NEIGHBOURS) -> list[Item]:
+def mechanism_items(
+    library: Library | None, behavior: CandidateBehavior, embedder: Embedder, k: int = DEFAULT_NEIGHBOURS
+) -> list[Item]:
     """Each candidate mechanism with its nearest mechanisms of the same behavior (existing, then earlier)."""
     node = library.behavior(behavior.existing_id) if library and behavior.existing_id else None
     pool = [(m.id, mechanism_text(m.strategy, m.hypothesis)) for m in (node.mechanisms if node else [])]
@@ -155,8 +169,13 @@ def mechanism_text(strategy: str, hypothesis: str) -> str:
     return f"{strategy}: {hypothesis}"
 
 
-def neighbour_items(layer, existing: list[tuple[str, str]], queries: list[tuple[str, str]], embedder: Embedder,
-                    k: int = DEFAULT_NEIGHBOURS) -> list[Item]:
+def neighbour_items(
+    layer,
+    existing: list[tuple[str, str]],
+    queries: list[tuple[str, str]],
+    embedder: Embedder,
+    k: int = DEFAULT_NEIGHBOURS,
+) -> list[Item]:
     """Query q's neighbours among ``existing`` and queries before q: exact match first, else the
     ``k`` nearest by cosine (best first) plus cluster representatives when the pool is large."""
     if not queries:
@@ -165,8 +184,9 @@ def neighbour_items(layer, existing: list[tuple[str, str]], queries: list[tuple[
     offset = len(existing)
     rows = embedder([t for _, t in pool])
     sims = cosine(rows[offset:], rows)
-    reps = _cluster_representatives(existing, rows[:offset], sims[:, :offset], embedder) \
-        if offset > LARGE_POOL else None
+    reps = (
+        _cluster_representatives(existing, rows[:offset], sims[:, :offset], embedder) if offset > LARGE_POOL else None
+    )
     # A mechanism is an exact duplicate by its hypothesis alone, whatever strategy it was filed under.
     keys = [normalise(t.partition(": ")[2] or t) if layer == "mechanism" else normalise(t) for _, t in pool]
     items = []
@@ -178,7 +198,7 @@ def neighbour_items(layer, existing: list[tuple[str, str]], queries: list[tuple[
         # slots: a round's siblings must not push a library duplicate out), then cluster representatives.
         order = [int(j) for j in np.argsort(-row[:offset], kind="stable")[:k]]
         order += [offset + int(j) for j in np.argsort(-row[offset:], kind="stable")[:ROUND_NEIGHBOURS]]
-        for j in (reps[q] if reps is not None else []):
+        for j in reps[q] if reps is not None else []:
             if j not in order:
                 order.append(j)
         items.append(Item(layer, qk, qt, [(pool[j][0], pool[j][1], round(float(row[j]), 4)) for j in order], exact))
@@ -214,7 +234,7 @@ def _decide(items: list[Item], client: LLMClient, traces: TraceRun, key: str, la
 
 
 def judge_batches(ask: list[Item]) -> list[list[Item]]:
-    return [ask[i:i + BATCH] for i in range(0, len(ask), BATCH)]
+    return [ask[i : i + BATCH] for i in range(0, len(ask), BATCH)]
 
 
 def settled(items: list[Item], layer: str) -> tuple[dict[str, Verdict], list[Item]]:
@@ -223,8 +243,9 @@ def settled(items: list[Item], layer: str) -> tuple[dict[str, Verdict], list[Ite
     ask: list[Item] = []
     for it in items:
         if it.exact is not None:
-            verdicts[it.key] = Verdict(layer=layer, key=it.key, verdict="duplicate", of=it.exact, decided_by="exact",
-                                       similarity=1.0)
+            verdicts[it.key] = Verdict(
+                layer=layer, key=it.key, verdict="duplicate", of=it.exact, decided_by="exact", similarity=1.0
+            )
         elif not it.neighbours:
             verdicts[it.key] = Verdict(layer=layer, key=it.key, verdict="new", decided_by="no-neighbour")
         else:
@@ -236,8 +257,12 @@ def judge_request(layer: str, batch: list[Item]) -> Request[Judgements]:
     blocks = []
     for n, it in enumerate(batch, 1):
         neigh = {str(j): text for j, (_, text, _) in enumerate(it.neighbours, 1)}
-        blocks.append(f"Item {n}:\n" + untrusted("candidate", {"layer": layer}, {"text": it.text})
-                      + "\nNeighbours:\n" + untrusted("neighbours", {}, neigh))
+        blocks.append(
+            f"Item {n}:\n"
+            + untrusted("candidate", {"layer": layer}, {"text": it.text})
+            + "\nNeighbours:\n"
+            + untrusted("neighbours", {}, neigh)
+        )
     user = f"Judge these {len(batch)} {layer} item(s).\n\n" + "\n\n".join(blocks)
 
     def check(answer: Judgements) -> None:
@@ -254,8 +279,18 @@ def judge_request(layer: str, batch: list[Item]) -> Request[Judgements]:
 
 def _verdicts(layer: str, batch: list[Item], answer, model: str) -> list[Verdict]:
     if isinstance(answer, Rejected):
-        return [Verdict(layer=layer, key=it.key, verdict="unjudged", decided_by="rejected",
-                        neighbours=[r for r, _, _ in it.neighbours], nuance="", model=model) for it in batch]
+        return [
+            Verdict(
+                layer=layer,
+                key=it.key,
+                verdict="unjudged",
+                decided_by="rejected",
+                neighbours=[r for r, _, _ in it.neighbours],
+                nuance="",
+                model=model,
+            )
+            for it in batch
+        ]
     by_item = {j.item: j for j in answer.judgements}
     out = []
     for n, it in enumerate(batch, 1):
@@ -263,9 +298,21 @@ def _verdicts(layer: str, batch: list[Item], answer, model: str) -> list[Verdict
         refs = [r for r, _, _ in it.neighbours]
         if j.verdict == "duplicate":
             ref, _, sim = it.neighbours[j.neighbour - 1]
-            out.append(Verdict(layer=layer, key=it.key, verdict="duplicate", of=ref, decided_by="model",
-                               similarity=sim, neighbours=refs, nuance=j.nuance.strip(), model=model))
+            out.append(
+                Verdict(
+                    layer=layer,
+                    key=it.key,
+                    verdict="duplicate",
+                    of=ref,
+                    decided_by="model",
+                    similarity=sim,
+                    neighbours=refs,
+                    nuance=j.nuance.strip(),
+                    model=model,
+                )
+            )
         else:
-            out.append(Verdict(layer=layer, key=it.key, verdict="new", decided_by="model", neighbours=refs,
-                               model=model))
+            out.append(
+                Verdict(layer=layer, key=it.key, verdict="new", decided_by="model", neighbours=refs, model=model)
+            )
     return out

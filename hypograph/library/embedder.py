@@ -45,8 +45,9 @@ def sentence_model(name: str = DEFAULT_SBERT_MODEL):
             try:
                 from sentence_transformers import SentenceTransformer
             except ImportError:
-                raise HypographError("sentence embeddings need the 'semantic' extra: pip install -e '.[semantic]'"
-                                     ) from None
+                raise HypographError(
+                    "sentence embeddings need the 'semantic' extra: pip install -e '.[semantic]'"
+                ) from None
             try:
                 _MODELS[name] = SentenceTransformer(resolve_sbert_model(name), device="cpu", local_files_only=True)
             except Exception as e:  # sentence-transformers raises OSError, ValueError, HF errors...
@@ -110,8 +111,7 @@ def _load_store(store: Path, name: str) -> dict[str, np.ndarray]:
 def _save_store(store: Path, name: str, rows: dict[str, np.ndarray]) -> None:
     keys = list(rows)
     buffer = io.BytesIO()
-    np.savez(buffer, keys=np.asarray(keys, dtype="<U32"),
-             rows=np.stack([rows[k] for k in keys]).astype(np.float32))
+    np.savez(buffer, keys=np.asarray(keys, dtype="<U32"), rows=np.stack([rows[k] for k in keys]).astype(np.float32))
     write_atomic(_store_path(store, name), lambda f: f.write(buffer.getvalue()), fsync=False)
 
 

@@ -48,8 +48,9 @@ class ModelRequired(NotDone):
 
 def require_model(client: LLMClient, what: str) -> None:
     if client.offline:
-        raise ModelRequired(f"library {what} needs a model: set HYPOGRAPH_LLM_MODEL (and HYPOGRAPH_LLM_BASE_URL); "
-                            "nothing was changed")
+        raise ModelRequired(
+            f"library {what} needs a model: set HYPOGRAPH_LLM_MODEL (and HYPOGRAPH_LLM_BASE_URL); nothing was changed"
+        )
 
 
 class GenData(BaseModel):
@@ -98,8 +99,9 @@ class GivenAnswer(BaseModel):
     skipped: list[Skip] = Field(default_factory=list)
 
 
-def generate_round(root: Path, round_key: str, settings: RoundSettings, client: LLMClient,
-                   traces: TraceRun | None = None) -> RoundCandidates:
+def generate_round(
+    root: Path, round_key: str, settings: RoundSettings, client: LLMClient, traces: TraceRun | None = None
+) -> RoundCandidates:
     """The candidates of ``round_key`` (cached in ``rounds/<key>/candidates.json``)."""
     path = round_dir(root, round_key) / "candidates.json"
     cached = read_model(path, RoundCandidates)
@@ -122,12 +124,18 @@ def generate_round(root: Path, round_key: str, settings: RoundSettings, client: 
         answer = client.ask(request)
         traces.cap_if_rejected(answer, request.name)
         if isinstance(answer, Rejected):
-            raise HypographError(f"round {round_key}: the model's generation answer was rejected ({answer.reason}); "
-                                 "nothing was written")
+            raise HypographError(
+                f"round {round_key}: the model's generation answer was rejected ({answer.reason}); nothing was written"
+            )
         today = dt.date.today().isoformat()
         candidates = RoundCandidates(
-            round=round_key, settings=settings, date=today, batch=traces.batch(today, round_key),
-            model=client.config.model or "", banlist=banlist.stats, gaps_grounded=sorted(landscape.gaps),
+            round=round_key,
+            settings=settings,
+            date=today,
+            batch=traces.batch(today, round_key),
+            model=client.config.model or "",
+            banlist=banlist.stats,
+            gaps_grounded=sorted(landscape.gaps),
             behaviors=_candidates(answer, strategies, target),
         )
         write_model(path, candidates)
@@ -141,37 +149,52 @@ def _banlist_items(library: Library | None, settings: RoundSettings, target_id: 
     if settings.behavior_source == "discover":
         return [(b.id, b.statement) for b in library.behaviors]
     node = library.behavior(target_id) if target_id else None
-    return [(m.id, f"[{m.strategy}; {' -> '.join(m.directions)}] {m.hypothesis}")
-            for m in (node.mechanisms if node else [])]
+    return [
+        (m.id, f"[{m.strategy}; {' -> '.join(m.directions)}] {m.hypothesis}") for m in (node.mechanisms if node else [])
+    ]
 
 
-def generation_request(settings: RoundSettings, strategies: Strategies, banlist: str, landscape,
-                       target) -> Request:
+def generation_request(settings: RoundSettings, strategies: Strategies, banlist: str, landscape, target) -> Request:
     lenses = "\n".join(f"- {lens.name}: {lens.prompt}" for lens in strategies.discovery_lenses)
     combos = "\n".join(f"- {s.name}: {' -> '.join(s.directions)}" for s in strategies.combination_strategies)
     parts = [f"Topic: {settings.topic}"]
     if landscape.present:
-        parts.append("Landscape (grounding; behaviors may cite these gap ids in \"gaps\"):\n"
-                     + untrusted("landscape", {}, {"gaps": landscape.gaps, "narrative": landscape.narrative}))
+        parts.append(
+            'Landscape (grounding; behaviors may cite these gap ids in "gaps"):\n'
+            + untrusted("landscape", {}, {"gaps": landscape.gaps, "narrative": landscape.narrative})
+        )
     parts.append(f"Mechanism combination strategies (use these names exactly):\n{combos}")
     if settings.behavior_source == "discover":
         parts.append(f"Discovery lenses (use these names exactly as discovery_strategy):\n{lenses}")
-        parts.append("Banlist: behaviors already in the library (do not repeat them or close variants):\n"
-                     + untrusted("banlist", {}, {"items": banlist}))
-        parts.append(f"Propose up to {settings.n_behaviors} new, mutually distinct behaviors spanning all the "
-                     "discovery lenses, each with discovery_strategy_detail (the concrete provenance), five_bars, "
-                     "and one mechanism per applicable combination strategy. Propose fewer, or none, rather than "
-                     "near-duplicates.")
+        parts.append(
+            "Banlist: behaviors already in the library (do not repeat them or close variants):\n"
+            + untrusted("banlist", {}, {"items": banlist})
+        )
+        parts.append(
+            f"Propose up to {settings.n_behaviors} new, mutually distinct behaviors spanning all the "
+            "discovery lenses, each with discovery_strategy_detail (the concrete provenance), five_bars, "
+            "and one mechanism per applicable combination strategy. Propose fewer, or none, rather than "
+            "near-duplicates."
+        )
         schema = DiscoverAnswer
     else:
-        parts.append("The fixed behavior (do not change it, propose no new behaviors):\n"
-                     + untrusted("behavior", {}, {"statement": target.statement}))
-        parts.append("Banlist: mechanisms this behavior already has (do not repeat them or close variants):\n"
-                     + untrusted("banlist", {}, {"items": banlist}))
+        parts.append(
+            "The fixed behavior (do not change it, propose no new behaviors):\n"
+            + untrusted("behavior", {}, {"statement": target.statement})
+        )
+        parts.append(
+            "Banlist: mechanisms this behavior already has (do not repeat them or close variants):\n"
+            + untrusted("banlist", {}, {"items": banlist})
+        )
         parts.append("Propose new mechanism hypotheses for the fixed behavior, at most one per combination strategy.")
         schema = GivenAnswer
-    return Request(name="generation", system=prompt("generate")[1], user="\n\n".join(parts), schema=schema,
-                   check=lambda a: _check(a, settings, strategies, set(landscape.gaps)))
+    return Request(
+        name="generation",
+        system=prompt("generate")[1],
+        user="\n\n".join(parts),
+        schema=schema,
+        check=lambda a: _check(a, settings, strategies, set(landscape.gaps)),
+    )
 
 
 def _check(answer, settings: RoundSettings, strategies: Strategies, gaps: set[str]) -> None:
@@ -184,12 +207,14 @@ def _check(answer, settings: RoundSettings, strategies: Strategies, gaps: set[st
     for k, b in enumerate(answer.behaviors):
         where = f"behaviors[{k}]"
         if b.discovery_strategy not in strategies.lens_names:
-            raise ValueError(f"{where}.discovery_strategy: {b.discovery_strategy!r} "
-                             f"is not one of {strategies.lens_names}")
+            raise ValueError(
+                f"{where}.discovery_strategy: {b.discovery_strategy!r} is not one of {strategies.lens_names}"
+            )
         unknown = set(b.gaps) - gaps
         if unknown:
-            raise ValueError(f"{where}.gaps: {sorted(unknown)} are not gap ids of LANDSCAPE.md "
-                             f"({sorted(gaps) or 'none'})")
+            raise ValueError(
+                f"{where}.gaps: {sorted(unknown)} are not gap ids of LANDSCAPE.md ({sorted(gaps) or 'none'})"
+            )
         _check_mechanisms(where, b.mechanisms, b.skipped, strategies)
 
 
@@ -208,22 +233,42 @@ def _check_mechanisms(where: str, mechanisms: list[GenMechanism], skipped: list[
 
 
 def _mechanism(key: str, m: GenMechanism, strategies: Strategies) -> CandidateMechanism:
-    return CandidateMechanism(key=key, strategy=m.strategy, directions=strategies.directions(m.strategy),
-                              hypothesis=m.hypothesis, boring_null=m.boring_null,
-                              data=Data(**m.data.model_dump()), model=m.model)
+    return CandidateMechanism(
+        key=key,
+        strategy=m.strategy,
+        directions=strategies.directions(m.strategy),
+        hypothesis=m.hypothesis,
+        boring_null=m.boring_null,
+        data=Data(**m.data.model_dump()),
+        model=m.model,
+    )
 
 
 def _candidates(answer, strategies: Strategies, target) -> list[CandidateBehavior]:
     if isinstance(answer, GivenAnswer):
-        return [CandidateBehavior(
-            key="c1", existing_id=target.existing_id, source="given", statement=target.statement,
-            discovery_strategy="" if target.existing_id else GIVEN_LENS,
-            discovery_strategy_detail="" if target.existing_id else GIVEN_DETAIL,
-            mechanisms=[_mechanism(f"c1.m{j}", m, strategies) for j, m in enumerate(answer.mechanisms, 1)],
-            skipped=answer.skipped)]
-    return [CandidateBehavior(
-        key=f"c{k}", source="discover", discovery_strategy=b.discovery_strategy,
-        discovery_strategy_detail=b.discovery_strategy_detail, statement=b.statement,
-        five_bars=FiveBars(**b.five_bars.model_dump()),
-        gaps=b.gaps, mechanisms=[_mechanism(f"c{k}.m{j}", m, strategies) for j, m in enumerate(b.mechanisms, 1)],
-        skipped=b.skipped) for k, b in enumerate(answer.behaviors, 1)]
+        return [
+            CandidateBehavior(
+                key="c1",
+                existing_id=target.existing_id,
+                source="given",
+                statement=target.statement,
+                discovery_strategy="" if target.existing_id else GIVEN_LENS,
+                discovery_strategy_detail="" if target.existing_id else GIVEN_DETAIL,
+                mechanisms=[_mechanism(f"c1.m{j}", m, strategies) for j, m in enumerate(answer.mechanisms, 1)],
+                skipped=answer.skipped,
+            )
+        ]
+    return [
+        CandidateBehavior(
+            key=f"c{k}",
+            source="discover",
+            discovery_strategy=b.discovery_strategy,
+            discovery_strategy_detail=b.discovery_strategy_detail,
+            statement=b.statement,
+            five_bars=FiveBars(**b.five_bars.model_dump()),
+            gaps=b.gaps,
+            mechanisms=[_mechanism(f"c{k}.m{j}", m, strategies) for j, m in enumerate(b.mechanisms, 1)],
+            skipped=b.skipped,
+        )
+        for k, b in enumerate(answer.behaviors, 1)
+    ]

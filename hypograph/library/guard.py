@@ -72,7 +72,8 @@ def topic_similarity(a: str, b: str, backend: str = "tfidf") -> float:
 
     try:
         m = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), use_idf=False, sublinear_tf=True).fit_transform(
-            [normalise(a), normalise(b)])
+            [normalise(a), normalise(b)]
+        )
     except ValueError:  # no n-gram at all (e.g. one-letter topics)
         return 0.0
     return float((m[0] @ m[1].T).toarray()[0, 0])
@@ -87,8 +88,9 @@ def guard_backend() -> str:
     return "sbert"
 
 
-def check_topic(root: Path, topic: str, backend: str | None = None, confirm: bool = False,
-                client=None, traces=None) -> TopicCheck:
+def check_topic(
+    root: Path, topic: str, backend: str | None = None, confirm: bool = False, client=None, traces=None
+) -> TopicCheck:
     """Compare ``topic`` with the library file's (see the module docstring); TopicMismatch (one
     line) when they differ and ``confirm`` is not given. ``client``: an ``LLMClient`` whose model
     judges the pairs embeddings do not settle; ``traces``: the invocation's ``TraceRun`` (the
@@ -108,19 +110,25 @@ def check_topic(root: Path, topic: str, backend: str | None = None, confirm: boo
             client.trace_to(traces.dir / "phase0")
         check = _ask_model(existing, topic, sim, client)
     else:
-        check = TopicCheck(existing, sim, sim >= THRESHOLDS[backend] - 1e-9,
-                           f"{backend} cosine {sim:.2f} against {THRESHOLDS[backend]} (no model configured)")
+        check = TopicCheck(
+            existing,
+            sim,
+            sim >= THRESHOLDS[backend] - 1e-9,
+            f"{backend} cosine {sim:.2f} against {THRESHOLDS[backend]} (no model configured)",
+        )
     if not check.same and not confirm:
         why = f"{check.decided_by}: {check.reason}" if check.reason else check.decided_by
         raise TopicMismatch(
             f"{library_path(root)} is about {existing!r}, not {topic!r} ({why}): pass --new-library to move it "
-            "aside and start a new library, or --confirm-topic to add to it anyway")
+            "aside and start a new library, or --confirm-topic to add to it anyway"
+        )
     return check
 
 
 def _ask_model(existing: str, topic: str, sim: float, client) -> TopicCheck:
-    user = ("Are these the same research topic?\n"
-            + untrusted("topics", {}, {"library_topic": existing, "run_topic": topic}))
+    user = "Are these the same research topic?\n" + untrusted(
+        "topics", {}, {"library_topic": existing, "run_topic": topic}
+    )
     answer = client.ask(Request(name="topic-guard", system=prompt("topic")[1], user=user, schema=TopicAnswer))
     if isinstance(answer, Rejected):
         raise HypographError(f"the topic guard's model answer was rejected ({answer.reason}); nothing was changed")

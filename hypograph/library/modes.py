@@ -58,11 +58,15 @@ def resolve_mode(behavior_source: str | None, behavior: str | None, mode: str | 
     if behavior_source not in ("discover", "given"):
         raise HypographError(f"--behavior-source {behavior_source!r}: choose discover or given")
     if behavior_source == "given" and behavior is None:
-        raise HypographError("--behavior-source given needs a behavior: pass --behavior B<n> (an existing node) "
-                             "or --behavior \"<one-sentence phenomenon>\"")
+        raise HypographError(
+            "--behavior-source given needs a behavior: pass --behavior B<n> (an existing node) "
+            'or --behavior "<one-sentence phenomenon>"'
+        )
     if behavior_source == "discover" and behavior is not None:
-        notes.append(f"--behavior {behavior!r} ignored: --behavior-source discover was given explicitly "
-                     "(mismatch; discover generates its own behaviors)")
+        notes.append(
+            f"--behavior {behavior!r} ignored: --behavior-source discover was given explicitly "
+            "(mismatch; discover generates its own behaviors)"
+        )
         return Resolution("discover", None, notes)
     return Resolution(behavior_source, behavior, notes)
 

@@ -60,8 +60,10 @@ def require_previous_rounds(root: Path, key: str) -> None:
     """HypographError unless every round before ``key`` has persisted (rounds build on each other)."""
     for n in range(1, round_number(key)):
         if not round_persisted(root, round_key(n)):
-            raise HypographError(f"round {key} cannot be generated before round {round_key(n)} has persisted "
-                                 "(each round's banlist is the library the earlier rounds left)")
+            raise HypographError(
+                f"round {key} cannot be generated before round {round_key(n)} has persisted "
+                "(each round's banlist is the library the earlier rounds left)"
+            )
 
 
 def load_round(root: Path, key: str, name: str, model):
@@ -71,8 +73,9 @@ def load_round(root: Path, key: str, name: str, model):
     return value
 
 
-def persist_round(root: Path, key: str, dedup: RoundDedup | None = None,
-                  scores: RoundScores | None = None) -> PersistPlan:
+def persist_round(
+    root: Path, key: str, dedup: RoundDedup | None = None, scores: RoundScores | None = None
+) -> PersistPlan:
     """Merge round ``key``'s scored survivors into the library; returns the completed plan."""
     candidates = load_round(root, key, "candidates", RoundCandidates)
     dedup = dedup or load_round(root, key, "dedup", RoundDedup)
@@ -108,8 +111,9 @@ def assemble_library(root: Path) -> Library | None:
     return loaded[0] if loaded else None
 
 
-def _extend_plan(root: Path, plan: PersistPlan, library: Library | None, dedup: RoundDedup, scores: RoundScores,
-                 batch: str) -> PersistPlan:
+def _extend_plan(
+    root: Path, plan: PersistPlan, library: Library | None, dedup: RoundDedup, scores: RoundScores, batch: str
+) -> PersistPlan:
     """Mint ids for scored survivors the plan does not have yet; save plan, then ledger."""
     by_key = {s.key: s for s in scores.behaviors if s.rejected is None}
     minter = Minter(read_ledger(root), library)
@@ -148,8 +152,9 @@ def _apply(raw: dict, plan: PersistPlan, dedup: RoundDedup, scores: RoundScores,
             continue
         node = nodes.get(bid)
         if node is None and b.existing_id:
-            raise HypographError(f"{LIBRARY_FILE}: behavior {bid} (the round's given behavior) "
-                                 "is no longer in the file")
+            raise HypographError(
+                f"{LIBRARY_FILE}: behavior {bid} (the round's given behavior) is no longer in the file"
+            )
         if node is None and bid in plan.applied:
             continue  # a person deleted it after the round was written: never re-added
         if node is None:
@@ -168,8 +173,9 @@ def _apply(raw: dict, plan: PersistPlan, dedup: RoundDedup, scores: RoundScores,
     return changed
 
 
-def _apply_mechanisms(node: dict, b: CandidateBehavior, s: BehaviorScores, plan: PersistPlan, batch: str,
-                      rescore: bool) -> bool:
+def _apply_mechanisms(
+    node: dict, b: CandidateBehavior, s: BehaviorScores, plan: PersistPlan, batch: str, rescore: bool
+) -> bool:
     """Add ``b``'s scored mechanisms missing from ``node`` (never one a person deleted), or rescore
     those present; True if anything changed."""
     changed = False
@@ -199,28 +205,51 @@ def _impact(s: BehaviorScores) -> dict:
 
 
 def _novelty(s: BehaviorScores, key: str) -> dict:
-    score = {k: v for k, v in s.novelty[key].model_dump(mode="json", exclude_none=True).items()
-             if not (k == "closest_id" and not v)}
+    score = {
+        k: v
+        for k, v in s.novelty[key].model_dump(mode="json", exclude_none=True).items()
+        if not (k == "closest_id" and not v)
+    }
     return {**score, "method": s.method, "date": s.date}
 
 
 def _behavior_node(bid: str, b: CandidateBehavior, s: BehaviorScores, batch: str) -> dict:
-    return {"id": bid, "source": b.source, "discovery_strategy": b.discovery_strategy,
-            "discovery_strategy_detail": b.discovery_strategy_detail, "statement": b.statement,
-            "five_bars": b.five_bars.model_dump(mode="json"), "impact": _impact(s), "gaps": list(b.gaps),
-            "notes": "", "batch": batch, "mechanisms": []}
+    return {
+        "id": bid,
+        "source": b.source,
+        "discovery_strategy": b.discovery_strategy,
+        "discovery_strategy_detail": b.discovery_strategy_detail,
+        "statement": b.statement,
+        "five_bars": b.five_bars.model_dump(mode="json"),
+        "impact": _impact(s),
+        "gaps": list(b.gaps),
+        "notes": "",
+        "batch": batch,
+        "mechanisms": [],
+    }
 
 
 def _mechanism_node(mid: str, m: CandidateMechanism, s: BehaviorScores, batch: str) -> dict:
-    return {"id": mid, "strategy": m.strategy, "directions": list(m.directions), "hypothesis": m.hypothesis,
-            "boring_null": m.boring_null, "data": m.data.model_dump(mode="json"), "model": list(m.model),
-            "novelty": _novelty(s, m.key), "status": "candidate", "batch": batch}
+    return {
+        "id": mid,
+        "strategy": m.strategy,
+        "directions": list(m.directions),
+        "hypothesis": m.hypothesis,
+        "boring_null": m.boring_null,
+        "data": m.data.model_dump(mode="json"),
+        "model": list(m.model),
+        "novelty": _novelty(s, m.key),
+        "status": "candidate",
+        "batch": batch,
+    }
 
 
 def _manifest_entry(root: Path, topic: str, date: str) -> None:
     """One line in ``MANIFEST.md`` for the library file's creation (the file is created if absent)."""
     path = Path(root) / "MANIFEST.md"
     old = path.read_text(encoding="utf-8") if path.exists() else "# Manifest\n\n"
-    line = (f"- {date} `{LIBRARY_FILE}` — hypothesis-batch: tree library of behaviors → mechanisms "
-            f"for topic \"{topic}\" (created)\n")
+    line = (
+        f"- {date} `{LIBRARY_FILE}` — hypothesis-batch: tree library of behaviors → mechanisms "
+        f'for topic "{topic}" (created)\n'
+    )
     write_text(path, old + ("" if old.endswith("\n") else "\n") + line)

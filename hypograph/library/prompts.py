@@ -10,8 +10,13 @@ from __future__ import annotations
 from functools import cache
 from importlib import resources
 
-VERSIONS = {"generate": "generate.v2", "dedup": "dedup.v2", "queries": "queries.v1", "score": "score.v2",
-            "topic": "topic.v1"}
+VERSIONS = {
+    "generate": "generate.v2",
+    "dedup": "dedup.v2",
+    "queries": "queries.v1",
+    "score": "score.v2",
+    "topic": "topic.v1",
+}
 
 
 @cache

@@ -18,8 +18,10 @@ from hypograph.library.rounds import RoundCandidates, RoundDedup, RoundScores
 from hypograph.library.schema import library_path, read_library
 from hypograph.library.state import read_model, round_dir
 
-REMINDER = ("Promotion is manual: set a chosen node's status to queued yourself and take it on in your own "
-            "pipeline (this tool never does; it only ever writes status: candidate).")
+REMINDER = (
+    "Promotion is manual: set a chosen node's status to queued yourself and take it on in your own "
+    "pipeline (this tool never does; it only ever writes status: candidate)."
+)
 
 
 @dataclass
@@ -40,17 +42,24 @@ class RoundLedger:
     embedder: str = ""  # what chose the neighbours the dedup judge saw (sbert, or tfidf and why)
 
     def line(self, totals: tuple[int, int]) -> str:
-        rm = ", ".join(f"{layer} -{d['exact']} exact -{d['model']} model"
-                       + (f" -{d['prefilter']} prefilter" if d.get("prefilter") else "")
-                       + (f" -{d['unjudged']} unjudged" if d["unjudged"] else "")
-                       for layer, d in self.removed.items()) or "no dedup"
+        rm = (
+            ", ".join(
+                f"{layer} -{d['exact']} exact -{d['model']} model"
+                + (f" -{d['prefilter']} prefilter" if d.get("prefilter") else "")
+                + (f" -{d['unjudged']} unjudged" if d["unjudged"] else "")
+                for layer, d in self.removed.items()
+            )
+            or "no dedup"
+        )
         yld = f"{self.unique_yield:.0%}" if self.unique_yield is not None else "n/a"
         state = "" if self.persisted else " (not persisted yet)"
-        return (f"{self.round}: generated {self.generated_behaviors}B/{self.generated_mechanisms}M "
-                f"[{self.banlist}] → {rm}"
-                + (f", {self.unscored} unscored" if self.unscored else "")
-                + f" → added {self.added_behaviors}B/{self.added_mechanisms}M, yield {yld} "
-                  f"→ total {totals[0]}B/{totals[1]}M{state}")
+        return (
+            f"{self.round}: generated {self.generated_behaviors}B/{self.generated_mechanisms}M "
+            f"[{self.banlist}] → {rm}"
+            + (f", {self.unscored} unscored" if self.unscored else "")
+            + f" → added {self.added_behaviors}B/{self.added_mechanisms}M, yield {yld} "
+            f"→ total {totals[0]}B/{totals[1]}M{state}"
+        )
 
 
 def round_ledger(root: Path, key: str) -> RoundLedger:
@@ -107,29 +116,39 @@ class Report:
     notes: list[str] = field(default_factory=list)
 
     def text(self) -> str:
-        lines = [f"topic: {self.topic}", f"behavior source: {self.behavior_source}",
-                 f"rounds: {self.rounds_run} run of {self.rounds_requested} requested"
-                 + (f" — stopped early: {self.early_stop} added nothing after dedup: saturated (the topic is "
-                    "saturated for this run)"
-                    if self.early_stop else "")]
+        lines = [
+            f"topic: {self.topic}",
+            f"behavior source: {self.behavior_source}",
+            f"rounds: {self.rounds_run} run of {self.rounds_requested} requested"
+            + (
+                f" — stopped early: {self.early_stop} added nothing after dedup: saturated (the topic is "
+                "saturated for this run)"
+                if self.early_stop
+                else ""
+            ),
+        ]
         lines += [f"  {note}" for note in self.notes]
-        before = (self.totals["behaviors"] - self.totals["behaviors_added"],
-                  self.totals["mechanisms"] - self.totals["mechanisms_added"])
+        before = (
+            self.totals["behaviors"] - self.totals["behaviors_added"],
+            self.totals["mechanisms"] - self.totals["mechanisms_added"],
+        )
         running = list(before)
         for r in self.rounds:
             running[0] += r.added_behaviors
             running[1] += r.added_mechanisms
             lines.append("  " + r.line(tuple(running)))
         t, d = self.totals, self.duplicates_dropped
-        lines += [f"behaviors added {t['behaviors_added']} / total {t['behaviors']}; mechanisms added "
-                  f"{t['mechanisms_added']} / total {t['mechanisms']}",
-                  f"semantic duplicates dropped: {d['total']} (behaviors {d['behavior']}, mechanisms {d['mechanism']}; "
-                  f"exact {d['exact']}, model {d['model']})"
-                  f"{'; unjudged ' + str(d['unjudged']) if d['unjudged'] else ''}",
-                  f"impact (all behaviors): min {self.impact['min']} / median {self.impact['median']} / max "
-                  f"{self.impact['max']} (n={self.impact['count']})",
-                  f"novelty (all mechanisms): min {self.novelty['min']} / median {self.novelty['median']} / max "
-                  f"{self.novelty['max']}, {self.novelty['at_least_8']} scored >= 8 (n={self.novelty['count']})"]
+        lines += [
+            f"behaviors added {t['behaviors_added']} / total {t['behaviors']}; mechanisms added "
+            f"{t['mechanisms_added']} / total {t['mechanisms']}",
+            f"semantic duplicates dropped: {d['total']} (behaviors {d['behavior']}, mechanisms {d['mechanism']}; "
+            f"exact {d['exact']}, model {d['model']})"
+            f"{'; unjudged ' + str(d['unjudged']) if d['unjudged'] else ''}",
+            f"impact (all behaviors): min {self.impact['min']} / median {self.impact['median']} / max "
+            f"{self.impact['max']} (n={self.impact['count']})",
+            f"novelty (all mechanisms): min {self.novelty['min']} / median {self.novelty['median']} / max "
+            f"{self.novelty['max']}, {self.novelty['at_least_8']} scored >= 8 (n={self.novelty['count']})",
+        ]
         lines += [f"{name}: {path}" for name, path in self.paths.items()]
         lines.append(REMINDER)
         return "\n".join(lines)
@@ -139,15 +158,26 @@ class Report:
 
 
 def distribution(scores: list[int], high: int | None = None) -> dict:
-    out = {"count": len(scores), "min": min(scores) if scores else None, "max": max(scores) if scores else None,
-           "median": statistics.median(scores) if scores else None}
+    out = {
+        "count": len(scores),
+        "min": min(scores) if scores else None,
+        "max": max(scores) if scores else None,
+        "median": statistics.median(scores) if scores else None,
+    }
     if high is not None:
         out["at_least_8"] = sum(1 for s in scores if s >= high)
     return out
 
 
-def build_report(root: Path, keys: list[str], requested: int | None = None, source: str | None = None,
-                 early_stop: str | None = None, notes: list[str] | None = None, topic: str | None = None) -> Report:
+def build_report(
+    root: Path,
+    keys: list[str],
+    requested: int | None = None,
+    source: str | None = None,
+    early_stop: str | None = None,
+    notes: list[str] | None = None,
+    topic: str | None = None,
+) -> Report:
     """The Phase-7 report over rounds ``keys`` and the library as it stands."""
     loaded = read_library(root)
     library = loaded[0] if loaded else None
@@ -163,17 +193,28 @@ def build_report(root: Path, keys: list[str], requested: int | None = None, sour
     dropped["total"] = dropped["behavior"] + dropped["mechanism"]
     behaviors = library.behaviors if library else []
     mechanisms = [m for _, m in library.mechanisms()] if library else []
-    totals = {"behaviors": len(behaviors), "mechanisms": len(mechanisms),
-              "behaviors_added": sum(r.added_behaviors for r in rounds),
-              "mechanisms_added": sum(r.added_mechanisms for r in rounds)}
-    paths = {"library": str(library_path(root)), "tool state": str(Path(root) / ".hypograph" / "library"),
-             "traces": str(Path(root) / ".hypograph" / "traces" / "hypothesis-batch")}
+    totals = {
+        "behaviors": len(behaviors),
+        "mechanisms": len(mechanisms),
+        "behaviors_added": sum(r.added_behaviors for r in rounds),
+        "mechanisms_added": sum(r.added_mechanisms for r in rounds),
+    }
+    paths = {
+        "library": str(library_path(root)),
+        "tool state": str(Path(root) / ".hypograph" / "library"),
+        "traces": str(Path(root) / ".hypograph" / "traces" / "hypothesis-batch"),
+    }
     return Report(
         topic=library.topic if library else (topic or ""),
         behavior_source=source or (rounds[-1].source if rounds else "(no rounds in tool state)"),
         rounds_requested=requested if requested is not None else len(keys),
         rounds_run=sum(1 for r in rounds if r.persisted),
-        early_stop=early_stop, rounds=rounds, totals=totals, duplicates_dropped=dropped,
+        early_stop=early_stop,
+        rounds=rounds,
+        totals=totals,
+        duplicates_dropped=dropped,
         impact=distribution([b.impact.score for b in behaviors if b.impact]),
         novelty=distribution([m.novelty.score for m in mechanisms if m.novelty], high=8),
-        paths=paths, notes=list(notes or []) + [w for r in rounds for w in r.warnings])
+        paths=paths,
+        notes=list(notes or []) + [w for r in rounds for w in r.warnings],
+    )

@@ -52,8 +52,7 @@ def next_round(root: Path) -> str:
     return round_key(round_number(keys[-1]) + 1 if keys else 1)
 
 
-def run_round(root: Path, key: str, settings: RoundSettings, client: LLMClient, search,
-              traces: TraceRun) -> int:
+def run_round(root: Path, key: str, settings: RoundSettings, client: LLMClient, search, traces: TraceRun) -> int:
     """Generate, dedup, score and persist round ``key``; returns the dedup survivors' count."""
     candidates = generate_round(root, key, settings, client, traces)
     dedup = dedup_round(root, key, candidates, client, traces=traces)
@@ -82,12 +81,25 @@ def round_survivors(root: Path, key: str) -> int:
     return len(load_round(root, key, "dedup", RoundDedup).survivors)
 
 
-def run_library(root: Path, topic: str, rounds: int = 1, n_behaviors: int = 10, behavior: str | None = None,
-                behavior_source: str | None = None, web: bool = True, llm_config: LLMConfig | None = None,
-                mode: str | None = None, new_library: bool = False, confirm_topic: bool = False,
-                banlist_budget: int | None = None, strategies_file: str | None = None, embedder: str = "sbert",
-                search_url: str | None = None, openalex_url: str | None = None,
-                round_runner: RoundRunner | None = None) -> Report:
+def run_library(
+    root: Path,
+    topic: str,
+    rounds: int = 1,
+    n_behaviors: int = 10,
+    behavior: str | None = None,
+    behavior_source: str | None = None,
+    web: bool = True,
+    llm_config: LLMConfig | None = None,
+    mode: str | None = None,
+    new_library: bool = False,
+    confirm_topic: bool = False,
+    banlist_budget: int | None = None,
+    strategies_file: str | None = None,
+    embedder: str = "sbert",
+    search_url: str | None = None,
+    openalex_url: str | None = None,
+    round_runner: RoundRunner | None = None,
+) -> Report:
     """Run ``rounds`` library rounds on directory ``root`` for ``topic``; the Phase-7 report.
 
     ``round_runner(key, settings) -> survivors`` runs one round (the CLI passes one that runs the
@@ -98,13 +110,15 @@ def run_library(root: Path, topic: str, rounds: int = 1, n_behaviors: int = 10, 
     OpenAlex endpoints (default: environment, else the public APIs)."""
     root = Path(root)
     if not topic or not topic.strip():
-        raise HypographError("a topic is required: --topic \"…\"")
+        raise HypographError('a topic is required: --topic "…"')
     resolution = resolve_mode(behavior_source, behavior, mode)
     loaded = read_library(root)  # an invalid file stops here, before anything is written
     client = LLMClient(llm_config or LLMConfig.from_env(), state_dir(root), TRACE_TASK)
     if client.offline and rounds > 0:
-        raise ModelRequired("library rounds need a model: set HYPOGRAPH_LLM_MODEL (and HYPOGRAPH_LLM_BASE_URL); "
-                            "nothing was changed (validate, report and check work offline)")
+        raise ModelRequired(
+            "library rounds need a model: set HYPOGRAPH_LLM_MODEL (and HYPOGRAPH_LLM_BASE_URL); "
+            "nothing was changed (validate, report and check work offline)"
+        )
     if not new_library:
         require_sound(root)  # a library failing its own checks is refused before a round starts
     library = None if new_library else (loaded[0] if loaded else None)
@@ -121,9 +135,17 @@ def run_library(root: Path, topic: str, rounds: int = 1, n_behaviors: int = 10, 
         if moved:
             notes.append(f"previous library moved aside to {moved.name}")
     extra = {"banlist_budget": banlist_budget} if banlist_budget else {}
-    settings = RoundSettings(topic=topic.strip(), behavior_source=resolution.source, behavior=resolution.behavior,
-                             n_behaviors=n_behaviors, web=web, strategies_file=strategies_file, embedder=embedder,
-                             invocation=invocation, **extra)
+    settings = RoundSettings(
+        topic=topic.strip(),
+        behavior_source=resolution.source,
+        behavior=resolution.behavior,
+        n_behaviors=n_behaviors,
+        web=web,
+        strategies_file=strategies_file,
+        embedder=embedder,
+        invocation=invocation,
+        **extra,
+    )
     if round_runner is None:
         search = web_search(search_url, openalex_url) if web else None
 
@@ -140,5 +162,6 @@ def run_library(root: Path, topic: str, rounds: int = 1, n_behaviors: int = 10, 
             if survivors == 0:
                 early_stop = key
                 break
-    return build_report(root, done, requested=rounds, source=resolution.source, early_stop=early_stop, notes=notes,
-                        topic=topic)
+    return build_report(
+        root, done, requested=rounds, source=resolution.source, early_stop=early_stop, notes=notes, topic=topic
+    )

@@ -57,8 +57,9 @@ class NoveltyItem(BaseModel):
     mechanism: int = Field(ge=1, description="number of the mechanism scored")
     score: int = Field(ge=1, le=10)
     closest_paper: int | None = Field(default=None, ge=1, description="number P<n> of the closest retrieved paper")
-    closest_memory: str = Field(default="", max_length=400,
-                                description="closest prior work from memory, when no retrieved paper is close")
+    closest_memory: str = Field(
+        default="", max_length=400, description="closest prior work from memory, when no retrieved paper is close"
+    )
     differentiation: str = Field(min_length=3, max_length=600)
     caveat: str = Field(default="", max_length=400)
 
@@ -88,8 +89,15 @@ class QueriesAnswer(BaseModel):
     queries: list[BehaviorQueries]
 
 
-def score_round(root: Path, key: str, dedup: RoundDedup | None, client: LLMClient, search=None,
-                web: bool | None = None, traces: TraceRun | None = None) -> RoundScores:
+def score_round(
+    root: Path,
+    key: str,
+    dedup: RoundDedup | None,
+    client: LLMClient,
+    search=None,
+    web: bool | None = None,
+    traces: TraceRun | None = None,
+) -> RoundScores:
     """Scores of round ``key``'s survivors (cached in ``rounds/<key>/scores.json`` by inputs).
 
     ``search``: a ``WebSearch`` or one resource (``ArxivSearch``, ``OpenAlexSearch``); None with
@@ -97,8 +105,14 @@ def score_round(root: Path, key: str, dedup: RoundDedup | None, client: LLMClien
     candidates = load_round(root, key, "candidates", RoundCandidates)
     dedup = dedup or load_round(root, key, "dedup", RoundDedup)
     web = candidates.settings.web if web is None else web
-    inputs = digest({"survivors": [b.model_dump(mode="json") for b in dedup.survivors],
-                     "model": client.config.model, "web": web, "prompts": [prompt("score")[0], prompt("queries")[0]]})
+    inputs = digest(
+        {
+            "survivors": [b.model_dump(mode="json") for b in dedup.survivors],
+            "model": client.config.model,
+            "web": web,
+            "prompts": [prompt("score")[0], prompt("queries")[0]],
+        }
+    )
     path = round_dir(root, key) / "scores.json"
     cached = read_model(path, RoundScores)
     if cached is not None and cached.inputs_digest == inputs:
@@ -113,8 +127,11 @@ def score_round(root: Path, key: str, dedup: RoundDedup | None, client: LLMClien
     survivors = dedup.survivors
     if survivors:
         traces.use(client, key)
-    grounding = ground(survivors, client, searcher, traces) if searcher is not None and survivors else \
-        {b.key: ([], [], "") for b in survivors}
+    grounding = (
+        ground(survivors, client, searcher, traces)
+        if searcher is not None and survivors
+        else {b.key: ([], [], "") for b in survivors}
+    )
     requests = []
     for b in survivors:
         existing = library.behavior(b.existing_id) if library and b.existing_id else None
@@ -127,17 +144,24 @@ def score_round(root: Path, key: str, dedup: RoundDedup | None, client: LLMClien
         papers, searches, _ = grounding[b.key]
         scored.append(_scores(b, answer, papers, searches, today))
     warnings = _warnings(survivors, grounding) if searcher is not None else []
-    result = RoundScores(round=key, inputs_digest=inputs, model=client.config.model or "", behaviors=scored,
-                         warnings=warnings, prompt=prompt("score")[0])
+    result = RoundScores(
+        round=key,
+        inputs_digest=inputs,
+        model=client.config.model or "",
+        behaviors=scored,
+        warnings=warnings,
+        prompt=prompt("score")[0],
+    )
     write_model(path, result)
     return result
 
 
-def ground(survivors: list[CandidateBehavior], client: LLMClient, searcher: WebSearch,
-           traces: TraceRun) -> dict[str, tuple[list[Paper], list[SearchRecord], str]]:
+def ground(
+    survivors: list[CandidateBehavior], client: LLMClient, searcher: WebSearch, traces: TraceRun
+) -> dict[str, tuple[list[Paper], list[SearchRecord], str]]:
     """Per behavior key: (papers to show, the searches made, why there are none)."""
     out: dict[str, tuple[list[Paper], list[SearchRecord], str]] = {}
-    batches = [survivors[i:i + QUERY_BATCH] for i in range(0, len(survivors), QUERY_BATCH)]
+    batches = [survivors[i : i + QUERY_BATCH] for i in range(0, len(survivors), QUERY_BATCH)]
     requests = [queries_request(batch) for batch in batches]
     answers = client.ask_many(requests)
     for batch, request, answer in zip(batches, requests, answers, strict=True):
@@ -154,16 +178,29 @@ def ground(survivors: list[CandidateBehavior], client: LLMClient, searcher: WebS
             seen: set[str] = set()
             for angle, terms in (("behavior", q.behavior_terms), ("mechanism", q.mechanism_terms)):
                 for outcome in searcher.search(terms):
-                    records.append(SearchRecord(query=outcome.query, ok=outcome.ok, results=len(outcome.papers),
-                                                error=outcome.error, source=outcome.source, angle=angle))
+                    records.append(
+                        SearchRecord(
+                            query=outcome.query,
+                            ok=outcome.ok,
+                            results=len(outcome.papers),
+                            error=outcome.error,
+                            source=outcome.source,
+                            angle=angle,
+                        )
+                    )
                     for p in outcome.papers:
                         mark = " ".join(p.title.casefold().split())
                         if p.id not in seen and mark not in seen and len(papers) < MAX_PAPERS:
                             papers.append(p)
                         seen |= {p.id, mark}
-            client.record(f"search-{b.key}", {"endpoints": searcher.describe(),
-                                              "searches": [r.model_dump() for r in records],
-                                              "papers": [p.model_dump() for p in papers]})
+            client.record(
+                f"search-{b.key}",
+                {
+                    "endpoints": searcher.describe(),
+                    "searches": [r.model_dump() for r in records],
+                    "papers": [p.model_dump() for p in papers],
+                },
+            )
             failed = [r for r in records if not r.ok]
             why = "" if papers else (failed[0].error if failed else "no paper matched the queries")
             out[b.key] = (papers, records, why)
@@ -171,12 +208,15 @@ def ground(survivors: list[CandidateBehavior], client: LLMClient, searcher: WebS
 
 
 def queries_request(batch: list[CandidateBehavior]) -> Request[QueriesAnswer]:
-    items = {str(n): {"behavior": b.statement,
-                      "mechanism_angle": [f"{m.strategy}: {m.hypothesis}" for m in b.mechanisms]}
-             for n, b in enumerate(batch, 1)}
-    user = (f"Write search terms for each of these {len(batch)} behavior(s), numbered 1..{len(batch)}: "
-            "behavior_terms for the phenomenon, mechanism_terms for its mechanism angle.\n"
-            + untrusted("behaviors", {}, items))
+    items = {
+        str(n): {"behavior": b.statement, "mechanism_angle": [f"{m.strategy}: {m.hypothesis}" for m in b.mechanisms]}
+        for n, b in enumerate(batch, 1)
+    }
+    user = (
+        f"Write search terms for each of these {len(batch)} behavior(s), numbered 1..{len(batch)}: "
+        "behavior_terms for the phenomenon, mechanism_terms for its mechanism angle.\n"
+        + untrusted("behaviors", {}, items)
+    )
 
     def check(answer: QueriesAnswer) -> None:
         numbers = sorted(q.behavior for q in answer.queries)
@@ -187,30 +227,47 @@ def queries_request(batch: list[CandidateBehavior]) -> Request[QueriesAnswer]:
                 if not t.strip() or len(t) > 80:
                     raise ValueError(f"behavior {q.behavior}: a search term must be 1-80 characters")
 
-    return Request(name=f"queries-{batch[0].key}", system=prompt("queries")[1], user=user, schema=QueriesAnswer,
-                   check=check)
+    return Request(
+        name=f"queries-{batch[0].key}", system=prompt("queries")[1], user=user, schema=QueriesAnswer, check=check
+    )
 
 
-def score_request(topic: str, b: CandidateBehavior, ask_impact: bool, papers: list[Paper],
-                  gaps: dict[str, str]) -> Request[ScoreAnswer]:
-    parts = [f"Topic: {topic}", "Behavior:\n" + untrusted("behavior", {}, {"statement": b.statement,
-                                                                           "five_bars": b.five_bars.model_dump()})]
-    mechs = {str(n): {"strategy": m.strategy, "hypothesis": m.hypothesis, "boring_null": m.boring_null}
-             for n, m in enumerate(b.mechanisms, 1)}
+def score_request(
+    topic: str, b: CandidateBehavior, ask_impact: bool, papers: list[Paper], gaps: dict[str, str]
+) -> Request[ScoreAnswer]:
+    parts = [
+        f"Topic: {topic}",
+        "Behavior:\n" + untrusted("behavior", {}, {"statement": b.statement, "five_bars": b.five_bars.model_dump()}),
+    ]
+    mechs = {
+        str(n): {"strategy": m.strategy, "hypothesis": m.hypothesis, "boring_null": m.boring_null}
+        for n, m in enumerate(b.mechanisms, 1)
+    }
     parts.append("Mechanisms:\n" + untrusted("mechanisms", {}, mechs))
     if papers:
-        shown = {f"P{n}": {"source": p.source, "id": p.id, "title": p.title, "year": p.year, "summary": p.summary}
-                 for n, p in enumerate(papers, 1)}
-        parts.append(f"Retrieved papers (literature search, {len(papers)}; cite the closest by its number "
-                     "in closest_paper):\n" + untrusted("papers", {}, shown))
+        shown = {
+            f"P{n}": {"source": p.source, "id": p.id, "title": p.title, "year": p.year, "summary": p.summary}
+            for n, p in enumerate(papers, 1)
+        }
+        parts.append(
+            f"Retrieved papers (literature search, {len(papers)}; cite the closest by its number "
+            "in closest_paper):\n" + untrusted("papers", {}, shown)
+        )
     else:
-        parts.append("No retrieved papers: set closest_paper to null and name the closest prior work you know "
-                     "of in closest_memory.")
+        parts.append(
+            "No retrieved papers: set closest_paper to null and name the closest prior work you know "
+            "of in closest_memory."
+        )
     if gaps:
         parts.append("Landscape gaps:\n" + untrusted("landscape", {}, gaps))
-    parts.append(("Give the impact of the behavior (its dimensions, then score, rationale, recommendation) and "
-                  if ask_impact else "The behavior already has an impact score: set impact to null. Give ")
-                 + f"the novelty of each of the {len(b.mechanisms)} mechanism(s), numbered 1..{len(b.mechanisms)}.")
+    parts.append(
+        (
+            "Give the impact of the behavior (its dimensions, then score, rationale, recommendation) and "
+            if ask_impact
+            else "The behavior already has an impact score: set impact to null. Give "
+        )
+        + f"the novelty of each of the {len(b.mechanisms)} mechanism(s), numbered 1..{len(b.mechanisms)}."
+    )
     count = len(b.mechanisms)
 
     def check(answer: ScoreAnswer) -> None:
@@ -223,13 +280,16 @@ def score_request(topic: str, b: CandidateBehavior, ask_impact: bool, papers: li
             raise ValueError(f"novelty: expected one score for each mechanism 1..{count}, got {numbers}")
         for n in answer.novelty:
             if n.closest_paper is not None and n.closest_paper > len(papers):
-                raise ValueError(f"novelty[mechanism {n.mechanism}].closest_paper: P{n.closest_paper} was not shown "
-                                 f"({'P1..P' + str(len(papers)) if papers else 'no papers were shown'})")
+                raise ValueError(
+                    f"novelty[mechanism {n.mechanism}].closest_paper: P{n.closest_paper} was not shown "
+                    f"({'P1..P' + str(len(papers)) if papers else 'no papers were shown'})"
+                )
             if n.closest_paper is None and len(n.closest_memory.strip()) < 3:
                 raise ValueError(f"novelty[mechanism {n.mechanism}]: give closest_paper or closest_memory")
 
-    return Request(name=f"score-{b.key}", system=prompt("score")[1], user="\n\n".join(parts), schema=ScoreAnswer,
-                   check=check)
+    return Request(
+        name=f"score-{b.key}", system=prompt("score")[1], user="\n\n".join(parts), schema=ScoreAnswer, check=check
+    )
 
 
 def cite(p: Paper) -> str:
@@ -242,35 +302,63 @@ def cite(p: Paper) -> str:
 def _novelty(item: NoveltyItem, papers: list[Paper]) -> NoveltyScore:
     if item.closest_paper is not None:
         p = papers[item.closest_paper - 1]
-        return NoveltyScore(score=item.score, closest=cite(p), differentiation=item.differentiation,
-                            caveat=item.caveat, closest_source="retrieved", closest_id=p.url or p.id)
+        return NoveltyScore(
+            score=item.score,
+            closest=cite(p),
+            differentiation=item.differentiation,
+            caveat=item.caveat,
+            closest_source="retrieved",
+            closest_id=p.url or p.id,
+        )
     memory = " ".join(item.closest_memory.split())
-    return NoveltyScore(score=item.score, closest=f"{memory} (from the model's memory; not a retrieved paper)",
-                        differentiation=item.differentiation, caveat=item.caveat, closest_source="memory")
+    return NoveltyScore(
+        score=item.score,
+        closest=f"{memory} (from the model's memory; not a retrieved paper)",
+        differentiation=item.differentiation,
+        caveat=item.caveat,
+        closest_source="memory",
+    )
 
 
-def _scores(b: CandidateBehavior, answer, papers: list[Paper], searches: list[SearchRecord],
-            today: str) -> BehaviorScores:
+def _scores(
+    b: CandidateBehavior, answer, papers: list[Paper], searches: list[SearchRecord], today: str
+) -> BehaviorScores:
     method = "llm-chat+web" if papers else "llm-chat"  # +web only when retrieved papers were shown
     first = searches[0] if searches else None
     if isinstance(answer, Rejected):
-        return BehaviorScores(key=b.key, date=today, method=method, search=first, searches=searches, papers=papers,
-                              rejected=answer.reason)
+        return BehaviorScores(
+            key=b.key, date=today, method=method, search=first, searches=searches, papers=papers, rejected=answer.reason
+        )
     by_number = {n.mechanism: n for n in answer.novelty}
     novelty = {m.key: _novelty(by_number[n], papers) for n, m in enumerate(b.mechanisms, 1)}
     impact = None
     if answer.impact:
         i = answer.impact
-        impact = ImpactScore(score=i.score, rationale=i.rationale, recommendation=i.recommendation,
-                             dimensions=ImpactDimensions(importance=i.importance, builders=i.builders,
-                                                         tractability=i.tractability, null_risk=i.null_risk))
-    return BehaviorScores(key=b.key, impact=impact, novelty=novelty, method=method, date=today, search=first,
-                          searches=searches, papers=papers)
+        impact = ImpactScore(
+            score=i.score,
+            rationale=i.rationale,
+            recommendation=i.recommendation,
+            dimensions=ImpactDimensions(
+                importance=i.importance, builders=i.builders, tractability=i.tractability, null_risk=i.null_risk
+            ),
+        )
+    return BehaviorScores(
+        key=b.key,
+        impact=impact,
+        novelty=novelty,
+        method=method,
+        date=today,
+        search=first,
+        searches=searches,
+        papers=papers,
+    )
 
 
 def _warnings(survivors: list[CandidateBehavior], grounding) -> list[str]:
     bare = [(b.key, grounding[b.key][2]) for b in survivors if not grounding[b.key][0]]
     if not bare:
         return []
-    return [f"web search gave no paper for {len(bare)} of {len(survivors)} behavior(s) ({bare[0][1]}): "
-            "those were scored with method llm-chat"]
+    return [
+        f"web search gave no paper for {len(bare)} of {len(survivors)} behavior(s) ({bare[0][1]}): "
+        "those were scored with method llm-chat"
+    ]

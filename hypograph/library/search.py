@@ -86,13 +86,24 @@ class ArxivSearch(_Http):
     _last = 0.0
     _lock = threading.Lock()
 
-    def __init__(self, base_url: str | None = None, timeout: float = 10.0, max_results: int = 5,
-                 min_interval: float | None = None):
-        super().__init__(base_url or os.environ.get("HYPOGRAPH_ARXIV_URL") or os.environ.get("HYPOGRAPH_SEARCH_URL")
-                         or DEFAULT_URL, timeout, max_results)
+    def __init__(
+        self,
+        base_url: str | None = None,
+        timeout: float = 10.0,
+        max_results: int = 5,
+        min_interval: float | None = None,
+    ):
+        super().__init__(
+            base_url or os.environ.get("HYPOGRAPH_ARXIV_URL") or os.environ.get("HYPOGRAPH_SEARCH_URL") or DEFAULT_URL,
+            timeout,
+            max_results,
+        )
         host = urllib.parse.urlsplit(self.base_url).hostname or ""
-        self.min_interval = (3.0 if host == "arxiv.org" or host.endswith(".arxiv.org") else 0.0) \
-            if min_interval is None else min_interval
+        self.min_interval = (
+            (3.0 if host == "arxiv.org" or host.endswith(".arxiv.org") else 0.0)
+            if min_interval is None
+            else min_interval
+        )
 
     def _pace(self) -> None:
         if self.min_interval <= 0:
@@ -114,8 +125,9 @@ class ArxivSearch(_Http):
         try:
             return SearchOutcome(text, True, parse_atom(body), source=self.name)
         except ET.ParseError as e:
-            return SearchOutcome(text, False, error=f"{self.describe()} did not return an Atom feed ({e})",
-                                 source=self.name)
+            return SearchOutcome(
+                text, False, error=f"{self.describe()} did not return an Atom feed ({e})", source=self.name
+            )
 
 
 class OpenAlexSearch(_Http):
@@ -124,8 +136,9 @@ class OpenAlexSearch(_Http):
     name = "openalex"
 
     def __init__(self, base_url: str | None = None, timeout: float = 10.0, max_results: int = 5):
-        super().__init__(base_url or os.environ.get("HYPOGRAPH_OPENALEX_URL") or DEFAULT_OPENALEX_URL, timeout,
-                         max_results)
+        super().__init__(
+            base_url or os.environ.get("HYPOGRAPH_OPENALEX_URL") or DEFAULT_OPENALEX_URL, timeout, max_results
+        )
 
     def search(self, query: str | list[str]) -> SearchOutcome:
         text = " ".join(_terms(query))
@@ -138,8 +151,9 @@ class OpenAlexSearch(_Http):
         try:
             return SearchOutcome(text, True, parse_openalex(body), source=self.name)
         except ValueError as e:
-            return SearchOutcome(text, False, error=f"{self.describe()} did not return OpenAlex works ({e})",
-                                 source=self.name)
+            return SearchOutcome(
+                text, False, error=f"{self.describe()} did not return OpenAlex works ({e})", source=self.name
+            )
 
 
 class WebSearch:
@@ -155,8 +169,9 @@ class WebSearch:
         return [s.search(query) for s in self.searchers]
 
 
-def web_search(arxiv_url: str | None = None, openalex_url: str | None = None,
-               sources: tuple[str, ...] = ("arxiv", "openalex")) -> WebSearch:
+def web_search(
+    arxiv_url: str | None = None, openalex_url: str | None = None, sources: tuple[str, ...] = ("arxiv", "openalex")
+) -> WebSearch:
     """arXiv and OpenAlex (each at its endpoint: argument, else environment, else the public API)."""
     make = {"arxiv": lambda: ArxivSearch(arxiv_url), "openalex": lambda: OpenAlexSearch(openalex_url)}
     return WebSearch([make[s]() for s in sources])
@@ -187,8 +202,14 @@ def _atom_paper(entry: ET.Element) -> Paper:
     link = next((a.get("href", "") for a in links if a.get("rel", "alternate") == "alternate"), entry_id)
     m = re.search(r"arxiv\.org/abs/([^/?#\s]+)$", entry_id)
     pid = f"arXiv:{m.group(1)}" if m else (entry_id or link)
-    return Paper(source="arxiv", id=pid[:200], title=text("title")[:400], year=text("published")[:4], url=link[:500],
-                 summary=text("summary")[:SUMMARY_CHARS])
+    return Paper(
+        source="arxiv",
+        id=pid[:200],
+        title=text("title")[:400],
+        year=text("published")[:4],
+        url=link[:500],
+        summary=text("summary")[:SUMMARY_CHARS],
+    )
 
 
 def parse_openalex(body: bytes) -> list[Paper]:
@@ -210,8 +231,16 @@ def parse_openalex(body: bytes) -> list[Paper]:
         short = wid.rsplit("/", 1)[-1]
         url = str(w.get("doi") or wid)
         year = str(w.get("publication_year") or "")[:4]
-        out.append(Paper(source="openalex", id=f"openalex:{short}"[:200], title=title[:400], year=year, url=url[:500],
-                         summary=_abstract(w.get("abstract_inverted_index"))[:SUMMARY_CHARS]))
+        out.append(
+            Paper(
+                source="openalex",
+                id=f"openalex:{short}"[:200],
+                title=title[:400],
+                year=year,
+                url=url[:500],
+                summary=_abstract(w.get("abstract_inverted_index"))[:SUMMARY_CHARS],
+            )
+        )
     return out
 
 
@@ -227,8 +256,10 @@ def _abstract(index) -> str:
     return " ".join(at[p] for p in sorted(at))
 
 
-STOP = set("a an and the of in on for to with by from is are be as at that this which into its it or not "
-           "their they when than then over under more less model models".split())
+STOP = set(
+    "a an and the of in on for to with by from is are be as at that this which into its it or not "
+    "their they when than then over under more less model models".split()
+)
 
 
 def _keywords(text: str) -> list[str]:

@@ -89,8 +89,9 @@ def read_model(path: Path, model: type[M]) -> M | None:
         return model.model_validate_json(path.read_text(encoding="utf-8"))
     except (ValidationError, UnicodeDecodeError, RecursionError) as e:
         why = " ".join(str(e).split())[:300] if isinstance(e, ValidationError) else (str(e).splitlines() or [""])[0]
-        raise HypographError(f"{path}: tool state is not valid ({why}); "
-                             "delete the file to recompute that step") from None
+        raise HypographError(
+            f"{path}: tool state is not valid ({why}); delete the file to recompute that step"
+        ) from None
 
 
 def write_model(path: Path, value: BaseModel) -> bool:

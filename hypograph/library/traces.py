@@ -131,6 +131,5 @@ def cap_trace(path: Path, limit: int = CAP_BYTES) -> bool:
         if encoded <= limit:
             break
         text = text[: max(0, len(text) * limit // encoded - 64)]
-    write_json(path, {"truncated": True, "size_bytes": size, "outcome": "rejected answer (trace capped)",
-                      "head": text})
+    write_json(path, {"truncated": True, "size_bytes": size, "outcome": "rejected answer (trace capped)", "head": text})
     return True

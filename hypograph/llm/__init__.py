@@ -8,5 +8,16 @@ from hypograph.llm.client import LLMClient, LLMUnavailable, Rejected, Usage, usa
 from hypograph.llm.config import LLMConfig
 from hypograph.llm.policy import Ask, ModelPolicy, OfflinePolicy, Policy, policy_for
 
-__all__ = ["Ask", "LLMClient", "LLMConfig", "LLMUnavailable", "ModelPolicy", "OfflinePolicy", "Policy", "Rejected",
-           "Usage", "policy_for", "usage_line"]
+__all__ = [
+    "Ask",
+    "LLMClient",
+    "LLMConfig",
+    "LLMUnavailable",
+    "ModelPolicy",
+    "OfflinePolicy",
+    "Policy",
+    "Rejected",
+    "Usage",
+    "policy_for",
+    "usage_line",
+]

@@ -58,8 +58,17 @@ from hypograph.errors import HypographError
 from hypograph.llm.config import LLMConfig
 
 T = TypeVar("T", bound=BaseModel)
-PLACEHOLDER_KEYS = {"none", "empty", "ollama", "lm-studio", "lmstudio", "dummy", "sk-no-key-required", "not-needed",
-                    "key"}
+PLACEHOLDER_KEYS = {
+    "none",
+    "empty",
+    "ollama",
+    "lm-studio",
+    "lmstudio",
+    "dummy",
+    "sk-no-key-required",
+    "not-needed",
+    "key",
+}
 FENCE_RE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
 MODES = ("json_schema", "json_object", "prompt")  # the negotiation's order
 REASK_QUOTE = 1000  # characters of an invalid answer a re-ask quotes
@@ -69,11 +78,14 @@ GRAMMAR_MAX_LENGTH = 240  # longest string bound sent to a server (llama.cpp's g
 MIN_BUDGET, MAX_BUDGET = 192, 8192
 FORMAT_ERROR_RE = re.compile(r"response_format|json_schema|json_object|structured output|grammar", re.I)
 CONTEXT_ERROR_RE = re.compile(
-    r"context (?:length|window|size)|n_ctx|maximum context|too many tokens|prompt is too long", re.I)
-CONTEXT_NUMBER_RES = (re.compile(r"maximum context length is (\d+)", re.I),
-                      re.compile(r"context (?:window|length|size) of (\d+)", re.I),
-                      re.compile(r"n_ctx\D{0,12}(\d+)", re.I),
-                      re.compile(r"context (?:window|length|size)\D{0,24}(\d+)", re.I))
+    r"context (?:length|window|size)|n_ctx|maximum context|too many tokens|prompt is too long", re.I
+)
+CONTEXT_NUMBER_RES = (
+    re.compile(r"maximum context length is (\d+)", re.I),
+    re.compile(r"context (?:window|length|size) of (\d+)", re.I),
+    re.compile(r"n_ctx\D{0,12}(\d+)", re.I),
+    re.compile(r"context (?:window|length|size)\D{0,24}(\d+)", re.I),
+)
 MAX_COMPLETION_RE = re.compile(r"max_completion_tokens", re.I)
 
 
@@ -187,6 +199,7 @@ UNTRUSTED_NOTE = (
 
 # -- schemas: what is sent, how long an answer may be ------------------------------------------------
 
+
 def wire_schema(schema: dict, items: int | None = None) -> dict:
     """``schema`` as sent to a server: every ``maxLength`` above GRAMMAR_MAX_LENGTH lowered to it
     (and a ``minLength`` with it), ``pattern`` and ``format`` dropped — what grammar builders choke
@@ -195,8 +208,9 @@ def wire_schema(schema: dict, items: int | None = None) -> dict:
     bounds still validates against the real model."""
     out = _bounded(schema)
     if items and isinstance(out, dict):
-        lists = [k for k, v in (out.get("properties") or {}).items()
-                 if isinstance(v, dict) and v.get("type") == "array"]
+        lists = [
+            k for k, v in (out.get("properties") or {}).items() if isinstance(v, dict) and v.get("type") == "array"
+        ]
         if len(lists) == 1:
             out["properties"][lists[0]] = {**out["properties"][lists[0]], "minItems": items, "maxItems": items}
     return out
@@ -291,6 +305,7 @@ def context_limit_named(message: str) -> int | None:
 
 # -- one HTTP attempt ----------------------------------------------------------------------------------
 
+
 @dataclass
 class _Attempt:
     """What one HTTP request came to: ``text`` and ``finish_reason`` of a usable completion, else
@@ -333,8 +348,10 @@ class LLMClient:
             # The openai client's own retries are off: they sleep without a deadline and hide the
             # failed attempts from the traces. This client retries, traces and keeps the deadline.
             self._openai = OpenAI(
-                api_key=config.api_key.get_secret_value(), base_url=config.base_url,
-                timeout=config.timeout, max_retries=0,
+                api_key=config.api_key.get_secret_value(),
+                base_url=config.base_url,
+                timeout=config.timeout,
+                max_retries=0,
             )
 
     @property
@@ -363,8 +380,13 @@ class LLMClient:
             mode = "none"
         else:
             mode = "+".join(m for m in MODES if m in self._modes_used) or self._mode()
-        return {"llm": "offline" if self.offline else self.config.model, "llm_endpoint": self.config.describe(),
-                "llm_task": self.task, "llm_structured_output": mode, **self.usage.as_metadata()}
+        return {
+            "llm": "offline" if self.offline else self.config.model,
+            "llm_endpoint": self.config.describe(),
+            "llm_task": self.task,
+            "llm_structured_output": mode,
+            **self.usage.as_metadata(),
+        }
 
     # -- public API ------------------------------------------------------------------------------
 
@@ -415,11 +437,13 @@ class LLMClient:
         """Like ``ask_many``, but an outage is returned (``LLMUnavailable``) for its item instead
         of raised, and rejections are remembered: for a step that decides each item offline when
         the model does not (``hypograph.llm.policy``)."""
+
         def one(request: Request):
             try:
                 return self.ask(request, remember_rejection=remember_rejections)
             except LLMUnavailable as e:
                 return e
+
         if len(requests) <= 1 or self.config.concurrency == 1:
             return [one(r) for r in requests]
         with ThreadPoolExecutor(max_workers=self.config.concurrency) as pool:
@@ -441,8 +465,9 @@ class LLMClient:
         return [{"role": "system", "content": system}, {"role": "user", "content": request.user}]
 
     def _cache_key(self, messages: list[dict], schema: type[BaseModel]) -> str:
-        blob = json.dumps({"model": self.config.model, "messages": messages, "schema": schema.model_json_schema()},
-                          sort_keys=True)
+        blob = json.dumps(
+            {"model": self.config.model, "messages": messages, "schema": schema.model_json_schema()}, sort_keys=True
+        )
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
     def _cache_get(self, key: str) -> dict | None:
@@ -493,15 +518,30 @@ class LLMClient:
     def _refusal(self, request: Request, prompt_tokens: int, budget: int, limit: int) -> Rejected:
         with self._lock:
             self.usage.refused += 1
-        self._trace.write(request.name, {"model": self.config.model, "outcome": "refused", "prompt_tokens_estimate":
-                                         prompt_tokens, "max_tokens": budget, "context_length": limit})
-        return Rejected(f"prompt of about {prompt_tokens} tokens plus an answer budget of {budget} exceeds the "
-                        f"context length of {limit} tokens of {self.config.describe()}", 0, kind="context")
+        self._trace.write(
+            request.name,
+            {
+                "model": self.config.model,
+                "outcome": "refused",
+                "prompt_tokens_estimate": prompt_tokens,
+                "max_tokens": budget,
+                "context_length": limit,
+            },
+        )
+        return Rejected(
+            f"prompt of about {prompt_tokens} tokens plus an answer budget of {budget} exceeds the "
+            f"context length of {limit} tokens of {self.config.describe()}",
+            0,
+            kind="context",
+        )
 
     def _ask_validated(self, request: Request[T], messages: list[dict]) -> T | Rejected:
         attempts = 1 + self.config.validation_retries
-        budget = request.max_tokens or self.config.max_tokens or answer_budget(
-            wire_schema(request.schema.model_json_schema(), request.items), request.items)
+        budget = (
+            request.max_tokens
+            or self.config.max_tokens
+            or answer_budget(wire_schema(request.schema.model_json_schema(), request.items), request.items)
+        )
         doubled = False
         error = ""
         made = 0
@@ -509,8 +549,12 @@ class LLMClient:
         for attempt in range(1, attempts + 1):
             limit = self._context_length()
             prompt_tokens = estimate_tokens(sent)
-            if limit and prompt_tokens + budget > limit and attempt == 1 and not (request.max_tokens or
-                                                                                  self.config.max_tokens):
+            if (
+                limit
+                and prompt_tokens + budget > limit
+                and attempt == 1
+                and not (request.max_tokens or self.config.max_tokens)
+            ):
                 # the schema's worst case is no need: what the context leaves will do, unless it is
                 # under a quarter of that (the answer would be cut off)
                 budget = max(budget // 4, MIN_BUDGET, limit - prompt_tokens)
@@ -581,15 +625,18 @@ class LLMClient:
             kwargs["max_tokens"] = budget
         schema = wire_schema(request.schema.model_json_schema(), request.items)
         if mode == "json_schema":
-            kwargs["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": _safe(request.schema.__name__), "schema": schema, "strict": False}}
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": _safe(request.schema.__name__), "schema": schema, "strict": False},
+            }
         elif mode == "json_object":
             # llama.cpp's server (llama-cpp-python) constrains the answer by a grammar built from this
             kwargs["response_format"] = {"type": "json_object", "schema": schema}
         return kwargs
 
-    def _complete(self, request: Request, messages: list[dict], attempt: int,
-                  budget: int) -> tuple[str, str | None, dict] | Rejected:
+    def _complete(
+        self, request: Request, messages: list[dict], attempt: int, budget: int
+    ) -> tuple[str, str | None, dict] | Rejected:
         """One usable completion (text, finish_reason, its trace record, not yet written), or
         Rejected for a prompt over the context the server named; raises LLMUnavailable.
         Transient failures are retried here, each failed request traced."""
@@ -599,8 +646,14 @@ class LLMClient:
                 raise LLMUnavailable(self._down)
             mode = self._mode()
             kwargs = self._request_kwargs(request, messages, mode, budget)
-            record = {"model": self.config.model, "attempt": attempt, "messages": messages,
-                      "response_format": mode, "max_tokens": budget, "deadline_s": self.config.timeout}
+            record = {
+                "model": self.config.model,
+                "attempt": attempt,
+                "messages": messages,
+                "response_format": mode,
+                "max_tokens": budget,
+                "deadline_s": self.config.timeout,
+            }
             started = time.monotonic()
             with self._slots:
                 result = self._send(kwargs)
@@ -612,15 +665,36 @@ class LLMClient:
                     self._modes_used.add(mode)
                     self.usage.prompt_tokens += _count(result.usage, "prompt_tokens")
                     self.usage.completion_tokens += _count(result.usage, "completion_tokens")
-                return result.text or "", result.finish_reason, {
-                    **record, "response": result.text, "finish_reason": result.finish_reason, "latency_s": latency,
-                    "usage": result.usage, **({"usage_note": result.usage_note} if result.usage_note else {}),
-                    "outcome": "answered"}
+                return (
+                    result.text or "",
+                    result.finish_reason,
+                    {
+                        **record,
+                        "response": result.text,
+                        "finish_reason": result.finish_reason,
+                        "latency_s": latency,
+                        "usage": result.usage,
+                        **({"usage_note": result.usage_note} if result.usage_note else {}),
+                        "outcome": "answered",
+                    },
+                )
             with self._lock:
                 self.usage.failed_calls += 1
-            self._trace.write(request.name, _redact_tree({
-                **record, "latency_s": latency, "outcome": "error", "error": result.trace_error or result.failure,
-                "status": result.status, "headers": result.headers, "body": result.body}, self.config))
+            self._trace.write(
+                request.name,
+                _redact_tree(
+                    {
+                        **record,
+                        "latency_s": latency,
+                        "outcome": "error",
+                        "error": result.trace_error or result.failure,
+                        "status": result.status,
+                        "headers": result.headers,
+                        "body": result.body,
+                    },
+                    self.config,
+                ),
+            )
             if result.status is not None and result.status >= 400:
                 limit = context_limit_named(result.error_text)
                 if limit is not None:
@@ -629,15 +703,25 @@ class LLMClient:
                     with self._lock:
                         self.usage.refused += 1
                     named = f"{limit} tokens" if limit else "a limit it did not state"
-                    return Rejected(f"prompt of about {estimate_tokens(messages)} tokens plus an answer budget of "
-                                    f"{budget}: {self.config.describe()} refused it as over its context length "
-                                    f"({named})", attempt, kind="context")
-                if (MAX_COMPLETION_RE.search(result.error_text) and "max_tokens" in kwargs
-                        and self._endpoint_facts().get("budget_parameter") != "max_completion_tokens"):
+                    return Rejected(
+                        f"prompt of about {estimate_tokens(messages)} tokens plus an answer budget of "
+                        f"{budget}: {self.config.describe()} refused it as over its context length "
+                        f"({named})",
+                        attempt,
+                        kind="context",
+                    )
+                if (
+                    MAX_COMPLETION_RE.search(result.error_text)
+                    and "max_tokens" in kwargs
+                    and self._endpoint_facts().get("budget_parameter") != "max_completion_tokens"
+                ):
                     self._learn(budget_parameter="max_completion_tokens")
                     continue
-                if mode != "prompt" and self.config.structured_output == "auto" and FORMAT_ERROR_RE.search(
-                        result.error_text):
+                if (
+                    mode != "prompt"
+                    and self.config.structured_output == "auto"
+                    and FORMAT_ERROR_RE.search(result.error_text)
+                ):
                     self._learn(structured_output=MODES[MODES.index(mode) + 1])
                     continue  # the same attempt in the next format: not a retry
             if result.transient and not result.deadline and retries < self.config.max_retries:
@@ -680,8 +764,9 @@ class LLMClient:
 
         threading.Thread(target=run, name="llm-request", daemon=True).start()
         if not done.wait(self.config.timeout):
-            return _Attempt(failure=f"no complete answer within {self.config.timeout:g} s", transient=True,
-                            deadline=True)
+            return _Attempt(
+                failure=f"no complete answer within {self.config.timeout:g} s", transient=True, deadline=True
+            )
         if "error" in box:
             return _failed_request(box["error"])
         return _read_completion(box["status"], box["headers"], box["body"])
@@ -699,25 +784,39 @@ def _failed_request(error: BaseException) -> _Attempt:
             body = None
         status = error.status_code
         transient = status in (408, 409, 429) or status >= 500
-        return _Attempt(failure=f"{name} (HTTP {status}): {error}" if transient else str(error), status=status,
-                        transient=transient, headers=dict(response.headers), body=body,
-                        retry_after=_retry_after(response.headers), error_text=f"{error} {body or ''}",
-                        trace_error=f"{name}: {error}")
+        return _Attempt(
+            failure=f"{name} (HTTP {status}): {error}" if transient else str(error),
+            status=status,
+            transient=transient,
+            headers=dict(response.headers),
+            body=body,
+            retry_after=_retry_after(response.headers),
+            error_text=f"{error} {body or ''}",
+            trace_error=f"{name}: {error}",
+        )
     if isinstance(error, openai.APITimeoutError):
         return _Attempt(failure=f"{name}: {error}", transient=True, deadline=True, trace_error=None)
     if isinstance(error, openai.APIConnectionError):
         return _Attempt(failure=f"{name}: {error}", transient=True, trace_error=None)
     # a body cut short, a protocol error, a decoding error inside the transport
-    return _Attempt(failure=f"the connection failed mid-answer: {name}: {str(error)[:200]}", transient=True,
-                    trace_error=None)
+    return _Attempt(
+        failure=f"the connection failed mid-answer: {name}: {str(error)[:200]}", transient=True, trace_error=None
+    )
 
 
 def _read_completion(status: int, headers: dict, body: bytes) -> _Attempt:
     """A 2xx body read as a chat completion; anything else is a transient failure, traced."""
+
     def bad(why: str) -> _Attempt:
         kind = headers.get("content-type", "no content type")
-        return _Attempt(failure=f"the answer is not a chat completion (HTTP {status}, {kind}): {why}", transient=True,
-                        status=status, headers=headers, body=body[:BODY_TRACED].decode("utf-8", "replace"))
+        return _Attempt(
+            failure=f"the answer is not a chat completion (HTTP {status}, {kind}): {why}",
+            transient=True,
+            status=status,
+            headers=headers,
+            body=body[:BODY_TRACED].decode("utf-8", "replace"),
+        )
+
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
@@ -748,8 +847,9 @@ def _read_completion(status: int, headers: dict, body: bytes) -> _Attempt:
     if content is not None and not isinstance(content, str):
         content = json.dumps(content)
     finish = first.get("finish_reason")
-    return _Attempt(text=content or "", finish_reason=finish if isinstance(finish, str) else None, usage=usage,
-                    usage_note=note)
+    return _Attempt(
+        text=content or "", finish_reason=finish if isinstance(finish, str) else None, usage=usage, usage_note=note
+    )
 
 
 def _joined_stream(text: str) -> str | None:
@@ -773,8 +873,12 @@ def _joined_stream(text: str) -> str | None:
             return None
     if not done:
         return None
-    return json.dumps({"choices": [{"message": {"role": "assistant", "content": "".join(parts)},
-                                    "finish_reason": finish}], "usage": usage})
+    return json.dumps(
+        {
+            "choices": [{"message": {"role": "assistant", "content": "".join(parts)}, "finish_reason": finish}],
+            "usage": usage,
+        }
+    )
 
 
 def _usage(value) -> tuple[dict | None, str | None]:
@@ -816,7 +920,7 @@ def _backoff(retry: int, retry_after: float | None) -> float:
     """Seconds before retry ``retry`` (0-based): the server's Retry-After up to 30 s, else 0.25 s doubling to 4 s."""
     if retry_after is not None:
         return min(retry_after, 30.0)
-    return min(0.25 * 2 ** retry, 4.0)
+    return min(0.25 * 2**retry, 4.0)
 
 
 def _preview(text: str, n: int = 120) -> str:
@@ -828,12 +932,17 @@ def _reask(text: str, error: str) -> list[dict]:
     """The messages a re-ask adds: the invalid answer (its first REASK_QUOTE characters: a runaway
     answer sent back whole would overflow the context) and what is wrong with it."""
     quoted = text[:REASK_QUOTE] + (f" […{len(text) - REASK_QUOTE} more characters]" if len(text) > REASK_QUOTE else "")
-    return [{"role": "assistant", "content": quoted},
-            {"role": "user", "content": f"That answer is invalid: {error}\n"
-                                        "Answer again: one JSON object matching the schema."}]
+    return [
+        {"role": "assistant", "content": quoted},
+        {
+            "role": "user",
+            "content": f"That answer is invalid: {error}\nAnswer again: one JSON object matching the schema.",
+        },
+    ]
 
 
 # -- the line a command prints per task -----------------------------------------------------------------
+
 
 def usage_line(metadata: dict) -> str:
     """One line saying how the model did on one task, from ``LLMClient.metadata()``:
@@ -848,8 +957,10 @@ def usage_line(metadata: dict) -> str:
     if rejected:
         text = f"{rejected} rejected"
         if m.get("llm_cached_rejected"):
-            text += (f" ({m['llm_cached_rejected']} from the cache: HYPOGRAPH_LLM_RETRY_REJECTED=1, or "
-                     "retry_rejected in the LLM resource, asks again)")
+            text += (
+                f" ({m['llm_cached_rejected']} from the cache: HYPOGRAPH_LLM_RETRY_REJECTED=1, or "
+                "retry_rejected in the LLM resource, asks again)"
+            )
         parts.append(text)
     if m.get("llm_reasked"):
         parts.append(f"{m['llm_reasked']} re-asked")
@@ -863,6 +974,8 @@ def usage_line(metadata: dict) -> str:
     parts.append(f"structured output {m.get('llm_structured_output', '?')}")
     parts.append(f"{m.get('llm_prompt_tokens', 0)}+{m.get('llm_completion_tokens', 0)} tokens")
     return f"{task} ({m.get('llm_endpoint', '?')}): " + ", ".join(parts)
+
+
 def _strip_fence(text: str) -> str:
     m = FENCE_RE.match(text)
     return m.group(1) if m else text

@@ -34,10 +34,14 @@ from hypograph.errors import HypographError
 
 StructuredOutput = Literal["auto", "json_schema", "json_object", "prompt"]
 
-ENV_NAMES = {"timeout": "HYPOGRAPH_LLM_TIMEOUT", "max_retries": "HYPOGRAPH_LLM_MAX_RETRIES",
-             "concurrency": "HYPOGRAPH_LLM_CONCURRENCY", "max_tokens": "HYPOGRAPH_LLM_MAX_TOKENS",
-             "context_length": "HYPOGRAPH_LLM_CONTEXT_LENGTH",
-             "structured_output": "HYPOGRAPH_LLM_STRUCTURED_OUTPUT"}
+ENV_NAMES = {
+    "timeout": "HYPOGRAPH_LLM_TIMEOUT",
+    "max_retries": "HYPOGRAPH_LLM_MAX_RETRIES",
+    "concurrency": "HYPOGRAPH_LLM_CONCURRENCY",
+    "max_tokens": "HYPOGRAPH_LLM_MAX_TOKENS",
+    "context_length": "HYPOGRAPH_LLM_CONTEXT_LENGTH",
+    "structured_output": "HYPOGRAPH_LLM_STRUCTURED_OUTPUT",
+}
 DEFAULT_TIMEOUT = 120.0
 
 

@@ -114,8 +114,9 @@ class ModelPolicy(Policy):
                 out.append(a.offline(outage_note(str(answer))))
             elif isinstance(answer, Rejected):
                 self.client.count_fallback()
-                out.append(a.offline(refused_note(answer.reason) if answer.kind == "context"
-                                     else fallback_note(answer.reason)))
+                out.append(
+                    a.offline(refused_note(answer.reason) if answer.kind == "context" else fallback_note(answer.reason))
+                )
             else:
                 out.append(a.accept(answer, self.client.decider))
         return out

@@ -104,8 +104,10 @@ def adjudicate(
     for p in pairs:
         missing = [i for i in (p.a, p.b) if i not in hypotheses]
         if missing:
-            raise HypographError(f"duplicate pair {p.a}/{p.b}: {missing[0]} is not among the current hypotheses "
-                                 "(stale dupes.json: re-run embed, graph and dupes)")
+            raise HypographError(
+                f"duplicate pair {p.a}/{p.b}: {missing[0]} is not among the current hypotheses "
+                "(stale dupes.json: re-run embed, graph and dupes)"
+            )
     decided: dict[tuple[str, str], Decision] = {}
     borderline: list[DuplicatePair] = []
     for p in pairs:
@@ -116,7 +118,7 @@ def adjudicate(
             decided[(p.a, p.b)] = _auto_merge(p, auto_merge)
         else:
             borderline.append(p)
-    batches = [borderline[k:k + batch_size] for k in range(0, len(borderline), batch_size)]
+    batches = [borderline[k : k + batch_size] for k in range(0, len(borderline), batch_size)]
     asks = [_ask(batch, hypotheses) for batch in batches]
     for batch, decisions in zip(batches, policy_for(llm).decide("pair verdict", asks), strict=True):
         for p, d in zip(batch, decisions, strict=True):
@@ -126,15 +128,22 @@ def adjudicate(
 
 def _ask(batch: list[DuplicatePair], hypotheses: dict[str, Hypothesis]) -> Ask:
     """The question for ``batch``, halved when the endpoint's context cannot take it."""
+
     def split():
         half = (len(batch) + 1) // 2
         return _ask(batch[:half], hypotheses), _ask(batch[half:], hypotheses)
-    return Ask(_request(batch, hypotheses), partial(_decisions, batch), partial(_flags, batch),
-               split if len(batch) > 1 else None)
+
+    return Ask(
+        _request(batch, hypotheses),
+        partial(_decisions, batch),
+        partial(_flags, batch),
+        split if len(batch) > 1 else None,
+    )
 
 
-def _reviews_of_other_pairs(pairs: list[DuplicatePair], hypotheses: dict[str, Hypothesis],
-                            reviews: dict[frozenset, HumanReview], similarity) -> list[Decision]:
+def _reviews_of_other_pairs(
+    pairs: list[DuplicatePair], hypotheses: dict[str, Hypothesis], reviews: dict[frozenset, HumanReview], similarity
+) -> list[Decision]:
     """Decisions for reviewed pairs that are not duplicate pairs. A pair naming a hypothesis that is
     no longer current (merged or dropped since) has been acted on and is left out."""
     listed = {frozenset((p.a, p.b)) for p in pairs}
@@ -156,29 +165,44 @@ def unapplied_reviews(reviews: dict[frozenset, HumanReview], hypotheses: dict[st
         missing = sorted((i for i in key if i not in hypotheses), key=id_sort_key)
         if missing:
             pair = "/".join(sorted(key, key=id_sort_key))
-            out.append(f"proximity/review.json: {review.verdict} {pair} decides nothing now: {', '.join(missing)} "
-                       "is not a current hypothesis (merged or dropped already, or no such id)")
+            out.append(
+                f"proximity/review.json: {review.verdict} {pair} decides nothing now: {', '.join(missing)} "
+                "is not a current hypothesis (merged or dropped already, or no such id)"
+            )
     return out
 
 
 def _human(p: DuplicatePair, r: HumanReview) -> Decision:
     action = r.recommended_action or (
-        f"Retire {p.b} in favor of {p.a}" if r.verdict == "MERGE" else "No action — both remain active")
-    return Decision(pair=(p.a, p.b), similarity=p.similarity, verdict=r.verdict, rationale=r.rationale,
-                    recommended_action=action, decided_by="human")
+        f"Retire {p.b} in favor of {p.a}" if r.verdict == "MERGE" else "No action — both remain active"
+    )
+    return Decision(
+        pair=(p.a, p.b),
+        similarity=p.similarity,
+        verdict=r.verdict,
+        rationale=r.rationale,
+        recommended_action=action,
+        decided_by="human",
+    )
 
 
 def _auto_merge(p: DuplicatePair, cutoff: float) -> Decision:
     return Decision(
-        pair=(p.a, p.b), similarity=p.similarity, verdict="MERGE",
+        pair=(p.a, p.b),
+        similarity=p.similarity,
+        verdict="MERGE",
         rationale=f"Auto-merge candidate: similarity {p.similarity:g} exceeds auto-merge threshold ({cutoff:g}).",
-        recommended_action=f"Retire one hypothesis — recommend keeping {p.a} (earlier ID)", decided_by="auto",
+        recommended_action=f"Retire one hypothesis — recommend keeping {p.a} (earlier ID)",
+        decided_by="auto",
     )
 
 
 def _flag(p: DuplicatePair, rationale: str) -> Decision:
     return Decision(
-        pair=(p.a, p.b), similarity=p.similarity, verdict="FLAG", rationale=rationale,
+        pair=(p.a, p.b),
+        similarity=p.similarity,
+        verdict="FLAG",
+        rationale=rationale,
         recommended_action="Supervisor should review this pair and record a verdict in proximity/review.json",
         decided_by="policy",
     )
@@ -194,7 +218,8 @@ def _request(batch: list[DuplicatePair], hypotheses: dict[str, Hypothesis]) -> R
         ha, hb = hypotheses[p.a], hypotheses[p.b]
         blocks.append(
             f"Pair {n} (cosine similarity {p.similarity}):\n"
-            + untrusted("hypothesis", {"id": p.a}, _hypothesis_fields(ha)) + "\n"
+            + untrusted("hypothesis", {"id": p.a}, _hypothesis_fields(ha))
+            + "\n"
             + untrusted("hypothesis", {"id": p.b}, _hypothesis_fields(hb))
         )
         fields_text = json.dumps(_hypothesis_fields(ha)) + json.dumps(_hypothesis_fields(hb))
@@ -217,22 +242,33 @@ def _request(batch: list[DuplicatePair], hypotheses: dict[str, Hypothesis]) -> R
 def _decisions(batch: list[DuplicatePair], answer: PairJudgements, decider: str) -> list[Decision]:
     by_number = {d.pair: d for d in answer.decisions}
     return [
-        Decision(pair=(p.a, p.b), similarity=p.similarity, verdict=by_number[n].verdict,
-                 rationale=by_number[n].rationale, recommended_action=by_number[n].recommended_action,
-                 decided_by=decider)
+        Decision(
+            pair=(p.a, p.b),
+            similarity=p.similarity,
+            verdict=by_number[n].verdict,
+            rationale=by_number[n].rationale,
+            recommended_action=by_number[n].recommended_action,
+            decided_by=decider,
+        )
         for n, p in enumerate(batch, start=1)
     ]
 
 
 def _flags(batch: list[DuplicatePair], note: str | None) -> list[Decision]:
     """The offline decision: a borderline pair is left to a person."""
-    return [_flag(p, f"Needs human review: {note}." if note
-                  else "Needs human review: no model configured "
-                       f"(similarity {p.similarity} is in the borderline band).")
-            for p in batch]
+    return [
+        _flag(
+            p,
+            f"Needs human review: {note}."
+            if note
+            else f"Needs human review: no model configured (similarity {p.similarity} is in the borderline band).",
+        )
+        for p in batch
+    ]
 
 
 # -- files ------------------------------------------------------------------------------------------
+
 
 def read_reviews(root: Path) -> dict[frozenset, HumanReview]:
     """Human verdicts from ``<root>/proximity/review.json`` (absent file: none)."""

@@ -13,7 +13,7 @@ from hypograph.proximity.graph import EPS, SimilarityGraph
 from hypograph.proximity.store import DIGITS
 
 # Similarities are written rounded to DIGITS decimals: a kept pair may read up to half a unit low.
-TOLERANCE = 0.5 * 10 ** -DIGITS + EPS
+TOLERANCE = 0.5 * 10**-DIGITS + EPS
 
 Violation = tuple[str, str]
 LABEL_RE = re.compile(r"^C-\d{2,}$")
@@ -70,16 +70,19 @@ def graph_edges_valid(graph: SimilarityGraph) -> list[Violation]:
     src, dst, sim = src[~unknown], dst[~unknown], sim[~unknown]
     out += [(ids[a], "self-edge") for a in src[src == dst].tolist()]
     low = sim < graph.threshold - TOLERANCE
-    out += [(ids[a], f"edge to {ids[b]} has similarity {s} below threshold {graph.threshold}")
-            for a, b, s in zip(src[low].tolist(), dst[low].tolist(), sim[low].tolist(), strict=True)]
+    out += [
+        (ids[a], f"edge to {ids[b]} has similarity {s} below threshold {graph.threshold}")
+        for a, b, s in zip(src[low].tolist(), dst[low].tolist(), sim[low].tolist(), strict=True)
+    ]
     key = np.minimum(src, dst) * max(n, 1) + np.maximum(src, dst)
     uniq, counts = np.unique(key, return_counts=True)
     out += [(ids[k // n], f"edge to {ids[k % n]} listed twice") for k in uniq[counts > 1].tolist()]
     return out
 
 
-def clusters_partition(clusters: dict[str, list[str]], node_ids: list[str],
-                       num_clusters: int | None = None) -> list[Violation]:
+def clusters_partition(
+    clusters: dict[str, list[str]], node_ids: list[str], num_clusters: int | None = None
+) -> list[Violation]:
     """Every node in exactly one cluster, labels C-NN numbered 1..k without gaps, no unknown member."""
     out: list[Violation] = []
     where: dict[str, str] = {}

@@ -36,12 +36,14 @@ For each numbered cluster, give a short descriptive label (3 to 8 words, e.g. "G
 neuroinflammation") naming the shared theme or mechanism of its members. No ids, no quotes."""
 
 
-def name_clusters(clusters: Clusters, hypotheses: dict[str, Hypothesis], llm: LLMClient | Policy,
-                  batch_size: int = BATCH_SIZE) -> dict[str, dict]:
+def name_clusters(
+    clusters: Clusters, hypotheses: dict[str, Hypothesis], llm: LLMClient | Policy, batch_size: int = BATCH_SIZE
+) -> dict[str, dict]:
     """Map each cluster label (C-NN) to its best name and who gave it."""
-    names = {c: {"label": clusters.keywords.get(c, ""), "keywords": clusters.keywords.get(c, ""),
-                 "decided_by": "keywords"}
-             for c in clusters.clusters}
+    names = {
+        c: {"label": clusters.keywords.get(c, ""), "keywords": clusters.keywords.get(c, ""), "decided_by": "keywords"}
+        for c in clusters.clusters
+    }
     policy = policy_for(llm)
     labels = []
     for c, members in clusters.clusters.items():
@@ -51,7 +53,7 @@ def name_clusters(clusters: Clusters, hypotheses: dict[str, Hypothesis], llm: LL
             names[c].update(label=title, decided_by="title")
         else:
             labels.append(c)
-    batches = [labels[k:k + batch_size] for k in range(0, len(labels), batch_size)]
+    batches = [labels[k : k + batch_size] for k in range(0, len(labels), batch_size)]
     for named in policy.decide("cluster name", [_ask(b, clusters, hypotheses) for b in batches]):
         for label, name, by in named:
             names[label].update(label=name, decided_by=by)
@@ -67,13 +69,17 @@ def _title(h: Hypothesis | None) -> str:
 def _ask(batch: list[str], clusters: Clusters, hypotheses: dict[str, Hypothesis]) -> Ask:
     """The question for ``batch``; decisions are ``(cluster label, name, decided_by)``, none when
     the keyword labels stand. Split in halves when the endpoint's context cannot take it."""
+
     def split():
         half = (len(batch) + 1) // 2
         return _ask(batch[:half], clusters, hypotheses), _ask(batch[half:], clusters, hypotheses)
-    return Ask(_request(batch, clusters, hypotheses),
-               lambda answer, by: [(batch[i.cluster - 1], i.label.strip(), by) for i in answer.labels],
-               lambda _note: [],  # offline or not answered: the keyword label stands
-               split if len(batch) > 1 else None)
+
+    return Ask(
+        _request(batch, clusters, hypotheses),
+        lambda answer, by: [(batch[i.cluster - 1], i.label.strip(), by) for i in answer.labels],
+        lambda _note: [],  # offline or not answered: the keyword label stands
+        split if len(batch) > 1 else None,
+    )
 
 
 def _request(batch: list[str], clusters: Clusters, hypotheses: dict[str, Hypothesis]) -> Request[ClusterNames]:
@@ -81,14 +87,21 @@ def _request(batch: list[str], clusters: Clusters, hypotheses: dict[str, Hypothe
     for n, label in enumerate(batch, start=1):
         members = clusters.clusters[label][:MEMBERS_SHOWN]
         statements = [hypotheses[m].statement or hypotheses[m].title for m in members if m in hypotheses]
-        blocks.append(f"Cluster {n} ({len(clusters.clusters[label])} members):\n"
-                      + untrusted("cluster", {"number": str(n)}, {"statements": statements}))
+        blocks.append(
+            f"Cluster {n} ({len(clusters.clusters[label])} members):\n"
+            + untrusted("cluster", {"number": str(n)}, {"statements": statements})
+        )
 
     def check(answer: ClusterNames) -> None:
         numbers = sorted(x.cluster for x in answer.labels)
         if numbers != list(range(1, len(batch) + 1)):
             raise ValueError(f"expected exactly one label for each cluster 1..{len(batch)}, got {numbers}")
 
-    return Request(name="clusters-" + "_".join(batch), system=SYSTEM,
-                   user=f"Name these {len(batch)} cluster(s).\n\n" + "\n\n".join(blocks),
-                   schema=ClusterNames, check=check, items=len(batch))
+    return Request(
+        name="clusters-" + "_".join(batch),
+        system=SYSTEM,
+        user=f"Name these {len(batch)} cluster(s).\n\n" + "\n\n".join(blocks),
+        schema=ClusterNames,
+        check=check,
+        items=len(batch),
+    )

@@ -79,16 +79,22 @@ def label_groups(ids: list[str], groups: list) -> dict[str, list[str]]:
     """Label groups C-01.. by size descending, then smallest member id; members in id order."""
     rank = np.empty(len(ids), dtype=np.int64)  # each node's place in id order, sorted once
     rank[sorted(range(len(ids)), key=lambda i: id_sort_key(ids[i]))] = np.arange(len(ids))
-    ordered = [np.asarray(g, dtype=np.int64)[np.argsort(rank[np.asarray(g, dtype=np.int64)], kind="stable")]
-               for g in groups]
+    ordered = [
+        np.asarray(g, dtype=np.int64)[np.argsort(rank[np.asarray(g, dtype=np.int64)], kind="stable")] for g in groups
+    ]
     ordered.sort(key=lambda g: (-len(g), rank[g[0]]))
     members = [[ids[i] for i in g.tolist()] for g in ordered]
     width = max(2, len(str(len(members))))
     return {f"C-{k:0{width}d}": m for k, m in enumerate(members, start=1)}
 
 
-def labelled_clusters(graph: SimilarityGraph, texts: dict[str, str], algorithm: str = "louvain", seed: int = SEED,
-                      terms: Embeddings | None = None) -> Clusters:
+def labelled_clusters(
+    graph: SimilarityGraph,
+    texts: dict[str, str],
+    algorithm: str = "louvain",
+    seed: int = SEED,
+    terms: Embeddings | None = None,
+) -> Clusters:
     """Communities of ``graph`` with a keyword label each; ``texts`` maps every node id to its text.
 
     ``terms``: the TF-IDF embeddings of the same ids, reused for the keywords when given (so the
@@ -105,8 +111,9 @@ def labelled_clusters(graph: SimilarityGraph, texts: dict[str, str], algorithm: 
     return clusters
 
 
-def keyword_labels(graph: SimilarityGraph, clusters: Clusters, terms: Embeddings | None = None,
-                   texts: dict[str, str] | None = None) -> dict[str, str]:
+def keyword_labels(
+    graph: SimilarityGraph, clusters: Clusters, terms: Embeddings | None = None, texts: dict[str, str] | None = None
+) -> dict[str, str]:
     """Each cluster's distinctive terms, from ``terms`` when they are TF-IDF rows of exactly the
     graph's ids with their vocabulary, else from ``texts`` (embedded here); {} when neither fits."""
     from hypograph.proximity.embed import embed

@@ -56,11 +56,19 @@ def from_npz(z, raw: bytes, name: str) -> Csr:
 
         return Csr.of(sp.load_npz(io.BytesIO(raw)))
     data, indices, indptr, shape = z["data"], z["indices"], z["indptr"], tuple(int(k) for k in z["shape"])
-    if not (len(shape) == 2 and data.ndim == indices.ndim == indptr.ndim == 1 and data.size == indices.size
-            and np.issubdtype(data.dtype, np.number) and np.issubdtype(indices.dtype, np.integer)
-            and np.issubdtype(indptr.dtype, np.integer) and indptr.size == shape[0] + 1
-            and indptr[0] == 0 and indptr[-1] == data.size and not np.any(np.diff(indptr) < 0)
-            and (indices.size == 0 or (indices.min() >= 0 and indices.max() < shape[1]))):
+    if not (
+        len(shape) == 2
+        and data.ndim == indices.ndim == indptr.ndim == 1
+        and data.size == indices.size
+        and np.issubdtype(data.dtype, np.number)
+        and np.issubdtype(indices.dtype, np.integer)
+        and np.issubdtype(indptr.dtype, np.integer)
+        and indptr.size == shape[0] + 1
+        and indptr[0] == 0
+        and indptr[-1] == data.size
+        and not np.any(np.diff(indptr) < 0)
+        and (indices.size == 0 or (indices.min() >= 0 and indices.max() < shape[1]))
+    ):
         raise HypographError(f"{name}: its CSR arrays (data, indices, indptr, shape) do not form a matrix")
     return Csr(data, indices, indptr, (shape[0], shape[1]))
 
@@ -73,6 +81,6 @@ def sequential_row_sums(values: np.ndarray, indptr: np.ndarray) -> np.ndarray:
     by_length = np.argsort(-lengths, kind="stable")
     alive = lengths.size - np.cumsum(np.bincount(lengths, minlength=1))  # rows longer than each position
     for pos in range(int(lengths.max(initial=0))):
-        rows = by_length[:alive[pos]]
+        rows = by_length[: alive[pos]]
         out[rows] += values[indptr[rows] + pos]
     return out

@@ -115,8 +115,13 @@ def join_embeddings(parts: list[Embeddings]) -> Embeddings:
     if len({(p.backend, p.model) for p in parts}) != 1 or any(not isinstance(p.rows, np.ndarray) for p in parts):
         raise ValueError("only dense rows of one backend and model can be joined")
     first = parts[0]
-    return Embeddings([i for p in parts for i in p.ids], np.vstack([p.rows for p in parts]), first.backend,
-                      first.model, notes=[n for p in parts for n in p.notes])
+    return Embeddings(
+        [i for p in parts for i in p.ids],
+        np.vstack([p.rows for p in parts]),
+        first.backend,
+        first.model,
+        notes=[n for p in parts for n in p.notes],
+    )
 
 
 def tfidf_model(model: str | None) -> str:
@@ -124,8 +129,9 @@ def tfidf_model(model: str | None) -> str:
     if model is None:
         return SEED_TFIDF
     if model not in TFIDF_ALIASES:
-        raise HypographError(f"unknown tfidf model {model!r}: "
-                             "choose seed (the seed tool's TfidfVectorizer() defaults) or tuned")
+        raise HypographError(
+            f"unknown tfidf model {model!r}: choose seed (the seed tool's TfidfVectorizer() defaults) or tuned"
+        )
     return TFIDF_ALIASES[model]
 
 

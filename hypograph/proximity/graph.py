@@ -77,9 +77,15 @@ def check_threshold(threshold: float, what: str = "graph") -> float:
     return float(threshold)
 
 
-def similarity_graph(ids: list[str], matrix, threshold: float = DEFAULT_THRESHOLD, embedding: dict | None = None,
-                     max_neighbours: int = DEFAULT_MAX_NEIGHBOURS, keep_above: float = DEFAULT_DUPE_THRESHOLD,
-                     workers: int | None = None) -> SimilarityGraph:
+def similarity_graph(
+    ids: list[str],
+    matrix,
+    threshold: float = DEFAULT_THRESHOLD,
+    embedding: dict | None = None,
+    max_neighbours: int = DEFAULT_MAX_NEIGHBOURS,
+    keep_above: float = DEFAULT_DUPE_THRESHOLD,
+    workers: int | None = None,
+) -> SimilarityGraph:
     """Build the graph of ``matrix``'s rows (any scale: rows are L2-normalised here, as the seed does).
 
     ``max_neighbours``: K, 0 for no cap. ``keep_above``: pairs kept whatever K (the dupe threshold).
@@ -96,8 +102,12 @@ def similarity_graph(ids: list[str], matrix, threshold: float = DEFAULT_THRESHOL
     return assemble_graph(ids, plan, [block], embedding, info, keep_above)
 
 
-def plan_graph(matrix, threshold: float = DEFAULT_THRESHOLD, max_neighbours: int = DEFAULT_MAX_NEIGHBOURS,
-               keep_above: float = DEFAULT_DUPE_THRESHOLD) -> sim_.Plan:
+def plan_graph(
+    matrix,
+    threshold: float = DEFAULT_THRESHOLD,
+    max_neighbours: int = DEFAULT_MAX_NEIGHBOURS,
+    keep_above: float = DEFAULT_DUPE_THRESHOLD,
+) -> sim_.Plan:
     """The plan every row block of the graph of ``matrix`` shares (deterministic: each shard of a
     sharded run builds the same one). Raises HypographError when the threshold or K is out of range
     or the graph would not fit in memory."""
@@ -107,20 +117,30 @@ def plan_graph(matrix, threshold: float = DEFAULT_THRESHOLD, max_neighbours: int
     if max_neighbours < 0:
         raise HypographError(f"max neighbours must be 0 (no cap) or more, got {max_neighbours}")
     # A pair the seed would write as >= keep_above (6 decimals) must not be capped away.
-    plan = sim_.plan_similarity(matrix, threshold, max_neighbours, keep_above - 0.5 * 10 ** -DIGITS)
+    plan = sim_.plan_similarity(matrix, threshold, max_neighbours, keep_above - 0.5 * 10**-DIGITS)
     plan.upper = fit_plan(plan)
     return plan
 
 
-def assemble_graph(ids: list[str], plan: sim_.Plan, blocks: list[sim_.Block], embedding: dict | None = None,
-                   info: dict | None = None, keep_above: float = DEFAULT_DUPE_THRESHOLD) -> SimilarityGraph:
+def assemble_graph(
+    ids: list[str],
+    plan: sim_.Plan,
+    blocks: list[sim_.Block],
+    embedding: dict | None = None,
+    info: dict | None = None,
+    keep_above: float = DEFAULT_DUPE_THRESHOLD,
+) -> SimilarityGraph:
     """The graph from the row blocks of ``plan`` (computed anywhere, in any order): merged, capped,
     rounded to 6 decimals, with how it was built in ``info``."""
     from hypograph.proximity import similarity as sim_
 
     src, dst, sims, capped = sim_.merge_blocks(plan, blocks)
-    info = {**(info or plan.describe()), "max_neighbours": plan.cap, "capped_rows": capped,
-            "exact_above": max(plan.threshold, keep_above) if capped else plan.threshold}
+    info = {
+        **(info or plan.describe()),
+        "max_neighbours": plan.cap,
+        "capped_rows": capped,
+        "exact_above": max(plan.threshold, keep_above) if capped else plan.threshold,
+    }
     return SimilarityGraph(list(ids), plan.threshold, src, dst, round_similarities(sims), dict(embedding or {}), info)
 
 
@@ -128,8 +148,8 @@ def round_similarities(sims: np.ndarray) -> np.ndarray:
     """``round(s, 6)`` for each value, exactly as Python rounds (numpy's rounding, then Python's
     own for the rare values that lie within float error of a half-way point)."""
     sims = np.asarray(sims, dtype=np.float64)
-    scaled = sims * 10 ** DIGITS
-    out = np.rint(scaled) / 10 ** DIGITS
+    scaled = sims * 10**DIGITS
+    out = np.rint(scaled) / 10**DIGITS
     near_half = np.flatnonzero(np.abs(np.abs(scaled - np.trunc(scaled)) - 0.5) < 1e-6)
     for k in near_half.tolist():
         out[k] = round(float(sims[k]), DIGITS)
@@ -137,6 +157,7 @@ def round_similarities(sims: np.ndarray) -> np.ndarray:
 
 
 # -- memory --------------------------------------------------------------------------------------
+
 
 def fit_plan(plan: sim_.Plan) -> bool:
     """Whether blocks may leave the cap to the merge (the uncapped graph fits in memory: half the
@@ -156,7 +177,8 @@ def fit_plan(plan: sim_.Plan) -> bool:
         f"a graph of {plan.n:,} nodes at threshold {plan.threshold:g}"
         f"{f' with at most {plan.cap} neighbours each' if plan.cap else ''} would hold about "
         f"{capped / 2:,.0f} edges and need ~{_gib(capped * BYTES_PER_ENTRY)} of memory, more than half the "
-        f"{_gib(available)} available: raise the threshold or cap the neighbours (--max-neighbours)")
+        f"{_gib(available)} available: raise the threshold or cap the neighbours (--max-neighbours)"
+    )
 
 
 def estimated_entries(plan: sim_.Plan, sample_rows: int = 256) -> float:
@@ -192,8 +214,11 @@ def available_memory() -> int:
     limit = os.environ.get(MEMORY_LIMIT_ENV, "").strip()
     if limit:
         try:
-            return int(float(limit[:-1]) * 1024 ** "KMGT".index(limit[-1].upper()) * 1024) \
-                if limit[-1].upper() in "KMGT" else int(float(limit))
+            return (
+                int(float(limit[:-1]) * 1024 ** "KMGT".index(limit[-1].upper()) * 1024)
+                if limit[-1].upper() in "KMGT"
+                else int(float(limit))
+            )
         except ValueError:
             raise HypographError(f"{MEMORY_LIMIT_ENV}={limit!r}: expected bytes or a size like 512M or 4G") from None
     found = [v for v in (_meminfo_available(), _cgroup_headroom()) if v]

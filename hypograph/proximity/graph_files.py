@@ -45,8 +45,12 @@ def graph_json_bytes(graph: SimilarityGraph, clusters: list[str | None] | None =
 CLUSTER_KEY = b': {"cluster": '
 
 
-def graph_json_chunks(graph: SimilarityGraph, clusters: list[str | None] | None = None,
-                      offsets: np.ndarray | None = None, entries_per_chunk: int = 200_000):
+def graph_json_chunks(
+    graph: SimilarityGraph,
+    clusters: list[str | None] | None = None,
+    offsets: np.ndarray | None = None,
+    entries_per_chunk: int = 200_000,
+):
     """graph.json as a stream of byte chunks, built ``entries_per_chunk`` directed edges at a time
     (in worker processes when there are several chunks). ``offsets``, if given, receives the byte
     offset of each node's cluster value."""
@@ -100,28 +104,30 @@ def _nodes_text(span: tuple[int, int]) -> tuple[bytes, np.ndarray]:
     for node in range(k, m):
         head_text = (b"\n" if node == 0 else b",\n") + quoted[node] + CLUSTER_KEY
         starts[node - k] = pos + len(head_text)
-        edges = b", ".join(entries[bounds[node] - a:bounds[node + 1] - a])
+        edges = b", ".join(entries[bounds[node] - a : bounds[node + 1] - a])
         piece = head_text + cluster_text[node] + b', "edges": [' + edges + b"]}"
         out.append(piece)
         pos += len(piece)
     return b"".join(out), starts
 
 
-def splice_clusters(text: bytes, offsets: np.ndarray, old: list[str | None],
-                    new: list[str | None]) -> tuple[bytes, np.ndarray]:
+def splice_clusters(
+    text: bytes, offsets: np.ndarray, old: list[str | None], new: list[str | None]
+) -> tuple[bytes, np.ndarray]:
     """graph.json ``text`` with each node's cluster value ``old[i]`` (at ``offsets[i]``) replaced by
     ``new[i]``, and the new offsets: setting the clusters without rebuilding the edges' text."""
     old_text, new_text = _json_strings(old), _json_strings(new)
     pieces, start = [], 0
     for at, before, after in zip(offsets.tolist(), old_text, new_text, strict=True):
-        if text[at:at + len(before)] != before:
+        if text[at : at + len(before)] != before:
             raise ValueError("graph.json does not hold the expected cluster value")
         pieces.append(text[start:at])
         pieces.append(after)
         start = at + len(before)
     pieces.append(text[start:])
-    growth = np.fromiter((len(b) - len(a) for a, b in zip(old_text, new_text, strict=True)), dtype=np.int64,
-                         count=len(old_text))
+    growth = np.fromiter(
+        (len(b) - len(a) for a, b in zip(old_text, new_text, strict=True)), dtype=np.int64, count=len(old_text)
+    )
     return b"".join(pieces), offsets + np.concatenate([[0], np.cumsum(growth)[:-1]]).astype(np.int64)
 
 
@@ -172,18 +178,35 @@ def set_clusters(d: Path, stored: StoredGraph, clusters: list[str | None]) -> li
     return [d / GRAPH_JSON, d / GRAPH_NPZ]
 
 
-def _write_npz(d: Path, graph: SimilarityGraph, clusters: list[str | None] | None, offsets: np.ndarray,
-               digest: str) -> None:
+def _write_npz(
+    d: Path, graph: SimilarityGraph, clusters: list[str | None] | None, offsets: np.ndarray, digest: str
+) -> None:
     labels = sorted({c for c in clusters or [] if c is not None})
     index = {c: k for k, c in enumerate(labels)}
-    codes = np.asarray([index[c] if c is not None else -1 for c in clusters], dtype=np.int32) \
-        if clusters is not None else np.full(len(graph.ids), -1, dtype=np.int32)
-    meta = {"format": FORMAT, "threshold": graph.threshold, "embedding": graph.embedding, "info": graph.info,
-            "clusters": labels, "graph_json_sha256": digest}
+    codes = (
+        np.asarray([index[c] if c is not None else -1 for c in clusters], dtype=np.int32)
+        if clusters is not None
+        else np.full(len(graph.ids), -1, dtype=np.int32)
+    )
+    meta = {
+        "format": FORMAT,
+        "threshold": graph.threshold,
+        "embedding": graph.embedding,
+        "info": graph.info,
+        "clusters": labels,
+        "graph_json_sha256": digest,
+    }
     buf = io.BytesIO()
-    np.savez(buf, ids=np.asarray(graph.ids, dtype=str), src=graph.src.astype(np.int32), dst=graph.dst.astype(np.int32),
-             sim=graph.sim.astype(np.float64), cluster=codes, cluster_offset=offsets.astype(np.int64),
-             meta=np.frombuffer(orjson.dumps(meta), dtype=np.uint8))
+    np.savez(
+        buf,
+        ids=np.asarray(graph.ids, dtype=str),
+        src=graph.src.astype(np.int32),
+        dst=graph.dst.astype(np.int32),
+        sim=graph.sim.astype(np.float64),
+        cluster=codes,
+        cluster_offset=offsets.astype(np.int64),
+        meta=np.frombuffer(orjson.dumps(meta), dtype=np.uint8),
+    )
     write_atomic(d / GRAPH_NPZ, lambda fh: fh.write(buf.getvalue()))
 
 
@@ -232,8 +255,9 @@ def read_graph_npz(d: Path) -> StoredGraph | None:
         return None
     labels = meta.get("clusters") or []
     clusters = [labels[c] if c >= 0 else None for c in codes.tolist()]
-    graph = SimilarityGraph(ids, float(meta["threshold"]), src, dst, sim, dict(meta.get("embedding") or {}),
-                            dict(meta.get("info") or {}))
+    graph = SimilarityGraph(
+        ids, float(meta["threshold"]), src, dst, sim, dict(meta.get("embedding") or {}), dict(meta.get("info") or {})
+    )
     return StoredGraph(graph, clusters, offsets)
 
 
@@ -263,8 +287,13 @@ def parse_graph_json(path: Path) -> tuple[SimilarityGraph, list[str | None], dic
         raise HypographError(f"{path}: not a prox graph ({type(e).__name__}: {e})") from None
     src_a, dst_a, sim_a = np.asarray(src, np.int64), np.asarray(dst, np.int64), np.asarray(sim, np.float64)
     key, first = np.unique(src_a * max(len(ids), 1) + dst_a, return_index=True)
-    graph = SimilarityGraph(ids, threshold, src_a[first].astype(np.int32), dst_a[first].astype(np.int32), sim_a[first],
-                            dict(doc.get("embedding") or {}),
-                            {"max_neighbours": doc["max_neighbours"]}
-                            if isinstance(doc.get("max_neighbours"), int) else {})
+    graph = SimilarityGraph(
+        ids,
+        threshold,
+        src_a[first].astype(np.int32),
+        dst_a[first].astype(np.int32),
+        sim_a[first],
+        dict(doc.get("embedding") or {}),
+        {"max_neighbours": doc["max_neighbours"]} if isinstance(doc.get("max_neighbours"), int) else {},
+    )
     return graph, clusters, doc

@@ -16,7 +16,7 @@ def highest_similarity(matrix, block: int = 2048) -> float | None:
         return None
     best = -1.0
     for start in range(0, n, block):
-        sims = matrix[start:start + block] @ matrix.T
+        sims = matrix[start : start + block] @ matrix.T
         sims = sims.toarray() if hasattr(sims, "toarray") else np.asarray(sims)
         rows = np.arange(sims.shape[0])
         sims[rows, rows + start] = -1.0  # not a row with itself
@@ -32,5 +32,4 @@ def sparse_graph_hint(nodes: int, edges: int, threshold: float, matrix, backend:
     highest = highest_similarity(matrix)
     seen = f"the highest similarity between two hypotheses is {highest:.3f}; " if highest is not None else ""
     other = " or --backend sbert (meaning rather than shared words)" if backend == "tfidf" else ""
-    return (f"only {edges} edge(s) for {nodes} hypotheses at threshold {threshold}: {seen}"
-            f"try a lower --threshold{other}")
+    return f"only {edges} edge(s) for {nodes} hypotheses at threshold {threshold}: {seen}try a lower --threshold{other}"

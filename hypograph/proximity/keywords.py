@@ -15,8 +15,9 @@ import numpy as np
 from hypograph.proximity.csr import Csr
 
 
-def cluster_keywords(ids: list[str], rows: Csr, vocabulary: list[str], clusters: dict[str, list[str]],
-                     top: int = 3) -> dict[str, str]:
+def cluster_keywords(
+    ids: list[str], rows: Csr, vocabulary: list[str], clusters: dict[str, list[str]], top: int = 3
+) -> dict[str, str]:
     """Map each cluster label to its ``top`` distinctive terms, comma-separated ("" if none).
 
     ``rows[i]`` holds the TF-IDF weights of ``ids[i]`` over ``vocabulary``.
@@ -28,8 +29,8 @@ def cluster_keywords(ids: list[str], rows: Csr, vocabulary: list[str], clusters:
     weights = class_weights(ids, rows, list(clusters.values()))
     out = {}
     for k, label in enumerate(clusters):
-        cols = weights.indices[weights.indptr[k]:weights.indptr[k + 1]]
-        vals = weights.data[weights.indptr[k]:weights.indptr[k + 1]]
+        cols = weights.indices[weights.indptr[k] : weights.indptr[k + 1]]
+        vals = weights.data[weights.indptr[k] : weights.indptr[k + 1]]
         keep = wordlike[cols]
         # Ties broken alphabetically so the label is stable.
         best = sorted(zip(-vals[keep], vocab[cols[keep]], strict=True))[:top]

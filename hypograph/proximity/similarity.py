@@ -70,9 +70,13 @@ class Plan:
 
     def describe(self) -> dict:
         """How the edges were found, for metadata."""
-        method = ("every pair (dense blocks)" if self.every_pair else
-                  f"exact sparse product ({self.split.terms} frequent terms bounded)" if self.split is not None else
-                  "exact dense product (BLAS)")
+        method = (
+            "every pair (dense blocks)"
+            if self.every_pair
+            else f"exact sparse product ({self.split.terms} frequent terms bounded)"
+            if self.split is not None
+            else "exact dense product (BLAS)"
+        )
         return {"method": method}
 
 
@@ -111,8 +115,9 @@ def normalise_rows(matrix) -> tuple[sp.csr_matrix | np.ndarray, int]:
     return dense, off
 
 
-def plan_similarity(matrix, threshold: float, cap: int = 0, keep_above: float = 1.0, normalised: bool = False,
-                    upper: bool = True) -> Plan:
+def plan_similarity(
+    matrix, threshold: float, cap: int = 0, keep_above: float = 1.0, normalised: bool = False, upper: bool = True
+) -> Plan:
     """The plan for the graph of ``matrix``'s rows at ``threshold`` (see the module docstring).
 
     ``normalised``: the rows are already L2-normalised (as ``normalise_rows`` returns them).
@@ -159,8 +164,14 @@ def join_blocks(blocks: list[Block], start: int, stop: int) -> Block:
     if not blocks:
         empty = np.empty(0, np.int32)
         return Block(start, stop, empty, empty, np.empty(0, np.float64))
-    return Block(start, stop, np.concatenate([b.rows for b in blocks]), np.concatenate([b.cols for b in blocks]),
-                 np.concatenate([b.sims for b in blocks]), sum(b.capped for b in blocks))
+    return Block(
+        start,
+        stop,
+        np.concatenate([b.rows for b in blocks]),
+        np.concatenate([b.cols for b in blocks]),
+        np.concatenate([b.sims for b in blocks]),
+        sum(b.capped for b in blocks),
+    )
 
 
 def block_edges(plan: Plan, start: int, stop: int) -> Block:
@@ -271,9 +282,10 @@ def merge_blocks(plan: Plan, blocks: list[Block]) -> tuple[np.ndarray, np.ndarra
     lo, hi = np.minimum(rows, cols), np.maximum(rows, cols)
     if plan.upper:
         if plan.cap and rows.size:  # each edge seen from both endpoints, kept if either keeps it
-            keep, capped = _cap(plan, np.concatenate([lo, hi]), np.concatenate([hi, lo]), np.concatenate([sims, sims]),
-                                available_cpus())
-            keep = keep[:lo.size] | keep[lo.size:]
+            keep, capped = _cap(
+                plan, np.concatenate([lo, hi]), np.concatenate([hi, lo]), np.concatenate([sims, sims]), available_cpus()
+            )
+            keep = keep[: lo.size] | keep[lo.size :]
             lo, hi, sims = lo[keep], hi[keep], sims[keep]
         order = np.lexsort((hi, lo))
         return lo[order].astype(np.int32), hi[order].astype(np.int32), sims[order], capped

@@ -76,13 +76,14 @@ def choose_frequent_terms(x: sp.csr_matrix, t: float) -> int:
     order = np.argsort(-df, kind="stable")
     rank = np.empty(v, dtype=np.int64)
     rank[order] = np.arange(v)
-    ks = [0] + [min(2 ** p, v) for p in range(3, int(np.ceil(np.log2(max(v, 8)))) + 1)]
+    ks = [0] + [min(2**p, v) for p in range(3, int(np.ceil(np.log2(max(v, 8)))) + 1)]
     ks = sorted(set(ks))
     # Squares of each row's entries by the first candidate k that counts them as frequent.
     bucket = np.searchsorted(np.asarray(ks), rank[x.indices], side="right")
     row_of = np.repeat(np.arange(n), np.diff(x.indptr))
-    per_bucket = np.bincount(row_of * (len(ks) + 1) + bucket, weights=x.data * x.data,
-                             minlength=n * (len(ks) + 1)).reshape(n, len(ks) + 1)
+    per_bucket = np.bincount(
+        row_of * (len(ks) + 1) + bucket, weights=x.data * x.data, minlength=n * (len(ks) + 1)
+    ).reshape(n, len(ks) + 1)
     fsquares = np.cumsum(per_bucket, axis=1)  # column b: squares of terms with rank < ks[b]
     df2 = np.cumsum((df[order].astype(np.float64) ** 2)[::-1])[::-1]  # df2[k]: sum over ranks >= k
     best = (np.inf, 0)
@@ -90,8 +91,9 @@ def choose_frequent_terms(x: sp.csr_matrix, t: float) -> int:
         product = (df2[k] if k < v else 0.0) / 2
         fnorm = np.sqrt(fsquares[:, b])
         heavy = np.sort(fnorm[fnorm * fnorm.max() >= t])
-        pairs = (float((heavy.size - np.searchsorted(heavy, t / np.maximum(heavy, 1e-12))).sum()) / 2
-                 if heavy.size else 0.0)
+        pairs = (
+            float((heavy.size - np.searchsorted(heavy, t / np.maximum(heavy, 1e-12))).sum()) / 2 if heavy.size else 0.0
+        )
         best = min(best, (product + pairs * max(k, 1) * HEAVY_PAIR_COST, k))
     return best[1]
 
@@ -130,24 +132,28 @@ def candidates(split: SparseSplit, t: float, start: int, stop: int, upper: bool)
     h_rows, h_cols, h_sims = _heavy_pairs(split, t, start, stop, upper)
     if h_rows.size:
         # A heavy pair sharing a rare term is in both lists: keep the product's value.
-        rows, cols, sims = (np.concatenate([rows, h_rows]), np.concatenate([cols, h_cols]),
-                            np.concatenate([sims, h_sims]))
+        rows, cols, sims = (
+            np.concatenate([rows, h_rows]),
+            np.concatenate([cols, h_cols]),
+            np.concatenate([sims, h_sims]),
+        )
         _, first_seen = np.unique(rows * n + cols, return_index=True)
         rows, cols, sims = rows[first_seen], cols[first_seen], sims[first_seen]
     return rows, cols, sims
 
 
-def _frequent_dots(split: SparseSplit, start: int, stop: int, rows: np.ndarray, cols: np.ndarray,
-                   chunk: int = 500_000) -> np.ndarray:
+def _frequent_dots(
+    split: SparseSplit, start: int, stop: int, rows: np.ndarray, cols: np.ndarray, chunk: int = 500_000
+) -> np.ndarray:
     """x_F[rows[k]] . x_F[cols[k]]: row ``cols[k]``'s F entries looked up in the block's dense F rows."""
     f = split.frequent
     dense = f[start:stop].toarray()
     out = np.zeros(rows.size)
     for a in range(0, rows.size, chunk):
-        partners = f[cols[a:a + chunk]]  # their F rows, gathered in C
+        partners = f[cols[a : a + chunk]]  # their F rows, gathered in C
         owner = np.repeat(np.arange(partners.shape[0]), np.diff(partners.indptr))
-        products = dense[rows[a:a + chunk][owner] - start, partners.indices] * partners.data
-        out[a:a + chunk] = np.bincount(owner, weights=products, minlength=partners.shape[0])
+        products = dense[rows[a : a + chunk][owner] - start, partners.indices] * partners.data
+        out[a : a + chunk] = np.bincount(owner, weights=products, minlength=partners.shape[0])
     return out
 
 

@@ -70,6 +70,7 @@ def _load_json(path: Path, what: str):
 
 # -- embeddings ---------------------------------------------------------------------------------
 
+
 def write_embeddings(root: Path, emb: Embeddings) -> list[Path]:
     """Write the embedding files. embedding-meta.json first says a write is under way and is
     completed last, with the digest of the npz and ids, so a set half-written by a crashed run is
@@ -93,8 +94,11 @@ def write_embeddings(root: Path, emb: Embeddings) -> list[Path]:
     if vocabulary is not None:
         write_text(d / "embedding-vocab.txt", vocabulary)
     write_json(d / "embedding-meta.json", meta)
-    return [d / f for f in ("embeddings.npz", "embedding-ids.json", "embedding-meta.json", "embedding-vocab.txt")
-            if f != "embedding-vocab.txt" or vocabulary is not None]
+    return [
+        d / f
+        for f in ("embeddings.npz", "embedding-ids.json", "embedding-meta.json", "embedding-vocab.txt")
+        if f != "embedding-vocab.txt" or vocabulary is not None
+    ]
 
 
 def _on_disk(d: Path, digest: str) -> bool:
@@ -129,8 +133,10 @@ def read_embeddings(root: Path) -> Embeddings:
         else:
             raise HypographError(f"{path}: neither a scipy sparse matrix nor a dense 'embeddings' array")
     if not isinstance(ids, list) or len(ids) != rows.shape[0]:
-        raise HypographError(f"{d / 'embedding-ids.json'}: {len(ids) if isinstance(ids, list) else 'no'} ids "
-                             f"for {rows.shape[0]} rows in embeddings.npz")
+        raise HypographError(
+            f"{d / 'embedding-ids.json'}: {len(ids) if isinstance(ids, list) else 'no'} ids "
+            f"for {rows.shape[0]} rows in embeddings.npz"
+        )
     meta_path = d / "embedding-meta.json"
     meta = _load_json(meta_path, "prox embed") if meta_path.exists() else {}
     if meta.get("writing"):
@@ -142,8 +148,9 @@ def read_embeddings(root: Path) -> Embeddings:
         if meta.get("backend") == "tfidf" and vocab_path.exists():
             vocabulary = vocab_path.read_text(encoding="utf-8").splitlines()
             vocabulary = vocabulary if len(vocabulary) == rows.shape[1] else None
-        return Embeddings(ids, rows, meta.get("backend", "unknown"), meta.get("model", "unknown"), vocabulary,
-                          digest=digest)
+        return Embeddings(
+            ids, rows, meta.get("backend", "unknown"), meta.get("model", "unknown"), vocabulary, digest=digest
+        )
     why = "no embedding-meta.json" if not meta else "its digest differs from embedding-meta.json"
     return _foreign(path, ids, rows, why, digest)
 
@@ -152,13 +159,15 @@ def _foreign(path: Path, ids: list, rows, why: str, digest: str) -> Embeddings:
     from hypograph.proximity.similarity import normalise_rows
 
     matrix, off = normalise_rows(rows.matrix() if isinstance(rows, Csr) else rows)
-    note = (f"{path}: written by another tool ({why}): read as the seed reads it, "
-            + (f"{off} of {matrix.shape[0]} rows L2-normalised" if off else "rows already unit length"))
+    note = f"{path}: written by another tool ({why}): read as the seed reads it, " + (
+        f"{off} of {matrix.shape[0]} rows L2-normalised" if off else "rows already unit length"
+    )
     backend = "dense" if isinstance(matrix, np.ndarray) else "tfidf"
     return Embeddings(ids, matrix, backend, "another tool's", None, [note], digest)
 
 
 # -- graph --------------------------------------------------------------------------------------
+
 
 def graph_document(graph: SimilarityGraph, membership: dict[str, str] | None = None) -> dict:
     """graph.json as a dict (for tests and checks on small graphs)."""
@@ -179,9 +188,15 @@ def write_graph(root: Path, graph: SimilarityGraph) -> Path:
 
 
 def _same_graph(a: SimilarityGraph, b: SimilarityGraph) -> bool:
-    return (a.ids == b.ids and a.threshold == b.threshold and a.embedding == b.embedding
-            and a.info.get("max_neighbours") == b.info.get("max_neighbours")
-            and np.array_equal(a.src, b.src) and np.array_equal(a.dst, b.dst) and np.array_equal(a.sim, b.sim))
+    return (
+        a.ids == b.ids
+        and a.threshold == b.threshold
+        and a.embedding == b.embedding
+        and a.info.get("max_neighbours") == b.info.get("max_neighbours")
+        and np.array_equal(a.src, b.src)
+        and np.array_equal(a.dst, b.dst)
+        and np.array_equal(a.sim, b.sim)
+    )
 
 
 def load_graph(root: Path) -> tuple[SimilarityGraph, list[str | None]]:
@@ -204,10 +219,15 @@ def read_graph(root: Path) -> tuple[SimilarityGraph, dict]:
 
 # -- clusters -----------------------------------------------------------------------------------
 
+
 def clusters_document(clusters: Clusters, embedding: dict | None = None) -> dict:
     """clusters.json as a dict: the seed's three keys, then keyword ``labels`` and ``embedding``."""
-    doc = {"clusters": clusters.clusters, "algorithm": clusters.algorithm, "num_clusters": clusters.num_clusters,
-           "labels": clusters.keywords}
+    doc = {
+        "clusters": clusters.clusters,
+        "algorithm": clusters.algorithm,
+        "num_clusters": clusters.num_clusters,
+        "labels": clusters.keywords,
+    }
     if embedding:
         doc["embedding"] = embedding
     return doc
@@ -235,13 +255,15 @@ def read_clusters(root: Path) -> Clusters:
     path = proximity_dir(root) / "clusters.json"
     doc = _load_json(path, "prox clusters")
     try:
-        return Clusters({k: list(v) for k, v in doc["clusters"].items()}, doc["algorithm"],
-                        dict(doc.get("labels") or {}))
+        return Clusters(
+            {k: list(v) for k, v in doc["clusters"].items()}, doc["algorithm"], dict(doc.get("labels") or {})
+        )
     except (KeyError, TypeError, AttributeError) as e:
         raise HypographError(f"{path}: not a prox clusters file ({type(e).__name__}: {e})") from None
 
 
 # -- dupes --------------------------------------------------------------------------------------
+
 
 def dupes_json(pairs: list[DuplicatePair]) -> bytes:
     """The pairs as the seed's ``prox dupes`` prints them: a JSON array of ``{"a", "b", "similarity"}``,
@@ -281,6 +303,7 @@ def _read_list(root: Path, name: str, record: type, validate, producer: str) -> 
 
 
 # -- verdicts and cluster names -------------------------------------------------------------------
+
 
 def write_verdicts(root: Path, decisions: list) -> Path:
     from hypograph.proximity.adjudicate import verdicts_document

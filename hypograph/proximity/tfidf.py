@@ -84,18 +84,24 @@ def _tokens(texts: list[str], workers: int | None) -> tuple[np.ndarray, np.ndarr
     for _, local, terms in parts:
         to_global = np.fromiter((first_seen(t, len(vocabulary)) for t in terms), dtype=np.int64, count=len(terms))
         numbers.append(to_global[local])
-    return (np.concatenate([p[0] for p in parts]), np.concatenate(numbers) if numbers else np.empty(0, np.int64),
-            vocabulary)
+    return (
+        np.concatenate([p[0] for p in parts]),
+        np.concatenate(numbers) if numbers else np.empty(0, np.int64),
+        vocabulary,
+    )
 
 
 def _number_tokens(span: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """For texts [a, b): tokens per text, each token's number among these texts' terms (in order
     of first appearance), and those terms."""
     findall = TOKEN_PATTERN.findall
-    tokens_per_text = [findall(t.lower()) for t in _TEXTS[span[0]:span[1]]]
+    tokens_per_text = [findall(t.lower()) for t in _TEXTS[span[0] : span[1]]]
     lengths = np.fromiter(map(len, tokens_per_text), dtype=np.int64, count=len(tokens_per_text))
     vocabulary: dict[str, int] = {}
     first_seen = vocabulary.setdefault
-    number = np.fromiter((first_seen(tok, len(vocabulary)) for toks in tokens_per_text for tok in toks),
-                         dtype=np.int64, count=int(lengths.sum()))
+    number = np.fromiter(
+        (first_seen(tok, len(vocabulary)) for toks in tokens_per_text for tok in toks),
+        dtype=np.int64,
+        count=int(lengths.sum()),
+    )
     return lengths, number, list(vocabulary)

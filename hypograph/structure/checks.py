@@ -19,12 +19,23 @@ Violation = tuple[str, str]
 LINK_TEXT_RE = re.compile(r"!?\[\[[^\]|]*")  # a link's target (a node's title); an |alias is text
 STATES = ("active", "merged", "dropped")
 FOLDER = {"active": Path("hypotheses"), "merged": Path("hypotheses/merged"), "dropped": Path("hypotheses/dropped")}
-H_FIELDS_4 = ("state", "cluster", "merged_into", "merged_from", "additional_sources", "generalization_note",
-              "drop_reason", "residual", "origin")
+H_FIELDS_4 = (
+    "state",
+    "cluster",
+    "merged_into",
+    "merged_from",
+    "additional_sources",
+    "generalization_note",
+    "drop_reason",
+    "residual",
+    "origin",
+)
 NUMBERISH = re.compile(
-    r"(?<![\w.-])(?:0?\.\d+|1\.0+)(?!\w|\.\d)"          # 0.35, .2, 1.0 (a full stop after is fine)
-    r"|\d+(?:\.\d+)?\s?(?:%|percent\b)"                   # 35%, 35 percent
-    r"|\b(?:weight|rank|prior|likelihood|probability|odds)\s*[:=]\s*\S", re.I)
+    r"(?<![\w.-])(?:0?\.\d+|1\.0+)(?!\w|\.\d)"  # 0.35, .2, 1.0 (a full stop after is fine)
+    r"|\d+(?:\.\d+)?\s?(?:%|percent\b)"  # 35%, 35 percent
+    r"|\b(?:weight|rank|prior|likelihood|probability|odds)\s*[:=]\s*\S",
+    re.I,
+)
 
 
 def _blank(value) -> bool:
@@ -53,8 +64,9 @@ def check_1_states(vault: Vault, baseline: dict | None) -> list[Violation]:
             if target is None or target.type != "hypothesis":
                 out.append((h.id, f"merged_into {h.meta.get('merged_into')!r} does not resolve to a hypothesis"))
             elif target.meta.get("state") != "active":
-                out.append((h.id, f"merged_into {target.id}, which is {target.meta.get('state')!r}, "
-                                  "not active (one hop)"))
+                out.append(
+                    (h.id, f"merged_into {target.id}, which is {target.meta.get('state')!r}, not active (one hop)")
+                )
         if state == "dropped" and _blank(h.meta.get("drop_reason")):
             out.append((h.id, "dropped without a drop_reason"))
     for missing in sorted(set(baseline or {}) - set(vault.nodes)):
@@ -121,10 +133,16 @@ def check_3_residuals(vault: Vault) -> list[Violation]:
             if residuals:
                 out.append((hc.id, "exhaustive_by_construction but has a residual member"))
             prose = "\n".join(line for line in hc.body.splitlines() if not line.strip().startswith("![["))
-            if not prose.strip() or not any(m is not None and re.search(rf"\b{re.escape(m.id)}\b", prose)
-                                            for m in members):
-                out.append((hc.id, "exhaustive_by_construction without a body justification "
-                                   "naming the member a failure would favour"))
+            if not prose.strip() or not any(
+                m is not None and re.search(rf"\b{re.escape(m.id)}\b", prose) for m in members
+            ):
+                out.append(
+                    (
+                        hc.id,
+                        "exhaustive_by_construction without a body justification "
+                        "naming the member a failure would favour",
+                    )
+                )
         elif len(residuals) != 1:
             out.append((hc.id, f"{len(residuals)} residual members; exactly 1 required (not exhaustive)"))
         elif members[-1] is not residuals[0]:
@@ -195,8 +213,14 @@ def check_5_survivors(vault: Vault, baseline: dict | None) -> list[Violation]:  
         if baseline and h.id in baseline:
             widened = baseline[h.id].get("statement") != h.meta.get("statement")
             if widened != (not _blank(h.meta.get("generalization_note"))):
-                out.append((h.id, "generalization_note present without a widened statement" if not widened
-                            else "statement widened without a generalization_note"))
+                out.append(
+                    (
+                        h.id,
+                        "generalization_note present without a widened statement"
+                        if not widened
+                        else "statement widened without a generalization_note",
+                    )
+                )
     for h in vault.of_type("hypothesis"):
         if h.meta.get("state") == "active" and _blank(h.meta.get("source")) and h.meta.get("residual") is not True:
             if h.meta.get("origin") != "step-4-constructed" or not h.body.strip():
@@ -306,11 +330,12 @@ def check_7_keep_apart(vault: Vault, keeps: dict[frozenset, str] | None = None) 
             continue
         group = _under(vault, h.id, into)
         for k, x in enumerate(group):
-            for y in group[k + 1:]:
+            for y in group[k + 1 :]:
                 who = keeps.get(frozenset((x, y)))
                 if who is not None:
-                    out.append((h.id, f"{x} and {y} are both under survivor {h.id} but recorded KEEP "
-                                      f"(decided by {who})"))
+                    out.append(
+                        (h.id, f"{x} and {y} are both under survivor {h.id} but recorded KEEP (decided by {who})")
+                    )
     return out
 
 
@@ -320,8 +345,13 @@ def run_check(number: int, vault: Vault, baseline: dict | None) -> list[Violatio
         return check_1_states(vault, baseline)
     if number == 5:
         return check_5_survivors(vault, baseline)
-    return {2: check_2_clusters, 3: check_3_residuals, 4: check_4_membership, 6: check_6_no_numbers,
-            7: check_7_keep_apart}[number](vault)
+    return {
+        2: check_2_clusters,
+        3: check_3_residuals,
+        4: check_4_membership,
+        6: check_6_no_numbers,
+        7: check_7_keep_apart,
+    }[number](vault)
 
 
 def all_checks(vault: Vault, baseline: dict | None) -> dict[int, list[Violation]]:
@@ -331,14 +361,20 @@ def all_checks(vault: Vault, baseline: dict | None) -> dict[int, list[Violation]
 
 # check number -> (predicate name, what it asserts): the names the asset checks and the CLI show.
 CHECK_NAMES: dict[int, tuple[str, str]] = {
-    1: ("every_hypothesis_has_one_state",
-        "every H has one state; merged resolves in one hop; drops have reasons; folders match; nothing deleted"),
+    1: (
+        "every_hypothesis_has_one_state",
+        "every H has one state; merged resolves in one hop; drops have reasons; folders match; nothing deleted",
+    ),
     2: ("clusters_are_well_formed", "HC nodes well-formed: folder, id, >= 2 active members in order, required keys"),
     3: ("each_cluster_has_one_residual", "exactly one residual listed last, or a justified exhaustive cluster"),
     4: ("every_active_hypothesis_in_one_cluster", "every active H in exactly one HC, its backlink naming it"),
-    5: ("survivors_keep_their_provenance",
-        "survivors' merged_from, sources, locators and generalization notes; sourceless H are residual or constructed"),
+    5: (
+        "survivors_keep_their_provenance",
+        "survivors' merged_from, sources, locators and generalization notes; sourceless H are residual or constructed",
+    ),
     6: ("no_numbers_in_step4_fields", "no step-4 field holds a number, probability, weight or rank"),
-    7: ("no_keep_pair_under_one_survivor",
-        "no two hypotheses under one survivor (it and its merged_from, transitively) are recorded KEEP"),
+    7: (
+        "no_keep_pair_under_one_survivor",
+        "no two hypotheses under one survivor (it and its merged_from, transitively) are recorded KEEP",
+    ),
 }

@@ -31,7 +31,7 @@ def replace_embeds(body: str, members: list[Node]) -> str:
             last = k
         elif lines[k].strip():
             break
-    return "\n".join(lines[:first] + embeds(members).split("\n") + lines[last + 1:])
+    return "\n".join(lines[:first] + embeds(members).split("\n") + lines[last + 1 :])
 
 
 def set_members(hc: Node, ordered: list[Node]) -> None:

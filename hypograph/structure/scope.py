@@ -13,16 +13,23 @@ QUESTION_CHARS = 6000  # of initial_prompt.md, in every step-4 prompt
 
 def active_hypotheses(vault: Vault) -> list[Node]:
     """Hypotheses in ``hypotheses/`` that are active or not yet dispositioned."""
-    return [h for h in vault.of_type("hypothesis")
-            if h.path.parent == Path("hypotheses") and h.meta.get("state") in (None, "active")]
+    return [
+        h
+        for h in vault.of_type("hypothesis")
+        if h.path.parent == Path("hypotheses") and h.meta.get("state") in (None, "active")
+    ]
 
 
 def open_to_4a(vault: Vault) -> list[Node]:
     """Active hypotheses 4a may still merge or drop: from a paper, and in no cluster yet."""
-    clustered = {link_target(link) for hc in vault.of_type("hypothesis-cluster")
-                 for link in hc.meta.get("hypotheses") or []}
-    return [h for h in active_hypotheses(vault)
-            if not h.meta.get("origin") and h.id not in clustered and not h.meta.get("cluster")]
+    clustered = {
+        link_target(link) for hc in vault.of_type("hypothesis-cluster") for link in hc.meta.get("hypotheses") or []
+    }
+    return [
+        h
+        for h in active_hypotheses(vault)
+        if not h.meta.get("origin") and h.id not in clustered and not h.meta.get("cluster")
+    ]
 
 
 def observations(vault: Vault) -> list[Node]:

@@ -49,10 +49,14 @@ def read_marker(root: Path) -> dict | None:
     except FileNotFoundError:
         return None
     except (ValueError, UnicodeDecodeError):
-        raise HypographError(f"{path}: unreadable marker of an interrupted structuring; "
-                             "inspect and remove it") from None
-    if (not isinstance(data, dict) or data.get("phase") not in ("4a", "4b")
-            or not isinstance(data.get("judged", []), list)):
+        raise HypographError(
+            f"{path}: unreadable marker of an interrupted structuring; inspect and remove it"
+        ) from None
+    if (
+        not isinstance(data, dict)
+        or data.get("phase") not in ("4a", "4b")
+        or not isinstance(data.get("judged", []), list)
+    ):
         raise HypographError(f"{path}: unreadable marker of an interrupted structuring; inspect and remove it")
     return data
 
@@ -67,8 +71,13 @@ def who(marker: dict) -> str:
     return f"run {marker['run']}" if marker.get("run") else f"the run started {marker.get('since', '?')}"
 
 
-def mark(root: Path, phase: str, judged: list[str] | set[str] | None = None, run: str | None = None,
-         policy: str | None = None) -> None:
+def mark(
+    root: Path,
+    phase: str,
+    judged: list[str] | set[str] | None = None,
+    run: str | None = None,
+    policy: str | None = None,
+) -> None:
     """Write the marker (under the structuring lock). ``policy``: ``offline`` or ``model``, who judged;
     a 4a under the other kind starts afresh (its ``judged`` replaces the old)."""
     old = read_marker(root) or {}
@@ -92,8 +101,10 @@ def refuse_if_4a_interrupted(root: Path) -> None:
     """4b cannot start from a vault whose 4a died before recording its decisions."""
     marker = read_marker(root)
     if marker and marker["phase"] == "4a":
-        raise HypographError(f"{root}: 4a of {who(marker)} was interrupted before its decisions were recorded; "
-                             "run step 4 again from 4a (hypograph structure) before carving clusters")
+        raise HypographError(
+            f"{root}: 4a of {who(marker)} was interrupted before its decisions were recorded; "
+            "run step 4 again from 4a (hypograph structure) before carving clusters"
+        )
 
 
 def _now() -> str:

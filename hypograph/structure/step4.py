@@ -23,8 +23,15 @@ class Step4Report:
     map_written: bool
 
 
-def run_step4(root: Path | str, verdicts: list[Decision], embeddings: Embeddings | None, policy_4a: Policy,
-              policy_4b: Policy, run: str | None = None, **dispositions_options) -> Step4Report:
+def run_step4(
+    root: Path | str,
+    verdicts: list[Decision],
+    embeddings: Embeddings | None,
+    policy_4a: Policy,
+    policy_4b: Policy,
+    run: str | None = None,
+    **dispositions_options,
+) -> Step4Report:
     """4a, 4b and the map in one ``structuring`` block: no other structuring and no reader in
     between, and one in-memory index of the vault (read once, updated as nodes are written and
     minted). The same functions, with the same arguments, as the three assets call one by one;

@@ -30,15 +30,25 @@ def structure_counts(vault: Vault) -> dict[str, int]:
     state = lambda s: sum(h.meta.get("state") == s for h in hyps)  # noqa: E731
     return {
         "H in (step 3)": sum(not h.meta.get("origin") for h in hyps),
-        "active": state("active"), "merged": state("merged"), "dropped": state("dropped"),
+        "active": state("active"),
+        "merged": state("merged"),
+        "dropped": state("dropped"),
         "minted at 4b": sum(bool(h.meta.get("origin")) for h in hyps) + len(vault.of_type("hypothesis-cluster")),
         "clusters": len(vault.of_type("hypothesis-cluster")),
     }
 
 
 def render_map(vault: Vault, today: dt.date) -> str:
-    lines = ["# Hypothesis structure (step 4)", "", f"{GENERATED}{today.isoformat()}", "", MARK, "",
-             "## Cluster inventory", ""]
+    lines = [
+        "# Hypothesis structure (step 4)",
+        "",
+        f"{GENERATED}{today.isoformat()}",
+        "",
+        MARK,
+        "",
+        "## Cluster inventory",
+        "",
+    ]
     for n, hc in enumerate(vault.of_type("hypothesis-cluster"), start=1):
         question = hc.meta.get("question")
         lines.append(f"{n}. [[{hc.path.stem}]]" + (f" — *{question}*" if question else ""))
@@ -46,9 +56,12 @@ def render_map(vault: Vault, today: dt.date) -> str:
             h = vault.nodes.get(link_target(link) or "")
             suffix = " (residual)" if h is not None and h.meta.get("residual") is True else ""
             lines.append(f"\t{k}. [[{h.path.stem if h else link_target(link)}]]{suffix}")
-    by_hand = [f"- [[{hc.path.stem}]]: {line.strip()[len(BY_HAND):].strip()}"
-               for hc in vault.of_type("hypothesis-cluster")
-               for line in hc.body.splitlines() if line.strip().startswith(BY_HAND)]
+    by_hand = [
+        f"- [[{hc.path.stem}]]: {line.strip()[len(BY_HAND) :].strip()}"
+        for hc in vault.of_type("hypothesis-cluster")
+        for line in hc.body.splitlines()
+        if line.strip().startswith(BY_HAND)
+    ]
     if by_hand:  # a person's deliberate exceptions to the frozen member lists
         lines += ["", "## Changed by hand", "", *by_hand]
     lines += ["", "## Counts", "", "| | |", "|---|---|"]

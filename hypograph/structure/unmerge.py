@@ -71,8 +71,11 @@ def _unmerge(root: Path, node_id: str) -> tuple[str, str]:
     # The KEEP goes on record first: if the files then fail half-way, no later run re-merges them.
     ledger = read_ledger(root)
     ledger.pairs[pair_key(survivor.id, node_id)] = PairDecision(
-        pair=(survivor.id, node_id), decision="KEEP", decided_by="human",
-        rationale=f"Unmerged by hand ({node_id} from {survivor.id}).")
+        pair=(survivor.id, node_id),
+        decision="KEEP",
+        decided_by="human",
+        rationale=f"Unmerged by hand ({node_id} from {survivor.id}).",
+    )
     write_ledger(root, ledger)
     Journal(root).apply(steps)
     return node_id, survivor.id
@@ -80,8 +83,9 @@ def _unmerge(root: Path, node_id: str) -> tuple[str, str]:
 
 def _join_cluster(vault, cluster, node) -> Step:
     """The journal step adding ``node`` to ``cluster`` in ascending-id order, residual last."""
-    members = [vault.nodes[t] for t in (link_target(link) for link in cluster.meta.get("hypotheses") or [])
-               if t in vault.nodes]
+    members = [
+        vault.nodes[t] for t in (link_target(link) for link in cluster.meta.get("hypotheses") or []) if t in vault.nodes
+    ]
     named = [m for m in members if m.meta.get("residual") is not True] + [node]
     named.sort(key=lambda m: id_number(m.id))
     ordered = named + [m for m in members if m.meta.get("residual") is True]

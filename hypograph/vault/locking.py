@@ -33,9 +33,14 @@ _run_label: dict[str, str] = {}  # vault root -> the run label of this process's
 
 
 def owner_text(run: str | None = None) -> str:
-    return json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                       "since": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                       **({"run": run} if run else {})})
+    return json.dumps(
+        {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            **({"run": run} if run else {}),
+        }
+    )
 
 
 def describe(owner: str) -> str:
@@ -49,8 +54,9 @@ def describe(owner: str) -> str:
 
 
 def busy_error(root: Path, doing: str = "reading it"):
-    return lambda owner: HypographError(f"{root}: {describe(owner)} is structuring this vault; "
-                                        f"not {doing} until it ends (try again then)")
+    return lambda owner: HypographError(
+        f"{root}: {describe(owner)} is structuring this vault; not {doing} until it ends (try again then)"
+    )
 
 
 @contextmanager

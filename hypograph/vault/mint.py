@@ -58,8 +58,14 @@ def file_with_id(root: Path, node_id: str) -> Path | None:
     return None
 
 
-def create_node(root: Path, node_type: str, title: str, meta: dict[str, Any] | None = None,
-                body: str = "", folder: str | None = None) -> tuple[str, Path]:
+def create_node(
+    root: Path,
+    node_type: str,
+    title: str,
+    meta: dict[str, Any] | None = None,
+    body: str = "",
+    folder: str | None = None,
+) -> tuple[str, Path]:
     """Mint the next id for ``node_type`` and write ``ID - Title.md`` (exclusive create).
 
     ``meta`` fields follow ``type`` and ``id``; ``{{ID}}`` in any string field or the body is
@@ -100,8 +106,9 @@ class Minter:
                 if m:
                     self._ids.add(f"{m.group(1)}-{m.group(2)}")
 
-    def create(self, node_type: str, title: str, meta: dict[str, Any] | None = None, body: str = "",
-               folder: str | None = None) -> tuple[str, Path, str]:
+    def create(
+        self, node_type: str, title: str, meta: dict[str, Any] | None = None, body: str = "", folder: str | None = None
+    ) -> tuple[str, Path, str]:
         """Mint the next id for ``node_type`` and write ``ID - Title.md``; returns (id, path, text)."""
         if node_type not in NODE_TYPES:
             raise HypographError(f"unknown node type {node_type!r}: one of {', '.join(NODE_TYPES)}")

@@ -34,8 +34,9 @@ class _NoAliasLoader(yaml.SafeLoader):
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
-            raise yaml.composer.ComposerError(None, None, "YAML aliases are not allowed in node frontmatter",
-                                              event.start_mark)
+            raise yaml.composer.ComposerError(
+                None, None, "YAML aliases are not allowed in node frontmatter", event.start_mark
+            )
         return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):
@@ -50,7 +51,8 @@ def _refuse_duplicate_keys(node) -> None:
             key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
             if key is not None and key in seen:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r} (a later one would hide the first)", key_node.start_mark)
+                    None, None, f"duplicate key {key!r} (a later one would hide the first)", key_node.start_mark
+                )
             seen.add(key)
 
 
@@ -65,8 +67,9 @@ class _FastLoader(yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
 
 # The pure-Python reader's refusals, which ``_load`` leaves to it: a text it may refuse, or whose
 # nesting a C parser would follow deeper than the Python one (it recurses without a limit).
-_PY_ONLY = re.compile(r"[*!@`\t\r\ufeff\x85\u2028\u2029]|[|>][^\n]*#|^\s*%|"
-                      + yaml.reader.Reader.NON_PRINTABLE.pattern, re.M)
+_PY_ONLY = re.compile(
+    r"[*!@`\t\r\ufeff\x85\u2028\u2029]|[|>][^\n]*#|^\s*%|" + yaml.reader.Reader.NON_PRINTABLE.pattern, re.M
+)
 _FAST_MAX_CHARS = 65536
 _FAST_MAX_BRACKETS = 2000
 
@@ -75,8 +78,12 @@ def _load(text: str):
     """The frontmatter's value, exactly as ``_NoAliasLoader`` reads it: libyaml when the text holds
     no alias or anchor, no character the Python reader refuses, and no deep flow nesting; the
     Python loader otherwise, or whenever libyaml raises (so every error is the Python loader's)."""
-    if (yaml.__with_libyaml__ and len(text) <= _FAST_MAX_CHARS
-            and text.count("[") + text.count("{") <= _FAST_MAX_BRACKETS and not _PY_ONLY.search(text)):
+    if (
+        yaml.__with_libyaml__
+        and len(text) <= _FAST_MAX_CHARS
+        and text.count("[") + text.count("{") <= _FAST_MAX_BRACKETS
+        and not _PY_ONLY.search(text)
+    ):
         try:
             return _HANDLER.load(text, Loader=_FastLoader)
         except Exception:  # noqa: BLE001 - the Python loader below gives the canonical error
@@ -245,8 +252,9 @@ def parse_node(raw: str, rel: Path) -> Node:
         problem = data_problem(value)
         if problem or not isinstance(key, str):
             raise HypographError(f"{rel}: field {key!r}: {problem or 'a field name must be text'}")
-    return Node(rel, meta, raw[m.end():], raw, _deep_copy(meta), m.group(1),
-                (raw[:m.start(1)], raw[m.end(1):m.end()]))
+    return Node(
+        rel, meta, raw[m.end() :], raw, _deep_copy(meta), m.group(1), (raw[: m.start(1)], raw[m.end(1) : m.end()])
+    )
 
 
 def read_node(root: Path, rel: Path) -> Node:

@@ -51,8 +51,9 @@ class Vault:
     def of_type(self, node_type: str) -> list[Node]:
         """The nodes of ``node_type`` by id (a new list; computed once until the index changes)."""
         if node_type not in self._by_type:
-            self._by_type[node_type] = sorted((n for n in self.nodes.values() if n.type == node_type),
-                                              key=lambda n: id_sort_key(n.id))
+            self._by_type[node_type] = sorted(
+                (n for n in self.nodes.values() if n.type == node_type), key=lambda n: id_sort_key(n.id)
+            )
         return list(self._by_type[node_type])
 
     def apply(self, steps: list[Step]) -> int:
@@ -101,7 +102,6 @@ def node_files(root: Path):
             yield rel
 
 
-
 def open_vault(root: Path | str, roll_forward: bool = True) -> Vault:
     """Roll forward an interrupted write (unless told not to: a read-only look), then read every
     node. Errors name the file."""
@@ -127,8 +127,10 @@ def _read_nodes(root: Path) -> dict[str, Node]:
             raise HypographError(f"{rel}: field 'id': {node_id} does not match the filename")
         other = spelled.get(canonical_id(node_id))
         if other is not None:
-            raise HypographError(f"{rel}: field 'id': {node_id} is also the id of {nodes[other].path}"
-                                 + ("" if other == node_id else f" (as {other})"))
+            raise HypographError(
+                f"{rel}: field 'id': {node_id} is also the id of {nodes[other].path}"
+                + ("" if other == node_id else f" (as {other})")
+            )
         spelled[canonical_id(node_id)] = node_id
         nodes[node_id] = node
     return nodes

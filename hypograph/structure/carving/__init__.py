@@ -84,8 +84,9 @@ def _run_clusters(vault: Vault, policy: Policy) -> ClusterReport:
     if carve is None:
         with minting(root) as mint:
             report.minted += repair(vault, {}, mint)  # a cluster someone left without its residual
-        clustered = {link_target(link) for hc in vault.of_type("hypothesis-cluster")
-                     for link in hc.meta.get("hypotheses") or []}
+        clustered = {
+            link_target(link) for hc in vault.of_type("hypothesis-cluster") for link in hc.meta.get("hypotheses") or []
+        }
         todo = [h for h in active_hypotheses(vault) if h.id not in clustered and h.meta.get("residual") is not True]
         if todo:
             plans, stragglers = _plan(vault, todo, policy)
@@ -109,8 +110,10 @@ def _run_clusters(vault: Vault, policy: Policy) -> ClusterReport:
             report.minted += repair(vault, dict(zip(carve["hc_ids"], plans, strict=True)), mint)
         (root / CARVE).unlink()  # tool state, not a node: the carve is complete
     session.clear(root)  # every hypothesis 4a handed over is clustered: the structuring's 4a is over
-    report.clusters = {hc.id: [link_target(link) for link in hc.meta.get("hypotheses") or []]
-                       for hc in vault.of_type("hypothesis-cluster")}
+    report.clusters = {
+        hc.id: [link_target(link) for link in hc.meta.get("hypotheses") or []]
+        for hc in vault.of_type("hypothesis-cluster")
+    }
     return report
 
 
@@ -121,6 +124,7 @@ def _read_carve(root: Path) -> dict | None:
 
 def _plan(vault: Vault, todo: list[Node], policy: Policy) -> tuple[list[ClusterPlan], dict[str, str]]:
     """The carve of ``todo``: (plans, stragglers to drop with their reasons)."""
+
     def offline(note: str | None) -> tuple[list[ClusterPlan], dict[str, str]]:
         plans = offline_plans(todo)
         for p in plans if note else []:

@@ -30,8 +30,11 @@ class Batch:
         self.touched[node.id] = (node, dest or (old[1] if old else str(node.path)))
 
     def apply(self) -> int:
-        steps = [Step(to=dest, text=node.text(), src=str(node.path)) for node, dest in self.touched.values()
-                 if node.changed or dest != str(node.path)]
+        steps = [
+            Step(to=dest, text=node.text(), src=str(node.path))
+            for node, dest in self.touched.values()
+            if node.changed or dest != str(node.path)
+        ]
         self.touched.clear()
         return self.vault.apply(steps)
 
@@ -41,9 +44,13 @@ def create_cluster(vault: Vault, plan: ClusterPlan, mint: Minter | None = None) 
     and the residual are minted by ``repair`` from the saved carve; depends_on starts empty and is
     set once every cluster of the carve has its id. Returns the HC id."""
     members = sorted((vault.nodes[i] for i in plan.members), key=lambda m: id_number(m.id))
-    meta = {"hypotheses": member_links(members), "exclusivity": plan.exclusivity,
-            "exhaustive_by_construction": plan.exhaustive, "independence": plan.independence,
-            "depends_on": []}
+    meta = {
+        "hypotheses": member_links(members),
+        "exclusivity": plan.exclusivity,
+        "exhaustive_by_construction": plan.exhaustive,
+        "independence": plan.independence,
+        "depends_on": [],
+    }
     if plan.question:
         meta["question"] = plan.question
     if plan.relevance:
@@ -56,8 +63,9 @@ def create_cluster(vault: Vault, plan: ClusterPlan, mint: Minter | None = None) 
 _MINTERS: dict[str, Minter] = {}  # vault root -> the minter of the batch being carved (``_mint``)
 
 
-def create_node(root: Path, node_type: str, title: str, meta: dict | None = None, body: str = "",
-                folder: str | None = None) -> tuple[str, Path]:
+def create_node(
+    root: Path, node_type: str, title: str, meta: dict | None = None, body: str = "", folder: str | None = None
+) -> tuple[str, Path]:
     """``hypograph.vault.mint.create_node``, through the batch's minter when 4b holds one (one
     scan of the vault for the whole batch); the one place 4b mints."""
     mint = _MINTERS.get(str(root))
@@ -115,8 +123,14 @@ def repair(vault: Vault, plans: dict[str, ClusterPlan], mint: Minter | None = No
     return minted
 
 
-def _complete_cluster(vault: Vault, hc_id: str, plan: ClusterPlan | None, mint: Minter | None,
-                      by_cluster: dict[str, list[Node]], batch: Batch) -> list[str]:
+def _complete_cluster(
+    vault: Vault,
+    hc_id: str,
+    plan: ClusterPlan | None,
+    mint: Minter | None,
+    by_cluster: dict[str, list[Node]],
+    batch: Batch,
+) -> list[str]:
     """Mint what cluster ``hc_id`` still lacks, list it, and resolve the plan's placeholders for
     its minted members (the changes go to ``batch``). Returns the ids minted."""
     hc = vault.nodes[hc_id]
@@ -132,29 +146,59 @@ def _complete_cluster(vault: Vault, hc_id: str, plan: ClusterPlan | None, mint: 
 
     # Constructed members first, in the plan's order, then the residual: minted ids follow member order.
     for c in plan.constructed if plan else []:
-        have = next((h.id for h in minted_for_it
-                     if h.meta.get("origin") == "step-4-constructed" and h.title == clean_title(c["title"])), None)
+        have = next(
+            (
+                h.id
+                for h in minted_for_it
+                if h.meta.get("origin") == "step-4-constructed" and h.title == clean_title(c["title"])
+            ),
+            None,
+        )
         if have is None:
-            have = new(c["title"], {
-                "statement": c["statement"], "question": c.get("question") or question, "source": None, "locator": None,
-                "state": "active", "cluster": hc.link, "origin": "step-4-constructed"},
-                f"\nConstructed complement: {c['reason']}\n")
+            have = new(
+                c["title"],
+                {
+                    "statement": c["statement"],
+                    "question": c.get("question") or question,
+                    "source": None,
+                    "locator": None,
+                    "state": "active",
+                    "cluster": hc.link,
+                    "origin": "step-4-constructed",
+                },
+                f"\nConstructed complement: {c['reason']}\n",
+            )
         constructed.append(have)
     listed = [link_target(link) for link in hc.meta.get("hypotheses") or []]
-    residual = next((i for i in listed if i in vault.nodes and vault.nodes[i].meta.get("residual") is True),
-                    next((h.id for h in minted_for_it if h.meta.get("residual") is True), None))
+    residual = next(
+        (i for i in listed if i in vault.nodes and vault.nodes[i].meta.get("residual") is True),
+        next((h.id for h in minted_for_it if h.meta.get("residual") is True), None),
+    )
     if hc.meta.get("exhaustive_by_construction") is not True and residual is None:
-        r = ({"title": plan.residual_title, "statement": plan.residual_statement, "note": plan.residual_note}
-             if plan else {
-                 "title": f"The answer is not listed here - {hc.title}",
-                 "statement": f"The answer to this cluster's sub-question ({hc.title}) "
-                              "is something none of its other members states.",
-                 "note": "Residual catch-all so that exactly one member of the cluster is true."})
-        residual = new(r["title"], {
-            "statement": r["statement"], "question": (plan.residual_question if plan else None) or question,
-            "source": None, "locator": None, "state": "active", "cluster": hc.link, "residual": True,
-            "origin": "step-4-residual"},
-            f"\n{r['note']}\n")
+        r = (
+            {"title": plan.residual_title, "statement": plan.residual_statement, "note": plan.residual_note}
+            if plan
+            else {
+                "title": f"The answer is not listed here - {hc.title}",
+                "statement": f"The answer to this cluster's sub-question ({hc.title}) "
+                "is something none of its other members states.",
+                "note": "Residual catch-all so that exactly one member of the cluster is true.",
+            }
+        )
+        residual = new(
+            r["title"],
+            {
+                "statement": r["statement"],
+                "question": (plan.residual_question if plan else None) or question,
+                "source": None,
+                "locator": None,
+                "state": "active",
+                "cluster": hc.link,
+                "residual": True,
+                "origin": "step-4-residual",
+            },
+            f"\n{r['note']}\n",
+        )
     adopted = [h for h in by_cluster.get(hc_id, []) if h.id not in listed]
     if adopted:
         members = [vault.nodes[i] for i in listed if i in vault.nodes]

@@ -43,26 +43,38 @@ def offline_plans(hyps: list[Node]) -> list[ClusterPlan]:
         nodes = sorted((hyps[i] for i in members), key=lambda h: id_sort_key(h.id))
         question = central_question(nodes, [hints[i] for i in members], sims, members)
         topic = question.rstrip("?").strip()
-        plans.append(ClusterPlan(
-            title=f"Answers to - {topic}" if len(topic) < 110 else f"Answers to - {topic[:105].rsplit(' ', 1)[0]}",
-            members=[h.id for h in nodes],
-            # A hint like "Did rainfall drop by 30%?" stays out of the number-free step-4 fields.
-            question=question if question.endswith("?") and not NUMBERISH.search(question) else None,
-            exclusivity=(f"{HEURISTIC} the members were posed against the same sub-question "
-                         "and are read as alternative answers to it, at most one true; not verified."),
-            independence=(f"{HEURISTIC} assumed to factorize from the other clusters "
-                          "because its sub-question differs; not verified."),
-            justification=(f"{HEURISTIC} grouped because the papers posed these hypotheses "
-                           "against similar sub-questions "
-                           "(question-field similarity); exclusivity, independence and grain have not been judged. "
-                           "Re-run with a model configured, or review by hand."),
-            residual_title=f"The answer is not listed here - {topic}"[:140],
-            residual_statement=(f"The answer to \"{question}\" is something none of "
-                                f"{', '.join(h.id for h in nodes)} states "
-                                "— a cause, mechanism or outcome that no source in this vault proposed."),
-            residual_note=(f"{HEURISTIC} catch-all so that exactly one member of the cluster is true; "
-                           "it names no concrete escape because none was judged."),
-        ))
+        plans.append(
+            ClusterPlan(
+                title=f"Answers to - {topic}" if len(topic) < 110 else f"Answers to - {topic[:105].rsplit(' ', 1)[0]}",
+                members=[h.id for h in nodes],
+                # A hint like "Did rainfall drop by 30%?" stays out of the number-free step-4 fields.
+                question=question if question.endswith("?") and not NUMBERISH.search(question) else None,
+                exclusivity=(
+                    f"{HEURISTIC} the members were posed against the same sub-question "
+                    "and are read as alternative answers to it, at most one true; not verified."
+                ),
+                independence=(
+                    f"{HEURISTIC} assumed to factorize from the other clusters "
+                    "because its sub-question differs; not verified."
+                ),
+                justification=(
+                    f"{HEURISTIC} grouped because the papers posed these hypotheses "
+                    "against similar sub-questions "
+                    "(question-field similarity); exclusivity, independence and grain have not been judged. "
+                    "Re-run with a model configured, or review by hand."
+                ),
+                residual_title=f"The answer is not listed here - {topic}"[:140],
+                residual_statement=(
+                    f'The answer to "{question}" is something none of '
+                    f"{', '.join(h.id for h in nodes)} states "
+                    "— a cause, mechanism or outcome that no source in this vault proposed."
+                ),
+                residual_note=(
+                    f"{HEURISTIC} catch-all so that exactly one member of the cluster is true; "
+                    "it names no concrete escape because none was judged."
+                ),
+            )
+        )
     return plans
 
 

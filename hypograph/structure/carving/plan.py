@@ -22,11 +22,13 @@ def resolve(text: str, constructed: list[str], residual: str | None) -> str:
     """``text`` with the placeholders of minted members replaced by their ids (``constructed``:
     the ids of the cluster's constructed members in plan order; ``residual``: the residual's id).
     A placeholder whose member does not exist (yet) is left as it is."""
+
     def one(m: re.Match) -> str:
         if m.group(2):
             k = int(m.group(2))
             return constructed[k - 1] if 1 <= k <= len(constructed) else m.group(0)
         return residual or m.group(0)
+
     return TOKEN_RE.sub(one, text)
 
 

@@ -44,7 +44,8 @@ class CarvedCluster(BaseModel):
     relevance: str | None = None
     exhaustive_by_construction: bool = False
     exhaustiveness_argument: str | None = Field(
-        default=None, description="if exhaustive: failure mode and the member (by number) it would favour")
+        default=None, description="if exhaustive: failure mode and the member (by number) it would favour"
+    )
     residual_title: str | None = None
     residual_statement: str | None = Field(default=None, description="names the concrete escape; never a bare 'other'")
     residual_note: str | None = Field(default=None, description="what the escape covers and why the cluster needs it")
@@ -86,17 +87,27 @@ name a constructed member. Apart from that, write no numbers, probabilities, wei
 
 def carve_request(hyps: list[Node], existing: list[Node], obs: list[Node], question: str) -> Request[Carving]:
     user = (
-        "Main question:\n" + untrusted("main-question", {}, {"text": question[:QUESTION_CHARS]})
+        "Main question:\n"
+        + untrusted("main-question", {}, {"text": question[:QUESTION_CHARS]})
         + "\n\nExisting clusters (fixed; do not repeat their sub-questions):\n"
-        + ("\n".join(untrusted("cluster", {}, {"name": c.title, "question": c.meta.get("question")})
-                     for c in existing) or "none")
+        + (
+            "\n".join(untrusted("cluster", {}, {"name": c.title, "question": c.meta.get("question")}) for c in existing)
+            or "none"
+        )
         + "\n\nObservations:\n"
-        + ("\n".join(untrusted("observation", {}, {"statement": o.meta.get("statement") or o.title})
-                     for o in obs) or "none")
+        + (
+            "\n".join(untrusted("observation", {}, {"statement": o.meta.get("statement") or o.title}) for o in obs)
+            or "none"
+        )
         + "\n\nHypotheses to carve:\n"
-        + "\n".join(untrusted("hypothesis", {"number": str(n)}, {"title": h.title, "statement": h.meta.get("statement"),
-                                                                "question": h.meta.get("question")})
-                    for n, h in enumerate(hyps, start=1))
+        + "\n".join(
+            untrusted(
+                "hypothesis",
+                {"number": str(n)},
+                {"title": h.title, "statement": h.meta.get("statement"), "question": h.meta.get("question")},
+            )
+            for n, h in enumerate(hyps, start=1)
+        )
     )
 
     def check(c: Carving) -> None:
@@ -125,17 +136,26 @@ def _check_cluster(k: int, cl: CarvedCluster, clusters: int) -> None:
         if named < 2 or not cl.exhaustiveness_argument:
             raise ValueError(f"cluster {k}: exhaustive needs >= 2 members and an exhaustiveness_argument")
     elif not cl.residual_statement or BARE_OTHER.match(cl.residual_statement) or not cl.residual_title:
-        raise ValueError(f"cluster {k}: a non-exhaustive cluster needs a residual title "
-                         "and a statement naming the escape")
+        raise ValueError(
+            f"cluster {k}: a non-exhaustive cluster needs a residual title and a statement naming the escape"
+        )
     if named < 1:
         raise ValueError(f"cluster {k}: no members")
     for d in cl.depends_on:
         if not 1 <= d.cluster <= clusters or d.cluster == k:
-            raise ValueError(f"cluster {k}: depends_on names cluster {d.cluster}, "
-                             "not another cluster of this answer")
-    for text in [cl.exclusivity, cl.independence, cl.question or "", cl.relevance or "", cl.name,
-                 cl.residual_title or "", cl.residual_question or "", *[d.note for d in cl.depends_on],
-                 *[x.title for x in cl.constructed], *[x.question or "" for x in cl.constructed]]:
+            raise ValueError(f"cluster {k}: depends_on names cluster {d.cluster}, not another cluster of this answer")
+    for text in [
+        cl.exclusivity,
+        cl.independence,
+        cl.question or "",
+        cl.relevance or "",
+        cl.name,
+        cl.residual_title or "",
+        cl.residual_question or "",
+        *[d.note for d in cl.depends_on],
+        *[x.title for x in cl.constructed],
+        *[x.question or "" for x in cl.constructed],
+    ]:
         if "\n" in text.strip() or NUMBERISH.search(text):
             raise ValueError(f"cluster {k}: one-line fields and titles hold no line breaks, numbers or weights")
     if cl.residual_note is not None and (not cl.residual_note.strip() or NUMBERISH.search(cl.residual_note)):
@@ -150,20 +170,31 @@ def _check_exhaustiveness_argument(k: int, cl: CarvedCluster) -> None:
     named = {int(n) for n in HYPOTHESIS_N.findall(cl.exhaustiveness_argument or "")}
     constructed = {int(n) for n in CONSTRUCTED_K.findall(cl.exhaustiveness_argument or "")}
     if not named & set(cl.members) and not constructed & set(range(1, len(cl.constructed) + 1)):
-        raise ValueError(f"cluster {k}: the exhaustiveness_argument must name the member a failure would "
-                         "favour as 'hypothesis N' (one of this cluster's members) or 'constructed K'")
+        raise ValueError(
+            f"cluster {k}: the exhaustiveness_argument must name the member a failure would "
+            "favour as 'hypothesis N' (one of this cluster's members) or 'constructed K'"
+        )
 
 
 def _check_placeholders(k: int, cl: CarvedCluster) -> None:
     """'constructed K' must name one of the cluster's constructed members; 'the residual' needs one."""
-    texts = [cl.exclusivity, cl.independence, cl.relevance or "", cl.carving_justification,
-             cl.exhaustiveness_argument or "", cl.residual_statement or "", cl.residual_note or "",
-             *[d.note for d in cl.depends_on],
-             *[t for x in cl.constructed for t in (x.statement, x.reason)]]
+    texts = [
+        cl.exclusivity,
+        cl.independence,
+        cl.relevance or "",
+        cl.carving_justification,
+        cl.exhaustiveness_argument or "",
+        cl.residual_statement or "",
+        cl.residual_note or "",
+        *[d.note for d in cl.depends_on],
+        *[t for x in cl.constructed for t in (x.statement, x.reason)],
+    ]
     bad = sorted({int(n) for t in texts for n in CONSTRUCTED_K.findall(t)} - set(range(1, len(cl.constructed) + 1)))
     if bad:
-        raise ValueError(f"cluster {k}: 'constructed {bad[0]}' names no constructed member of this cluster "
-                         f"(it has {len(cl.constructed)})")
+        raise ValueError(
+            f"cluster {k}: 'constructed {bad[0]}' names no constructed member of this cluster "
+            f"(it has {len(cl.constructed)})"
+        )
     if cl.exhaustive_by_construction and any(THE_RESIDUAL.search(t) for t in texts):
         raise ValueError(f"cluster {k}: exhaustive by construction, so it has no residual for 'the residual' to name")
 
@@ -179,25 +210,39 @@ def plans_from_model(c: Carving, hyps: list[Node]) -> tuple[list[ClusterPlan], d
 
     plans = []
     for cl in c.clusters:
-        plans.append(ClusterPlan(
-            title=cl.name, members=sorted((ids[m - 1] for m in cl.members), key=id_sort_key),
-            exclusivity=prose(cl.exclusivity), independence=prose(cl.independence),
-            justification=prose(cl.carving_justification) + (
-                "\n\n" + prose(cl.exhaustiveness_argument) if cl.exhaustive_by_construction else ""),
-            question=cl.question, relevance=prose(cl.relevance) or None,
-            depends_on=[(d.cluster - 1, prose(d.note)) for d in cl.depends_on],
-            exhaustive=cl.exhaustive_by_construction,
-            residual_title=cl.residual_title or "", residual_statement=prose(cl.residual_statement),
-            residual_note=(prose(cl.residual_note)
-                           or "Residual catch-all so that exactly one member of the cluster is true."),
-            residual_question=cl.residual_question,
-            constructed=[{**x.model_dump(), "statement": prose(x.statement),
-                          "reason": CONSTRUCTED_PREFIX.sub("", prose(x.reason), count=1)} for x in cl.constructed],
-        ))
+        plans.append(
+            ClusterPlan(
+                title=cl.name,
+                members=sorted((ids[m - 1] for m in cl.members), key=id_sort_key),
+                exclusivity=prose(cl.exclusivity),
+                independence=prose(cl.independence),
+                justification=prose(cl.carving_justification)
+                + ("\n\n" + prose(cl.exhaustiveness_argument) if cl.exhaustive_by_construction else ""),
+                question=cl.question,
+                relevance=prose(cl.relevance) or None,
+                depends_on=[(d.cluster - 1, prose(d.note)) for d in cl.depends_on],
+                exhaustive=cl.exhaustive_by_construction,
+                residual_title=cl.residual_title or "",
+                residual_statement=prose(cl.residual_statement),
+                residual_note=(
+                    prose(cl.residual_note) or "Residual catch-all so that exactly one member of the cluster is true."
+                ),
+                residual_question=cl.residual_question,
+                constructed=[
+                    {
+                        **x.model_dump(),
+                        "statement": prose(x.statement),
+                        "reason": CONSTRUCTED_PREFIX.sub("", prose(x.reason), count=1),
+                    }
+                    for x in cl.constructed
+                ],
+            )
+        )
     return plans, {ids[s.hypothesis - 1]: renumber(s.drop_reason, ids).strip() for s in c.stragglers}
 
 
 def renumber(text: str | None, ids: list[str]) -> str:
     """'hypothesis 2' in a model's prose -> the id it stands for (the model never writes ids)."""
-    return HYPOTHESIS_N.sub(lambda m: ids[int(m.group(1)) - 1] if 1 <= int(m.group(1)) <= len(ids) else m.group(0),
-                            text or "")
+    return HYPOTHESIS_N.sub(
+        lambda m: ids[int(m.group(1)) - 1] if 1 <= int(m.group(1)) <= len(ids) else m.group(0), text or ""
+    )

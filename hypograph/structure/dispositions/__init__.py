@@ -56,14 +56,39 @@ from hypograph.vault.locking import structuring_lock
 from hypograph.vault.validate import validate_before_structuring
 from hypograph.vault.vault import Vault
 
-__all__ = ["LEDGER", "MERGE_SYSTEM", "NEIGHBOURS", "NET", "PAIR_BATCH", "TOPIC_SYSTEM", "Candidate",
-           "DispositionReport", "Ledger", "Net",
-           "PairDecision", "TopicDecision", "apply_dispositions", "candidate_pairs", "decide", "drop", "merge_groups",
-           "pair_key", "read_ledger", "run_dispositions", "write_ledger"]
+__all__ = [
+    "LEDGER",
+    "MERGE_SYSTEM",
+    "NEIGHBOURS",
+    "NET",
+    "PAIR_BATCH",
+    "TOPIC_SYSTEM",
+    "Candidate",
+    "DispositionReport",
+    "Ledger",
+    "Net",
+    "PairDecision",
+    "TopicDecision",
+    "apply_dispositions",
+    "candidate_pairs",
+    "decide",
+    "drop",
+    "merge_groups",
+    "pair_key",
+    "read_ledger",
+    "run_dispositions",
+    "write_ledger",
+]
 
 
-def run_dispositions(vault: Vault | Path, verdicts: list[Decision], embeddings: Embeddings | None, policy: Policy,
-                     net: Net = NET, batch_size: int = PAIR_BATCH) -> DispositionReport:
+def run_dispositions(
+    vault: Vault | Path,
+    verdicts: list[Decision],
+    embeddings: Embeddings | None,
+    policy: Policy,
+    net: Net = NET,
+    batch_size: int = PAIR_BATCH,
+) -> DispositionReport:
     """4a end to end under the structuring lock: a person's MERGEs of clustered hypotheses, the
     ledger's stored decisions checked against the vault, candidates, decisions, the vault changes.
 
@@ -89,8 +114,9 @@ def run_dispositions(vault: Vault | Path, verdicts: list[Decision], embeddings: 
         return report
 
 
-def _run_dispositions(root: Path, verdicts: list[Decision], embeddings: Embeddings | None, policy: Policy,
-                      net: Net, batch_size: int) -> DispositionReport:
+def _run_dispositions(
+    root: Path, verdicts: list[Decision], embeddings: Embeddings | None, policy: Policy, net: Net, batch_size: int
+) -> DispositionReport:
     vault = session.open_for_step(root)  # as it is now that this run holds the lock
     validate_before_structuring(vault)  # refuse what 4a cannot fix before its first write
     marker = session.read_marker(root)
@@ -117,8 +143,10 @@ def _run_dispositions(root: Path, verdicts: list[Decision], embeddings: Embeddin
     report.amended[:0] = amended + amended_now
     report.by_hand, report.refused = by_hand, refused
     if frozen:
-        report.resumed = (f"4a of {session.who(marker)} had recorded its decisions on {len(frozen)} hypotheses; "
-                          "applied them, judged none of those again")
+        report.resumed = (
+            f"4a of {session.who(marker)} had recorded its decisions on {len(frozen)} hypotheses; "
+            "applied them, judged none of those again"
+        )
     for survivor, absorbed in _merged_by_hand(by_hand):
         report.merged.setdefault(survivor, []).append(absorbed)
     session.keep(vault)

@@ -20,8 +20,10 @@ from hypograph.structure.dispositions.ledger import Ledger, PairDecision
 from hypograph.vault.nodes import Node
 from hypograph.vault.vault import Vault
 
-NOT_A_WIDENING = ("widened statement identical to the {which} statement of {node}: not a widening, "
-                  "so the widened statement and the generalization_note were dropped")
+NOT_A_WIDENING = (
+    "widened statement identical to the {which} statement of {node}: not a widening, "
+    "so the widened statement and the generalization_note were dropped"
+)
 
 
 def _same(a: object, b: object) -> bool:
@@ -41,16 +43,22 @@ def widening_problem(widened: str | None, nodes: list[Node], baseline: dict | No
     return None
 
 
-def amend_widening(d: PairDecision, nodes: dict[str, Node], baseline: dict | None,
-                   current: bool = True) -> PairDecision:
+def amend_widening(
+    d: PairDecision, nodes: dict[str, Node], baseline: dict | None, current: bool = True
+) -> PairDecision:
     """``d`` as it may be recorded: without a widening that widens nothing (said in ``amended``).
     ``current``: compare with the statements as they stand too (a new decision; a stored one's
     widening may have been applied since, so it is compared with the step-3 statements only)."""
     problem = widening_problem(d.widened_statement, [nodes[i] for i in d.pair if i in nodes], baseline, current)
     if problem is None:
         return d
-    return d.model_copy(update={"widened_statement": None, "generalization_note": None,
-                                "amended": f"{d.amended}; {problem}" if d.amended else problem})
+    return d.model_copy(
+        update={
+            "widened_statement": None,
+            "generalization_note": None,
+            "amended": f"{d.amended}; {problem}" if d.amended else problem,
+        }
+    )
 
 
 def repair_ledger(ledger: Ledger, vault: Vault, baseline: dict | None) -> list[str]:
@@ -70,8 +78,13 @@ def stale_notes(vault: Vault, baseline: dict | None) -> list[tuple[Node, str]]:
     each with the note removed (in memory) and the line that says so."""
     out = []
     for h in vault.of_type("hypothesis"):
-        if (h.meta.get("state") == "active" and h.meta.get("generalization_note") and baseline and h.id in baseline
-                and _same(h.meta.get("statement"), baseline[h.id].get("statement"))):
+        if (
+            h.meta.get("state") == "active"
+            and h.meta.get("generalization_note")
+            and baseline
+            and h.id in baseline
+            and _same(h.meta.get("statement"), baseline[h.id].get("statement"))
+        ):
             del h.meta["generalization_note"]
             out.append((h, f"{h.id}: generalization_note removed: its statement is the step-3 one, not widened"))
     return out

@@ -42,8 +42,12 @@ def clustered_human_merges(vault: Vault, verdicts: list[Decision]) -> list[Decis
     out = []
     for v in verdicts:
         nodes = [vault.nodes.get(i) for i in v.pair]
-        if (v.decided_by == "human" and v.verdict == "MERGE" and all(n is not None and n.type == "hypothesis"
-                and n.meta.get("state") in (None, "active") for n in nodes) and not set(v.pair) <= open_ids):
+        if (
+            v.decided_by == "human"
+            and v.verdict == "MERGE"
+            and all(n is not None and n.type == "hypothesis" and n.meta.get("state") in (None, "active") for n in nodes)
+            and not set(v.pair) <= open_ids
+        ):
             out.append(v)
     return out
 
@@ -62,8 +66,10 @@ def apply_by_hand(vault: Vault | Path, verdicts: list[Decision], ledger: Ledger)
         survivor, absorbed = vault.nodes[a], vault.nodes[b]
         gone = next((n for n in (survivor, absorbed) if n.meta.get("state") not in (None, "active")), None)
         if gone is not None:  # merged by an earlier review of this list
-            refused.append(f"MERGE {a}/{b} from {REVIEW} refused: {gone.id} was just merged into "
-                           f"{link_target(gone.meta.get('merged_into'))} by another review; record that pair instead")
+            refused.append(
+                f"MERGE {a}/{b} from {REVIEW} refused: {gone.id} was just merged into "
+                f"{link_target(gone.meta.get('merged_into'))} by another review; record that pair instead"
+            )
             continue
         hc = _cluster_of(vault, b)
         reason = _refusal(vault, survivor, absorbed, hc, ledger)
@@ -72,19 +78,29 @@ def apply_by_hand(vault: Vault | Path, verdicts: list[Decision], ledger: Ledger)
             continue
         steps = _merge_steps(vault, survivor, absorbed, hc, v.rationale)
         ledger.pairs[pair_key(a, b)] = PairDecision(
-            pair=(a, b), decision="MERGE", decided_by="human",
+            pair=(a, b),
+            decision="MERGE",
+            decided_by="human",
             rationale=f"Recorded in {REVIEW}; applied to clustered hypotheses as a deliberate exception"
-                      + (f" ({b} left {hc.id})." if hc else "."))
+            + (f" ({b} left {hc.id})." if hc else "."),
+        )
         write_ledger(root, ledger)  # on record first: a re-run after a crash finds the merge done and recorded
         vault.apply(steps)
-        applied.append(f"MERGE {a}/{b} from {REVIEW} applied: {b} merged into {a}"
-                       + (f" and left {hc.id}" if hc else ""))
+        applied.append(
+            f"MERGE {a}/{b} from {REVIEW} applied: {b} merged into {a}" + (f" and left {hc.id}" if hc else "")
+        )
     return applied, refused
 
 
 def _cluster_of(vault: Vault, h_id: str) -> Node | None:
-    return next((hc for hc in vault.of_type("hypothesis-cluster")
-                 if h_id in {link_target(link) for link in hc.meta.get("hypotheses") or []}), None)
+    return next(
+        (
+            hc
+            for hc in vault.of_type("hypothesis-cluster")
+            if h_id in {link_target(link) for link in hc.meta.get("hypotheses") or []}
+        ),
+        None,
+    )
 
 
 def _refusal(vault: Vault, survivor: Node, absorbed: Node, hc: Node | None, ledger: Ledger) -> str | None:
@@ -94,35 +110,55 @@ def _refusal(vault: Vault, survivor: Node, absorbed: Node, hc: Node | None, ledg
         return f"{minted[0]} was minted at step 4 (residual or constructed member), not stated by a paper"
     earlier = ledger.pairs.get(pair_key(survivor.id, absorbed.id))
     if earlier and earlier.decided_by == "human" and earlier.decision == "KEEP":
-        return (f"the pair was kept apart by hand ({earlier.rationale.rstrip('.')}); "
-                f"remove its MERGE from {REVIEW} or merge it again deliberately")
+        return (
+            f"the pair was kept apart by hand ({earlier.rationale.rstrip('.')}); "
+            f"remove its MERGE from {REVIEW} or merge it again deliberately"
+        )
     if hc is None:
         return None
-    left = [vault.nodes[t] for t in (link_target(link) for link in hc.meta.get("hypotheses") or [])
-            if t != absorbed.id and t in vault.nodes]
+    left = [
+        vault.nodes[t]
+        for t in (link_target(link) for link in hc.meta.get("hypotheses") or [])
+        if t != absorbed.id and t in vault.nodes
+    ]
     if len(left) < 2:
-        return (f"{absorbed.id} would leave {hc.id} with {len(left)} member(s) and a cluster needs at least 2 "
-                f"(seed check 2); merge it by hand only after re-carving {hc.id}")
+        return (
+            f"{absorbed.id} would leave {hc.id} with {len(left)} member(s) and a cluster needs at least 2 "
+            f"(seed check 2); merge it by hand only after re-carving {hc.id}"
+        )
     if hc.meta.get("exhaustive_by_construction") is True:
         prose = "\n".join(line for line in hc.body.splitlines() if not line.strip().startswith("![["))
         if not any(re.search(rf"\b{re.escape(m.id)}\b", prose) for m in left):
-            return (f"{hc.id} is exhaustive by construction and its argument names no member but "
-                    f"{absorbed.id} (seed check 3)")
+            return (
+                f"{hc.id} is exhaustive by construction and its argument names no member but "
+                f"{absorbed.id} (seed check 3)"
+            )
     return None
 
 
 def _merge_steps(vault: Vault, survivor: Node, absorbed: Node, hc: Node | None, rationale: str) -> list[Step]:
     """The journal steps of the merge: survivor and cluster first, then the moves."""
-    followers = [m for m in vault.of_type("hypothesis")
-                 if m.meta.get("state") == "merged" and link_target(m.meta.get("merged_into")) == absorbed.id]
+    followers = [
+        m
+        for m in vault.of_type("hypothesis")
+        if m.meta.get("state") == "merged" and link_target(m.meta.get("merged_into")) == absorbed.id
+    ]
     absorb(survivor, [absorbed, *followers], None)
     steps = [Step(to=str(survivor.path), text=survivor.text())]
     if hc is not None:
-        set_members(hc, [vault.nodes[t] for t in (link_target(link) for link in hc.meta.get("hypotheses") or [])
-                         if t != absorbed.id and t in vault.nodes])
+        set_members(
+            hc,
+            [
+                vault.nodes[t]
+                for t in (link_target(link) for link in hc.meta.get("hypotheses") or [])
+                if t != absorbed.id and t in vault.nodes
+            ],
+        )
         why = " ".join(rationale.split())
-        hc.body = (hc.body.rstrip("\n") + f"\n\n{BY_HAND} {absorbed.id} left this cluster, merged into "
-                   f"{survivor.id} by a person's MERGE in {REVIEW} (\"{why}\").\n")
+        hc.body = (
+            hc.body.rstrip("\n") + f"\n\n{BY_HAND} {absorbed.id} left this cluster, merged into "
+            f'{survivor.id} by a person\'s MERGE in {REVIEW} ("{why}").\n'
+        )
         steps.append(Step(to=str(hc.path), text=hc.text()))
     for x in (absorbed, *followers):
         x.meta["state"] = "merged"

@@ -62,8 +62,9 @@ class Candidate:
     human: str | None = None  # MERGE / KEEP recorded by a person
 
 
-def candidate_pairs(hypotheses: list[Node], verdicts: list[Decision], embeddings: Embeddings | None,
-                    net: Net = NET) -> list[Candidate]:
+def candidate_pairs(
+    hypotheses: list[Node], verdicts: list[Decision], embeddings: Embeddings | None, net: Net = NET
+) -> list[Candidate]:
     """Proximity's verdict pairs among ``hypotheses`` plus the pairs of ``net`` among them in
     ``embeddings`` (none when ``net.k`` is 0). Sorted by similarity, then ids."""
     ids = [h.id for h in hypotheses]
@@ -72,9 +73,12 @@ def candidate_pairs(hypotheses: list[Node], verdicts: list[Decision], embeddings
     for v in verdicts:
         a, b = v.pair
         if a in members and b in members:
-            out[pair_key(a, b)] = Candidate(*sorted((a, b), key=id_sort_key), v.similarity,
-                                            auto_merge=v.decided_by == "auto" and v.verdict == "MERGE",
-                                            human=v.verdict if v.decided_by == "human" else None)
+            out[pair_key(a, b)] = Candidate(
+                *sorted((a, b), key=id_sort_key),
+                v.similarity,
+                auto_merge=v.decided_by == "auto" and v.verdict == "MERGE",
+                human=v.verdict if v.decided_by == "human" else None,
+            )
     if len(ids) >= 2 and net.k:
         if embeddings is None:
             raise HypographError("4a needs the hypotheses' embeddings to find nearest neighbours: run proximity first")
@@ -98,7 +102,7 @@ def ranked(matrix, m: int, block: int = 512) -> list[list[tuple[int, float]]]:
     if m < 1:
         return [[] for _ in range(n)]
     for a in range(0, n, block):
-        sims = matrix[a:a + block] @ matrix.T
+        sims = matrix[a : a + block] @ matrix.T
         sims = sims.toarray() if sp.issparse(sims) else np.asarray(sims)
         for r in range(sims.shape[0]):
             sims[r, a + r] = -np.inf  # never one's own neighbour
@@ -120,7 +124,7 @@ def net_pairs(matrix, hints: list[str], net: Net) -> list[tuple[int, int, float]
             pairs[(min(i, j), max(i, j))] = s
 
     for i, row in enumerate(near):
-        for j, s in row[:net.k]:
+        for j, s in row[: net.k]:
             add(i, j, s)
     if net.hint_k:
         groups: dict[str, list[int]] = {}
@@ -132,16 +136,16 @@ def net_pairs(matrix, hints: list[str], net: Net) -> list[tuple[int, int, float]
                 for c, s in row:
                     add(members[r], members[c], s)
     if net.mutual:
-        close = [{j for j, _ in row[:net.mutual]} for row in near]
+        close = [{j for j, _ in row[: net.mutual]} for row in near]
         for i, row in enumerate(near):
-            for j, s in row[:net.mutual]:
+            for j, s in row[: net.mutual]:
                 if i in close[j]:
                     add(i, j, s)
     if net.transitive:
         linked = set(pairs)
         for b, row in enumerate(near):
             # A~B and B~C both neighbour pairs, A and C among B's closest: ask A~C too
-            for (a, _), (c, _) in combinations(row[:net.transitive], 2):
+            for (a, _), (c, _) in combinations(row[: net.transitive], 2):
                 if (min(a, b), max(a, b)) in linked and (min(b, c), max(b, c)) in linked:
                     add(a, c, _cosine(matrix, a, c))
     return sorted(((i, j, s) for (i, j), s in pairs.items()), key=lambda t: (-t[2], t[0], t[1]))
@@ -180,8 +184,9 @@ def embed_like(embeddings: Embeddings, texts: list[str]):
         if not embeddings.vocabulary:
             return sp.csr_matrix((len(texts), embeddings.dim), dtype=np.float32)
         # the analyzer of the model the rows came from (seed or tuned), over their vocabulary
-        vec = TfidfVectorizer(**TFIDF_MODELS.get(embeddings.model, {}), use_idf=False, dtype=np.float32,
-                              vocabulary=embeddings.vocabulary)
+        vec = TfidfVectorizer(
+            **TFIDF_MODELS.get(embeddings.model, {}), use_idf=False, dtype=np.float32, vocabulary=embeddings.vocabulary
+        )
         return normalize(vec.fit_transform(texts), norm="l2", copy=False).tocsr()
     raise HypographError(f"embeddings of backend {embeddings.backend!r}: 4a cannot embed missing hypotheses like them")
 

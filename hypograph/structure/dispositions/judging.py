@@ -52,10 +52,12 @@ class PairJudgement(BaseModel):
     pair: int = Field(ge=1, description="the pair's number in the question")
     decision: Literal["MERGE", "KEEP"]
     discriminating_observations: list[int] = Field(
-        description="numbers of observations that would come out differently")
+        description="numbers of observations that would come out differently"
+    )
     widened_statement: str | None = Field(default=None, description="survivor statement widened to cover both, or null")
     generalization_note: str | None = Field(
-        default=None, description="one line: what was widened, which distinction given up")
+        default=None, description="one line: what was widened, which distinction given up"
+    )
     rationale: str = Field(min_length=10, max_length=1500)
 
 
@@ -88,23 +90,32 @@ is NOT off-topic. Be conservative. For each off-topic one give a one-line drop_r
 discriminates nothing relevant to the main question; otherwise drop_reason is null."""
 
 
-def merge_request(batch: list[Candidate], nodes: dict[str, Node], obs: list[Node],
-                  question: str) -> Request[PairJudgements]:
+def merge_request(
+    batch: list[Candidate], nodes: dict[str, Node], obs: list[Node], question: str
+) -> Request[PairJudgements]:
     """One question for ``batch``: the main question and the observations once, then the numbered pairs."""
     fields = ("statement", "question", "source", "locator", "quote")
 
     def shown(n: int, role: str, h_id: str) -> str:
-        return untrusted("hypothesis", {"pair": str(n), "role": role, "id": h_id},
-                         {"title": nodes[h_id].title, **{k: nodes[h_id].meta.get(k) for k in fields}})
+        return untrusted(
+            "hypothesis",
+            {"pair": str(n), "role": role, "id": h_id},
+            {"title": nodes[h_id].title, **{k: nodes[h_id].meta.get(k) for k in fields}},
+        )
 
     user = (
-        "Main question of the analysis:\n" + untrusted("main-question", {}, {"text": question[:QUESTION_CHARS]})
+        "Main question of the analysis:\n"
+        + untrusted("main-question", {}, {"text": question[:QUESTION_CHARS]})
         + "\n\nObservations in scope:\n"
-        + "\n".join(untrusted("observation", {"number": str(n)}, {"statement": o.meta.get("statement") or o.title})
-                    for n, o in enumerate(obs, start=1))
+        + "\n".join(
+            untrusted("observation", {"number": str(n)}, {"statement": o.meta.get("statement") or o.title})
+            for n, o in enumerate(obs, start=1)
+        )
         + f"\n\nJudge these {len(batch)} pair(s); the first hypothesis of a pair survives if they are merged."
-        + "".join(f"\n\nPair {n}:\n" + shown(n, "first", c.a) + "\n" + shown(n, "second", c.b)
-                  for n, c in enumerate(batch, start=1))
+        + "".join(
+            f"\n\nPair {n}:\n" + shown(n, "first", c.a) + "\n" + shown(n, "second", c.b)
+            for n, c in enumerate(batch, start=1)
+        )
     )
 
     def check(answer: PairJudgements) -> None:
@@ -116,15 +127,18 @@ def merge_request(batch: list[Candidate], nodes: dict[str, Node], obs: list[Node
             if bad:
                 raise ValueError(f"pair {j.pair}: observation numbers {bad} are not among 1..{len(obs)}")
             if j.decision == "MERGE" and j.discriminating_observations:
-                raise ValueError(f"pair {j.pair}: MERGE while naming discriminating observations: "
-                                 "discriminable pairs are KEEP")
+                raise ValueError(
+                    f"pair {j.pair}: MERGE while naming discriminating observations: discriminable pairs are KEEP"
+                )
             if (j.widened_statement is None) != (j.generalization_note is None):
-                raise ValueError(f"pair {j.pair}: widened_statement and generalization_note "
-                                 "come together or not at all")
+                raise ValueError(
+                    f"pair {j.pair}: widened_statement and generalization_note come together or not at all"
+                )
             for text in (j.widened_statement, j.generalization_note):
                 if text is not None and ("\n" in text.strip() or NUMBERISH.search(text)):
-                    raise ValueError(f"pair {j.pair}: statement and note are one line each "
-                                     "and hold no numbers or weights")
+                    raise ValueError(
+                        f"pair {j.pair}: statement and note are one line each and hold no numbers or weights"
+                    )
 
     name = "pairs-" + "_".join(f"{c.a}-{c.b}" for c in batch)
     return Request(name=name[:120], system=MERGE_SYSTEM, user=user, schema=PairJudgements, check=check)
@@ -132,11 +146,13 @@ def merge_request(batch: list[Candidate], nodes: dict[str, Node], obs: list[Node
 
 def topic_request(batch: list[Node], question: str) -> Request[TopicJudgements]:
     user = (
-        "Main question of the analysis:\n" + untrusted("main-question", {}, {"text": question[:QUESTION_CHARS]})
+        "Main question of the analysis:\n"
+        + untrusted("main-question", {}, {"text": question[:QUESTION_CHARS]})
         + "\n\nHypotheses:\n"
-        + "\n".join(untrusted("hypothesis", {"number": str(n)},
-                              {"title": h.title, "statement": h.meta.get("statement")})
-                    for n, h in enumerate(batch, start=1))
+        + "\n".join(
+            untrusted("hypothesis", {"number": str(n)}, {"title": h.title, "statement": h.meta.get("statement")})
+            for n, h in enumerate(batch, start=1)
+        )
     )
 
     def check(j: TopicJudgements) -> None:
@@ -144,19 +160,30 @@ def topic_request(batch: list[Node], question: str) -> Request[TopicJudgements]:
         if numbers != list(range(1, len(batch) + 1)):
             raise ValueError(f"expected one item per hypothesis 1..{len(batch)}, got {numbers}")
         for i in j.items:
-            if (i.off_topic != bool(i.drop_reason and i.drop_reason.strip())
-                    or (i.drop_reason and "\n" in i.drop_reason.strip())):
+            if i.off_topic != bool(i.drop_reason and i.drop_reason.strip()) or (
+                i.drop_reason and "\n" in i.drop_reason.strip()
+            ):
                 raise ValueError(f"hypothesis {i.hypothesis}: a one-line drop_reason exactly when off_topic")
             if i.drop_reason and NUMBERISH.search(i.drop_reason):
                 raise ValueError(f"hypothesis {i.hypothesis}: the drop_reason holds no numbers or weights")
 
-    return Request(name="topics-" + "_".join(h.id for h in batch), system=TOPIC_SYSTEM, user=user,
-                   schema=TopicJudgements, check=check)
+    return Request(
+        name="topics-" + "_".join(h.id for h in batch),
+        system=TOPIC_SYSTEM,
+        user=user,
+        schema=TopicJudgements,
+        check=check,
+    )
 
 
-def decide(vault: Vault, candidates: list[Candidate], ledger: Ledger, policy: Policy,
-           batch_size: int = PAIR_BATCH,
-           frozen: set[str] | frozenset[str] = frozenset()) -> tuple[Ledger, int, list[str]]:
+def decide(
+    vault: Vault,
+    candidates: list[Candidate],
+    ledger: Ledger,
+    policy: Policy,
+    batch_size: int = PAIR_BATCH,
+    frozen: set[str] | frozenset[str] = frozenset(),
+) -> tuple[Ledger, int, list[str]]:
     """Fill the ledger with a decision for every new candidate pair and active hypothesis (but those
     in ``frozen``: an interrupted structuring's 4a judged them already); each decision checked
     against the vault before it is recorded (``amend``). Returns (the ledger, how many pairs were
@@ -169,11 +196,12 @@ def decide(vault: Vault, candidates: list[Candidate], ledger: Ledger, policy: Po
     for c in candidates:
         key = pair_key(c.a, c.b)
         if c.human:  # a person's verdict always stands, even over an earlier one
-            ledger.pairs[key] = PairDecision(pair=(c.a, c.b), decision=c.human, decided_by="human",
-                                             rationale="Recorded in proximity/review.json.")
+            ledger.pairs[key] = PairDecision(
+                pair=(c.a, c.b), decision=c.human, decided_by="human", rationale="Recorded in proximity/review.json."
+            )
         elif key not in ledger.pairs or (not policy.offline and ledger.pairs[key].decided_by == OFFLINE):
             todo.append(c)  # new, or decided by the offline policy and now a model can judge it
-    batches = [todo[k:k + batch_size] for k in range(0, len(todo), max(1, batch_size))]
+    batches = [todo[k : k + batch_size] for k in range(0, len(todo), max(1, batch_size))]
     # the offline policy reads no request: none is built (50,000 pairs would cost seconds of JSON)
     asks = [_pairs_ask(b, nodes, obs, question, not policy.offline) for b in batches]
     amended = []
@@ -183,19 +211,28 @@ def decide(vault: Vault, candidates: list[Candidate], ledger: Ledger, policy: Po
             if recorded is not d:
                 amended.append(f"{c.a}/{c.b}: {recorded.amended}")
     unjudged = [h for h in nodes.values() if h.id not in ledger.topics and not h.meta.get("origin")]
-    topic_batches = [unjudged[k:k + TOPIC_BATCH] for k in range(0, len(unjudged), TOPIC_BATCH)]
+    topic_batches = [unjudged[k : k + TOPIC_BATCH] for k in range(0, len(unjudged), TOPIC_BATCH)]
     for decisions in policy.decide("topic", [_topic_ask(b, question, not policy.offline) for b in topic_batches]):
         ledger.topics.update((d.id, d) for d in decisions)
     return ledger, len(todo), amended
 
 
-def _pairs_ask(batch: list[Candidate], nodes: dict[str, Node], obs: list[Node],
-               question: str, request: bool = True) -> Ask[PairJudgements, list[PairDecision]]:
+def _pairs_ask(
+    batch: list[Candidate], nodes: dict[str, Node], obs: list[Node], question: str, request: bool = True
+) -> Ask[PairJudgements, list[PairDecision]]:
     def accept(answer: PairJudgements, decided_by: str) -> list[PairDecision]:
         by_number = {j.pair: j for j in answer.decisions}  # the request's check: exactly one per number
-        return [PairDecision(pair=(c.a, c.b), decision=j.decision, decided_by=decided_by, rationale=j.rationale,
-                             widened_statement=j.widened_statement, generalization_note=j.generalization_note)
-                for c, j in ((c, by_number[n]) for n, c in enumerate(batch, start=1))]
+        return [
+            PairDecision(
+                pair=(c.a, c.b),
+                decision=j.decision,
+                decided_by=decided_by,
+                rationale=j.rationale,
+                widened_statement=j.widened_statement,
+                generalization_note=j.generalization_note,
+            )
+            for c, j in ((c, by_number[n]) for n, c in enumerate(batch, start=1))
+        ]
 
     def offline(note: str | None) -> list[PairDecision]:
         return [_offline_pair(c, nodes, obs, note) for c in batch]
@@ -208,18 +245,26 @@ def _offline_pair(c: Candidate, nodes: dict[str, Node], obs: list[Node], note: s
     separated = separating_observations(nodes[c.a], nodes[c.b], obs)
     merge = c.auto_merge and not separated
     head = "Offline policy" if note is None else f"Offline policy, as {note}"
-    reason = (f"{head}: auto-merge pair (lexical near-identity) and no observation separates them."
-              if merge else f"{head}: kept separate — " + (
-                  f"observations {', '.join(separated)} may discriminate them." if c.auto_merge
-                  else "only auto-merge pairs are merged without a model."))
+    reason = (
+        f"{head}: auto-merge pair (lexical near-identity) and no observation separates them."
+        if merge
+        else f"{head}: kept separate — "
+        + (
+            f"observations {', '.join(separated)} may discriminate them."
+            if c.auto_merge
+            else "only auto-merge pairs are merged without a model."
+        )
+    )
     return PairDecision(pair=(c.a, c.b), decision="MERGE" if merge else "KEEP", rationale=reason, decided_by=OFFLINE)
 
 
 def _topic_ask(batch: list[Node], question: str, request: bool = True) -> Ask[TopicJudgements, list[TopicDecision]]:
     def accept(j: TopicJudgements, decided_by: str) -> list[TopicDecision]:
         items = {i.hypothesis: i for i in j.items}  # the request's check: exactly one per number
-        return [TopicDecision(id=h.id, drop=items[n].off_topic, drop_reason=items[n].drop_reason, decided_by=decided_by)
-                for n, h in enumerate(batch, start=1)]
+        return [
+            TopicDecision(id=h.id, drop=items[n].off_topic, drop_reason=items[n].drop_reason, decided_by=decided_by)
+            for n, h in enumerate(batch, start=1)
+        ]
 
     def offline(note: str | None) -> list[TopicDecision]:
         """Drop nothing. With no model asked nothing is recorded, so a model configured later judges

@@ -45,8 +45,11 @@ def drop(vault: Vault, h: Node, reason: str, followers: list[Node] | None = None
     into ``h``, when the caller has them indexed (else the vault is searched)."""
     out = []
     if followers is None:
-        followers = [x for x in vault.of_type("hypothesis")
-                     if x.meta.get("state") == "merged" and link_target(x.meta.get("merged_into")) == h.id]
+        followers = [
+            x
+            for x in vault.of_type("hypothesis")
+            if x.meta.get("state") == "merged" and link_target(x.meta.get("merged_into")) == h.id
+        ]
     for node, why in [(h, reason)] + [(x, f"Follows its merge survivor {h.id}, dropped: {reason}") for x in followers]:
         node.meta["state"] = "dropped"
         node.meta["drop_reason"] = why
@@ -67,8 +70,12 @@ def merged_into_index(vault: Vault) -> dict[str, list[Node]]:
     return out
 
 
-def merge_groups(active: list[str], ledger: Ledger, earlier: dict[str, list[str]] | None = None,  # noqa: C901
-                 blocked: list[str] | None = None) -> dict[str, list[str]]:
+def merge_groups(  # noqa: C901
+    active: list[str],
+    ledger: Ledger,
+    earlier: dict[str, list[str]] | None = None,
+    blocked: list[str] | None = None,
+) -> dict[str, list[str]]:
     """Survivor (lowest id) -> the ids of ``active`` it absorbs. MERGE pairs join groups in ledger
     order, unless the join would put two nodes recorded KEEP under one survivor (no merging by
     transitivity alone).
@@ -100,8 +107,9 @@ def merge_groups(active: list[str], ledger: Ledger, earlier: dict[str, list[str]
         if clashes:
             if blocked is not None:
                 x, y = min(clashes, key=lambda p: (id_sort_key(p[0]), id_sort_key(p[1])))
-                blocked.append(f"MERGE {a}/{b} not applied: it would put {x} and {y}, "
-                               "recorded KEEP, under one survivor")
+                blocked.append(
+                    f"MERGE {a}/{b} not applied: it would put {x} and {y}, recorded KEEP, under one survivor"
+                )
             continue
         large |= small  # the smaller group joins the larger: each node moves O(log n) times
         for x in small:
@@ -174,8 +182,11 @@ def absorb(survivor: Node, absorbed: list[Node], widening: PairDecision | None) 
                 continue
             have = entries[same[0]].partition(":")[2].strip()
             # Same source cited by both: add only the places the survivor's entry does not list yet.
-            new = [w.strip() for w in where.split(";")
-                   if w.strip() and w.strip() not in [h.strip() for h in have.split(";")]]
+            new = [
+                w.strip()
+                for w in where.split(";")
+                if w.strip() and w.strip() not in [h.strip() for h in have.split(";")]
+            ]
             if new:
                 entries[same[0]] = f"{prefix}: " + "; ".join([have] * bool(have) + new)
     meta["state"] = "active"
@@ -188,16 +199,24 @@ def absorb(survivor: Node, absorbed: list[Node], widening: PairDecision | None) 
         meta["generalization_note"] = widening.generalization_note
 
 
-def group_widening(survivor: Node, absorbed_ids: list[str], ledger: Ledger,
-                   baseline: dict | None, widening: list[PairDecision] | None = None) -> PairDecision | None:
+def group_widening(
+    survivor: Node,
+    absorbed_ids: list[str],
+    ledger: Ledger,
+    baseline: dict | None,
+    widening: list[PairDecision] | None = None,
+) -> PairDecision | None:
     """The widening the group takes: from a MERGE pair holding the survivor if one widens, else from
     any MERGE pair of the group (ledger order); never one that repeats the survivor's statement.
     ``widening``: the ledger's widening MERGE decisions, when the caller asks for many groups."""
     group = {survivor.id, *absorbed_ids}
     if widening is None:
         widening = widening_merges(ledger)
-    widenings = [d for d in widening if set(d.pair) <= group
-                 and widening_problem(d.widened_statement, [survivor], baseline) is None]
+    widenings = [
+        d
+        for d in widening
+        if set(d.pair) <= group and widening_problem(d.widened_statement, [survivor], baseline) is None
+    ]
     return next((d for d in widenings if survivor.id in d.pair), next(iter(widenings), None))
 
 
