@@ -42,6 +42,7 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
 
 # The Dagster web UI and daemon on 127.0.0.1:3000, on the instance the CLI writes to
