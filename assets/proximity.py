@@ -1,4 +1,4 @@
-"""Proximity assets (seed 003): texts -> embeddings -> similarity graph -> clusters, graph -> dupes.
+"""Proximity assets (prox formats): texts -> embeddings -> similarity graph -> clusters, graph -> dupes.
 
 Embeddings and the graph are in ``sharded.py`` (each can be split over processes or machines)."""
 

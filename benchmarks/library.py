@@ -18,7 +18,7 @@ For each library size one round of 10 candidate behaviors — 5 reworded duplica
 behaviors and 5 new ones — is prepared with the real domain functions, each size in a fresh Python
 process, no model and no network:
 
-* ``seed``: seed 001 as written — the generation prompt pastes every existing statement, and the
+* ``seed``: the library rounds spec as written — the generation prompt pastes every existing statement, and the
   behavior dedup is one call that pastes the whole library next to the candidates;
 * ``budgeted``: this project — the generation prompt carries ``build_banlist`` (the whole list while
   it fits the budget, else one representative per proximity cluster plus labels), and the behavior

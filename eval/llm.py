@@ -316,7 +316,7 @@ def flows(
         )
     if "case-batch" in names:
         source, into, case = copy(ex / "vault", "case-source"), copy(ex / "vault", "case-into"), work / "case"
-        # a case names its endpoints in its own config file (the deadline per endpoint, seed 004)
+        # a case names its endpoints in its own config file (the deadline per endpoint, as case batches do)
         config = work / "case-config.toml"
         config.write_text(
             f'[[endpoints]]\nmodel = "{MODEL_NAME}"\nbase_url = "{base_url}"\ntimeout_seconds = {timeout:g}\n',

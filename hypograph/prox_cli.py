@@ -1,4 +1,4 @@
-"""``prox``: the seed-003 command line, drop-in. Calls the domain functions directly (no Dagster),
+"""``prox``: the proximity tool's command line, drop-in. Calls the domain functions directly (no Dagster),
 so each command starts fast. Every error exits non-zero with one line on stderr.
 
     prox embed    --run-dir D [--backend tfidf|sbert] [--model seed|tuned|NAME_OR_PATH]

@@ -177,7 +177,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command == "library":  # its own argument checks and exit codes (seed 001's CLI)
+    if args.command == "library":  # its own argument checks and exit codes (the library rounds CLI)
         return args.func(args)
     for path in getattr(args, "paths", None) or [getattr(args, "path", None)]:
         if path is not None and not path.is_dir():

@@ -1,4 +1,4 @@
-"""Case batch settings (seed 004), as run config."""
+"""Case batch settings (docs/case.md), as run config."""
 
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""Library round settings (seed 001), as run config: the Launchpad form for one round."""
+"""Library round settings (docs/library.md), as run config: the Launchpad form for one round."""
 
 from typing import Literal
 
@@ -13,7 +13,7 @@ class LibrarySettings(ConfigurableResource):
     (what the schedule does); a round that already generated always keeps its own."""
 
     topic: str | None = Field(default=None, description="the library's topic; empty: as the previous round")
-    behavior_source: Literal["discover", "given"] = Field(default="discover", description="seed 001's mode")
+    behavior_source: Literal["discover", "given"] = Field(default="discover", description="library rounds mode")
     behavior: str | None = Field(default=None, description="given mode: a behavior id (B3) or one sentence")
     n_behaviors: int = Field(default=10, ge=1, le=100, description="new behaviors per round (discover)")
     web: bool = Field(default=True, description="ground the referees with arXiv and OpenAlex searches")

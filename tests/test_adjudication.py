@@ -1,4 +1,4 @@
-"""Adjudication of duplicate pairs and cluster naming (seed 003), offline and against the local stub.
+"""Adjudication of duplicate pairs and cluster naming (prox formats), offline and against the local stub.
 
 Layers: ``adjudicate`` / ``name_clusters`` on hand-built pairs and clusters; ``prox adjudicate`` and
 ``prox label`` as subprocesses; the Dagster ``proximity`` job in process. The small run directory

@@ -1,4 +1,4 @@
-"""The creation registry and the hooked journal of a case batch, field by field (seed 004: "the
+"""The creation registry and the hooked journal of a case batch, field by field (case batches: "the
 immutable registry records max_hypotheses, created_count, remaining_slots, next_id and every
 creation's ID, origin artifact/hash/JSON pointer and allocated budget"). Found by mutation
 testing: the end-to-end tests check the registry against itself, so a misspelt key passed."""

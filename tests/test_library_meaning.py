@@ -1,4 +1,4 @@
-"""Library rounds judged by meaning (issue 22, seed 001 Phase 4 and the topic guard).
+"""Library rounds judged by meaning (issue 22, library rounds Phase 4 and the topic guard).
 
 A scripted model behind the local stub answers as a careful person who knows the answers: it
 calls a candidate a duplicate only of the neighbour it knows it rewords (``paraphrases``), and

@@ -1,4 +1,4 @@
-"""Library rounds end to end through the real openai client against the local stub (seed 001).
+"""Library rounds end to end through the real openai client against the local stub (library rounds).
 
 Discover over three rounds (a reworded round-1 behavior caught by the model in round 2, saturated
 in round 3), given by id and by free text, re-runs that cost no call, a crash between generation

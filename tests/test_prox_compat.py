@@ -1,4 +1,4 @@
-"""Drop-in fidelity with the seed tool (seed 003): its numbers, its file formats and their edge cases.
+"""Drop-in fidelity with the proximity tool (prox formats): its numbers, its file formats and their edge cases.
 
 The seed's computations are restated here as a reference (``seed_*``): ``TfidfVectorizer()``,
 ``cosine_similarity`` over the stored rows, an edge when similarity >= threshold, similarities

@@ -1,4 +1,4 @@
-"""Case batches (seed 004): a capped, budgeted initial batch of causal hypotheses for one
+"""Case batches (docs/case.md): a capped, budgeted initial batch of causal hypotheses for one
 confirmed case, with a pinned policy, an immutable creation registry, atomic publication,
 retry/defer/block results and crash replay. Plain Python: no Dagster here.
 

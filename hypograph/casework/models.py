@@ -165,7 +165,7 @@ class Candidate(BaseModel):
     interpretation_ids: list[str] = Field(min_length=1)
     expected_evidence: list[str] = Field(min_length=1)
     falsifying_evidence: list[str] = Field(min_length=1)
-    open_questions: list[str]  # required like the other eight (seed 004), though it may be empty
+    open_questions: list[str]  # required like the other eight (case batches), though it may be empty
 
     @model_validator(mode="before")
     @classmethod

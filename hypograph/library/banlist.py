@@ -1,6 +1,6 @@
 """The banlist a generation prompt carries: what the library already holds, within a token budget.
 
-Seed 001 pastes every existing statement into each generation prompt, so the prompt grows with the
+The library rounds spec pastes every existing statement into each generation prompt, so the prompt grows with the
 library without bound. Here the whole list is pasted while it fits ``budget`` tokens; past it, the
 library is clustered with the proximity engine (embed -> similarity graph -> Louvain clusters with
 c-TF-IDF labels) and the prompt carries one representative per cluster (its medoid) plus the

@@ -36,7 +36,7 @@ def add_library_parser(subparsers) -> argparse.ArgumentParser:
     c.add_argument("--n-behaviors", type=int, default=10, help="new behaviors per round, discover only (default 10)")
     c.add_argument("--behavior", help="given mode: an existing node id (B3) or a one-sentence behavior")
     c.add_argument("--behavior-source", choices=["discover", "given"], help="the only mode selector (default: derived)")
-    c.add_argument("--mode", help=argparse.SUPPRESS)  # accepted and ignored, with a note (seed 001)
+    c.add_argument("--mode", help=argparse.SUPPRESS)  # accepted and ignored, with a note (library rounds)
     c.add_argument(
         "--no-web", dest="web", action="store_false", help="no literature search (arXiv, OpenAlex): method llm-chat"
     )

@@ -1,4 +1,4 @@
-"""The cross-topic guard: one topic per library file (seed 001, Phase 0.3: "if its topic differs
+"""The cross-topic guard: one topic per library file (library rounds, Phase 0.3: "if its topic differs
 semantically from this run's topic, halt and ask").
 
 ``check_topic(L, topic, client=…)`` compares the run's topic with the file's by meaning:

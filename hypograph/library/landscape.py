@@ -1,4 +1,4 @@
-"""Optional grounding from ``idea-stage/LANDSCAPE.md`` (seed 001, Phase 1).
+"""Optional grounding from ``idea-stage/LANDSCAPE.md`` (library rounds, Phase 1).
 
 Gap lines are those starting (after a bullet, heading marks or bold) with a gap id ``G<n>``,
 e.g. ``- **G1**: no causal test of …`` or ``### G2 — …``. Their ids are the only ones a behavior

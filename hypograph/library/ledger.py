@@ -1,4 +1,4 @@
-"""Id minting for the library: max-suffix + 1, never reused (seed 001, Phase 6).
+"""Id minting for the library: max-suffix + 1, never reused (library rounds, Phase 6).
 
 ``ids.json`` in tool state keeps the high-water marks (highest behavior number ever minted, and per
 behavior the highest mechanism number) and every id ever minted with its batch. The next id is

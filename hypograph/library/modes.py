@@ -1,4 +1,4 @@
-"""Seed 001's mode resolution: ``behavior-source`` is the only selector.
+"""Library rounds' mode resolution: ``behavior-source`` is the only selector.
 
 ==================  ===============  =========================================================
 --behavior-source   --behavior       outcome

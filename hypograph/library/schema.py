@@ -1,4 +1,4 @@
-"""``hypothesis_library.json`` in seed 001's schema, as pydantic models, and its reader.
+"""``hypothesis_library.json`` in the library rounds schema (docs/library.md), as pydantic models, and its reader.
 
 The file is a nested tree, one topic per file: ``{topic, topic_slug, created, updated,
 behaviors: [B<n> {…, impact, mechanisms: [B<n>-M<m> {…, data, model, novelty, status}]}]}``.

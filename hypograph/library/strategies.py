@@ -1,4 +1,4 @@
-"""The two generation axes' framing, read from a data file (seed 001, "The Two Axes").
+"""The two generation axes' framing, read from a data file (library rounds, "The Two Axes").
 
 Discovery lenses (behavior axis, discover only) and mechanism-combination strategies (mechanism
 axis) are data, not code: the package ships the seed's four lenses and five strategies in

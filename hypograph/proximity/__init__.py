@@ -1,2 +1,2 @@
-"""Proximity (seed 003): embed hypotheses, build the similarity graph, find communities, list
+"""Proximity (prox formats, docs/prox-formats.md): embed hypotheses, build the similarity graph, find communities, list
 near-duplicate pairs. Each module computes one thing; ``store`` reads and writes prox's files."""

@@ -1,4 +1,4 @@
-"""Adjudicate near-duplicate pairs MERGE / KEEP / FLAG (seed 003's procedure and decision format).
+"""Adjudicate near-duplicate pairs MERGE / KEEP / FLAG (the proximity tool's procedure and decision format).
 
 Who decides, first match wins:
 

@@ -1,4 +1,4 @@
-"""Read and write prox's files under ``<input>/proximity/`` (seed 003 formats, plus extra keys).
+"""Read and write prox's files under ``<input>/proximity/`` (prox formats, plus extra keys).
 
 ==========================  ==================================================================
 file                        content

@@ -1,1 +1,1 @@
-"""Structure step 4 (seed 000): 4a merge/drop bookkeeping, 4b hypothesis clusters, the map, checks."""
+"""Structure step 4 (vault structuring): 4a merge/drop bookkeeping, 4b hypothesis clusters, the map, checks."""

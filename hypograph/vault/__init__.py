@@ -1,1 +1,1 @@
-"""An Obsidian-style vault of markdown nodes (seed 000): read, write, mint, link."""
+"""An Obsidian-style vault of markdown nodes (docs/vault.md): read, write, mint, link."""
