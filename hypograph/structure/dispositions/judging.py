@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from hypograph.llm.answers import require_one_each
 from hypograph.llm.client import Request, untrusted
 from hypograph.llm.policy import OFFLINE, Ask, Policy
 from hypograph.structure.baseline import read_baseline
@@ -119,9 +120,7 @@ def merge_request(
     )
 
     def check(answer: PairJudgements) -> None:
-        numbers = sorted(j.pair for j in answer.decisions)
-        if numbers != list(range(1, len(batch) + 1)):
-            raise ValueError(f"expected exactly one decision for each pair 1..{len(batch)}, got pairs {numbers}")
+        require_one_each((j.pair for j in answer.decisions), len(batch), "decision for each pair", "got pairs")
         for j in answer.decisions:
             bad = [n for n in j.discriminating_observations if not 1 <= n <= len(obs)]
             if bad:
@@ -156,9 +155,7 @@ def topic_request(batch: list[Node], question: str) -> Request[TopicJudgements]:
     )
 
     def check(j: TopicJudgements) -> None:
-        numbers = sorted(i.hypothesis for i in j.items)
-        if numbers != list(range(1, len(batch) + 1)):
-            raise ValueError(f"expected one item per hypothesis 1..{len(batch)}, got {numbers}")
+        require_one_each((i.hypothesis for i in j.items), len(batch), "item for each hypothesis")
         for i in j.items:
             if i.off_topic != bool(i.drop_reason and i.drop_reason.strip()) or (
                 i.drop_reason and "\n" in i.drop_reason.strip()
@@ -237,7 +234,12 @@ def _pairs_ask(
     def offline(note: str | None) -> list[PairDecision]:
         return [_offline_pair(c, nodes, obs, note) for c in batch]
 
-    return Ask(merge_request(batch, nodes, obs, question) if request else None, accept, offline)
+    def split():  # a prompt the endpoint's context cannot take is asked as two halves
+        half = (len(batch) + 1) // 2
+        return _pairs_ask(batch[:half], nodes, obs, question), _pairs_ask(batch[half:], nodes, obs, question)
+
+    request_ = merge_request(batch, nodes, obs, question) if request else None
+    return Ask(request_, accept, offline, split if len(batch) > 1 else None)
 
 
 def _offline_pair(c: Candidate, nodes: dict[str, Node], obs: list[Node], note: str | None) -> PairDecision:
@@ -271,4 +273,8 @@ def _topic_ask(batch: list[Node], question: str, request: bool = True) -> Ask[To
         these; standing in for a rejected answer, each is kept on record."""
         return [] if note is None else [TopicDecision(id=h.id, drop=False, decided_by=OFFLINE) for h in batch]
 
-    return Ask(topic_request(batch, question) if request else None, accept, offline)
+    def split():  # as for pairs: two halves when the prompt cannot fit
+        half = (len(batch) + 1) // 2
+        return _topic_ask(batch[:half], question), _topic_ask(batch[half:], question)
+
+    return Ask(topic_request(batch, question) if request else None, accept, offline, split if len(batch) > 1 else None)
