@@ -29,6 +29,9 @@ model = "llama3.1"
 base_url = "http://localhost:11434/v1"
 api_key_env = "OLLAMA_API_KEY"
 timeout_seconds = 120
+context_length = 8192     # optional: the server's context (tokens); a larger prompt is refused, not sent
+max_tokens = 1024         # optional: the answer's budget (default: sized from the answer's schema)
+structured_output = "auto"  # optional: json_schema | json_object | prompt (auto tries them in turn)
 ```
 
 Every value is checked; a bad one is one ``HypographError`` line naming the file and the key.
@@ -42,9 +45,10 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from hypograph.errors import HypographError
+from hypograph.llm.config import StructuredOutput
 
 UNIT = "investigation_units"
 
@@ -116,6 +120,9 @@ class Endpoint:
     base_url: str | None = None
     api_key_env: str | None = None
     timeout_seconds: float = 60.0
+    context_length: int | None = None  # tokens the server takes (llama.cpp's --n_ctx): larger prompts are refused
+    max_tokens: int | None = None  # the answer's budget, instead of the one sized from its schema
+    structured_output: str = "auto"  # auto | json_schema | json_object | prompt
 
 
 @dataclass(frozen=True)
@@ -240,8 +247,29 @@ def _endpoints(raw: Any, where: str) -> tuple[Endpoint, ...]:
         timeout = e.get("timeout_seconds", 60.0)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
             raise HypographError(f"{where}: {key}.timeout_seconds: must be a positive number, got {timeout!r}")
-        out.append(Endpoint(e["model"], e.get("base_url"), e.get("api_key_env"), float(timeout)))
+        tokens = {k: _tokens(e, k, floor, where, key) for k, floor in (("context_length", 256), ("max_tokens", 16))}
+        mode = e.get("structured_output", "auto")
+        if mode not in STRUCTURED_OUTPUT:
+            raise HypographError(
+                f"{where}: {key}.structured_output: one of {', '.join(STRUCTURED_OUTPUT)}, got {mode!r}"
+            )
+        out.append(
+            Endpoint(
+                e["model"], e.get("base_url"), e.get("api_key_env"), float(timeout), **tokens, structured_output=mode
+            )
+        )
     return tuple(out)
+
+
+STRUCTURED_OUTPUT = get_args(StructuredOutput)
+
+
+def _tokens(e: Mapping, name: str, floor: int, where: str, key: str) -> int | None:
+    """A token count of an endpoint (absent: None), a whole number of at least ``floor``."""
+    value = e.get(name)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < floor):
+        raise HypographError(f"{where}: {key}.{name}: must be a whole number of at least {floor}, got {value!r}")
+    return value
 
 
 def env_key(endpoint: Endpoint, env: Mapping[str, str] | None = None) -> str:

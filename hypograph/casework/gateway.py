@@ -75,6 +75,9 @@ class CaseGateway:
                         base_url=e.base_url,
                         api_key=SecretStr(env_key(e, env)),
                         timeout=e.timeout_seconds,
+                        context_length=e.context_length,
+                        max_tokens=e.max_tokens,
+                        structured_output=e.structured_output,
                     )
                     for e in config.endpoints
                 ],
