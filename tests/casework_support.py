@@ -13,7 +13,7 @@ from pydantic import SecretStr
 
 from hypograph.casework import CaseGateway, CaseStore, HypothesisBuilder, HypothesisConfig
 from hypograph.casework.models import Source, Statement
-from hypograph.casework.revision import add_revision, confirm
+from hypograph.casework.revision import NewRevision, add_revision, confirm
 from hypograph.llm.config import LLMConfig
 
 T0 = dt.datetime(2030, 1, 1, 12, 0, tzinfo=dt.UTC)
@@ -71,14 +71,14 @@ ANCHOR = "I4"  # three statements, then the first known divergence
 def make_case(root: Path, name: str = "tomatoes", confirmed: bool = True, **changes) -> Path:
     """A case package ``root/name`` with one revision (confirmed unless told otherwise)."""
     case_dir = Path(root) / name
-    add_revision(
-        case_dir,
-        changes.get("inputs", INPUTS),
-        changes.get("sources", SOURCES),
+    revision = NewRevision(
         changes.get("question", "Why do the tomato plants in house 3 wilt every afternoon?"),
         changes.get("statements", STATEMENTS),
+        changes.get("sources", SOURCES),
         changes.get("anchors", ANCHORS),
+        changes.get("inputs", INPUTS),
     )
+    add_revision(case_dir, revision)
     if confirmed:
         confirm(case_dir, by="tester", now=T0)
     return case_dir

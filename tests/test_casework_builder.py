@@ -223,14 +223,17 @@ def test_reopening_attempts(tmp_path, llm_server):
 def test_new_revision_allocates_afresh_and_keeps_old_allocations(tmp_path, llm_server):
     from casework_support import ANCHORS, SOURCES, STATEMENTS
 
-    from hypograph.casework.revision import add_revision, confirm
+    from hypograph.casework.revision import NewRevision, add_revision, confirm
 
     case = make_case(tmp_path)
     llm_server.script(reply(valid_answer(3)))
     assert build(case, [llm_server.url]).status is Status.COMPLETED
     old = {k: v for k, v in files(case).items() if k.startswith(("analysis/", "case/"))}
     add_revision(
-        case, {**INPUTS, "new.txt": "Valve 3B reset.\n"}, SOURCES, "Why do they still wilt?", STATEMENTS, ANCHORS
+        case,
+        NewRevision(
+            "Why do they still wilt?", STATEMENTS, SOURCES, ANCHORS, {**INPUTS, "new.txt": "Valve 3B reset.\n"}
+        ),
     )
     confirm(case, by="tester")
     llm_server.script(reply(valid_answer(5)))
@@ -273,13 +276,13 @@ def test_limits_are_clear_errors(tmp_path, llm_server):
 def test_prior_documents_limit(tmp_path, llm_server):
     from casework_support import ANCHORS, SOURCES, STATEMENTS
 
-    from hypograph.casework.revision import add_revision, confirm
+    from hypograph.casework.revision import NewRevision, add_revision, confirm
 
     case = make_case(tmp_path)
     llm_server.always(reply(valid_answer()))
     for n in range(2, 4):
         assert build(case, [llm_server.url]).status is Status.COMPLETED
-        add_revision(case, INPUTS, SOURCES, f"Question {n}?", STATEMENTS, ANCHORS)
+        add_revision(case, NewRevision(f"Question {n}?", STATEMENTS, SOURCES, ANCHORS, INPUTS))
         confirm(case)
     with pytest.raises(HypographError, match="2 earlier batches exceed limits.prior_documents=1"):
         build(case, [llm_server.url], config=HypothesisConfig.from_mapping({"limits": {"prior_documents": 1}}))

@@ -75,6 +75,22 @@ class BuildResult:
         return f"{self.case_id} r{self.analysis_revision:04d}: {self.status.value}: {self.message}"
 
 
+@dataclass
+class _Attempt:
+    """One attempt at revision ``rev``'s batch, from phase 1 to publishing: its dispatch state, the
+    round file, the context (text as written) and the package generation it was built from, how a
+    result is made, and the model's usage so far."""
+
+    rev: int
+    state: DispatchState
+    round_path: str
+    context: dict
+    context_text: str
+    generation: int
+    result: Callable
+    llm: dict = field(default_factory=dict)
+
+
 class HypothesisBuilder:
     def __init__(
         self,
@@ -111,7 +127,7 @@ class HypothesisBuilder:
                 f"{pkg.root / 'manifest.json'}: field 'package_id': {m['package_id']!r}, not {package_id!r}"
             )
         rev = m["analysis_revision"]
-        result = lambda status, msg, **kw: BuildResult(status, pkg.case_id, package_id, rev, msg, **kw)  # noqa: E731
+        result = lambda status, msg, **kw: BuildResult(status, pkg.case_id, package_id, rev, msg, **kw)
         p = paths(rev)
         if (pkg.root / p["hypothesis_registry"]).exists():
             return self._reuse(pkg, m, rev, result)
@@ -139,60 +155,73 @@ class HypothesisBuilder:
         round_path = f"{rev_dir('hypotheses', rev)}/rounds/{attempt}.json"
         self._before_phase_1(pkg, round_path)
         m, context, context_text = self._context_phase(pkg, m)
-        generation = m["package_generation"]
+        run = _Attempt(rev, state, round_path, context, context_text, m["package_generation"], result)
         round_doc = pkg.read_optional(round_path)
-        llm: dict = {}
         if round_doc is None:
-            request = build_request(context, attempt, self._rejections(pkg, rev))
-            outcome = await asyncio.to_thread(self.gateway.ask, request, pkg.state_dir)
-            llm = outcome.usage
-            if outcome.outage:
-                state.fail_round(self.clock(), self.config.retry, "; ".join(outcome.failures))
-                state.save(pkg)
-                log.warning(
-                    "%s phase %s: model unreachable (round %d): %s",
-                    pkg.root,
-                    PHASE_GENERATING,
-                    state.failed_rounds,
-                    state.last_failure,
-                )
-                status = Status.BLOCKED if state.status == "BLOCKED" else Status.RETRY_PENDING
-                return result(
-                    status,
-                    f"attempt {attempt}: no endpoint answered (round {state.failed_rounds} of "
-                    f"{self.config.retry.rounds}): {state.last_failure}",
-                    attempt_id=attempt,
-                    due_at=state.due_at,
-                    llm=llm,
-                )
-            reason = outcome.rejected or self._over_output_limit(outcome.answer)
-            if reason:
-                return self._reject(pkg, state, reason, outcome.endpoint, result, llm)
-            stale = self._stale(pkg, generation, p, context_text)
-            if stale:
-                return result(
-                    Status.ERROR,
-                    f"attempt {attempt}: result rejected as stale: {stale}; nothing published",
-                    attempt_id=attempt,
-                    llm=llm,
-                )
-            round_doc = {
-                "analysis_revision": rev,
-                "attempt_id": attempt,
-                "phase": PHASE_GENERATING,
-                "endpoint": outcome.endpoint,
-                "bindings": {
-                    "context": {"path": p["hypothesis_context"], "sha256": sha_text(context_text)},
-                    "policy": context["bindings"]["policy"],
-                    "request_sha256": sha_text(request.system + "\0" + request.user),
-                },
-                "answer": outcome.answer.model_dump(mode="json"),
-            }
-            write_text(pkg.root / round_path, json_text(round_doc))
-            if self.hook:
-                self.hook("round-recorded")
+            round_doc = await self._generate(pkg, run)
+            if isinstance(round_doc, BuildResult):
+                return round_doc
         self._verify_round(pkg, round_path, round_doc, context, context_text)
-        return self._publish(pkg, generation, state, round_doc, round_path, context, context_text, result, llm)
+        return self._publish(pkg, round_doc, run)
+
+    async def _generate(self, pkg: CasePackage, run: _Attempt) -> dict | BuildResult:
+        """Phase 1: ask the model for the attempt's round and record it (``rounds/<attempt>.json``);
+        the recorded round, or the result of a round that failed (outage, rejection, stale input)."""
+        rev, state, attempt, p = run.rev, run.state, run.state.attempt_id, paths(run.rev)
+        request = build_request(run.context, attempt, self._rejections(pkg, rev))
+        outcome = await asyncio.to_thread(self.gateway.ask, request, pkg.state_dir)
+        run.llm = outcome.usage
+        if outcome.outage:
+            return self._outage(pkg, run, outcome.failures)
+        reason = outcome.rejected or self._over_output_limit(outcome.answer)
+        if reason:
+            return self._reject(pkg, state, reason, outcome.endpoint, run.result, run.llm)
+        stale = self._stale(pkg, run.generation, p, run.context_text)
+        if stale:
+            return run.result(
+                Status.ERROR,
+                f"attempt {attempt}: result rejected as stale: {stale}; nothing published",
+                attempt_id=attempt,
+                llm=run.llm,
+            )
+        round_doc = {
+            "analysis_revision": rev,
+            "attempt_id": attempt,
+            "phase": PHASE_GENERATING,
+            "endpoint": outcome.endpoint,
+            "bindings": {
+                "context": {"path": p["hypothesis_context"], "sha256": sha_text(run.context_text)},
+                "policy": run.context["bindings"]["policy"],
+                "request_sha256": sha_text(request.system + "\0" + request.user),
+            },
+            "answer": outcome.answer.model_dump(mode="json"),
+        }
+        write_text(pkg.root / run.round_path, json_text(round_doc))
+        if self.hook:
+            self.hook("round-recorded")
+        return round_doc
+
+    def _outage(self, pkg: CasePackage, run: _Attempt, failures: list[str]) -> BuildResult:
+        """No endpoint answered: the failed round counted (retry due later, or blocked after the last)."""
+        state = run.state
+        state.fail_round(self.clock(), self.config.retry, "; ".join(failures))
+        state.save(pkg)
+        log.warning(
+            "%s phase %s: model unreachable (round %d): %s",
+            pkg.root,
+            PHASE_GENERATING,
+            state.failed_rounds,
+            state.last_failure,
+        )
+        status = Status.BLOCKED if state.status == "BLOCKED" else Status.RETRY_PENDING
+        return run.result(
+            status,
+            f"attempt {state.attempt_id}: no endpoint answered (round {state.failed_rounds} of "
+            f"{self.config.retry.rounds}): {state.last_failure}",
+            attempt_id=state.attempt_id,
+            due_at=state.due_at,
+            llm=run.llm,
+        )
 
     def _before_phase_1(self, pkg: CasePackage, round_path: str) -> None:
         """Refusals due before phase 1 writes anything: a recorded round of another shape; no
@@ -250,19 +279,19 @@ class HypothesisBuilder:
         )
         return new
 
-    def _publish(
-        self, pkg, generation, state, round_doc, round_path, context, context_text, result, llm
-    ) -> BuildResult:
+    def _publish(self, pkg: CasePackage, round_doc: dict, run: _Attempt) -> BuildResult:
+        """Phase 2: the batch assembled from the recorded round, published unless its inputs went stale."""
+        state, context, context_text, result, llm = run.state, run.context, run.context_text, run.result, run.llm
         rev = context["analysis_revision"]
         p = paths(rev)
-        files = assemble(round_doc, round_path, context, context_text)
+        files = assemble(round_doc, run.round_path, context, context_text)
         size = len(files[p["hypotheses_summary"]].encode("utf-8"))
         if size > self.config.limits.summary_bytes:
             raise HypographError(
                 f"{pkg.root / p['hypotheses_summary']}: {size} bytes, over limits.summary_bytes="
                 f"{self.config.limits.summary_bytes}; raise the limit (nothing is truncated)"
             )
-        stale = self._stale(pkg, generation, p, context_text)
+        stale = self._stale(pkg, run.generation, p, context_text)
         if stale:
             return result(
                 Status.ERROR,

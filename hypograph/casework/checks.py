@@ -215,18 +215,9 @@ def shape_violations(doc, shape, file: str) -> list[Violation]:
         value, want, ptr = stack.pop()
         if want is ANY:
             continue
-        kind = dict if isinstance(want, dict) else list if isinstance(want, list) else want
-        if (
-            not isinstance(value, kind)
-            or (kind is int and isinstance(value, bool))
-            or (isinstance(kind, tuple) and isinstance(value, bool))
-        ):
-            want_name = (
-                _NAMES.get(kind, "a string, number or null")
-                if not isinstance(kind, tuple)
-                else "a string, number or null"
-            )
-            out.append((file, f"{ptr or '/'}: expected {want_name}, got {_NAMES.get(type(value), 'a value')}"))
+        wrong = _wrong_type(value, want)
+        if wrong:
+            out.append((file, f"{ptr or '/'}: {wrong}"))
         elif isinstance(want, dict):
             for key, sub in want.items():
                 name = key.rstrip("?")
@@ -237,6 +228,22 @@ def shape_violations(doc, shape, file: str) -> list[Violation]:
         elif isinstance(want, list):
             stack.extend((item, want[0], f"{ptr}/{i}") for i, item in reversed(list(enumerate(value))))
     return sorted(out, key=lambda v: v[1])
+
+
+def _wrong_type(value, want) -> str | None:
+    """``expected <type>, got <type>`` when ``value`` is not of the type ``want`` describes (an
+    object, an array, a type, or a tuple of scalar types; a boolean is never a number), else None."""
+    kind = dict if isinstance(want, dict) else list if isinstance(want, list) else want
+    if (
+        isinstance(value, kind)
+        and not (kind is int and isinstance(value, bool))
+        and not (isinstance(kind, tuple) and isinstance(value, bool))
+    ):
+        return None
+    want_name = (
+        _NAMES.get(kind, "a string, number or null") if not isinstance(kind, tuple) else "a string, number or null"
+    )
+    return f"expected {want_name}, got {_NAMES.get(type(value), 'a value')}"
 
 
 def run_checks(pkg: CasePackage, revision: int | None = None) -> dict[str, list[Violation]]:

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 from hypograph.casework.models import Source, Statement
-from hypograph.casework.revision import RevisionReport, add_revision
+from hypograph.casework.revision import NewRevision, RevisionReport, add_revision
 from hypograph.errors import HypographError
 from hypograph.vault.nodes import Node, link_target
 from hypograph.vault.vault import open_vault
@@ -87,12 +87,7 @@ def case_from_vault(vault_root: Path | str, case_dir: Path | str) -> RevisionRep
         cited = [o.id] + [t for t in [link_target(o.meta.get("source"))] if t in known]
         statements.append(Statement(text=text, source_ids=cited))
     question = question_of(prompt)
-    return add_revision(
-        case_dir,
-        inputs,
-        sources,
-        question,
-        statements,
-        {"reported_behavior": Statement(text=question, source_ids=[])},
-        target_vault=root,
+    revision = NewRevision(
+        question, statements, sources, {"reported_behavior": Statement(text=question, source_ids=[])}, inputs
     )
+    return add_revision(case_dir, revision, target_vault=root)

@@ -88,13 +88,9 @@ def archive_members(path: Path, limits: ArchiveLimits | None, label: str | None 
 
 def _member_problem(info: zipfile.ZipInfo) -> str | None:
     """Why a member may never be in a case (whatever the limits), or None."""
-    name = info.filename
-    if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
-        return "absolute member name (refused always)"
-    if ".." in name.replace("\\", "/").split("/"):
-        return "'..' in the member name leaves the archive (zip slip; refused always)"
-    if "\0" in name or "\\" in name:
-        return "backslash or NUL in the member name (refused always)"
+    problem = _member_name_problem(info.filename)
+    if problem:
+        return problem
     mode = info.external_attr >> 16 if info.create_system == 3 else 0  # unix mode bits, when a unix zip set them
     if stat.S_ISLNK(mode):
         return "a symbolic link (links are refused always)"
@@ -104,6 +100,17 @@ def _member_problem(info: zipfile.ZipInfo) -> str | None:
         return "not a regular file (device, FIFO or socket; refused always)"
     if info.flag_bits & 0x1:
         return "encrypted (cannot be read)"
+    return None
+
+
+def _member_name_problem(name: str) -> str | None:
+    """Why a member's name may never be extracted (it would leave the folder it is written to), or None."""
+    if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
+        return "absolute member name (refused always)"
+    if ".." in name.replace("\\", "/").split("/"):
+        return "'..' in the member name leaves the archive (zip slip; refused always)"
+    if "\0" in name or "\\" in name:
+        return "backslash or NUL in the member name (refused always)"
     return None
 
 
@@ -158,20 +165,7 @@ def file_sha(path: Path) -> tuple[str, int]:
 
 def collect(paths: list[Path], limits: ArchiveLimits) -> list[Input]:
     """Every file of ``paths`` (files, folders) as an Input, archives checked; one name once."""
-    found: list[tuple[str, Path]] = []
-    for raw in paths:
-        path = Path(raw)
-        if not os.path.lexists(path):
-            raise HypographError(f"{path}: no such file or folder")
-        if path.is_dir():
-            bad = lambda rel, why, root=path: _refuse_in_folder(root, rel, why)  # noqa: E731
-            found += [
-                (f"{path.resolve().name}/{rel.as_posix()}", path / rel)
-                for rel in scan(path, bad)
-                if not any(part.startswith(".") for part in rel.parts)
-            ]  # .hypograph/ too: tool state
-        else:
-            found.append((path.name, path))
+    found = [pair for raw in paths for pair in _files(Path(raw))]
     if not found:
         raise HypographError(f"{', '.join(map(str, paths))}: no input files (hidden files are left out)")
     out: list[Input] = []
@@ -180,16 +174,35 @@ def collect(paths: list[Path], limits: ArchiveLimits) -> list[Input]:
         if rel in names:
             raise HypographError(f"{source}: its name {rel!r} is already taken by {names[rel]}; rename one")
         names[rel] = source
-        problem = None if encodable(rel) else "its name is not valid Unicode"
-        problem = problem or next((name_problem(part) for part in rel.split("/") if name_problem(part)), None)
-        if problem:
-            raise HypographError(f"{source}: {problem}; rename it to add it")
-        sha, size = file_sha(source)
-        members = tuple(archive_members(source, limits, str(source))) if is_archive(rel) else None
-        if members == ():
-            raise HypographError(f"{source}: the archive holds no file; nothing to catalogue")
-        out.append(Input(rel, source, sha, size, members))
+        out.append(_input(rel, source, limits))
     return out
+
+
+def _files(path: Path) -> list[tuple[str, Path]]:
+    """(name in the case, file) for the file ``path``, or each visible file under the folder ``path``."""
+    if not os.path.lexists(path):
+        raise HypographError(f"{path}: no such file or folder")
+    if not path.is_dir():
+        return [(path.name, path)]
+    bad = lambda rel, why, root=path: _refuse_in_folder(root, rel, why)
+    return [
+        (f"{path.resolve().name}/{rel.as_posix()}", path / rel)
+        for rel in scan(path, bad)
+        if not any(part.startswith(".") for part in rel.parts)
+    ]  # .hypograph/ too: tool state
+
+
+def _input(rel: str, source: Path, limits: ArchiveLimits) -> Input:
+    """The input file ``source`` named ``rel``: its name checked, hashed, an archive's members listed."""
+    problem = None if encodable(rel) else "its name is not valid Unicode"
+    problem = problem or next((name_problem(part) for part in rel.split("/") if name_problem(part)), None)
+    if problem:
+        raise HypographError(f"{source}: {problem}; rename it to add it")
+    sha, size = file_sha(source)
+    members = tuple(archive_members(source, limits, str(source))) if is_archive(rel) else None
+    if members == ():
+        raise HypographError(f"{source}: the archive holds no file; nothing to catalogue")
+    return Input(rel, source, sha, size, members)
 
 
 def _refuse_in_folder(root: Path, rel: Path, why: str) -> None:

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from hypograph.casework.config import HypothesisConfig
 from hypograph.casework.gateway import CaseGateway
 from hypograph.casework.ingest import archive_members, read_member
-from hypograph.casework.models import ANCHORS, CONTROLLER_FIELDS, Catalogue, Interpretation
+from hypograph.casework.models import ANCHORS, CONTROLLER_FIELDS, Catalogue, Interpretation, Source, Statement
 from hypograph.casework.package import CasePackage, json_text, rev_dir, sha_text
 from hypograph.errors import HypographError, NotDone
 from hypograph.journal import Step
@@ -97,23 +97,26 @@ class DraftAnswer(BaseModel):
 def answer_violations(answer: DraftAnswer, catalogue: Catalogue) -> list[str]:
     """Why ``answer`` cannot be a draft of this catalogue (empty: it can)."""
     known = catalogue.by_id()
-    out = []
     named = [("statements", i, s) for i, s in enumerate(answer.statements)]
     named += [(name, None, getattr(answer, name)) for name in ANCHORS if getattr(answer, name) is not None]
-    for name, i, s in named:
-        where = name if i is None else f"{name}[{i}]"
-        out += [
-            f"{where}.source_ids: {sid!r} is not a source of this case's catalogue"
-            for sid in s.source_ids
-            if sid not in known
-        ]
-        if len(set(s.source_ids)) != len(s.source_ids):
-            out.append(f"{where}.source_ids: lists an id twice")
+    out = [v for name, i, s in named for v in _citation_violations(name if i is None else f"{name}[{i}]", s, known)]
     if all(getattr(answer, name) is None for name in ANCHORS):
         out.append("no first_known_divergence, failure_stage or reported_behavior: at least one is needed")
     ids = [s.source_id for s in answer.source_summaries]
     out += [f"source_summaries: {sid!r} is not a source of this case's catalogue" for sid in ids if sid not in known]
     out += [f"source_summaries: {sid!r} summarised twice" for sid in sorted({x for x in ids if ids.count(x) > 1})]
+    return out
+
+
+def _citation_violations(where: str, statement: DraftStatement, known: dict) -> list[str]:
+    """Why the sources ``statement`` (at ``where``) cites are wrong: one not in the catalogue, one twice."""
+    out = [
+        f"{where}.source_ids: {sid!r} is not a source of this case's catalogue"
+        for sid in statement.source_ids
+        if sid not in known
+    ]
+    if len(set(statement.source_ids)) != len(statement.source_ids):
+        out.append(f"{where}.source_ids: lists an id twice")
     return out
 
 
@@ -391,19 +394,24 @@ def show_text(case_dir: Path | str) -> str:
         f"question: {shown.question}",
         "statements:",
     ]
-    lines += [f"  I{n}. {s.text} [{', '.join(s.source_ids) or 'no source'}]" for n, s in enumerate(shown.statements, 1)]
+    lines += [f"  I{n}. {_cited(s)}" for n, s in enumerate(shown.statements, 1)]
     for name in ANCHORS:
         s = getattr(shown, name)
-        lines.append(
-            f"{name.replace('_', ' ')}: " + (f"{s.text} [{', '.join(s.source_ids) or 'no source'}]" if s else "(none)")
-        )
+        lines.append(f"{name.replace('_', ' ')}: " + (_cited(s) if s else "(none)"))
     lines.append("sources:")
-    for s in cat.sources:
-        origin = f"{s.origin}{'#' + s.member if s.member else ''}" if s.origin else "no file"
-        lines.append(
-            f"  {s.id} ({s.kind}{'' if s.read else ', unread'}): {s.title} [{origin}]"
-            + (f" - {s.summary}" if s.summary else "")
-        )
+    lines += [f"  {_source_line(s)}" for s in cat.sources]
     if not interp.confirmed:
         lines.append("confirm it with: hypograph case confirm " + str(pkg.root))
     return "\n".join(lines)
+
+
+def _cited(s: Statement) -> str:
+    return f"{s.text} [{', '.join(s.source_ids) or 'no source'}]"
+
+
+def _source_line(s: Source) -> str:
+    """One catalogue source as ``show`` prints it: id, kind, title, where its bytes are, summary."""
+    origin = f"{s.origin}{'#' + s.member if s.member else ''}" if s.origin else "no file"
+    return f"{s.id} ({s.kind}{'' if s.read else ', unread'}): {s.title} [{origin}]" + (
+        f" - {s.summary}" if s.summary else ""
+    )

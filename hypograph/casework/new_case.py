@@ -15,7 +15,7 @@ from hypograph.casework.config import HypothesisConfig
 from hypograph.casework.ingest import DEFAULT_KIND, collect, next_number, sources_for
 from hypograph.casework.models import ANCHORS, Statement
 from hypograph.casework.package import CasePackage
-from hypograph.casework.revision import RevisionReport, add_revision
+from hypograph.casework.revision import NewRevision, RevisionReport, add_revision
 from hypograph.errors import HypographError
 
 
@@ -33,17 +33,14 @@ def case_new(
     config = config or HypothesisConfig()
     items = collect(paths, config.archives)
     sources = sources_for(items, kind, 1)
-    return add_revision(
-        case_dir,
-        {},
-        sources,
+    revision = NewRevision(
         question.strip(),
         [],
+        sources,
         {"reported_behavior": Statement(text=question.strip(), source_ids=[])},
         copies=items,
-        target_vault=target_vault,
-        new=True,
     )
+    return add_revision(case_dir, revision, target_vault=target_vault, new=True)
 
 
 def case_add(
@@ -60,13 +57,12 @@ def case_add(
     old = pkg.catalogue(interp)
     sources = list(old.sources) + sources_for(items, kind, next_number(old.sources))
     anchors = {name: getattr(interp, name) for name in ANCHORS}
-    return add_revision(
-        case_dir,
-        {},
-        sources,
+    revision = NewRevision(
         interp.question,
         list(interp.statements),
+        sources,
         anchors,
         copies=items,
         carried=dict(interp.bindings.inputs),
     )
+    return add_revision(case_dir, revision)

@@ -14,7 +14,7 @@ import getpass
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hypograph.atomic import write_atomic
@@ -50,100 +50,59 @@ def _content(interp: dict, catalogue: dict) -> str:
     return json.dumps([keep, sources], sort_keys=True)
 
 
+@dataclass(frozen=True)
+class NewRevision:
+    """What one revision records: the question, its statements and anchors, the catalogue's
+    ``sources``, and the inputs written under ``<input_folder>/rNNNN/``: ``inputs`` (path -> text)
+    and ``copies`` (``ingest.Input`` files copied byte for byte). Each new source's ``origin`` is
+    relative to that folder, except an origin in ``carried`` (package path -> sha256 of an earlier
+    revision's input, bound again as it is)."""
+
+    question: str
+    statements: list[Statement]
+    sources: list[Source]
+    anchors: dict[str, Statement | None] = field(default_factory=dict)
+    inputs: dict[str, str] = field(default_factory=dict)
+    copies: list = field(default_factory=list)
+    carried: dict[str, str] = field(default_factory=dict)
+    input_folder: str = "case"
+
+
 def add_revision(
-    case_dir: Path | str,
-    inputs: dict[str, str],
-    sources: list[Source],
-    question: str,
-    statements: list[Statement],
-    anchors: dict[str, Statement | None] | None = None,
-    input_folder: str = "case",
-    copies: list | None = None,
-    carried: dict[str, str] | None = None,
-    target_vault: Path | str | None = None,
-    new: bool = False,
+    case_dir: Path | str, revision: NewRevision, target_vault: Path | str | None = None, new: bool = False
 ) -> RevisionReport:
-    """Create the package if needed and record an unconfirmed revision. ``inputs``: path under
-    ``<input_folder>/rNNNN/`` -> text; ``copies``: ``ingest.Input`` files copied there byte for
-    byte; each new source's ``origin`` is relative to that folder, except an origin in
-    ``carried`` (package path -> sha256 of an earlier revision's input, bound again as it is).
-    ``target_vault``: recorded in the manifest as the vault batches flow into. ``new``: refuse a
-    folder that is already a case package."""
+    """Create the package if needed and record ``revision``, unconfirmed. ``target_vault``: recorded
+    in the manifest as the vault batches flow into. ``new``: refuse a folder that is already a case
+    package. An interpretation equal to the current one is no new revision (nothing written)."""
     pkg = CasePackage(Path(case_dir))
     if not pkg.exists() and pkg.root.exists() and any(pkg.root.iterdir()):
         raise HypographError(f"{pkg.root}: not empty and not a case package; choose a new directory")
     if new and pkg.exists():
         raise HypographError(f"{pkg.root}: already a case package; add inputs with `case add`")
     pkg.root.mkdir(parents=True, exist_ok=True)
-    copies, carried = copies or [], carried or {}
     with pkg.lock():
         pkg.roll_forward()
-        m = (
-            pkg.manifest()
-            if pkg.exists()
-            else {
-                "package_id": new_package_id(pkg.root),
-                "analysis_revision": 0,
-                "package_generation": 0,
-                "phase": PHASE_INTERPRETED,
-                "artifacts": {},
-            }
-        )
+        m = pkg.manifest() if pkg.exists() else _first_manifest(pkg)
         rev = m["analysis_revision"] + 1
-        base = f"{input_folder}/r{rev:04d}"
-        files = {f"{base}/{rel}": text for rel, text in sorted(inputs.items())}
-        copied = {f"{base}/{c.rel}": c for c in copies}
-        for rel in files:
-            if os.path.lexists(pkg.root / rel):
-                raise HypographError(f"{pkg.root / rel}: already exists; an original input is never rewritten")
-        for rel, item in copied.items():
-            pkg.confined(rel, "a new input")
-            if os.path.lexists(pkg.root / rel) and pkg.sha(rel) != item.sha256:
-                raise HypographError(
-                    f"{pkg.root / rel}: already exists and is no revision's input (left by an "
-                    f"interrupted add?); move {pkg.root / base} away and add again"
-                )
-        sources = [
-            s if s.origin in carried else s.model_copy(update={"origin": f"{base}/{s.origin}" if s.origin else None})
-            for s in sources
-        ]
-        catalogue_text = json_text(Catalogue(sources=sources).model_dump(mode="json"))
-        cat_path = f"{rev_dir('interpretation', rev)}/catalogue.json"
-        bound = {
-            **carried,
-            **{rel: sha_text(text) for rel, text in files.items()},
-            **{rel: c.sha256 for rel, c in copied.items()},
-        }
-        interp = Interpretation(
-            analysis_revision=rev,
-            question=question,
-            statements=statements,
-            **(anchors or {}),
-            bindings=Bindings(
-                catalogue={"path": cat_path, "sha256": sha_text(catalogue_text)}, inputs=dict(sorted(bound.items()))
-            ),
-        )
-        interp_text = json_text(interp.model_dump(mode="json"))
+        base = f"{revision.input_folder}/r{rev:04d}"
+        files = {f"{base}/{rel}": text for rel, text in sorted(revision.inputs.items())}
+        copied = {f"{base}/{c.rel}": c for c in revision.copies}
+        _refuse_existing(pkg, base, files, copied)
+        catalogue_text, interp_text = _records(revision, rev, base, files, copied)
         target = str(Path(target_vault).resolve()) if target_vault else m.get(TARGET_VAULT)
-        if rev > 1:
-            old = pkg.interpretation(m)
-            old_cat = pkg.catalogue(old)
-            if (
-                _content(old.model_dump(mode="json"), old_cat.model_dump(mode="json"))
-                == _content(json.loads(interp_text), json.loads(catalogue_text))
-                and not copied
-            ):
-                if target != m.get(TARGET_VAULT):
-                    pkg.write({}, {**m, TARGET_VAULT: target, "package_generation": m["package_generation"] + 1})
-                return RevisionReport(
-                    pkg.root,
-                    m["package_id"],
-                    rev - 1,
-                    False,
-                    f"unchanged: revision {rev - 1} already holds this interpretation",
-                )
+        if rev > 1 and _unchanged(pkg, m, catalogue_text, interp_text) and not copied:
+            if target != m.get(TARGET_VAULT):
+                pkg.write({}, {**m, TARGET_VAULT: target, "package_generation": m["package_generation"] + 1})
+            return RevisionReport(
+                pkg.root,
+                m["package_id"],
+                rev - 1,
+                False,
+                f"unchanged: revision {rev - 1} already holds this interpretation",
+            )
         for rel, item in copied.items():  # before the plan: the manifest names them only once it is applied
             copy_input(item.source, pkg.root / rel, item.sha256)
+        cat_path = f"{rev_dir('interpretation', rev)}/catalogue.json"
         int_path = f"{rev_dir('interpretation', rev)}/interpretation.json"
         files[cat_path], files[int_path] = catalogue_text, interp_text
         manifest = {
@@ -164,6 +123,68 @@ def add_revision(
         rev,
         True,
         f"revision {rev} recorded, unconfirmed: review {int_path}, then `hypograph case confirm`",
+    )
+
+
+def _first_manifest(pkg: CasePackage) -> dict:
+    """The manifest of a package before its first revision."""
+    return {
+        "package_id": new_package_id(pkg.root),
+        "analysis_revision": 0,
+        "package_generation": 0,
+        "phase": PHASE_INTERPRETED,
+        "artifacts": {},
+    }
+
+
+def _refuse_existing(pkg: CasePackage, base: str, files: dict[str, str], copied: dict) -> None:
+    """Refuse to write over anything: an original input is never rewritten, and a file to copy that
+    is already there must be that very input (a copy an interrupted add left)."""
+    for rel in files:
+        if os.path.lexists(pkg.root / rel):
+            raise HypographError(f"{pkg.root / rel}: already exists; an original input is never rewritten")
+    for rel, item in copied.items():
+        pkg.confined(rel, "a new input")
+        if os.path.lexists(pkg.root / rel) and pkg.sha(rel) != item.sha256:
+            raise HypographError(
+                f"{pkg.root / rel}: already exists and is no revision's input (left by an "
+                f"interrupted add?); move {pkg.root / base} away and add again"
+            )
+
+
+def _records(revision: NewRevision, rev: int, base: str, files: dict[str, str], copied: dict) -> tuple[str, str]:
+    """Revision ``rev``'s catalogue and interpretation as JSON texts, the interpretation bound by
+    sha256 to the catalogue and to every input (carried, written and copied)."""
+    carried = revision.carried
+    sources = [
+        s if s.origin in carried else s.model_copy(update={"origin": f"{base}/{s.origin}" if s.origin else None})
+        for s in revision.sources
+    ]
+    catalogue_text = json_text(Catalogue(sources=sources).model_dump(mode="json"))
+    cat_path = f"{rev_dir('interpretation', rev)}/catalogue.json"
+    bound = {
+        **carried,
+        **{rel: sha_text(text) for rel, text in files.items()},
+        **{rel: c.sha256 for rel, c in copied.items()},
+    }
+    interp = Interpretation(
+        analysis_revision=rev,
+        question=revision.question,
+        statements=revision.statements,
+        **revision.anchors,
+        bindings=Bindings(
+            catalogue={"path": cat_path, "sha256": sha_text(catalogue_text)}, inputs=dict(sorted(bound.items()))
+        ),
+    )
+    return catalogue_text, json_text(interp.model_dump(mode="json"))
+
+
+def _unchanged(pkg: CasePackage, m: dict, catalogue_text: str, interp_text: str) -> bool:
+    """Whether the current revision already holds this interpretation (``_content``: not its paths)."""
+    old = pkg.interpretation(m)
+    old_cat = pkg.catalogue(old)
+    return _content(old.model_dump(mode="json"), old_cat.model_dump(mode="json")) == _content(
+        json.loads(interp_text), json.loads(catalogue_text)
     )
 
 
