@@ -255,6 +255,7 @@ class _Sizer:
     items: int | None
 
     def chars(self, s: dict, depth: int, outer_list: bool) -> float:
+        """The longest text of schema ``s`` at ``depth``: a reference or combination resolved, else its type's."""
         if depth > 12 or not isinstance(s, dict):
             return 16
         if "$ref" in s:
@@ -264,6 +265,10 @@ class _Sizer:
                 return max(self.chars(o, depth + 1, outer_list) for o in s[key])
         if "allOf" in s:
             return sum(self.chars(o, depth + 1, outer_list) for o in s["allOf"])
+        return self.typed(s, depth, outer_list)
+
+    def typed(self, s: dict, depth: int, outer_list: bool) -> float:
+        """The longest text of a schema that is no reference or combination: by its values or its type."""
         if "enum" in s:
             return max((len(json.dumps(v)) for v in s["enum"]), default=4)
         if "const" in s:
@@ -376,10 +381,7 @@ class LLMClient:
 
     def metadata(self) -> dict:
         """Counts (``llm_*``), the endpoint, the task and the structured-output mode(s) used."""
-        if self.offline:
-            mode = "none"
-        else:
-            mode = "+".join(m for m in MODES if m in self._modes_used) or self._mode()
+        mode = "none" if self.offline else ("+".join(m for m in MODES if m in self._modes_used) or self._mode())
         return {
             "llm": "offline" if self.offline else self.config.model,
             "llm_endpoint": self.config.describe(),
@@ -536,6 +538,8 @@ class LLMClient:
         )
 
     def _ask_validated(self, request: Request[T], messages: list[dict]) -> T | Rejected:
+        """The validated answer to ``request``, re-asked with the error up to ``validation_retries``
+        times; Rejected when no attempt gave one or the prompt cannot fit the context."""
         attempts = 1 + self.config.validation_retries
         budget = (
             request.max_tokens
@@ -549,29 +553,16 @@ class LLMClient:
         for attempt in range(1, attempts + 1):
             limit = self._context_length()
             prompt_tokens = estimate_tokens(sent)
-            if (
-                limit
-                and prompt_tokens + budget > limit
-                and attempt == 1
-                and not (request.max_tokens or self.config.max_tokens)
-            ):
-                # the schema's worst case is no need: what the context leaves will do, unless it is
-                # under a quarter of that (the answer would be cut off)
-                budget = max(budget // 4, MIN_BUDGET, limit - prompt_tokens)
+            if attempt == 1:
+                budget = self._first_budget(request, prompt_tokens, budget, limit)
             if limit and prompt_tokens + budget > limit:
                 if attempt == 1:
                     return self._refusal(request, prompt_tokens, budget, limit)
                 error += f" (not re-asked: the re-ask would exceed the context length of {limit} tokens)"
                 break
-            result = self._complete(request, sent, attempt, budget)
-            if isinstance(result, Rejected):  # the server named its context limit: once more, within it
-                lowered = self._fitted_budget(request, sent, budget)
-                if lowered is None:
-                    return result
-                budget = lowered
-                result = self._complete(request, sent, attempt, budget)
-                if isinstance(result, Rejected):
-                    return result
+            result, budget = self._complete_within(request, sent, attempt, budget)
+            if isinstance(result, Rejected):
+                return result
             made = attempt
             text, finish_reason, record = result
             error = self._validation_error(request, text, finish_reason, budget)
@@ -579,22 +570,50 @@ class LLMClient:
             self._trace.write(request.name, _redact_tree({**record, "validation": error or "valid"}, self.config))
             if error is None:
                 return request.schema.model_validate_json(_strip_fence(text))
+            reask = messages + _reask(text, error)
             if finish_reason == "length":
-                with self._lock:
-                    self.usage.cut_off += 1
-                if not doubled:
-                    # doubled once, as far as the context leaves room for it beside the re-ask
-                    room = limit - estimate_tokens(messages + _reask(text, error)) if limit else budget * 2
-                    budget, doubled = max(budget, min(budget * 2, MAX_BUDGET * 2, room)), True
+                budget, doubled = self._cut_off(reask, budget, doubled, limit)
             with self._lock:
                 self.usage.invalid_answers += 1
             if attempt < attempts:
                 with self._lock:
                     self.usage.reasked += 1
-                sent = messages + _reask(text, error)
+                sent = reask
         with self._lock:
             self.usage.rejected += 1
         return Rejected(f"invalid answer after {made} attempts: {error}", made)
+
+    def _first_budget(self, request: Request, prompt_tokens: int, budget: int, limit: int | None) -> int:
+        """The first attempt's budget: the schema's worst case is no need when the context cannot
+        take it beside the prompt (a budget set outright stays): what the context leaves will do,
+        unless it is under a quarter of that (the answer would be cut off)."""
+        if limit and prompt_tokens + budget > limit and not (request.max_tokens or self.config.max_tokens):
+            return max(budget // 4, MIN_BUDGET, limit - prompt_tokens)
+        return budget
+
+    def _complete_within(
+        self, request: Request, sent: list[dict], attempt: int, budget: int
+    ) -> tuple[tuple[str, str | None, dict] | Rejected, int]:
+        """``_complete``, and when the server names its context limit, once more within it (if a
+        smaller budget fits); the completion (or Rejected) and the budget it was asked with."""
+        result = self._complete(request, sent, attempt, budget)
+        if isinstance(result, Rejected):
+            lowered = self._fitted_budget(request, sent, budget)
+            if lowered is None:
+                return result, budget
+            budget = lowered
+            result = self._complete(request, sent, attempt, budget)
+        return result, budget
+
+    def _cut_off(self, reask: list[dict], budget: int, doubled: bool, limit: int | None) -> tuple[int, bool]:
+        """An answer cut off at its budget: counted, and the budget doubled once, as far as the context
+        leaves room for it beside the re-ask ``reask``; the budget, and whether it was doubled."""
+        with self._lock:
+            self.usage.cut_off += 1
+        if doubled:
+            return budget, True
+        room = limit - estimate_tokens(reask) if limit else budget * 2
+        return max(budget, min(budget * 2, MAX_BUDGET * 2, room)), True
 
     def _fitted_budget(self, request: Request, messages: list[dict], budget: int) -> int | None:
         """A smaller budget that fits the context length just learned, or None when there is none
@@ -659,82 +678,104 @@ class LLMClient:
                 result = self._send(kwargs)
             latency = round(time.monotonic() - started, 3)
             if result.failure is None:
-                with self._lock:
-                    self._missed = 0
-                    self.usage.calls += 1
-                    self._modes_used.add(mode)
-                    self.usage.prompt_tokens += _count(result.usage, "prompt_tokens")
-                    self.usage.completion_tokens += _count(result.usage, "completion_tokens")
-                return (
-                    result.text or "",
-                    result.finish_reason,
-                    {
-                        **record,
-                        "response": result.text,
-                        "finish_reason": result.finish_reason,
-                        "latency_s": latency,
-                        "usage": result.usage,
-                        **({"usage_note": result.usage_note} if result.usage_note else {}),
-                        "outcome": "answered",
-                    },
-                )
-            with self._lock:
-                self.usage.failed_calls += 1
-            self._trace.write(
-                request.name,
-                _redact_tree(
-                    {
-                        **record,
-                        "latency_s": latency,
-                        "outcome": "error",
-                        "error": result.trace_error or result.failure,
-                        "status": result.status,
-                        "headers": result.headers,
-                        "body": result.body,
-                    },
-                    self.config,
-                ),
-            )
+                return self._answered(result, record, mode, latency)
+            self._trace_failure(request.name, result, {**record, "latency_s": latency})
             if result.status is not None and result.status >= 400:
-                limit = context_limit_named(result.error_text)
-                if limit is not None:
-                    if limit:
-                        self._learn(context_length=limit)
-                    with self._lock:
-                        self.usage.refused += 1
-                    named = f"{limit} tokens" if limit else "a limit it did not state"
-                    return Rejected(
-                        f"prompt of about {estimate_tokens(messages)} tokens plus an answer budget of "
-                        f"{budget}: {self.config.describe()} refused it as over its context length "
-                        f"({named})",
-                        attempt,
-                        kind="context",
-                    )
-                if (
-                    MAX_COMPLETION_RE.search(result.error_text)
-                    and "max_tokens" in kwargs
-                    and self._endpoint_facts().get("budget_parameter") != "max_completion_tokens"
-                ):
-                    self._learn(budget_parameter="max_completion_tokens")
-                    continue
-                if (
-                    mode != "prompt"
-                    and self.config.structured_output == "auto"
-                    and FORMAT_ERROR_RE.search(result.error_text)
-                ):
-                    self._learn(structured_output=MODES[MODES.index(mode) + 1])
-                    continue  # the same attempt in the next format: not a retry
+                refusal = self._context_refusal(result, messages, budget, attempt)
+                if refusal is not None:
+                    return refusal
+                if self._adapted(result, kwargs, mode):
+                    continue  # the same attempt with the parameter or format the error asks for: not a retry
             if result.transient and not result.deadline and retries < self.config.max_retries:
                 time.sleep(_backoff(retries, result.retry_after))
                 retries += 1
                 continue
-            message = self._outage_message(result, retries)
-            with self._lock:
-                self.usage.outages += 1
-                self._missed = self._missed + 1 if result.deadline else 0
-                if not result.deadline or self._missed >= 2:
-                    self._down = f"{message} (no further request sent to it in this run)"
-            raise LLMUnavailable(message, result.retry_after)
+            raise self._outage(result, retries)
+
+    def _answered(self, result: _Attempt, record: dict, mode: str, latency: float) -> tuple[str, str | None, dict]:
+        """A completion: counted, and its (text, finish_reason, trace record)."""
+        with self._lock:
+            self._missed = 0
+            self.usage.calls += 1
+            self._modes_used.add(mode)
+            self.usage.prompt_tokens += _count(result.usage, "prompt_tokens")
+            self.usage.completion_tokens += _count(result.usage, "completion_tokens")
+        return (
+            result.text or "",
+            result.finish_reason,
+            {
+                **record,
+                "response": result.text,
+                "finish_reason": result.finish_reason,
+                "latency_s": latency,
+                "usage": result.usage,
+                **({"usage_note": result.usage_note} if result.usage_note else {}),
+                "outcome": "answered",
+            },
+        )
+
+    def _trace_failure(self, name: str, result: _Attempt, record: dict) -> None:
+        """A failed request: counted and traced (``record``: the request, with its latency)."""
+        with self._lock:
+            self.usage.failed_calls += 1
+        self._trace.write(
+            name,
+            _redact_tree(
+                {
+                    **record,
+                    "outcome": "error",
+                    "error": result.trace_error or result.failure,
+                    "status": result.status,
+                    "headers": result.headers,
+                    "body": result.body,
+                },
+                self.config,
+            ),
+        )
+
+    def _context_refusal(self, result: _Attempt, messages: list[dict], budget: int, attempt: int) -> Rejected | None:
+        """Rejected when the server refused the prompt as over its context length (the length it
+        names is learnt), else None."""
+        limit = context_limit_named(result.error_text)
+        if limit is None:
+            return None
+        if limit:
+            self._learn(context_length=limit)
+        with self._lock:
+            self.usage.refused += 1
+        named = f"{limit} tokens" if limit else "a limit it did not state"
+        return Rejected(
+            f"prompt of about {estimate_tokens(messages)} tokens plus an answer budget of "
+            f"{budget}: {self.config.describe()} refused it as over its context length "
+            f"({named})",
+            attempt,
+            kind="context",
+        )
+
+    def _adapted(self, result: _Attempt, kwargs: dict, mode: str) -> bool:
+        """Whether the refusal names something to change and it was learnt: ``max_completion_tokens``
+        for ``max_tokens``, or (structured output ``auto``) the next answer format."""
+        if (
+            MAX_COMPLETION_RE.search(result.error_text)
+            and "max_tokens" in kwargs
+            and self._endpoint_facts().get("budget_parameter") != "max_completion_tokens"
+        ):
+            self._learn(budget_parameter="max_completion_tokens")
+            return True
+        if mode != "prompt" and self.config.structured_output == "auto" and FORMAT_ERROR_RE.search(result.error_text):
+            self._learn(structured_output=MODES[MODES.index(mode) + 1])
+            return True
+        return False
+
+    def _outage(self, result: _Attempt, retries: int) -> LLMUnavailable:
+        """The endpoint is out for this request (and, unless it only missed one deadline, for the run)."""
+        message = self._outage_message(result, retries)
+        with self._lock:
+            self.usage.outages += 1
+            self._missed = self._missed + 1 if result.deadline else 0
+            if not result.deadline or self._missed >= 2:
+                self._down = f"{message} (no further request sent to it in this run)"
+        return LLMUnavailable(message, result.retry_after)
 
     def _outage_message(self, result: _Attempt, retries: int) -> str:
         where = f"LLM endpoint {self.config.describe()}"
@@ -817,26 +858,11 @@ def _read_completion(status: int, headers: dict, body: bytes) -> _Attempt:
             body=body[:BODY_TRACED].decode("utf-8", "replace"),
         )
 
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        return bad(f"{len(body)} bytes that are not UTF-8")
-    if "text/event-stream" in headers.get("content-type", "") or text.lstrip().startswith("data:"):
-        text = _joined_stream(text)
-        if text is None:
-            return bad("an event stream that does not end in [DONE]")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        return bad(f"not JSON: {_preview(text)}")
-    if not isinstance(data, dict):
-        return bad(f"JSON {type(data).__name__}, not an object")
-    if "error" in data and "choices" not in data:
-        return bad(f"an error object: {_preview(json.dumps(data['error']))}")
-    choices = data.get("choices")
-    if not isinstance(choices, list):
-        return bad("no choices list" if choices is None else f"choices is a {type(choices).__name__}")
+    data = _completion_json(body, headers)
+    if isinstance(data, str):
+        return bad(data)
     usage, note = _usage(data.get("usage"))
+    choices = data["choices"]
     if not choices:
         return _Attempt(text="", finish_reason=None, usage=usage, usage_note=note)  # an empty answer: invalid
     first = choices[0]
@@ -850,6 +876,36 @@ def _read_completion(status: int, headers: dict, body: bytes) -> _Attempt:
     return _Attempt(
         text=content or "", finish_reason=finish if isinstance(finish, str) else None, usage=usage, usage_note=note
     )
+
+
+def _completion_json(body: bytes, headers: dict) -> dict | str:
+    """The body as a chat completion's JSON object (an event stream joined first) with a
+    ``choices`` list, or why it is none."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"{len(body)} bytes that are not UTF-8"
+    if "text/event-stream" in headers.get("content-type", "") or text.lstrip().startswith("data:"):
+        text = _joined_stream(text)
+        if text is None:
+            return "an event stream that does not end in [DONE]"
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return f"not JSON: {_preview(text)}"
+    return _envelope_problem(data) or data
+
+
+def _envelope_problem(data) -> str | None:
+    """Why the JSON value ``data`` is no chat completion's envelope (an object with a choices list), or None."""
+    if not isinstance(data, dict):
+        return f"JSON {type(data).__name__}, not an object"
+    if "error" in data and "choices" not in data:
+        return f"an error object: {_preview(json.dumps(data['error']))}"
+    choices = data.get("choices")
+    if not isinstance(choices, list):
+        return "no choices list" if choices is None else f"choices is a {type(choices).__name__}"
+    return None
 
 
 def _joined_stream(text: str) -> str | None:
