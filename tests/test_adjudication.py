@@ -555,6 +555,7 @@ def prox_subprocess(*args: str, env: dict[str, str]) -> subprocess.CompletedProc
         capture_output=True,
         text=True,
         timeout=60,
+        check=False,  # the callers assert the exit code
     )
 
 
@@ -571,7 +572,15 @@ def test_fixture_corpus_has_the_planned_pairs(prox_run):
 def test_prox_adjudicate_and_label_against_the_stub(prox_run, llm_server, llm_env):
     env = llm_env(llm_server)
     llm_server.always(routed(adjudication_responder("KEEP"), cluster_label_responder()))
+    done = adjudicate_asks_the_borderline_pairs_once(prox_run, llm_server, env)
+    adjudicate_again_answers_from_the_cache(prox_run, llm_server, env)
+    labelled = label_names_each_cluster_of_several(prox_run, env)
+    leaked = [p for p in prox_run.rglob("*") if p.is_file() and API_KEY.encode() in p.read_bytes()]
+    assert not leaked and API_KEY not in done.stdout + done.stderr + labelled.stdout
 
+
+def adjudicate_asks_the_borderline_pairs_once(prox_run: Path, llm_server, env: dict) -> subprocess.CompletedProcess:
+    """The auto pair is merged without asking; the two borderline pairs go to the model in one call."""
     done = prox_subprocess("adjudicate", "--run-dir", str(prox_run), env=env)
     assert done.returncode == 0, done.stderr
     assert f"3 decisions (llm: {MODEL}@{llm_server.url}; 1 calls, 0 cached, 0 rejected)" in done.stdout
@@ -586,10 +595,16 @@ def test_prox_adjudicate_and_label_against_the_stub(prox_run, llm_server, llm_en
     [req] = llm_server.requests
     assert [(a, b) for _, a, b in asked_pairs(req.body)] == BORDERLINE_PAIRS
     assert req.headers["authorization"] == f"Bearer {API_KEY}"
+    return done
 
+
+def adjudicate_again_answers_from_the_cache(prox_run: Path, llm_server, env: dict) -> None:
     again = prox_subprocess("adjudicate", "--run-dir", str(prox_run), env=env)
     assert "0 calls, 1 cached" in again.stdout and len(llm_server.requests) == 1
 
+
+def label_names_each_cluster_of_several(prox_run: Path, env: dict) -> subprocess.CompletedProcess:
+    """The model names every cluster of two or more; a single member's cluster keeps its title."""
     labelled = prox_subprocess("label", "--run-dir", str(prox_run), env=env)
     assert labelled.returncode == 0, labelled.stderr
     clusters = read_proximity(prox_run, "clusters.json")["clusters"]
@@ -600,9 +615,7 @@ def test_prox_adjudicate_and_label_against_the_stub(prox_run, llm_server, llm_en
     decided = {c: DECIDER if c in several else "title" for c in clusters}
     assert {c: n["decided_by"] for c, n in labels.items()} == decided
     assert "llm cluster_labels (" in labelled.stdout and "structured output json_schema" in labelled.stdout
-
-    leaked = [p for p in prox_run.rglob("*") if p.is_file() and API_KEY.encode() in p.read_bytes()]
-    assert not leaked and API_KEY not in done.stdout + done.stderr + labelled.stdout
+    return labelled
 
 
 def test_prox_adjudicate_llm_offline_flag_never_calls(prox_run, llm_server, llm_env):
@@ -710,6 +723,7 @@ def test_the_summary_names_a_persons_verdict_on_a_pair_that_is_no_duplicate(tmp_
         text=True,
         env=offline_env(),
         timeout=600,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     dupes = {frozenset((p["a"], p["b"])) for p in json.loads((root / "proximity" / "dupes.json").read_text())}
