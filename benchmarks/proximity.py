@@ -248,7 +248,7 @@ def cap_study(root: Path, caps: list[int], threshold: float = 0.30) -> list[str]
     results = {}
     for k in [0, *caps]:
         start = time.perf_counter()
-        graph = similarity_graph(emb.ids, emb.matrix, threshold, emb.describe(), k)
+        graph = similarity_graph(emb.ids, emb.matrix, threshold, k)
         seconds = time.perf_counter() - start
         membership = find_communities(graph).membership()
         labels = [membership[i] for i in emb.ids]
@@ -305,7 +305,7 @@ def knn_recall(size: int, seed: int = 0, dim: int = 384, threshold: float = 0.5,
     for name, limit in (("exact", size + 1), ("faiss", 0)):
         knn.EXACT_MAX = limit
         start = time.perf_counter()
-        g = graph_mod.similarity_graph(ids, x, threshold, None, cap, keep_above=DUPE_THRESHOLD)
+        g = graph_mod.similarity_graph(ids, x, threshold, cap, keep_above=DUPE_THRESHOLD)
         runs[name] = (g, time.perf_counter() - start)
     exact, faiss_g = runs["exact"][0], runs["faiss"][0]
     e_edges = set(zip(exact.src.tolist(), exact.dst.tolist(), strict=True))

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -149,11 +148,7 @@ def load_corpus(root: Path | str) -> Corpus:
             items = [_read_vault_node(root / rel, root, warnings) for rel in files]
     else:
         names = _run_dir_files(root, warnings)
-        folder = os.open(os.path.join(root, "hypotheses"), os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            raws = _read_files(folder, names)
-        finally:
-            os.close(folder)
+        raws = _read_files(root / "hypotheses", names)
         items = [_json_hypothesis(name, raw, warnings) for name, raw in zip(names, raws, strict=True)]
     hyps = [h for h in items if h is not None]
     _reject_duplicate_ids(hyps)
@@ -197,64 +192,20 @@ def _reject_duplicate_ids(hyps: list[Hypothesis]) -> None:
             raise HypographError(f"{h.path}: field 'id': {h.id} is also the id of {other.path}{spelled}")
 
 
-READ_CHUNK = 16_384  # one read() takes a hypothesis file whole
+def _read_files(folder: Path, names: list[str]) -> list[bytes | OSError]:
+    """The bytes of each file ``folder / names[k]``, or the error reading it (a warning later)."""
+    from hypograph.progress import stage
 
-
-def _read_files(folder: int, names: list[str]) -> list[bytes | OSError]:
-    """The bytes of each file ``names[k]`` of the open folder ``folder``, or the error reading it.
-
-    Two passes. The first reads each file the page cache holds without ever waiting for the disk
-    (``preadv`` with ``RWF_NOWAIT``); for a file it does not hold, the kernel starts reading it and
-    the call returns at once. The second reads those files the ordinary way, by when most have
-    arrived: the disk's latencies overlap instead of adding up (20k files the cache had dropped:
-    0.4 s instead of 1.5 s), and a corpus in the cache costs one read per file, as before."""
-    out: list[bytes | OSError | None] = [None] * len(names)
-    later = []
-    buf = bytearray(READ_CHUNK)
-    for k, name in enumerate(names):
-        try:
-            out[k] = _read_cached(name, folder, buf)
-        except OSError:  # not cached (its reading started), or anything unusual: the second pass says
-            later.append(k)
-    for k in later:
-        try:
-            out[k] = _read_bytes(names[k], folder)
-        except OSError as e:
-            out[k] = e
+    out: list[bytes | OSError] = []
+    with stage("read hypotheses", total=len(names), unit="files") as s:
+        for k, name in enumerate(names):
+            try:
+                out.append((folder / name).read_bytes())
+            except OSError as e:
+                out.append(e)
+            if k % 1000 == 999:  # a bar on 100k files; nothing per file
+                s.advance(1000)
     return out
-
-
-def _read_cached(name: str, folder: int, buf: bytearray) -> bytes:
-    """The bytes of a file of at most ``READ_CHUNK`` bytes, from the page cache; raises OSError
-    (BlockingIOError when it is not cached, or on a system without ``RWF_NOWAIT``) rather than
-    wait for the disk."""
-    if not hasattr(os, "RWF_NOWAIT"):  # Linux only
-        raise BlockingIOError("reads that never wait are Linux's")
-    fd = os.open(name, os.O_RDONLY, dir_fd=folder)
-    try:
-        n = os.preadv(fd, [buf], 0, os.RWF_NOWAIT)
-    finally:
-        os.close(fd)
-    if n == READ_CHUNK:  # maybe longer: the second pass takes it whole
-        raise BlockingIOError("longer than one read")
-    return bytes(memoryview(buf)[:n])
-
-
-def _read_bytes(path: str | Path, folder: int | None = None) -> bytes:
-    """The bytes of ``path`` (relative to the open folder ``folder``, when given). Raw ``os.open``
-    and ``os.read``: half the cost of ``open()`` per file, which counts at 100k files."""
-    fd = os.open(path, os.O_RDONLY, dir_fd=folder)
-    try:
-        chunk = os.read(fd, READ_CHUNK)
-        if len(chunk) < READ_CHUNK:
-            return chunk
-        parts = [chunk]
-        while chunk:
-            chunk = os.read(fd, 1 << 20)
-            parts.append(chunk)
-        return b"".join(parts)
-    finally:
-        os.close(fd)
 
 
 def _parse_json(raw: bytes | OSError) -> tuple[Any, str | None]:

@@ -2,7 +2,7 @@
 so each command starts fast. Every error exits non-zero with one line on stderr.
 
     prox embed    --run-dir D [--backend tfidf|sbert] [--model seed|tuned|NAME_OR_PATH]
-    prox graph    --run-dir D [--threshold 0.3] [--max-neighbours 50]
+    prox graph    --run-dir D [--threshold 0.3] [--max-neighbours K]
     prox clusters --run-dir D [--algorithm louvain|components]
     prox dupes    --run-dir D [--threshold 0.80]
     prox adjudicate --run-dir D [--auto-merge 0.92] [--llm offline]
@@ -14,12 +14,12 @@ so each command starts fast. Every error exits non-zero with one line on stderr.
 from __future__ import annotations
 
 import argparse
-import gc
+import os
 import sys
 from pathlib import Path
 
 from hypograph.errors import HypographError
-from hypograph.proximity.graph import DEFAULT_MAX_NEIGHBOURS
+from hypograph.proximity.embed import BACKENDS
 
 # Each subcommand imports the modules it runs inside its function, so `prox` starts fast.
 
@@ -48,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
         return c
 
     c = command("embed", "vectorise hypothesis texts -> proximity/embeddings.npz, embedding-ids.json")
-    c.add_argument("--backend", choices=["tfidf", "sbert"], default="tfidf")
+    c.add_argument("--backend", choices=BACKENDS, default="tfidf")
     c.add_argument(
         "--model",
         default=None,
@@ -61,10 +61,10 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--max-neighbours",
         type=int,
-        default=DEFAULT_MAX_NEIGHBOURS,
+        default=0,
         metavar="K",
-        help=f"keep each node's K strongest edges (default {DEFAULT_MAX_NEIGHBOURS}; 0: all), "
-        "and every pair >= 0.80 whatever K",
+        help="keep only each node's K strongest edges, and every pair >= 0.80 whatever K "
+        "(default 0: every edge at or above the threshold, the seed's graph)",
     )
     c = command("clusters", "communities -> proximity/clusters.json, cluster fields in graph.json")
     c.add_argument("--algorithm", choices=["louvain", "components"], default="louvain")
@@ -82,9 +82,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    # One command, then exit: what it builds (100k hypotheses, tokens, graph entries) is freed by
-    # reference counting, and the cyclic collector's passes over it only cost time (1 s at 100k).
-    gc.disable()
     try:
         from hypograph.paths import check_input
 
@@ -92,14 +89,14 @@ def main(argv: list[str] | None = None) -> int:
         # scanned by load_corpus in the commands that read it (100k files: 0.25 s per scan).
         check_input(args.run_dir, folders=("proximity", ".hypograph"))
         return COMMANDS[args.command](args)
+    except BrokenPipeError:  # `| head` stopped reading: the rest goes to /dev/null, quietly, exit 0
+        return os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno()) and 0
     except HypographError as e:
         print(f"prox {args.command}: {e}", file=sys.stderr)
         return 1
     except Exception as e:  # a corrupt file deep in numpy or zipfile: still one line, no traceback
         print(f"prox {args.command}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
         return 1
-    finally:
-        gc.enable()  # for a caller in this process (the tests)
 
 
 def _note(lines: list[str]) -> None:
@@ -127,9 +124,8 @@ def _graph(args) -> int:
 
     emb = read_embeddings(args.run_dir)
     _note(emb.notes)
-    graph = similarity_graph(
-        emb.ids, emb.matrix, args.threshold, emb.describe(), args.max_neighbours, keep_above=DEFAULT_DUPE_THRESHOLD
-    )
+    graph = similarity_graph(emb.ids, emb.matrix, args.threshold, args.max_neighbours, DEFAULT_DUPE_THRESHOLD)
+    graph.embedding = emb.describe()
     path = write_graph(args.run_dir, graph)
     capped = graph.info.get("capped_rows", 0)
     print(

@@ -277,47 +277,23 @@ def test_corpus_document_round_trips(vault):
     assert back.kind == corpus.kind
 
 
-def test_files_not_in_the_page_cache_are_read_in_a_second_pass_into_the_same_corpus(
-    run_dir, add_hypothesis, monkeypatch
-):
-    """The first pass takes what the page cache holds without waiting; every other file is read by
-    the second. However the files split between the two, the corpus and its warnings are the same."""
-    import hypograph.hypotheses as hypotheses
-
-    add_hypothesis(run_dir, "H-99", title="Long", statement="word " * 5000)  # past one read
-    (run_dir / "hypotheses" / "H-98.json").write_text("{not json")
-    expected = load_corpus(run_dir)
-    uncached = []
-
-    def every_other_file_uncached(name, folder, buf):
-        if len(uncached) % 2 == 0 or name == "H-99.json":
-            uncached.append(name)
-            raise BlockingIOError(name)
-        uncached.append(None)
-        return real(name, folder, buf)
-
-    real = hypotheses._read_cached
-    monkeypatch.setattr(hypotheses, "_read_cached", every_other_file_uncached)
+def test_a_long_file_is_read_whole(run_dir, add_hypothesis):
+    add_hypothesis(run_dir, "H-99", title="Long", statement="word " * 5000)
     corpus = load_corpus(run_dir)
-    assert [n for n in uncached if n] and None in uncached  # both paths taken
-    assert (corpus.ids, corpus.texts, corpus.warnings) == (expected.ids, expected.texts, expected.warnings)
-    assert "hypotheses/H-98.json: skipped: malformed JSON" in corpus.warnings[0]
+    assert next(h.text for h in corpus.hypotheses if h.id == "H-99") == "Long " + ("word " * 5000).strip()
 
 
 def test_a_file_that_cannot_be_read_is_a_warning_naming_it_and_the_reason(run_dir, monkeypatch):
-    import hypograph.hypotheses as hypotheses
+    from pathlib import Path
 
-    def refuse(path, folder=None):
-        if path == "H-2.json":
+    real = Path.read_bytes
+
+    def refuse(path):
+        if path.name == "H-2.json":
             raise PermissionError(13, "Permission denied")
-        return real(path, folder)
+        return real(path)
 
-    def uncached(name, folder, buf):
-        raise BlockingIOError(name)
-
-    real = hypotheses._read_bytes
-    monkeypatch.setattr(hypotheses, "_read_bytes", refuse)
-    monkeypatch.setattr(hypotheses, "_read_cached", uncached)
+    monkeypatch.setattr(Path, "read_bytes", refuse)
     corpus = load_corpus(run_dir)
     assert "H-2" not in corpus.ids and len(corpus.ids) == len(RUN_IDS) - 1
     assert corpus.warnings == ["hypotheses/H-2.json: skipped: cannot be read (Permission denied)"]

@@ -25,8 +25,8 @@ from hypograph.errors import HypographError
 from hypograph.hypotheses import load_corpus
 from hypograph.prox_cli import main as prox_main
 from hypograph.proximity import graph as graph_module
+from hypograph.proximity.embed import embed
 from hypograph.proximity.graph import similarity_graph
-from hypograph.proximity.tfidf import seed_tfidf
 
 PROX = VENV_BIN / "prox"
 NEAR_COPY = {  # H-0031: H-0004 with a few words changed, a near-duplicate
@@ -97,17 +97,18 @@ def seed_run(tmp_path) -> Path:
 # -- numbers --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("workers", [1, 3])  # 3: texts tokenised in three forked processes, merged
-def test_default_embedding_is_the_seeds_vectorizer_bit_for_bit(seed_run, workers):
+def test_default_embedding_is_the_seeds_vectorizer_bit_for_bit(seed_run):
     ids, texts = seed_texts(seed_run)
     corpus = load_corpus(seed_run)
     assert corpus.ids == ids and corpus.texts == texts
-    ours, terms = seed_tfidf(texts + ["Café CAFÉ naïve_user 42 x", "日本語 テキスト and ÉCOLE école", "a b"], workers)
+    extra = ["Café CAFÉ naïve_user 42 x", "日本語 テキスト and ÉCOLE école", "a b"]
+    ours = embed([f"H-{k}" for k in range(len(texts) + 3)], texts + extra)
     vec = TfidfVectorizer()
-    theirs = vec.fit_transform(texts + ["Café CAFÉ naïve_user 42 x", "日本語 テキスト and ÉCOLE école", "a b"])
-    assert terms == vec.get_feature_names_out().tolist()
-    assert np.array_equal(ours.indptr, theirs.indptr) and np.array_equal(ours.indices, theirs.indices)
-    assert np.array_equal(ours.data, theirs.data)  # the same floats, not merely close
+    theirs = vec.fit_transform(texts + extra)
+    assert ours.vocabulary == vec.get_feature_names_out().tolist()
+    rows = ours.rows
+    assert np.array_equal(rows.indptr, theirs.indptr) and np.array_equal(rows.indices, theirs.indices)
+    assert np.array_equal(rows.data, theirs.data)  # the same floats, not merely close
 
 
 @pytest.mark.parametrize("max_neighbours", ["50", "0"])
@@ -169,10 +170,12 @@ def test_dupes_below_the_graph_threshold_come_from_the_embeddings(seed_run):
 
 
 def test_a_graph_that_cannot_fit_in_memory_is_refused_in_one_line_with_its_size(seed_run):
+    """No cap by default: a graph too large for memory is refused before any product, naming its
+    size and the flag that caps it."""
     run(seed_run, "embed")
     env = {**offline_env(), "HYPOGRAPH_MEMORY_LIMIT": "64K"}
     result = subprocess.run(
-        [str(PROX), "graph", "--run-dir", str(seed_run), "--threshold", "0", "--max-neighbours", "0"],
+        [str(PROX), "graph", "--run-dir", str(seed_run), "--threshold", "0"],
         capture_output=True,
         text=True,
         env=env,
@@ -182,8 +185,42 @@ def test_a_graph_that_cannot_fit_in_memory_is_refused_in_one_line_with_its_size(
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr
     assert "would hold about 465 edges and need ~" in lines[0] and "64 KiB" not in lines[0]
-    assert "raise the threshold or cap the neighbours" in lines[0]
+    assert "raise the threshold or cap each node's neighbours with --max-neighbours K" in lines[0]
     assert not (seed_run / "proximity" / "graph.json").exists()
+
+
+def test_a_pair_at_exactly_the_threshold_is_an_edge_as_in_the_seeds_float64_cosine(tmp_path):
+    """[1, 0] and [0.6, 0.8]: cosine 0.6 in float64 (the seed's ``cosine_similarity``), so an edge
+    at --threshold 0.6, from the domain function and through ``prox graph``, sparse or dense rows."""
+    rows = np.array([[1.0, 0.0], [0.6, 0.8]])
+    assert float(cosine_similarity(rows)[0, 1]) >= 0.6
+    for matrix in (sp.csr_matrix(rows), rows, rows.astype(np.float32)):
+        graph = similarity_graph(["H-1", "H-2"], matrix, 0.6, max_neighbours=0)
+        assert graph.num_edges == 1 and graph.sim.tolist() == [0.6], type(matrix)
+    for name, write in (
+        ("sparse", lambda path: sp.save_npz(path, sp.csr_matrix(rows))),
+        ("dense", lambda path: np.savez(path, embeddings=rows.astype(np.float32))),
+    ):
+        d = tmp_path / name / "proximity"
+        d.mkdir(parents=True)
+        write(d / "embeddings.npz")
+        (d / "embedding-ids.json").write_text(json.dumps(["H-1", "H-2"]), encoding="utf-8")
+        run(d.parent, "graph", "--threshold", "0.6")
+        doc = json.loads((d / "graph.json").read_text(encoding="utf-8"))
+        assert doc["nodes"]["H-1"]["edges"] == [{"target": "H-2", "similarity": 0.6}], name
+        assert doc["max_neighbours"] == 0  # the seed's graph, no cap, recorded
+
+
+def test_the_neighbour_cap_is_opt_in_and_recorded_in_graph_json(seed_run):
+    run(seed_run, "embed")
+    run(seed_run, "graph")
+    uncapped = read(seed_run, "graph.json")
+    assert uncapped["max_neighbours"] == 0
+    run(seed_run, "graph", "--max-neighbours", "2")
+    capped = read(seed_run, "graph.json")
+    assert capped["max_neighbours"] == 2
+    edges = lambda doc: sum(len(n["edges"]) for n in doc["nodes"].values())
+    assert edges(capped) < edges(uncapped)
 
 
 def test_memory_refusal_names_the_size_needed(monkeypatch):

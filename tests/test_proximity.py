@@ -20,12 +20,12 @@ import scipy.sparse as sp
 from conftest import RUN_COMPONENTS, RUN_DUPLICATES, RUN_IDS
 from sklearn.preprocessing import normalize
 
+import hypograph.proximity.embed as embed_module
 import hypograph.proximity.similarity as similarity_module
 from hypograph.errors import HypographError
 from hypograph.hypotheses import id_sort_key, load_corpus
 from hypograph.proximity import checks, store
 from hypograph.proximity.communities import Clusters, find_communities, label_groups, labelled_clusters, report_lines
-from hypograph.proximity.csr import Csr, npz_bytes
 from hypograph.proximity.dupes import DuplicatePair, duplicate_pairs, pairs_at
 from hypograph.proximity.embed import Embeddings, embed
 from hypograph.proximity.graph import SimilarityGraph, similarity_graph
@@ -121,7 +121,8 @@ def run_pipeline(root: Path, threshold: float = 0.3, algorithm: str = "louvain")
     corpus = load_corpus(root)
     emb = embed(corpus.ids, corpus.texts)
     store.write_embeddings(root, emb)
-    graph = similarity_graph(emb.ids, emb.matrix, threshold, {"backend": emb.backend, "model": emb.model})
+    graph = similarity_graph(emb.ids, emb.matrix, threshold)
+    graph.embedding = emb.describe()
     store.write_graph(root, graph)
     clusters = labelled_clusters(graph, dict(zip(corpus.ids, corpus.texts, strict=True)), algorithm)
     store.write_clusters(root, clusters)
@@ -195,6 +196,7 @@ def test_nothing_to_embed_is_an_error():
 
 def test_sbert_without_sentence_transformers_names_the_semantic_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # makes the import fail
+    monkeypatch.setattr(embed_module, "_MODELS", {})  # no model loaded by an earlier test
     with pytest.raises(HypographError, match="'semantic' extra"):
         embed(["H-1"], ["mites"], backend="sbert")
 
@@ -308,10 +310,13 @@ def test_the_cap_ranked_in_forked_workers_keeps_what_one_process_keeps(monkeypat
     monkeypatch.setattr(similarity_module, "PARALLEL_CAP_ENTRIES", 10)
     plan = similarity_module.plan_similarity(matrix, 0.1, 3)
     block = similarity_module.block_edges(plan, 0, plan.n)
-    one = similarity_module._cap(plan, block.rows.astype(np.int64), block.cols.astype(np.int64), block.sims)
-    forked = similarity_module._cap(plan, block.rows.astype(np.int64), block.cols.astype(np.int64), block.sims, workers)
+    rule = similarity_module._rule(plan)
+    one = similarity_module._cap(rule, block.rows.astype(np.int64), block.cols.astype(np.int64), block.sims)
+    forked = similarity_module._cap(rule, block.rows.astype(np.int64), block.cols.astype(np.int64), block.sims, workers)
     assert np.array_equal(forked[0], one[0]) and forked[1] == one[1]
-    assert len(ranges[0]) == workers and ranges[0][0][0] == 0 and ranges[0][-1][1] == 300
+    # one task per worker, its entries passed as arguments: every entry in exactly one
+    assert len(ranges[0]) == workers and sum(task[1].size for task in ranges[0]) == block.rows.size
+    assert all(task[0] == rule for task in ranges[0])
     graph = similarity_graph(ids_for(300), matrix, 0.1, max_neighbours=3, workers=workers)
     assert_same_edges(edge_map(graph), edge_map(expected), tol=0)
     assert graph.info["capped_rows"] == expected.info["capped_rows"]
@@ -519,7 +524,7 @@ def test_keyword_weights_are_the_floats_the_sparse_products_give():
     shuffled = rng.sample(ids, len(ids))
     cuts = sorted(rng.sample(range(1, len(ids)), 40))
     groups = [shuffled[a:b] for a, b in zip([0, *cuts], [*cuts, len(ids)], strict=True)]
-    ours = class_weights(ids, emb.rows, groups).matrix()
+    ours = class_weights(ids, emb.rows, groups)
     theirs = sparse_product_weights(ids, emb.matrix, groups)
     ours.sort_indices()
     theirs.sort_indices()
@@ -842,20 +847,18 @@ def test_an_interrupted_embedding_write_is_detected(tmp_path, monkeypatch):
         store.read_embeddings(tmp_path)
 
 
-def test_tfidf_rows_are_written_as_the_bytes_scipy_save_npz_writes(run_dir):
-    """embeddings.npz is built with numpy alone (prox embed starts without scipy), yet it is the
-    file ``scipy.sparse.save_npz(compressed=False)`` writes, and scipy reads it back."""
+def test_tfidf_rows_are_written_with_scipy_save_npz_and_read_back_the_same(run_dir):
+    """embeddings.npz is ``scipy.sparse.save_npz(compressed=False)`` of the rows (the seed's file),
+    and reading it gives the same arrays."""
     corpus = load_corpus(run_dir)
     emb = embed(corpus.ids, corpus.texts)
-    assert isinstance(emb.rows, Csr)
+    assert sp.isspmatrix_csr(emb.rows)
     expected = io.BytesIO()
     sp.save_npz(expected, emb.matrix, compressed=False)
-    assert npz_bytes(emb.rows) == expected.getvalue()
     store.write_embeddings(run_dir, emb)
-    back = sp.load_npz(store.proximity_dir(run_dir) / "embeddings.npz")
-    assert (back != emb.matrix).nnz == 0
+    assert (store.proximity_dir(run_dir) / "embeddings.npz").read_bytes() == expected.getvalue()
     read = store.read_embeddings(run_dir).rows
-    assert isinstance(read, Csr) and read.shape == emb.rows.shape
+    assert sp.isspmatrix_csr(read) and read.shape == emb.rows.shape
     assert all(np.array_equal(getattr(read, a), getattr(emb.rows, a)) for a in ("data", "indices", "indptr"))
 
 

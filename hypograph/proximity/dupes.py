@@ -56,12 +56,10 @@ def duplicate_pairs(graph: SimilarityGraph, threshold: float = DEFAULT_DUPE_THRE
     return pairs_of(graph.ids, graph.src[keep], graph.dst[keep], graph.sim[keep])
 
 
-def pairs_from_embeddings(
-    ids: list[str], matrix, threshold: float, embedding: dict | None = None
-) -> list[DuplicatePair]:
+def pairs_from_embeddings(ids: list[str], matrix, threshold: float) -> list[DuplicatePair]:
     """Every pair at or above ``threshold``, computed from the rows (no neighbour cap)."""
     threshold = check_dupe_threshold(threshold)
-    graph = similarity_graph(ids, matrix, threshold, embedding, max_neighbours=0)
+    graph = similarity_graph(ids, matrix, threshold, max_neighbours=0)
     return pairs_of(graph.ids, graph.src, graph.dst, graph.sim)
 
 
@@ -96,4 +94,4 @@ def pairs_at(graph: SimilarityGraph, embeddings, threshold: float) -> list[Dupli
         raise HypographError(
             "proximity/: the embeddings and graph.json list different hypotheses — run prox graph again"
         )
-    return pairs_from_embeddings(emb.ids, emb.matrix, threshold, {"backend": emb.backend, "model": emb.model})
+    return pairs_from_embeddings(emb.ids, emb.matrix, threshold)

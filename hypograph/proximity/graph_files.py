@@ -56,7 +56,6 @@ def graph_json_chunks(
     offset of each node's cluster value."""
     from hypograph.proximity.forks import available_cpus, fork_map  # writers only: readers start light
 
-    global _TEXT
     n = len(graph.ids)
     head = {"threshold": graph.threshold}
     if "max_neighbours" in graph.info:
@@ -75,37 +74,51 @@ def graph_json_chunks(
         m = min(n, max(k + 1, int(np.searchsorted(bounds, bounds[k] + entries_per_chunk, side="right")) - 1))
         spans.append((k, m))
         k = m
-    prefix = [b'{"target": ' + q + b', "similarity": ' for q in quoted]
-    _TEXT = (cols, sims, bounds, quoted, prefix, cluster_text)
-    try:
-        for (k, m), (piece, starts) in zip(spans, fork_map(_nodes_text, spans, available_cpus()), strict=True):
-            if offsets is not None:
-                offsets[k:m] = pos + starts
-            pos += len(piece)
-            yield piece
-    finally:
-        _TEXT = None
+    tasks = [
+        _NodesText(
+            k, cols[bounds[k] : bounds[m]], sims[bounds[k] : bounds[m]], bounds[k : m + 1], quoted, cluster_text[k:m]
+        )
+        for k, m in spans
+    ]
+    for (k, m), (piece, starts) in zip(spans, fork_map(_nodes_text, tasks, available_cpus()), strict=True):
+        if offsets is not None:
+            offsets[k:m] = pos + starts
+        pos += len(piece)
+        yield piece
     yield b"\n}}\n" if n else b"}}\n"
 
 
-_TEXT: tuple | None = None  # what _nodes_text reads: set by graph_json_chunks, inherited by its workers
+@dataclass(frozen=True)
+class _NodesText:
+    """What one chunk of graph.json is written from: nodes ``first`` .. ``first + len(clusters)``,
+    their directed edges ``cols``/``sims`` (``bounds``: each node's first edge, from the chunk's
+    first node's), every node's quoted id, and these nodes' cluster values as JSON."""
+
+    first: int
+    cols: np.ndarray
+    sims: np.ndarray
+    bounds: list[int]
+    quoted: list[bytes]
+    clusters: list[bytes]
 
 
-def _nodes_text(span: tuple[int, int]) -> tuple[bytes, np.ndarray]:
-    """The text of nodes [k, m) and where each one's cluster value starts in it."""
-    cols, sims, bounds, quoted, prefix, cluster_text = _TEXT
-    k, m = span
-    a, b = bounds[k], bounds[m]
-    sim_text = orjson.dumps(sims[a:b].tolist())[1:-1].split(b",") if b > a else []
-    for e in np.flatnonzero((np.abs(sims[a:b]) < 1e-4) & (sims[a:b] != 0)).tolist():
-        sim_text[e] = repr(float(sims[a + e])).encode()  # 9.6e-05 as json writes it, not orjson's 0.000096
-    entries = [prefix[c] + t + b"}" for c, t in zip(cols[a:b].tolist(), sim_text, strict=True)]
-    out, starts, pos = [], np.empty(m - k, dtype=np.int64), 0
-    for node in range(k, m):
+def _nodes_text(task: _NodesText) -> tuple[bytes, np.ndarray]:
+    """The text of the task's nodes and where each one's cluster value starts in it."""
+    sims, quoted, base = task.sims, task.quoted, task.bounds[0]
+    sim_text = orjson.dumps(sims.tolist())[1:-1].split(b",") if sims.size else []
+    for e in np.flatnonzero((np.abs(sims) < 1e-4) & (sims != 0)).tolist():
+        sim_text[e] = repr(float(sims[e])).encode()  # 9.6e-05 as json writes it, not orjson's 0.000096
+    entries = [
+        b'{"target": ' + quoted[c] + b', "similarity": ' + t + b"}"
+        for c, t in zip(task.cols.tolist(), sim_text, strict=True)
+    ]
+    out, starts, pos = [], np.empty(len(task.clusters), dtype=np.int64), 0
+    for local, cluster in enumerate(task.clusters):
+        node = task.first + local
         head_text = (b"\n" if node == 0 else b",\n") + quoted[node] + CLUSTER_KEY
-        starts[node - k] = pos + len(head_text)
-        edges = b", ".join(entries[bounds[node] - a : bounds[node + 1] - a])
-        piece = head_text + cluster_text[node] + b', "edges": [' + edges + b"]}"
+        starts[local] = pos + len(head_text)
+        edges = b", ".join(entries[task.bounds[local] - base : task.bounds[local + 1] - base])
+        piece = head_text + cluster + b', "edges": [' + edges + b"]}"
         out.append(piece)
         pos += len(piece)
     return b"".join(out), starts

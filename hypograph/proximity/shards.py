@@ -49,7 +49,13 @@ def range_edges(plan: sim_.Plan, start: int, stop: int, workers: int = 1) -> tup
     if workers > 1 and stop - start >= PARALLEL_MIN_ROWS and len(ranges) > 1:
         blocks = _in_processes(plan, ranges, workers)
     else:
-        blocks = [sim_.block_edges(plan, a, b) for a, b in ranges]
+        from hypograph.progress import stage
+
+        with stage("graph blocks", total=len(ranges), unit="blocks") as s:
+            blocks = []
+            for a, b in ranges:
+                blocks.append(sim_.block_edges(plan, a, b))
+                s.advance()
     return sim_.join_blocks(blocks, start, stop), plan.describe()
 
 
@@ -67,17 +73,15 @@ def uses_knn(plan: sim_.Plan) -> bool:
     return True
 
 
-_SHARED: sim_.Plan | None = None  # the plan, inherited by forked workers without pickling
-
-
-def _block_of_shared(bounds: tuple[int, int]) -> sim_.Block:
-    return sim_.block_edges(_SHARED, *bounds)
+def _blocks_of(task: tuple[sim_.Plan, list[tuple[int, int]]]) -> list[sim_.Block]:
+    """The blocks of one worker's ranges (its plan and ranges come as the argument)."""
+    plan, ranges = task
+    return [sim_.block_edges(plan, a, b) for a, b in ranges]
 
 
 def _in_processes(plan: sim_.Plan, ranges: list[tuple[int, int]], workers: int) -> list[sim_.Block]:
-    global _SHARED
-    _SHARED = plan
-    try:
-        return list(fork_map(_block_of_shared, ranges, workers))
-    finally:
-        _SHARED = None
+    """The blocks of ``ranges`` over ``workers`` processes: one task per worker (ranges dealt in
+    turn, each of about equal work), so the plan is sent to each worker once."""
+    dealt = [ranges[w::workers] for w in range(workers)]
+    blocks = [b for part in fork_map(_blocks_of, [(plan, d) for d in dealt if d], workers) for b in part]
+    return sorted(blocks, key=lambda b: b.start)

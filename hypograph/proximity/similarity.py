@@ -30,11 +30,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from hypograph.proximity import sparse_pairs
-from hypograph.proximity.csr import sequential_row_sums
 from hypograph.proximity.forks import available_cpus, fork_map
 
 # Float error of float32 rows: a pair whose true cosine equals the threshold may compute as t - 1e-7.
-# float64 rows (TF-IDF) are compared exactly, as the seed compares them.
+# Candidates this close to the threshold are recomputed in float64 and compared exactly, as the
+# seed's float64 ``cosine_similarity`` compares them; float64 rows (TF-IDF) are compared exactly.
 FLOAT32_TOLERANCE = 1e-6
 # Upper bound on candidate entries held by one row block's product.
 BLOCK_BUDGET = 4_000_000
@@ -96,15 +96,18 @@ class Block:
 def normalise_rows(matrix) -> tuple[sp.csr_matrix | np.ndarray, int]:
     """L2-normalised copy of ``matrix`` (zero rows stay zero) and how many rows were not unit length.
 
-    Sparse rows: float64 CSR, normalised exactly as scikit-learn's ``normalize`` (the seed's
-    ``cosine_similarity``) does it — each row's squares added in stored order — then sorted.
-    Dense rows keep float32 (sentence embeddings) or become float64.
+    Sparse rows: float64 CSR, normalised by scikit-learn's ``normalize`` in their stored order, as
+    the seed's ``cosine_similarity`` normalises them, then sorted. Dense rows keep float32 (sentence
+    embeddings) or become float64.
     """
     if sp.issparse(matrix):
+        from sklearn.preprocessing import normalize  # only when building a graph
+
         m = sp.csr_matrix(matrix, dtype=np.float64, copy=True)
-        norms = np.sqrt(sequential_row_sums(m.data * m.data, m.indptr))
+        norms = np.sqrt(np.asarray(m.multiply(m).sum(axis=1)).ravel())
         off = int(np.count_nonzero((norms > 0) & (np.abs(norms - 1.0) > 1e-6)))
-        m.data /= np.repeat(np.where(norms > 0, norms, 1.0), np.diff(m.indptr))
+        if m.shape[1]:  # squares added in stored order, as the seed's; no columns: nothing to scale
+            m = sp.csr_matrix(normalize(m, copy=False))
         m.sum_duplicates()  # also sorts the indices
         return m, off
     dense = np.asarray(matrix)
@@ -197,62 +200,78 @@ def _dense_candidates(plan: Plan, start: int, stop: int):
 
 
 def select(plan: Plan, start: int, stop: int, rows, cols, sims) -> Block:
-    """Threshold the candidates (recomputing knife-edge sparse values in the seed's order); full-row
-    blocks also apply the cap."""
+    """Threshold the candidates, an edge when cos >= threshold in float64 (knife-edge sparse values
+    recomputed in the seed's order, float32 ones in float64); full-row blocks also apply the cap."""
     if plan.split is not None and sims.size:
         scaled = sims * 1e6
         edge = (np.abs(sims - plan.threshold) <= 1e-12) | (np.abs(np.abs(scaled - np.trunc(scaled)) - 0.5) < 1e-7)
         for k in np.flatnonzero(edge).tolist():
             sims[k] = sparse_pairs.seed_cosine(plan.rows, int(rows[k]), int(cols[k]))
-    keep = sims >= plan.threshold - plan.tolerance
+    elif plan.tolerance and sims.size:
+        near = np.flatnonzero(np.abs(sims - plan.threshold) <= plan.tolerance)
+        sims[near] = float64_cosines(plan.rows, rows[near], cols[near])
+    keep = sims >= plan.threshold
     rows, cols, sims = rows[keep], cols[keep], sims[keep]
     capped = 0
     if plan.cap and not plan.upper and rows.size:
-        keep, capped = _cap(plan, rows, cols, sims)
+        keep, capped = _cap(_rule(plan), rows, cols, sims)
         rows, cols, sims = rows[keep], cols[keep], sims[keep]
     return Block(start, stop, rows.astype(np.int32), cols.astype(np.int32), sims.astype(np.float64), capped)
 
 
-def _cap(plan: Plan, rows, cols, sims, workers: int = 1) -> tuple[np.ndarray, int]:
+def float64_cosines(x: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """cos(x[rows[k]], x[cols[k]]) computed in float64 from the stored (float32) rows."""
+    a, b = x[rows].astype(np.float64), x[cols].astype(np.float64)
+    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    return np.einsum("ij,ij->i", a, b) / np.where(norms > 0, norms, 1.0)
+
+
+@dataclass(frozen=True)
+class CapRule:
+    """What the cap needs of a plan: ``n`` rows, ``cap`` neighbours each, every entry at or above
+    ``keep_above`` kept, ``tolerance`` the rows' float error."""
+
+    n: int
+    cap: int
+    keep_above: float
+    tolerance: float
+
+
+def _rule(plan: Plan) -> CapRule:
+    return CapRule(plan.n, plan.cap, plan.keep_above, plan.tolerance)
+
+
+def _cap(rule: CapRule, rows, cols, sims, workers: int = 1) -> tuple[np.ndarray, int]:
     """Which directed entries (row, col, sim) survive the cap: each row's ``cap`` strongest (at the
     6 decimals a similarity is written with; ties: lower column) and any at or above
     ``keep_above``; and how many rows had more than ``cap``. Rows are ranked independently, so
-    ``workers`` forked processes may each take a range of them."""
-    global _CAP_INPUT
+    ``workers`` processes may each take a range of them (their entries passed as arguments)."""
     if workers > 1 and rows.size >= PARALLEL_CAP_ENTRIES:
-        bounds = np.linspace(0, plan.n, workers + 1).round().astype(np.int64).tolist()
-        _CAP_INPUT = (plan, rows, cols, sims)
-        try:
-            parts = list(fork_map(_cap_rows, list(zip(bounds[:-1], bounds[1:], strict=True)), workers))
-        finally:
-            _CAP_INPUT = None
+        bounds = np.linspace(0, rule.n, workers + 1).round().astype(np.int64).tolist()
+        mine = [(rows >= a) & (rows < b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        parts = list(fork_map(_cap_part, [(rule, rows[m], cols[m], sims[m]) for m in mine], workers))
         keep = np.empty(rows.size, dtype=bool)
-        for (a, b), (part, _) in zip(zip(bounds[:-1], bounds[1:], strict=True), parts, strict=True):
-            keep[(rows >= a) & (rows < b)] = part
+        for m, (part, _) in zip(mine, parts, strict=True):
+            keep[m] = part
         return keep, sum(c for _, c in parts)
-    counts = np.bincount(rows, minlength=plan.n)
-    over = counts[rows] > plan.cap
+    counts = np.bincount(rows, minlength=rule.n)
+    over = counts[rows] > rule.cap
     keep = np.ones(rows.size, dtype=bool)
     if over.any():  # rank only the entries of rows that have too many
         idx = np.flatnonzero(over)
         r, c, s = rows[idx], cols[idx], sims[idx]
-        order = strongest_first(r, c, s, plan.n)
+        order = strongest_first(r, c, s, rule.n)
         sorted_rows = r[order]
         starts = np.flatnonzero(np.concatenate([[True], sorted_rows[1:] != sorted_rows[:-1]]))
         rank = np.empty(idx.size, dtype=np.int64)
         rank[order] = np.arange(idx.size) - np.repeat(starts, np.diff(np.append(starts, idx.size)))
-        keep[idx] = (rank < plan.cap) | (s >= plan.keep_above - plan.tolerance)
-    return keep, int(np.count_nonzero(counts > plan.cap))
+        keep[idx] = (rank < rule.cap) | (s >= rule.keep_above - rule.tolerance)
+    return keep, int(np.count_nonzero(counts > rule.cap))
 
 
-_CAP_INPUT: tuple | None = None  # what _cap_rows reads: set by _cap, inherited by its forked workers
-
-
-def _cap_rows(bounds: tuple[int, int]) -> tuple[np.ndarray, int]:
-    """``_cap`` of the entries whose row is in [a, b)."""
-    plan, rows, cols, sims = _CAP_INPUT
-    mine = (rows >= bounds[0]) & (rows < bounds[1])
-    return _cap(plan, rows[mine], cols[mine], sims[mine])
+def _cap_part(args: tuple) -> tuple[np.ndarray, int]:
+    """``_cap`` of one worker's entries ``(rule, rows, cols, sims)``."""
+    return _cap(*args)
 
 
 def strongest_first(rows, tiebreak, sims, n: int) -> np.ndarray:
@@ -283,7 +302,11 @@ def merge_blocks(plan: Plan, blocks: list[Block]) -> tuple[np.ndarray, np.ndarra
     if plan.upper:
         if plan.cap and rows.size:  # each edge seen from both endpoints, kept if either keeps it
             keep, capped = _cap(
-                plan, np.concatenate([lo, hi]), np.concatenate([hi, lo]), np.concatenate([sims, sims]), available_cpus()
+                _rule(plan),
+                np.concatenate([lo, hi]),
+                np.concatenate([hi, lo]),
+                np.concatenate([sims, sims]),
+                available_cpus(),
             )
             keep = keep[: lo.size] | keep[lo.size :]
             lo, hi, sims = lo[keep], hi[keep], sims[keep]

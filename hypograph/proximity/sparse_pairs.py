@@ -58,7 +58,9 @@ def split_rows(x: sp.csr_matrix, t: float) -> SparseSplit:
     compact = np.cumsum(frequent) - 1  # column -> its place among the frequent columns
     indptr_f = np.concatenate([[0], np.cumsum(np.bincount(row_of[mask], minlength=n))])
     f = sp.csr_matrix((x.data[mask], compact[x.indices[mask]], indptr_f), shape=(n, max(k, 1)))[order]
-    r = sp.csr_matrix((np.where(mask, 0.0, x.data), x.indices, x.indptr), shape=x.shape)
+    # Copies of x's index arrays: eliminate_zeros rewrites them in place, and x's rows are read
+    # again (a knife-edge pair is recomputed from them).
+    r = sp.csr_matrix((np.where(mask, 0.0, x.data), x.indices.copy(), x.indptr.copy()), shape=x.shape)
     r.eliminate_zeros()
     fs = fnorm[order]
     heavy = int(np.count_nonzero(fs * fs[:1].max(initial=0.0) >= t))

@@ -45,7 +45,6 @@ from hypograph.atomic import write_atomic, write_json, write_text
 from hypograph.errors import HypographError
 from hypograph.proximity import graph_files
 from hypograph.proximity.communities import Clusters
-from hypograph.proximity.csr import Csr, from_npz, npz_bytes
 from hypograph.proximity.embed import TFIDF_MODELS, Embeddings
 from hypograph.proximity.graph import DIGITS, SimilarityGraph
 
@@ -76,12 +75,14 @@ def write_embeddings(root: Path, emb: Embeddings) -> list[Path]:
     completed last, with the digest of the npz and ids, so a set half-written by a crashed run is
     told apart from one another tool replaced."""
     d = proximity_dir(root)
-    if isinstance(emb.rows, Csr):
-        npz = npz_bytes(emb.rows)
+    buf = io.BytesIO()
+    if not isinstance(emb.rows, np.ndarray):
+        import scipy.sparse as sp
+
+        sp.save_npz(buf, emb.rows, compressed=False)
     else:
-        buf = io.BytesIO()
         np.savez(buf, embeddings=np.asarray(emb.rows, dtype=np.float32))
-        npz = buf.getvalue()
+    npz = buf.getvalue()
     vocabulary = "".join(f"{term}\n" for term in emb.vocabulary) if emb.vocabulary is not None else None
     emb.digest = _digest(npz, emb.ids)
     meta = {"backend": emb.backend, "model": emb.model, "count": len(emb.ids), "dim": emb.dim, "digest": emb.digest}
@@ -129,7 +130,7 @@ def read_embeddings(root: Path) -> Embeddings:
         if "embeddings" in z.files:
             rows = z["embeddings"]
         elif "format" in z.files:
-            rows = from_npz(z, npz, str(path))
+            rows = _sparse_rows(npz, path)
         else:
             raise HypographError(f"{path}: neither a scipy sparse matrix nor a dense 'embeddings' array")
     if not isinstance(ids, list) or len(ids) != rows.shape[0]:
@@ -155,10 +156,27 @@ def read_embeddings(root: Path) -> Embeddings:
     return _foreign(path, ids, rows, why, digest)
 
 
+def _sparse_rows(npz: bytes, path: Path):
+    """The rows of a ``save_npz`` file (any scipy format, as a CSR matrix). Raises HypographError
+    naming ``path`` when its arrays do not form a matrix."""
+    import scipy.sparse as sp  # only where rows are read: prox dupes starts without it
+
+    try:
+        rows = sp.csr_matrix(sp.load_npz(io.BytesIO(npz)))
+        rows.check_format(full_check=True)
+    except (ValueError, KeyError, TypeError, IndexError) as e:
+        raise HypographError(
+            f"{path}: its CSR arrays (data, indices, indptr, shape) do not form a matrix ({e})"
+        ) from None
+    if not np.issubdtype(rows.dtype, np.number):
+        raise HypographError(f"{path}: its CSR arrays (data, indices, indptr, shape) do not form a matrix")
+    return rows
+
+
 def _foreign(path: Path, ids: list, rows, why: str, digest: str) -> Embeddings:
     from hypograph.proximity.similarity import normalise_rows
 
-    matrix, off = normalise_rows(rows.matrix() if isinstance(rows, Csr) else rows)
+    matrix, off = normalise_rows(rows)
     note = f"{path}: written by another tool ({why}): read as the seed reads it, " + (
         f"{off} of {matrix.shape[0]} rows L2-normalised" if off else "rows already unit length"
     )
