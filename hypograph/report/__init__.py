@@ -1,0 +1,296 @@
+"""Pictures of a proximity run: the cluster map, the similarity histogram and the threshold sweep.
+
+``write_report(root)`` reads what proximity wrote in ``<root>/proximity/`` (embeddings, graph,
+clusters, cluster labels, dupes) and writes beside those files:
+
+* ``report.html`` — one self-contained interactive page (plotly, plotly.js inlined: opens offline):
+  the cluster map, for a vault the map by hypothesis cluster, and the thresholds figure, with the
+  sweep as a table;
+* ``cluster-map.png`` — the map coloured by proximity cluster, labelled by cluster label,
+  duplicate pairs drawn as links;
+* ``vault-map.png`` (vaults with HC nodes) — the same points coloured by HC cluster, residuals marked;
+* ``thresholds.png`` — the similarity histogram and the sweep, the threshold and the dupe
+  threshold marked;
+* ``report.json`` — the numbers behind them (sweep, histogram, the most similar pair).
+
+Every file is written atomically and only when its bytes change (the layout and sample are
+seeded), so a re-run on unchanged input changes nothing. No dagster here; ``assets/report.py``
+and ``hypograph report`` call it.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from hypograph.atomic import write_atomic
+from hypograph.errors import HypographError
+from hypograph.proximity import store
+from hypograph.proximity.graph import DEFAULT_DUPE_THRESHOLD
+from hypograph.report import figures
+from hypograph.report.layout import MAP_MAX, induced_edges, layout, sample_points
+from hypograph.report.sweep import BINS, Sweep, threshold_sweep
+
+REPORT_HTML = "report.html"
+CLUSTER_MAP_PNG = "cluster-map.png"
+VAULT_MAP_PNG = "vault-map.png"
+THRESHOLDS_PNG = "thresholds.png"
+REPORT_JSON = "report.json"
+
+
+@dataclass
+class Report:
+    """What ``write_report`` wrote (``files``: name -> path; ``written``: those whose bytes changed),
+    the PNG bytes by name (for showing inline), the sweep and the counts of the drawing."""
+
+    root: Path
+    files: dict[str, Path]
+    written: list[Path]
+    pngs: dict[str, bytes]
+    sweep: Sweep
+    threshold: float
+    dupe_threshold: float
+    counts: dict[str, int] = field(default_factory=dict)
+    headline: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class _Inputs:
+    ids: list[str]
+    matrix: object
+    graph: object
+    clusters: object
+    names: dict[str, str]
+    dupes: list
+    titles: dict[str, str]
+
+
+def write_report(root: Path | str, dupe_threshold: float = DEFAULT_DUPE_THRESHOLD) -> Report:
+    """Write the pictures of ``root``'s proximity files (see the module docstring). Raises
+    HypographError naming the file when one is missing or does not match the others."""
+    started = time.perf_counter()
+    root = Path(root)
+    data = _read(root)
+    graph = data.graph
+    sweep = threshold_sweep(graph, data.matrix, data.clusters.algorithm, dupe_threshold)
+    picked = sample_points(data.ids, data.clusters.membership())
+    xy = layout(data.matrix[picked], *induced_edges(picked, len(data.ids), graph.src, graph.dst, graph.sim))
+    maps = {"cluster_map": _cluster_picture(root, data, picked, xy)}
+    vault = _vault_picture(root, data, picked, xy)
+    if vault is not None:
+        maps["vault_map"] = vault
+    pngs = {name: figures.map_png(picture) for name, picture in maps.items()}
+    pngs["thresholds"] = figures.sweep_png(sweep, graph.threshold, dupe_threshold)
+    headline = figures.headline(sweep, graph.threshold, dupe_threshold)
+    d = store.proximity_dir(root)
+    files = {"cluster_map": d / CLUSTER_MAP_PNG, "thresholds": d / THRESHOLDS_PNG}
+    if vault is not None:
+        files["vault_map"] = d / VAULT_MAP_PNG
+    counts = {
+        "hypotheses": len(data.ids),
+        "points_drawn": int(picked.size),
+        "edges": graph.num_edges,
+        "duplicate_links_drawn": len(maps["cluster_map"].links),
+        "clusters": data.clusters.num_clusters,
+    }
+    if vault is not None:
+        counts["hc_clusters"] = len(vault.group_names)
+        counts["residuals"] = int(vault.marked.sum())
+    texts = {
+        REPORT_HTML: _html(root, maps, sweep, graph.threshold, dupe_threshold).encode(),
+        REPORT_JSON: _json(sweep, graph.threshold, dupe_threshold, headline, counts).encode(),
+    }
+    files["html"], files["json"] = d / REPORT_HTML, d / REPORT_JSON
+    content = {files[name]: png for name, png in pngs.items()}
+    content.update({d / name: text for name, text in texts.items()})
+    written = [path for path, payload in content.items() if write_atomic(path, lambda fh, p=payload: fh.write(p))]
+    seconds = time.perf_counter() - started
+    return Report(root, files, written, pngs, sweep, graph.threshold, dupe_threshold, counts, headline, seconds)
+
+
+def _read(root: Path) -> _Inputs:
+    """The proximity files of ``root``, the embedding rows in the graph's node order."""
+    d = store.proximity_dir(root)
+    if not (d / "graph.json").exists():
+        raise HypographError(f"{d / 'graph.json'}: missing — run `hypograph proximity {root}` first")
+    graph, _ = store.load_graph(root)
+    emb = store.read_embeddings(root)
+    row = {i: k for k, i in enumerate(emb.ids)}
+    missing = [i for i in graph.ids if i not in row]
+    if missing:
+        raise HypographError(
+            f"{d / 'embedding-ids.json'}: {len(missing)} graph node(s) not embedded (e.g. {missing[0]}) — "
+            "run proximity again"
+        )
+    matrix = emb.matrix if emb.ids == graph.ids else emb.matrix[np.asarray([row[i] for i in graph.ids])]
+    clusters = store.read_clusters(root)
+    names = {c: v.get("label", "") for c, v in _cluster_names(root).items()}
+    dupes = store.read_dupes(root) if (d / "dupes.json").exists() else []
+    return _Inputs(graph.ids, matrix, graph, clusters, names, dupes, _titles(root))
+
+
+def _cluster_names(root: Path) -> dict[str, dict]:
+    if not (store.proximity_dir(root) / "cluster-labels.json").exists():
+        return {}
+    return store.read_cluster_names(root)
+
+
+def _titles(root: Path) -> dict[str, str]:
+    """Each hypothesis's title (or statement), for the hover text; {} when the input cannot be read now."""
+    from hypograph.library.corpus import input_corpus
+
+    try:
+        corpus = input_corpus(root)
+    except HypographError:
+        return {}
+    return {h.id: " ".join((h.title or h.statement or "").split()) for h in corpus.hypotheses}
+
+
+def _hover(ids: list[str], titles: dict[str, str], picked: np.ndarray, where: dict[str, str]) -> list[str]:
+    out = []
+    for i in picked.tolist():
+        node = ids[i]
+        title = html.escape(figures._short(titles.get(node, ""), 90))
+        out.append(f"<b>{html.escape(node)}</b> {title}<br>{html.escape(where.get(node, ''))}")
+    return out
+
+
+def _subtitle(data: _Inputs, picked: np.ndarray) -> str:
+    n = len(data.ids)
+    drawn = f"all {n} hypotheses" if picked.size == n else f"{picked.size} of {n} hypotheses (a sample by cluster)"
+    return f"{drawn}; graph threshold {data.graph.threshold:g}, {data.graph.num_edges} edges; layout: graph (igraph)"
+
+
+def _cluster_picture(root: Path, data: _Inputs, picked: np.ndarray, xy: np.ndarray) -> figures.MapPicture:
+    membership = data.clusters.membership()
+    sizes = {c: len(m) for c, m in data.clusters.clusters.items()}
+    label = {c: data.names.get(c) or data.clusters.keywords.get(c, "") for c in data.clusters.clusters}
+    group_names = {c: f"{c} {label[c]}".strip() for c in data.clusters.clusters if sizes[c] >= 2}
+    ids = [data.ids[i] for i in picked.tolist()]
+    where = {i: group_names.get(membership.get(i, ""), "alone (no edge)") for i in ids}
+    return figures.MapPicture(
+        title=f"Clusters of {root.name}",
+        subtitle=_subtitle(data, picked),
+        xy=xy,
+        ids=ids,
+        hover=_hover(data.ids, data.titles, picked, where),
+        group=[membership.get(i, "") if membership.get(i, "") in group_names else "" for i in ids],
+        group_names=group_names,
+        none_name="alone (a cluster of one)",
+        links=_links(ids, data.dupes),
+    )
+
+
+def _links(ids: list[str], dupes: list) -> list[tuple[int, int, float]]:
+    at = {node: k for k, node in enumerate(ids)}
+    return [(at[p.a], at[p.b], p.similarity) for p in dupes if p.a in at and p.b in at]
+
+
+def _vault_picture(root: Path, data: _Inputs, picked: np.ndarray, xy: np.ndarray) -> figures.MapPicture | None:
+    """The map by hypothesis cluster (HC nodes), residuals marked; None for an input with no HC node."""
+    from hypograph.paths import detect_kind
+
+    try:
+        if detect_kind(root) != "vault":
+            return None
+    except HypographError:
+        return None
+    membership, group_names, residuals = hc_groups(root)
+    if not group_names:
+        return None
+    ids = [data.ids[i] for i in picked.tolist()]
+    where = {i: group_names.get(membership.get(i, ""), "in no hypothesis cluster") for i in ids}
+    return figures.MapPicture(
+        title=f"Hypothesis clusters of {root.name}",
+        subtitle=_subtitle(data, picked) + "; ◇ residual",
+        xy=xy,
+        ids=ids,
+        hover=_hover(data.ids, data.titles, picked, where),
+        group=[membership.get(i, "") for i in ids],
+        group_names=group_names,
+        none_name="in no hypothesis cluster",
+        marked=np.asarray([i in residuals for i in ids], dtype=bool),
+        marked_name="residual",
+        links=_links(ids, data.dupes),
+    )
+
+
+def hc_groups(root: Path) -> tuple[dict[str, str], dict[str, str], set[str]]:
+    """A vault's hypothesis clusters: member id -> HC id, HC id -> "HC-1 title" (by id), and the
+    residual members' ids. Read only (no journal rolled forward)."""
+    from hypograph.vault.nodes import link_target
+    from hypograph.vault.vault import open_vault
+
+    vault = open_vault(root, roll_forward=False)
+    membership: dict[str, str] = {}
+    names: dict[str, str] = {}
+    residuals: set[str] = set()
+    for hc in vault.of_type("hypothesis-cluster"):
+        names[hc.id] = f"{hc.id} {hc.title}".strip()
+        for link in hc.meta.get("hypotheses") or []:
+            node = vault.nodes.get(link_target(link) or "")
+            if node is None:
+                continue
+            membership.setdefault(node.id, hc.id)
+            if node.meta.get("residual") is True:
+                residuals.add(node.id)
+    return membership, names, residuals
+
+
+def _json(sweep: Sweep, threshold: float, dupe_threshold: float, headline: str, counts: dict) -> str:
+    doc = {
+        "threshold": threshold,
+        "dupe_threshold": dupe_threshold,
+        "headline": headline,
+        "counts": counts,
+        "sweep": sweep.rows(),
+        "sweep_exact": sweep.exact,
+        "notes": sweep.notes,
+        "most_similar_pair": list(sweep.best) if sweep.best else None,
+        "histogram": {"bins": BINS.tolist(), "pairs": sweep.counts.tolist(), "total_pairs": sweep.total_pairs},
+        "map_points_at_most": MAP_MAX,
+    }
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+def _html(root: Path, maps: dict, sweep: Sweep, threshold: float, dupe_threshold: float) -> str:
+    """One page, plotly.js inlined once (the first figure), every figure with a fixed div id."""
+    sections, first = [], True
+    titles = {"cluster_map": "Cluster map", "vault_map": "Hypothesis clusters (vault)"}
+    config = {"displaylogo": False, "responsive": True}
+    for name, picture in maps.items():
+        div = figures.map_figure(picture).to_html(
+            full_html=False, include_plotlyjs=first, div_id=name.replace("_", "-"), config=config
+        )
+        sections.append(f'<h2 id="{name}">{titles[name]}</h2>\n{div}')
+        first = False
+    div = figures.sweep_figure(sweep, threshold, dupe_threshold).to_html(
+        full_html=False, include_plotlyjs=False, div_id="thresholds", config=config
+    )
+    sections.append(f'<h2 id="sweep">Thresholds</h2>\n{div}\n{_table(sweep)}')
+    notes = "".join(f"<p><i>{html.escape(n)}</i></p>" for n in sweep.notes)
+    name = html.escape(root.name)
+    return (
+        f'<!doctype html>\n<html><head><meta charset="utf-8"><title>Hypograph: {name}</title>\n'
+        "<style>body{font-family:sans-serif;margin:2em} table{border-collapse:collapse} "
+        "td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}</style></head><body>\n"
+        f"<h1>Proximity of {name}</h1>\n<p>{html.escape(figures.headline(sweep, threshold, dupe_threshold))}</p>"
+        f"{notes}\n" + "\n".join(sections) + "\n</body></html>\n"
+    )
+
+
+def _table(sweep: Sweep) -> str:
+    head = "<tr><th>threshold</th><th>edges</th><th>pairs ≥ t</th><th>clusters (2+)</th><th>in no edge</th></tr>"
+    cell = lambda v: "–" if v is None else f"{v:g}" if isinstance(v, float) else str(v)  # noqa: E731
+    rows = [
+        f"<tr><td>{r['threshold']:.2f}</td><td>{cell(r['edges'])}</td><td>{cell(r['pairs'])}</td>"
+        f"<td>{cell(r['clusters'])}</td><td>{cell(r['alone'])}</td></tr>"
+        for r in sweep.rows()
+    ]
+    return "<table>" + head + "".join(rows) + "</table>"

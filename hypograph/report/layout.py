@@ -1,0 +1,92 @@
+"""Where each hypothesis sits on the cluster map: a 2-D layout of the embeddings.
+
+In: the rows, the graph's edges and each node's cluster. Out: the drawn points (all of them up to
+``MAP_MAX``, else a seeded sample taken cluster by cluster so every cluster keeps its share and at
+least one point) and their (x, y) in [-1, 1].
+
+The layout is a force-directed graph layout (igraph's Fruchterman-Reingold, weighted by
+similarity) started from the rows' two main directions (a truncated SVD), so linked hypotheses
+gather and points without edges keep the place their words give them; with no edges, the SVD
+alone. Seeded: the same input draws the same map.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+MAP_MAX = 3000
+SEED = 0
+
+
+def sample_points(ids: list[str], membership: dict[str, str], limit: int = MAP_MAX, seed: int = SEED) -> np.ndarray:
+    """Row indices to draw, ascending: every row up to ``limit``, else about ``limit`` of them,
+    each cluster's share of its members (at least one), drawn with a seeded generator."""
+    n = len(ids)
+    if n <= limit:
+        return np.arange(n)
+    rng = np.random.default_rng(seed)
+    groups: dict[str, list[int]] = {}
+    for i, node in enumerate(ids):
+        groups.setdefault(membership.get(node, ""), []).append(i)
+    picked = []
+    for key in sorted(groups):
+        rows = np.asarray(groups[key])
+        take = max(1, round(rows.size * limit / n))
+        picked.append(rows if take >= rows.size else rng.choice(rows, size=take, replace=False))
+    return np.sort(np.concatenate(picked))
+
+
+def initial_positions(rows) -> np.ndarray:
+    """The rows' coordinates on their two main directions (truncated SVD, seeded), scaled to [-1, 1]."""
+    n = rows.shape[0]
+    if n < 3 or min(rows.shape) < 3:
+        return _scaled(np.column_stack([np.cos(np.arange(n) * 2.4), np.sin(np.arange(n) * 2.4)]))
+    from sklearn.decomposition import TruncatedSVD
+
+    xy = TruncatedSVD(n_components=2, random_state=SEED).fit_transform(rows)
+    return _scaled(_spread(xy))
+
+
+def _spread(xy: np.ndarray) -> np.ndarray:
+    """Identical rows sit on one spot: nudge each point by a small seeded offset so all are seen."""
+    rng = np.random.default_rng(SEED)
+    scale = max(float(np.ptp(xy)) if xy.size else 0.0, 1e-9) * 0.01
+    return xy + rng.normal(0.0, scale, size=xy.shape)
+
+
+def _scaled(xy: np.ndarray) -> np.ndarray:
+    if xy.size == 0:
+        return xy.reshape(0, 2)
+    centred = xy - xy.mean(axis=0)
+    span = float(np.abs(centred).max())
+    return centred / span if span > 0 else centred
+
+
+def layout(rows, src: np.ndarray, dst: np.ndarray, sim: np.ndarray) -> np.ndarray:
+    """(x, y) of each of ``rows`` (the drawn points' embedding rows); ``src``/``dst`` index into
+    them, one edge each, with similarity ``sim``."""
+    import igraph
+
+    start = initial_positions(rows)
+    n = start.shape[0]
+    if src.size == 0 or n < 3:
+        return start
+    g = igraph.Graph(n=n, edges=list(zip(src.tolist(), dst.tolist(), strict=True)))
+    # igraph draws from Python's random module API; a private seeded generator makes the map repeatable.
+    igraph.set_random_number_generator(random.Random(SEED))
+    try:
+        coords = g.layout_fruchterman_reingold(weights=sim.tolist(), seed=start.tolist(), niter=300, grid="auto")
+    finally:
+        igraph.set_random_number_generator(random)
+    return _scaled(np.asarray(coords.coords, dtype=np.float64))
+
+
+def induced_edges(picked: np.ndarray, n: int, src: np.ndarray, dst: np.ndarray, sim: np.ndarray):
+    """The edges among the ``picked`` rows (of ``n``), re-indexed into ``picked``."""
+    where = np.full(n, -1, dtype=np.int64)
+    where[picked] = np.arange(picked.size)
+    a, b = where[src], where[dst]
+    keep = (a >= 0) & (b >= 0)
+    return a[keep], b[keep], sim[keep]

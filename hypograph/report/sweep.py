@@ -1,0 +1,176 @@
+"""How the similarities are spread, and what each threshold would give: the numbers behind the
+similarity histogram and the threshold sweep.
+
+In: the embeddings' rows and the similarity graph proximity built. Out: a ``Sweep``: for each
+threshold t of ``THRESHOLDS`` (0.10 to 0.90 by 0.05) the graph's edges at t, its clusters of two or
+more hypotheses and the hypotheses left alone, and the pairs at or above t (the duplicate pairs a
+dupe threshold of t would list); and a histogram of every pair's similarity.
+
+Where the numbers come from (never an N x N matrix):
+
+* t at or above the graph's threshold: the graph's own edges with similarity >= t. With a
+  neighbour cap K this is exactly the graph a build at t would give (a node's K strongest at t are
+  its K strongest overall that reach t).
+* t below it, up to ``EXACT_MAX`` hypotheses: the graph rebuilt once at the lowest threshold by the
+  same row-block machinery and cap (``similarity_graph``), then filtered the same way.
+* The histogram and the pair counts: every pair, in row blocks, up to ``EXACT_MAX``; above, the
+  similarities of ``SAMPLE_ROWS`` seeded sample rows to every row, scaled to all pairs (estimated,
+  and said so); the pair counts at or above the graph's exact level still come from its edges.
+  Below the graph's threshold above ``EXACT_MAX``, edges and clusters are not computed (None).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hypograph.errors import HypographError
+from hypograph.proximity.communities import find_communities
+from hypograph.proximity.graph import DIGITS, SimilarityGraph
+
+THRESHOLDS = tuple(round(0.10 + 0.05 * k, 2) for k in range(17))
+EXACT_MAX = 5000  # all pairs (12.5M similarities) in row blocks at most; sampled above
+SAMPLE_ROWS = 200
+BLOCK = 256  # rows per block of similarities
+BINS = np.round(np.linspace(-1.0, 1.0, 201), 2)  # histogram bins 0.01 wide
+
+
+@dataclass
+class Sweep:
+    """Per threshold (``thresholds[k]``): ``edges[k]``, ``clusters[k]`` (2 or more members),
+    ``alone[k]`` (hypotheses in no edge) — None where not computed — and ``pairs[k]`` (pairs >= t;
+    estimated when ``exact`` is False). ``counts[b]``: pairs with similarity in [BINS[b], BINS[b+1]).
+    ``best``: the most similar pair (a, b, similarity), None with fewer than two hypotheses."""
+
+    thresholds: list[float]
+    edges: list[int | None]
+    clusters: list[int | None]
+    alone: list[int | None]
+    pairs: list[float]
+    counts: np.ndarray
+    exact: bool
+    total_pairs: int
+    best: tuple[str, str, float] | None
+    notes: list[str] = field(default_factory=list)
+
+    def rows(self) -> list[dict]:
+        """One dict per threshold (for tables and JSON)."""
+        return [
+            {"threshold": t, "edges": e, "clusters": c, "alone": a, "pairs": round(p, 1) if not self.exact else int(p)}
+            for t, e, c, a, p in zip(self.thresholds, self.edges, self.clusters, self.alone, self.pairs, strict=True)
+        ]
+
+
+def threshold_sweep(graph: SimilarityGraph, matrix, algorithm: str = "louvain", dupe_threshold: float = 0.80) -> Sweep:
+    """The sweep of ``graph`` (built from the rows of ``matrix``, L2-normalised, in ``graph.ids``
+    order); ``algorithm`` clusters as proximity does; ``dupe_threshold``: the level the graph keeps
+    every pair at whatever its cap (the rebuild below the threshold keeps the same)."""
+    n = len(graph.ids)
+    if matrix.shape[0] != n:
+        raise HypographError(f"{matrix.shape[0]} embedding rows for the graph's {n} nodes")
+    exact = n <= EXACT_MAX
+    counts, at_least, best = _all_pairs(matrix) if exact else _sampled_pairs(matrix)
+    total = n * (n - 1) // 2
+    pairs = [float(x) for x in at_least]
+    for k, t in enumerate(THRESHOLDS):  # the graph holds every pair from its exact level up: count them there
+        if t >= graph.exact_above:
+            pairs[k] = float(np.count_nonzero(graph.sim >= t))
+    low, notes = _low_graph(graph, matrix, dupe_threshold) if exact else (None, [])
+    if not exact:
+        notes.append(
+            f"{n} hypotheses: the histogram and the pairs below {graph.exact_above:g} are estimated from "
+            f"{SAMPLE_ROWS} sample rows; edges and clusters below the graph's threshold {graph.threshold:g} "
+            "not computed"
+        )
+    edges, clusters, alone = [], [], []
+    for t in THRESHOLDS:
+        source = graph if t >= graph.threshold else low
+        e, c, a = _graph_at(source, t, algorithm) if source is not None else (None, None, None)
+        edges.append(e)
+        clusters.append(c)
+        alone.append(a)
+    if best is None and graph.num_edges:
+        k = int(np.argmax(graph.sim))
+        best = (int(graph.src[k]), int(graph.dst[k]), float(graph.sim[k]))
+    named = (graph.ids[best[0]], graph.ids[best[1]], best[2]) if best else None
+    return Sweep(list(THRESHOLDS), edges, clusters, alone, pairs, counts, exact, total, named, notes)
+
+
+def _graph_at(graph: SimilarityGraph, t: float, algorithm: str) -> tuple[int, int, int]:
+    """Edges, clusters of 2 or more, and nodes in no edge, of ``graph`` cut at ``t``."""
+    keep = np.flatnonzero(graph.sim >= t)
+    cut = SimilarityGraph(graph.ids, t, graph.src[keep], graph.dst[keep], graph.sim[keep])
+    sizes = [len(m) for m in find_communities(cut, algorithm).clusters.values()]
+    return int(keep.size), sum(s >= 2 for s in sizes), sum(s == 1 for s in sizes)
+
+
+def _low_graph(graph: SimilarityGraph, matrix, dupe_threshold: float) -> tuple[SimilarityGraph | None, list[str]]:
+    """The graph rebuilt at the lowest threshold with the same cap (None when it is not needed or
+    would not fit: a note says which)."""
+    from hypograph.proximity.graph import similarity_graph
+
+    if graph.threshold <= THRESHOLDS[0] or len(graph.ids) < 2:
+        return None, []
+    cap = int(graph.info.get("max_neighbours", 0) or 0)
+    try:
+        return similarity_graph(graph.ids, matrix, THRESHOLDS[0], cap, dupe_threshold), []
+    except HypographError as e:
+        return None, [f"edges below the threshold not computed: {e}"]
+
+
+def _bin_counts(values: np.ndarray) -> np.ndarray:
+    """How many of ``values`` fall in each histogram bin (1.0 in the last)."""
+    k = np.clip(np.floor((values + 1.0) * 100.0 + 1e-9).astype(np.int64), 0, BINS.size - 2)
+    return np.bincount(k, minlength=BINS.size - 1)
+
+
+def _at_least(values: np.ndarray) -> np.ndarray:
+    """For each threshold, how many of ``values`` (rounded as graph.json writes them) reach it."""
+    idx = np.searchsorted(np.asarray(THRESHOLDS), np.round(values, DIGITS), side="right")
+    return np.cumsum(np.bincount(idx, minlength=len(THRESHOLDS) + 1)[::-1])[::-1][1:]
+
+
+def _block_sims(matrix, rows: np.ndarray) -> np.ndarray:
+    """Similarities of ``rows`` to every row, dense (rows x N)."""
+    part = matrix[rows] @ matrix.T
+    return np.asarray(part.toarray() if hasattr(part, "toarray") else part, dtype=np.float64)
+
+
+def _all_pairs(matrix):
+    """Histogram counts, pairs >= each threshold, and the best pair (i, j, s), over every pair i < j."""
+    n = matrix.shape[0]
+    counts = np.zeros(BINS.size - 1, dtype=np.int64)
+    at_least = np.zeros(len(THRESHOLDS), dtype=np.int64)
+    best = None
+    for start in range(0, n, BLOCK):
+        rows = np.arange(start, min(n, start + BLOCK))
+        sims = _block_sims(matrix, rows)
+        upper = np.arange(n)[None, :] > rows[:, None]
+        values = sims[upper]
+        if values.size == 0:
+            continue
+        counts += _bin_counts(values)
+        at_least += _at_least(values)
+        k = int(np.argmax(np.where(upper, sims, -np.inf)))
+        i, j = divmod(k, n)
+        if best is None or sims[i, j] > best[2]:
+            best = (int(rows[i]), j, float(np.round(sims[i, j], DIGITS)))
+    return counts, at_least, best
+
+
+def _sampled_pairs(matrix, seed: int = 0):
+    """As ``_all_pairs``, estimated from ``SAMPLE_ROWS`` seeded rows' similarities to every other row."""
+    n = matrix.shape[0]
+    sample = np.sort(np.random.default_rng(seed).choice(n, size=min(SAMPLE_ROWS, n), replace=False))
+    counts = np.zeros(BINS.size - 1, dtype=np.int64)
+    at_least = np.zeros(len(THRESHOLDS), dtype=np.int64)
+    for start in range(0, sample.size, 50):
+        rows = sample[start : start + 50]
+        sims = _block_sims(matrix, rows)
+        sims[np.arange(rows.size), rows] = np.nan  # a row's similarity to itself is no pair
+        values = sims[~np.isnan(sims)]
+        counts += _bin_counts(values)
+        at_least += _at_least(values)
+    scale = n / (2.0 * sample.size)  # each unordered pair is seen from either end
+    return np.round(counts * scale).astype(np.int64), at_least * scale, None
