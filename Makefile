@@ -45,10 +45,12 @@ test: $(VENV)/.installed-test
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
 
-# The Dagster web UI and daemon on 127.0.0.1:3000, on the instance the CLI writes to
-# ($$DAGSTER_HOME, else ~/.hypograph/dagster); $(INPUTS) are registered first.
+# The Dagster web UI and daemon on 127.0.0.1:$(PORT) (make ui PORT=3001), on the instance the CLI
+# writes to ($$DAGSTER_HOME, else ~/.hypograph/dagster); $(INPUTS) are registered first. A busy
+# port is refused in one line before anything starts.
+PORT ?= 3000
 ui: $(VENV)/.installed
-	$(BIN)/hypograph ui $(INPUTS)
+	$(BIN)/hypograph ui $(INPUTS) --port $(PORT)
 
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/proximity.py --profile sparse --sizes 20000,100000

@@ -10,13 +10,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from assets.partitions import revision_key
 from hypograph.casework.cli import BatchPlan, add_case_parsers, batch_preflight, with_exit_codes
 from hypograph.casework.config import HypothesisConfig
 from hypograph.casework.package import CasePackage
 from hypograph.errors import HypographError, NotDone
 from pipelines import summaries
-from pipelines.instance import execute, failures, observe_case
+from pipelines.instance import execute, failed_line, observe_case
+
+
+def revision_key(revision: int) -> str:
+    """``r0001``: imported when a case step runs, so ``hypograph case --help`` loads no Dagster."""
+    from assets.partitions import revision_key as key
+
+    return key(revision)
+
 
 NOT_DONE = 2  # the dispatch ended RETRY_PENDING, DEFERRED, BLOCKED or ERROR, or the case needs a person first
 
@@ -39,7 +46,9 @@ def _then_observed(handler, where: str, job: str | None = None):
 
     def run(args) -> int:
         code = handler(args)
-        if code == 0:
+        if code == 0 and getattr(args, "changed", True):  # an unchanged revision: no asset changes, no run
+            if where == "case_dir":  # the vault a case was made from is an input too
+                observe_vault(args)
             root = Path(getattr(args, where)).resolve()
             if job is None:
                 observe_case(root)
@@ -48,6 +57,15 @@ def _then_observed(handler, where: str, job: str | None = None):
         return code
 
     return run
+
+
+def observe_vault(args) -> None:
+    """``case from-vault``: its VAULT registered as an input, as every command registers its folders."""
+    if getattr(args, "case_command", None) == "from-vault":
+        from pipelines.instance import open_instance, register
+
+        with open_instance() as instance:
+            register(instance, Path(args.path).resolve())
 
 
 def _policy(args) -> HypothesisConfig:
@@ -61,7 +79,7 @@ def _run(root: Path, job: str, case: dict):
         meta = _failure_metadata(result)
         if meta.get("status") == "NOT_DONE":
             raise NotDone(meta["line"])
-        raise HypographError(f"{job} run {result.run_id[:8]} failed: " + "; ".join(failures(result)))
+        raise HypographError(failed_line(job, result))
     return result
 
 
@@ -99,7 +117,7 @@ def batch(args) -> int:
     if not result.success:
         if meta.get("status"):
             return NOT_DONE
-        raise HypographError(f"batch run {result.run_id[:8]} failed: " + "; ".join(failures(result)))
+        raise HypographError(failed_line("batch", result))
     minted = summaries.asset_metadata(result, "batch_vault_nodes")
     if minted:
         print(minted["line"])

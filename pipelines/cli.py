@@ -2,7 +2,8 @@
 
 Runs go through the one Dagster instance of ``pipelines/instance.py`` (``$DAGSTER_HOME``, else
 ``~/.hypograph/dagster``), each on its input's partition, so ``hypograph ui`` shows every run of
-every input and its lineage.
+every input and its lineage. Commands that only read or check a vault (``check``, ``unmerge``,
+``create-node``, ``case confirm``'s person step) call the domain directly and start no run.
 
     hypograph add PATH...
     hypograph proximity PATH [--backend tfidf|sbert] [--model M] [--threshold 0.3] [--dupe-threshold 0.8]
@@ -15,23 +16,66 @@ every input and its lineage.
     hypograph unmerge VAULT H-N
     hypograph create-node VAULT --type hypothesis --title TITLE < body.md
     hypograph ui [PATH...] [--host 127.0.0.1] [--port 3000]
+
+Every command takes ``-q``/``--quiet``: no stage lines or bars on stderr (there are none either
+when stderr is not a terminal).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
+import time
 from pathlib import Path
 
-from hypograph.errors import HypographError
-from hypograph.library.cli import add_library_parser, library_command
-from pipelines import case_runs, summaries
-from pipelines.instance import dagster_home, open_instance, register, run_job
-from pipelines.library_runs import dagster_round_runner
+# Only the standard library at import: `hypograph --help` and argument errors answer without
+# loading Dagster, numpy or the domain (each handler imports what it runs). The library, case and
+# batch parsers are built only when the command line names them (their modules import the domain).
+LAZY = {
+    "library": "generate, dedup, score and persist hypothesis-library rounds in DIR",
+    "case": "case packages: make one from inputs or a vault, interpret, confirm",
+    "batch": "generate and publish the initial hypothesis batch of CASE_DIR",
+}
+
+
+def _progress_on(args) -> bool:
+    return not getattr(args, "quiet", False) and sys.stderr.isatty()
+
+
+def _run_line(args, job: str, result, started: float) -> None:
+    """On a terminal: the run's id and where to see it, once it succeeded."""
+    if _progress_on(args):
+        print(
+            f"{job} run {result.run_id[:8]} succeeded in {time.perf_counter() - started:.1f} s; "
+            f"see it with `make ui` (or `hypograph ui`), Runs: {result.run_id}",
+            file=sys.stderr,
+        )
+
+
+def _job(args, root: Path, job: str, resources: dict, offline: bool | None):
+    """One Dagster run of ``job`` on ``root``'s partition, its warnings and model use printed."""
+    from hypograph.progress import stage
+    from pipelines import summaries
+    from pipelines.instance import run_job
+
+    started = time.perf_counter()
+    with stage(f"{job} run"):
+        result = run_job(root, job, resources, offline)
+    summaries.print_warnings(result)
+    summaries.print_model_usage(result)
+    _run_line(args, job, result, started)
+    return result
+
+
+def _offline(args) -> bool | None:
+    return True if args.llm == "offline" else None
 
 
 def _proximity(args) -> int:
+    from pipelines import summaries
+
     root = args.path.resolve()
     settings = {
         "backend": args.backend,
@@ -39,9 +83,7 @@ def _proximity(args) -> int:
         "graph_threshold": args.threshold,
         "dupe_threshold": args.dupe_threshold,
     }
-    result = run_job(root, "proximity", {"proximity": settings}, offline=True if args.llm == "offline" else None)
-    summaries.print_warnings(result)
-    summaries.print_model_usage(result)
+    _job(args, root, "proximity", {"proximity": settings}, _offline(args))
     summaries.print_proximity(root)
     return 0
 
@@ -49,46 +91,35 @@ def _proximity(args) -> int:
 def _structure(args) -> int:
     """Proximity on the vault, step 4, then proximity again if step 4 rewrote the vault's
     hypotheses (so proximity/ describes the structured vault): three runs on its partitions."""
+    from hypograph.errors import HypographError
     from hypograph.inputs import fingerprint
     from hypograph.paths import detect_kind
+    from pipelines import summaries
 
     root = args.path.resolve()
     if detect_kind(root) != "vault":
         raise HypographError(f"{root}: not a vault (structure needs step-3 nodes in hypotheses/*.md)")
     resources = {"proximity": {"backend": args.backend, "graph_threshold": args.threshold}}
-    offline = True if args.llm == "offline" else None
-    first = run_job(root, "proximity", resources, offline)
-    summaries.print_warnings(first)
-    summaries.print_model_usage(first)
+    _job(args, root, "proximity", resources, _offline(args))
     before = fingerprint(root, "vault")
-    result = run_job(root, "structure", resources, offline)
-    summaries.print_warnings(result)
-    summaries.print_model_usage(result)
+    result = _job(args, root, "structure", resources, _offline(args))
     if fingerprint(root, "vault") != before:
-        run_job(root, "proximity", resources, offline)
+        _job(args, root, "proximity", resources, _offline(args))
     summaries.print_structure(root, result)
     return 0
 
 
 def _check(args) -> int:
     from hypograph.journal import JOURNAL
-    from hypograph.structure.baseline import read_baseline
-    from hypograph.structure.checks import CHECK_NAMES, all_checks
-    from hypograph.vault.vault import open_vault, require_vault
+    from pipelines.summaries import check_lines, vault_checks
 
     root = args.path.resolve()
-    require_vault(root)
-    results = all_checks(open_vault(root, roll_forward=False), read_baseline(root))  # checking writes nothing
+    results = vault_checks(root)  # checking writes nothing
     if (root / JOURNAL).exists():
         print(f"note: {root / JOURNAL} holds an interrupted write; the next `hypograph structure` completes it")
-    failed = 0
-    for number, violations in results.items():
-        name, what = CHECK_NAMES[number]
-        print(f"check {number}: {'pass' if not violations else f'FAIL ({len(violations)})'}  {name}: {what}")
-        for node_id, reason in violations:
-            print(f"  {node_id}: {reason}")
-        failed += bool(violations)
-    return 1 if failed else 0
+    for line in check_lines(results):
+        print(line)
+    return 1 if any(results.values()) else 0
 
 
 def _unmerge(args) -> int:
@@ -102,16 +133,38 @@ def _unmerge(args) -> int:
     return 0
 
 
+# `id: {{ID}}` is a YAML flow mapping, not text: the placeholder is quoted where it stands alone.
+_BARE_PLACEHOLDER = re.compile(r"^(\s*(?:-\s+|[\w-]+:\s+))\{\{ID\}\}\s*$", re.MULTILINE)
+_FRONTMATTER = re.compile(r"\A---\s*\n(.*?\n)---\s*(\n|\Z)", re.DOTALL)
+
+
+def node_text(text: str) -> str:
+    """The body given to ``create-node``: refused (HypographError, one line) without frontmatter —
+    a node without ``state`` fails check 1 — and with a bare ``{{ID}}`` value quoted for YAML."""
+    from hypograph.errors import HypographError
+
+    m = _FRONTMATTER.match(text)
+    if m is None:
+        raise HypographError(
+            "<stdin>: the body has no frontmatter; start it with ---, `state: active` "
+            "(and the fields the README's create-node example shows), then ---"
+        )
+    front = _BARE_PLACEHOLDER.sub(lambda g: f'{g.group(1)}"{{{{ID}}}}"', m.group(1))
+    return f"---\n{front}---{m.group(2)}{text[m.end() :]}"
+
+
 def _create_node(args) -> int:
     from hypograph.vault.mint import create_node_from_text
 
-    node_id, rel = create_node_from_text(args.path.resolve(), args.type, args.title, sys.stdin.read())
+    node_id, rel = create_node_from_text(args.path.resolve(), args.type, args.title, node_text(sys.stdin.read()))
     print(node_id)
     print(args.path / rel)
     return 0
 
 
 def _add(args) -> int:
+    from pipelines.instance import open_instance, register
+
     with open_instance() as instance:
         for path in args.paths:
             record = register(instance, path)
@@ -119,9 +172,31 @@ def _add(args) -> int:
     return 0
 
 
+def _port_problem(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be served (something listens there already), or None."""
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            return (
+                f"{host}:{port} is busy ({e.strerror}); choose another port: "
+                "`make ui PORT=3001` or `hypograph ui --port 3001`"
+            )
+    return None
+
+
 def _ui(args) -> int:
     """Replace this process with ``dagster dev``: the web UI and the daemon (which starts queued runs,
-    sensors, schedules and backfills) on the shared instance, stopped together on Ctrl-C."""
+    sensors, schedules and backfills) on the shared instance, stopped together on Ctrl-C. A busy
+    port is refused before anything starts."""
+    from hypograph.errors import HypographError
+    from pipelines.instance import dagster_home, open_instance, register
+
+    problem = _port_problem(args.host, args.port)
+    if problem:
+        raise HypographError(problem)
     with open_instance() as instance:
         for path in args.paths:
             register(instance, path)
@@ -132,67 +207,152 @@ def _ui(args) -> int:
     os.execv(dagster, [str(dagster), "dev", "-w", str(workspace), "-h", args.host, "-p", str(args.port)])
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hypograph", description="Hypothesis structuring pipeline (Dagster).")
-    sub = p.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("add", help="register input folders (run directories, vaults, libraries, cases) as partitions")
-    c.add_argument("paths", type=Path, nargs="+", metavar="path")
-    c.set_defaults(func=_add)
-    c = sub.add_parser("proximity", help="embed, graph, cluster and list duplicates of PATH")
-    c.add_argument("path", type=Path, help="run directory or vault")
-    c.add_argument("--backend", choices=["tfidf", "sbert"], default="tfidf")
-    c.add_argument("--model", default=None)
-    c.add_argument("--threshold", type=float, default=0.30)
-    c.add_argument("--dupe-threshold", type=float, default=0.80)
-    c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: never call a model")
-    c.set_defaults(func=_proximity)
-    c = sub.add_parser("structure", help="proximity, then step 4 (merge/drop, clusters, map) on VAULT, in place")
-    c.add_argument("path", type=Path, help="vault")
-    c.add_argument("--backend", choices=["tfidf", "sbert"], default="tfidf")
-    c.add_argument("--threshold", type=float, default=0.30, help="similarity graph threshold")
-    c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: never call a model")
-    c.set_defaults(func=_structure)
-    case_runs.add_parsers(sub)
-    c = add_library_parser(sub)
-    c.set_defaults(func=lambda args: library_command(args, round_runner=dagster_round_runner))
-    c = sub.add_parser("check", help="the six step-4 checks on VAULT; exit 1 if any fails")
+def _library(args) -> int:
+    from hypograph.library.cli import library_command
+    from pipelines.library_runs import dagster_round_runner
+
+    code = library_command(args, round_runner=dagster_round_runner)
+    if (args.report or args.check) and code in (0, 1):  # rounds register it through their runs
+        from pipelines.instance import open_instance, register
+
+        with open_instance() as instance:
+            register(instance, Path(args.dir).resolve(), "library")
+    return code
+
+
+def _quiet() -> argparse.ArgumentParser:
+    """``-q/--quiet`` on every subcommand (SUPPRESS: a subcommand without it keeps the top one's)."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress on stderr")
+    return p
+
+
+def _vault_commands(sub, common) -> None:
+    c = sub.add_parser("check", parents=common, help="the step-4 checks on VAULT; exit 1 if any fails")
     c.add_argument("path", type=Path, help="vault")
     c.set_defaults(func=_check)
-    c = sub.add_parser("unmerge", help="undo the merge of hypothesis ID")
+    c = sub.add_parser("unmerge", parents=common, help="undo the merge of hypothesis ID")
     c.add_argument("path", type=Path, help="vault")
     c.add_argument("id", help="the merged hypothesis, e.g. H-7")
     c.set_defaults(func=_unmerge)
-    c = sub.add_parser("create-node", help="mint the next id and create a node (body on stdin; {{ID}} is replaced)")
+    c = sub.add_parser(
+        "create-node",
+        parents=common,
+        help="mint the next id and create a node (body with frontmatter on stdin; {{ID}} is replaced)",
+    )
     c.add_argument("path", type=Path, help="vault")
     c.add_argument("--type", required=True, help="hypothesis, hypothesis-cluster, observation, source, ...")
     c.add_argument("--title", required=True)
     c.set_defaults(func=_create_node)
-    c = sub.add_parser("ui", help="the Dagster web UI and daemon for every input (PATHs are registered first)")
+
+
+def _run_commands(sub, common) -> None:
+    c = sub.add_parser(
+        "add", parents=common, help="register input folders (run directories, vaults, ...) as partitions"
+    )
+    c.add_argument("paths", type=Path, nargs="+", metavar="path")
+    c.set_defaults(func=_add)
+    c = sub.add_parser("proximity", parents=common, help="embed, graph, cluster and list duplicates of PATH")
+    c.add_argument("path", type=Path, help="run directory or vault")
+    c.add_argument("--backend", choices=["tfidf", "sbert"], default="tfidf")
+    c.add_argument("--model", default=None)
+    c.add_argument("--threshold", type=float, default=0.30, help="similarity graph threshold (0 to 1)")
+    c.add_argument("--dupe-threshold", type=float, default=0.80, help="duplicate pair threshold (0 to 1)")
+    c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: never call a model")
+    c.set_defaults(func=_proximity)
+    c = sub.add_parser("structure", parents=common, help="proximity, then step 4 (merge/drop, clusters, map) on VAULT")
+    c.add_argument("path", type=Path, help="vault")
+    c.add_argument("--backend", choices=["tfidf", "sbert"], default="tfidf")
+    c.add_argument("--threshold", type=float, default=0.30, help="similarity graph threshold (0 to 1)")
+    c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: never call a model")
+    c.set_defaults(func=_structure)
+    c = sub.add_parser(
+        "ui", parents=common, help="the Dagster web UI and daemon for every input (PATHs registered first)"
+    )
     c.add_argument("paths", type=Path, nargs="*", metavar="path", help="inputs to register first")
     c.add_argument("--host", default="127.0.0.1")
     c.add_argument("--port", type=int, default=3000)
     c.set_defaults(func=_ui)
+
+
+def _lazy_commands(sub, wanted: str | None) -> None:
+    """``library``, ``case`` and ``batch``: a name and help line each, their arguments (and their
+    domain imports) only for the one the command line names."""
+    if wanted == "library":
+        from hypograph.library.cli import add_library_parser
+
+        add_library_parser(sub).set_defaults(func=_library)
+    elif wanted in ("case", "batch"):
+        from pipelines import case_runs
+
+        case_runs.add_parsers(sub)
+    for name, text in LAZY.items():
+        if name != wanted and not (wanted in ("case", "batch") and name in ("case", "batch")):
+            sub.add_parser(name, help=text)
+
+
+def parser(argv: list[str]) -> argparse.ArgumentParser:
+    """The ``hypograph`` parser for this command line (see ``_lazy_commands``)."""
+    p = argparse.ArgumentParser(prog="hypograph", description="Hypothesis structuring pipeline (Dagster).")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines or bars on stderr")
+    sub = p.add_subparsers(dest="command", required=True)
+    common = [_quiet()]
+    _run_commands(sub, common)
+    _vault_commands(sub, common)
+    wanted = next((a for a in argv if not a.startswith("-")), None)
+    _lazy_commands(sub, wanted if wanted in LAZY else None)
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.command == "library":  # its own argument checks and exit codes (the library rounds CLI)
-        return args.func(args)
+def _missing_directory(args) -> str | None:
     for path in getattr(args, "paths", None) or [getattr(args, "path", None)]:
         if path is not None and not path.is_dir():
-            what = "not a directory" if path.exists() else "no such directory"
-            print(f"hypograph {args.command}: {path}: {what}", file=sys.stderr)
-            return 1
+            return f"{path}: {'not a directory' if path.exists() else 'no such directory'}"
+    return None
+
+
+def _dispatch(args) -> int:
+    from hypograph.errors import HypographError
+
     try:
         return args.func(args)
     except HypographError as e:
         print(f"hypograph {args.command}: {e}", file=sys.stderr)
         return e.exit_code
     except OSError as e:  # e.g. a DAGSTER_HOME that cannot be created: one line, not a traceback
+        if isinstance(e, BrokenPipeError):
+            raise
         where = f"{e.filename}: " if e.filename else ""
         print(f"hypograph {args.command}: {where}{e.strerror or e}", file=sys.stderr)
         return 1
+
+
+def _quiet_pipe() -> int:
+    """The reader went away (``| head``): the rest of the output is dropped, quietly, exit 0."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # Python's flush at exit then writes nowhere, not a traceback
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser(argv).parse_args(argv)
+    if getattr(args, "func", None) is None:  # only a lazy placeholder's name: never reached normally
+        print(f"hypograph {args.command}: see `hypograph {args.command} --help`", file=sys.stderr)
+        return 2
+    problem = None if args.command == "library" else _missing_directory(args)
+    if problem:  # library checks its own arguments, with its exit codes
+        print(f"hypograph {args.command}: {problem}", file=sys.stderr)
+        return 1
+    try:
+        if not _progress_on(args):
+            return _dispatch(args)
+        from hypograph.progress import TerminalSink, reporting, stage
+
+        with reporting(TerminalSink(sys.stderr)), stage(f"hypograph {args.command}"):
+            return _dispatch(args)
+    except BrokenPipeError:
+        return _quiet_pipe()
 
 
 if __name__ == "__main__":

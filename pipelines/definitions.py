@@ -5,9 +5,11 @@ library round or a case revision (see ``assets/partitions.py``). Settings are re
 editable per run in the Launchpad.
 """
 
+import logging
 import os
+import time
 
-from dagster import Definitions
+from dagster import Definitions, default_loggers, logger
 
 from assets import adjudication, casework, library, proximity, sharded, sources, structure
 from assets.checks import CASE_CHECKS, LIBRARY_CHECKS, PROXIMITY_CHECKS, STRUCTURE_CHECKS
@@ -40,6 +42,41 @@ CASE_ASSETS = [
     casework.batch_vault_nodes,
 ]
 
+
+class _StepStages(logging.Handler):
+    """Each step's start and end as a ``hypograph.progress`` stage (for the CLI's sinks only: the
+    run's log has Dagster's own step events)."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.started: dict[str, float] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from hypograph import progress
+
+        event = getattr(record, "dagster_event", None)
+        kind = getattr(event, "event_type_value", None)
+        step = getattr(event, "step_key", None)
+        if step is None or kind not in ("STEP_START", "STEP_SUCCESS"):
+            return
+        if kind == "STEP_START":
+            self.started[step] = time.perf_counter()
+            progress.notify(progress.Event("start", step))
+        else:
+            seconds = time.perf_counter() - self.started.pop(step, time.perf_counter())
+            progress.notify(progress.Event("end", step, seconds=seconds))
+
+
+@logger(description="Step starts and ends as hypograph progress stages (what `hypograph` prints on a terminal).")
+def step_stages(_init_context) -> logging.Logger:
+    out = logging.getLogger("hypograph.steps")
+    out.propagate = False
+    out.setLevel(logging.DEBUG)
+    if not out.handlers:
+        out.addHandler(_StepStages())
+    return out
+
+
 inputs_resource = Inputs(workspace=os.environ.get("HYPOGRAPH_WORKSPACE") or None)
 
 defs = Definitions(
@@ -49,6 +86,7 @@ defs = Definitions(
     schedules=SCHEDULES,
     sensors=SENSORS,
     executor=EXECUTOR,
+    loggers={**default_loggers(), "step_stages": step_stages},
     resources={
         "inputs": inputs_resource,
         "proximity": ProximitySettings(),

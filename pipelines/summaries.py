@@ -6,12 +6,33 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from hypograph.proximity import store
-from hypograph.proximity.communities import report_lines
 from hypograph.structure.baseline import read_baseline
 from hypograph.structure.checks import CHECK_NAMES, all_checks
 from hypograph.structure.structure_map import MAP
-from hypograph.vault.vault import open_vault
+from hypograph.vault.vault import open_vault, require_vault
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 edge``, ``2 edges``; ``many`` where the plural is not ``word + s``."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def vault_checks(root: Path) -> dict[int, list[tuple[str, str]]]:
+    """The step-4 checks on the vault at ``root`` (nothing written: no roll-forward), by number."""
+    require_vault(root)
+    return all_checks(open_vault(root, roll_forward=False), read_baseline(root))
+
+
+def check_lines(results: dict[int, list[tuple[str, str]]], indent: str = "") -> list[str]:
+    """``check N: pass|FAIL (k)  name: what``, then ``  node: reason`` for every violation."""
+    lines = []
+    for number, violations in results.items():
+        name, what = CHECK_NAMES[number]
+        lines.append(
+            f"{indent}check {number}: {'pass' if not violations else f'FAIL ({len(violations)})'}  {name}: {what}"
+        )
+        lines += [f"{indent}  {node_id}: {reason}" for node_id, reason in violations]
+    return lines
 
 
 def asset_metadata(result, asset: str) -> dict:
@@ -51,6 +72,9 @@ def _title(hypotheses: dict, node_id: str, width: int = 70) -> str:
 
 def print_proximity(root: Path, top: int = 10) -> None:
     """Counts, clusters with labels, the top duplicate pairs with verdicts, the review queue, files."""
+    from hypograph.proximity import store
+    from hypograph.proximity.communities import report_lines
+
     graph, _ = store.load_graph(root)  # graph.npz when it is graph.json's twin: no JSON parse
     clusters = store.read_clusters(root)
     pairs = store.read_dupes(root)
@@ -58,8 +82,9 @@ def print_proximity(root: Path, top: int = 10) -> None:
     names = {c: n["label"] for c, n in store.read_cluster_names(root).items()}
     d = store.proximity_dir(root)
     print(
-        f"{root}: {len(graph.ids)} hypotheses, {graph.num_edges} edges >= {graph.threshold}, "
-        f"{clusters.num_clusters} clusters ({clusters.algorithm}), {len(pairs)} duplicate pairs "
+        f"{root}: {plural(len(graph.ids), 'hypothesis', 'hypotheses')}, {plural(graph.num_edges, 'edge')} "
+        f">= {graph.threshold}, {plural(clusters.num_clusters, 'cluster')} ({clusters.algorithm}), "
+        f"{plural(len(pairs), 'duplicate pair')} "
         f"[{graph.embedding.get('backend', '?')}]"
     )
     print("clusters:")
@@ -95,12 +120,14 @@ def print_proximity(root: Path, top: int = 10) -> None:
 
 def print_review_queue(root: Path) -> None:
     """The FLAG pairs waiting for a human verdict, with both titles, and where to record verdicts."""
+    from hypograph.proximity import store
+
     queue = [v for v in store.read_verdicts(root) if v.verdict == "FLAG"]
     if not queue:
         return
     titles = _titles(root)
     print(
-        f"{len(queue)} pair(s) wait for your review; record MERGE or KEEP in "
+        f"{plural(len(queue), 'pair')} wait{'s' * (len(queue) == 1)} for your review; record MERGE or KEEP in "
         f"{store.proximity_dir(root) / 'review.json'}:"
     )
     for v in queue:
@@ -138,23 +165,32 @@ def print_structure(root: Path, result) -> None:
     state = lambda s: sum(h.meta.get("state") == s for h in hyps)  # noqa: E731
     clusters = vault.of_type("hypothesis-cluster")
     print(
-        f"vault now: {state('active')} active hypotheses in {len(clusters)} cluster{'s' * (len(clusters) != 1)}; "
+        f"vault now: {plural(state('active'), 'active hypothesis', 'active hypotheses')} in "
+        f"{plural(len(clusters), 'cluster')}; "
         f"{state('merged')} merged, {state('dropped')} dropped (kept in hypotheses/merged/ and dropped/)"
     )
     for hc in clusters:
         print(f"  {hc.path.stem}")
         for link in hc.meta.get("hypotheses") or []:
             print(f"    {link}")
+    _print_gone(hyps)
+    print_checks(all_checks(vault, read_baseline(root)))
+    print_review_queue(root)
+    print(f"structure map: {root / MAP}")
+
+
+def _print_gone(hyps) -> None:
     for h in (h for h in hyps if h.meta.get("state") == "merged"):
         print(f"  merged: {h.id} -> {h.meta.get('merged_into')}")
     for h in (h for h in hyps if h.meta.get("state") == "dropped"):
         print(f"  dropped: {h.id}: {h.meta.get('drop_reason')}")
-    results = all_checks(vault, read_baseline(root))
+
+
+def print_checks(results: dict[int, list[tuple[str, str]]]) -> None:
+    """Each check by name, pass or FAIL, and every violating node with its reason."""
     print("checks:")
     for number, violations in results.items():
         name, _ = CHECK_NAMES[number]
         print(f"  {name} (check {number}): " + ("pass" if not violations else f"FAIL ({len(violations)})"))
-    if any(results.values()):
-        print("  see `hypograph check` for each violation")
-    print_review_queue(root)
-    print(f"structure map: {root / MAP}")
+        for node_id, reason in violations:  # as `hypograph check` names them
+            print(f"    {node_id}: {reason}")

@@ -217,5 +217,6 @@ def _show(args) -> int:
 @with_exit_codes
 def _confirm(args) -> int:
     report = confirm(args.path, args.by)
+    args.changed = report.created  # already confirmed: nothing changed, so `hypograph` starts no run
     print(f"{report.case_dir} ({report.package_id}): {report.message}")
     return DONE
