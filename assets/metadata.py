@@ -54,12 +54,12 @@ def pair_table(pairs: list, hypotheses: list[Hypothesis], limit: int = 25) -> Me
     records = []
     for p in pairs[:limit]:
         a, b = p.pair if hasattr(p, "pair") else (p.a, p.b)
-        verdict = f"{p.verdict} [{p.decided_by}]" if hasattr(p, "verdict") else ""
+        verdict = {"verdict": f"{p.verdict} [{p.decided_by}]"} if hasattr(p, "verdict") else {}
         records.append(
             TableRecord(
                 {
                     "similarity": p.similarity,
-                    "verdict": verdict,
+                    **verdict,
                     "a": a,
                     "a_text": _gist(by_id.get(a)),
                     "b": b,
@@ -67,6 +67,9 @@ def pair_table(pairs: list, hypotheses: list[Hypothesis], limit: int = 25) -> Me
                 }
             )
         )
+    if pairs and not hasattr(pairs[0], "verdict"):  # duplicate pairs, not yet judged: no empty verdict column
+        schema = TableSchema(columns=[c for c in PAIR_SCHEMA.columns if c.name != "verdict"])
+        return MetadataValue.table(records, schema=schema)
     return MetadataValue.table(records, schema=PAIR_SCHEMA)
 
 

@@ -4,6 +4,7 @@ Embeddings and the graph are in ``sharded.py`` (each can be split over processes
 
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
+from assets.errors import project_errors
 from assets.groups import PROXIMITY
 from assets.metadata import cluster_table, pair_table
 from assets.partitions import hypothesis_inputs
@@ -20,6 +21,7 @@ ASSET = dict(group_name=PROXIMITY, io_manager_key="io_manager", partitions_def=h
 
 
 @asset(**ASSET, deps=[hypotheses], kinds={"python"})
+@project_errors
 def hypothesis_texts(context: AssetExecutionContext, inputs: Inputs) -> Output[Corpus]:
     """Every hypothesis of the input (run dir, vault, or a library's behaviors and mechanisms),
     validated; bad files skipped or fatal."""

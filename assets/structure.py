@@ -14,6 +14,7 @@ in ``assets/checks``.
 
 from dagster import AssetExecutionContext, AssetIn, IdentityPartitionMapping, MaterializeResult, MetadataValue, asset
 
+from assets.errors import project_errors
 from assets.groups import STRUCTURE
 from assets.partitions import vaults
 from assets.sources import report_rewrite
@@ -41,6 +42,7 @@ def _lines(items) -> MetadataValue:
         "hypothesis_embeddings": AssetIn(partition_mapping=SAME_INPUT),
     },
 )
+@project_errors
 def hypothesis_dispositions(
     context: AssetExecutionContext,
     dedup_verdicts: list[Decision],
@@ -75,6 +77,7 @@ def hypothesis_dispositions(
 
 
 @asset(**ASSET, deps=[hypothesis_dispositions])
+@project_errors
 def hypothesis_clusters(context: AssetExecutionContext, inputs: Inputs, llm: LLMResource) -> MaterializeResult:
     """4b: hypothesis-cluster nodes with residuals, and each active H's cluster backlink."""
     root = inputs.root(context.partition_key)
@@ -94,6 +97,7 @@ def hypothesis_clusters(context: AssetExecutionContext, inputs: Inputs, llm: LLM
 
 
 @asset(**ASSET, deps=[hypothesis_clusters])
+@project_errors
 def structure_map(context: AssetExecutionContext, inputs: Inputs) -> MaterializeResult:
     """agent-notes/structure.md: the cluster inventory and counts (rewritten only on change); the
     vault's hypotheses as step 4 left them reported as a new observation."""

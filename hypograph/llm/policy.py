@@ -103,7 +103,10 @@ class ModelPolicy(Policy):
         return False
 
     def decide(self, kind: str, asks: list[Ask[T, R]]) -> list[R]:
-        answers = self.client.ask_all([a.request for a in asks])
+        from hypograph.progress import stage
+
+        with stage(f"model calls ({kind})", total=len(asks), unit="calls"):
+            answers = self.client.ask_all([a.request for a in asks])
         out = []
         for a, answer in zip(asks, answers, strict=True):
             if isinstance(answer, Rejected) and answer.kind == "context" and a.split is not None:
