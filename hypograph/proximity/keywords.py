@@ -3,9 +3,11 @@
 c-TF-IDF (as in BERTopic), on the TF-IDF rows the proximity graph was built from, so the texts are
 tokenized once: sum each cluster's rows into one class vector, normalise it by its total weight,
 and weight term t by log(1 + A / f(t)), where A is the mean total weight per cluster and f(t) the
-term's weight over all clusters. Terms heavy in one cluster but rare elsewhere win. Numbers are
-not labels. O(nnz of the rows log nnz), with numpy alone: the floats are the ones scipy's sparse
-product gives (each sum taken in the same order), so the labels are too.
+term's weight over all clusters. Terms heavy in one cluster but rare elsewhere win. Numbers and
+English function words ("the", "or", "does", ``STOP_WORDS``) are not labels: the embedding keeps
+them (the seed's vectorizer), the labels skip them. O(nnz of the rows log nnz), with numpy alone:
+the floats are the ones scipy's sparse product gives (each sum taken in the same order), so the
+labels are too.
 """
 
 from __future__ import annotations
@@ -13,6 +15,35 @@ from __future__ import annotations
 import numpy as np
 
 from hypograph.proximity.csr import Csr
+
+# English function words (articles, pronouns, prepositions, conjunctions, auxiliaries, quantifiers):
+# a label names a topic, and these name none. A term of several words is skipped when it starts or
+# ends with one, or is made of them only.
+_FUNCTION_WORDS = """a about above across after afterwards again against all almost alone along already also although
+    always am among amongst an and another any anyhow anyone anything anyway anywhere are around as at
+    be became because become becomes becoming been before beforehand behind being below beside besides
+    between beyond both but by can cannot could did do does doing done down due during each either else
+    elsewhere enough etc even ever every everyone everything everywhere except few for former formerly
+    from further had has have having he hence her here hereby herein hers herself him himself his how
+    however i ie if in indeed instead into is it its itself just last latter least less many may me
+    meanwhile might mine more moreover most mostly much must my myself namely neither never nevertheless
+    next no nobody none nor not nothing now nowhere of off often on once one only onto or other others
+    otherwise our ours ourselves out over own per perhaps rather re same several she should since so
+    some somehow someone something sometimes somewhere still such than that the their theirs them
+    themselves then thence there thereafter thereby therefore therein thereupon these they this those
+    though through throughout thru thus to together too toward towards under until up upon us very via
+    was we well were what whatever when whence whenever where whereas whereby wherein whether which while
+    whither who whoever whole whom whose why will with within without would yet you your yours yourself
+    yourselves"""
+STOP_WORDS = frozenset(_FUNCTION_WORDS.split())
+
+
+def _labellike(term: str) -> bool:
+    """A term that can stand in a label: has a letter, and does not start or end with a function word."""
+    words = term.split()
+    return (
+        any(ch.isalpha() for ch in term) and bool(words) and words[0] not in STOP_WORDS and words[-1] not in STOP_WORDS
+    )
 
 
 def cluster_keywords(
@@ -25,7 +56,7 @@ def cluster_keywords(
     if not clusters:
         return {}
     vocab = np.asarray(vocabulary, dtype=object)
-    wordlike = np.array([any(ch.isalpha() for ch in term) for term in vocabulary], dtype=bool)
+    wordlike = np.array([_labellike(term) for term in vocabulary], dtype=bool)
     weights = class_weights(ids, rows, list(clusters.values()))
     out = {}
     for k, label in enumerate(clusters):
