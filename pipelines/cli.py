@@ -9,6 +9,7 @@ every input and its lineage. Commands that only read or check a vault (``check``
     hypograph proximity PATH [--backend tfidf|sbert] [--model M] [--threshold 0.3] [--dupe-threshold 0.8]
                              [--llm offline]
     hypograph structure VAULT [--llm offline] [--backend tfidf|sbert] [--threshold 0.3]
+    hypograph report PATH [--dupe-threshold 0.8]
     hypograph library DIR --topic "…" [--rounds R] [--behavior B3|"text"] [--no-web] [--report|--check]
     hypograph case from-vault VAULT CASE_DIR | hypograph case confirm CASE_DIR
     hypograph batch CASE_DIR [--config F] [--attempt ID] [--into VAULT]
@@ -106,6 +107,17 @@ def _structure(args) -> int:
     if fingerprint(root, "vault") != before:
         _job(args, root, "proximity", resources, _offline(args))
     summaries.print_structure(root, result)
+    return 0
+
+
+def _report(args) -> int:
+    """The pictures of PATH's proximity files, written beside them (``hypograph.report``); no run."""
+    from hypograph.report import write_report
+
+    report = write_report(args.path.resolve(), args.dupe_threshold)
+    print(report.headline)
+    for path in report.files.values():
+        print(path)
     return 0
 
 
@@ -266,6 +278,10 @@ def _run_commands(sub, common) -> None:
     c.add_argument("--threshold", type=float, default=0.30, help="similarity graph threshold (0 to 1)")
     c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: never call a model")
     c.set_defaults(func=_structure)
+    c = sub.add_parser("report", parents=common, help="cluster map, similarity histogram, threshold sweep of PATH")
+    c.add_argument("path", type=Path, help="run directory, vault or library whose proximity/ is written")
+    c.add_argument("--dupe-threshold", type=float, default=0.80, help="the duplicate pair threshold to mark")
+    c.set_defaults(func=_report)
     c = sub.add_parser(
         "ui", parents=common, help="the Dagster web UI and daemon for every input (PATHs registered first)"
     )
