@@ -44,10 +44,12 @@ SAME_TOPICS = [
         "sycophancy of chat models",
     }
 ]
-STOP = set(
+# words that carry no topic (a space-separated list: easier to read than 36 quoted items)
+STOP_WORDS = (
     "a an and the of in on for to with by from is are be as at that this which into its it or not when than "
-    "more less after their they user users model models".split()
+    "more less after their they user users model models"
 )
+STOP = set(STOP_WORDS.split())
 
 
 def mechanism(strategy: str, text: str) -> dict:
@@ -173,24 +175,29 @@ class LibraryModel:
         kind = task(body)
         with self.lock:
             self.calls[kind] += 1
-        if kind == "generation":
-            if len(body.get("messages", [])) > 2:  # a re-ask: the same round's answer again
-                return answer(self.last_generation)
-            self.generation_prompts.append(RecordedRequest("", {}, body).prompt)
-            self.last_generation = self.rounds.pop(0) if self.rounds else {"behaviors": []}
-            return answer(self.last_generation)
-        if kind == "dedup":
-            return answer(self.dedup_answer(body))
-        if kind == "score":
-            return answer(self.score_answer(body))
-        if kind == "queries":
-            return answer(self.queries_answer(body))
-        if kind == "topic":
-            pair = blocks(body)["topics"][0]
-            a, b = pair["library_topic"], pair["run_topic"]
-            same = any(a in group and b in group for group in self.topics)
-            return answer({"same": same, "reason": "the same phenomenon" if same else "another phenomenon"})
-        return Reply(status=500, error="library stub: unknown task")
+        handlers = {
+            "generation": self.generation_answer,
+            "dedup": self.dedup_answer,
+            "score": self.score_answer,
+            "queries": self.queries_answer,
+            "topic": self.topic_answer,
+        }
+        if kind not in handlers:
+            return Reply(status=500, error="library stub: unknown task")
+        return answer(handlers[kind](body))
+
+    def generation_answer(self, body: dict) -> dict:
+        if len(body.get("messages", [])) > 2:  # a re-ask: the same round's answer again
+            return self.last_generation
+        self.generation_prompts.append(RecordedRequest("", {}, body).prompt)
+        self.last_generation = self.rounds.pop(0) if self.rounds else {"behaviors": []}
+        return self.last_generation
+
+    def topic_answer(self, body: dict) -> dict:
+        pair = blocks(body)["topics"][0]
+        a, b = pair["library_topic"], pair["run_topic"]
+        same = any(a in group and b in group for group in self.topics)
+        return {"same": same, "reason": "the same phenomenon" if same else "another phenomenon"}
 
     def queries_answer(self, body: dict) -> dict:
         items = blocks(body)["behaviors"][0]

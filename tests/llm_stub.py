@@ -446,25 +446,29 @@ def clear_llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
 
 
-def configure_llm_env(
-    monkeypatch: pytest.MonkeyPatch,
-    base_url: str,
-    *,
-    model: str = MODEL,
-    key: str = API_KEY,
-    timeout: float = 1.0,
-    max_retries: int = 2,
-    concurrency: int = 4,
-) -> dict[str, str]:
-    """Point HYPOGRAPH_LLM_* at ``base_url``; returns the variables set (for a subprocess's env)."""
+@dataclass(frozen=True)
+class LLMEnvSettings:
+    """The client settings a test may override (an unknown name is a TypeError)."""
+
+    model: str = MODEL
+    key: str = API_KEY
+    timeout: float = 1.0
+    max_retries: int = 2
+    concurrency: int = 4
+
+
+def configure_llm_env(monkeypatch: pytest.MonkeyPatch, base_url: str, **overrides: object) -> dict[str, str]:
+    """Point HYPOGRAPH_LLM_* at ``base_url``, with ``overrides`` of ``LLMEnvSettings`` (model, key,
+    timeout, max_retries, concurrency); returns the variables set (for a subprocess's env)."""
+    settings = LLMEnvSettings(**overrides)
     clear_llm_env(monkeypatch)
     values = {
         "HYPOGRAPH_LLM_BASE_URL": base_url,
-        "HYPOGRAPH_LLM_MODEL": model,
-        "HYPOGRAPH_LLM_API_KEY": key,
-        "HYPOGRAPH_LLM_TIMEOUT": str(timeout),
-        "HYPOGRAPH_LLM_MAX_RETRIES": str(max_retries),
-        "HYPOGRAPH_LLM_CONCURRENCY": str(concurrency),
+        "HYPOGRAPH_LLM_MODEL": settings.model,
+        "HYPOGRAPH_LLM_API_KEY": settings.key,
+        "HYPOGRAPH_LLM_TIMEOUT": str(settings.timeout),
+        "HYPOGRAPH_LLM_MAX_RETRIES": str(settings.max_retries),
+        "HYPOGRAPH_LLM_CONCURRENCY": str(settings.concurrency),
     }
     for k, v in values.items():
         monkeypatch.setenv(k, v)

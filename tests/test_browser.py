@@ -108,7 +108,7 @@ def browser_page(ui, tmp_path_factory):
         page.set_default_timeout(TIMEOUT_MS)
         # Dagster's first-visit "Join the Dagster community" dialog covers the page: a user clicks Skip.
         skip = page.get_by_role("button", name="Skip")
-        page.add_locator_handler(skip, lambda: skip.click())
+        page.add_locator_handler(skip, skip.click)
         try:
             yield page
         finally:

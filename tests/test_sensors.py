@@ -100,8 +100,8 @@ class Ticks:
             from pipelines.definitions import defs
             from pipelines.instance import run_config
 
-            for job, key in requests:
-                key = self.ids.get(key, key)
+            for job, name in requests:
+                key = self.ids.get(name, name)
                 assert (
                     defs.resolve_job_def(job)
                     .execute_in_process(instance=self.instance, partition_key=key, run_config=run_config(offline=True))
@@ -252,6 +252,7 @@ def test_a_daemon_runs_what_the_sensor_requests_and_nothing_more(tmp_path, monke
             capture_output=True,
             text=True,
             timeout=120,
+            check=False,
         )
         assert started.returncode == 0, started.stderr
 

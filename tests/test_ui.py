@@ -63,20 +63,20 @@ def ui(tmp_path_factory):
         text=True,
     )
     port = free_port()
-    log = open(vault.parent / "ui.log", "w+")  # a file, not a pipe: a chatty server never blocks
-    process = subprocess.Popen(
-        [VENV_BIN / "hypograph", "ui", vault, "--port", str(port)],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    # a file, not a pipe: a chatty server never blocks; the server writes to its own copy of the descriptor
+    with open(vault.parent / "ui.log", "w+") as log:
+        process = subprocess.Popen(
+            [VENV_BIN / "hypograph", "ui", vault, "--port", str(port)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
     try:
         yield wait_for_code_location(port, process)
     finally:
         process.terminate()
         process.wait(timeout=30)
-        log.close()
 
 
 def test_ui_shows_the_asset_graph_with_lineage(ui):
