@@ -2,8 +2,8 @@
 
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
+from assets.groups import ASSET, PROXIMITY
 from assets.metadata import cluster_report, pair_table
-from assets.proximity import ASSET
 from hypograph.hypotheses import Corpus
 from hypograph.proximity.adjudicate import adjudicate, read_reviews, review_queue, unapplied_reviews
 from hypograph.proximity.cluster_names import name_clusters
@@ -13,18 +13,20 @@ from hypograph.proximity.embed import Embeddings, pair_similarity
 from resources import Inputs, LLMResource, ProximitySettings
 
 
-@asset(**ASSET, kinds={"openai"})
+# The resources come from the context, not as parameters: with its three inputs they would be
+# seven (Dagster takes them one way or the other, not both).
+@asset(**ASSET[PROXIMITY], kinds={"openai"}, required_resource_keys={"inputs", "llm", "proximity"})
 def dedup_verdicts(
     context: AssetExecutionContext,
     duplicate_pairs: list[DuplicatePair],
     hypothesis_texts: Corpus,
     hypothesis_embeddings: Embeddings,
-    inputs: Inputs,
-    llm: LLMResource,
-    proximity: ProximitySettings,
 ):
     """One MERGE/KEEP/FLAG decision per duplicate pair (human review, auto-merge, model, or FLAG),
     and a person's decision on any other pair of current hypotheses."""
+    inputs: Inputs = context.resources.inputs
+    llm: LLMResource = context.resources.llm
+    proximity: ProximitySettings = context.resources.proximity
     root = inputs.root(context.partition_key)
     client = llm.client(inputs.state_dir(root), "dedup_verdicts")
     reviews = read_reviews(root)
@@ -58,7 +60,7 @@ def dedup_verdicts(
     )
 
 
-@asset(**ASSET, kinds={"openai"})
+@asset(**ASSET[PROXIMITY], kinds={"openai"})
 def cluster_labels(
     context: AssetExecutionContext,
     proximity_clusters: Clusters,

@@ -8,8 +8,8 @@ import asyncio
 
 from dagster import AssetExecutionContext, Failure, MaterializeResult, MetadataValue, asset
 
-from assets.groups import CASEWORK
-from assets.partitions import case_revisions, revision_key
+from assets.groups import ASSET, CASEWORK
+from assets.partitions import revision_key
 from assets.sources import case_package
 from hypograph.casework.bridge import mint_batch
 from hypograph.casework.builder import HypothesisBuilder
@@ -21,8 +21,6 @@ from hypograph.casework.package import CaseStore
 from hypograph.errors import HypographError, NotDone
 from resources import Inputs, LLMResource
 from resources.casework import CaseSettings
-
-ASSET = dict(group_name=CASEWORK, partitions_def=case_revisions)
 
 
 def _case(context: AssetExecutionContext, inputs: Inputs):
@@ -43,7 +41,7 @@ def _not_done(e: NotDone) -> Failure:
     return Failure(description=str(e), metadata={"status": "NOT_DONE", "line": str(e)})
 
 
-@asset(**ASSET, deps=[case_package], kinds={"openai"})
+@asset(**ASSET[CASEWORK], deps=[case_package], kinds={"openai"})
 def interpretation_draft(
     context: AssetExecutionContext, inputs: Inputs, case: CaseSettings, llm: LLMResource
 ) -> MaterializeResult:
@@ -71,7 +69,7 @@ def interpretation_draft(
     )
 
 
-@asset(**ASSET, deps=[case_package, interpretation_draft], kinds={"json"})
+@asset(**ASSET[CASEWORK], deps=[case_package, interpretation_draft], kinds={"json"})
 def case_interpretation(context: AssetExecutionContext, inputs: Inputs) -> MaterializeResult:
     """The revision's interpretation, confirmed by a person and verified against its case files."""
     store, case_id, manifest = _case(context, inputs)
@@ -87,7 +85,7 @@ def case_interpretation(context: AssetExecutionContext, inputs: Inputs) -> Mater
     )
 
 
-@asset(**ASSET, deps=[case_interpretation], kinds={"json"})
+@asset(**ASSET[CASEWORK], deps=[case_interpretation], kinds={"json"})
 def case_context(context: AssetExecutionContext, inputs: Inputs, case: CaseSettings) -> MaterializeResult:
     """Phase 1: the policy pinned and the prompt context frozen (policy.json, context.json), no model call."""
     store, case_id, manifest = _case(context, inputs)
@@ -100,7 +98,7 @@ def case_context(context: AssetExecutionContext, inputs: Inputs, case: CaseSetti
     )
 
 
-@asset(**ASSET, deps=[case_context], kinds={"openai"})
+@asset(**ASSET[CASEWORK], deps=[case_context], kinds={"openai"})
 def hypothesis_batch(
     context: AssetExecutionContext, inputs: Inputs, case: CaseSettings, llm: LLMResource
 ) -> MaterializeResult:
@@ -129,7 +127,7 @@ def hypothesis_batch(
     return MaterializeResult(metadata=metadata)
 
 
-@asset(**ASSET, deps=[hypothesis_batch], kinds={"markdown"}, output_required=False)
+@asset(**ASSET[CASEWORK], deps=[hypothesis_batch], kinds={"markdown"}, output_required=False)
 def batch_vault_nodes(context: AssetExecutionContext, inputs: Inputs, case: CaseSettings):
     """The accepted hypotheses minted into the case's target vault as step-3 H nodes (idempotent),
     so the batch flows on into that vault's proximity and structure. The vault is the run's

@@ -1,6 +1,18 @@
-"""Asset group names: one place, so jobs, selections and the UI agree."""
+"""Asset group names, and each group's shared asset arguments: one place, so jobs, selections and
+the UI agree (``@asset(**ASSET[STRUCTURE], …)``)."""
+
+from assets.partitions import case_revisions, hypothesis_inputs, library_rounds, vaults
 
 PROXIMITY = "proximity"
 STRUCTURE = "structure"
 LIBRARY = "library"
 CASEWORK = "casework"
+
+# group -> the arguments every asset of the group takes: its name and partitions (and the
+# proximity values' IO manager)
+ASSET: dict[str, dict] = {
+    PROXIMITY: {"group_name": PROXIMITY, "partitions_def": hypothesis_inputs, "io_manager_key": "io_manager"},
+    STRUCTURE: {"group_name": STRUCTURE, "partitions_def": vaults},
+    LIBRARY: {"group_name": LIBRARY, "partitions_def": library_rounds},
+    CASEWORK: {"group_name": CASEWORK, "partitions_def": case_revisions},
+}

@@ -12,9 +12,7 @@ over any rounds: another model or web grounding, nothing regenerated, ids kept.
 
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 
-from assets.errors import project_errors
-from assets.groups import LIBRARY
-from assets.partitions import library_rounds
+from assets.groups import ASSET, LIBRARY
 from hypograph.library.dedup import dedup_round
 from hypograph.library.generate import generate_round
 from hypograph.library.persist import persist_round
@@ -27,7 +25,7 @@ from hypograph.library.traces import TraceRun, invocation_now
 from resources import Inputs, LLMResource
 from resources.library import LibrarySettings
 
-ROUND = dict(group_name=LIBRARY, partitions_def=library_rounds, kinds={"openai"})
+ROUND = {**ASSET[LIBRARY], "kinds": {"openai"}}
 
 
 def _traces(context: AssetExecutionContext, root, library: LibrarySettings) -> TraceRun:
@@ -36,7 +34,6 @@ def _traces(context: AssetExecutionContext, root, library: LibrarySettings) -> T
 
 
 @asset(**ROUND, pool="library_generation")
-@project_errors
 def round_candidates(
     context: AssetExecutionContext, inputs: Inputs, llm: LLMResource, library: LibrarySettings
 ) -> MaterializeResult:
@@ -90,7 +87,7 @@ def round_scores(
     client = llm.client(inputs.state_dir(root), TRACE_TASK)
     web = library.web
     search = web_search(library.search_url, library.openalex_url) if web else None
-    scores = score_round(root, key, None, client, search, web=web, traces=_traces(context, root, library))
+    scores = score_round(root, key, client, search, web=web, traces=_traces(context, root, library))
     for warning in scores.warnings:
         context.log.warning(warning)
     return MaterializeResult(
@@ -105,7 +102,7 @@ def round_scores(
     )
 
 
-@asset(group_name=LIBRARY, partitions_def=library_rounds, deps=[round_dedup, round_scores], kinds={"json"})
+@asset(**ASSET[LIBRARY], deps=[round_dedup, round_scores], kinds={"json"})
 def hypothesis_library(context: AssetExecutionContext, inputs: Inputs) -> MaterializeResult:
     """The round merged into hypothesis_library.json (ids minted max+1, never reused; atomic write),
     validated, with the report of the library's rounds up to this one."""

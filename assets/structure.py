@@ -14,9 +14,7 @@ in ``assets/checks``.
 
 from dagster import AssetExecutionContext, AssetIn, IdentityPartitionMapping, MaterializeResult, MetadataValue, asset
 
-from assets.errors import project_errors
-from assets.groups import STRUCTURE
-from assets.partitions import vaults
+from assets.groups import ASSET, STRUCTURE
 from assets.sources import report_rewrite
 from hypograph.llm.policy import policy_for
 from hypograph.proximity.adjudicate import Decision
@@ -27,7 +25,7 @@ from hypograph.structure.structure_map import structure_counts, write_map
 from hypograph.vault.vault import open_vault
 from resources import Inputs, LLMResource
 
-ASSET = dict(group_name=STRUCTURE, partitions_def=vaults, kinds={"markdown"})
+STRUCTURED = {**ASSET[STRUCTURE], "kinds": {"markdown"}}
 SAME_INPUT = IdentityPartitionMapping()  # a vault's id is its key in hypothesis_inputs too
 
 
@@ -36,13 +34,12 @@ def _lines(items) -> MetadataValue:
 
 
 @asset(
-    **ASSET,
+    **STRUCTURED,
     ins={
         "dedup_verdicts": AssetIn(partition_mapping=SAME_INPUT),
         "hypothesis_embeddings": AssetIn(partition_mapping=SAME_INPUT),
     },
 )
-@project_errors
 def hypothesis_dispositions(
     context: AssetExecutionContext,
     dedup_verdicts: list[Decision],
@@ -76,8 +73,7 @@ def hypothesis_dispositions(
     )
 
 
-@asset(**ASSET, deps=[hypothesis_dispositions])
-@project_errors
+@asset(**STRUCTURED, deps=[hypothesis_dispositions])
 def hypothesis_clusters(context: AssetExecutionContext, inputs: Inputs, llm: LLMResource) -> MaterializeResult:
     """4b: hypothesis-cluster nodes with residuals, and each active H's cluster backlink."""
     root = inputs.root(context.partition_key)
@@ -96,8 +92,7 @@ def hypothesis_clusters(context: AssetExecutionContext, inputs: Inputs, llm: LLM
     )
 
 
-@asset(**ASSET, deps=[hypothesis_clusters])
-@project_errors
+@asset(**STRUCTURED, deps=[hypothesis_clusters])
 def structure_map(context: AssetExecutionContext, inputs: Inputs) -> MaterializeResult:
     """agent-notes/structure.md: the cluster inventory and counts (rewritten only on change); the
     vault's hypotheses as step 4 left them reported as a new observation."""

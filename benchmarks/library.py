@@ -130,10 +130,9 @@ def tokens(request) -> int:
     return estimate_tokens(request.system + request.user + json.dumps(request.schema.model_json_schema()))
 
 
-def measure(
-    size: int, approach: str, budget: int, seed: int, edits: float, dups: int = CANDIDATES_DUP, embedder: str = "tfidf"
-) -> dict:
-    """One (size, approach) in this process."""
+def measure(size: int, approach: str, args: argparse.Namespace) -> dict:
+    """One (size, approach) in this process; ``args``: the command line's budget, seed, edits,
+    dups and embedder."""
     import resource
 
     from hypograph.library.banlist import build_banlist, estimate_tokens
@@ -146,7 +145,8 @@ def measure(
     from hypograph.library.schema import Library
     from hypograph.library.strategies import load_strategies
 
-    items, cands, planted = round_inputs(size, seed, edits, dups)
+    budget = args.budget
+    items, cands, planted = round_inputs(size, args.seed, args.edits, args.dups)
     settings = RoundSettings(topic="synthetic topic", banlist_budget=budget, web=False)
     strategies = load_strategies()
     started = time.perf_counter()
@@ -168,7 +168,7 @@ def measure(
             behaviors=[{"id": i, "source": "discover", "statement": t} for i, t in items],
         )
         behaviors = [CandidateBehavior(key=f"c{k + 1}", source="discover", statement=t) for k, t in enumerate(cands)]
-        found = behavior_items(library, behaviors, make_embedder(embedder), settings.neighbours)
+        found = behavior_items(library, behaviors, make_embedder(args.embedder), settings.neighbours)
         _, ask = settled(found, "behavior")
         batches = judge_batches(ask)
         out["dedup_calls"] = len(batches)
@@ -194,32 +194,38 @@ def main() -> None:
     p.add_argument("--one", nargs=2, metavar=("SIZE", "APPROACH"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.one:
-        print(
-            json.dumps(
-                measure(int(args.one[0]), args.one[1], args.budget, args.seed, args.edits, args.dups, args.embedder)
-            )
-        )
+        print(json.dumps(measure(int(args.one[0]), args.one[1], args)))
+    elif not args.sizes:
+        _part_1(args.json)
+    else:
+        _part_2(args)
+
+
+def _part_1(as_json: bool) -> None:
+    """Part 1: the labelled pairs, each backend and k: is the true duplicate among the neighbours shown."""
+    rows = pairs_table()
+    if as_json:
+        print(json.dumps(rows, indent=2))
         return
-    if not args.sizes:
-        rows = pairs_table()
-        if args.json:
-            print(json.dumps(rows, indent=2))
-            return
-        pairs = load_pairs()
-        counts = {lab: sum(1 for p in pairs if p["label"] == lab) for lab in dict.fromkeys(p["label"] for p in pairs)}
+    pairs = load_pairs()
+    counts = {lab: sum(1 for p in pairs if p["label"] == lab) for lab in dict.fromkeys(p["label"] for p in pairs)}
+    print(
+        f"labelled set {PAIRS.relative_to(HERE.parent)}: {len(pairs)} pairs "
+        f"({', '.join(f'{n} {lab}' for lab, n in counts.items())}); candidates in rounds of {ROUND_SIZE}"
+    )
+    head = f"{'backend':>26} {'k':>3} {'true duplicate shown':>21} {'neighbours shown':>17}  missed pairs"
+    print(head)
+    print("-" * len(head))
+    for r in rows:
         print(
-            f"labelled set {PAIRS.relative_to(HERE.parent)}: {len(pairs)} pairs "
-            f"({', '.join(f'{n} {lab}' for lab, n in counts.items())}); candidates in rounds of {ROUND_SIZE}"
+            f"{r['backend'][:26]:>26} {r['k']:>3} {r['found']:>8}/{r['duplicates']} = {r['recall']:>6.1%} "
+            f"{r['shown']:>17.1f}  {r['missed_pairs'] or '-'}"
         )
-        head = f"{'backend':>26} {'k':>3} {'true duplicate shown':>21} {'neighbours shown':>17}  missed pairs"
-        print(head)
-        print("-" * len(head))
-        for r in rows:
-            print(
-                f"{r['backend'][:26]:>26} {r['k']:>3} {r['found']:>8}/{r['duplicates']} = {r['recall']:>6.1%} "
-                f"{r['shown']:>17.1f}  {r['missed_pairs'] or '-'}"
-            )
-        return
+
+
+def _part_2(args: argparse.Namespace) -> None:
+    """Part 2: synthetic libraries of each size, the seed's whole-library prompts against the budgeted
+    banlist and neighbours; each measured in a process of its own (its peak memory alone)."""
     rows = []
     for size in [int(s) for s in args.sizes.split(",")]:
         for approach in ("seed", "budgeted"):

@@ -58,6 +58,7 @@ import llm_stub  # noqa: E402
 
 from hypograph.hypotheses import load_corpus  # noqa: E402
 from hypograph.llm import LLMClient, LLMConfig, ModelPolicy  # noqa: E402
+from hypograph.paths import OURS  # noqa: E402
 from hypograph.proximity.adjudicate import adjudicate  # noqa: E402
 from hypograph.proximity.dupes import duplicate_pairs  # noqa: E402
 from hypograph.proximity.embed import embed  # noqa: E402
@@ -332,7 +333,7 @@ def stub_model(families: dict[str, tuple]):
 
 def cost_row(n: int, name: str, net: Net, batch: int, root: Path, families, emb, verdicts, stub) -> dict:
     stub.reset()
-    state = root / ".hypograph"
+    state = root / OURS
     config = LLMConfig.from_env()
     a, b = LLMClient(config, state, "4a"), LLMClient(config, state, "4b")
     t0 = time.perf_counter()

@@ -38,6 +38,8 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hypograph.paths import OURS
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED_VAULTS = REPO.parent / "shared" / "examples" / "vaults"
 LLAMA = "llama-cpp-python[server]==0.3.*"
@@ -60,7 +62,7 @@ def ensure_server(cache: Path) -> tuple[Path, Path]:
     if not python.exists():
         log(f"creating {venv}")
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    if subprocess.run([str(python), "-c", "import llama_cpp.server"], capture_output=True).returncode != 0:
+    if subprocess.run([str(python), "-c", "import llama_cpp.server"], capture_output=True, check=False).returncode != 0:
         wheels = cache / "wheels"
         if not list(wheels.glob("llama_cpp_python-*.whl")):
             log("building llama-cpp-python from source (about 15 minutes on two cores)")
@@ -95,31 +97,31 @@ def ensure_server(cache: Path) -> tuple[Path, Path]:
 
 def start_server(python: Path, model: Path, port: int, n_ctx: int, log_path: Path) -> subprocess.Popen:
     """The server on 127.0.0.1:port, once it answers /v1/models (at most 120 s)."""
-    out = open(log_path, "wb")
-    proc = subprocess.Popen(
-        [
-            "nice",
-            "-n",
-            "5",
-            str(python),
-            "-m",
-            "llama_cpp.server",
-            "--model",
-            str(model),
-            "--model_alias",
-            MODEL_NAME,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--n_ctx",
-            str(n_ctx),
-            "--n_threads",
-            str(os.cpu_count() or 2),
-        ],
-        stdout=out,
-        stderr=subprocess.STDOUT,
-    )  # its default is half the cores
+    with open(log_path, "wb") as out:  # the server keeps its own copy of the descriptor
+        proc = subprocess.Popen(
+            [
+                "nice",
+                "-n",
+                "5",
+                str(python),
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                str(model),
+                "--model_alias",
+                MODEL_NAME,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--n_ctx",
+                str(n_ctx),
+                "--n_threads",
+                str(os.cpu_count() or 2),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )  # its default is half the cores
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -151,7 +153,7 @@ class Counts:
 
 def trace_files(root: Path) -> set[Path]:
     """Every trace file under ``root``'s tool state."""
-    return {p for p in root.rglob("*.json") if "traces" in p.parts and ".hypograph" in p.parts}
+    return {p for p in root.rglob("*.json") if "traces" in p.parts and OURS in p.parts}
 
 
 def count(files: list[Path], policy_flow: bool) -> Counts:
@@ -161,26 +163,12 @@ def count(files: list[Path], policy_flow: bool) -> Counts:
     c = Counts()
     items: dict[tuple[Path, str], list[dict]] = {}
     for path in sorted(files):
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
+        record = _call_record(path)
+        if record is None:
             continue
-        if not isinstance(record, dict) or "outcome" not in record:
-            continue  # a search or other record beside the calls
         name = path.stem.split("-", 1)[1] if "-" in path.stem else path.stem
         items.setdefault((path.parent, name), []).append(record)
-        if record["outcome"] == "answered":
-            c.calls += 1
-            usage = record.get("usage") or {}
-            c.prompt_tokens += _int(usage.get("prompt_tokens"))
-            c.completion_tokens += _int(usage.get("completion_tokens"))
-            c.modes.add(record.get("response_format", "?"))
-            if (record.get("attempt") or 1) > 1:
-                c.reasked += 1
-        elif record["outcome"] == "error":
-            c.failed += 1
-        elif record["outcome"] == "refused":
-            c.refused += 1
+        _count_call(c, record)
     for records in items.values():
         last = records[-1]
         if last["outcome"] == "answered" and last.get("validation", "valid") != "valid":
@@ -189,6 +177,31 @@ def count(files: list[Path], policy_flow: bool) -> Counts:
         elif last["outcome"] in ("error", "refused"):
             c.fallbacks += policy_flow
     return c
+
+
+def _call_record(path: Path) -> dict | None:
+    """The model call traced in ``path``, or None (unreadable, or a search or other record beside the calls)."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return record if isinstance(record, dict) and "outcome" in record else None
+
+
+def _count_call(c: Counts, record: dict) -> None:
+    """Add one traced call to ``c``: answered (tokens, format, re-asked), failed, or refused."""
+    if record["outcome"] == "answered":
+        c.calls += 1
+        usage = record.get("usage") or {}
+        c.prompt_tokens += _int(usage.get("prompt_tokens"))
+        c.completion_tokens += _int(usage.get("completion_tokens"))
+        c.modes.add(record.get("response_format", "?"))
+        if (record.get("attempt") or 1) > 1:
+            c.reasked += 1
+    elif record["outcome"] == "error":
+        c.failed += 1
+    elif record["outcome"] == "refused":
+        c.refused += 1
 
 
 def _int(value) -> int:
@@ -249,7 +262,7 @@ def flows(
 
     def copy(src: Path, name: str) -> Path:
         dst = work / name
-        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("proximity", ".hypograph"))
+        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("proximity", OURS))
         return dst
 
     if "prox-adjudicate" in names:
@@ -350,7 +363,7 @@ def run_flow(flow: Flow, env: dict, logs: Path) -> dict:
         def sh(cmd: list[str]) -> int:
             out.write(f"\n$ {' '.join(cmd[3:] if cmd[1] == '-c' else cmd[1:])}\n".encode())
             out.flush()
-            return subprocess.run(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
+            return subprocess.run(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, check=False).returncode
 
         for cmd in flow.setup:
             if sh(cmd) != 0:

@@ -158,8 +158,8 @@ class Registry:
             entries = self._read()
             before = dict(entries)
             out = []
-            for root, kind in resolved:
-                kind = kind or input_kind(root)
+            for root, given in resolved:
+                kind = given or input_kind(root)
                 input_id = self._choose_id(root, entries)
                 if stored_id(root) != input_id:
                     write_text(root / ID_FILE, input_id + "\n")

@@ -37,10 +37,10 @@ from pathlib import Path
 
 from hypograph.atomic import sync_tree, write_json, write_text
 from hypograph.errors import HypographError
-from hypograph.paths import check_folder, unsafe, write_target
+from hypograph.paths import OURS, check_folder, unsafe, write_target
 
 ABSENT = "absent"
-JOURNAL = Path(".hypograph") / "journal.json"  # default place, relative to the root
+JOURNAL = Path(OURS) / "journal.json"  # default place, relative to the root
 VERSION = 2
 
 

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from hypograph.atomic import FILE_MODE
@@ -42,21 +43,26 @@ def holder(path: Path) -> str:
         return ""
 
 
+@dataclass(frozen=True)
+class LockOptions:
+    """How ``file_lock`` takes its lock (its keyword arguments): ``shared`` (a reader's lock),
+    ``wait`` (seconds before ``busy`` is raised), ``owner`` (text written into an exclusive lock's
+    file), ``create`` (create a missing file; else a missing file is no lock) and ``reentrant``."""
+
+    shared: bool = False
+    wait: float | None = None
+    owner: str | None = None
+    create: bool = True
+    reentrant: bool = False
+
+
 @contextmanager
-def file_lock(
-    path: Path,
-    busy: Exception | Callable[[str], Exception] | None = None,
-    *,
-    shared: bool = False,
-    wait: float | None = None,
-    owner: str | None = None,
-    create: bool = True,
-    reentrant: bool = False,
-) -> Iterator[bool]:
+def file_lock(path: Path, busy: Exception | Callable[[str], Exception] | None = None, **options) -> Iterator[bool]:
     """Hold an exclusive (or, with ``shared``, a shared) ``flock`` on ``path`` for the block; the
     lock goes with the process if it dies. The file is created with its folders if missing
     (unless ``create`` is false: then a missing file is no lock, and the block runs without one,
-    yielding False), never through a symlink.
+    yielding False), never through a symlink. ``options``: the fields of ``LockOptions`` (an
+    unknown name is a TypeError).
 
     With ``reentrant``, per thread: a thread already holding the lock (taken reentrant) runs a
     nested block at once (an exclusive hold covers a shared request; a shared one cannot become
@@ -66,6 +72,8 @@ def file_lock(
     at once or after ``wait`` seconds. ``owner``: text written into the lock file once an exclusive
     lock is held, so that someone refused can be told who holds it. A lock file that cannot be
     opened is one HypographError naming it. Yields whether a lock is held."""
+    opts = LockOptions(**options)
+    shared, reentrant = opts.shared, opts.reentrant
     key = os.path.abspath(path)
     entry = _holding().get(key) if reentrant else None
     if entry is not None:
@@ -77,15 +85,15 @@ def file_lock(
         finally:
             entry[1] -= 1
         return
-    fd = _open(path, shared, create)
+    fd = _open(path, shared, opts.create)
     if fd is None:
         yield False
         return
     try:
-        _acquire(fd, path, shared, busy, wait)
-        if owner is not None and not shared:
+        _acquire(fd, path, shared, busy, opts.wait)
+        if opts.owner is not None and not shared:
             os.ftruncate(fd, 0)
-            os.pwrite(fd, owner.encode("utf-8"), 0)
+            os.pwrite(fd, opts.owner.encode("utf-8"), 0)
         if not reentrant:
             yield True
             return

@@ -165,7 +165,7 @@ def _scan(root: Path, here: Path, rel_dir: Path, bad, hidden_dirs: bool, only) -
         yield from _scan(root, here / name, rel_dir / name, bad, hidden_dirs, only)
 
 
-RUN_DIR_FOLDERS = ("hypotheses", "proximity", ".hypograph")  # all prox reads or writes in a run dir
+RUN_DIR_FOLDERS = ("hypotheses", "proximity", OURS)  # all prox reads or writes in a run dir
 
 
 def detect_kind(root: Path) -> Literal["run-dir", "vault"]:

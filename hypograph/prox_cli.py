@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from hypograph.errors import HypographError
+from hypograph.paths import OURS
 from hypograph.proximity.embed import BACKENDS
 
 # Each subcommand imports the modules it runs inside its function, so `prox` starts fast.
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
 
         # No command reads or writes through a forbidden symlink. A run dir's hypotheses/ is
         # scanned by load_corpus in the commands that read it (100k files: 0.25 s per scan).
-        check_input(args.run_dir, folders=("proximity", ".hypograph"))
+        check_input(args.run_dir, folders=("proximity", OURS))
         return COMMANDS[args.command](args)
     except BrokenPipeError:  # `| head` stopped reading: the rest goes to /dev/null, quietly, exit 0
         return os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno()) and 0
@@ -199,7 +200,7 @@ def _dupes(args) -> int:
 def _llm_client(args, task: str):
     from hypograph.llm import LLMClient, LLMConfig
 
-    return LLMClient(LLMConfig.from_env(offline=args.llm == "offline"), args.run_dir / ".hypograph", task)
+    return LLMClient(LLMConfig.from_env(offline=args.llm == "offline"), args.run_dir / OURS, task)
 
 
 def _adjudicate(args) -> int:

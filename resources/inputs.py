@@ -15,7 +15,7 @@ REGISTRY_FILE = "inputs.json"
 def dagster_home() -> Path:
     """``$DAGSTER_HOME`` if set, else ``~/.hypograph/dagster``: the instance every command and the
     UI share, and beside it the input registry."""
-    return Path(os.environ.get("DAGSTER_HOME") or Path.home() / ".hypograph" / "dagster").resolve()
+    return Path(os.environ.get("DAGSTER_HOME") or Path.home() / OURS / "dagster").resolve()
 
 
 class Inputs(ConfigurableResource):

@@ -121,7 +121,7 @@ def _zip(path: Path, members: list[tuple[str, bytes]], link: str | None = None) 
 
 
 @pytest.mark.parametrize(
-    "members, link, config, member, limit",
+    "limit_case",  # (members, link, config, member, limit)
     [
         ([("ok.txt", b"x"), ("../evil.txt", b"x")], None, "", "../evil.txt", "zip slip"),
         ([("/etc/cron.d/x", b"x")], None, "", "/etc/cron.d/x", "absolute member name"),
@@ -144,9 +144,8 @@ def _zip(path: Path, members: list[tuple[str, bytes]], link: str | None = None) 
         ([("a.txt", b"abc" * 100)], None, "max_member_bytes = 200", "a.txt", "over archives.max_member_bytes=200"),
     ],
 )
-def test_an_archive_over_a_limit_is_refused_in_one_line_before_anything_is_written(
-    tmp_path, capsys, members, link, config, member, limit
-):
+def test_an_archive_over_a_limit_is_refused_in_one_line_before_anything_is_written(tmp_path, capsys, limit_case):
+    members, link, config, member, limit = limit_case
     archive = _zip(tmp_path / "logs.zip", members, link)
     cfg = tmp_path / "analysis.toml"
     cfg.write_text(f"[archives]\n{config}\n")
@@ -246,7 +245,7 @@ def test_an_input_whose_name_cannot_be_written_safely_is_refused(tmp_path, capsy
 
 
 def _tagged(prompt: str, tag: str) -> dict:
-    return json.loads(prompt.split(f"<{tag}")[1].split(">", 1)[1].split(f"</{tag}>")[0])
+    return json.loads(prompt.split(f"<{tag}")[1].split(">", 1)[1].split(f"</{tag}>", maxsplit=1)[0])
 
 
 def interpreter(body: dict):
@@ -330,7 +329,11 @@ def test_interpret_drafts_from_bounded_excerpts_and_confirm_adopts_it(tmp_path, 
     before = files(case)
     assert main(["case", "interpret", str(case)]) == 0  # a re-run: the draft is kept, no call
     assert "draft kept" in capsys.readouterr().out and len(llm_server.requests) == 1 and files(case) == before
+    _show_and_confirm_adopt_the_draft(case, capsys)
 
+
+def _show_and_confirm_adopt_the_draft(case, capsys) -> None:
+    """``case show`` prints the draft; ``case confirm`` adopts it, its summaries into the catalogue."""
     assert main(["case", "show", str(case)]) == 0
     shown = capsys.readouterr().out
     assert "draft, unconfirmed" in shown and "I1. Plants in house 3 wilt every afternoon" in shown
@@ -345,7 +348,7 @@ def test_interpret_drafts_from_bounded_excerpts_and_confirm_adopts_it(tmp_path, 
 
 
 @pytest.mark.parametrize(
-    "bad, reason",
+    "bad_case",  # (break the answer, the reason named)
     [
         (lambda d: d["statements"][0].update(source_ids=["IN9"]), "'IN9' is not a source"),
         (lambda d: d.update(first_known_divergence=None, reported_behavior=None), "at least one is needed"),
@@ -354,8 +357,9 @@ def test_interpret_drafts_from_bounded_excerpts_and_confirm_adopts_it(tmp_path, 
     ],
 )
 def test_an_invalid_draft_answer_is_refused_and_nothing_is_written(
-    tmp_path, raw, capsys, llm_server, llm_env, bad, reason
+    tmp_path, raw, capsys, llm_server, llm_env, bad_case
 ):
+    bad, reason = bad_case
     case = new_case(tmp_path, raw, capsys)
     llm_env(llm_server)
 

@@ -212,20 +212,8 @@ def vault_answer(body: dict):
 
 
 def test_vault_case_confirm_batch_into_vault(example_vault, tmp_path, llm_server, llm_env, capsys):
-    from hypograph.hypotheses import load_corpus
-    from hypograph.structure.checks import all_checks
-    from hypograph.vault.vault import open_vault
-
-    vault_before = files(example_vault, skip_state=False)
     case = tmp_path / "cases" / "lba"
-    assert main(["case", "from-vault", str(example_vault), str(case)]) == 0
-    assert "revision 1 recorded, unconfirmed" in capsys.readouterr().out
-    assert files(example_vault, skip_state=False) == vault_before  # the vault is only read
-    prompt = (example_vault / "initial_prompt.md").read_bytes()
-    assert (case / "case/r0001/vault/initial_prompt.md").read_bytes() == prompt
-    interp = json.loads((case / "analysis/interpretation/0001/interpretation.json").read_text())
-    assert interp["question"].startswith("What caused the Late Bronze Age collapse") and not interp["confirmed"]
-    assert len(interp["statements"]) == 8 and interp["statements"][0]["source_ids"] == ["O-1", "S-1"]
+    _from_vault_reads_only(example_vault, case, capsys)
 
     llm_env(llm_server)
     llm_server.always(vault_answer)
@@ -238,6 +226,33 @@ def test_vault_case_confirm_batch_into_vault(example_vault, tmp_path, llm_server
     assert main(["batch", str(case), "--into", str(example_vault)]) == 0
     out = capsys.readouterr().out
     assert "COMPLETED: published 3 hypotheses" in out and "3 H nodes minted, 0 already there" in out
+    _minted_as_step_3_nodes(example_vault)
+
+    after = files(example_vault)
+    assert main(["batch", str(case), "--into", str(example_vault)]) == 0
+    assert "0 H nodes minted, 3 already there" in capsys.readouterr().out
+    assert files(example_vault) == after and len(llm_server.requests) == 1
+
+
+def _from_vault_reads_only(example_vault: Path, case: Path, capsys) -> None:
+    """``case from-vault``: revision 1 of the vault's question and statements, the vault only read."""
+    vault_before = files(example_vault, skip_state=False)
+    assert main(["case", "from-vault", str(example_vault), str(case)]) == 0
+    assert "revision 1 recorded, unconfirmed" in capsys.readouterr().out
+    assert files(example_vault, skip_state=False) == vault_before  # the vault is only read
+    prompt = (example_vault / "initial_prompt.md").read_bytes()
+    assert (case / "case/r0001/vault/initial_prompt.md").read_bytes() == prompt
+    interp = json.loads((case / "analysis/interpretation/0001/interpretation.json").read_text())
+    assert interp["question"].startswith("What caused the Late Bronze Age collapse") and not interp["confirmed"]
+    assert len(interp["statements"]) == 8 and interp["statements"][0]["source_ids"] == ["O-1", "S-1"]
+
+
+def _minted_as_step_3_nodes(example_vault: Path) -> None:
+    """The batch's three H nodes in the vault, each as an extracted step-3 hypothesis."""
+    from hypograph.hypotheses import load_corpus
+    from hypograph.structure.checks import all_checks
+    from hypograph.vault.vault import open_vault
+
     vault = open_vault(example_vault)
     minted = [n for n in vault.of_type("hypothesis") if n.meta.get("case_creation")]
     assert [n.id for n in minted] == ["H-31", "H-32", "H-33"]
@@ -252,11 +267,6 @@ def test_vault_case_confirm_batch_into_vault(example_vault, tmp_path, llm_server
     found = [v for vs in all_checks(vault, None).values() for v in vs]
     assert {r for i, r in found if i in ("H-31", "H-32", "H-33")} == {r for i, r in found if i == "H-1"}
     assert not [v for v in found if v[0] == batch_source.id]
-
-    after = files(example_vault)
-    assert main(["batch", str(case), "--into", str(example_vault)]) == 0
-    assert "0 H nodes minted, 3 already there" in capsys.readouterr().out
-    assert files(example_vault) == after and len(llm_server.requests) == 1
 
 
 def test_batch_without_a_model_says_so_in_one_line_and_changes_nothing(tmp_path, llm_offline, capsys):

@@ -102,16 +102,9 @@ def test_unreachable_model_retries_with_persisted_due_times_then_blocks(template
         result = run(builder, case)
         assert len(llm_server.requests) == round_  # failover reached the second endpoint once per round
         if round_ < 10:
-            assert result.status is Status.RETRY_PENDING and f"round {round_} of 10" in result.message
-            due = dt.datetime.fromisoformat(result.due_at)
-            assert due - clock.now == dt.timedelta(seconds=min(60 * 2 ** (round_ - 1), 3600))
-            assert json.loads((case / f"{H}/dispatch.json").read_text())["due_at"] == result.due_at
-            early = run(builder_for(case, [dead, llm_server.url], clock=clock), case)
-            assert early.status is Status.RETRY_PENDING and len(llm_server.requests) == round_  # no call, no sleep
-            assert due_retries(CaseStore(case.parent), clock.now) == []
-            clock.now = due
+            dues.append(_retry_due(case, result, round_, clock, llm_server, dead))
+            clock.now = dues[-1]
             assert [d.case_id for d in due_retries(CaseStore(case.parent), clock.now)] == [case.name]
-            dues.append(due)
         else:
             assert result.status is Status.BLOCKED
     assert json.loads((case / f"{H}/dispatch.json").read_text())["status"] == "BLOCKED"
@@ -121,6 +114,18 @@ def test_unreachable_model_retries_with_persisted_due_times_then_blocks(template
     assert not (case / f"{H}/registry.json").exists()
     llm_server.always(reply(valid_answer()))
     assert run(builder_for(case, [llm_server.url], clock=clock), case, attempt="2").status is Status.COMPLETED
+
+
+def _retry_due(case, result, round_: int, clock, llm_server, dead: str) -> dt.datetime:
+    """Failed round ``round_``: its retry due after the backoff (persisted), not run before it is due."""
+    assert result.status is Status.RETRY_PENDING and f"round {round_} of 10" in result.message
+    due = dt.datetime.fromisoformat(result.due_at)
+    assert due - clock.now == dt.timedelta(seconds=min(60 * 2 ** (round_ - 1), 3600))
+    assert json.loads((case / f"{H}/dispatch.json").read_text())["due_at"] == result.due_at
+    early = run(builder_for(case, [dead, llm_server.url], clock=clock), case)
+    assert early.status is Status.RETRY_PENDING and len(llm_server.requests) == round_  # no call, no sleep
+    assert due_retries(CaseStore(case.parent), clock.now) == []
+    return due
 
 
 def test_failover_and_invalid_answer_is_not_an_outage(template, tmp_path, llm_server):

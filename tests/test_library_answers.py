@@ -16,7 +16,7 @@ from library_stub import LibraryModel, behavior, task
 from llm_stub import answer, llm_env, llm_server  # noqa: F401  (fixtures)
 
 from hypograph.errors import HypographError
-from hypograph.library.run import run_library
+from hypograph.library.run import LibraryRun, run_library
 from hypograph.library.schema import library_path, read_library
 
 TOPIC = "LLM sycophancy"
@@ -73,7 +73,7 @@ def unknown_lens(a):
 @pytest.mark.parametrize("spoil, reason", [(without_data, "data"), (unknown_lens, "Astrology")])
 def test_invalid_generation_is_re_asked_then_accepted(tmp_path, llm_server, llm_env, spoil, reason):
     setup(llm_server, llm_env, "generation", spoil, bad=1)
-    run_library(tmp_path, TOPIC, rounds=1, n_behaviors=2, web=False)
+    run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=2, web=False))
     gen = [r for r in llm_server.requests if task(r.body) == "generation"]
     assert len(gen) == 2 and reason in gen[1].last_user
     library = read_library(tmp_path)[0]
@@ -83,7 +83,7 @@ def test_invalid_generation_is_re_asked_then_accepted(tmp_path, llm_server, llm_
 @pytest.mark.parametrize("spoil, text", [(with_id, "Like B1, "), (with_injection, "Ignore previous instructions")])
 def test_ids_and_instruction_words_in_generated_text_are_data_not_errors(tmp_path, llm_server, llm_env, spoil, text):
     setup(llm_server, llm_env, "generation", spoil, bad=1)
-    run_library(tmp_path, TOPIC, rounds=1, n_behaviors=2, web=False)
+    run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=2, web=False))
     gen = [r for r in llm_server.requests if task(r.body) == "generation"]
     assert len(gen) == 1  # accepted as it is: no re-ask
     library = read_library(tmp_path)[0]
@@ -98,13 +98,13 @@ def test_generation_invalid_every_time_is_an_error_writes_nothing_and_is_asked_a
     answer_ = {"behaviors": [behavior(S1, tag="a"), behavior(S2, tag="b")]}
     setup(llm_server, llm_env, "generation", unknown_lens, bad=3, rounds=[answer_, copy.deepcopy(answer_)])
     with pytest.raises(HypographError, match="generation answer was rejected"):
-        run_library(tmp_path, TOPIC, rounds=1, n_behaviors=2, web=False)
+        run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=2, web=False))
     assert not library_path(tmp_path).exists()
     assert not (tmp_path / ".hypograph/library/rounds/r0001/candidates.json").exists()
     asked = sum(1 for r in llm_server.requests if task(r.body) == "generation")
     assert asked == 3  # 1 + 2 re-asks
     # The rejection was not cached: a re-run asks the model again (and now gets a valid answer).
-    report = run_library(tmp_path, TOPIC, rounds=1, n_behaviors=2, web=False)
+    report = run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=2, web=False))
     again = sum(1 for r in llm_server.requests if task(r.body) == "generation")
     assert again > asked and report.totals["behaviors"] > 0
 
@@ -141,7 +141,7 @@ def missing_dimension(a):
 )
 def test_invalid_scores_are_re_asked(tmp_path, llm_server, llm_env, spoil):
     setup(llm_server, llm_env, "score", spoil, bad=1)
-    run_library(tmp_path, TOPIC, rounds=1, n_behaviors=2, web=False)
+    run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=2, web=False))
     library = read_library(tmp_path)[0]
     assert len(library.behaviors) == 2
     assert all(
@@ -154,7 +154,7 @@ def test_invalid_scores_are_re_asked(tmp_path, llm_server, llm_env, spoil):
 def test_scores_invalid_every_time_leave_that_behavior_unpersisted(tmp_path, llm_server, llm_env):
     model = setup(llm_server, llm_env, "score", out_of_range, bad=3)  # 1 + 2 re-asks for the first behavior
     llm_env(llm_server, timeout=5.0, concurrency=1)
-    report = run_library(tmp_path, TOPIC, rounds=1, n_behaviors=2, web=False)
+    report = run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=2, web=False))
     library = read_library(tmp_path)[0]
     assert [b.statement for b in library.behaviors] == [S2] and library.behaviors[0].id == "B1"
     assert report.rounds[0].unscored == 1 and "11" not in library_path(tmp_path).read_text().split('"score": ')[1][:3]
@@ -179,7 +179,7 @@ def test_a_dedup_answer_naming_a_neighbour_that_was_not_offered_is_re_asked(tmp_
         rounds=[{"behaviors": [behavior(S1, tag="a")]}, {"behaviors": [behavior(reworded, tag="c")]}],
     )
     model.paraphrases = {reworded: S1}
-    run_library(tmp_path, TOPIC, rounds=2, n_behaviors=2, web=False)
+    run_library(tmp_path, LibraryRun(TOPIC, rounds=2, n_behaviors=2, web=False))
     dedup_calls = [r for r in llm_server.requests if task(r.body) == "dedup" and "behavior item" in r.prompt]
     assert len(dedup_calls) == 2 and "neighbour number" in dedup_calls[1].last_user
     assert [b.statement for b in read_library(tmp_path)[0].behaviors] == [S1]
@@ -194,7 +194,7 @@ def test_an_answer_with_more_behaviors_than_asked_is_re_asked(tmp_path, llm_serv
         lambda a: {"behaviors": a["behaviors"] + [copy.deepcopy(behavior(extra, tag="x"))]},
         bad=1,
     )
-    run_library(tmp_path, TOPIC, rounds=1, n_behaviors=2, web=False)
+    run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=2, web=False))
     gen = [r for r in llm_server.requests if task(r.body) == "generation"]
     assert "at most 2 asked" in gen[1].last_user and len(read_library(tmp_path)[0].behaviors) == 2
 
@@ -210,13 +210,14 @@ def test_search_queries_invalid_every_time_score_without_web_and_say_why(tmp_pat
     atom, openalex = AtomServer(), OpenAlexServer()
     try:
         report = run_library(
-            tmp_path, TOPIC, rounds=1, n_behaviors=2, web=True, search_url=atom.url, openalex_url=openalex.url
+            tmp_path,
+            LibraryRun(TOPIC, rounds=1, n_behaviors=2, web=True, search_url=atom.url, openalex_url=openalex.url),
         )
     finally:
         atom.close()
         openalex.close()
     asked = [r for r in llm_server.requests if task(r.body) == "queries"]
-    assert len(asked) == 3 and "expected one entry for each behavior 1..2" in asked[1].last_user
+    assert len(asked) == 3 and "expected exactly one queries entry for each behavior 1..2" in asked[1].last_user
     assert atom.queries == [] and openalex.queries == []  # no query of the tool's own making
     assert {b.impact.method for b in read_library(tmp_path)[0].behaviors} == {"llm-chat"}
     assert "search queries were rejected" in report.notes[0]

@@ -27,15 +27,15 @@ from hypograph.library import cli
 from hypograph.library.dedup import dedup_round, neighbour_items
 from hypograph.library.generate import generate_round
 from hypograph.library.guard import TopicMismatch
-from hypograph.library.modes import normalise
 from hypograph.library.persist import persist_round
 from hypograph.library.rounds import CandidateBehavior, RoundCandidates, RoundDedup, RoundSettings
-from hypograph.library.run import run_library
+from hypograph.library.run import LibraryRun, run_library
 from hypograph.library.schema import read_library
 from hypograph.library.score import score_round
 from hypograph.library.search import parse_atom, parse_openalex, web_search
 from hypograph.library.traces import CAP_BYTES, TraceRun
 from hypograph.llm import LLMClient, LLMConfig
+from hypograph.text import normalise
 
 EXAMPLE = REPO / "examples" / "library"
 PAIRS = json.loads((Path(__file__).parent / "data" / "library_pairs.json").read_text())["pairs"]
@@ -54,8 +54,36 @@ OPPOSITE_B1 = (
 )
 PARA_OPPOSITE_B1 = "Announcing a job title such as doctor makes assistants rarer to endorse one's mistaken assertions."
 STOP = set(
-    "a an and the of in on for to with by from is are be as at that this it its when even one they their "
-    "rest later".split()
+    [
+        "a",
+        "an",
+        "and",
+        "the",
+        "of",
+        "in",
+        "on",
+        "for",
+        "to",
+        "with",
+        "by",
+        "from",
+        "is",
+        "are",
+        "be",
+        "as",
+        "at",
+        "that",
+        "this",
+        "it",
+        "its",
+        "when",
+        "even",
+        "one",
+        "they",
+        "their",
+        "rest",
+        "later",
+    ]
 )
 
 
@@ -107,8 +135,18 @@ def test_scripted_model_drops_a_paraphrase_keeps_an_opposite_and_saturates(lib, 
     code = cli.main([str(lib), "--topic", TOPIC, "--rounds", "3", "--n-behaviors", "2", "--no-web"])
     out = capsys.readouterr()
     assert code == 0, out.err
+    _round_1_drops_the_paraphrase_keeps_the_opposite(lib, model)
+    _round_2_adds_nothing(lib, model)
+    # ... so the loop stopped there, saying so, with exit 0; the repeats were counted in Phase 4.
+    assert model.calls["generation"] == 2
+    assert "stopped early: r0002" in out.out and "saturated" in out.out
+    assert "semantic duplicates dropped: 3 (behaviors 3" in out.out and "exact 1, model 2" in out.out
+    assert not (lib / ".hypograph/library/rounds/r0003").exists()
+
+
+def _round_1_drops_the_paraphrase_keeps_the_opposite(lib, model) -> None:
+    """Round 1: both candidates reached the model; the paraphrase was judged B2's duplicate, the opposite kept."""
     library = read_library(lib)[0]
-    # Round 1: both candidates reached the model; the paraphrase was judged B2's duplicate, the opposite kept.
     judged = [item["text"] for item in model.dedup_items]
     assert PARA_B2 in judged and OPPOSITE_B1 in judged
     para = verdict(lib, "r0001", PARA_B2)
@@ -119,18 +157,16 @@ def test_scripted_model_drops_a_paraphrase_keeps_an_opposite_and_saturates(lib, 
     assert [b.id for b in library.behaviors] == ["B1", "B2", "B3", "B4"]
     assert library.behaviors[3].statement == OPPOSITE_B1
     assert "Adds the expertise framing." in library.behaviors[1].notes  # the duplicate's nuance went to B2
-    # Round 2: the verbatim repeat was dropped without asking, the reworded one by the model: nothing added.
+
+
+def _round_2_adds_nothing(lib, model) -> None:
+    """Round 2: the verbatim repeat was dropped without asking, the reworded one by the model: nothing added."""
     again = verdict(lib, "r0002", B1)
     assert (again.verdict, again.of, again.decided_by) == ("duplicate", "B1", "exact")
     assert B1 not in [i["text"] for i in model.dedup_items]
     reworded = verdict(lib, "r0002", PARA_OPPOSITE_B1)
     assert (reworded.verdict, reworded.of, reworded.decided_by) == ("duplicate", "B4", "model")
     assert len(read_library(lib)[0].behaviors) == 4
-    # ... so the loop stopped there, saying so, with exit 0; the repeats were counted in Phase 4.
-    assert model.calls["generation"] == 2
-    assert "stopped early: r0002" in out.out and "saturated" in out.out
-    assert "semantic duplicates dropped: 3 (behaviors 3" in out.out and "exact 1, model 2" in out.out
-    assert not (lib / ".hypograph/library/rounds/r0003").exists()
 
 
 # -- the labelled set: the true duplicate is among the neighbours shown ----------------------------------------
@@ -157,22 +193,27 @@ def test_the_labelled_pairs_duplicates_are_among_the_neighbours_shown():
     assert duplicates >= 30 and found / duplicates >= 0.95
 
 
-def test_the_model_decides_every_labelled_pair_it_is_shown(tmp_path, stub):
-    """Dedup of one round of labelled candidates against a library of their counterparts: the
-    paraphrases dropped as duplicates of their own pair, opposite / narrower / unrelated kept."""
-    pytest.importorskip("sentence_transformers")
-    chosen = (
-        [p for p in PAIRS if p["label"] == "duplicate"][:4]
-        + [p for p in PAIRS if p["label"] == "opposite"][:3]
-        + [p for p in PAIRS if p["label"] == "narrower"][:2]
-        + [p for p in PAIRS if p["label"] == "unrelated"][:1]
-    )
+def _labelled_round(tmp_path) -> list[dict]:
+    """A library of the pairs' first texts in ``tmp_path``; the pairs whose second texts are the round's
+    candidates: four duplicates, three opposites, two narrower, one unrelated."""
+    chosen = [p for label, n in LABELLED_ROUND for p in [p for p in PAIRS if p["label"] == label][:n]]
     raw = json.loads((EXAMPLE / "hypothesis_library.json").read_text())
     template = raw["behaviors"][2]
     raw["behaviors"] = [
         {**template, "id": f"B{i + 1}", "statement": p["a"], "mechanisms": []} for i, p in enumerate(PAIRS)
     ]
     (tmp_path / "hypothesis_library.json").write_text(json.dumps(raw))
+    return chosen
+
+
+LABELLED_ROUND = (("duplicate", 4), ("opposite", 3), ("narrower", 2), ("unrelated", 1))
+
+
+def test_the_model_decides_every_labelled_pair_it_is_shown(tmp_path, stub):
+    """Dedup of one round of labelled candidates against a library of their counterparts: the
+    paraphrases dropped as duplicates of their own pair, opposite / narrower / unrelated kept."""
+    pytest.importorskip("sentence_transformers")
+    chosen = _labelled_round(tmp_path)
     cands = RoundCandidates(
         round="r0001",
         settings=RoundSettings(topic=TOPIC, web=False),
@@ -204,7 +245,7 @@ def test_the_model_decides_every_labelled_pair_it_is_shown(tmp_path, stub):
 def test_the_topic_guard_asks_the_model_and_halts_on_another_topic(lib, stub, capsys):
     model = LibraryModel()
     stub.always(model)
-    run_library(lib, "sycophancy in large language models", rounds=0)  # the same topic, worded otherwise
+    run_library(lib, LibraryRun("sycophancy in large language models", rounds=0))  # the same topic, worded otherwise
     assert model.calls["topic"] == 1
     before = files(lib)
     with pytest.raises(
@@ -213,7 +254,7 @@ def test_the_topic_guard_asks_the_model_and_halts_on_another_topic(lib, stub, ca
             "is about 'LLM sycophancy', not 'hallucination in language models' (judged by model stub-model"
         ),
     ):
-        run_library(lib, "hallucination in language models", rounds=1, web=False)
+        run_library(lib, LibraryRun("hallucination in language models", rounds=1, web=False))
     assert model.calls["topic"] == 2 and model.calls["generation"] == 0
     assert files(lib) == before  # nothing written (only tool state: the cached answer, the question's trace)
     code = cli.main([str(lib), "--topic", "hallucination in language models", "--no-web"])
@@ -221,7 +262,9 @@ def test_the_topic_guard_asks_the_model_and_halts_on_another_topic(lib, stub, ca
     assert code == 2 and err.count("\n") == 1 and "--new-library" in err and "--confirm-topic" in err
     assert model.calls["topic"] == 2  # the same question again: the cached answer
     model.rounds = [{"behaviors": [behavior(OPPOSITE_B1, tag="confirmed")]}]
-    run_library(lib, "hallucination in language models", rounds=1, n_behaviors=1, web=False, confirm_topic=True)
+    run_library(
+        lib, LibraryRun("hallucination in language models", rounds=1, n_behaviors=1, web=False, confirm_topic=True)
+    )
     assert read_library(lib)[0].topic == TOPIC and len(read_library(lib)[0].behaviors) == 4
 
 
@@ -237,7 +280,7 @@ def test_a_library_failing_its_checks_is_refused_before_a_round(lib, stub):
     path.write_text(json.dumps(raw, indent=2))
     before = files(lib)
     with pytest.raises(HypographError, match=r"ids_unique_never_reused: B2: id used more than once.*no round runs"):
-        run_library(lib, TOPIC, rounds=1, web=False)
+        run_library(lib, LibraryRun(TOPIC, rounds=1, web=False))
     with pytest.raises(HypographError, match="id used more than once"):  # the per-step path refuses too
         generate_round(lib, "r0001", RoundSettings(topic=TOPIC, web=False), client(lib))
     assert stub.requests == [] and files(lib) == before
@@ -273,7 +316,7 @@ def test_one_trace_folder_and_batch_stamp_per_invocation_across_steps(tmp_path, 
     for key in ("r0001", "r0002"):
         cands = generate_round(tmp_path, key, settings, client(tmp_path))  # traces from settings.invocation
         dedup = dedup_round(tmp_path, key, cands, client(tmp_path), traces=TraceRun(tmp_path, "inv-42"))
-        scores = score_round(tmp_path, key, dedup, client(tmp_path), traces=TraceRun(tmp_path, "inv-42"))
+        scores = score_round(tmp_path, key, client(tmp_path), traces=TraceRun(tmp_path, "inv-42"))
         persist_round(tmp_path, key, dedup, scores)
     runs = list((tmp_path / ".hypograph/traces/hypothesis-batch").iterdir())
     assert len(runs) == 1 and sorted(p.name for p in runs[0].iterdir()) == ["r01", "r02"]
@@ -293,7 +336,7 @@ def test_a_rejected_huge_answer_leaves_capped_traces(tmp_path, stub):
     model = LibraryModel(rounds=[huge])
     stub.always(model)
     with pytest.raises(HypographError, match="at most 2 asked"):
-        run_library(tmp_path, TOPIC, rounds=1, n_behaviors=2, web=False)
+        run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=2, web=False))
     traces = list((tmp_path / ".hypograph/traces/hypothesis-batch").rglob("*-generation.json"))
     assert len(traces) == 3
     for path in traces:
@@ -327,7 +370,7 @@ def test_the_example_round_end_to_end_with_web_only_where_papers_came_back(lib, 
     openalex = OpenAlexServer(respond=lambda q: OPENALEX_WORKS if "political" in q else {"results": []})
     try:
         report = run_library(
-            lib, TOPIC, rounds=1, n_behaviors=2, web=True, search_url=atom.url, openalex_url=openalex.url
+            lib, LibraryRun(TOPIC, rounds=1, n_behaviors=2, web=True, search_url=atom.url, openalex_url=openalex.url)
         )
     finally:
         atom.close()
@@ -335,11 +378,7 @@ def test_the_example_round_end_to_end_with_web_only_where_papers_came_back(lib, 
     library = read_library(lib)[0]
     b4, b5 = library.behaviors[3], library.behaviors[4]
     assert (b4.statement, b5.statement) == (found, bare)
-    assert b4.impact.method == "llm-chat+web" and {m.novelty.method for m in b4.mechanisms} == {"llm-chat+web"}
-    assert b5.impact.method == "llm-chat" and {m.novelty.method for m in b5.mechanisms} == {"llm-chat"}
-    assert b4.mechanisms[0].novelty.model_extra["closest_source"] == "retrieved"
-    assert "arXiv:2310.13548v1" in b4.mechanisms[0].novelty.closest
-    assert b5.mechanisms[0].novelty.model_extra["closest_source"] == "memory"
+    _web_only_where_papers_came_back(b4, b5)
     # The model's queries were searched, from the behavior and from its mechanism angle, on both resources.
     assert model.calls["queries"] == 1 and len(atom.queries) == 4 and len(openalex.queries) == 4
     assert any("political" in q["search_query"][0] for q in atom.queries)
@@ -348,6 +387,15 @@ def test_the_example_round_end_to_end_with_web_only_where_papers_came_back(lib, 
     assert [len(b["papers"]) for b in scores["behaviors"]] == [3, 0] and scores["prompt"] == "score.v2"
     assert {s["angle"] for s in scores["behaviors"][0]["searches"]} == {"behavior", "mechanism"}
     assert b4.gaps == ["G1"] and b4.impact.model_extra["dimensions"]["null_risk"] == 4
+
+
+def _web_only_where_papers_came_back(b4, b5) -> None:
+    """B4's searches found papers: scored llm-chat+web, closest a retrieved paper; B5's none: llm-chat, from memory."""
+    assert b4.impact.method == "llm-chat+web" and {m.novelty.method for m in b4.mechanisms} == {"llm-chat+web"}
+    assert b5.impact.method == "llm-chat" and {m.novelty.method for m in b5.mechanisms} == {"llm-chat"}
+    assert b4.mechanisms[0].novelty.model_extra["closest_source"] == "retrieved"
+    assert "arXiv:2310.13548v1" in b4.mechanisms[0].novelty.closest
+    assert b5.mechanisms[0].novelty.model_extra["closest_source"] == "memory"
 
 
 # -- search resources -----------------------------------------------------------------------------------------
@@ -374,7 +422,7 @@ def test_a_mechanism_repeating_one_under_another_behavior_is_dropped_and_checks_
     answer = behavior(OPPOSITE_B1, tag="copy")
     answer["mechanisms"][0]["hypothesis"] = existing.hypothesis + "  "  # the same text, spaced otherwise
     stub.always(LibraryModel(rounds=[{"behaviors": [answer]}]))
-    run_library(lib, TOPIC, rounds=1, n_behaviors=1, web=False)
+    run_library(lib, LibraryRun(TOPIC, rounds=1, n_behaviors=1, web=False))
     dedup = RoundDedup.model_validate_json((lib / ".hypograph/library/rounds/r0001/dedup.json").read_text())
     v = next(v for v in dedup.verdicts if v.layer == "mechanism" and v.key == "c1.m1")
     assert (v.verdict, v.of, v.decided_by) == ("duplicate", existing.id, "exact")
@@ -394,11 +442,11 @@ def test_a_runner_whose_steps_pass_no_trace_run_still_traces_one_invocation(tmp_
         assert fresh.invocation is None and settings.invocation
         cands = generate_round(tmp_path, key, fresh, client(tmp_path))
         dedup = dedup_round(tmp_path, key, cands, client(tmp_path))
-        scores = score_round(tmp_path, key, dedup, client(tmp_path))
+        scores = score_round(tmp_path, key, client(tmp_path))
         persist_round(tmp_path, key, dedup, scores)
         return len(dedup.survivors)
 
-    run_library(tmp_path, TOPIC, rounds=2, n_behaviors=1, web=False, round_runner=steps)
+    run_library(tmp_path, LibraryRun(TOPIC, rounds=2, n_behaviors=1, web=False), round_runner=steps)
     runs = list((tmp_path / ".hypograph/traces/hypothesis-batch").iterdir())
     assert len(runs) == 1 and sorted(p.name for p in runs[0].iterdir()) == ["r01", "r02"]
     batches = {b.model_extra["batch"].split(".")[1] for b in read_library(tmp_path)[0].behaviors}
@@ -456,7 +504,7 @@ def test_without_the_sentence_model_dedup_falls_back_to_tfidf_and_says_so(tmp_pa
     monkeypatch.setattr(emb, "sentence_model", missing)
     model = LibraryModel(rounds=[{"behaviors": [behavior(B1, tag="a"), behavior(B2, tag="b")]}])
     stub.always(model)
-    report = run_library(tmp_path, TOPIC, rounds=1, n_behaviors=2, web=False)
+    report = run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=2, web=False))
     dedup = RoundDedup.model_validate_json((tmp_path / ".hypograph/library/rounds/r0001/dedup.json").read_text())
     assert dedup.embedder.startswith("tfidf (sbert unavailable: sentence embeddings need the 'semantic' extra")
     assert any("dedup neighbours chosen by tfidf (sbert unavailable" in n for n in report.notes)

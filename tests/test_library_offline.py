@@ -23,7 +23,7 @@ from hypograph.library.landscape import read_landscape
 from hypograph.library.ledger import IdLedger
 from hypograph.library.modes import resolve_mode, resolve_target
 from hypograph.library.report import build_report
-from hypograph.library.run import run_library
+from hypograph.library.run import LibraryRun, run_library
 from hypograph.library.schema import read_library
 from hypograph.library.strategies import load_strategies
 from hypograph.llm import LLMConfig
@@ -76,10 +76,9 @@ def test_an_invalid_file_is_an_error_naming_the_field_and_is_never_overwritten(l
     with pytest.raises(HypographError, match="field"):
         run_library(
             lib,
-            "LLM sycophancy",
-            rounds=1,
-            web=False,
-            llm_config=LLMConfig(model="m", base_url="http://127.0.0.1:9/v1"),
+            LibraryRun(
+                "LLM sycophancy", rounds=1, web=False, llm_config=LLMConfig(model="m", base_url="http://127.0.0.1:9/v1")
+            ),
         )
     assert path.read_bytes() == before
 
@@ -145,7 +144,7 @@ def test_unknown_id_fails_before_any_model_call(lib):
     config = LLMConfig(model="m", base_url="http://127.0.0.1:9/v1")
     before = snapshot(lib)
     with pytest.raises(HypographError, match="B9"):
-        run_library(lib, "LLM sycophancy", rounds=1, behavior="B9", web=False, llm_config=config)
+        run_library(lib, LibraryRun("LLM sycophancy", rounds=1, behavior="B9", web=False, llm_config=config))
     assert snapshot(lib) == before
 
 
@@ -155,9 +154,11 @@ def test_unknown_id_fails_before_any_model_call(lib):
 def test_without_a_model_a_run_says_so_and_changes_nothing(lib):
     before = snapshot(lib)
     with pytest.raises(ModelRequired, match="need a model: set HYPOGRAPH_LLM_MODEL"):
-        run_library(lib, "LLM sycophancy", rounds=2, web=False, llm_config=LLMConfig())
+        run_library(lib, LibraryRun("LLM sycophancy", rounds=2, web=False, llm_config=LLMConfig()))
     with pytest.raises(ModelRequired):
-        run_library(lib, "sycophancy in language models", rounds=1, new_library=True, llm_config=LLMConfig())
+        run_library(
+            lib, LibraryRun("sycophancy in language models", rounds=1, new_library=True, llm_config=LLMConfig())
+        )
     assert snapshot(lib) == before and not (lib / ".hypograph").exists()
 
 
@@ -318,6 +319,7 @@ def cli(*args, cwd=REPO):
     return subprocess.run(
         [sys.executable, "-m", "hypograph.library.cli", *map(str, args)],
         capture_output=True,
+        check=False,
         text=True,
         env={**offline_env(), "PYTHONPATH": str(REPO)},
         cwd=cwd,

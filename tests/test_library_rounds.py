@@ -22,7 +22,7 @@ from hypograph.library.generate import generate_round
 from hypograph.library.ledger import read_ledger
 from hypograph.library.persist import persist_round
 from hypograph.library.rounds import RoundDedup
-from hypograph.library.run import run_library
+from hypograph.library.run import LibraryRun, run_library
 from hypograph.library.schema import read_library
 from hypograph.library.score import score_round
 from hypograph.llm import LLMClient, LLMConfig
@@ -65,13 +65,9 @@ def client(root: Path) -> LLMClient:
 
 
 def test_three_discover_rounds_catch_a_reworded_duplicate_and_stop_early(tmp_path, model, llm_server):
-    report = run_library(tmp_path, TOPIC, rounds=5, n_behaviors=3, web=False)
+    report = run_library(tmp_path, LibraryRun(TOPIC, rounds=5, n_behaviors=3, web=False))
     library = read_library(tmp_path)[0]
-    assert [b.statement for b in library.behaviors] == [S1, S2, S3, S4]
-    assert [b.id for b in library.behaviors] == ["B1", "B2", "B3", "B4"]
-    assert all(m.status == "candidate" and m.novelty.method == "llm-chat" for _, m in library.mechanisms())
-    assert [m.id for m in library.behaviors[0].mechanisms] == ["B1-M1", "B1-M2", "B1-M3", "B1-M4"]
-    assert library.behaviors[3].model_extra["batch"].endswith(".run01.r02")
+    _four_behaviors_minted(library)
     # Round 2's prompt carried round 1's statements as its banlist; round 3's carried round 2's too.
     assert all(s in model.generation_prompts[1] for s in (S1, S2, S3)) and S4 not in model.generation_prompts[1]
     assert S4 in model.generation_prompts[2]
@@ -80,15 +76,8 @@ def test_three_discover_rounds_catch_a_reworded_duplicate_and_stop_early(tmp_pat
     v = next(v for v in r2.verdicts if v.layer == "behavior" and v.key == "c1")
     assert (v.verdict, v.of, v.decided_by) == ("duplicate", "B1", "model") and v.neighbours[0] == "B1"
     assert "Adds the expertise framing." in library.behaviors[0].notes
-    # Round 3 added nothing: the loop stopped and said so.
-    assert (report.rounds_requested, report.rounds_run, report.early_stop) == (5, 3, "r0003")
-    assert [(r.added_behaviors, r.added_mechanisms) for r in report.rounds] == [(3, 12), (1, 4), (0, 0)]
-    assert report.rounds[1].removed["behavior"] == {"exact": 0, "model": 1, "unjudged": 0}
     assert v.model == "stub-model" and sorted(v.neighbours) == ["B1", "B2", "B3"]  # every library behavior
-    assert report.rounds[1].unique_yield == 0.5 and report.duplicates_dropped["behavior"] == 2
-    assert "stopped early: r0003" in report.text() and "saturated" in report.text()
-    assert "Promotion is manual" in report.text()
-    assert report.novelty["at_least_8"] == 16 and report.impact["median"] == 7
+    _three_rounds_reported(report)
     assert model.calls["generation"] == 3 and model.calls["score"] == 4
     assert all(not v for v in run_checks(tmp_path).values())
     assert (tmp_path / "MANIFEST.md").read_text().count("hypothesis_library.json") == 1
@@ -97,14 +86,34 @@ def test_three_discover_rounds_catch_a_reworded_duplicate_and_stop_early(tmp_pat
     assert any("generation" in p.name for p in (runs[0] / "r02").iterdir())
 
 
+def _four_behaviors_minted(library) -> None:
+    """Rounds 1 and 2 added B1..B4 (B4 in round 2's batch), every mechanism a candidate."""
+    assert [b.statement for b in library.behaviors] == [S1, S2, S3, S4]
+    assert [b.id for b in library.behaviors] == ["B1", "B2", "B3", "B4"]
+    assert all(m.status == "candidate" and m.novelty.method == "llm-chat" for _, m in library.mechanisms())
+    assert [m.id for m in library.behaviors[0].mechanisms] == ["B1-M1", "B1-M2", "B1-M3", "B1-M4"]
+    assert library.behaviors[3].model_extra["batch"].endswith(".run01.r02")
+
+
+def _three_rounds_reported(report) -> None:
+    """Round 3 added nothing: the loop stopped and the report says so, with each round's figures."""
+    assert (report.rounds_requested, report.rounds_run, report.early_stop) == (5, 3, "r0003")
+    assert [(r.added_behaviors, r.added_mechanisms) for r in report.rounds] == [(3, 12), (1, 4), (0, 0)]
+    assert report.rounds[1].removed["behavior"] == {"exact": 0, "model": 1, "unjudged": 0}
+    assert report.rounds[1].unique_yield == 0.5 and report.duplicates_dropped["behavior"] == 2
+    assert "stopped early: r0003" in report.text() and "saturated" in report.text()
+    assert "Promotion is manual" in report.text()
+    assert report.novelty["at_least_8"] == 16 and report.impact["median"] == 7
+
+
 def test_rerunning_a_persisted_round_costs_no_call_and_changes_nothing(tmp_path, model, llm_server):
-    run_library(tmp_path, TOPIC, rounds=1, n_behaviors=3, web=False)
+    run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=3, web=False))
     before = (tmp_path / "hypothesis_library.json").read_bytes()
     calls = len(llm_server.requests)
     c = client(tmp_path)
     cands = generate_round(tmp_path, "r0001", None, c)
     d = dedup_round(tmp_path, "r0001", cands, c)
-    s = score_round(tmp_path, "r0001", d, c)
+    s = score_round(tmp_path, "r0001", c)
     persist_round(tmp_path, "r0001", d, s)
     assert len(llm_server.requests) == calls and c.usage.calls == 0
     assert (tmp_path / "hypothesis_library.json").read_bytes() == before
@@ -120,9 +129,9 @@ def test_round_n_waits_for_the_rounds_before_it(tmp_path, model):
 
 
 def test_given_by_id_appends_mechanisms_only(tmp_path, model, llm_server):
-    run_library(tmp_path, TOPIC, rounds=1, n_behaviors=3, web=False)
+    run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=3, web=False))
     model.rounds = [given("second pass", variant=1)]
-    report = run_library(tmp_path, TOPIC, rounds=1, behavior="B2", web=False)
+    report = run_library(tmp_path, LibraryRun(TOPIC, rounds=1, behavior="B2", web=False))
     library = read_library(tmp_path)[0]
     assert len(library.behaviors) == 3 and report.behavior_source == "given"
     assert [m.id for m in library.behaviors[1].mechanisms][-4:] == ["B2-M5", "B2-M6", "B2-M7", "B2-M8"]
@@ -136,8 +145,8 @@ def test_given_by_id_appends_mechanisms_only(tmp_path, model, llm_server):
 def test_given_free_text_creates_one_given_behavior_then_reuses_it(tmp_path, model):
     text = "Models keep their first-turn stance across a multi-turn dialogue."
     model.rounds = [given("free one"), given("free two", variant=1)]
-    run_library(tmp_path, TOPIC, rounds=1, behavior=text, web=False)
-    run_library(tmp_path, TOPIC, rounds=1, behavior=text, behavior_source="given", web=False)
+    run_library(tmp_path, LibraryRun(TOPIC, rounds=1, behavior=text, web=False))
+    run_library(tmp_path, LibraryRun(TOPIC, rounds=1, behavior=text, behavior_source="given", web=False))
     library = read_library(tmp_path)[0]
     assert [(b.id, b.source, b.statement) for b in library.behaviors] == [("B1", "given", text)]
     assert len(library.behaviors[0].mechanisms) == 8 and library.behaviors[0].impact is not None
@@ -149,10 +158,10 @@ def test_crash_after_generation_completes_without_a_second_call_or_id(tmp_path, 
 
     monkeypatch.setattr(run_mod, "dedup_round", crash)
     with pytest.raises(RuntimeError):
-        run_library(tmp_path, TOPIC, rounds=1, n_behaviors=3, web=False)
+        run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=3, web=False))
     assert not (tmp_path / "hypothesis_library.json").exists()
     monkeypatch.setattr(run_mod, "dedup_round", dedup_mod.dedup_round)
-    report = run_library(tmp_path, TOPIC, rounds=1, n_behaviors=3, web=False)
+    report = run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=3, web=False))
     assert model.calls["generation"] == 1 and report.rounds[0].round == "r0001"
     assert [b.id for b in read_library(tmp_path)[0].behaviors] == ["B1", "B2", "B3"]
 
@@ -169,18 +178,18 @@ def test_crash_inside_persist_reuses_the_planned_ids(tmp_path, model, monkeypatc
 
     monkeypatch.setattr(persist_mod, "write_json", crash)
     with pytest.raises(RuntimeError):
-        run_library(tmp_path, TOPIC, rounds=1, n_behaviors=3, web=False)
+        run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=3, web=False))
     planned = json.loads((tmp_path / ".hypograph/library/rounds/r0001/persist.json").read_text())
     assert planned["complete"] is False and planned["ids"]["c3"] == "B3"
     monkeypatch.setattr(persist_mod, "write_json", real)
-    run_library(tmp_path, TOPIC, rounds=1, n_behaviors=3, web=False)
+    run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=3, web=False))
     ledger = read_ledger(tmp_path)
     assert ledger.behavior_hwm == 3 and sorted(b.id for b in read_library(tmp_path)[0].behaviors) == ["B1", "B2", "B3"]
     assert model.calls["generation"] == 1
 
 
 def test_ids_are_never_reused_after_the_highest_node_is_deleted(tmp_path, model):
-    run_library(tmp_path, TOPIC, rounds=1, n_behaviors=3, web=False)
+    run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=3, web=False))
     path = tmp_path / "hypothesis_library.json"
     raw = json.loads(path.read_text())
     raw["behaviors"] = raw["behaviors"][:2]  # the user deletes B3 by hand
@@ -189,7 +198,7 @@ def test_ids_are_never_reused_after_the_highest_node_is_deleted(tmp_path, model)
     raw["owner"] = "ana"
     path.write_text(json.dumps(raw, indent=2))
     model.rounds = [{"behaviors": [behavior(S4, "Cross-modal transfer", tag="after delete")]}]
-    run_library(tmp_path, TOPIC, rounds=1, n_behaviors=3, web=False)
+    run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=3, web=False))
     raw = json.loads(path.read_text())
     assert [b["id"] for b in raw["behaviors"]] == ["B1", "B2", "B4"]
     assert raw["owner"] == "ana" and raw["behaviors"][0]["my_rating"] == "great"
@@ -217,7 +226,7 @@ def dead_url() -> str:
 def test_web_grounding_through_arxiv_and_openalex_servers(tmp_path, model, llm_server, atom, openalex):
     model.rounds = [{"behaviors": [behavior(S1, tag="web")]}]
     report = run_library(
-        tmp_path, TOPIC, rounds=1, n_behaviors=1, web=True, search_url=atom.url, openalex_url=openalex.url
+        tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=1, web=True, search_url=atom.url, openalex_url=openalex.url)
     )
     b = read_library(tmp_path)[0].behaviors[0]
     assert b.impact.method == "llm-chat+web" and {m.novelty.method for m in b.mechanisms} == {"llm-chat+web"}
@@ -231,7 +240,13 @@ def test_web_grounding_through_arxiv_and_openalex_servers(tmp_path, model, llm_s
     assert "arXiv:2310.13548v1" in score_prompt
     assert "Sycophancy to Subterfuge" in score_prompt and "openalex:W4391000001" in score_prompt
     assert score_prompt.count("Towards Understanding Sycophancy") == 1  # the same paper from both is shown once
-    # closest names the retrieved paper P1 with its id and URL, marked as retrieved.
+    _closest_is_the_retrieved_paper(b)
+    trace_dir = next((tmp_path / ".hypograph/traces/hypothesis-batch").iterdir()) / "r01"
+    assert any("search-c1" in p.name for p in trace_dir.iterdir()) and not report.notes
+
+
+def _closest_is_the_retrieved_paper(b) -> None:
+    """closest names the retrieved paper P1 with its id and URL, marked as retrieved."""
     m = b.mechanisms[0]
     assert m.novelty.closest.startswith(
         "Towards Understanding Sycophancy in Language Models (2023), arXiv:2310.13548v1"
@@ -239,14 +254,12 @@ def test_web_grounding_through_arxiv_and_openalex_servers(tmp_path, model, llm_s
     assert m.novelty.model_extra["closest_source"] == "retrieved"
     assert m.novelty.model_extra["closest_id"] == "http://arxiv.org/abs/2310.13548v1"
     assert set(b.impact.model_extra["dimensions"]) == {"importance", "builders", "tractability", "null_risk"}
-    trace_dir = next((tmp_path / ".hypograph/traces/hypothesis-batch").iterdir()) / "r01"
-    assert any("search-c1" in p.name for p in trace_dir.iterdir()) and not report.notes
 
 
 def test_dead_search_endpoints_warn_once_and_score_without_web(tmp_path, model):
     model.rounds = [{"behaviors": [behavior(S1, tag="dead a"), behavior(S2, tag="dead b")]}]
     report = run_library(
-        tmp_path, TOPIC, rounds=1, n_behaviors=2, web=True, search_url=dead_url(), openalex_url=dead_url()
+        tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=2, web=True, search_url=dead_url(), openalex_url=dead_url())
     )
     library = read_library(tmp_path)[0]
     assert {b.impact.method for b in library.behaviors} == {"llm-chat"} and len(library.behaviors) == 2
@@ -261,7 +274,8 @@ def test_a_search_server_error_is_a_warning_too(tmp_path, model):
     try:
         model.rounds = [{"behaviors": [behavior(S1, tag="503")]}]
         report = run_library(
-            tmp_path, TOPIC, rounds=1, n_behaviors=1, web=True, search_url=server.url, openalex_url=dead_url()
+            tmp_path,
+            LibraryRun(TOPIC, rounds=1, n_behaviors=1, web=True, search_url=server.url, openalex_url=dead_url()),
         )
     finally:
         server.close()
@@ -269,7 +283,7 @@ def test_a_search_server_error_is_a_warning_too(tmp_path, model):
 
 
 def test_rescoring_with_web_restamps_scores_without_regenerating_or_new_ids(tmp_path, model, atom, openalex):
-    run_library(tmp_path, TOPIC, rounds=1, n_behaviors=3, web=False)
+    run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=3, web=False))
     path = tmp_path / "hypothesis_library.json"
     raw = json.loads(path.read_text())
     del raw["behaviors"][2]["mechanisms"][3]  # a person deletes B3-M4 by hand: re-scoring must not bring it back
@@ -280,7 +294,7 @@ def test_rescoring_with_web_restamps_scores_without_regenerating_or_new_ids(tmp_
     c = client(tmp_path)
     from hypograph.library.search import web_search
 
-    score_round(tmp_path, "r0001", None, c, web_search(atom.url, openalex.url), web=True)
+    score_round(tmp_path, "r0001", c, web_search(atom.url, openalex.url), web=True)
     persist_round(tmp_path, "r0001")
     library = read_library(tmp_path)[0]
     assert [(b.id, [m.id for m in b.mechanisms]) for b in library.behaviors] == ids
@@ -289,12 +303,12 @@ def test_rescoring_with_web_restamps_scores_without_regenerating_or_new_ids(tmp_
 
 
 def test_given_mechanism_equal_to_an_existing_one_is_dropped_unasked(tmp_path, model):
-    run_library(tmp_path, TOPIC, rounds=1, n_behaviors=3, web=False)
+    run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=3, web=False))
     existing = read_library(tmp_path)[0].behaviors[1].mechanisms[0]
     answer = given("third pass", variant=1)
     answer["mechanisms"][0]["hypothesis"] = existing.hypothesis
     model.rounds = [answer]
-    report = run_library(tmp_path, TOPIC, rounds=1, behavior="B2", web=False)
+    report = run_library(tmp_path, LibraryRun(TOPIC, rounds=1, behavior="B2", web=False))
     assert report.rounds[0].removed["mechanism"]["exact"] == 1 and report.rounds[0].added_mechanisms == 3
     hyps = [m.hypothesis for m in read_library(tmp_path)[0].behaviors[1].mechanisms]
     assert hyps.count(existing.hypothesis) == 1
@@ -320,7 +334,7 @@ def test_landscape_gaps_ground_generation_and_only_known_gap_ids_are_accepted(tm
         return original(body)
 
     llm_server.always(respond)
-    run_library(tmp_path, TOPIC, rounds=1, n_behaviors=1, web=False)
+    run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=1, web=False))
     gen = [r for r in llm_server.requests if "You generate" in r.system]
     assert "no causal test of credential cues" in gen[0].prompt and "G9" in gen[1].last_user
     assert read_library(tmp_path)[0].behaviors[0].gaps == ["G1"]
@@ -351,6 +365,7 @@ def test_the_cli_runs_rounds_prints_the_report_and_notes_an_ignored_mode(tmp_pat
             "1",
         ],
         capture_output=True,
+        check=False,
         text=True,
         env=env,
         timeout=120,

@@ -18,6 +18,7 @@ from pathlib import Path
 from hypograph.casework.models import Source, Statement
 from hypograph.casework.revision import NewRevision, RevisionReport, add_revision
 from hypograph.errors import HypographError
+from hypograph.paths import OURS
 from hypograph.vault.nodes import Node, link_target
 from hypograph.vault.vault import open_vault
 
@@ -46,9 +47,9 @@ def case_from_vault(vault_root: Path | str, case_dir: Path | str) -> RevisionRep
     """Record the vault's current state as a new unconfirmed revision of ``case_dir`` (created if
     missing); unchanged since the last revision: nothing written."""
     root = Path(vault_root)
-    if (root / ".hypograph" / "journal.json").exists():
+    if (root / OURS / "journal.json").exists():
         raise HypographError(
-            f"{root / '.hypograph' / 'journal.json'}: the vault has an interrupted write; "
+            f"{root / OURS / 'journal.json'}: the vault has an interrupted write; "
             "finish it first (any hypograph command on the vault rolls it forward)"
         )
     vault = open_vault(root, roll_forward=False)  # a read-only look: the vault is not ours to write

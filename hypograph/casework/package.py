@@ -44,6 +44,7 @@ from hypograph.errors import HypographError, NotDone
 from hypograph.journal import Journal, Step
 from hypograph.limits import data_problem
 from hypograph.locks import file_lock
+from hypograph.paths import OURS
 
 MANIFEST = "manifest.json"
 TEMP_RE = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")  # tempfile.mkstemp(prefix=".NAME.", suffix=".tmp")
@@ -146,7 +147,7 @@ class CasePackage:
     def __init__(self, root: Path | str, case_id: str | None = None):
         self.root = Path(root)
         self.case_id = case_id or self.root.name
-        self.state_dir = self.root / ".hypograph"
+        self.state_dir = self.root / OURS
         self.max_json_bytes = MAX_JSON_BYTES
 
     # -- reading ---------------------------------------------------------------------------------

@@ -4,27 +4,20 @@ They run twice: on the model's candidates before anything is accepted (a violati
 whole answer) and, as blocking checks, on a published batch. Ids are the controller's labels
 ``H1``, ``H2``, … (a candidate's label is its 1-based position).
 
-Duplicates are compared after normalisation (Unicode NFKC, case folding, punctuation and
-symbols removed, whitespace collapsed): this catches presentation differences only, not two
-wordings of one mechanism.
+Duplicates are compared after normalisation (``hypograph.text.normalise``: Unicode NFKC, case
+folding, punctuation and symbols removed, whitespace collapsed): this catches presentation
+differences only, not two wordings of one mechanism.
 """
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Iterable
 
 from hypograph.casework.models import OBSERVATION_KINDS
+from hypograph.text import normalise
 
 Violation = tuple[str, str]
 WEAK_KINDS = ("assumption", "external_expectation")
-
-
-def normalise(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text).casefold()
-    text = "".join(" " if unicodedata.category(c)[0] in "PSZC" else c for c in text)
-    return re.sub(r"\s+", " ", text).strip()
 
 
 def _label(i: int, h: dict) -> str:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from hypograph.errors import HypographError
 from hypograph.library.ledger import IdLedger, read_ledger
-from hypograph.library.modes import normalise
 from hypograph.library.schema import MECHANISM_ID_RE, Library, library_path, read_library
+from hypograph.text import normalise
 
 Violation = tuple[str, str]
 

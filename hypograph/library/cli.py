@@ -19,9 +19,12 @@ import sys
 from pathlib import Path
 
 from hypograph.errors import HypographError
-
-# The parser needs only argparse: `hypograph --help` and argument errors import no domain module;
-# ``_dispatch`` imports what the command runs.
+from hypograph.library.checks import run_checks
+from hypograph.library.report import build_report
+from hypograph.library.run import LibraryRun, run_library
+from hypograph.library.schema import library_path
+from hypograph.library.state import round_keys
+from hypograph.llm.config import LLMConfig
 
 
 def add_library_parser(subparsers) -> argparse.ArgumentParser:
@@ -69,13 +72,6 @@ def library_command(args: argparse.Namespace, round_runner=None) -> int:
 
 
 def _dispatch(args, round_runner=None) -> int:
-    from hypograph.library.checks import run_checks
-    from hypograph.library.report import build_report
-    from hypograph.library.run import run_library
-    from hypograph.library.schema import library_path
-    from hypograph.library.state import round_keys
-    from hypograph.llm.config import LLMConfig
-
     if args.check:
         results = run_checks(args.dir)
         bad = sum(len(v) for v in results.values())
@@ -89,8 +85,7 @@ def _dispatch(args, round_runner=None) -> int:
     else:
         if not args.topic:
             raise HypographError('a topic is required: --topic "…"')
-        report = run_library(
-            args.dir,
+        run = LibraryRun(
             args.topic,
             rounds=args.rounds,
             n_behaviors=args.n_behaviors,
@@ -106,8 +101,8 @@ def _dispatch(args, round_runner=None) -> int:
             embedder=args.embedder,
             search_url=args.search_url,
             openalex_url=getattr(args, "openalex_url", None),
-            round_runner=round_runner(args) if round_runner else None,
         )
+        report = run_library(args.dir, run, round_runner(args) if round_runner else None)
     print(json.dumps(report.metadata(), indent=2, ensure_ascii=False) if args.json else report.text())
     return 0
 

@@ -4,7 +4,7 @@ Behaviors first (discover only: against every library behavior and the round's e
 candidates), then mechanisms within each surviving / target behavior (against that behavior's
 existing mechanisms and the earlier candidates under it). For each candidate:
 
-1. **exact**: a text equal after normalisation (``modes.normalise``) to a library node or an
+1. **exact**: a text equal after normalisation (``hypograph.text.normalise``) to a library node or an
    earlier candidate (a mechanism's hypothesis: to any in the library) is a duplicate without
    asking: a model repeating a banlist item ends here, dropped and counted, never an error;
 2. **neighbours by meaning**: every other candidate is embedded with the pool (sentence
@@ -36,7 +36,6 @@ from pydantic import BaseModel, Field
 
 from hypograph.library.embedder import Embedder, backend_of, cosine, make_embedder
 from hypograph.library.generate import require_model
-from hypograph.library.modes import normalise
 from hypograph.library.persist import load_round
 from hypograph.library.prompts import prompt
 from hypograph.library.rounds import (
@@ -50,9 +49,12 @@ from hypograph.library.rounds import (
 from hypograph.library.schema import Library, read_library
 from hypograph.library.state import digest, library_state, read_model, round_dir, write_model
 from hypograph.library.traces import TraceRun
+from hypograph.llm.answers import require_one_each
 from hypograph.llm.client import LLMClient, Rejected, Request, untrusted
 from hypograph.proximity.communities import find_communities
 from hypograph.proximity.graph import similarity_graph
+from hypograph.proximity.nearest import nearest
+from hypograph.text import normalise
 
 BATCH = 8
 ROUND_NEIGHBOURS = 5  # earlier candidates of the same round shown besides the k library nodes
@@ -103,35 +105,46 @@ def dedup_round(
     library = loaded[0] if loaded else None
     settings = candidates.settings
     embedder = embedder or make_embedder(settings.embedder, store=library_state(root) / "embeddings")
-    traces = traces or TraceRun(root)
+    judge = _Judge(client, traces or TraceRun(root), key)
     k = max(MIN_NEIGHBOURS, settings.neighbours)
     verdicts: list[Verdict] = []
     behaviors = candidates.behaviors
     if settings.behavior_source == "discover":
-        items = behavior_items(library, behaviors, embedder, k)
-        verdicts += _decide(items, client, traces, key, "behavior")
-        dropped = {v.key for v in verdicts if v.verdict != "new"}
-        behaviors = [b for b in behaviors if b.key not in dropped]
+        verdicts += judge.decide(behavior_items(library, behaviors, embedder, k), "behavior")
+        behaviors = _kept(behaviors, verdicts)
     items = [i for b in behaviors for i in mechanism_items(library, b, embedder, k)]
     _exact_elsewhere(items, library, behaviors)
-    mech_verdicts = _decide(items, client, traces, key, "mechanism")
+    mech_verdicts = judge.decide(items, "mechanism")
     verdicts += mech_verdicts
-    dropped = {v.key for v in mech_verdicts if v.verdict != "new"}
-    survivors = []
-    for b in behaviors:
-        kept = b.model_copy(update={"mechanisms": [m for m in b.mechanisms if m.key not in dropped]})
-        if settings.behavior_source == "discover" or kept.mechanisms:
-            survivors.append(kept)
     result = RoundDedup(
         round=key,
         candidates_digest=cand_digest,
         verdicts=verdicts,
-        survivors=survivors,
+        survivors=_survivors(behaviors, mech_verdicts, settings.behavior_source),
         embedder=backend_of(embedder),
         prompt=prompt("dedup")[0],
     )
     write_model(path, result)
     return result
+
+
+def _kept(behaviors: list[CandidateBehavior], verdicts: list[Verdict]) -> list[CandidateBehavior]:
+    """The behaviors no verdict drops (a duplicate, or unjudged)."""
+    dropped = {v.key for v in verdicts if v.verdict != "new"}
+    return [b for b in behaviors if b.key not in dropped]
+
+
+def _survivors(
+    behaviors: list[CandidateBehavior], mech_verdicts: list[Verdict], source: str
+) -> list[CandidateBehavior]:
+    """Each behavior with only its kept mechanisms; in given mode a target left with none drops out."""
+    dropped = {v.key for v in mech_verdicts if v.verdict != "new"}
+    survivors = []
+    for b in behaviors:
+        kept = b.model_copy(update={"mechanisms": [m for m in b.mechanisms if m.key not in dropped]})
+        if source == "discover" or kept.mechanisms:
+            survivors.append(kept)
+    return survivors
 
 
 def behavior_items(
@@ -187,22 +200,32 @@ def neighbour_items(
     reps = (
         _cluster_representatives(existing, rows[:offset], sims[:, :offset], embedder) if offset > LARGE_POOL else None
     )
-    # A mechanism is an exact duplicate by its hypothesis alone, whatever strategy it was filed under.
-    keys = [normalise(t.partition(": ")[2] or t) if layer == "mechanism" else normalise(t) for _, t in pool]
+    keys = _exact_keys(layer, pool)
     items = []
     for q, (qk, qt) in enumerate(queries):
         limit = offset + q  # only existing nodes and earlier candidates
         exact = next((pool[j][0] for j in range(limit) if keys[j] == keys[offset + q]), None)
         row = sims[q, :limit]
-        # The k nearest existing nodes, then the nearest earlier candidates of the round (their own
-        # slots: a round's siblings must not push a library duplicate out), then cluster representatives.
-        order = [int(j) for j in np.argsort(-row[:offset], kind="stable")[:k]]
-        order += [offset + int(j) for j in np.argsort(-row[offset:], kind="stable")[:ROUND_NEIGHBOURS]]
-        for j in reps[q] if reps is not None else []:
-            if j not in order:
-                order.append(j)
+        order = _shown(row, offset, k, reps[q] if reps is not None else [])
         items.append(Item(layer, qk, qt, [(pool[j][0], pool[j][1], round(float(row[j]), 4)) for j in order], exact))
     return items
+
+
+def _exact_keys(layer: str, pool: list[tuple[str, str]]) -> list[str]:
+    """Each pool text normalised for the exact-match test: a mechanism is an exact duplicate by its
+    hypothesis alone, whatever strategy it was filed under."""
+    return [normalise(t.partition(": ")[2] or t) if layer == "mechanism" else normalise(t) for _, t in pool]
+
+
+def _shown(row: np.ndarray, offset: int, k: int, representatives: list[int]) -> list[int]:
+    """The neighbours shown for one query (``row``: its cosines to the ``offset`` existing nodes,
+    then to earlier candidates): the ``k`` nearest existing nodes, then the nearest earlier candidates
+    of the round (their own slots: a round's siblings must not push a library duplicate out), then
+    cluster representatives not already among them."""
+    order = nearest(row[:offset], k)
+    order += [offset + j for j in nearest(row[offset:], ROUND_NEIGHBOURS)]
+    order += [j for j in representatives if j not in order]
+    return order
 
 
 def _cluster_representatives(existing, rows, sims: np.ndarray, embedder: Embedder) -> list[list[int]]:
@@ -220,17 +243,27 @@ def _cluster_representatives(existing, rows, sims: np.ndarray, embedder: Embedde
     return out
 
 
-def _decide(items: list[Item], client: LLMClient, traces: TraceRun, key: str, layer: str) -> list[Verdict]:
-    verdicts, ask = settled(items, layer)
-    if ask:
-        traces.use(client, key)
-        batches = judge_batches(ask)
-        answers = client.ask_many([judge_request(layer, batch) for batch in batches])
-        for batch, answer in zip(batches, answers, strict=True):
-            traces.cap_if_rejected(answer, f"dedup-{layer}s")
-            for it, v in zip(batch, _verdicts(layer, batch, answer, client.config.model or ""), strict=True):
-                verdicts[it.key] = v
-    return [verdicts[it.key] for it in items]
+@dataclass
+class _Judge:
+    """Asks the model for the verdicts of a round's items, one layer at a time, traced under the round."""
+
+    client: LLMClient
+    traces: TraceRun
+    key: str
+
+    def decide(self, items: list[Item], layer: str) -> list[Verdict]:
+        """One verdict per item, in order: settled ones without a call, the rest judged in batches."""
+        verdicts, ask = settled(items, layer)
+        if ask:
+            self.traces.use(self.client, self.key)
+            batches = judge_batches(ask)
+            answers = self.client.ask_many([judge_request(layer, batch) for batch in batches])
+            model = self.client.config.model or ""
+            for batch, answer in zip(batches, answers, strict=True):
+                self.traces.cap_if_rejected(answer, f"dedup-{layer}s")
+                for it, v in zip(batch, _verdicts(layer, batch, answer, model), strict=True):
+                    verdicts[it.key] = v
+        return [verdicts[it.key] for it in items]
 
 
 def judge_batches(ask: list[Item]) -> list[list[Item]]:
@@ -266,9 +299,7 @@ def judge_request(layer: str, batch: list[Item]) -> Request[Judgements]:
     user = f"Judge these {len(batch)} {layer} item(s).\n\n" + "\n\n".join(blocks)
 
     def check(answer: Judgements) -> None:
-        numbers = sorted(j.item for j in answer.judgements)
-        if numbers != list(range(1, len(batch) + 1)):
-            raise ValueError(f"expected exactly one judgement for each item 1..{len(batch)}, got {numbers}")
+        require_one_each((j.item for j in answer.judgements), len(batch), "judgement for each item")
         for j in answer.judgements:
             count = len(batch[j.item - 1].neighbours)
             if j.verdict == "duplicate" and (j.neighbour is None or j.neighbour > count):

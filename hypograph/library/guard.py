@@ -31,11 +31,11 @@ from pydantic import BaseModel, Field
 
 from hypograph.errors import HypographError, NotDone
 from hypograph.library.embedder import sbert_rows, sentence_model
-from hypograph.library.modes import normalise
 from hypograph.library.prompts import prompt
 from hypograph.library.schema import LIBRARY_FILE, library_path, read_library, slugify
 from hypograph.library.state import library_state
 from hypograph.llm.client import Rejected, Request, untrusted
+from hypograph.text import normalise
 
 THRESHOLDS = {"tfidf": 0.30, "sbert": 0.40}
 SAME_WITHOUT_ASKING = 0.90  # sentence-embedding cosine of one topic worded twice

@@ -19,12 +19,12 @@ given``; a text equal after normalisation to an existing statement reuses that n
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from typing import Literal
 
 from hypograph.errors import HypographError
 from hypograph.library.schema import Library
+from hypograph.text import normalise
 
 Source = Literal["discover", "given"]
 ID_LIKE_RE = re.compile(r"^\s*[Bb]([1-9]\d*)\s*$")
@@ -69,13 +69,6 @@ def resolve_mode(behavior_source: str | None, behavior: str | None, mode: str | 
         )
         return Resolution("discover", None, notes)
     return Resolution(behavior_source, behavior, notes)
-
-
-def normalise(text: str) -> str:
-    """Casefolded NFKC text, punctuation dropped, whitespace collapsed (for equality checks)."""
-    text = unicodedata.normalize("NFKC", text).casefold()
-    text = "".join(ch if ch.isalnum() or ch.isspace() else " " for ch in text)
-    return " ".join(text.split())
 
 
 def resolve_target(library: Library | None, behavior: str) -> Target:

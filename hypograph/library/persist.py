@@ -20,6 +20,7 @@ A survivor the scorer rejected is not persisted (no node without impact / novelt
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hypograph.atomic import write_json, write_text
@@ -119,20 +120,9 @@ def _extend_plan(
     minter = Minter(read_ledger(root), library)
     new = plan.model_copy(deep=True)
     for b in dedup.survivors:
-        s = by_key.get(b.key)
-        if s is None:
-            continue
-        if b.existing_id:
-            new.targets[b.key] = b.existing_id
-        elif b.key not in new.ids:
-            new.ids[b.key] = minter.behavior()
-        bid = b.existing_id or new.ids[b.key]
-        for m in b.mechanisms:
-            if m.key in s.novelty and m.key not in new.ids:
-                new.ids[m.key] = minter.mechanism(bid)
-    for v in dedup.verdicts:
-        if v.nuance and v.of and not v.of.startswith("c"):
-            new.notes[v.of] = v.nuance
+        if b.key in by_key:
+            _mint(new, minter, b, by_key[b.key])
+    new.notes.update({v.of: v.nuance for v in dedup.verdicts if v.nuance and v.of and not v.of.startswith("c")})
     if new != plan:
         new.complete = False
         write_model(round_dir(root, plan.round) / "persist.json", new)
@@ -140,37 +130,77 @@ def _extend_plan(
     return new
 
 
+def _mint(plan: PersistPlan, minter: Minter, b: CandidateBehavior, s: BehaviorScores) -> None:
+    """Record in ``plan`` the id of scored survivor ``b`` (its target's in given mode, else one
+    minted once) and of each of its scored mechanisms not minted yet."""
+    if b.existing_id:
+        plan.targets[b.key] = b.existing_id
+    elif b.key not in plan.ids:
+        plan.ids[b.key] = minter.behavior()
+    bid = b.existing_id or plan.ids[b.key]
+    for m in b.mechanisms:
+        if m.key in s.novelty and m.key not in plan.ids:
+            plan.ids[m.key] = minter.mechanism(bid)
+
+
 def _apply(raw: dict, plan: PersistPlan, dedup: RoundDedup, scores: RoundScores, batch: str, rescore: bool) -> bool:
     """Apply ``plan`` to the raw library dict in place; True if anything changed."""
-    nodes = {b["id"]: b for b in raw["behaviors"]}
+    write = _Write(raw, plan, batch, rescore)
     by_key = {s.key: s for s in scores.behaviors if s.rejected is None}
     changed = False
     for b in dedup.survivors:
         s = by_key.get(b.key)
         bid = plan.targets.get(b.key) or plan.ids.get(b.key)
-        if s is None or bid is None:
-            continue
-        node = nodes.get(bid)
+        if s is not None and bid is not None:
+            changed |= write.behavior(bid, b, s)
+    changed |= write.notes()
+    return changed
+
+
+@dataclass
+class _Write:
+    """Applying one round's plan to the raw library dict (``rescore``: the round was written before,
+    so scores on its nodes are restamped)."""
+
+    raw: dict
+    plan: PersistPlan
+    batch: str
+    rescore: bool
+    nodes: dict[str, dict] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.nodes = {b["id"]: b for b in self.raw["behaviors"]}
+
+    def behavior(self, bid: str, b: CandidateBehavior, s: BehaviorScores) -> bool:
+        """Add behavior ``bid`` (never one a person deleted), or restamp its impact, then its
+        mechanisms; True if anything changed."""
+        node = self.nodes.get(bid)
         if node is None and b.existing_id:
             raise HypographError(
                 f"{LIBRARY_FILE}: behavior {bid} (the round's given behavior) is no longer in the file"
             )
-        if node is None and bid in plan.applied:
-            continue  # a person deleted it after the round was written: never re-added
+        if node is None and bid in self.plan.applied:
+            return False  # a person deleted it after the round was written: never re-added
+        changed = False
         if node is None:
-            node = _behavior_node(bid, b, s, batch)
-            raw["behaviors"].append(node)
-            nodes[bid] = node
+            node = _behavior_node(bid, b, s, self.batch)
+            self.raw["behaviors"].append(node)
+            self.nodes[bid] = node
             changed = True
-        elif s.impact is not None and (rescore or "impact" not in node):
+        elif s.impact is not None and (self.rescore or "impact" not in node):
             changed |= _set(node, "impact", _impact(s))
-        changed |= _apply_mechanisms(node, b, s, plan, batch, rescore)
-    for bid, nuance in plan.notes.items():
-        node = nodes.get(bid)
-        if node is not None and f"notes:{bid}" not in plan.applied and nuance not in node.get("notes", ""):
-            node["notes"] = f"{node['notes']} {nuance}".strip() if node.get("notes") else nuance
-            changed = True
-    return changed
+        changed |= _apply_mechanisms(node, b, s, self.plan, self.batch, self.rescore)
+        return changed
+
+    def notes(self) -> bool:
+        """Append the dedup judge's nuances to the kept nodes, once each; True if anything changed."""
+        changed = False
+        for bid, nuance in self.plan.notes.items():
+            node = self.nodes.get(bid)
+            if node is not None and f"notes:{bid}" not in self.plan.applied and nuance not in node.get("notes", ""):
+                node["notes"] = f"{node['notes']} {nuance}".strip() if node.get("notes") else nuance
+                changed = True
+        return changed
 
 
 def _apply_mechanisms(

@@ -15,8 +15,9 @@ from pathlib import Path
 
 from hypograph.library.persist import round_plan
 from hypograph.library.rounds import RoundCandidates, RoundDedup, RoundScores
-from hypograph.library.schema import library_path, read_library
+from hypograph.library.schema import Library, library_path, read_library
 from hypograph.library.state import read_model, round_dir
+from hypograph.paths import OURS
 
 REMINDER = (
     "Promotion is manual: set a chosen node's status to queued yourself and take it on in your own "
@@ -63,32 +64,16 @@ class RoundLedger:
 
 
 def round_ledger(root: Path, key: str) -> RoundLedger:
+    """Round ``key``'s line of the report, from its cached steps (an empty line before it generated)."""
     d = round_dir(root, key)
     out = RoundLedger(round=key)
     cands = read_model(d / "candidates.json", RoundCandidates)
     if cands is None:
         return out
-    out.batch, out.source = cands.batch, cands.settings.behavior_source
-    ban = cands.banlist
-    out.banlist = f"banlist {ban.mode} {ban.shown}/{ban.items} items, ~{ban.tokens} tok"
-    out.generated_behaviors = sum(1 for b in cands.behaviors if not b.existing_id)
-    out.generated_mechanisms = sum(len(b.mechanisms) for b in cands.behaviors)
+    _ledger_generated(out, cands)
     dedup = read_model(d / "dedup.json", RoundDedup)
     if dedup is not None:
-        out.embedder = dedup.embedder
-        if dedup.embedder.startswith("tfidf ("):  # the sentence model was missing: say so
-            out.warnings.append(f"{key}: dedup neighbours chosen by {dedup.embedder}")
-        layers = ["behavior", "mechanism"] if out.source == "discover" else ["mechanism"]
-        out.removed = {layer: {by: dedup.removed(layer, by) for by in ("exact", "model")} for layer in layers}
-        for layer in layers:
-            out.removed[layer]["unjudged"] = dedup.removed(layer, "rejected")
-            if dedup.removed(layer, "prefilter"):
-                out.removed[layer]["prefilter"] = dedup.removed(layer, "prefilter")
-        if out.source == "discover":
-            out.unique_yield = len(dedup.survivors) / out.generated_behaviors if out.generated_behaviors else 0.0
-        else:
-            kept = sum(len(b.mechanisms) for b in dedup.survivors)
-            out.unique_yield = kept / out.generated_mechanisms if out.generated_mechanisms else 0.0
+        _ledger_dedup(out, key, dedup)
     scores = read_model(d / "scores.json", RoundScores)
     if scores is not None:
         out.unscored = sum(1 for s in scores.behaviors if s.rejected)
@@ -98,6 +83,41 @@ def round_ledger(root: Path, key: str) -> RoundLedger:
         out.added_behaviors, out.added_mechanisms = plan.added_behaviors, plan.added_mechanisms
         out.persisted = plan.complete
     return out
+
+
+def _ledger_generated(out: RoundLedger, cands: RoundCandidates) -> None:
+    """What generation asked for and produced: batch, mode, banlist, behaviors and mechanisms."""
+    out.batch, out.source = cands.batch, cands.settings.behavior_source
+    ban = cands.banlist
+    out.banlist = f"banlist {ban.mode} {ban.shown}/{ban.items} items, ~{ban.tokens} tok"
+    out.generated_behaviors = sum(1 for b in cands.behaviors if not b.existing_id)
+    out.generated_mechanisms = sum(len(b.mechanisms) for b in cands.behaviors)
+
+
+def _ledger_dedup(out: RoundLedger, key: str, dedup: RoundDedup) -> None:
+    """What dedup removed per layer and how, and the unique yield (survivors / generated)."""
+    out.embedder = dedup.embedder
+    if dedup.embedder.startswith("tfidf ("):  # the sentence model was missing: say so
+        out.warnings.append(f"{key}: dedup neighbours chosen by {dedup.embedder}")
+    layers = ["behavior", "mechanism"] if out.source == "discover" else ["mechanism"]
+    out.removed = {layer: _removed(dedup, layer) for layer in layers}
+    if out.source == "discover":
+        out.unique_yield = _ratio(len(dedup.survivors), out.generated_behaviors)
+    else:
+        out.unique_yield = _ratio(sum(len(b.mechanisms) for b in dedup.survivors), out.generated_mechanisms)
+
+
+def _removed(dedup: RoundDedup, layer: str) -> dict[str, int]:
+    """``layer``'s drops by exact match, by the model, unjudged (and by the legacy prefilter, if any)."""
+    out = {"exact": dedup.removed(layer, "exact"), "model": dedup.removed(layer, "model")}
+    out["unjudged"] = dedup.removed(layer, "rejected")
+    if dedup.removed(layer, "prefilter"):
+        out["prefilter"] = dedup.removed(layer, "prefilter")
+    return out
+
+
+def _ratio(kept: int, generated: int) -> float:
+    return kept / generated if generated else 0.0
 
 
 @dataclass
@@ -169,19 +189,71 @@ def distribution(scores: list[int], high: int | None = None) -> dict:
     return out
 
 
-def build_report(
-    root: Path,
-    keys: list[str],
-    requested: int | None = None,
-    source: str | None = None,
-    early_stop: str | None = None,
-    notes: list[str] | None = None,
-    topic: str | None = None,
-) -> Report:
-    """The Phase-7 report over rounds ``keys`` and the library as it stands."""
+@dataclass(frozen=True)
+class RunSummary:
+    """What the invocation that ran the rounds knows and tool state does not: rounds requested,
+    the mode, the round that stopped it early, its notes, and the topic (before a library exists)."""
+
+    requested: int | None = None
+    source: str | None = None
+    early_stop: str | None = None
+    notes: list[str] = field(default_factory=list)
+    topic: str | None = None
+
+
+def build_report(root: Path, keys: list[str], run: RunSummary | None = None) -> Report:
+    """The Phase-7 report over rounds ``keys`` and the library as it stands; ``run`` adds what the
+    invocation knows (default: a report of tool state alone)."""
+    run = run or RunSummary()
     loaded = read_library(root)
     library = loaded[0] if loaded else None
     rounds = [round_ledger(root, k) for k in keys]
+    totals, impact, novelty = _figures(library, rounds)
+    return Report(
+        topic=library.topic if library else (run.topic or ""),
+        behavior_source=run.source or _last_source(rounds),
+        rounds_requested=run.requested if run.requested is not None else len(keys),
+        rounds_run=sum(1 for r in rounds if r.persisted),
+        early_stop=run.early_stop,
+        rounds=rounds,
+        totals=totals,
+        duplicates_dropped=_dropped(rounds),
+        impact=impact,
+        novelty=novelty,
+        paths=_paths(root),
+        notes=list(run.notes) + [w for r in rounds for w in r.warnings],
+    )
+
+
+def _figures(library: Library | None, rounds: list[RoundLedger]) -> tuple[dict, dict, dict]:
+    """The library's totals (and what ``rounds`` added), its impact and its novelty distributions."""
+    behaviors = library.behaviors if library else []
+    mechanisms = [m for _, m in library.mechanisms()] if library else []
+    totals = {
+        "behaviors": len(behaviors),
+        "mechanisms": len(mechanisms),
+        "behaviors_added": sum(r.added_behaviors for r in rounds),
+        "mechanisms_added": sum(r.added_mechanisms for r in rounds),
+    }
+    impact = distribution([b.impact.score for b in behaviors if b.impact])
+    return totals, impact, distribution([m.novelty.score for m in mechanisms if m.novelty], high=8)
+
+
+def _last_source(rounds: list[RoundLedger]) -> str:
+    return rounds[-1].source if rounds else "(no rounds in tool state)"
+
+
+def _paths(root: Path) -> dict[str, str]:
+    """Where the library, its tool state and its traces are."""
+    return {
+        "library": str(library_path(root)),
+        "tool state": str(Path(root) / OURS / "library"),
+        "traces": str(Path(root) / OURS / "traces" / "hypothesis-batch"),
+    }
+
+
+def _dropped(rounds: list[RoundLedger]) -> dict[str, int]:
+    """Duplicates dropped over ``rounds``, per layer and per way (legacy prefilter drops count as exact)."""
     dropped = {"behavior": 0, "mechanism": 0, "exact": 0, "model": 0, "unjudged": 0}
     for r in rounds:
         for layer, by in r.removed.items():
@@ -191,30 +263,4 @@ def build_report(
             dropped["model"] += by["model"]
             dropped["unjudged"] += by["unjudged"]
     dropped["total"] = dropped["behavior"] + dropped["mechanism"]
-    behaviors = library.behaviors if library else []
-    mechanisms = [m for _, m in library.mechanisms()] if library else []
-    totals = {
-        "behaviors": len(behaviors),
-        "mechanisms": len(mechanisms),
-        "behaviors_added": sum(r.added_behaviors for r in rounds),
-        "mechanisms_added": sum(r.added_mechanisms for r in rounds),
-    }
-    paths = {
-        "library": str(library_path(root)),
-        "tool state": str(Path(root) / ".hypograph" / "library"),
-        "traces": str(Path(root) / ".hypograph" / "traces" / "hypothesis-batch"),
-    }
-    return Report(
-        topic=library.topic if library else (topic or ""),
-        behavior_source=source or (rounds[-1].source if rounds else "(no rounds in tool state)"),
-        rounds_requested=requested if requested is not None else len(keys),
-        rounds_run=sum(1 for r in rounds if r.persisted),
-        early_stop=early_stop,
-        rounds=rounds,
-        totals=totals,
-        duplicates_dropped=dropped,
-        impact=distribution([b.impact.score for b in behaviors if b.impact]),
-        novelty=distribution([m.novelty.score for m in mechanisms if m.novelty], high=8),
-        paths=paths,
-        notes=list(notes or []) + [w for r in rounds for w in r.warnings],
-    )
+    return dropped

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from hypograph.errors import HypographError
@@ -27,10 +28,10 @@ from hypograph.library.checks import require_sound
 from hypograph.library.dedup import dedup_round
 from hypograph.library.generate import ModelRequired, generate_round
 from hypograph.library.guard import check_topic, move_aside
-from hypograph.library.modes import resolve_mode, resolve_target
+from hypograph.library.modes import Resolution, resolve_mode, resolve_target
 from hypograph.library.persist import load_round, persist_round, round_persisted
-from hypograph.library.report import Report, build_report
-from hypograph.library.rounds import RoundCandidates, RoundDedup, RoundSettings
+from hypograph.library.report import Report, RunSummary, build_report
+from hypograph.library.rounds import DEFAULT_N_BEHAVIORS, RoundCandidates, RoundDedup, RoundSettings
 from hypograph.library.schema import read_library
 from hypograph.library.score import score_round
 from hypograph.library.search import web_search
@@ -56,7 +57,7 @@ def run_round(root: Path, key: str, settings: RoundSettings, client: LLMClient, 
     """Generate, dedup, score and persist round ``key``; returns the dedup survivors' count."""
     candidates = generate_round(root, key, settings, client, traces)
     dedup = dedup_round(root, key, candidates, client, traces=traces)
-    scores = score_round(root, key, dedup, client, search, traces=traces)
+    scores = score_round(root, key, client, search, traces=traces)
     persist_round(root, key, dedup, scores)
     return len(dedup.survivors)
 
@@ -81,87 +82,110 @@ def round_survivors(root: Path, key: str) -> int:
     return len(load_round(root, key, "dedup", RoundDedup).survivors)
 
 
-def run_library(
-    root: Path,
-    topic: str,
-    rounds: int = 1,
-    n_behaviors: int = 10,
-    behavior: str | None = None,
-    behavior_source: str | None = None,
-    web: bool = True,
-    llm_config: LLMConfig | None = None,
-    mode: str | None = None,
-    new_library: bool = False,
-    confirm_topic: bool = False,
-    banlist_budget: int | None = None,
-    strategies_file: str | None = None,
-    embedder: str = "sbert",
-    search_url: str | None = None,
-    openalex_url: str | None = None,
-    round_runner: RoundRunner | None = None,
-) -> Report:
-    """Run ``rounds`` library rounds on directory ``root`` for ``topic``; the Phase-7 report.
+@dataclass(frozen=True)
+class LibraryRun:
+    """What one invocation is asked to do (``hypograph library``'s flags): ``rounds`` rounds on
+    ``topic``; ``behavior`` / ``behavior_source`` / ``mode`` select the mode (``modes.resolve_mode``);
+    ``new_library`` moves the old file aside, ``confirm_topic`` overrides the cross-topic guard;
+    ``search_url`` / ``openalex_url``: the arXiv and OpenAlex endpoints (default: environment, else
+    the public APIs); ``llm_config`` default: the environment's."""
+
+    topic: str
+    rounds: int = 1
+    n_behaviors: int = DEFAULT_N_BEHAVIORS
+    behavior: str | None = None
+    behavior_source: str | None = None
+    web: bool = True
+    llm_config: LLMConfig | None = None
+    mode: str | None = None
+    new_library: bool = False
+    confirm_topic: bool = False
+    banlist_budget: int | None = None
+    strategies_file: str | None = None
+    embedder: str = "sbert"
+    search_url: str | None = None
+    openalex_url: str | None = None
+
+
+def run_library(root: Path, run: LibraryRun, round_runner: RoundRunner | None = None) -> Report:
+    """Run ``run.rounds`` library rounds on directory ``root``; the Phase-7 report.
 
     ``round_runner(key, settings) -> survivors`` runs one round (the CLI passes one that runs the
     round's Dagster partition: its steps, in this process or its children, trace under this
     invocation without being told — see ``traces.current_invocation``; a runner in another process
-    passes ``settings.invocation`` to ``TraceRun``); by default the rounds run here, in this process.
-    ``search_url`` / ``openalex_url``: the arXiv and
-    OpenAlex endpoints (default: environment, else the public APIs)."""
+    passes ``settings.invocation`` to ``TraceRun``); by default the rounds run here, in this process."""
     root = Path(root)
-    if not topic or not topic.strip():
+    if not run.topic or not run.topic.strip():
         raise HypographError('a topic is required: --topic "…"')
-    resolution = resolve_mode(behavior_source, behavior, mode)
-    loaded = read_library(root)  # an invalid file stops here, before anything is written
-    client = LLMClient(llm_config or LLMConfig.from_env(), state_dir(root), TRACE_TASK)
-    if client.offline and rounds > 0:
-        raise ModelRequired(
-            "library rounds need a model: set HYPOGRAPH_LLM_MODEL (and HYPOGRAPH_LLM_BASE_URL); "
-            "nothing was changed (validate, report and check work offline)"
-        )
-    if not new_library:
-        require_sound(root)  # a library failing its own checks is refused before a round starts
-    library = None if new_library else (loaded[0] if loaded else None)
-    if resolution.source == "given":
-        resolve_target(library, resolution.behavior)  # an unknown id is an error now, not after a model call
-    pending = [] if new_library else pending_rounds(root)
+    resolution = resolve_mode(run.behavior_source, run.behavior, run.mode)
+    client, pending = _phase0(root, run, resolution)
     invocation = uuid.uuid4().hex
     traces = TraceRun(root, invocation)
-    if not new_library:
-        check_topic(root, topic, confirm=confirm_topic, client=client, traces=traces)
+    if not run.new_library:
+        check_topic(root, run.topic, confirm=run.confirm_topic, client=client, traces=traces)
     notes = list(resolution.notes)
-    if new_library:
+    if run.new_library:
         moved = move_aside(root)
         if moved:
             notes.append(f"previous library moved aside to {moved.name}")
-    extra = {"banlist_budget": banlist_budget} if banlist_budget else {}
-    settings = RoundSettings(
-        topic=topic.strip(),
-        behavior_source=resolution.source,
-        behavior=resolution.behavior,
-        n_behaviors=n_behaviors,
-        web=web,
-        strategies_file=strategies_file,
-        embedder=embedder,
-        invocation=invocation,
-        **extra,
-    )
+    settings = _round_settings(run, resolution, invocation)
     if round_runner is None:
-        search = web_search(search_url, openalex_url) if web else None
+        search = web_search(run.search_url, run.openalex_url) if run.web else None
 
         def round_runner(key: str, settings: RoundSettings) -> int:
             return run_round(root, key, settings, client, search, traces)
 
-    done: list[str] = []
-    early_stop = None
     with current_invocation(invocation):  # steps of this process (or its children) trace under it
-        for _ in range(rounds):
-            key = pending.pop(0) if pending else next_round(root)
-            survivors = round_runner(key, settings)
-            done.append(key)
-            if survivors == 0:
-                early_stop = key
-                break
-    return build_report(
-        root, done, requested=rounds, source=resolution.source, early_stop=early_stop, notes=notes, topic=topic
+        done, early_stop = _run_rounds(root, run.rounds, pending, settings, round_runner)
+    summary = RunSummary(run.rounds, resolution.source, early_stop, notes, run.topic)
+    return build_report(root, done, summary)
+
+
+def _phase0(root: Path, run: LibraryRun, resolution: Resolution) -> tuple[LLMClient, list[str]]:
+    """Phase 0's refusals, before anything is written: an invalid library file, no model, a library
+    failing its own checks, an unknown given id. The client, and the rounds a crash left pending."""
+    loaded = read_library(root)  # an invalid file stops here, before anything is written
+    client = LLMClient(run.llm_config or LLMConfig.from_env(), state_dir(root), TRACE_TASK)
+    if client.offline and run.rounds > 0:
+        raise ModelRequired(
+            "library rounds need a model: set HYPOGRAPH_LLM_MODEL (and HYPOGRAPH_LLM_BASE_URL); "
+            "nothing was changed (validate, report and check work offline)"
+        )
+    if not run.new_library:
+        require_sound(root)  # a library failing its own checks is refused before a round starts
+    library = None if run.new_library else (loaded[0] if loaded else None)
+    if resolution.source == "given":
+        resolve_target(library, resolution.behavior)  # an unknown id is an error now, not after a model call
+    return client, [] if run.new_library else pending_rounds(root)
+
+
+def _round_settings(run: LibraryRun, resolution: Resolution, invocation: str) -> RoundSettings:
+    """The settings each new round of this invocation runs with."""
+    extra = {"banlist_budget": run.banlist_budget} if run.banlist_budget else {}
+    return RoundSettings(
+        topic=run.topic.strip(),
+        behavior_source=resolution.source,
+        behavior=resolution.behavior,
+        n_behaviors=run.n_behaviors,
+        web=run.web,
+        strategies_file=run.strategies_file,
+        embedder=run.embedder,
+        invocation=invocation,
+        **extra,
     )
+
+
+def _run_rounds(
+    root: Path, rounds: int, pending: list[str], settings: RoundSettings, round_runner: RoundRunner
+) -> tuple[list[str], str | None]:
+    """Up to ``rounds`` rounds, pending ones first; the rounds run, and the one that added nothing
+    (the topic is saturated: the loop stops there), if any."""
+    done: list[str] = []
+    pending = list(pending)
+    for _ in range(rounds):
+        key = pending.pop(0) if pending else next_round(root)
+        survivors = round_runner(key, settings)
+        done.append(key)
+        if survivors == 0:
+            return done, key
+    return done, None

@@ -47,6 +47,7 @@ from hypograph.library.schema import Recommendation, read_library
 from hypograph.library.search import WebSearch, as_web_search, web_search
 from hypograph.library.state import digest, read_model, round_dir, write_model
 from hypograph.library.traces import TraceRun
+from hypograph.llm.answers import require_one_each
 from hypograph.llm.client import LLMClient, Rejected, Request, untrusted
 
 MAX_PAPERS = 8
@@ -89,21 +90,24 @@ class QueriesAnswer(BaseModel):
     queries: list[BehaviorQueries]
 
 
+Grounding = dict[str, tuple[list[Paper], list[SearchRecord], str]]  # behavior key -> (papers, searches, why none)
+
+
 def score_round(
     root: Path,
     key: str,
-    dedup: RoundDedup | None,
     client: LLMClient,
     search=None,
     web: bool | None = None,
     traces: TraceRun | None = None,
 ) -> RoundScores:
-    """Scores of round ``key``'s survivors (cached in ``rounds/<key>/scores.json`` by inputs).
+    """Scores of round ``key``'s dedup survivors (read from ``rounds/<key>/dedup.json``; cached in
+    ``rounds/<key>/scores.json`` by inputs).
 
     ``search``: a ``WebSearch`` or one resource (``ArxivSearch``, ``OpenAlexSearch``); None with
     web on: ``web_search()`` (arXiv and OpenAlex at their configured endpoints)."""
     candidates = load_round(root, key, "candidates", RoundCandidates)
-    dedup = dedup or load_round(root, key, "dedup", RoundDedup)
+    dedup = load_round(root, key, "dedup", RoundDedup)
     web = candidates.settings.web if web is None else web
     inputs = digest(
         {
@@ -119,11 +123,7 @@ def score_round(
         return cached
     require_model(client, "scoring")
     searcher = (as_web_search(search) or web_search()) if web else None
-    loaded = read_library(root)
-    library = loaded[0] if loaded else None
-    landscape = read_landscape(root)
     traces = traces or TraceRun(root, candidates.settings.invocation)
-    today = dt.date.today().isoformat()
     survivors = dedup.survivors
     if survivors:
         traces.use(client, key)
@@ -132,35 +132,42 @@ def score_round(
         if searcher is not None and survivors
         else {b.key: ([], [], "") for b in survivors}
     )
-    requests = []
-    for b in survivors:
-        existing = library.behavior(b.existing_id) if library and b.existing_id else None
-        ask_impact = existing is None or existing.impact is None
-        requests.append(score_request(candidates.settings.topic, b, ask_impact, grounding[b.key][0], landscape.gaps))
-    answers = client.ask_many(requests)
-    scored = []
-    for b, request, answer in zip(survivors, requests, answers, strict=True):
-        traces.cap_if_rejected(answer, request.name)
-        papers, searches, _ = grounding[b.key]
-        scored.append(_scores(b, answer, papers, searches, today))
-    warnings = _warnings(survivors, grounding) if searcher is not None else []
     result = RoundScores(
         round=key,
         inputs_digest=inputs,
         model=client.config.model or "",
-        behaviors=scored,
-        warnings=warnings,
+        behaviors=_score_all(root, candidates.settings.topic, survivors, grounding, client, traces),
+        warnings=_warnings(survivors, grounding) if searcher is not None else [],
         prompt=prompt("score")[0],
     )
     write_model(path, result)
     return result
 
 
-def ground(
-    survivors: list[CandidateBehavior], client: LLMClient, searcher: WebSearch, traces: TraceRun
-) -> dict[str, tuple[list[Paper], list[SearchRecord], str]]:
+def _score_all(
+    root: Path, topic: str, survivors: list[CandidateBehavior], grounding: Grounding, client: LLMClient, traces
+) -> list[BehaviorScores]:
+    """Ask the model to score each survivor (impact only for a behavior without one yet), given its papers."""
+    loaded = read_library(root)
+    library = loaded[0] if loaded else None
+    gaps = read_landscape(root).gaps
+    today = dt.date.today().isoformat()
+    requests = []
+    for b in survivors:
+        existing = library.behavior(b.existing_id) if library and b.existing_id else None
+        ask_impact = existing is None or existing.impact is None
+        requests.append(score_request(topic, b, ask_impact, grounding[b.key][0], gaps))
+    scored = []
+    for b, request, answer in zip(survivors, requests, client.ask_many(requests), strict=True):
+        traces.cap_if_rejected(answer, request.name)
+        papers, searches, _ = grounding[b.key]
+        scored.append(_scores(b, answer, papers, searches, today))
+    return scored
+
+
+def ground(survivors: list[CandidateBehavior], client: LLMClient, searcher: WebSearch, traces: TraceRun) -> Grounding:
     """Per behavior key: (papers to show, the searches made, why there are none)."""
-    out: dict[str, tuple[list[Paper], list[SearchRecord], str]] = {}
+    out: Grounding = {}
     batches = [survivors[i : i + QUERY_BATCH] for i in range(0, len(survivors), QUERY_BATCH)]
     requests = [queries_request(batch) for batch in batches]
     answers = client.ask_many(requests)
@@ -172,27 +179,7 @@ def ground(
             continue
         by_number = {q.behavior: q for q in answer.queries}
         for n, b in enumerate(batch, 1):
-            q = by_number[n]
-            papers: list[Paper] = []
-            records: list[SearchRecord] = []
-            seen: set[str] = set()
-            for angle, terms in (("behavior", q.behavior_terms), ("mechanism", q.mechanism_terms)):
-                for outcome in searcher.search(terms):
-                    records.append(
-                        SearchRecord(
-                            query=outcome.query,
-                            ok=outcome.ok,
-                            results=len(outcome.papers),
-                            error=outcome.error,
-                            source=outcome.source,
-                            angle=angle,
-                        )
-                    )
-                    for p in outcome.papers:
-                        mark = " ".join(p.title.casefold().split())
-                        if p.id not in seen and mark not in seen and len(papers) < MAX_PAPERS:
-                            papers.append(p)
-                        seen |= {p.id, mark}
+            papers, records = _search(searcher, by_number[n])
             client.record(
                 f"search-{b.key}",
                 {
@@ -207,6 +194,32 @@ def ground(
     return out
 
 
+def _search(searcher: WebSearch, q: BehaviorQueries) -> tuple[list[Paper], list[SearchRecord]]:
+    """Run one behavior's queries (its behavior terms, then its mechanism terms): the first
+    ``MAX_PAPERS`` distinct papers (by id and by title) and a record of every search made."""
+    papers: list[Paper] = []
+    records: list[SearchRecord] = []
+    seen: set[str] = set()
+    for angle, terms in (("behavior", q.behavior_terms), ("mechanism", q.mechanism_terms)):
+        for outcome in searcher.search(terms):
+            records.append(
+                SearchRecord(
+                    query=outcome.query,
+                    ok=outcome.ok,
+                    results=len(outcome.papers),
+                    error=outcome.error,
+                    source=outcome.source,
+                    angle=angle,
+                )
+            )
+            for p in outcome.papers:
+                mark = " ".join(p.title.casefold().split())
+                if p.id not in seen and mark not in seen and len(papers) < MAX_PAPERS:
+                    papers.append(p)
+                seen |= {p.id, mark}
+    return papers, records
+
+
 def queries_request(batch: list[CandidateBehavior]) -> Request[QueriesAnswer]:
     items = {
         str(n): {"behavior": b.statement, "mechanism_angle": [f"{m.strategy}: {m.hypothesis}" for m in b.mechanisms]}
@@ -219,9 +232,7 @@ def queries_request(batch: list[CandidateBehavior]) -> Request[QueriesAnswer]:
     )
 
     def check(answer: QueriesAnswer) -> None:
-        numbers = sorted(q.behavior for q in answer.queries)
-        if numbers != list(range(1, len(batch) + 1)):
-            raise ValueError(f"queries: expected one entry for each behavior 1..{len(batch)}, got {numbers}")
+        require_one_each((q.behavior for q in answer.queries), len(batch), "queries entry for each behavior")
         for q in answer.queries:
             for t in q.behavior_terms + q.mechanism_terms:
                 if not t.strip() or len(t) > 80:
@@ -275,9 +286,7 @@ def score_request(
             raise ValueError("impact: missing (the behavior must be scored)")
         if not ask_impact and answer.impact is not None:
             raise ValueError("impact: must be null (this behavior keeps its score)")
-        numbers = sorted(n.mechanism for n in answer.novelty)
-        if numbers != list(range(1, count + 1)):
-            raise ValueError(f"novelty: expected one score for each mechanism 1..{count}, got {numbers}")
+        require_one_each((n.mechanism for n in answer.novelty), count, "novelty score for each mechanism")
         for n in answer.novelty:
             if n.closest_paper is not None and n.closest_paper > len(papers):
                 raise ValueError(

@@ -257,8 +257,44 @@ def _abstract(index) -> str:
 
 
 STOP = set(
-    "a an and the of in on for to with by from is are be as at that this which into its it or not "
-    "their they when than then over under more less model models".split()
+    [
+        "a",
+        "an",
+        "and",
+        "the",
+        "of",
+        "in",
+        "on",
+        "for",
+        "to",
+        "with",
+        "by",
+        "from",
+        "is",
+        "are",
+        "be",
+        "as",
+        "at",
+        "that",
+        "this",
+        "which",
+        "into",
+        "its",
+        "it",
+        "or",
+        "not",
+        "their",
+        "they",
+        "when",
+        "than",
+        "then",
+        "over",
+        "under",
+        "more",
+        "less",
+        "model",
+        "models",
+    ]
 )
 
 

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ValidationError
 from hypograph.atomic import write_json
 from hypograph.errors import HypographError
 from hypograph.locks import file_lock
+from hypograph.paths import OURS
 
 ROUND_RE = re.compile(r"^r(\d{4,})$")
 TRACE_TASK = "hypothesis-batch"
@@ -40,7 +41,7 @@ M = TypeVar("M", bound=BaseModel)
 
 def state_dir(root: Path) -> Path:
     """``L/.hypograph``: the state directory the LLM client caches and traces under."""
-    return Path(root) / ".hypograph"
+    return Path(root) / OURS
 
 
 def library_state(root: Path) -> Path:

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from hypograph.errors import HypographError
 from hypograph.hypotheses import Hypothesis
 from hypograph.ids import id_sort_key
+from hypograph.llm.answers import require_one_each
 from hypograph.llm.client import LLMClient, Request, untrusted
 from hypograph.llm.policy import Ask, Policy, policy_for
 from hypograph.proximity.dupes import AUTO_MERGE_THRESHOLD, DuplicatePair
@@ -227,9 +228,7 @@ def _request(batch: list[DuplicatePair], hypotheses: dict[str, Hypothesis]) -> R
     user = f"Adjudicate these {len(batch)} pair(s).\n\n" + "\n\n".join(blocks)
 
     def check(answer: PairJudgements) -> None:
-        numbers = sorted(d.pair for d in answer.decisions)
-        if numbers != list(range(1, len(batch) + 1)):
-            raise ValueError(f"expected exactly one decision for each pair 1..{len(batch)}, got pairs {numbers}")
+        require_one_each((d.pair for d in answer.decisions), len(batch), "decision for each pair", "got pairs")
         for d in answer.decisions:
             unknown = set(ID_TOKEN_RE.findall(d.rationale + " " + d.recommended_action)) - allowed[d.pair - 1]
             if unknown:

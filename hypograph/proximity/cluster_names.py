@@ -14,6 +14,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from hypograph.hypotheses import Hypothesis
+from hypograph.llm.answers import require_one_each
 from hypograph.llm.client import LLMClient, Request, untrusted
 from hypograph.llm.policy import Ask, Policy, policy_for
 from hypograph.proximity.communities import Clusters
@@ -93,9 +94,7 @@ def _request(batch: list[str], clusters: Clusters, hypotheses: dict[str, Hypothe
         )
 
     def check(answer: ClusterNames) -> None:
-        numbers = sorted(x.cluster for x in answer.labels)
-        if numbers != list(range(1, len(batch) + 1)):
-            raise ValueError(f"expected exactly one label for each cluster 1..{len(batch)}, got {numbers}")
+        require_one_each((x.cluster for x in answer.labels), len(batch), "label for each cluster")
 
     return Request(
         name="clusters-" + "_".join(batch),

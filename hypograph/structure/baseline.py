@@ -12,9 +12,10 @@ import json
 from pathlib import Path
 
 from hypograph.atomic import write_json
+from hypograph.paths import OURS
 from hypograph.vault.vault import Vault
 
-BASELINE = Path(".hypograph") / "step3-baseline.json"
+BASELINE = Path(OURS) / "step3-baseline.json"
 
 
 def read_baseline(root: Path) -> dict[str, dict] | None:

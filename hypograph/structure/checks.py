@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from hypograph.ids import id_number, id_sort_key
+from hypograph.paths import OURS
 from hypograph.vault.nodes import Node, link_target
 from hypograph.vault.vault import Vault
 
@@ -282,7 +283,7 @@ def _under(vault: Vault, survivor: str, into: dict[str, list[str]]) -> list[str]
     return sorted(seen, key=id_sort_key)
 
 
-LEDGER_FILE = Path(".hypograph") / "dispositions.json"  # 4a's ledger (``dispositions.ledger.LEDGER``)
+LEDGER_FILE = Path(OURS) / "dispositions.json"  # 4a's ledger (``dispositions.ledger.LEDGER``)
 
 
 def recorded_keeps(root: Path) -> dict[frozenset, str]:

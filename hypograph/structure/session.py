@@ -33,10 +33,11 @@ from pathlib import Path
 from hypograph.atomic import write_json
 from hypograph.errors import HypographError
 from hypograph.ids import id_sort_key
+from hypograph.paths import OURS
 from hypograph.vault import locking
 from hypograph.vault.vault import open_vault
 
-MARKER = Path(".hypograph") / "structuring.json"
+MARKER = Path(OURS) / "structuring.json"
 _index: dict[str, object] = {}  # vault root -> its Vault, while a ``structuring`` block holds the lock
 _active: dict[str, int] = {}  # vault root -> depth of ``structuring`` blocks in this process
 

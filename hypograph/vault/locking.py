@@ -26,8 +26,9 @@ from pathlib import Path
 from hypograph.errors import HypographError
 from hypograph.journal import Journal
 from hypograph.locks import file_lock, held
+from hypograph.paths import OURS
 
-LOCK = Path(".hypograph") / "structure.lock"
+LOCK = Path(OURS) / "structure.lock"
 READ_WAIT = float(os.environ.get("HYPOGRAPH_READ_WAIT", "30"))  # seconds a reader waits for a structuring
 _run_label: dict[str, str] = {}  # vault root -> the run label of this process's structuring
 

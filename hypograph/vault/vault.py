@@ -23,11 +23,11 @@ from hypograph.errors import HypographError
 from hypograph.ids import ID_RE, canonical_id, id_sort_key
 from hypograph.journal import Journal, Step
 from hypograph.limits import encodable
-from hypograph.paths import scan
+from hypograph.paths import OURS, scan
 from hypograph.vault.locking import reading_lock
 from hypograph.vault.nodes import FILENAME_ID_RE, Node, link_target, parse_node, read_node
 
-SKIP_DIRS = {"agent-notes", "proximity", ".hypograph", ".obsidian", ".git", ".trash"}
+SKIP_DIRS = {"agent-notes", "proximity", OURS, ".obsidian", ".git", ".trash"}
 
 # node type -> (id prefix, folder), as the seed pipeline lays a vault out
 NODE_TYPES: dict[str, tuple[str, str]] = {

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from hypograph.atomic import write_json
 from hypograph.llm.policy import Ask, Policy
+from hypograph.paths import OURS
 from hypograph.structure import session
 from hypograph.structure.carving.apply import create_cluster, drop_stragglers, existing_cluster, repair, set_depends_on
 from hypograph.structure.carving.offline import offline_plans
@@ -48,7 +49,7 @@ from hypograph.vault.vault import Vault
 
 __all__ = ["CARVE", "CARVE_SYSTEM", "ClusterPlan", "ClusterReport", "offline_plans", "repair", "run_clusters"]
 
-CARVE = Path(".hypograph") / "carving.json"  # a carve being applied: plans, stragglers, minted HC ids
+CARVE = Path(OURS) / "carving.json"  # a carve being applied: plans, stragglers, minted HC ids
 
 
 @dataclass

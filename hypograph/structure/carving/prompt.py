@@ -9,6 +9,7 @@ import re
 from pydantic import BaseModel, Field
 
 from hypograph.ids import id_sort_key
+from hypograph.llm.answers import require_one_each
 from hypograph.llm.client import Request, untrusted
 from hypograph.structure.carving.plan import RESIDUAL_TOKEN, ClusterPlan, constructed_token
 from hypograph.structure.checks import NUMBERISH
@@ -120,8 +121,7 @@ def _check_carving(c: Carving, count: int) -> None:
     """Raise ValueError (the model is asked again) unless hypotheses 1..``count`` each appear exactly
     once and every cluster and straggler keeps the carving rules."""
     seen = [m for cl in c.clusters for m in cl.members] + [s.hypothesis for s in c.stragglers]
-    if sorted(seen) != list(range(1, count + 1)):
-        raise ValueError(f"every hypothesis 1..{count} must appear exactly once; got {sorted(seen)}")
+    require_one_each(seen, count, "place (a cluster or the stragglers) for each hypothesis")
     for k, cl in enumerate(c.clusters, start=1):
         _check_cluster(k, cl, len(c.clusters))
     for s in c.stragglers:

@@ -30,6 +30,7 @@ from hypograph.hypotheses import strip_wikilinks
 from hypograph.ids import id_sort_key
 from hypograph.proximity.adjudicate import Decision
 from hypograph.proximity.embed import TFIDF_MODELS, Embeddings, embed_sbert
+from hypograph.proximity.nearest import nearest
 from hypograph.structure.dispositions.ledger import pair_key
 from hypograph.vault.nodes import Node
 
@@ -106,10 +107,8 @@ def ranked(matrix, m: int, block: int = 512) -> list[list[tuple[int, float]]]:
         sims = sims.toarray() if sp.issparse(sims) else np.asarray(sims)
         for r in range(sims.shape[0]):
             sims[r, a + r] = -np.inf  # never one's own neighbour
-        top = np.argpartition(-sims, m - 1, axis=1)[:, :m]
-        for r, cols in enumerate(top):
-            order = sorted(cols.tolist(), key=lambda j: (-sims[r, j], j))
-            out.append([(j, float(min(sims[r, j], 1.0))) for j in order if sims[r, j] > 0])
+        for r in range(sims.shape[0]):
+            out.append([(j, float(min(sims[r, j], 1.0))) for j in nearest(sims[r], m) if sims[r, j] > 0])
     return out
 
 

@@ -11,8 +11,9 @@ from pydantic import BaseModel, Field
 
 from hypograph.atomic import write_json
 from hypograph.ids import id_sort_key
+from hypograph.paths import OURS
 
-LEDGER = Path(".hypograph") / "dispositions.json"
+LEDGER = Path(OURS) / "dispositions.json"
 
 
 class PairDecision(BaseModel):
