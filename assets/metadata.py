@@ -1,9 +1,12 @@
 """Turn domain values into Dagster metadata: tables and markdown the UI renders."""
 
+import base64
+
 from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
 
 from hypograph.hypotheses import Hypothesis
 from hypograph.proximity.communities import Clusters, report_lines
+from hypograph.report import Report
 
 CLUSTER_SCHEMA = TableSchema(
     columns=[
@@ -76,3 +79,36 @@ def pair_table(pairs: list, hypotheses: list[Hypothesis], limit: int = 25) -> Me
 def violations_table(violations: list[tuple[str, str]], limit: int = 200) -> MetadataValue:
     schema = TableSchema(columns=[TableColumn("id", "string"), TableColumn("reason", "string")])
     return MetadataValue.table([TableRecord({"id": i, "reason": r}) for i, r in violations[:limit]], schema=schema)
+
+
+def png_md(png: bytes, alt: str, caption: str = "") -> MetadataValue:
+    """A PNG shown inline: Dagster's markdown renders a base64 ``data:`` image (a local path does not
+    load in the browser)."""
+    image = f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode()})"
+    return MetadataValue.md(image + (f"\n\n{caption}" if caption else ""))
+
+
+def report_metadata(report: Report) -> dict:
+    """The pictures inline, their files as paths, counts and seconds as numbers, settings as text."""
+    files = {f"{name}_file": MetadataValue.path(str(path)) for name, path in report.files.items()}
+    shown = {"cluster_map": "cluster map", "vault_map": "hypothesis clusters", "thresholds": "threshold sweep"}
+    pictures = {name: png_md(png, shown[name], report.headline) for name, png in report.pngs.items()}
+    pictures["threshold_sweep"] = pictures.pop("thresholds")
+    return {
+        **pictures,
+        "sweep": sweep_table(report.sweep.rows()),
+        **{name: MetadataValue.int(n) for name, n in report.counts.items()},
+        "files_written": MetadataValue.int(len(report.written)),
+        "seconds": MetadataValue.float(round(report.seconds, 2)),
+        "threshold": MetadataValue.text(f"{report.threshold:g}"),
+        "dupe_threshold": MetadataValue.text(f"{report.dupe_threshold:g}"),
+        **files,
+    }
+
+
+def sweep_table(rows: list[dict]) -> MetadataValue:
+    """The threshold sweep, one row per threshold (a blank cell: not computed at this size)."""
+    kinds = {"threshold": "float", "edges": "int", "pairs": "float", "clusters": "int", "alone": "int"}
+    schema = TableSchema(columns=[TableColumn(name, kind) for name, kind in kinds.items()])
+    records = [TableRecord({k: v for k, v in row.items() if v is not None}) for row in rows]
+    return MetadataValue.table(records, schema=schema)

@@ -11,7 +11,7 @@ import time
 
 from dagster import Definitions, default_loggers, logger
 
-from assets import adjudication, casework, library, proximity, sharded, sources, structure
+from assets import adjudication, casework, library, proximity, report, sharded, sources, structure
 from assets.checks import CASE_CHECKS, LIBRARY_CHECKS, PROXIMITY_CHECKS, STRUCTURE_CHECKS
 from io_managers import HypographIOManager
 from pipelines.executor import EXECUTOR, shard_io_manager
@@ -30,6 +30,7 @@ PROXIMITY_ASSETS = [
     proximity.duplicate_pairs,
     adjudication.dedup_verdicts,
     adjudication.cluster_labels,
+    report.proximity_report,
 ]
 STRUCTURE_ASSETS = [structure.hypothesis_dispositions, structure.hypothesis_clusters, structure.structure_map]
 LIBRARY_ASSETS = [library.round_candidates, library.round_dedup, library.round_scores, library.hypothesis_library]

@@ -172,6 +172,7 @@ EXPECTED_ASSETS = {
         "hypothesis_inputs",
     ),
     "cluster_labels": ("proximity", {"proximity_clusters", "hypothesis_texts"}, "hypothesis_inputs"),
+    "proximity_report": ("proximity", {"cluster_labels", "duplicate_pairs"}, "hypothesis_inputs"),
     "hypothesis_dispositions": ("structure", {"dedup_verdicts", "hypothesis_embeddings"}, "vaults"),
     "hypothesis_clusters": ("structure", {"hypothesis_dispositions"}, "vaults"),
     "structure_map": ("structure", {"hypothesis_clusters"}, "vaults"),

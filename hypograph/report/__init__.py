@@ -206,12 +206,16 @@ def _vault_picture(root: Path, data: _Inputs, picked: np.ndarray, xy: np.ndarray
         return None
     ids = [data.ids[i] for i in picked.tolist()]
     where = {i: group_names.get(membership.get(i, ""), "in no hypothesis cluster") for i in ids}
+    hover = _hover(data.ids, data.titles, picked, where)
+    extra_ids, extra_xy = _unembedded_residuals(ids, xy, membership, residuals)
+    hover += [f"<b>{html.escape(r)}</b> residual of {html.escape(group_names[membership[r]])}" for r in extra_ids]
+    ids = ids + extra_ids
     return figures.MapPicture(
         title=f"Hypothesis clusters of {root.name}",
-        subtitle=_subtitle(data, picked) + "; ◇ residual",
-        xy=xy,
+        subtitle=_subtitle(data, picked) + "; ◇ residual (not embedded: drawn at its cluster's middle)",
+        xy=np.vstack([xy, extra_xy]) if extra_ids else xy,
         ids=ids,
-        hover=_hover(data.ids, data.titles, picked, where),
+        hover=hover,
         group=[membership.get(i, "") for i in ids],
         group_names=group_names,
         none_name="in no hypothesis cluster",
@@ -219,6 +223,20 @@ def _vault_picture(root: Path, data: _Inputs, picked: np.ndarray, xy: np.ndarray
         marked_name="residual",
         links=_links(ids, data.dupes),
     )
+
+
+def _unembedded_residuals(ids: list[str], xy: np.ndarray, membership: dict[str, str], residuals: set[str]):
+    """Residuals ("the answer is not listed here") have no text of their own to embed: each is drawn
+    at the middle of its cluster's drawn members, nudged up so it does not hide them."""
+    drawn = set(ids)
+    out_ids, out_xy = [], []
+    group = np.asarray([membership.get(i, "") for i in ids], dtype=object)
+    for r in sorted(residuals - drawn):
+        members = np.flatnonzero(group == membership[r])
+        if members.size:
+            out_ids.append(r)
+            out_xy.append(np.median(xy[members], axis=0) + np.array([0.0, 0.06]))
+    return out_ids, np.asarray(out_xy).reshape(-1, 2)
 
 
 def hc_groups(root: Path) -> tuple[dict[str, str], dict[str, str], set[str]]:

@@ -1,0 +1,23 @@
+"""The pictures of an input's proximity: ``proximity_report`` writes the cluster map, the vault's
+map by hypothesis cluster, the similarity histogram and the threshold sweep beside the proximity
+files (``hypograph.report``), and shows the PNGs inline in its metadata."""
+
+from dagster import AssetExecutionContext, MaterializeResult, asset
+
+from assets.adjudication import cluster_labels
+from assets.errors import project_errors
+from assets.groups import PROXIMITY
+from assets.metadata import report_metadata
+from assets.partitions import hypothesis_inputs
+from assets.proximity import duplicate_pairs
+from hypograph.report import write_report
+from resources import Inputs, ProximitySettings
+
+
+@asset(group_name=PROXIMITY, partitions_def=hypothesis_inputs, deps=[cluster_labels, duplicate_pairs], kinds={"plotly"})
+@project_errors
+def proximity_report(context: AssetExecutionContext, inputs: Inputs, proximity: ProximitySettings) -> MaterializeResult:
+    """proximity/report.html (interactive, offline), cluster-map.png, vault-map.png (vaults),
+    thresholds.png and report.json: what the clusters look like and what each threshold would give."""
+    report = write_report(inputs.root(context.partition_key), proximity.dupe_threshold)
+    return MaterializeResult(metadata=report_metadata(report))
