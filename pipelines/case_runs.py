@@ -47,8 +47,6 @@ def _then_observed(handler, where: str, job: str | None = None):
     def run(args) -> int:
         code = handler(args)
         if code == 0 and getattr(args, "changed", True):  # an unchanged revision: no asset changes, no run
-            if where == "case_dir":  # the vault a case was made from is an input too
-                observe_vault(args)
             root = Path(getattr(args, where)).resolve()
             if job is None:
                 observe_case(root)
@@ -57,15 +55,6 @@ def _then_observed(handler, where: str, job: str | None = None):
         return code
 
     return run
-
-
-def observe_vault(args) -> None:
-    """``case from-vault``: its VAULT registered as an input, as every command registers its folders."""
-    if getattr(args, "case_command", None) == "from-vault":
-        from pipelines.instance import open_instance, register
-
-        with open_instance() as instance:
-            register(instance, Path(args.path).resolve())
 
 
 def _policy(args) -> HypothesisConfig:
