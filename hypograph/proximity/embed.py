@@ -81,12 +81,13 @@ class Embeddings:
 
 
 class Embedder(Protocol):
-    """Texts in, L2-normalised rows out (one per text, fitted on the texts given together)."""
+    """Texts in, L2-normalised rows out (one per text, fitted on the texts given together):
+    ``embedder(texts)`` the rows, ``embedder.embed(ids, texts)`` the rows with what made them."""
 
     backend: ClassVar[Backend]
     model: str
 
-    def rows(self, texts: list[str]) -> sp.csr_matrix | np.ndarray:
+    def __call__(self, texts: list[str]) -> sp.csr_matrix | np.ndarray:
         """The rows of ``texts``."""
         ...
 
@@ -102,7 +103,7 @@ class TfidfEmbedder:
     model: str = SEED_TFIDF
     backend: ClassVar[Backend] = "tfidf"
 
-    def rows(self, texts: list[str]) -> sp.csr_matrix:
+    def __call__(self, texts: list[str]) -> sp.csr_matrix:
         return tfidf_rows(texts, self.model)[0]
 
     def embed(self, ids: list[str], texts: list[str]) -> Embeddings:
@@ -118,11 +119,11 @@ class SbertEmbedder:
     batch_size: int = 64
     backend: ClassVar[Backend] = "sbert"
 
-    def rows(self, texts: list[str]) -> np.ndarray:
+    def __call__(self, texts: list[str]) -> np.ndarray:
         return embed_sbert(texts, self.model, self.batch_size)
 
     def embed(self, ids: list[str], texts: list[str]) -> Embeddings:
-        return Embeddings(list(ids), self.rows(texts), self.backend, self.model)
+        return Embeddings(list(ids), self(texts), self.backend, self.model)
 
 
 def select_backend(name: str, model: str | None = None) -> Embedder:
