@@ -194,14 +194,12 @@ def _histogram_range(sweep: Sweep) -> tuple[int, int]:
 
 def headline(sweep: Sweep, threshold: float, dupe_threshold: float) -> str:
     """One line: what the threshold in force gives, and the most similar pair."""
-    k = _index(sweep, threshold)
-    edges = sweep.edges[k] if k is not None else None
     best = (
         f"the most similar pair, {sweep.best[0]} and {sweep.best[1]}, is at {sweep.best[2]:.2f}" if sweep.best else ""
     )
-    if edges == 0 and sweep.best:
+    if sweep.at_threshold == 0 and sweep.best:
         return f"no pair reaches the threshold {threshold:.2f}: {best}"
-    said = f"threshold {threshold:.2f} (dashed): {edges} edges" if edges is not None else f"threshold {threshold:.2f}"
+    said = f"threshold {threshold:.2f} (dashed): {sweep.at_threshold} edges"
     kd = _index(sweep, dupe_threshold)
     dupes = f"; dupe threshold {dupe_threshold:.2f} (dotted): {sweep.pairs[kd]:.0f} pairs" if kd is not None else ""
     return said + dupes + (f"; {best}" if best else "")

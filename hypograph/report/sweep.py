@@ -53,6 +53,7 @@ class Sweep:
     total_pairs: int
     best: tuple[str, str, float] | None
     notes: list[str] = field(default_factory=list)
+    at_threshold: int = 0  # the graph's edges, at its own threshold
 
     def rows(self) -> list[dict]:
         """One dict per threshold (for tables and JSON)."""
@@ -94,7 +95,7 @@ def threshold_sweep(graph: SimilarityGraph, matrix, algorithm: str = "louvain", 
         k = int(np.argmax(graph.sim))
         best = (int(graph.src[k]), int(graph.dst[k]), float(graph.sim[k]))
     named = (graph.ids[best[0]], graph.ids[best[1]], best[2]) if best else None
-    return Sweep(list(THRESHOLDS), edges, clusters, alone, pairs, counts, exact, total, named, notes)
+    return Sweep(list(THRESHOLDS), edges, clusters, alone, pairs, counts, exact, total, named, notes, graph.num_edges)
 
 
 def _graph_at(graph: SimilarityGraph, t: float, algorithm: str) -> tuple[int, int, int]:
