@@ -223,13 +223,22 @@ def _library(args) -> int:
     from hypograph.library.cli import library_command
     from pipelines.library_runs import dagster_round_runner
 
-    code = library_command(args, round_runner=dagster_round_runner)
-    if (args.report or args.check) and code in (0, 1):  # rounds register it through their runs
-        from pipelines.instance import open_instance, register
+    if (args.report or args.check) and Path(args.dir).is_dir():  # rounds register it through their runs
+        _register_library(Path(args.dir).resolve())
+    return library_command(args, round_runner=dagster_round_runner)
 
+
+def _register_library(root: Path) -> None:
+    """Register ``root`` first (its report may be cut short by ``| head``); a folder that is no
+    library is left to the command's own one-line error."""
+    from hypograph.errors import HypographError
+    from pipelines.instance import open_instance, register
+
+    try:
         with open_instance() as instance:
-            register(instance, Path(args.dir).resolve(), "library")
-    return code
+            register(instance, root)  # its kind as the folder shows it: none, for a folder with no library
+    except HypographError:
+        pass
 
 
 def _quiet() -> argparse.ArgumentParser:

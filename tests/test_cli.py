@@ -141,6 +141,12 @@ def test_piping_into_head_ends_quietly(tmp_path):
     assert proc.stdout.splitlines()[0].startswith(f"{run}: 30 hypotheses")
     assert "code=0" in proc.stdout
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+    library = copy_tree(REPO / "examples" / "library", tmp_path / "library")
+    shell = f'{HYPOGRAPH} library {library} --report | head -1; echo "code=${{PIPESTATUS[0]}}"'
+    proc = subprocess.run(["bash", "-c", shell], capture_output=True, check=False, text=True, env=environ)
+    assert proc.stdout.startswith("topic: ") and "code=0" in proc.stdout, proc.stdout
+    assert proc.stderr == "", proc.stderr
+    assert (library / ".hypograph" / "input-id").is_file()  # registered, as every command registers its input
 
 
 def test_proximity_threshold_out_of_range_names_the_field_first(tmp_path):
