@@ -88,21 +88,23 @@ for line in sys.stdin:
                       "peak_mib": usage.ru_maxrss / 1024, "returncode": os.waitstatus_to_exitcode(status),
                       "stderr": stderr.decode(errors="replace").strip()}), flush=True)
 """
-_launcher: subprocess.Popen | None = None
+_LAUNCHERS: list[subprocess.Popen] = []  # the one launcher, started on first use
 
 
 def run_process(command: list[str], env: dict | None = None, cwd: Path | None = None) -> dict:
     """Run ``command`` to completion: wall seconds, CPU seconds and peak RSS (MiB) of the process
     (its workers included: the largest single one)."""
-    global _launcher
-    if _launcher is None:
-        _launcher = subprocess.Popen(
-            [sys.executable, "-S", "-c", LAUNCHER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    if not _LAUNCHERS:
+        _LAUNCHERS.append(
+            subprocess.Popen(
+                [sys.executable, "-S", "-c", LAUNCHER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            )
         )
+    launcher = _LAUNCHERS[0]
     job = {"command": [str(c) for c in command], "env": env, "cwd": str(cwd) if cwd else None}
-    _launcher.stdin.write(json.dumps(job) + "\n")
-    _launcher.stdin.flush()
-    result = json.loads(_launcher.stdout.readline())
+    launcher.stdin.write(json.dumps(job) + "\n")
+    launcher.stdin.flush()
+    result = json.loads(launcher.stdout.readline())
     if result.pop("returncode"):
         raise RuntimeError(f"{' '.join(job['command'])} failed: {result['stderr']}")
     del result["stderr"]

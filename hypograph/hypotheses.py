@@ -220,16 +220,21 @@ def _parse_json(raw: bytes | OSError) -> tuple[Any, str | None]:
                 return data, None  # flat, and orjson refuses lone surrogates: nothing for data_problem
         except orjson.JSONDecodeError:
             data = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as e:
-        return None, f"not UTF-8 ({e.reason} at byte {e.start})"
-    except json.JSONDecodeError as e:
-        return None, f"malformed JSON (line {e.lineno} column {e.colno}: {e.msg})"
-    except RecursionError:
-        return None, "malformed JSON (nested too deeply to read)"
-    except ValueError as e:  # e.g. an integer of more digits than Python converts
-        return None, f"malformed JSON ({str(e).split(';')[0]})"
+    except (ValueError, RecursionError) as e:
+        return None, _parse_problem(e)
     problem = data_problem(data)
     return (None, f"malformed JSON ({problem})") if problem else (data, None)
+
+
+def _parse_problem(e: ValueError | RecursionError) -> str:
+    """Why a file's bytes are no JSON, in a warning's words."""
+    if isinstance(e, UnicodeDecodeError):
+        return f"not UTF-8 ({e.reason} at byte {e.start})"
+    if isinstance(e, json.JSONDecodeError):
+        return f"malformed JSON (line {e.lineno} column {e.colno}: {e.msg})"
+    if isinstance(e, RecursionError):
+        return "malformed JSON (nested too deeply to read)"
+    return f"malformed JSON ({str(e).split(';')[0]})"  # e.g. an integer of more digits than Python converts
 
 
 def _json_hypothesis(name: str, raw: bytes | OSError, warnings: list[str]) -> Hypothesis | None:
