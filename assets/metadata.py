@@ -14,6 +14,7 @@ CLUSTER_SCHEMA = TableSchema(
         TableColumn("label", "string"),
         TableColumn("size", "int"),
         TableColumn("members", "string"),
+        TableColumn("titles", "string"),
     ]
 )
 PAIR_SCHEMA = TableSchema(
@@ -28,10 +29,22 @@ PAIR_SCHEMA = TableSchema(
 )
 
 
-def cluster_table(clusters: Clusters, labels: dict[str, str] | None = None, limit: int = 50) -> MetadataValue:
+def cluster_table(
+    clusters: Clusters, labels: dict[str, str] | None = None, limit: int = 50, titles: dict[str, str] | None = None
+) -> MetadataValue:
+    """One row per cluster: its label, size, member ids and (``titles``: id -> title) the first members' titles."""
     labels = {**clusters.keywords, **(labels or {})}
+    titles = titles or {}
     records = [
-        TableRecord({"cluster": c, "label": labels.get(c, ""), "size": len(m), "members": ", ".join(m[:20])})
+        TableRecord(
+            {
+                "cluster": c,
+                "label": labels.get(c, ""),
+                "size": len(m),
+                "members": ", ".join(m[:20]),
+                "titles": " · ".join(titles.get(i) or i for i in m[:8]) + (" · …" if len(m) > 8 else ""),
+            }
+        )
         for c, m in list(clusters.clusters.items())[:limit]
     ]
     return MetadataValue.table(records, schema=CLUSTER_SCHEMA)

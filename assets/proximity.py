@@ -55,7 +55,7 @@ def proximity_clusters(
             "clusters": clusters.num_clusters,
             "algorithm": clusters.algorithm,
             "singletons": sum(len(m) == 1 for m in clusters.clusters.values()),
-            "cluster_table": cluster_table(clusters),
+            "cluster_table": cluster_table(clusters, titles={h.id: h.title for h in hypothesis_texts.hypotheses}),
         },
     )
 
@@ -74,7 +74,7 @@ def duplicate_pairs(
         pairs,
         metadata={
             "pairs": len(pairs),
-            "threshold": proximity.dupe_threshold,
+            "threshold": MetadataValue.text(f"{proximity.dupe_threshold:g}"),  # a setting: text, not a plotted number
             "top_pairs": pair_table(pairs, hypothesis_texts.hypotheses),
         },
     )
