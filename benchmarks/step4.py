@@ -48,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, replace
 from itertools import combinations
 from pathlib import Path
 
@@ -92,19 +93,83 @@ SITES = [
 ]
 SYNONYMS = dict(
     pair.split(":")
-    for pair in """
-multi-decade:decades-long across:throughout eastern:east beginning:starting
-around:about repeated:recurrent harvest:crop failures:losses undermined:weakened led:brought destruction:ruin
-layers:levels conventionally:traditionally attributed:ascribed single:one local:regional wars:conflicts
-neighbouring:adjacent polities:states rather:instead common:shared external:outside agent:cause earthquakes:quakes
-strong:severe destroyed:ruined centres:cities sequence:series raiders:marauders seaborne:maritime main:chief
-coastal:seaside loss:disappearance starved:deprived trade:commerce routes:paths epidemic:plague kingdoms:realms
-protracted:prolonged lasting:spanning abrupt:sudden generation:lifetime several:multiple stresses:pressures
-cheap:inexpensive power:dominance elites:rulers fell:collapsed depended:relied grain:cereal shipped:carried
-revolts:uprisings exactions:levies famine:hunger displaced:uprooted groups:peoples failure:breakdown hub:central
-cascaded:spread network:system flood:inundation agriculture:farming buffered:shielded standing:permanent
-army:military repel:repulse survived:endured invaders:attackers households:families foreigners:outsiders
-conquering:invading caused:triggered collapse:breakdown economies:economy palace:palatial""".split()
+    for pair in [
+        "multi-decade:decades-long",
+        "across:throughout",
+        "eastern:east",
+        "beginning:starting",
+        "around:about",
+        "repeated:recurrent",
+        "harvest:crop",
+        "failures:losses",
+        "undermined:weakened",
+        "led:brought",
+        "destruction:ruin",
+        "layers:levels",
+        "conventionally:traditionally",
+        "attributed:ascribed",
+        "single:one",
+        "local:regional",
+        "wars:conflicts",
+        "neighbouring:adjacent",
+        "polities:states",
+        "rather:instead",
+        "common:shared",
+        "external:outside",
+        "agent:cause",
+        "earthquakes:quakes",
+        "strong:severe",
+        "destroyed:ruined",
+        "centres:cities",
+        "sequence:series",
+        "raiders:marauders",
+        "seaborne:maritime",
+        "main:chief",
+        "coastal:seaside",
+        "loss:disappearance",
+        "starved:deprived",
+        "trade:commerce",
+        "routes:paths",
+        "epidemic:plague",
+        "kingdoms:realms",
+        "protracted:prolonged",
+        "lasting:spanning",
+        "abrupt:sudden",
+        "generation:lifetime",
+        "several:multiple",
+        "stresses:pressures",
+        "cheap:inexpensive",
+        "power:dominance",
+        "elites:rulers",
+        "fell:collapsed",
+        "depended:relied",
+        "grain:cereal",
+        "shipped:carried",
+        "revolts:uprisings",
+        "exactions:levies",
+        "famine:hunger",
+        "displaced:uprooted",
+        "groups:peoples",
+        "failure:breakdown",
+        "hub:central",
+        "cascaded:spread",
+        "network:system",
+        "flood:inundation",
+        "agriculture:farming",
+        "buffered:shielded",
+        "standing:permanent",
+        "army:military",
+        "repel:repulse",
+        "survived:endured",
+        "invaders:attackers",
+        "households:families",
+        "foreigners:outsiders",
+        "conquering:invading",
+        "caused:triggered",
+        "collapse:breakdown",
+        "economies:economy",
+        "palace:palatial",
+    ]
 )
 WORD_RE = re.compile(r"^(\W*)([\w-]+)(\W*)$")
 
@@ -121,8 +186,9 @@ def reword(text: str, rng: random.Random) -> str:
         swap = SYNONYMS.get(word.lower())
         if swap and rng.random() < 0.8:
             swap = swap[0].upper() + swap[1:] if word[0].isupper() else swap
-            token = m.group(1) + swap + m.group(3)
-        out.append(token)
+            out.append(m.group(1) + swap + m.group(3))
+        else:
+            out.append(token)
     return " ".join(out)
 
 
@@ -248,7 +314,20 @@ def recall(truth: set[frozenset], merged_pairs: set[frozenset]) -> float:
     return sum(find(a) == find(b) for a, b in map(sorted, truth)) / max(1, len(truth))
 
 
-def net_row(n: int, name: str, net: Net, root: Path, families, emb, verdicts) -> dict:
+@dataclass(frozen=True)
+class Workload:
+    """One built vault of ``n`` hypotheses: its folder, the true duplicate families, and proximity's
+    embeddings and verdicts on it."""
+
+    n: int
+    root: Path
+    families: dict
+    emb: object
+    verdicts: list
+
+
+def net_row(name: str, net: Net, work: Workload) -> dict:
+    n, root, families, emb, verdicts = work.n, work.root, work.families, work.emb, work.verdicts
     nodes = open_to_4a(open_vault(root))
     cands = candidate_pairs(nodes, verdicts, emb, net)
     truth = true_pairs(families)
@@ -331,7 +410,9 @@ def stub_model(families: dict[str, tuple]):
     return respond
 
 
-def cost_row(n: int, name: str, net: Net, batch: int, root: Path, families, emb, verdicts, stub) -> dict:
+def cost_row(name: str, net: Net, batch: int, work: Workload, stub) -> dict:
+    """``work``'s vault (``work.root``: a fresh copy) structured by the stub model ``stub``."""
+    n, root, families, emb, verdicts = work.n, work.root, work.families, work.emb, work.verdicts
     stub.reset()
     state = root / OURS
     config = LLMConfig.from_env()
@@ -484,12 +565,13 @@ def main() -> None:
                 base = Path(tmp) / f"vault-{n}"
                 families = build(base, n)
                 emb, verdicts = proximity(base)
+                work = Workload(n, base, families, emb, verdicts)
                 for name, net in NETS.items():
-                    rows.append(net_row(n, name, net, base, families, emb, verdicts))
+                    rows.append(net_row(name, net, work))
                 stub.always(stub_model(families))
                 for name, (net, batch) in APPROACHES.items():
                     root = Path(shutil.copytree(base, Path(tmp) / f"run-{n}-{len(rows)}"))
-                    rows.append(cost_row(n, name, net, batch, root, families, emb, verdicts, stub))
+                    rows.append(cost_row(name, net, batch, replace(work, root=root), stub))
                     if not args.json:
                         print(f"... {n} hypotheses, {name}: {rows[-1]['calls']} calls", file=sys.stderr)
     finally:

@@ -23,10 +23,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-import hypograph.atomic as atomic  # noqa: E402
-import hypograph.journal as journal  # noqa: E402
-import hypograph.vault.mint as mint  # noqa: E402
+from hypograph import atomic, journal  # noqa: E402
 from hypograph.llm.policy import OfflinePolicy  # noqa: E402
+from hypograph.vault import mint  # noqa: E402
 
 PHASE = ["start"]
 VAULT: list[str] = []

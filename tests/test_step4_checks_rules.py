@@ -12,6 +12,7 @@ H-1, H-3 and H-5 (residual last).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -843,3 +844,164 @@ def test_check_7_names_every_keep_pair_under_one_survivor_transitively():
         ("H-1", "H-2 and H-4 are both under survivor H-1 but recorded KEEP (decided by model:m)")
     ]
     assert checks.check_7_keep_apart(v, {frozenset(("H-1", "H-5")): "human"}) == []
+
+
+def test_check_5_an_active_node_with_a_stale_merged_into_is_no_absorbed_node():
+    """Only a merged node is absorbed: an active one whose merged_into was left behind is not."""
+    v = good_vault()
+    meta(v, "H-3")["merged_into"] = link("H-1")
+    assert check_5_survivors(v, BASELINE) == []
+
+
+def test_the_checks_report_every_cluster_and_every_survivor_not_only_the_last():
+    """Two broken clusters, two broken survivors: each check lists the violations of both."""
+    v = good_vault()
+    add(v, hyp("H-6", statement="Mites move the virus.", source=link("S-3"), locator="p. 2", cluster=link("HC-2")))
+    add(v, hyp("H-10", statement="Tenth.", source=link("S-2"), locator="p. 3", cluster=link("HC-2")))
+    add(
+        v,
+        node(
+            "hypothesis-clusters",
+            "HC-2",
+            type="hypothesis-cluster",
+            hypotheses=[link("H-6"), link("H-10")],
+            exclusivity="",
+            independence="Apart.",
+            depends_on=[],
+            exhaustive_by_construction=False,
+        ),
+    )
+    meta(v, "HC-1")["independence"] = ""
+    assert check_2_clusters(v) == [("HC-1", "independence is empty"), ("HC-2", "exclusivity is empty")]
+    assert check_3_residuals(v) == [("HC-2", "0 residual members; exactly 1 required (not exhaustive)")]
+    meta(v, "HC-1")["hypotheses"] = [link("H-1"), link("H-3")]
+    assert check_3_residuals(v) == [
+        ("HC-1", "0 residual members; exactly 1 required (not exhaustive)"),
+        ("HC-2", "0 residual members; exactly 1 required (not exhaustive)"),
+    ]
+    meta(v, "H-6")["merged_from"] = [link("H-4")]
+    meta(v, "H-1")["merged_from"] = []
+    assert [x for x in check_5_survivors(v, BASELINE) if x[1].startswith(("survivor", "merged_from"))] == [
+        ("H-1", "survivor without merged_from"),
+        ("H-1", "merged_from lacks H-2"),
+    ]
+    assert ("H-6", "additional_sources [] != absorbed sources ['S-3']") not in check_5_survivors(v, BASELINE)
+    assert any(x[0] == "H-6" for x in check_5_survivors(v, BASELINE))
+
+
+def _h7(i, **meta) -> Node:
+    folder = {"merged": "hypotheses/merged", "dropped": "hypotheses/dropped"}.get(meta.get("state"), "hypotheses")
+    return Node(Path(f"{folder}/H-{i} - T{i}.md"), {"type": "hypothesis", "id": f"H-{i}", **meta}, "")
+
+
+def _l7(i) -> str:
+    return f"[[H-{i} - T{i}]]"
+
+
+def keep_vault(root: Path = Path("vault")) -> Vault:
+    """H-1 absorbed H-2 and H-3; H-3 lists H-4 (dropped since) in its merged_from, so H-4 is under
+    H-1 only through H-3's own field (as is H-99, which has no file); H-6 absorbed H-10 (its merged_into says so, H-6 lists nothing);
+    H-5 is alone."""
+    return Vault(
+        root,
+        {
+            n.id: n
+            for n in [
+                _h7(1, state="active", merged_from=[_l7(2), _l7(3)]),
+                _h7(2, state="merged", merged_into=_l7(1)),
+                _h7(3, state="merged", merged_into=_l7(1), merged_from=[_l7(4), _l7(99)]),
+                _h7(4, state="dropped", drop_reason="gone"),
+                _h7(5, state="active"),
+                _h7(6, state="active"),
+                _h7(10, state="merged", merged_into=_l7(6)),
+            ]
+        },
+    )
+
+
+KEEPS = {
+    frozenset(("H-1", "H-2")): "human",
+    frozenset(("H-2", "H-4")): "model:m",
+    frozenset(("H-3", "H-4")): "model:m",
+    frozenset(("H-6", "H-10")): "human",
+    frozenset(("H-1", "H-5")): "human",
+}
+KEEP_LINES = [
+    ("H-1", "H-1 and H-2 are both under survivor H-1 but recorded KEEP (decided by human)"),
+    ("H-1", "H-2 and H-4 are both under survivor H-1 but recorded KEEP (decided by model:m)"),
+    ("H-1", "H-3 and H-4 are both under survivor H-1 but recorded KEEP (decided by model:m)"),
+    ("H-6", "H-6 and H-10 are both under survivor H-6 but recorded KEEP (decided by human)"),
+]
+
+
+def test_check_7_follows_merged_from_and_merged_into_and_reports_every_survivor():
+    assert checks.check_7_keep_apart(keep_vault(), KEEPS) == KEEP_LINES
+    assert checks.check_7_keep_apart(keep_vault(), {}) == []
+
+
+def write_keeps(root: Path, ledger, review) -> None:
+    (root / ".hypograph").mkdir(parents=True, exist_ok=True)
+    (root / "proximity").mkdir(parents=True, exist_ok=True)
+    for path, doc in ((root / ".hypograph/dispositions.json", ledger), (root / "proximity/review.json", review)):
+        path.write_text(doc if isinstance(doc, str) else json.dumps(doc), encoding="utf-8")
+
+
+LEDGER_DOC = {
+    "pairs": {
+        "a": {"pair": ["H-1", "H-2"], "decision": "KEEP", "decided_by": "human"},
+        "b": {"pair": ["H-2", "H-4"], "decision": "KEEP", "decided_by": "model:m"},
+        "c": {"pair": ["H-3", "H-4"], "decision": "KEEP"},
+        "d": {"pair": ["H-1", "H-3"], "decision": "MERGE", "decided_by": "model:m"},
+        "e": {"pair": ["H-7"], "decision": "KEEP"},
+        "f": {"pair": "H-8", "decision": "KEEP"},
+        "g": {"pair": ["H-9", 3], "decision": "KEEP"},
+        "h": "no entry",
+    }
+}
+REVIEW_DOC = [
+    {"pair": ["H-2", "H-1"], "verdict": "KEEP"},
+    {"pair": ["H-6", "H-10"], "verdict": "KEEP"},
+    {"pair": ["H-1", "H-5"], "verdict": "MERGE"},
+    {"pair": ["H-11", "H-12", "H-13"], "verdict": "KEEP"},
+    5,
+]
+
+
+def test_recorded_keeps_reads_the_ledger_then_review_json(tmp_path):
+    write_keeps(tmp_path, LEDGER_DOC, REVIEW_DOC)
+    assert checks.recorded_keeps(tmp_path) == {
+        frozenset(("H-1", "H-2")): "human",
+        frozenset(("H-2", "H-4")): "model:m",
+        frozenset(("H-3", "H-4")): "?",
+        frozenset(("H-6", "H-10")): "human",
+    }
+    lines = checks.check_7_keep_apart(keep_vault(tmp_path))  # no keeps given: read from the files
+    assert lines == [*KEEP_LINES[:2], (KEEP_LINES[2][0], KEEP_LINES[2][1].replace("model:m", "?")), KEEP_LINES[3]]
+
+
+def test_a_ledger_keep_is_not_overwritten_by_review_json(tmp_path):
+    write_keeps(
+        tmp_path,
+        {"pairs": {"a": {"pair": ["H-1", "H-2"], "decision": "KEEP", "decided_by": "model:m"}}},
+        [{"pair": ["H-1", "H-2"], "verdict": "KEEP"}],
+    )
+    assert checks.recorded_keeps(tmp_path) == {frozenset(("H-1", "H-2")): "model:m"}
+
+
+@pytest.mark.parametrize(
+    ("ledger", "review"),
+    [
+        ("{not json", 5),  # unreadable JSON; a review that is no list
+        ([1, 2], {"pair": ["H-1", "H-2"], "verdict": "KEEP"}),  # a ledger that is no mapping; a review that is one
+        ({"pairs": None}, "null"),
+        ({"pairs": {"a": {"pair": ["H-1", "H-2"], "decision": "MERGE"}}}, []),
+    ],
+)
+def test_a_file_that_holds_no_keep_adds_none(tmp_path, ledger, review):
+    write_keeps(tmp_path, ledger, review)
+    assert checks.recorded_keeps(tmp_path) == {}
+    assert checks.check_7_keep_apart(keep_vault(tmp_path)) == []
+
+
+def test_no_ledger_and_no_review_is_no_keep(tmp_path):
+    assert checks.recorded_keeps(tmp_path) == {}

@@ -14,7 +14,7 @@ from hypograph.atomic import write_json
 from hypograph.errors import HypographError
 from hypograph.structure.baseline import BASELINE
 from hypograph.structure.dispositions import read_ledger
-from hypograph.structure.unmerge import unmerge
+from hypograph.structure.unmerge import Unmerged, unmerge, unmerge_node
 from hypograph.vault.nodes import link_target
 from hypograph.vault.vault import open_vault
 
@@ -270,3 +270,73 @@ def test_a_survivor_citing_only_its_own_source_has_no_additional_sources_to_give
     m = meta(vault, "H-1")
     assert m["merged_from"] == [link("H-3"), link("H-4")] and "additional_sources" not in m
     assert m["locator"] == ["S-1: Results; Fig 2: panel b; Table 1; Table 2"]
+
+
+def test_the_summary_names_the_cluster_the_restored_node_joined(vault):
+    done = unmerge_node(vault, "H-2")
+    assert done == Unmerged("H-2", "H-1", "HC-1")
+    assert done.summary() == (
+        "H-2 restored to hypotheses/ (active) and placed in HC-1, H-1's cluster; H-1 gave back its source and locator."
+    )
+
+
+def test_the_summary_of_a_node_restored_outside_any_cluster_says_to_structure(vault):
+    path = vault / "hypotheses/H-1 - Mites spread the virus.md"
+    path.write_text(path.read_text(encoding="utf-8").replace('cluster: "[[HC-1 - Why colonies die]]"\n', ""))
+    done = unmerge_node(vault, "H-3")
+    assert done == Unmerged("H-3", "H-1", None)
+    assert done.summary() == (
+        "H-3 restored to hypotheses/ (active); H-1 gave back its source and locator. "
+        "Run `hypograph structure` to cluster it."
+    )
+
+
+SEED_STYLE = """---
+type: hypothesis
+id: H-1
+statement: Mites kill colonies.
+source: "[[S-1 - Okafor 2019]]"
+additional_sources:
+  - "[[S-2 - Lind 2020]]"
+locator:
+  - "S-1: Results"
+  - "S-2: Fig 2: panel b"
+state: active
+merged_from:
+  - "[[H-2 - Mites carry the virus]]"
+  - "[[H-3 - Mites inject the virus]]"
+---
+
+Notes.
+"""
+
+
+def test_the_survivor_keeps_the_yaml_style_of_the_fields_it_changes(tmp_path):
+    root = tmp_path / "vault"
+    (root / "hypotheses").mkdir(parents=True)
+    (root / "hypotheses/H-1 - Mites spread the virus.md").write_text(SEED_STYLE, encoding="utf-8")
+    h(
+        root,
+        "H-2",
+        folder="hypotheses/merged",
+        statement="x.",
+        source=S2,
+        locator="Fig 2",
+        state="merged",
+        merged_into=link("H-1"),
+    )
+    h(
+        root,
+        "H-3",
+        folder="hypotheses/merged",
+        statement="y.",
+        source=S1,
+        locator="Results",
+        state="merged",
+        merged_into=link("H-1"),
+    )
+    unmerge(root, "H-2")
+    text = (root / "hypotheses/H-1 - Mites spread the virus.md").read_text(encoding="utf-8")
+    assert text == SEED_STYLE.replace('additional_sources:\n  - "[[S-2 - Lind 2020]]"\n', "").replace(
+        '  - "S-2: Fig 2: panel b"\n', ""
+    ).replace('  - "[[H-2 - Mites carry the virus]]"\n', "")

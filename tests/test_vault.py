@@ -12,12 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import SHARED_VAULTS, VENV_BIN, node_markdown, offline_env
 
-import hypograph.vault.mint as mint
 from hypograph.errors import HypographError
+from hypograph.vault import mint
 from hypograph.vault.mint import LOCK_NAME, create_node, vault_lock
-from hypograph.vault.nodes import clean_title, parse_node, read_node
+from hypograph.vault.nodes import clean_title, dump_like, parse_node, read_node
 from hypograph.vault.vault import node_files, open_vault
 
 REAL_VAULTS = ("covid1", "eggs1")
@@ -68,6 +69,7 @@ def hypograph(*args, stdin: str = "") -> subprocess.CompletedProcess:
         text=True,
         env=offline_env(),
         timeout=120,
+        check=False,  # the tests assert the exit code
     )
 
 
@@ -491,3 +493,25 @@ def test_what_the_python_loader_refuses_is_refused_the_same(text, message):
 
     fast, python = outcome(nodes._load), outcome(lambda t: nodes._HANDLER.load(t, Loader=nodes._NoAliasLoader))
     assert fast == python and message in fast
+
+
+@pytest.mark.parametrize(
+    ("old", "value", "new"),
+    [
+        # a list indented under its key, every item double-quoted: so are the new items
+        ('locator:\n  - "S-1: a"\n  - "S-2: b"\n', ["S-1: a", "S-3: c"], 'locator:\n  - "S-1: a"\n  - "S-3: c"\n'),
+        # single-quoted items stay single-quoted (a wiki-link is double-quoted, as always)
+        ("locator:\n- 'S-1: a'\n", ["S-2: b", "[[S-2]]"], "locator:\n- 'S-2: b'\n- \"[[S-2]]\"\n"),
+        # a quoted text value stays quoted
+        ('statement: "Mites kill."\n', "Mites spread.", 'statement: "Mites spread."\n'),
+        # mixed quoting, a plain value, a new field, a value that is no text: as PyYAML writes it
+        ('locator:\n  - "S-1: a"\n  - S-2 b\n', ["S-1: a"], "locator:\n  - 'S-1: a'\n"),
+        ("statement: Mites kill.\n", "Mites: spread.", "statement: 'Mites: spread.'\n"),
+        ("", ["S-1: a"], "locator:\n- 'S-1: a'\n"),
+        ('residual: "yes"\n', True, "residual: true\n"),
+    ],
+)
+def test_a_changed_field_keeps_the_style_it_was_written_in(old, value, new):
+    key = new.partition(":")[0]
+    assert dump_like(key, value, old) == new
+    assert yaml.safe_load(new) == {key: value}

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from hypograph.atomic import write_json
 from hypograph.paths import OURS
+from hypograph.vault.node_view import NodeView
 from hypograph.vault.vault import Vault
 
 BASELINE = Path(OURS) / "step3-baseline.json"
@@ -30,9 +31,10 @@ def record_baseline(vault: Vault) -> dict[str, dict]:
     known = read_baseline(vault.root) or {}
     added = False
     for h in vault.of_type("hypothesis"):
-        if h.id in known or "state" in h.meta or h.meta.get("origin"):
+        view = NodeView(h)
+        if h.id in known or view.has_state or view.minted:
             continue
-        known[h.id] = {k: h.meta.get(k) for k in ("statement", "source", "locator")}
+        known[h.id] = {"statement": view.statement, "source": view.source, "locator": view.locator}
         added = True
     if added or not (vault.root / BASELINE).exists():
         write_json(vault.root / BASELINE, {"hypotheses": known})

@@ -3,6 +3,7 @@ in order) and the body's run of ``![[…]]`` embed lines (the same members, same
 
 from __future__ import annotations
 
+from hypograph.vault.node_view import set_members_field
 from hypograph.vault.nodes import Node
 
 BY_HAND = "Changed by hand:"  # opens a cluster body's line recording a person's change to its members
@@ -36,5 +37,5 @@ def replace_embeds(body: str, members: list[Node]) -> str:
 
 def set_members(hc: Node, ordered: list[Node]) -> None:
     """List ``ordered`` as ``hc``'s members, in the field and in the body."""
-    hc.meta["hypotheses"] = member_links(ordered)
+    set_members_field(hc, member_links(ordered))
     hc.body = replace_embeds(hc.body, ordered)

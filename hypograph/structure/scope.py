@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hypograph.vault.nodes import Node, link_target
+from hypograph.vault.node_view import NodeView
+from hypograph.vault.nodes import Node
 from hypograph.vault.vault import Vault
 
 QUESTION_CHARS = 6000  # of initial_prompt.md, in every step-4 prompt
@@ -13,22 +14,16 @@ QUESTION_CHARS = 6000  # of initial_prompt.md, in every step-4 prompt
 
 def active_hypotheses(vault: Vault) -> list[Node]:
     """Hypotheses in ``hypotheses/`` that are active or not yet dispositioned."""
-    return [
-        h
-        for h in vault.of_type("hypothesis")
-        if h.path.parent == Path("hypotheses") and h.meta.get("state") in (None, "active")
-    ]
+    return [h for h in vault.of_type("hypothesis") if h.path.parent == Path("hypotheses") and NodeView(h).open]
 
 
 def open_to_4a(vault: Vault) -> list[Node]:
     """Active hypotheses 4a may still merge or drop: from a paper, and in no cluster yet."""
-    clustered = {
-        link_target(link) for hc in vault.of_type("hypothesis-cluster") for link in hc.meta.get("hypotheses") or []
-    }
+    clustered = {t for hc in vault.of_type("hypothesis-cluster") for t in NodeView(hc).listed_ids}
     return [
         h
         for h in active_hypotheses(vault)
-        if not h.meta.get("origin") and h.id not in clustered and not h.meta.get("cluster")
+        if not NodeView(h).minted and h.id not in clustered and not NodeView(h).cluster
     ]
 
 

@@ -15,7 +15,8 @@ from hypograph.atomic import write_text
 from hypograph.structure import session
 from hypograph.structure.members import BY_HAND
 from hypograph.vault.locking import structuring_lock
-from hypograph.vault.nodes import link_target
+from hypograph.vault.node_view import NodeView
+from hypograph.vault.nodes import Node
 from hypograph.vault.vault import Vault
 
 MAP = Path("agent-notes") / "structure.md"
@@ -25,17 +26,31 @@ HC_LINK_RE = re.compile(r"\[\[(HC-\d+)\b")
 
 
 def structure_counts(vault: Vault) -> dict[str, int]:
-    """H in (every H not minted at step 4: nothing is ever deleted), active, merged, dropped, minted, clusters."""
+    """H in (every H not minted at step 4: nothing is ever deleted), active, merged, dropped, the
+    hypotheses minted at step 4 (residuals and constructed complements), clusters."""
     hyps = vault.of_type("hypothesis")
-    state = lambda s: sum(h.meta.get("state") == s for h in hyps)  # noqa: E731
+    views = [NodeView(h) for h in hyps]
     return {
-        "H in (step 3)": sum(not h.meta.get("origin") for h in hyps),
-        "active": state("active"),
-        "merged": state("merged"),
-        "dropped": state("dropped"),
-        "minted at 4b": sum(bool(h.meta.get("origin")) for h in hyps) + len(vault.of_type("hypothesis-cluster")),
+        "H in (step 3)": sum(not v.minted for v in views),
+        "active": sum(v.active for v in views),
+        "merged": sum(v.merged for v in views),
+        "dropped": sum(v.dropped for v in views),
+        # hypotheses only, as the CLI's "hypotheses minted" counts them: the clusters (every one of
+        # them minted at 4b too) are the next row
+        "hypotheses minted at 4b (residuals, complements)": sum(v.minted for v in views),
         "clusters": len(vault.of_type("hypothesis-cluster")),
     }
+
+
+def _cluster_lines(vault: Vault, n: int, hc: Node) -> list[str]:
+    """Cluster ``n`` of the inventory: its link and question, then its members in order."""
+    question = NodeView(hc).question
+    lines = [f"{n}. [[{hc.path.stem}]]" + (f" — *{question}*" if question else "")]
+    for k, member_id in enumerate(NodeView(hc).listed_ids, start=1):
+        h = vault.nodes.get(member_id or "")
+        suffix = " (residual)" if h is not None and NodeView(h).residual else ""
+        lines.append(f"\t{k}. [[{h.path.stem if h else member_id}]]{suffix}")
+    return lines
 
 
 def render_map(vault: Vault, today: dt.date) -> str:
@@ -50,12 +65,7 @@ def render_map(vault: Vault, today: dt.date) -> str:
         "",
     ]
     for n, hc in enumerate(vault.of_type("hypothesis-cluster"), start=1):
-        question = hc.meta.get("question")
-        lines.append(f"{n}. [[{hc.path.stem}]]" + (f" — *{question}*" if question else ""))
-        for k, link in enumerate(hc.meta.get("hypotheses") or [], start=1):
-            h = vault.nodes.get(link_target(link) or "")
-            suffix = " (residual)" if h is not None and h.meta.get("residual") is True else ""
-            lines.append(f"\t{k}. [[{h.path.stem if h else link_target(link)}]]{suffix}")
+        lines += _cluster_lines(vault, n, hc)
     by_hand = [
         f"- [[{hc.path.stem}]]: {line.strip()[len(BY_HAND) :].strip()}"
         for hc in vault.of_type("hypothesis-cluster")

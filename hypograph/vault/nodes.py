@@ -156,7 +156,7 @@ class Node:
             if key in blocks and key in self.original_meta and self.original_meta[key] == value:
                 parts.append(value_text)
             else:
-                parts.append(dump_field(key, value).replace("\n", newline))
+                parts.append(dump_like(key, value, value_text).replace("\n", newline))
             parts.append(trailing)  # comments and blank lines after a field stay where they were
         return "".join(parts) + self.delimiters[1] + self.body
 
@@ -169,6 +169,65 @@ def dump_field(key: str, value: Any) -> str:
     if frozen is None:
         return _dump_field(key, value)
     return _dump_cached(key, frozen, value)
+
+
+_ITEM_RE = re.compile(r"^([ \t]*)- ")
+
+
+def dump_like(key: str, value: Any, old: str) -> str:
+    """``key: value`` as YAML text in the style of ``old``, the field's text as it was (empty for a
+    new field): a list's items indented as its items were, and text quoted as it was quoted
+    (``"`` or ``'``), so a vault written by another tool keeps its look where a value changes.
+    Values other than text or a flat list of one-line text are written as ``dump_field`` writes them."""
+    style = _style_of(old) if old else None
+    texts = value if isinstance(value, list) else [value]
+    if style is None or style == ("", None) or not all(isinstance(t, str) and "\n" not in t for t in texts):
+        return dump_field(key, value)
+    indent, quote = style
+    text = _HANDLER.export({_Key(key): value}, Dumper=_quoting(quote), sort_keys=False, width=1_000_000) + "\n"
+    if not isinstance(value, list) or not indent:
+        return text
+    return "".join(indent + line if line.startswith("- ") else line for line in text.splitlines(keepends=True))
+
+
+def _style_of(old: str) -> tuple[str, str | None]:
+    """(the indent before a list item's ``- ``, the quote every value or item opens with, or None)."""
+    first, *rest = old.splitlines()
+    items = [m for m in (_ITEM_RE.match(line) for line in rest) if m]
+    if items:
+        indent = items[0].group(1)
+        heads = {m.string[m.end() : m.end() + 1] for m in items}
+    else:
+        indent, heads = "", {first.partition(":")[2].strip()[:1]}
+    quote = heads.pop() if len(heads) == 1 else None
+    return indent, quote if quote in ('"', "'") else None
+
+
+class _Key(str):
+    """A field name: written as PyYAML writes it, whatever the quoting of the values."""
+
+
+class _DoubleDumper(_Dumper):
+    """Every text double-quoted."""
+
+
+class _SingleDumper(_Dumper):
+    """Wiki-links double-quoted (as always), other text single-quoted."""
+
+
+_DoubleDumper.add_representer(str, lambda d, v: d.represent_scalar("tag:yaml.org,2002:str", v, style='"'))
+_SingleDumper.add_representer(
+    str,
+    lambda d, v: d.represent_scalar("tag:yaml.org,2002:str", v, style='"' if v.startswith(("[[", "![[")) else "'"),
+)
+
+
+for _dumper in (_DoubleDumper, _SingleDumper):
+    _dumper.add_representer(_Key, lambda d, v: d.represent_scalar("tag:yaml.org,2002:str", str(v)))
+
+
+def _quoting(quote: str | None) -> type[yaml.SafeDumper]:
+    return {'"': _DoubleDumper, "'": _SingleDumper}.get(quote or "", _Dumper)
 
 
 def _dump_field(key: str, value: Any) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from hypograph.errors import HypographError
 from hypograph.paths import name_problem
+from hypograph.vault.node_view import NodeView
 from hypograph.vault.nodes import Node
 from hypograph.vault.vault import Vault
 
@@ -46,7 +47,8 @@ def structuring_problems(vault: Vault) -> Iterator[str]:
 
 
 def _state_problem(vault: Vault, h: Node) -> str | None:
-    state = h.meta.get("state")
+    view = NodeView(h)
+    state = view.state
     if state is None and h.path.parent == FOLDER["active"]:
         return None  # not dispositioned yet: 4a makes it active
     if state not in FOLDER:
@@ -54,13 +56,19 @@ def _state_problem(vault: Vault, h: Node) -> str | None:
     if h.path.parent != FOLDER[state]:
         return f"field 'state': {state} but the file is in {h.path.parent}/, not {FOLDER[state]}/"
     if state == "merged":
-        target = vault.resolve(h.meta.get("merged_into"))
-        if target is None or target.type != "hypothesis":
-            return f"field 'merged_into': {h.meta.get('merged_into')!r} does not link to a hypothesis node"
-        if target.meta.get("state") not in (None, "active"):
-            return f"field 'merged_into': {target.id} is {target.meta.get('state')}, not active (one hop)"
+        return _merge_problem(vault, view)
     if state == "dropped":
-        reason = h.meta.get("drop_reason")
+        reason = view.drop_reason
         if not isinstance(reason, str) or not reason.strip():
             return "field 'drop_reason': empty, but the node is dropped"
+    return None
+
+
+def _merge_problem(vault: Vault, view: NodeView) -> str | None:
+    """A merged node's ``merged_into`` must name an active (or not yet dispositioned) hypothesis."""
+    target = vault.resolve(view.merged_into)
+    if target is None or target.type != "hypothesis":
+        return f"field 'merged_into': {view.merged_into!r} does not link to a hypothesis node"
+    if not NodeView(target).open:
+        return f"field 'merged_into': {target.id} is {NodeView(target).state}, not active (one hop)"
     return None

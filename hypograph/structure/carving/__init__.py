@@ -43,7 +43,8 @@ from hypograph.structure.carving.prompt import CARVE_SYSTEM, carve_request, plan
 from hypograph.structure.scope import active_hypotheses, observations
 from hypograph.vault.locking import structuring_lock
 from hypograph.vault.mint import minting
-from hypograph.vault.nodes import Node, link_target
+from hypograph.vault.node_view import NodeView
+from hypograph.vault.nodes import Node
 from hypograph.vault.validate import validate_before_structuring
 from hypograph.vault.vault import Vault
 
@@ -79,43 +80,54 @@ def run_clusters(vault: Vault | Path, policy: Policy) -> ClusterReport:
 
 
 def _run_clusters(vault: Vault, policy: Policy) -> ClusterReport:
+    """Carve (or take up the carve of a run that died before finishing it), then apply it."""
     root = vault.root
     report = ClusterReport()
     carve = _read_carve(root)  # the decision of a run that died before finishing it
     if carve is None:
-        with minting(root) as mint:
-            report.minted += repair(vault, {}, mint)  # a cluster someone left without its residual
-        clustered = {
-            link_target(link) for hc in vault.of_type("hypothesis-cluster") for link in hc.meta.get("hypotheses") or []
-        }
-        todo = [h for h in active_hypotheses(vault) if h.id not in clustered and h.meta.get("residual") is not True]
-        if todo:
-            plans, stragglers = _plan(vault, todo, policy)
-            carve = {"plans": [asdict(p) for p in plans], "stragglers": stragglers, "hc_ids": [None] * len(plans)}
-            write_json(root / CARVE, carve)  # the whole decision on record before anything is minted
+        carve = _carve(vault, policy, report)
     if carve is not None:
-        plans = [ClusterPlan(**p) for p in carve["plans"]]
-        with minting(root) as mint:  # one hold of the minting lock, one scan of the vault, for the batch
-            for k, plan in enumerate(plans):
-                if carve["hc_ids"][k] is None:
-                    hc_id = existing_cluster(vault, plan, carve["hc_ids"])
-                    if hc_id is None:
-                        hc_id = create_cluster(vault, plan, mint)
-                        report.minted.append(hc_id)
-                    carve["hc_ids"][k] = hc_id
-                    write_json(root / CARVE, carve)
-                report.created.append(carve["hc_ids"][k])
-            set_depends_on(vault, plans, carve["hc_ids"])
-            drop_stragglers(vault, carve["stragglers"])
-            report.dropped = carve["stragglers"]
-            report.minted += repair(vault, dict(zip(carve["hc_ids"], plans, strict=True)), mint)
+        _apply_carve(vault, carve, report)
         (root / CARVE).unlink()  # tool state, not a node: the carve is complete
     session.clear(root)  # every hypothesis 4a handed over is clustered: the structuring's 4a is over
-    report.clusters = {
-        hc.id: [link_target(link) for link in hc.meta.get("hypotheses") or []]
-        for hc in vault.of_type("hypothesis-cluster")
-    }
+    report.clusters = {hc.id: NodeView(hc).listed_ids for hc in vault.of_type("hypothesis-cluster")}
     return report
+
+
+def _carve(vault: Vault, policy: Policy, report: ClusterReport) -> dict | None:
+    """Complete the clusters there are, then carve the active hypotheses in none; the carve is
+    written before anything is minted. Returns it, or None when nothing is left to carve."""
+    with minting(vault.root) as mint:
+        report.minted += repair(vault, {}, mint)  # a cluster someone left without its residual
+    clustered = {t for hc in vault.of_type("hypothesis-cluster") for t in NodeView(hc).listed_ids}
+    todo = [h for h in active_hypotheses(vault) if h.id not in clustered and not NodeView(h).residual]
+    if not todo:
+        return None
+    plans, stragglers = _plan(vault, todo, policy)
+    carve = {"plans": [asdict(p) for p in plans], "stragglers": stragglers, "hc_ids": [None] * len(plans)}
+    write_json(vault.root / CARVE, carve)  # the whole decision on record before anything is minted
+    return carve
+
+
+def _apply_carve(vault: Vault, carve: dict, report: ClusterReport) -> None:
+    """Mint each planned cluster (its id recorded in the carve as soon as it has one), set
+    depends_on, drop the stragglers and complete every cluster."""
+    root = vault.root
+    plans = [ClusterPlan(**p) for p in carve["plans"]]
+    with minting(root) as mint:  # one hold of the minting lock, one scan of the vault, for the batch
+        for k, plan in enumerate(plans):
+            if carve["hc_ids"][k] is None:
+                hc_id = existing_cluster(vault, plan, carve["hc_ids"])
+                if hc_id is None:
+                    hc_id = create_cluster(vault, plan, mint)
+                    report.minted.append(hc_id)
+                carve["hc_ids"][k] = hc_id
+                write_json(root / CARVE, carve)
+            report.created.append(carve["hc_ids"][k])
+        set_depends_on(vault, plans, carve["hc_ids"])
+        drop_stragglers(vault, carve["stragglers"])
+        report.dropped = carve["stragglers"]
+        report.minted += repair(vault, dict(zip(carve["hc_ids"], plans, strict=True)), mint)
 
 
 def _read_carve(root: Path) -> dict | None:

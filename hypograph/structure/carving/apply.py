@@ -14,7 +14,9 @@ from hypograph.structure.dispositions.merge import drop
 from hypograph.structure.members import embeds, member_links, set_members
 from hypograph.vault.mint import Minter
 from hypograph.vault.mint import create_node as mint_one
-from hypograph.vault.nodes import Node, clean_title, link_target
+from hypograph.vault.node_view import NodeView, map_text, minted_member_meta, set_cluster
+from hypograph.vault.node_view import set_depends_on as set_depends_on_field
+from hypograph.vault.nodes import Node, clean_title
 from hypograph.vault.vault import Vault
 
 
@@ -91,7 +93,7 @@ def _mint(vault: Vault, mint: Minter | None, node_type: str, title: str, meta: d
 def existing_cluster(vault: Vault, plan: ClusterPlan, taken: list) -> str | None:
     """The HC an interrupted run minted for ``plan`` before it could record the id, if any."""
     for hc in vault.of_type("hypothesis-cluster"):
-        listed = {link_target(link) for link in hc.meta.get("hypotheses") or []}
+        listed = set(NodeView(hc).listed_ids)
         if hc.id not in taken and hc.title == clean_title(plan.title) and set(plan.members) <= listed:
             return hc.id
     return None
@@ -107,120 +109,113 @@ def repair(vault: Vault, plans: dict[str, ClusterPlan], mint: Minter | None = No
     batch = Batch(vault)
     by_cluster: dict[str, list[Node]] = {}  # HC id -> hypotheses minted at step 4 whose backlink names it
     for h in vault.of_type("hypothesis"):
-        if h.meta.get("origin"):
-            target = link_target(h.meta.get("cluster"))
-            if target:
-                by_cluster.setdefault(target, []).append(h)
+        view = NodeView(h)
+        if view.minted and view.cluster_id:
+            by_cluster.setdefault(view.cluster_id, []).append(h)
     for hc_id in [hc.id for hc in vault.of_type("hypothesis-cluster")]:
-        minted += _complete_cluster(vault, hc_id, plans.get(hc_id), mint, by_cluster, batch)
+        work = _Completion(vault, vault.nodes[hc_id], plans.get(hc_id), mint, by_cluster)
+        minted += work.complete(batch)
     for hc in vault.of_type("hypothesis-cluster"):
-        for member_id in (link_target(link) for link in hc.meta.get("hypotheses") or []):
+        for member_id in NodeView(hc).listed_ids:
             h = vault.nodes.get(member_id)
-            if h is not None and h.meta.get("state") == "active" and link_target(h.meta.get("cluster")) != hc.id:
-                h.meta["cluster"] = hc.link
+            if h is not None and NodeView(h).active and NodeView(h).cluster_id != hc.id:
+                set_cluster(h, hc.link)
                 batch.touch(h)
     batch.apply()
     return minted
 
 
-def _complete_cluster(
-    vault: Vault,
-    hc_id: str,
-    plan: ClusterPlan | None,
-    mint: Minter | None,
-    by_cluster: dict[str, list[Node]],
-    batch: Batch,
-) -> list[str]:
-    """Mint what cluster ``hc_id`` still lacks, list it, and resolve the plan's placeholders for
-    its minted members (the changes go to ``batch``). Returns the ids minted."""
-    hc = vault.nodes[hc_id]
-    minted_for_it = list(by_cluster.get(hc_id, []))
-    minted, constructed = [], []
-    question = plan.question if plan else hc.meta.get("question")
+class _Completion:
+    """Completing one cluster ``hc``: mint what it still lacks (constructed members in the plan's
+    order, then the residual, so minted ids follow member order), list what was minted for it, and
+    resolve the plan's placeholders for its minted members. ``by_cluster``: HC id -> the hypotheses
+    minted at step 4 whose backlink names it (updated as members are minted)."""
 
-    def new(title: str, meta: dict, body: str) -> str:
-        node_id, _ = _mint(vault, mint, "hypothesis", title, meta, body)
-        by_cluster.setdefault(hc_id, []).append(vault.nodes[node_id])
-        minted.append(node_id)
+    def __init__(
+        self,
+        vault: Vault,
+        hc: Node,
+        plan: ClusterPlan | None,
+        mint: Minter | None,
+        by_cluster: dict[str, list[Node]],
+    ):
+        self.vault, self.hc, self.plan, self.mint, self.by_cluster = vault, hc, plan, mint, by_cluster
+        self.minted_for_it = list(by_cluster.get(hc.id, []))  # minted by an earlier (interrupted) run
+        self.minted: list[str] = []
+        self.question = plan.question if plan else NodeView(hc).question
+
+    def complete(self, batch: Batch) -> list[str]:
+        """Do it all (the changes go to ``batch``); returns the ids minted."""
+        constructed = [self._constructed(c) for c in (self.plan.constructed if self.plan else [])]
+        listed = NodeView(self.hc).listed_ids
+        residual = self._residual(listed)
+        self._list_adopted(listed, batch)
+        if self.plan:
+            _resolve(self.vault, self.hc, constructed, residual, batch)
+        return self.minted
+
+    def _new(self, title: str, meta: dict, body: str) -> str:
+        node_id, _ = _mint(self.vault, self.mint, "hypothesis", title, meta, body)
+        self.by_cluster.setdefault(self.hc.id, []).append(self.vault.nodes[node_id])
+        self.minted.append(node_id)
         return node_id
 
-    # Constructed members first, in the plan's order, then the residual: minted ids follow member order.
-    for c in plan.constructed if plan else []:
+    def _constructed(self, c: dict) -> str:
+        """The id of constructed member ``c``: one an interrupted run minted (same title), or new."""
         have = next(
-            (
-                h.id
-                for h in minted_for_it
-                if h.meta.get("origin") == "step-4-constructed" and h.title == clean_title(c["title"])
-            ),
-            None,
+            (h.id for h in self.minted_for_it if NodeView(h).constructed and h.title == clean_title(c["title"])), None
         )
-        if have is None:
-            have = new(
-                c["title"],
-                {
-                    "statement": c["statement"],
-                    "question": c.get("question") or question,
-                    "source": None,
-                    "locator": None,
-                    "state": "active",
-                    "cluster": hc.link,
-                    "origin": "step-4-constructed",
-                },
-                f"\nConstructed complement: {c['reason']}\n",
-            )
-        constructed.append(have)
-    listed = [link_target(link) for link in hc.meta.get("hypotheses") or []]
-    residual = next(
-        (i for i in listed if i in vault.nodes and vault.nodes[i].meta.get("residual") is True),
-        next((h.id for h in minted_for_it if h.meta.get("residual") is True), None),
-    )
-    if hc.meta.get("exhaustive_by_construction") is not True and residual is None:
-        r = (
-            {"title": plan.residual_title, "statement": plan.residual_statement, "note": plan.residual_note}
-            if plan
-            else {
-                "title": f"The answer is not listed here - {hc.title}",
-                "statement": f"The answer to this cluster's sub-question ({hc.title}) "
-                "is something none of its other members states.",
-                "note": "Residual catch-all so that exactly one member of the cluster is true.",
-            }
+        if have is not None:
+            return have
+        meta = minted_member_meta(c["statement"], c.get("question") or self.question, self.hc.link, residual=False)
+        return self._new(c["title"], meta, f"\nConstructed complement: {c['reason']}\n")
+
+    def _residual(self, listed: list[str | None]) -> str | None:
+        """The cluster's residual: the one listed, one an interrupted run minted, or a new one
+        (none for a cluster exhaustive by construction)."""
+        nodes = self.vault.nodes
+        residual = next(
+            (i for i in listed if i in nodes and NodeView(nodes[i]).residual),
+            next((h.id for h in self.minted_for_it if NodeView(h).residual), None),
         )
-        residual = new(
-            r["title"],
-            {
-                "statement": r["statement"],
-                "question": (plan.residual_question if plan else None) or question,
-                "source": None,
-                "locator": None,
-                "state": "active",
-                "cluster": hc.link,
-                "residual": True,
-                "origin": "step-4-residual",
-            },
-            f"\n{r['note']}\n",
-        )
-    adopted = [h for h in by_cluster.get(hc_id, []) if h.id not in listed]
-    if adopted:
-        members = [vault.nodes[i] for i in listed if i in vault.nodes]
-        named = [m for m in members if m.meta.get("residual") is not True]
-        named += sorted((h for h in adopted if h.meta.get("residual") is not True), key=lambda h: id_number(h.id))
-        ordered = named + [m for m in members + adopted if m.meta.get("residual") is True]
-        set_members(hc, ordered)
-        batch.touch(hc)
-    if plan:
-        _resolve(vault, hc, constructed, residual, batch)
-    return minted
+        if residual is not None or NodeView(self.hc).exhaustive:
+            return residual
+        r = self._residual_text()
+        question = (self.plan.residual_question if self.plan else None) or self.question
+        meta = minted_member_meta(r["statement"], question, self.hc.link, residual=True)
+        return self._new(r["title"], meta, f"\n{r['note']}\n")
+
+    def _residual_text(self) -> dict[str, str]:
+        """The residual's title, statement and note: the plan's, or a plain catch-all's."""
+        plan, hc = self.plan, self.hc
+        if plan:
+            return {"title": plan.residual_title, "statement": plan.residual_statement, "note": plan.residual_note}
+        return {
+            "title": f"The answer is not listed here - {hc.title}",
+            "statement": f"The answer to this cluster's sub-question ({hc.title}) "
+            "is something none of its other members states.",
+            "note": "Residual catch-all so that exactly one member of the cluster is true.",
+        }
+
+    def _list_adopted(self, listed: list[str | None], batch: Batch) -> None:
+        """List the members minted for the cluster but not listed yet: named members by id after
+        the listed ones, the residual last."""
+        adopted = [h for h in self.by_cluster.get(self.hc.id, []) if h.id not in listed]
+        if not adopted:
+            return
+        members = [self.vault.nodes[i] for i in listed if i in self.vault.nodes]
+        named = [m for m in members if not NodeView(m).residual]
+        named += sorted((h for h in adopted if not NodeView(h).residual), key=lambda h: id_number(h.id))
+        ordered = named + [m for m in members + adopted if NodeView(m).residual]
+        set_members(self.hc, ordered)
+        batch.touch(self.hc)
 
 
 def _resolve(vault: Vault, hc, constructed: list[str], residual: str | None, batch: Batch) -> None:
     """The cluster and its minted members with the placeholders for those members replaced by
     their ids (a node without a placeholder is left as it is)."""
     for node in [hc] + [vault.nodes[i] for i in [*constructed, residual] if i in vault.nodes]:
-        for key, value in list(node.meta.items()):
-            if isinstance(value, str):
-                node.meta[key] = resolve(value, constructed, residual)
-            elif isinstance(value, list):
-                node.meta[key] = [resolve(v, constructed, residual) if isinstance(v, str) else v for v in value]
+        map_text(node, lambda text: resolve(text, constructed, residual))
         node.body = resolve(node.body, constructed, residual)
         if node.changed:
             batch.touch(node)
@@ -232,7 +227,7 @@ def set_depends_on(vault: Vault, plans: list[ClusterPlan], new_ids: list[str]) -
     for plan, hc_id in zip(plans, new_ids, strict=True):
         if plan.depends_on:
             hc = vault.nodes[hc_id]
-            hc.meta["depends_on"] = [f"{new_ids[k]}: {note}" for k, note in plan.depends_on]
+            set_depends_on_field(hc, [f"{new_ids[k]}: {note}" for k, note in plan.depends_on])
             batch.touch(hc)
     batch.apply()
 
@@ -240,7 +235,7 @@ def set_depends_on(vault: Vault, plans: list[ClusterPlan], new_ids: list[str]) -
 def drop_stragglers(vault: Vault, stragglers: dict[str, str]) -> None:
     batch = Batch(vault)
     for h_id, reason in stragglers.items():
-        if vault.nodes[h_id].meta.get("state") == "dropped":
+        if NodeView(vault.nodes[h_id]).dropped:
             continue  # dropped by the run this one completes
         for node, dest in drop(vault, vault.nodes[h_id], reason):
             batch.touch(node, str(dest))

@@ -11,6 +11,7 @@ from hypograph.ids import id_sort_key
 from hypograph.proximity.embed import embed_tfidf
 from hypograph.structure.carving.plan import ClusterPlan
 from hypograph.structure.checks import NUMBERISH
+from hypograph.vault.node_view import NodeView
 from hypograph.vault.nodes import Node
 
 QUESTION_LINK = 0.5
@@ -22,14 +23,25 @@ def offline_plans(hyps: list[Node]) -> list[ClusterPlan]:
     """Group by question-hint similarity; each group a cluster with a residual; stated as heuristic."""
     if not hyps:
         return []
-    hints = [str(h.meta.get("question") or h.meta.get("statement") or h.title) for h in hyps]
+    hints = [str(NodeView(h).question or NodeView(h).statement or h.title) for h in hyps]
     m, _ = embed_tfidf(hints)
     sims = (m @ m.T).toarray()
+    groups = _groups(sims)
+    plans = []
+    for members in sorted(groups.values(), key=lambda ms: min(id_sort_key(hyps[i].id) for i in ms)):
+        nodes = sorted((hyps[i] for i in members), key=lambda h: id_sort_key(h.id))
+        question = central_question(nodes, [hints[i] for i in members], sims, members)
+        plans.append(_plan(nodes, question))
+    return plans
+
+
+def _groups(sims) -> dict[int, list[int]]:
+    """Rows linked by a hint similarity >= ``QUESTION_LINK`` (connected components); a lone row joins
+    the group whose hints it is most similar to, if that similarity reaches ``LONE_JOIN``."""
     _, labels = connected_components(sims >= QUESTION_LINK, directed=False)
     groups: dict[int, list[int]] = {}
     for i, g in enumerate(labels):
         groups.setdefault(int(g), []).append(i)
-    # A lone hypothesis joins the group whose hints it is most similar to, if any is similar at all.
     big = [g for g, members in groups.items() if len(members) > 1]
     for g, members in list(groups.items()):
         if len(members) == 1 and big:
@@ -38,47 +50,44 @@ def offline_plans(hyps: list[Node]) -> list[ClusterPlan]:
             if max(sims[i, j] for j in groups[best]) >= LONE_JOIN:
                 groups[best].append(i)
                 del groups[g]
-    plans = []
-    for members in sorted(groups.values(), key=lambda ms: min(id_sort_key(hyps[i].id) for i in ms)):
-        nodes = sorted((hyps[i] for i in members), key=lambda h: id_sort_key(h.id))
-        question = central_question(nodes, [hints[i] for i in members], sims, members)
-        topic = question.rstrip("?").strip()
-        plans.append(
-            ClusterPlan(
-                title=f"Answers to - {topic}" if len(topic) < 110 else f"Answers to - {topic[:105].rsplit(' ', 1)[0]}",
-                members=[h.id for h in nodes],
-                # A hint like "Did rainfall drop by 30%?" stays out of the number-free step-4 fields.
-                question=question if question.endswith("?") and not NUMBERISH.search(question) else None,
-                exclusivity=(
-                    f"{HEURISTIC} the members were posed against the same sub-question "
-                    "and are read as alternative answers to it, at most one true; not verified."
-                ),
-                independence=(
-                    f"{HEURISTIC} assumed to factorize from the other clusters "
-                    "because its sub-question differs; not verified."
-                ),
-                justification=(
-                    f"{HEURISTIC} grouped because the papers posed these hypotheses "
-                    "against similar sub-questions "
-                    "(question-field similarity); exclusivity, independence and grain have not been judged. "
-                    "Re-run with a model configured, or review by hand."
-                ),
-                residual_title=f"The answer is not listed here - {topic}"[:140],
-                residual_statement=(
-                    f'The answer to "{question}" is something none of '
-                    f"{', '.join(h.id for h in nodes)} states "
-                    "— a cause, mechanism or outcome that no source in this vault proposed."
-                ),
-                residual_note=(
-                    f"{HEURISTIC} catch-all so that exactly one member of the cluster is true; "
-                    "it names no concrete escape because none was judged."
-                ),
-            )
-        )
-    return plans
+    return groups
+
+
+def _plan(nodes: list[Node], question: str) -> ClusterPlan:
+    """The heuristic plan of one group, ``question`` its central question hint."""
+    topic = question.rstrip("?").strip()
+    return ClusterPlan(
+        title=f"Answers to - {topic}" if len(topic) < 110 else f"Answers to - {topic[:105].rsplit(' ', 1)[0]}",
+        members=[h.id for h in nodes],
+        # A hint like "Did rainfall drop by 30%?" stays out of the number-free step-4 fields.
+        question=question if question.endswith("?") and not NUMBERISH.search(question) else None,
+        exclusivity=(
+            f"{HEURISTIC} the members were posed against the same sub-question "
+            "and are read as alternative answers to it, at most one true; not verified."
+        ),
+        independence=(
+            f"{HEURISTIC} assumed to factorize from the other clusters because its sub-question differs; not verified."
+        ),
+        justification=(
+            f"{HEURISTIC} grouped because the papers posed these hypotheses "
+            "against similar sub-questions "
+            "(question-field similarity); exclusivity, independence and grain have not been judged. "
+            "Re-run with a model configured, or review by hand."
+        ),
+        residual_title=f"The answer is not listed here - {topic}"[:140],
+        residual_statement=(
+            f'The answer to "{question}" is something none of '
+            f"{', '.join(h.id for h in nodes)} states "
+            "— a cause, mechanism or outcome that no source in this vault proposed."
+        ),
+        residual_note=(
+            f"{HEURISTIC} catch-all so that exactly one member of the cluster is true; "
+            "it names no concrete escape because none was judged."
+        ),
+    )
 
 
 def central_question(nodes: list[Node], hints: list[str], sims, members: list[int]) -> str:
     """The members' question hint most similar to the others (ties: lowest id)."""
     best = max(range(len(members)), key=lambda k: (sum(sims[members[k], j] for j in members), -k))
-    return next((str(n.meta.get("question")) for n in nodes if n.meta.get("question") == hints[best]), hints[best])
+    return next((str(NodeView(n).question) for n in nodes if NodeView(n).question == hints[best]), hints[best])

@@ -14,6 +14,7 @@ from hypograph.llm.client import Request, untrusted
 from hypograph.structure.carving.plan import RESIDUAL_TOKEN, ClusterPlan, constructed_token
 from hypograph.structure.checks import NUMBERISH
 from hypograph.structure.scope import QUESTION_CHARS
+from hypograph.vault.node_view import NodeView
 from hypograph.vault.nodes import Node
 
 BARE_OTHER = re.compile(r"^\s*(other|others|something else|none of the above|none)\W*$", re.I)
@@ -92,12 +93,12 @@ def carve_request(hyps: list[Node], existing: list[Node], obs: list[Node], quest
         + untrusted("main-question", {}, {"text": question[:QUESTION_CHARS]})
         + "\n\nExisting clusters (fixed; do not repeat their sub-questions):\n"
         + (
-            "\n".join(untrusted("cluster", {}, {"name": c.title, "question": c.meta.get("question")}) for c in existing)
+            "\n".join(untrusted("cluster", {}, {"name": c.title, "question": NodeView(c).question}) for c in existing)
             or "none"
         )
         + "\n\nObservations:\n"
         + (
-            "\n".join(untrusted("observation", {}, {"statement": o.meta.get("statement") or o.title}) for o in obs)
+            "\n".join(untrusted("observation", {}, {"statement": NodeView(o).statement or o.title}) for o in obs)
             or "none"
         )
         + "\n\nHypotheses to carve:\n"
@@ -105,7 +106,7 @@ def carve_request(hyps: list[Node], existing: list[Node], obs: list[Node], quest
             untrusted(
                 "hypothesis",
                 {"number": str(n)},
-                {"title": h.title, "statement": h.meta.get("statement"), "question": h.meta.get("question")},
+                {"title": h.title, "statement": NodeView(h).statement, "question": NodeView(h).question},
             )
             for n, h in enumerate(hyps, start=1)
         )
@@ -131,6 +132,16 @@ def _check_carving(c: Carving, count: int) -> None:
 
 def _check_cluster(k: int, cl: CarvedCluster, clusters: int) -> None:
     """Cluster ``k`` of ``clusters``: members, residual or exhaustiveness, depends_on, one-line fields."""
+    _check_members(k, cl)
+    _check_depends_on(k, cl, clusters)
+    _check_one_line_fields(k, cl)
+    _check_placeholders(k, cl)
+    if cl.exhaustive_by_construction:
+        _check_exhaustiveness_argument(k, cl)
+
+
+def _check_members(k: int, cl: CarvedCluster) -> None:
+    """An exhaustive cluster has >= 2 members and its argument; any other a residual naming the escape."""
     named = len(cl.members) + len(cl.constructed)
     if cl.exhaustive_by_construction:
         if named < 2 or not cl.exhaustiveness_argument:
@@ -141,10 +152,17 @@ def _check_cluster(k: int, cl: CarvedCluster, clusters: int) -> None:
         )
     if named < 1:
         raise ValueError(f"cluster {k}: no members")
+
+
+def _check_depends_on(k: int, cl: CarvedCluster, clusters: int) -> None:
     for d in cl.depends_on:
         if not 1 <= d.cluster <= clusters or d.cluster == k:
             raise ValueError(f"cluster {k}: depends_on names cluster {d.cluster}, not another cluster of this answer")
-    for text in [
+
+
+def _check_one_line_fields(k: int, cl: CarvedCluster) -> None:
+    """One-line fields and titles hold no line breaks, numbers or weights; a residual_note is text."""
+    one_line = [
         cl.exclusivity,
         cl.independence,
         cl.question or "",
@@ -155,14 +173,11 @@ def _check_cluster(k: int, cl: CarvedCluster, clusters: int) -> None:
         *[d.note for d in cl.depends_on],
         *[x.title for x in cl.constructed],
         *[x.question or "" for x in cl.constructed],
-    ]:
-        if "\n" in text.strip() or NUMBERISH.search(text):
-            raise ValueError(f"cluster {k}: one-line fields and titles hold no line breaks, numbers or weights")
+    ]
+    if any("\n" in text.strip() or NUMBERISH.search(text) for text in one_line):
+        raise ValueError(f"cluster {k}: one-line fields and titles hold no line breaks, numbers or weights")
     if cl.residual_note is not None and (not cl.residual_note.strip() or NUMBERISH.search(cl.residual_note)):
         raise ValueError(f"cluster {k}: the residual_note is text without numbers or weights")
-    _check_placeholders(k, cl)
-    if cl.exhaustive_by_construction:
-        _check_exhaustiveness_argument(k, cl)
 
 
 def _check_exhaustiveness_argument(k: int, cl: CarvedCluster) -> None:

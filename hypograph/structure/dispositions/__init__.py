@@ -119,40 +119,43 @@ def _run_dispositions(
 ) -> DispositionReport:
     vault = session.open_for_step(root)  # as it is now that this run holds the lock
     validate_before_structuring(vault)  # refuse what 4a cannot fix before its first write
-    marker = session.read_marker(root)
-    who = "offline" if policy.offline else "model"
-    # what the unfinished structuring's 4a judged, under the same kind of policy (a model now asked
-    # where the offline policy decided is a new structuring: it may judge those pairs again)
-    frozen = set(marker.get("judged", [])) if marker and marker.get("policy", who) == who else set()
-    open_now = open_to_4a(vault)
-    if open_now or marker:
-        session.mark(root, marker["phase"] if marker and frozen else "4a", policy=who)
+    marker, who, frozen = _resume(root, vault, policy)
     baseline = record_baseline(vault)
     ledger = read_ledger(root)
-    by_hand, refused = apply_by_hand(vault, verdicts, ledger)
+    by_hand = apply_by_hand(vault, verdicts, ledger)
     amended = repair_ledger(ledger, vault, baseline)  # decisions an earlier version stored as given
     to_judge = [h for h in open_to_4a(vault) if h.id not in frozen]
     # Offline, only proximity's own pairs: the offline policy merges nothing else anyway.
     candidates = candidate_pairs(to_judge, verdicts, embeddings, Net(k=0) if policy.offline else net)
     ledger, judged, amended_now = decide(vault, candidates, ledger, policy, batch_size, frozen)
     write_ledger(root, ledger)
-    if open_now or marker:  # the decisions are final: no later 4a judges these again before 4b
+    if marker is not None:  # the decisions are final: no later 4a judges these again before 4b
         session.mark(root, "4b", [h.id for h in to_judge], policy=who)
     report = apply_dispositions(vault, ledger)
     report.candidates, report.judged = len(candidates), judged
     report.amended[:0] = amended + amended_now
-    report.by_hand, report.refused = by_hand, refused
+    report.by_hand, report.refused = by_hand.applied, by_hand.refused
     if frozen:
         report.resumed = (
             f"4a of {session.who(marker)} had recorded its decisions on {len(frozen)} hypotheses; "
             "applied them, judged none of those again"
         )
-    for survivor, absorbed in _merged_by_hand(by_hand):
+    for survivor, absorbed in by_hand.merged:
         report.merged.setdefault(survivor, []).append(absorbed)
     session.keep(vault)
     return report
 
 
-def _merged_by_hand(lines: list[str]) -> list[tuple[str, str]]:
-    """(survivor, absorbed) of each applied line ("MERGE H-a/H-b from ... applied: ...")."""
-    return [tuple(line.split()[1].split("/")) for line in lines]
+def _resume(root: Path, vault: Vault, policy: Policy) -> tuple[dict | None, str, set[str]]:
+    """Mark the structuring as under way (when there is anything to do) and say what an unfinished
+    one's 4a judged already. Returns (the marker as read, or ``{}`` once marked now; None when
+    nothing is marked; who decides, "offline" or "model"; the ids judged already)."""
+    marker = session.read_marker(root)
+    who = "offline" if policy.offline else "model"
+    # what the unfinished structuring's 4a judged, under the same kind of policy (a model now asked
+    # where the offline policy decided is a new structuring: it may judge those pairs again)
+    frozen = set(marker.get("judged", [])) if marker and marker.get("policy", who) == who else set()
+    if not (open_to_4a(vault) or marker):
+        return None, who, frozen
+    session.mark(root, marker["phase"] if marker and frozen else "4a", policy=who)
+    return marker or {}, who, frozen

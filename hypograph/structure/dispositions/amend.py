@@ -17,6 +17,7 @@ decision is reused by every later run. Here:
 from __future__ import annotations
 
 from hypograph.structure.dispositions.ledger import Ledger, PairDecision
+from hypograph.vault.node_view import NodeView, remove_fields
 from hypograph.vault.nodes import Node
 from hypograph.vault.vault import Vault
 
@@ -36,7 +37,7 @@ def widening_problem(widened: str | None, nodes: list[Node], baseline: dict | No
     if not widened:
         return None
     for n in nodes:
-        if current and _same(widened, n.meta.get("statement")):
+        if current and _same(widened, NodeView(n).statement):
             return NOT_A_WIDENING.format(which="current", node=n.id)
         if baseline and n.id in baseline and _same(widened, baseline[n.id].get("statement")):
             return NOT_A_WIDENING.format(which="step-3", node=n.id)
@@ -79,12 +80,12 @@ def stale_notes(vault: Vault, baseline: dict | None) -> list[tuple[Node, str]]:
     out = []
     for h in vault.of_type("hypothesis"):
         if (
-            h.meta.get("state") == "active"
-            and h.meta.get("generalization_note")
+            NodeView(h).active
+            and NodeView(h).generalization_note
             and baseline
             and h.id in baseline
-            and _same(h.meta.get("statement"), baseline[h.id].get("statement"))
+            and _same(NodeView(h).statement, baseline[h.id].get("statement"))
         ):
-            del h.meta["generalization_note"]
+            remove_fields(h, "generalization_note")
             out.append((h, f"{h.id}: generalization_note removed: its statement is the step-3 one, not widened"))
     return out

@@ -20,17 +20,19 @@ or the pair was unmerged by hand (``hypograph unmerge``), which a review.json ME
 
 from __future__ import annotations
 
-import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hypograph.ids import id_sort_key
 from hypograph.journal import Step
 from hypograph.proximity.adjudicate import Decision
+from hypograph.structure.checks import names_a_member
 from hypograph.structure.dispositions.ledger import Ledger, PairDecision, pair_key, write_ledger
-from hypograph.structure.dispositions.merge import absorb
+from hypograph.structure.dispositions.merge import absorb, merged_into_index
 from hypograph.structure.members import BY_HAND, set_members
 from hypograph.structure.scope import open_to_4a
-from hypograph.vault.nodes import Node, link_target
+from hypograph.vault.node_view import NodeView, clear_cluster, set_merged
+from hypograph.vault.nodes import Node
 from hypograph.vault.vault import Vault, open_vault
 
 REVIEW = "proximity/review.json"
@@ -45,30 +47,41 @@ def clustered_human_merges(vault: Vault, verdicts: list[Decision]) -> list[Decis
         if (
             v.decided_by == "human"
             and v.verdict == "MERGE"
-            and all(n is not None and n.type == "hypothesis" and n.meta.get("state") in (None, "active") for n in nodes)
+            and all(n is not None and n.type == "hypothesis" and NodeView(n).open for n in nodes)
             and not set(v.pair) <= open_ids
         ):
             out.append(v)
     return out
 
 
-def apply_by_hand(vault: Vault | Path, verdicts: list[Decision], ledger: Ledger) -> tuple[list[str], list[str]]:
+@dataclass
+class ByHand:
+    """What ``apply_by_hand`` did: one line per merge applied and per merge refused (with its
+    reason), and the (survivor, absorbed) ids of each merge applied, in the same order."""
+
+    applied: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    merged: list[tuple[str, str]] = field(default_factory=list)
+
+
+def apply_by_hand(vault: Vault | Path, verdicts: list[Decision], ledger: Ledger) -> ByHand:
     """Apply (or refuse) each human MERGE of clustered hypotheses, one after the other, on ``vault``
     (its index updated as the files are written; given a path, the vault is read first). Each is
     put on the ledger file before its files are written, so an interrupted run leaves no applied
-    merge off the record. Returns (one line per merge applied, one line per merge refused, with its reason)."""
+    merge off the record."""
     if not isinstance(vault, Vault):
         vault = open_vault(vault)
     root = vault.root
-    applied, refused = [], []
+    done = ByHand()
+    applied, refused = done.applied, done.refused
     for v in clustered_human_merges(vault, verdicts):
         a, b = sorted(v.pair, key=id_sort_key)
         survivor, absorbed = vault.nodes[a], vault.nodes[b]
-        gone = next((n for n in (survivor, absorbed) if n.meta.get("state") not in (None, "active")), None)
+        gone = next((n for n in (survivor, absorbed) if not NodeView(n).open), None)
         if gone is not None:  # merged by an earlier review of this list
             refused.append(
                 f"MERGE {a}/{b} from {REVIEW} refused: {gone.id} was just merged into "
-                f"{link_target(gone.meta.get('merged_into'))} by another review; record that pair instead"
+                f"{NodeView(gone).merged_into_id} by another review; record that pair instead"
             )
             continue
         hc = _cluster_of(vault, b)
@@ -89,23 +102,27 @@ def apply_by_hand(vault: Vault | Path, verdicts: list[Decision], ledger: Ledger)
         applied.append(
             f"MERGE {a}/{b} from {REVIEW} applied: {b} merged into {a}" + (f" and left {hc.id}" if hc else "")
         )
-    return applied, refused
+        done.merged.append((a, b))
+    return done
 
 
 def _cluster_of(vault: Vault, h_id: str) -> Node | None:
-    return next(
-        (
-            hc
-            for hc in vault.of_type("hypothesis-cluster")
-            if h_id in {link_target(link) for link in hc.meta.get("hypotheses") or []}
-        ),
-        None,
-    )
+    return next((hc for hc in vault.of_type("hypothesis-cluster") if h_id in NodeView(hc).listed_ids), None)
+
+
+def _members_left(vault: Vault, hc: Node, absorbed: Node) -> list[Node]:
+    """``hc``'s members in their order, ``absorbed`` left out."""
+    return [vault.nodes[t] for t in NodeView(hc).listed_ids if t != absorbed.id and t in vault.nodes]
 
 
 def _refusal(vault: Vault, survivor: Node, absorbed: Node, hc: Node | None, ledger: Ledger) -> str | None:
-    """Why this merge cannot be applied, or None."""
-    minted = [n.id for n in (survivor, absorbed) if n.meta.get("origin")]
+    """Why this merge cannot be applied, or None: the pair's own reasons first, then the cluster's."""
+    return _pair_refusal(survivor, absorbed, ledger) or (_cluster_refusal(vault, absorbed, hc) if hc else None)
+
+
+def _pair_refusal(survivor: Node, absorbed: Node, ledger: Ledger) -> str | None:
+    """A member minted at step 4, or a pair a person kept apart (``hypograph unmerge``)."""
+    minted = [n.id for n in (survivor, absorbed) if NodeView(n).minted]
     if minted:
         return f"{minted[0]} was minted at step 4 (residual or constructed member), not stated by a paper"
     earlier = ledger.pairs.get(pair_key(survivor.id, absorbed.id))
@@ -114,46 +131,33 @@ def _refusal(vault: Vault, survivor: Node, absorbed: Node, hc: Node | None, ledg
             f"the pair was kept apart by hand ({earlier.rationale.rstrip('.')}); "
             f"remove its MERGE from {REVIEW} or merge it again deliberately"
         )
-    if hc is None:
-        return None
-    left = [
-        vault.nodes[t]
-        for t in (link_target(link) for link in hc.meta.get("hypotheses") or [])
-        if t != absorbed.id and t in vault.nodes
-    ]
+    return None
+
+
+def _cluster_refusal(vault: Vault, absorbed: Node, hc: Node) -> str | None:
+    """The cluster ``absorbed`` leaves would break check 2 (fewer than 2 members) or check 3 (an
+    exhaustive cluster's argument naming no member left)."""
+    left = _members_left(vault, hc, absorbed)
     if len(left) < 2:
         return (
             f"{absorbed.id} would leave {hc.id} with {len(left)} member(s) and a cluster needs at least 2 "
-            f"(seed check 2); merge it by hand only after re-carving {hc.id}"
+            f"(check 2, clusters are well formed); merge it by hand only after re-carving {hc.id}"
         )
-    if hc.meta.get("exhaustive_by_construction") is True:
-        prose = "\n".join(line for line in hc.body.splitlines() if not line.strip().startswith("![["))
-        if not any(re.search(rf"\b{re.escape(m.id)}\b", prose) for m in left):
-            return (
-                f"{hc.id} is exhaustive by construction and its argument names no member but "
-                f"{absorbed.id} (seed check 3)"
-            )
+    if NodeView(hc).exhaustive and not names_a_member(hc, left):
+        return (
+            f"{hc.id} is exhaustive by construction and its argument names no member but "
+            f"{absorbed.id} (check 3, one residual or a justified exhaustive cluster)"
+        )
     return None
 
 
 def _merge_steps(vault: Vault, survivor: Node, absorbed: Node, hc: Node | None, rationale: str) -> list[Step]:
     """The journal steps of the merge: survivor and cluster first, then the moves."""
-    followers = [
-        m
-        for m in vault.of_type("hypothesis")
-        if m.meta.get("state") == "merged" and link_target(m.meta.get("merged_into")) == absorbed.id
-    ]
+    followers = merged_into_index(vault).get(absorbed.id, [])
     absorb(survivor, [absorbed, *followers], None)
     steps = [Step(to=str(survivor.path), text=survivor.text())]
     if hc is not None:
-        set_members(
-            hc,
-            [
-                vault.nodes[t]
-                for t in (link_target(link) for link in hc.meta.get("hypotheses") or [])
-                if t != absorbed.id and t in vault.nodes
-            ],
-        )
+        set_members(hc, _members_left(vault, hc, absorbed))
         why = " ".join(rationale.split())
         hc.body = (
             hc.body.rstrip("\n") + f"\n\n{BY_HAND} {absorbed.id} left this cluster, merged into "
@@ -161,8 +165,7 @@ def _merge_steps(vault: Vault, survivor: Node, absorbed: Node, hc: Node | None, 
         )
         steps.append(Step(to=str(hc.path), text=hc.text()))
     for x in (absorbed, *followers):
-        x.meta["state"] = "merged"
-        x.meta["merged_into"] = survivor.link
-        x.meta.pop("cluster", None)  # no longer a member: the backlink is 4b's derived field
+        set_merged(x, survivor.link)
+        clear_cluster(x)  # no longer a member: the backlink is 4b's derived field
         steps.append(Step(to=str(Path("hypotheses/merged") / x.path.name), text=x.text(), src=str(x.path)))
     return steps

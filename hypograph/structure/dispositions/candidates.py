@@ -32,6 +32,7 @@ from hypograph.proximity.adjudicate import Decision
 from hypograph.proximity.embed import TFIDF_MODELS, Embeddings, embed_sbert
 from hypograph.proximity.nearest import nearest
 from hypograph.structure.dispositions.ledger import pair_key
+from hypograph.vault.node_view import NodeView
 from hypograph.vault.nodes import Node
 
 NEIGHBOURS = 3
@@ -91,7 +92,7 @@ def candidate_pairs(
 
 
 def _hint(h: Node) -> str:
-    return " ".join(str(h.meta.get("question") or "").lower().split())
+    return " ".join(str(NodeView(h).question or "").lower().split())
 
 
 def ranked(matrix, m: int, block: int = 512) -> list[list[tuple[int, float]]]:
@@ -112,42 +113,64 @@ def ranked(matrix, m: int, block: int = 512) -> list[list[tuple[int, float]]]:
     return out
 
 
-def net_pairs(matrix, hints: list[str], net: Net) -> list[tuple[int, int, float]]:  # noqa: C901 - one pass per net part
+def net_pairs(matrix, hints: list[str], net: Net) -> list[tuple[int, int, float]]:
     """The pairs (i, j, cosine), i < j, that ``net`` casts over the rows of ``matrix``
-    (``hints``: each row's normalised question hint)."""
+    (``hints``: each row's normalised question hint): one pass per part of the net."""
     near = ranked(matrix, max(net.k, net.mutual, net.transitive))
     pairs: dict[tuple[int, int], float] = {}
-
-    def add(i: int, j: int, s: float) -> None:
-        if i != j and s > 0:
-            pairs[(min(i, j), max(i, j))] = s
-
-    for i, row in enumerate(near):
-        for j, s in row[: net.k]:
-            add(i, j, s)
+    for i, j, s in _nearest(near, net.k):
+        _add(pairs, i, j, s)
     if net.hint_k:
-        groups: dict[str, list[int]] = {}
-        for i, h in enumerate(hints):
-            if h:
-                groups.setdefault(h, []).append(i)
-        for members in (g for g in groups.values() if len(g) > 1):
-            for r, row in enumerate(ranked(matrix[members], net.hint_k)):
-                for c, s in row:
-                    add(members[r], members[c], s)
+        for i, j, s in _same_hint(matrix, hints, net.hint_k):
+            _add(pairs, i, j, s)
     if net.mutual:
-        close = [{j for j, _ in row[: net.mutual]} for row in near]
-        for i, row in enumerate(near):
-            for j, s in row[: net.mutual]:
-                if i in close[j]:
-                    add(i, j, s)
+        for i, j, s in _mutual(near, net.mutual):
+            _add(pairs, i, j, s)
     if net.transitive:
-        linked = set(pairs)
-        for b, row in enumerate(near):
-            # A~B and B~C both neighbour pairs, A and C among B's closest: ask A~C too
-            for (a, _), (c, _) in combinations(row[: net.transitive], 2):
-                if (min(a, b), max(a, b)) in linked and (min(b, c), max(b, c)) in linked:
-                    add(a, c, _cosine(matrix, a, c))
+        for a, c in _transitive(near, set(pairs), net.transitive):
+            _add(pairs, a, c, _cosine(matrix, a, c))
     return sorted(((i, j, s) for (i, j), s in pairs.items()), key=lambda t: (-t[2], t[0], t[1]))
+
+
+def _add(pairs: dict[tuple[int, int], float], i: int, j: int, s: float) -> None:
+    if i != j and s > 0:
+        pairs[(min(i, j), max(i, j))] = s
+
+
+def _nearest(near: list[list[tuple[int, float]]], k: int):
+    """Each row with its ``k`` nearest neighbours."""
+    for i, row in enumerate(near):
+        for j, s in row[:k]:
+            yield i, j, s
+
+
+def _same_hint(matrix, hints: list[str], k: int):
+    """Within each group of rows sharing a question hint, each row with its ``k`` nearest."""
+    groups: dict[str, list[int]] = {}
+    for i, h in enumerate(hints):
+        if h:
+            groups.setdefault(h, []).append(i)
+    for members in (g for g in groups.values() if len(g) > 1):
+        for r, row in enumerate(ranked(matrix[members], k)):
+            for c, s in row:
+                yield members[r], members[c], s
+
+
+def _mutual(near: list[list[tuple[int, float]]], m: int):
+    """Pairs each among the other's ``m`` nearest."""
+    close = [{j for j, _ in row[:m]} for row in near]
+    for i, row in enumerate(near):
+        for j, s in row[:m]:
+            if i in close[j]:
+                yield i, j, s
+
+
+def _transitive(near: list[list[tuple[int, float]]], linked: set[tuple[int, int]], t: int):
+    """A~B and B~C both pairs already, A and C among B's ``t`` closest: A~C is asked too."""
+    for b, row in enumerate(near):
+        for (a, _), (c, _) in combinations(row[:t], 2):
+            if (min(a, b), max(a, b)) in linked and (min(b, c), max(b, c)) in linked:
+                yield a, c
 
 
 def _cosine(matrix, i: int, j: int) -> float:
@@ -192,4 +215,4 @@ def embed_like(embeddings: Embeddings, texts: list[str]):
 
 def node_text(node: Node) -> str:
     """Title and statement, wiki-links stripped: what 4a compares."""
-    return strip_wikilinks(f"{node.title} {node.meta.get('statement') or ''}").strip()
+    return strip_wikilinks(f"{node.title} {NodeView(node).statement or ''}").strip()

@@ -21,6 +21,7 @@ from hypograph.structure.dispositions.amend import amend_widening
 from hypograph.structure.dispositions.candidates import Candidate, node_text
 from hypograph.structure.dispositions.ledger import Ledger, PairDecision, TopicDecision, pair_key
 from hypograph.structure.scope import QUESTION_CHARS, observations, open_to_4a
+from hypograph.vault.node_view import NodeView
 from hypograph.vault.nodes import Node
 from hypograph.vault.vault import Vault
 
@@ -33,7 +34,7 @@ def separating_observations(a: Node, b: Node, obs: list[Node]) -> list[str]:
     hypothesis has and the other lacks (English stop words aside). Errs towards 'separated'."""
     terms_a, terms_b = _terms(node_text(a)), _terms(node_text(b))
     distinguishing = terms_a ^ terms_b
-    return [o.id for o in obs if distinguishing & _terms(str(o.meta.get("statement") or o.title))]
+    return [o.id for o in obs if distinguishing & _terms(str(NodeView(o).statement or o.title))]
 
 
 _ANALYZER: list = []
@@ -101,7 +102,7 @@ def merge_request(
         return untrusted(
             "hypothesis",
             {"pair": str(n), "role": role, "id": h_id},
-            {"title": nodes[h_id].title, **{k: nodes[h_id].meta.get(k) for k in fields}},
+            {"title": nodes[h_id].title, **NodeView(nodes[h_id]).values(fields)},
         )
 
     user = (
@@ -109,7 +110,7 @@ def merge_request(
         + untrusted("main-question", {}, {"text": question[:QUESTION_CHARS]})
         + "\n\nObservations in scope:\n"
         + "\n".join(
-            untrusted("observation", {"number": str(n)}, {"statement": o.meta.get("statement") or o.title})
+            untrusted("observation", {"number": str(n)}, {"statement": NodeView(o).statement or o.title})
             for n, o in enumerate(obs, start=1)
         )
         + f"\n\nJudge these {len(batch)} pair(s); the first hypothesis of a pair survives if they are merged."
@@ -149,7 +150,7 @@ def topic_request(batch: list[Node], question: str) -> Request[TopicJudgements]:
         + untrusted("main-question", {}, {"text": question[:QUESTION_CHARS]})
         + "\n\nHypotheses:\n"
         + "\n".join(
-            untrusted("hypothesis", {"number": str(n)}, {"title": h.title, "statement": h.meta.get("statement")})
+            untrusted("hypothesis", {"number": str(n)}, {"title": h.title, "statement": NodeView(h).statement})
             for n, h in enumerate(batch, start=1)
         )
     )
@@ -186,32 +187,44 @@ def decide(
     against the vault before it is recorded (``amend``). Returns (the ledger, how many pairs were
     put to the policy, one line per decision amended)."""
     nodes = {h.id: h for h in open_to_4a(vault) if h.id not in frozen}
-    baseline = read_baseline(vault.root)
     obs = observations(vault)
     question = vault.main_question()
-    todo: list[Candidate] = []
-    for c in candidates:
-        key = pair_key(c.a, c.b)
-        if c.human:  # a person's verdict always stands, even over an earlier one
-            ledger.pairs[key] = PairDecision(
-                pair=(c.a, c.b), decision=c.human, decided_by="human", rationale="Recorded in proximity/review.json."
-            )
-        elif key not in ledger.pairs or (not policy.offline and ledger.pairs[key].decided_by == OFFLINE):
-            todo.append(c)  # new, or decided by the offline policy and now a model can judge it
+    todo = _pairs_to_judge(candidates, ledger, policy)
     batches = [todo[k : k + batch_size] for k in range(0, len(todo), max(1, batch_size))]
     # the offline policy reads no request: none is built (50,000 pairs would cost seconds of JSON)
     asks = [_pairs_ask(b, nodes, obs, question, not policy.offline) for b in batches]
+    baseline = read_baseline(vault.root)
     amended = []
     for batch, decisions in zip(batches, policy.decide("merge", asks), strict=True):
         for c, d in zip(batch, decisions, strict=True):
             ledger.pairs[pair_key(c.a, c.b)] = recorded = amend_widening(d, nodes, baseline)
             if recorded is not d:
                 amended.append(f"{c.a}/{c.b}: {recorded.amended}")
-    unjudged = [h for h in nodes.values() if h.id not in ledger.topics and not h.meta.get("origin")]
+    _judge_topics(list(nodes.values()), ledger, policy, question)
+    return ledger, len(todo), amended
+
+
+def _pairs_to_judge(candidates: list[Candidate], ledger: Ledger, policy: Policy) -> list[Candidate]:
+    """The candidates to put to ``policy``: new pairs, and pairs the offline policy decided when a
+    model can judge them now. A person's verdict goes on the ledger as it is (even over an earlier one)."""
+    todo: list[Candidate] = []
+    for c in candidates:
+        key = pair_key(c.a, c.b)
+        if c.human:
+            ledger.pairs[key] = PairDecision(
+                pair=(c.a, c.b), decision=c.human, decided_by="human", rationale="Recorded in proximity/review.json."
+            )
+        elif key not in ledger.pairs or (not policy.offline and ledger.pairs[key].decided_by == OFFLINE):
+            todo.append(c)
+    return todo
+
+
+def _judge_topics(nodes: list[Node], ledger: Ledger, policy: Policy, question: str) -> None:
+    """Put every hypothesis of ``nodes`` from a paper and not judged yet to the topic question."""
+    unjudged = [h for h in nodes if h.id not in ledger.topics and not NodeView(h).minted]
     topic_batches = [unjudged[k : k + TOPIC_BATCH] for k in range(0, len(unjudged), TOPIC_BATCH)]
     for decisions in policy.decide("topic", [_topic_ask(b, question, not policy.offline) for b in topic_batches]):
         ledger.topics.update((d.id, d) for d in decisions)
-    return ledger, len(todo), amended
 
 
 def _pairs_ask(
