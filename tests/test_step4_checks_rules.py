@@ -900,8 +900,8 @@ def _l7(i) -> str:
 
 def keep_vault(root: Path = Path("vault")) -> Vault:
     """H-1 absorbed H-2 and H-3; H-3 lists H-4 (dropped since) in its merged_from, so H-4 is under
-    H-1 only through H-3's own field (as is H-99, which has no file); H-6 absorbed H-10 (its merged_into says so, H-6 lists nothing);
-    H-5 is alone."""
+    H-1 only through H-3's own field (as is H-99, which has no file); H-6 absorbed H-10 (its
+    merged_into says so, H-6 lists nothing); H-5 is alone."""
     return Vault(
         root,
         {
