@@ -20,7 +20,9 @@ from conftest import REPO
 from hypograph.casework import CasePackage
 from hypograph.casework.batch import summary
 from hypograph.casework.checks import (
+    ANY,
     CHECKS,
+    SCALAR,
     budget_equal,
     checked_together,
     h1_grounded,
@@ -28,6 +30,7 @@ from hypograph.casework.checks import (
     references_resolve,
     registry_consistent,
     run_checks,
+    shape_violations,
 )
 from hypograph.casework.package import sha_file
 from hypograph.errors import HypographError
@@ -518,4 +521,68 @@ def test_run_checks_of_an_earlier_revision_reads_that_revision(case):
     (case / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     assert run_checks(CasePackage(case), 1) == {name: [] for name in CHECKS}
     with pytest.raises(HypographError, match="0002/hypotheses.json: missing"):
+        run_checks(CasePackage(case))
+
+
+# -- shapes: a file of another shape is a violation naming the file and the JSON pointer ------------------
+
+SHAPE = {"id": SCALAR, "n": int, "on": bool, "tags": [str], "inner": {"x": bool, "y?": float}, "any": ANY, "opt?": str}
+
+
+def test_a_document_of_the_shape_has_no_shape_violation():
+    good = {"id": "H1", "n": 3, "on": True, "tags": ["a", "b"], "inner": {"x": False}, "any": {"free": [1]}}
+    assert shape_violations(good, SHAPE, "f.json") == []  # optional keys may be absent, ANY takes anything
+    assert shape_violations({**good, "id": None, "opt": "o", "inner": {"x": True, "y": 0.5}}, SHAPE, "f.json") == []
+
+
+def test_each_difference_from_the_shape_is_one_line_naming_its_pointer_in_order():
+    bad = {"id": True, "n": False, "on": 1, "tags": ["a", 7], "inner": {"y": "no"}, "opt": None}
+    assert shape_violations(bad, SHAPE, "f.json") == [
+        ("f.json", "/any: missing"),
+        ("f.json", "/id: expected a string, number or null, got a boolean"),  # a boolean is no id
+        ("f.json", "/inner/x: missing"),
+        ("f.json", "/inner/y: expected a number, got a string"),
+        ("f.json", "/n: expected an integer, got a boolean"),
+        ("f.json", "/on: expected a boolean, got an integer"),
+        ("f.json", "/opt: expected a string, got null"),
+        ("f.json", "/tags/1: expected a string, got an integer"),
+    ]
+
+
+def test_a_document_of_another_type_is_one_violation_at_its_root():
+    assert shape_violations([], SHAPE, "f.json") == [("f.json", "/: expected an object, got an array")]
+    assert shape_violations({"a": {}}, {"a": [int]}, "g.json") == [("g.json", "/a: expected an array, got an object")]
+    assert shape_violations([["x"]], [SCALAR], "h.json") == [
+        ("h.json", "/0: expected a string, number or null, got an array")
+    ]
+    assert shape_violations(("t",), str, "i.json") == [("i.json", "/: expected a string, got a value")]  # not JSON
+
+
+def test_a_free_value_stops_nothing_after_it():
+    """A value the shape leaves free (ANY) is skipped, and the keys after it are still checked."""
+    doc = {"id": "H1", "n": "3", "on": True, "tags": [], "inner": {"x": True}, "any": 1}
+    assert shape_violations(doc, SHAPE, "f.json") == [("f.json", "/n: expected an integer, got a string")]
+
+
+def test_a_binding_path_that_is_no_string_is_a_broken_binding(case):
+    pkg, manifest, revision, hyp_doc, context = parts(case)
+    hyp_doc["bindings"]["policy"] = {"path": 7, "sha256": "0" * 64}
+    assert ("hypotheses", "bindings.policy: 7 missing or changed") in checked_together(
+        pkg, manifest, revision, hyp_doc, context
+    )
+
+
+def test_a_published_file_of_another_shape_fails_every_check_naming_file_and_pointer(case):
+    hyp_doc = doc("hypotheses.json")
+    hyp_doc["hypotheses"] = 7
+    (case / H / "hypotheses.json").write_text(json.dumps(hyp_doc), encoding="utf-8")
+    found = run_checks(CasePackage(case))
+    assert found == {
+        name: [(f"{H}/hypotheses.json", "/hypotheses: expected an array, got an integer")] for name in CHECKS
+    }
+
+
+def test_a_missing_published_file_is_one_error_naming_it(case):
+    (case / H / "registry.json").unlink()
+    with pytest.raises(HypographError, match=r"registry\.json: missing \(hypothesis_registry\)"):
         run_checks(CasePackage(case))

@@ -133,8 +133,9 @@ def checked_together(pkg: CasePackage, manifest: dict, revision: int, hyp_doc: d
     for key in ("policy", "context", "round"):
         ref = hyp_doc.get("bindings", {}).get(key, {})
         path = ref.get("path")
-        # a path that is no file (missing, a folder, outside the package) is a broken binding, not a crash
-        actual = _sha(pkg, path, f"hypotheses.json bindings.{key}") if isinstance(path, str) else None
+        # a path that is no file (missing, a folder, outside the package, not a string) is a broken
+        # binding, not a crash
+        actual = _sha(pkg, path)
         if actual is None or actual != ref.get("sha256"):
             out.append(("hypotheses", f"bindings.{key}: {path} missing or changed"))
     return out
@@ -148,10 +149,11 @@ def _bytes(pkg: CasePackage, rel: str) -> bytes | None:
         return None
 
 
-def _sha(pkg: CasePackage, rel: str, what: str) -> str | None:
+def _sha(pkg: CasePackage, rel) -> str | None:
+    """sha256 of the confined file ``rel``, or None when it is missing or no file the package may read."""
     try:
-        return pkg.sha(rel, what)
-    except HypographError:  # outside the package, a FIFO, a folder: not the bound file
+        return pkg.sha(rel)
+    except HypographError:  # outside the package, a FIFO, a folder, not a path: not the bound file
         return None
 
 
@@ -220,29 +222,24 @@ def shape_violations(doc, shape, file: str) -> list[Violation]:
             out.append((file, f"{ptr or '/'}: {wrong}"))
         elif isinstance(want, dict):
             for key, sub in want.items():
-                name = key.rstrip("?")
+                name = key.removesuffix("?")
                 if name in value:
                     stack.append((value[name], sub, f"{ptr}/{name}"))
                 elif not key.endswith("?"):
                     out.append((file, f"{ptr}/{name}: missing"))
         elif isinstance(want, list):
             stack.extend((item, want[0], f"{ptr}/{i}") for i, item in reversed(list(enumerate(value))))
-    return sorted(out, key=lambda v: v[1])
+    return sorted(out)  # one file: by pointer
 
 
 def _wrong_type(value, want) -> str | None:
     """``expected <type>, got <type>`` when ``value`` is not of the type ``want`` describes (an
-    object, an array, a type, or a tuple of scalar types; a boolean is never a number), else None."""
+    object, an array, a type, or a tuple of scalar types; a boolean is only a boolean, never a
+    number), else None."""
     kind = dict if isinstance(want, dict) else list if isinstance(want, list) else want
-    if (
-        isinstance(value, kind)
-        and not (kind is int and isinstance(value, bool))
-        and not (isinstance(kind, tuple) and isinstance(value, bool))
-    ):
+    if isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
         return None
-    want_name = (
-        _NAMES.get(kind, "a string, number or null") if not isinstance(kind, tuple) else "a string, number or null"
-    )
+    want_name = "a string, number or null" if isinstance(kind, tuple) else _NAMES[kind]
     return f"expected {want_name}, got {_NAMES.get(type(value), 'a value')}"
 
 
