@@ -77,7 +77,9 @@ def layout(rows, src: np.ndarray, dst: np.ndarray, sim: np.ndarray) -> np.ndarra
     # igraph draws from Python's random module API; a private seeded generator makes the map repeatable.
     igraph.set_random_number_generator(random.Random(SEED))
     try:
-        coords = g.layout_fruchterman_reingold(weights=sim.tolist(), seed=start.tolist(), niter=300, grid="auto")
+        coords = g.layout_fruchterman_reingold(
+            weights=sim.tolist(), seed=start.tolist(), niter=150 if n > 1000 else 300, grid="auto"
+        )
     finally:
         igraph.set_random_number_generator(random)
     return _scaled(np.asarray(coords.coords, dtype=np.float64))

@@ -21,12 +21,13 @@ Where the numbers come from (never an N x N matrix):
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from hypograph.errors import HypographError
-from hypograph.proximity.communities import find_communities
+from hypograph.proximity.communities import SEED
 from hypograph.proximity.graph import DIGITS, SimilarityGraph
 
 THRESHOLDS = tuple(round(0.10 + 0.05 * k, 2) for k in range(17))
@@ -99,11 +100,26 @@ def threshold_sweep(graph: SimilarityGraph, matrix, algorithm: str = "louvain", 
 
 
 def _graph_at(graph: SimilarityGraph, t: float, algorithm: str) -> tuple[int, int, int]:
-    """Edges, clusters of 2 or more, and nodes in no edge, of ``graph`` cut at ``t``."""
+    """Edges, clusters of 2 or more, and nodes in no edge, of ``graph`` cut at ``t``: the clusters
+    proximity would find (``find_communities``'s algorithm and seed, split along components),
+    counted without labelling them."""
+    import igraph
+
     keep = np.flatnonzero(graph.sim >= t)
-    cut = SimilarityGraph(graph.ids, t, graph.src[keep], graph.dst[keep], graph.sim[keep])
-    sizes = [len(m) for m in find_communities(cut, algorithm).clusters.values()]
-    return int(keep.size), sum(s >= 2 for s in sizes), sum(s == 1 for s in sizes)
+    n = len(graph.ids)
+    if keep.size == 0:
+        return 0, 0, n
+    g = igraph.Graph(n=n, edges=np.column_stack([graph.src[keep], graph.dst[keep]]).tolist())
+    component = np.asarray(g.connected_components().membership, dtype=np.int64)
+    community = component
+    if algorithm == "louvain":
+        igraph.set_random_number_generator(random.Random(SEED))
+        try:
+            community = np.asarray(g.community_multilevel(weights=graph.sim[keep].tolist()).membership, np.int64)
+        finally:
+            igraph.set_random_number_generator(random)
+    _, sizes = np.unique(community * (component.max() + 1) + component, return_counts=True)
+    return int(keep.size), int(np.count_nonzero(sizes >= 2)), int(np.count_nonzero(sizes == 1))
 
 
 def _low_graph(graph: SimilarityGraph, matrix, dupe_threshold: float) -> tuple[SimilarityGraph | None, list[str]]:
