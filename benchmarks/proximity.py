@@ -7,7 +7,7 @@ directory of the chosen shape (``benchmarks/proximity_corpus.py``: ``--profile s
 ``dense``) and runs, each command as its own process, exactly as on the command line:
 
 * ``hypograph``: ``prox embed``, ``prox graph``, ``prox clusters``, ``prox dupes`` (defaults:
-  the seed's TF-IDF, threshold 0.30, at most 20 neighbours per node, dupes >= 0.80);
+  the seed's TF-IDF, every edge at or above 0.30 (no neighbour cap), dupes >= 0.80);
 * ``naive``: ``benchmarks/naive_prox.py`` with the same four commands (dense N x N cosine,
   graph.json as a dict of dicts, networkx Louvain), on a second run directory sharing the same
   hypotheses. Skipped above ``--naive-max`` hypotheses (its N x N matrix alone would not fit).

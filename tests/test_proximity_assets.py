@@ -15,6 +15,7 @@ from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 import hypograph.proximity.checks as checks
 from hypograph.inputs import stored_id
 from hypograph.prox_cli import main as prox_main
+from hypograph.proximity.graph import DEFAULT_MAX_NEIGHBOURS
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 SEED_FILES = (
@@ -149,7 +150,9 @@ def test_an_edgeless_graph_says_the_highest_similarity_and_what_to_try(run_dir):
 def test_job_output_matches_the_prox_cli(job_run, run_dir):
     root, _ = job_run
     for command in ("embed", "graph", "clusters", "dupes"):
-        assert prox_main([command, "--run-dir", str(run_dir)]) == 0
+        # the assets cap the neighbours by default (prox graph does not): the same K on both sides
+        cap = ["--max-neighbours", str(DEFAULT_MAX_NEIGHBOURS)] if command == "graph" else []
+        assert prox_main([command, "--run-dir", str(run_dir), *cap]) == 0
     for name in SEED_FILES:
         assert (run_dir / "proximity" / name).read_bytes() == (root / "proximity" / name).read_bytes(), name
 
