@@ -132,7 +132,7 @@ def _read(root: Path) -> _Inputs:
     clusters = store.read_clusters(root)
     names = {c: v.get("label", "") for c, v in _cluster_names(root).items()}
     dupes = store.read_dupes(root) if (d / "dupes.json").exists() else []
-    return _Inputs(graph.ids, matrix, graph, clusters, names, dupes, _titles(root))
+    return _Inputs(graph.ids, matrix, graph, clusters, names, dupes, _titles(root, graph.ids))
 
 
 def _cluster_names(root: Path) -> dict[str, dict]:
@@ -141,10 +141,22 @@ def _cluster_names(root: Path) -> dict[str, dict]:
     return store.read_cluster_names(root)
 
 
-def _titles(root: Path) -> dict[str, str]:
-    """Each hypothesis's title (or statement), for the hover text; {} when the input cannot be read now."""
+def _titles(root: Path, ids: list[str]) -> dict[str, str]:
+    """Each hypothesis's title (or statement), for the hover text: from the validated corpus the
+    pipeline snapshotted (``.hypograph/assets/hypothesis_texts.json``, one file) when it holds every
+    id, else read from the input; {} when the input cannot be read now."""
+    import orjson
+
     from hypograph.library.corpus import input_corpus
 
+    snapshot = root / ".hypograph" / "assets" / "hypothesis_texts.json"
+    try:
+        hypotheses = orjson.loads(snapshot.read_bytes())["hypotheses"] if snapshot.exists() else []
+        titles = {h["id"]: " ".join((h.get("title") or h.get("statement") or "").split()) for h in hypotheses}
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        titles = {}
+    if titles and all(i in titles for i in ids):
+        return titles
     try:
         corpus = input_corpus(root)
     except HypographError:

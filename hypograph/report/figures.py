@@ -171,7 +171,8 @@ def sweep_figure(sweep: Sweep, threshold: float, dupe_threshold: float):
     ]
     for name, values, row, colour in series:
         ys = [None if v is None else v for v in values]
-        fig.add_trace(go.Scatter(x=t, y=ys, mode="lines+markers", name=name, line={"color": colour}), row=row, col=1)
+        line = {"color": colour, "dash": "dash" if name.startswith("pairs") else "solid"}
+        fig.add_trace(go.Scatter(x=t, y=ys, mode="lines+markers", name=name, line=line), row=row, col=1)
     fig.update_yaxes(type="log", title_text="count (log)", row=2, col=1)
     fig.update_yaxes(title_text="count", row=3, col=1)
     for row in (1, 2, 3):
@@ -274,7 +275,8 @@ def sweep_png(sweep: Sweep, threshold: float, dupe_threshold: float) -> bytes:
         (sweep.alone, "hypotheses in no edge", "#8c564b", axes[2]),
     ):
         ys = [np.nan if v is None else v for v in values]
-        ax.plot(t, ys, marker="o", markersize=3, color=colour, label=name)
+        style = "--" if name.startswith("pairs") else "-"  # pairs equal edges without a cap: keep both seen
+        ax.plot(t, ys, marker="o", markersize=3, color=colour, label=name, linestyle=style)
     axes[1].set_yscale("symlog", linthresh=1)
     axes[1].set_title("Edges and pairs at each threshold", fontsize=10)
     axes[2].set_title("Clusters at each threshold", fontsize=10)
