@@ -356,18 +356,3 @@ def test_adjudicate_applies_a_review_below_the_dupe_threshold_with_its_cosine_an
     verdict = next(v for v in read_json(run_dir, "verdicts.json") if v["pair"] == ["H-1", "H-10"])
     assert (verdict["verdict"], verdict["decided_by"]) == ("KEEP", "human")
     assert 0.0 < verdict["similarity"] < 0.8  # its cosine, not 0.0
-
-
-def test_prox_pauses_the_cyclic_collector_only_while_it_runs(run_dir):
-    """prox turns Python's cycle collector off for its one command (it costs 1 s at 100k
-    hypotheses); a caller in the same process gets it back, whether the command worked or not."""
-    import gc
-
-    assert gc.isenabled()
-    assert prox_main(["embed", "--run-dir", str(run_dir)]) == 0
-    assert gc.isenabled()
-    assert prox_main(["dupes", "--run-dir", str(run_dir)]) == 1  # no graph yet: one-line error
-    assert gc.isenabled()
-    with pytest.raises(SystemExit):
-        prox_main(["dupes", "--run-dir", str(run_dir / "nowhere")])  # a usage error, before any work
-    assert gc.isenabled()

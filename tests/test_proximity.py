@@ -1001,3 +1001,21 @@ def test_pairs_below_the_graph_come_from_the_embeddings_only_when_they_list_the_
     other = Embeddings(ids_for(299) + ["H-999"], rows, "tfidf", "tfidf-seed")
     with pytest.raises(HypographError, match="list different hypotheses"):
         pairs_at(graph, lambda: other, 0.1)
+
+
+def test_one_backend_interface_selects_each_backend_and_names_the_choices():
+    from hypograph.library.embedder import backend_of, make_embedder
+    from hypograph.proximity.embed import BACKENDS, SbertEmbedder, TfidfEmbedder, select_backend
+
+    assert BACKENDS == ("tfidf", "sbert")
+    tfidf = select_backend("tfidf", "tuned")
+    assert isinstance(tfidf, TfidfEmbedder) and tfidf.model == "tfidf-tuned"
+    assert isinstance(select_backend("sbert"), SbertEmbedder) and select_backend("sbert").model == "all-MiniLM-L6-v2"
+    rows = select_backend("tfidf")(["bees carry pollen", "bees carry mites"])
+    assert rows.shape[0] == 2 and abs(float((rows @ rows.T).toarray()[0, 0]) - 1.0) < 1e-12
+    with pytest.raises(HypographError, match="unknown embedding backend 'bert': choose one of tfidf, sbert"):
+        select_backend("bert")
+    with pytest.raises(HypographError, match="unknown tfidf model 'x'"):
+        select_backend("tfidf", "x")
+    library_tfidf = make_embedder("tfidf")
+    assert backend_of(library_tfidf) == "tfidf" and library_tfidf([]).shape == (0, 1)
