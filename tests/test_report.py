@@ -142,3 +142,20 @@ def test_the_map_sample_keeps_every_cluster_and_is_repeatable():
 def test_a_run_without_proximity_files_is_one_line_naming_the_file(run):
     with pytest.raises(HypographError, match=r"proximity/graph\.json: missing"):
         write_report(run)
+
+
+def test_a_vault_gets_its_map_by_hypothesis_cluster_with_its_residuals(tmp_path):
+    from conftest import SHARED_VAULTS, copy_tree
+
+    from hypograph.report import VAULT_MAP_PNG, hc_groups
+
+    vault = copy_tree(SHARED_VAULTS / "eggs1", tmp_path / "eggs1")
+    proximity_files(vault)
+    membership, names, residuals = hc_groups(vault)
+    assert set(names) == {"HC-1", "HC-2", "HC-3"} and names["HC-1"].startswith("HC-1 Magnitude")
+    assert len(residuals) == 3 and all(membership[r] in names for r in residuals)
+    report = write_report(vault)
+    assert report.files["vault_map"] == vault / "proximity" / VAULT_MAP_PNG
+    assert report.pngs["vault_map"] == (vault / "proximity" / VAULT_MAP_PNG).read_bytes()
+    assert report.counts["hc_clusters"] == 3 and report.counts["residuals"] == 3
+    assert 'id="vault-map"' in (vault / "proximity" / REPORT_HTML).read_text(encoding="utf-8")
