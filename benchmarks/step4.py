@@ -544,7 +544,16 @@ def main() -> None:
     if args.time:
         time_table([int(s) for s in (args.sizes or "500,5000,20000").split(",")], args.json)
         return
-    args.sizes = args.sizes or "32,100,500"
+    rows = model_rows([int(s) for s in (args.sizes or "32,100,500").split(",")], quiet=args.json)
+    if args.json:
+        for r in rows:
+            print(json.dumps(r))
+        return
+    print_tables(rows)
+
+
+def model_rows(sizes: list[int], quiet: bool) -> list[dict]:
+    """The net and cost rows of each size, step 4 asking the stub model (the environment pointed at it)."""
     llm_stub._tokens = lambda text: max(1, math.ceil(len(text) / 4))  # characters / 4, not words
     stub = llm_stub.LLMStub()
     os.environ.update(
@@ -558,28 +567,33 @@ def main() -> None:
     )
     for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy", "HYPOGRAPH_LLM"):
         os.environ.pop(k, None)
-    rows = []
+    rows: list[dict] = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            for n in (int(s) for s in args.sizes.split(",")):
-                base = Path(tmp) / f"vault-{n}"
-                families = build(base, n)
-                emb, verdicts = proximity(base)
-                work = Workload(n, base, families, emb, verdicts)
-                for name, net in NETS.items():
-                    rows.append(net_row(name, net, work))
-                stub.always(stub_model(families))
-                for name, (net, batch) in APPROACHES.items():
-                    root = Path(shutil.copytree(base, Path(tmp) / f"run-{n}-{len(rows)}"))
-                    rows.append(cost_row(name, net, batch, replace(work, root=root), stub))
-                    if not args.json:
-                        print(f"... {n} hypotheses, {name}: {rows[-1]['calls']} calls", file=sys.stderr)
+            for n in sizes:
+                rows += size_rows(n, Path(tmp), stub, quiet)
     finally:
         stub.close()
-    if args.json:
-        for r in rows:
-            print(json.dumps(r))
-        return
+    return rows
+
+
+def size_rows(n: int, tmp: Path, stub, quiet: bool) -> list[dict]:
+    """One vault of ``n`` hypotheses: a net row per net, then a cost row per approach (each on a copy)."""
+    base = tmp / f"vault-{n}"
+    families = build(base, n)
+    emb, verdicts = proximity(base)
+    work = Workload(n, base, families, emb, verdicts)
+    rows = [net_row(name, net, work) for name, net in NETS.items()]
+    stub.always(stub_model(families))
+    for k, (name, (net, batch)) in enumerate(APPROACHES.items()):
+        root = Path(shutil.copytree(base, tmp / f"run-{n}-{k}"))
+        rows.append(cost_row(name, net, batch, replace(work, root=root), stub))
+        if not quiet:
+            print(f"... {n} hypotheses, {name}: {rows[-1]['calls']} calls", file=sys.stderr)
+    return rows
+
+
+def print_tables(rows: list[dict]) -> None:
     for table in ("net", "cost"):
         chosen = [r for r in rows if r["table"] == table]
         keys = [k for k in chosen[0] if k != "table"]

@@ -257,9 +257,17 @@ def test_structure_cli_on_example_vault(cli_runs):
     assert proc.returncode == 0, proc.stderr
     assert failures(root) == {}
     assert hypograph("check", root).returncode == 0
+    assert_step3_files_kept(before, snapshot(root))
+    hcs, hyps = clusters(root), hypotheses(root)
+    assert hcs
+    for hc in hcs.values():
+        assert_well_formed_cluster(hc, hyps)
+        assert hc.id in proc.stdout
+    assert_map_counts((root / MAP).read_text(encoding="utf-8"), before, hcs, hyps)
 
-    # Every step-3 file is still there: hypotheses moved at most, everything else byte-identical.
-    after = snapshot(root)
+
+def assert_step3_files_kept(before: dict, after: dict) -> None:
+    """Every step-3 file is still there: hypotheses moved at most, everything else byte-identical."""
     for rel, (data, _mtime) in before.items():
         if rel.startswith("hypotheses/"):
             name = Path(rel).name
@@ -269,19 +277,19 @@ def test_structure_cli_on_example_vault(cli_runs):
         else:
             assert after[rel][0] == data, rel
 
-    hcs = clusters(root)
-    hyps = hypotheses(root)
-    assert hcs
-    for hc in hcs.values():
-        assert hc.path.parent == Path("hypothesis-clusters")
-        assert hc.path.name.startswith(f"{hc.id} - ")
-        ids = members(hc)
-        assert [hyps[i].meta.get("residual") is True for i in ids] == [False] * (len(ids) - 1) + [True]
-        assert hyps[ids[-1]].meta["origin"] == "step-4-residual" and not hyps[ids[-1]].meta["source"]
-        assert all(hyps[i].meta["cluster"] == hc.link for i in ids)
-        assert hc.id in proc.stdout
 
-    text = (root / MAP).read_text(encoding="utf-8")
+def assert_well_formed_cluster(hc, hyps: dict) -> None:
+    """In its folder, named by its id, its residual (minted, sourceless) last, every member's backlink naming it."""
+    assert hc.path.parent == Path("hypothesis-clusters")
+    assert hc.path.name.startswith(f"{hc.id} - ")
+    ids = members(hc)
+    assert [hyps[i].meta.get("residual") is True for i in ids] == [False] * (len(ids) - 1) + [True]
+    assert hyps[ids[-1]].meta["origin"] == "step-4-residual" and not hyps[ids[-1]].meta["source"]
+    assert all(hyps[i].meta["cluster"] == hc.link for i in ids)
+
+
+def assert_map_counts(text: str, before: dict, hcs: dict, hyps: dict) -> None:
+    """The structure map: dated, every cluster linked, the counts of the vault as it is."""
     assert re.search(r"^generated: \d{4}-\d{2}-\d{2}$", text, re.M)
     for hc in hcs.values():
         assert f"[[{hc.path.stem}]]" in text
@@ -290,6 +298,8 @@ def test_structure_cli_on_example_vault(cli_runs):
     assert f"| merged | {states.count('merged')} |" in text
     assert f"| dropped | {states.count('dropped')} |" in text
     assert f"| clusters | {len(hcs)} |" in text
+    minted = sum(1 for h in hyps.values() if h.meta.get("origin"))
+    assert f"| hypotheses minted at 4b (residuals, complements) | {minted} |" in text
     assert f"| H in (step 3) | {sum(1 for p in before if p.startswith('hypotheses/'))} |" in text
 
 
@@ -625,7 +635,16 @@ def test_micro_example_with_a_model(sahul, llm_server, llm_env):
     assert failures(sahul) == {}
     hyps = hypotheses(sahul)
 
-    # 4a: H-127 merged into H-3 with the seed's bookkeeping.
+    assert_4a_merge_with_the_seeds_bookkeeping(sahul, hyps, step3)
+    assert_4a_keep_and_drop(sahul, hyps)
+    assert_4b_one_cluster(sahul, hyps)
+    # The model saw the hypotheses by number in the carving prompt, never asked for ids.
+    (carve,) = carve_requests(llm_server)
+    assert [a["number"] for a, _ in tagged(carve.body, "hypothesis")] == ["1", "2", "3"]
+
+
+def assert_4a_merge_with_the_seeds_bookkeeping(sahul: Path, hyps: dict, step3: dict) -> None:
+    """4a: H-127 merged into H-3 with the seed's bookkeeping."""
     h3, h127 = hyps["H-3"], hyps["H-127"]
     assert h127.path.parent == Path("hypotheses/merged")
     assert h127.meta["state"] == "merged" and h127.meta["merged_into"] == h3.link
@@ -642,7 +661,9 @@ def test_micro_example_with_a_model(sahul, llm_server, llm_env):
     assert h3.meta["generalization_note"] == GENERALIZATION
     assert h3.meta["quote"] == "a blitzkrieg of hunting on naive prey"
 
-    # H-11 kept (O-22 separates it from H-3); H-133 dropped as off-topic.
+
+def assert_4a_keep_and_drop(sahul: Path, hyps: dict) -> None:
+    """H-11 kept (O-22 separates it from H-3); H-133 dropped as off-topic."""
     assert hyps["H-11"].meta["state"] == "active" and "merged_into" not in hyps["H-11"].meta
     ledger = json.loads((sahul / LEDGER).read_text(encoding="utf-8"))
     assert ledger["pairs"]["H-3|H-127"]["decision"] == "MERGE"
@@ -653,7 +674,17 @@ def test_micro_example_with_a_model(sahul, llm_server, llm_env):
     assert h133.path.parent == Path("hypotheses/dropped")
     assert h133.meta["state"] == "dropped" and h133.meta["drop_reason"] == DROP_REASON
 
-    # 4b: one cluster, members by ascending id, the minted residual last.
+
+def assert_the_minted_residual(residual) -> None:
+    """H-134: minted at 4b as the cluster's residual, without a source."""
+    assert residual.path == Path("hypotheses/H-134 - Some driver not listed above dominated.md")
+    assert residual.meta["residual"] is True and residual.meta["origin"] == "step-4-residual"
+    assert residual.meta["statement"] == CLUSTER["residual_statement"]
+    assert not residual.meta["source"]
+
+
+def assert_4b_one_cluster(sahul: Path, hyps: dict) -> None:
+    """4b: one cluster, members by ascending id, the minted residual last."""
     (hc,) = clusters(sahul).values()
     assert hc.path == Path("hypothesis-clusters/HC-1 - Dominant driver of the extinction pulse.md")
     assert members(hc) == ["H-3", "H-11", "H-21", "H-134"]  # ids minted 1 past the highest, never by the model
@@ -662,18 +693,10 @@ def test_micro_example_with_a_model(sahul, llm_server, llm_env):
     assert hc.meta["exhaustive_by_construction"] is False
     embeds = [line for line in hc.body.splitlines() if line.startswith("![[")]
     assert [link_target(line) for line in embeds] == members(hc)
-    residual = hyps["H-134"]
-    assert residual.path == Path("hypotheses/H-134 - Some driver not listed above dominated.md")
-    assert residual.meta["residual"] is True and residual.meta["origin"] == "step-4-residual"
-    assert residual.meta["statement"] == CLUSTER["residual_statement"]
-    assert not residual.meta["source"]
+    assert_the_minted_residual(hyps["H-134"])
     for h_id in members(hc):
         assert hyps[h_id].meta["cluster"] == hc.link
     assert "[[HC-1 - Dominant driver of the extinction pulse]]" in (sahul / MAP).read_text(encoding="utf-8")
-
-    # The model saw the hypotheses by number in the carving prompt, never asked for ids.
-    (carve,) = carve_requests(llm_server)
-    assert [a["number"] for a, _ in tagged(carve.body, "hypothesis")] == ["1", "2", "3"]
 
 
 def structure_4b_with_model(root: Path) -> None:
