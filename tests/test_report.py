@@ -109,7 +109,7 @@ def test_the_sweep_counts_the_edges_a_graph_built_at_each_threshold_has(run, cap
 def test_no_edge_at_the_threshold_is_said_with_the_most_similar_pair(run):
     emb, graph = proximity_files(run, threshold=0.99)
     report = write_report(run)
-    assert report.headline.startswith("no pair reaches the threshold 0.99")
+    assert report.headline.startswith("none of the 435 pairs reaches the threshold 0.99")
     best = _pairs_at_least(emb.matrix, report.sweep.best[2])
     assert best >= 1 and _pairs_at_least(emb.matrix, report.sweep.best[2] + 1e-6) == 0
 

@@ -199,8 +199,8 @@ def headline(sweep: Sweep, threshold: float, dupe_threshold: float) -> str:
         f"the most similar pair, {sweep.best[0]} and {sweep.best[1]}, is at {sweep.best[2]:.2f}" if sweep.best else ""
     )
     if sweep.at_threshold == 0 and sweep.best:
-        return f"no pair reaches the threshold {threshold:.2f}: {best}"
-    said = f"threshold {threshold:.2f} (dashed): {sweep.at_threshold} edges"
+        return f"none of the {sweep.total_pairs} pairs reaches the threshold {threshold:.2f}: {best}"
+    said = f"threshold {threshold:.2f} (dashed): {sweep.at_threshold} edges among {sweep.total_pairs} pairs"
     kd = _index(sweep, dupe_threshold)
     dupes = f"; dupe threshold {dupe_threshold:.2f} (dotted): {sweep.pairs[kd]:.0f} pairs" if kd is not None else ""
     return said + dupes + (f"; {best}" if best else "")
