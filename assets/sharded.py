@@ -109,7 +109,7 @@ def merge_similarity_shards(
         metadata={
             "nodes": len(graph.ids),
             "edges": graph.num_edges,
-            "threshold": graph.threshold,
+            "threshold": MetadataValue.text(f"{graph.threshold:g}"),  # a setting: text, not plotted across runs
             "backend": emb.backend,
             "model": emb.model,
             "shards": len(parts),
