@@ -127,7 +127,7 @@ def print_review_queue(root: Path) -> None:
         return
     titles = _titles(root)
     print(
-        f"{plural(len(queue), 'pair')} wait{'s' * (len(queue) == 1)} for your review; record MERGE or KEEP in "
+        f"{len(queue)} pair(s) wait for your review; record MERGE or KEEP in "
         f"{store.proximity_dir(root) / 'review.json'}:"
     )
     for v in queue:
@@ -148,12 +148,12 @@ def print_structure(root: Path, result) -> None:
     a = asset_metadata(result, "hypothesis_dispositions")
     b = asset_metadata(result, "hypothesis_clusters")
     changed = [
-        f"{n} {what}"
-        for n, what in (
-            (a.get("merged", 0), "hypotheses merged into a survivor"),
-            (a.get("dropped", 0), "dropped as off-topic"),
-            (b.get("created", 0), "clusters created"),
-            (b.get("minted_hypotheses", 0), "hypotheses minted (residuals, complements)"),
+        f"{plural(n, one, many) if one else n} {what}"
+        for n, one, many, what in (
+            (a.get("merged", 0), "hypothesis", "hypotheses", "merged into a survivor"),
+            (a.get("dropped", 0), "", "", "dropped as off-topic"),
+            (b.get("created", 0), "cluster", "clusters", "created"),
+            (b.get("minted_hypotheses", 0), "hypothesis", "hypotheses", "minted (residuals, complements)"),
         )
         if n
     ]

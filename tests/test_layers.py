@@ -46,6 +46,7 @@ LAZY_HYPOGRAPH_IMPORTS = {
     "hypograph.proximity.graph": "the builders (similarity, shards: scipy) only when building: readers start light",
     "hypograph.proximity.graph_files": "the writers' helpers (forked chunks, edge order) only when writing",
     "hypograph.hypotheses": "the vault's modules (YAML) only when reading a vault: prox on a run dir starts light",
+    "hypograph.library.cli": "the library's modules only when the command runs: `hypograph --help` loads none",
 }
 
 

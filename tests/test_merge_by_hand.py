@@ -93,7 +93,7 @@ def test_a_human_merge_of_clustered_hypotheses_is_applied(merged):
 
     # The user is told, and the pair has left the review queue.
     assert f"MERGE H-12/H-13 from proximity/review.json applied: H-13 merged into H-12 and left {hc.id}" in proc.stdout
-    assert "1 hypotheses merged into a survivor" in proc.stdout
+    assert "1 hypothesis merged into a survivor" in proc.stdout
     assert 'H-13 "Nile flood farming' not in proc.stdout.split("wait for your review")[-1]
 
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from hypograph.llm.client import LLMClient, LLMUnavailable, Rejected, Request
+from hypograph.progress import stage
 
 T = TypeVar("T")  # the model's answer (a pydantic model)
 R = TypeVar("R")  # the decision the caller keeps
@@ -103,8 +104,6 @@ class ModelPolicy(Policy):
         return False
 
     def decide(self, kind: str, asks: list[Ask[T, R]]) -> list[R]:
-        from hypograph.progress import stage
-
         with stage(f"model calls ({kind})", total=len(asks), unit="calls"):
             answers = self.client.ask_all([a.request for a in asks])
         out = []
