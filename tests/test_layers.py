@@ -33,7 +33,7 @@ LAYERS: dict[str, list[str]] = {
     "llm": ["hypograph.llm"],
     "proximity": ["hypograph.proximity"],
     "structure": ["hypograph.structure"],
-    "top": ["hypograph.library", "hypograph.casework", "hypograph.prox_cli"],
+    "top": ["hypograph.library", "hypograph.casework", "hypograph.prox_cli", "hypograph.report"],
 }
 # Modules allowed to import hypograph modules inside functions, and why.
 LAZY_HYPOGRAPH_IMPORTS = {
@@ -46,6 +46,8 @@ LAZY_HYPOGRAPH_IMPORTS = {
     "hypograph.proximity.graph": "the builders (similarity, shards: scipy) only when building: readers start light",
     "hypograph.proximity.graph_files": "the writers' helpers (forked chunks, edge order) only when writing",
     "hypograph.hypotheses": "the vault's modules (YAML) only when reading a vault: prox on a run dir starts light",
+    "hypograph.report": "the vault and corpus readers only for the input that needs them (titles, HC clusters)",
+    "hypograph.report.sweep": "the graph builder only when the sweep rebuilds below the threshold",
     "hypograph.library.cli": "the library's modules only when the command runs: `hypograph --help` loads none",
 }
 
