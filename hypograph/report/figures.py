@@ -200,10 +200,19 @@ def headline(sweep: Sweep, threshold: float, dupe_threshold: float) -> str:
     )
     if sweep.at_threshold == 0 and sweep.best:
         return f"none of the {sweep.total_pairs} pairs reaches the threshold {threshold:.2f}: {best}"
-    said = f"threshold {threshold:.2f} (dashed): {sweep.at_threshold} edges among {sweep.total_pairs} pairs"
+    edges, pairs = _count(sweep.at_threshold, "edge"), _count(sweep.total_pairs, "pair")
+    said = f"threshold {threshold:.2f} (dashed): {edges} among {pairs}"
     kd = _index(sweep, dupe_threshold)
-    dupes = f"; dupe threshold {dupe_threshold:.2f} (dotted): {sweep.pairs[kd]:.0f} pairs" if kd is not None else ""
+    dupes = (
+        f"; dupe threshold {dupe_threshold:.2f} (dotted): {_count(round(sweep.pairs[kd]), 'pair')}"
+        if kd is not None
+        else ""
+    )
     return said + dupes + (f"; {best}" if best else "")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _index(sweep: Sweep, value: float) -> int | None:
