@@ -25,6 +25,7 @@ from hypograph.structure.dispositions.merge import (
     apply_dispositions,
     chained,
     drop,
+    earlier_members,
     group_widening,
     merge_groups,
 )
@@ -497,3 +498,34 @@ def apply_dispositions_in_memory(v: Vault, led: Ledger):
     """``apply_dispositions`` on an in-memory vault: the journal's writes taken into the index only."""
     v.apply = lambda steps: (v.written(steps), len(steps))[1]  # type: ignore[method-assign]
     return apply_dispositions(v, led)
+
+
+def test_a_blocked_join_names_its_keep_pair_in_id_order():
+    """H-2 before H-10 (by number, not as text), however the KEEP was recorded."""
+    blocked: list[str] = []
+    decisions = ledger(decision("H-10", "H-2", "KEEP"), decision("H-2", "H-4"))
+    assert merge_groups(["H-2", "H-4"], decisions, {"H-4": ["H-10"]}, blocked) == {}
+    assert blocked == ["MERGE H-2/H-4 not applied: it would put H-2 and H-10, recorded KEEP, under one survivor"]
+
+
+def test_a_join_blocked_by_several_keeps_names_the_first_pair_by_id():
+    earlier = {"H-2": ["H-3", "H-10", "H-12"], "H-4": ["H-5", "H-11"]}
+    keeps = [("H-3", "H-4"), ("H-10", "H-11"), ("H-12", "H-11"), ("H-2", "H-5")]
+    blocked: list[str] = []
+    decisions = [decision(a, b, "KEEP") for a, b in keeps] + [decision("H-2", "H-4")]
+    assert merge_groups(["H-2", "H-4"], ledger(*decisions), earlier, blocked) == {}
+    assert blocked == ["MERGE H-2/H-4 not applied: it would put H-2 and H-5, recorded KEEP, under one survivor"]
+
+
+def test_earlier_members_follow_merged_into_and_merged_from_transitively():
+    """H-4 is under H-1 by its merged_into only, H-3 by H-2's merged_from only (H-3 was dropped
+    since); H-9 has no file and H-2's link back to H-1 is not H-1 under itself."""
+    link = lambda i: f"[[{i} - T{i}]]"  # noqa: E731
+    v = vault_of(
+        hyp("H-1", merged_from=[link("H-2"), link("H-9")]),
+        hyp("H-2", "merged", merged_into=link("H-1"), merged_from=[link("H-3"), link("H-1")]),
+        hyp("H-3", "dropped", drop_reason="off topic"),
+        hyp("H-4", "merged", merged_into=link("H-1")),
+        hyp("H-5"),
+    )
+    assert earlier_members(v, ["H-1", "H-5"]) == {"H-1": ["H-2", "H-4", "H-3"]}
