@@ -5,7 +5,13 @@ from dagster import AssetExecutionContext, MetadataValue, Output, asset
 from assets.groups import ASSET, PROXIMITY
 from assets.metadata import cluster_report, pair_table
 from hypograph.hypotheses import Corpus
-from hypograph.proximity.adjudicate import adjudicate, read_reviews, review_queue, unapplied_reviews
+from hypograph.proximity.adjudicate import (
+    AdjudicationSettings,
+    adjudicate,
+    read_reviews,
+    review_queue,
+    unapplied_reviews,
+)
 from hypograph.proximity.cluster_names import name_clusters
 from hypograph.proximity.communities import Clusters
 from hypograph.proximity.dupes import DuplicatePair
@@ -36,7 +42,7 @@ def dedup_verdicts(
         hypotheses,
         reviews,
         client,
-        proximity.auto_merge,
+        AdjudicationSettings(auto_merge=proximity.auto_merge),
         similarity=pair_similarity(hypothesis_embeddings),
     )
     queue = review_queue(decisions)

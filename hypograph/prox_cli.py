@@ -205,7 +205,13 @@ def _llm_client(args, task: str):
 
 def _adjudicate(args) -> int:
     from hypograph.hypotheses import load_corpus
-    from hypograph.proximity.adjudicate import adjudicate, read_reviews, review_queue, unapplied_reviews
+    from hypograph.proximity.adjudicate import (
+        AdjudicationSettings,
+        adjudicate,
+        read_reviews,
+        review_queue,
+        unapplied_reviews,
+    )
     from hypograph.proximity.embed import pair_similarity
     from hypograph.proximity.store import read_dupes, read_embeddings, write_verdicts
 
@@ -217,7 +223,12 @@ def _adjudicate(args) -> int:
     client = _llm_client(args, "dedup_verdicts")
     # as the dedup_verdicts asset: a person's verdict on a pair below the dupe threshold gets its cosine
     decisions = adjudicate(
-        pairs, hypotheses, reviews, client, args.auto_merge, similarity=pair_similarity(read_embeddings(args.run_dir))
+        pairs,
+        hypotheses,
+        reviews,
+        client,
+        AdjudicationSettings(auto_merge=args.auto_merge),
+        similarity=pair_similarity(read_embeddings(args.run_dir)),
     )
     path = write_verdicts(args.run_dir, decisions)
     usage = client.usage

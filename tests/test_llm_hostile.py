@@ -31,7 +31,7 @@ from pydantic import SecretStr
 from hypograph.hypotheses import Hypothesis
 from hypograph.llm import LLMClient, LLMConfig, usage_line
 from hypograph.llm.client import answer_budget, wire_schema
-from hypograph.proximity.adjudicate import PairJudgements, adjudicate
+from hypograph.proximity.adjudicate import AdjudicationSettings, PairJudgements, adjudicate
 from hypograph.proximity.cluster_names import name_clusters
 from hypograph.proximity.communities import Clusters
 from hypograph.proximity.dupes import DuplicatePair
@@ -65,7 +65,7 @@ def traces(tmp_path: Path) -> list[dict]:
 
 
 def judge(c: LLMClient, batch_size: int = 1):
-    return adjudicate(PAIRS, HYPS, {}, c, batch_size=batch_size)
+    return adjudicate(PAIRS, HYPS, {}, c, AdjudicationSettings(batch_size=batch_size))
 
 
 def assert_flagged(decisions, *phrases: str) -> None:

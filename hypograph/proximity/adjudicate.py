@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Literal
@@ -90,13 +91,20 @@ Give each pair a rationale naming the axes that decided it, and a recommended ac
 question for FLAG). Refer to hypotheses only by the ids shown. Answer for every pair, once."""
 
 
+@dataclass(frozen=True)
+class AdjudicationSettings:
+    """Above ``auto_merge`` a pair is MERGEd without a model; ``batch_size`` pairs go to one question."""
+
+    auto_merge: float = AUTO_MERGE_THRESHOLD
+    batch_size: int = BATCH_SIZE
+
+
 def adjudicate(
     pairs: list[DuplicatePair],
     hypotheses: dict[str, Hypothesis],
     reviews: dict[frozenset, HumanReview],
     llm: LLMClient | Policy,
-    auto_merge: float = AUTO_MERGE_THRESHOLD,
-    batch_size: int = BATCH_SIZE,
+    settings: AdjudicationSettings = AdjudicationSettings(),
     similarity: Callable[[str, str], float] | None = None,
 ) -> list[Decision]:
     """One decision per pair, in the pairs' order, then a person's decision on any other pair of
@@ -115,11 +123,12 @@ def adjudicate(
         review = reviews.get(frozenset((p.a, p.b)))
         if review is not None:
             decided[(p.a, p.b)] = _human(p, review)
-        elif p.similarity > auto_merge:
-            decided[(p.a, p.b)] = _auto_merge(p, auto_merge)
+        elif p.similarity > settings.auto_merge:
+            decided[(p.a, p.b)] = _auto_merge(p, settings.auto_merge)
         else:
             borderline.append(p)
-    batches = [borderline[k : k + batch_size] for k in range(0, len(borderline), batch_size)]
+    size = settings.batch_size
+    batches = [borderline[k : k + size] for k in range(0, len(borderline), size)]
     asks = [_ask(batch, hypotheses) for batch in batches]
     for batch, decisions in zip(batches, policy_for(llm).decide("pair verdict", asks), strict=True):
         for p, d in zip(batch, decisions, strict=True):
