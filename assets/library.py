@@ -12,6 +12,7 @@ over any rounds: another model or web grounding, nothing regenerated, ids kept.
 
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 
+from assets.errors import project_errors
 from assets.groups import ASSET, LIBRARY
 from hypograph.library.dedup import dedup_round
 from hypograph.library.generate import generate_round
@@ -34,6 +35,7 @@ def _traces(context: AssetExecutionContext, root, library: LibrarySettings) -> T
 
 
 @asset(**ROUND, pool="library_generation")
+@project_errors
 def round_candidates(
     context: AssetExecutionContext, inputs: Inputs, llm: LLMResource, library: LibrarySettings
 ) -> MaterializeResult:

@@ -14,6 +14,7 @@ in ``assets/checks``.
 
 from dagster import AssetExecutionContext, AssetIn, IdentityPartitionMapping, MaterializeResult, MetadataValue, asset
 
+from assets.errors import project_errors
 from assets.groups import ASSET, STRUCTURE
 from assets.sources import report_rewrite
 from hypograph.llm.policy import policy_for
@@ -40,6 +41,7 @@ def _lines(items) -> MetadataValue:
         "hypothesis_embeddings": AssetIn(partition_mapping=SAME_INPUT),
     },
 )
+@project_errors
 def hypothesis_dispositions(
     context: AssetExecutionContext,
     dedup_verdicts: list[Decision],
@@ -74,6 +76,7 @@ def hypothesis_dispositions(
 
 
 @asset(**STRUCTURED, deps=[hypothesis_dispositions])
+@project_errors
 def hypothesis_clusters(context: AssetExecutionContext, inputs: Inputs, llm: LLMResource) -> MaterializeResult:
     """4b: hypothesis-cluster nodes with residuals, and each active H's cluster backlink."""
     root = inputs.root(context.partition_key)
@@ -93,6 +96,7 @@ def hypothesis_clusters(context: AssetExecutionContext, inputs: Inputs, llm: LLM
 
 
 @asset(**STRUCTURED, deps=[hypothesis_clusters])
+@project_errors
 def structure_map(context: AssetExecutionContext, inputs: Inputs) -> MaterializeResult:
     """agent-notes/structure.md: the cluster inventory and counts (rewritten only on change); the
     vault's hypotheses as step 4 left them reported as a new observation."""

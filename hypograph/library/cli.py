@@ -19,12 +19,9 @@ import sys
 from pathlib import Path
 
 from hypograph.errors import HypographError
-from hypograph.library.checks import run_checks
-from hypograph.library.report import build_report
-from hypograph.library.run import LibraryRun, run_library
-from hypograph.library.schema import library_path
-from hypograph.library.state import round_keys
-from hypograph.llm.config import LLMConfig
+
+# The parser needs only argparse: `hypograph --help` and argument errors import no domain module;
+# ``_dispatch`` imports what the command runs.
 
 
 def add_library_parser(subparsers) -> argparse.ArgumentParser:
@@ -72,6 +69,13 @@ def library_command(args: argparse.Namespace, round_runner=None) -> int:
 
 
 def _dispatch(args, round_runner=None) -> int:
+    from hypograph.library.checks import run_checks
+    from hypograph.library.report import build_report
+    from hypograph.library.run import LibraryRun, run_library
+    from hypograph.library.schema import library_path
+    from hypograph.library.state import round_keys
+    from hypograph.llm.config import LLMConfig
+
     if args.check:
         results = run_checks(args.dir)
         bad = sum(len(v) for v in results.values())
