@@ -342,7 +342,7 @@ def test_minting_waits_for_the_vault_lock(tmp_path):
             text=True,
             env=offline_env(),
         )
-        child.stdin.write("Body of {{ID}}\n")
+        child.stdin.write("---\nstate: active\n---\nBody of {{ID}}\n")  # the CLI wants frontmatter
         child.stdin.close()
         deadline = time.monotonic() + 60
         while child.pid not in lock_waiters(tmp_path / LOCK_NAME):  # handshake: the child is blocked in flock
@@ -363,14 +363,14 @@ def test_create_node_cli_replaces_id_placeholder(tmp_path):
         "hypothesis",
         "--title",
         "Residual of {{ID}}",
-        stdin="\nThis is {{ID}}, minted by the CLI.\n",
+        stdin="---\nstate: active\n---\nThis is {{ID}}, minted by the CLI.\n",
     )
     assert proc.returncode == 0, proc.stderr
     rel = Path("hypotheses/H-10 - Residual of H-10.md")
     assert proc.stdout.splitlines() == ["H-10", str(tmp_path / rel)]
     node = read_node(tmp_path, rel)
-    assert node.meta == {"type": "hypothesis", "id": "H-10"}
-    assert node.body == "\nThis is H-10, minted by the CLI.\n"
+    assert node.meta == {"type": "hypothesis", "id": "H-10", "state": "active"}
+    assert node.body == "This is H-10, minted by the CLI.\n"
 
 
 def test_create_node_cli_accepts_a_whole_node(tmp_path):
@@ -385,7 +385,7 @@ def test_create_node_cli_accepts_a_whole_node(tmp_path):
 
 
 def test_create_node_cli_unknown_type_fails(tmp_path):
-    proc = hypograph("create-node", tmp_path, "--type", "theory", "--title", "T", stdin="x")
+    proc = hypograph("create-node", tmp_path, "--type", "theory", "--title", "T", stdin="---\nstate: active\n---\nx")
     assert proc.returncode == 1
     assert "unknown node type" in proc.stderr
     assert not any(tmp_path.rglob("*.md"))

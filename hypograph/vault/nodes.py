@@ -222,7 +222,7 @@ _SingleDumper.add_representer(
 )
 
 
-for _dumper in (_DoubleDumper, _SingleDumper):
+for _dumper in (_Dumper, _DoubleDumper, _SingleDumper):
     _dumper.add_representer(_Key, lambda d, v: d.represent_scalar("tag:yaml.org,2002:str", str(v)))
 
 
