@@ -63,8 +63,9 @@ mutation: $(VENV)/.installed-mutation
 
 # Every model-using flow against a real local model (SmolLM2-135M on llama-cpp-python's server, built
 # from source once into ~/.cache/hypograph-eval-llm, about 15 min); not part of `make test`.
+# SHARED_VAULTS=DIR: where covid1/ and eggs1/ are (default ../shared/examples/vaults).
 eval-llm: $(VENV)/.installed
-	nice -n 5 $(BIN)/python eval/llm.py
+	nice -n 5 $(BIN)/python eval/llm.py $(if $(SHARED_VAULTS),--shared-vaults $(SHARED_VAULTS))
 
 clean:
 	rm -rf demo .pytest_cache .mutation

@@ -292,7 +292,12 @@ def flows(
             )
         )
     for shared in ("covid1", "eggs1"):
-        if f"structure-{shared}" in names and (shared_vaults / shared).is_dir():
+        if f"structure-{shared}" in names:
+            if not (shared_vaults / shared).is_dir():  # said before any flow runs, never skipped silently
+                raise SystemExit(
+                    f"eval-llm: no {shared}/ in {shared_vaults}: pass --shared-vaults DIR "
+                    f"(make eval-llm SHARED_VAULTS=DIR), or leave structure-{shared} out of --flows"
+                )
             vault = copy(shared_vaults / shared, f"structure-{shared}")
             out.append(
                 Flow(
