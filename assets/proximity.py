@@ -5,9 +5,9 @@ Embeddings and the graph are in ``sharded.py`` (each can be split over processes
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
 from assets.errors import project_errors
+from assets.groups import ASSET as GROUP_ASSET
 from assets.groups import PROXIMITY
 from assets.metadata import cluster_table, pair_table
-from assets.partitions import hypothesis_inputs
 from assets.sources import hypotheses
 from hypograph.hypotheses import Corpus
 from hypograph.library.corpus import input_corpus
@@ -17,7 +17,7 @@ from hypograph.proximity.embed import Embeddings
 from hypograph.proximity.graph import SimilarityGraph
 from resources import Inputs, ProximitySettings
 
-ASSET = dict(group_name=PROXIMITY, io_manager_key="io_manager", partitions_def=hypothesis_inputs)
+ASSET = GROUP_ASSET[PROXIMITY]
 
 
 @asset(**ASSET, deps=[hypotheses], kinds={"python"})

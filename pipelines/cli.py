@@ -135,13 +135,9 @@ def _check(args) -> int:
 
 
 def _unmerge(args) -> int:
-    from hypograph.structure.unmerge import unmerge
+    from hypograph.structure.unmerge import unmerge_node
 
-    restored, survivor = unmerge(args.path.resolve(), args.id)
-    print(
-        f"{restored} restored to hypotheses/ (active); {survivor} gave back its source and locator. "
-        "Run `hypograph structure` to cluster it."
-    )
+    print(unmerge_node(args.path.resolve(), args.id).summary())
     return 0
 
 

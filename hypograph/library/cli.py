@@ -5,7 +5,7 @@
                           [--new-library | --confirm-topic] [--banlist-budget TOKENS]
                           [--strategies FILE] [--embedder sbert|tfidf] [--search-url URL]
                           [--openalex-url URL] [--llm offline]
-    hypograph library DIR --report      # Phase-7 report of every round so far (offline)
+    hypograph library DIR --report      # the report of every round so far (offline)
     hypograph library DIR --check       # the key-rule checks; exit 1 on any violation (offline)
 
 Errors are one line on stderr and exit status 2; nothing is written when Phase 0 fails.

@@ -1,4 +1,4 @@
-"""Phase 7: the aggregate report, from tool state and the library file (works offline).
+"""The library report: every round so far, from tool state and the library file (works offline).
 
 ``round_ledger(L, key)`` is one round's line: generated, removed per dedup layer (exact /
 model / unjudged; ``prefilter`` only for rounds made before the model decided every drop),
@@ -202,7 +202,7 @@ class RunSummary:
 
 
 def build_report(root: Path, keys: list[str], run: RunSummary | None = None) -> Report:
-    """The Phase-7 report over rounds ``keys`` and the library as it stands; ``run`` adds what the
+    """The report over rounds ``keys`` and the library as it stands; ``run`` adds what the
     invocation knows (default: a report of tool state alone)."""
     run = run or RunSummary()
     loaded = read_library(root)

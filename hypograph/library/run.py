@@ -108,7 +108,7 @@ class LibraryRun:
 
 
 def run_library(root: Path, run: LibraryRun, round_runner: RoundRunner | None = None) -> Report:
-    """Run ``run.rounds`` library rounds on directory ``root``; the Phase-7 report.
+    """Run ``run.rounds`` library rounds on directory ``root``; the library report.
 
     ``round_runner(key, settings) -> survivors`` runs one round (the CLI passes one that runs the
     round's Dagster partition: its steps, in this process or its children, trace under this
