@@ -186,7 +186,8 @@ def copy_tree(src: Path, dst: Path) -> Path:
 RECORDED_STRUCTURE = Path(__file__).parent / "fixtures" / "recorded" / "structure-offline.json"
 # Left out of the record: Dagster's own storage and the IO manager's copies (not outputs of the
 # structuring itself), lock files (empty), and the embedding matrix (its digest is in
-# embedding-meta.json, which is recorded).
+# embedding-meta.json, which is recorded); the report's pictures (their pixels follow matplotlib's
+# and plotly's versions; tests/test_report.py checks them, report.json is recorded).
 UNRECORDED = (
     ".hypograph/dagster/",
     ".hypograph/assets/",
@@ -194,6 +195,10 @@ UNRECORDED = (
     ".hypograph/structure.lock",
     ".create_node.lock",
     "proximity/embeddings.npz",
+    "proximity/report.html",
+    "proximity/cluster-map.png",
+    "proximity/vault-map.png",
+    "proximity/thresholds.png",
 )
 MAP_DATE_RE = re.compile(rb"^generated: \d{4}-\d{2}-\d{2}$", re.M)
 

@@ -270,8 +270,9 @@ def failed_hypograph_run(tmp_path_factory):
 def test_hypograph_proximity_on_bad_input_fails_with_a_final_error_line(failed_hypograph_run):
     root, result = failed_hypograph_run
     assert result.returncode == 1
-    last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("hypograph proximity: proximity run ") and "failed" in last
+    [line] = result.stderr.strip().splitlines()  # one line: the cause first, then the run to look at
+    assert line.startswith("hypograph proximity: hypothesis_texts: ") and "proximity run " in line
+    assert line.endswith("failed: its events in `make ui`)")
     assert not (root / "proximity").exists()
 
 

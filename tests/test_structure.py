@@ -321,7 +321,8 @@ def rerun(cli_runs, tmp_path_factory):
     """A copy of the structured example vault (mtimes kept) before and after a second run."""
     src, _, proc = cli_run(cli_runs, "example")
     assert proc.returncode == 0, proc.stderr
-    root = Path(shutil.copytree(src, tmp_path_factory.mktemp("rerun") / "vault"))
+    # under its own folder name: the report's pictures name the folder
+    root = Path(shutil.copytree(src, tmp_path_factory.mktemp("rerun") / src.name))
     before = snapshot(root, exclude=(".hypograph",))
     assert run_job(root).success
     return root, before, snapshot(root, exclude=(".hypograph",))
