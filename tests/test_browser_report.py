@@ -80,7 +80,8 @@ def open_picture(page, demo, partition: str, key: str, artifact: str) -> dict:
     page.get_by_title(partition, exact=True).filter(visible=True).first.click()
     row = page.locator("tr:not(:has(tr))", has=page.locator("td", has_text=key)).filter(has_text="[Show Markdown]")
     row.first.get_by_text("[Show Markdown]").click()
-    dialog = page.get_by_role("dialog")
+    # Dagster's first-visit "Join the Dagster community" dialog can open late, beside this one.
+    dialog = page.get_by_role("dialog").filter(has_text=key).filter(has_not_text="Join the Dagster")
     image = dialog.locator("img").first
     expect_visible(image)
     image.scroll_into_view_if_needed()
