@@ -46,7 +46,7 @@ MODULES: dict[str, list[str]] = {
     "hypograph/structure/checks.py": ["tests/test_step4_checks_rules.py"],
     "hypograph/structure/dispositions/merge.py": ["tests/test_merge_bookkeeping.py"],
     "hypograph/structure/unmerge.py": ["tests/test_unmerge.py", "tests/test_guarantees.py"],
-    "hypograph/llm/client.py": ["tests/test_llm_client.py", "tests/test_llm_edges.py"],
+    "hypograph/llm/client.py": ["tests/test_llm_client.py", "tests/test_llm_edges.py", "tests/test_llm_hostile.py"],
     "hypograph/llm/config.py": ["tests/test_llm_client.py", "tests/test_llm_edges.py"],
     "hypograph/casework/batch.py": [
         "tests/test_casework_registry.py",

@@ -28,7 +28,9 @@
 5. validate against ``schema`` and then ``check`` (a callable raising ValueError); an invalid
    answer, or one cut off by the budget (``finish_reason: length``, re-asked with the budget
    doubled, once), is re-asked quoting at most ``REASK_QUOTE`` characters of it and the error, up
-   to ``validation_retries`` times, then the item is rejected as a whole with the reason;
+   to ``validation_retries`` times, then the item is rejected as a whole with the reason; an
+   answer cut off at a budget that cannot grow is not asked again (at temperature 0 it would be
+   cut off again): ``Rejected(kind="budget")``, which a policy asks as two smaller questions;
 6. trace every HTTP attempt to ``<state>/traces/<task>/<date>_runNN/NNNN-<name>.json``: the
    response format and budget sent, the status, headers and first 4 KiB of a failed body.
 
@@ -100,9 +102,11 @@ class LLMUnavailable(HypographError):
 
 @dataclass
 class Rejected:
-    """An item the model could not answer validly (``kind="invalid"``), or a prompt the endpoint
-    cannot take (``kind="context"``, never sent); ``reason`` says why, ``cached`` that it came
-    from the cache (no call was made)."""
+    """An item the model could not answer validly (``kind="invalid"``), an answer cut off at a
+    token budget that cannot grow (``kind="budget"``: asked the same, it would be cut off again),
+    or a prompt the endpoint cannot take (``kind="context"``, never sent); ``reason`` says why,
+    ``cached`` that it came from the cache (no call was made). A policy asks an item rejected for
+    budget or context as two smaller questions where it can."""
 
     reason: str
     attempts: int
@@ -127,6 +131,7 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     fallback: int = 0  # asks decided offline instead (hypograph.llm.policy): rejected, refused or outage
+    declined: int = 0  # items this model declined on an earlier run, kept offline without asking again
 
     def as_metadata(self) -> dict[str, int]:
         return {f"llm_{k}": v for k, v in self.__dict__.items()}
@@ -411,7 +416,7 @@ class LLMClient:
                 with self._lock:
                     self.usage.cached += 1
                     self.usage.cached_rejected += 1
-                return Rejected(cached["rejected"], cached["attempts"], cached=True)
+                return Rejected(cached["rejected"], cached["attempts"], cached.get("kind", "invalid"), cached=True)
             try:
                 answer = request.schema.model_validate(cached["answer"])
             except (ValidationError, KeyError, TypeError):
@@ -422,8 +427,8 @@ class LLMClient:
                 return answer
         result = self._ask_validated(request, messages)
         if isinstance(result, Rejected):
-            if result.kind == "invalid" and remember_rejection:
-                self._cache_put(key, {"rejected": result.reason, "attempts": result.attempts})
+            if result.kind != "context" and remember_rejection:
+                self._cache_put(key, {"rejected": result.reason, "attempts": result.attempts, "kind": result.kind})
         else:
             self._cache_put(key, {"answer": result.model_dump(mode="json")})
         return result
@@ -455,6 +460,11 @@ class LLMClient:
         """Record that an item was decided offline instead (rejected, refused, or an outage)."""
         with self._lock:
             self.usage.fallback += 1
+
+    def count_declined(self) -> None:
+        """Record that an item this model declined before stays decided offline, not asked again."""
+        with self._lock:
+            self.usage.declined += 1
 
     # -- internals -------------------------------------------------------------------------------
 
@@ -547,7 +557,7 @@ class LLMClient:
             or answer_budget(wire_schema(request.schema.model_json_schema(), request.items), request.items)
         )
         doubled = False
-        error = ""
+        error, finish_reason = "", None
         made = 0
         sent = messages
         for attempt in range(1, attempts + 1):
@@ -571,17 +581,21 @@ class LLMClient:
             if error is None:
                 return request.schema.model_validate_json(_strip_fence(text))
             reask = messages + _reask(text, error)
-            if finish_reason == "length":
-                budget, doubled = self._cut_off(reask, budget, doubled, limit)
             with self._lock:
                 self.usage.invalid_answers += 1
+            if finish_reason == "length":
+                grown = self._cut_off(reask, budget, doubled, limit)
+                if grown is None:  # asked again at this budget, the answer would be cut off again
+                    break
+                budget, doubled = grown, True
             if attempt < attempts:
                 with self._lock:
                     self.usage.reasked += 1
                 sent = reask
         with self._lock:
             self.usage.rejected += 1
-        return Rejected(f"invalid answer after {made} attempts: {error}", made)
+        kind = "budget" if finish_reason == "length" else "invalid"  # the last answer was cut off
+        return Rejected(f"invalid answer after {made} attempts: {error}", made, kind)
 
     def _first_budget(self, request: Request, prompt_tokens: int, budget: int, limit: int | None) -> int:
         """The first attempt's budget: the schema's worst case is no need when the context cannot
@@ -605,15 +619,14 @@ class LLMClient:
             result = self._complete(request, sent, attempt, budget)
         return result, budget
 
-    def _cut_off(self, reask: list[dict], budget: int, doubled: bool, limit: int | None) -> tuple[int, bool]:
-        """An answer cut off at its budget: counted, and the budget doubled once, as far as the context
-        leaves room for it beside the re-ask ``reask``; the budget, and whether it was doubled."""
+    def _cut_off(self, reask: list[dict], budget: int, doubled: bool, limit: int | None) -> int | None:
+        """An answer cut off at its budget: counted, and the budget for the re-ask ``reask``, doubled
+        once, as far as the context leaves room for it; None when it cannot grow."""
         with self._lock:
             self.usage.cut_off += 1
-        if doubled:
-            return budget, True
         room = limit - estimate_tokens(reask) if limit else budget * 2
-        return max(budget, min(budget * 2, MAX_BUDGET * 2, room)), True
+        grown = min(budget * 2, MAX_BUDGET * 2, room)
+        return None if doubled or grown <= budget else grown
 
     def _fitted_budget(self, request: Request, messages: list[dict], budget: int) -> int | None:
         """A smaller budget that fits the context length just learned, or None when there is none
@@ -1027,6 +1040,11 @@ def usage_line(metadata: dict) -> str:
     if m.get("llm_outages"):
         parts.append(f"{m['llm_outages']} outage" + ("s" if m["llm_outages"] > 1 else ""))
     parts.append(f"{m.get('llm_fallback', 0)} decided offline instead")
+    if m.get("llm_declined"):
+        parts.append(
+            f"{m['llm_declined']} kept offline as this model declined them before (HYPOGRAPH_LLM_RETRY_REJECTED=1, "
+            "or retry_rejected in the LLM resource, asks again)"
+        )
     parts.append(f"structured output {m.get('llm_structured_output', '?')}")
     parts.append(f"{m.get('llm_prompt_tokens', 0)}+{m.get('llm_completion_tokens', 0)} tokens")
     return f"{task} ({m.get('llm_endpoint', '?')}): " + ", ".join(parts)

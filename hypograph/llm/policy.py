@@ -13,7 +13,8 @@ cluster label; next: generation, dedup, scoring) is put to a ``Policy`` as a lis
   ``note`` in its rationale or justification.
 
 * ``split()`` (optional): the same question as two smaller asks whose decisions, concatenated,
-  are this ask's (``R`` a list); used when the prompt cannot fit the endpoint's context.
+  are this ask's (``R`` a list); used when the prompt cannot fit the endpoint's context, or the
+  answer cannot fit its token budget.
 
 ``OfflinePolicy`` answers every ask with ``offline(None)``. ``ModelPolicy`` asks the model (the
 client caches by content hash, re-asks on invalid answers, runs asks concurrently) and accepts
@@ -40,21 +41,36 @@ T = TypeVar("T")  # the model's answer (a pydantic model)
 R = TypeVar("R")  # the decision the caller keeps
 
 OFFLINE = "policy"  # decided_by of every offline decision, fallbacks included
+SMALLER = ("context", "budget")  # rejections a smaller question may not meet: the ask is split
 
 
-def fallback_note(reason: str) -> str:
+class Note(str):
+    """The phrase a fallback records (a ``str``), and ``declined_by``: the model whose answer it
+    stands in for (rejected, or a question it cannot take), which asked the same again would answer
+    the same, so a step that keeps the decision need not ask it again; None after an outage (the
+    endpoint gave nothing: a later run asks again)."""
+
+    declined_by: str | None
+
+    def __new__(cls, text: str, declined_by: str | None = None) -> Note:
+        note = super().__new__(cls, text)
+        note.declined_by = declined_by
+        return note
+
+
+def fallback_note(reason: str, declined_by: str | None = None) -> Note:
     """The phrase every fallback records: why the model's answer was not used."""
-    return f"the model's answer was rejected ({reason})"
+    return Note(f"the model's answer was rejected ({reason})", declined_by)
 
 
-def outage_note(reason: str) -> str:
+def outage_note(reason: str) -> Note:
     """The phrase a fallback records when the endpoint gave no usable answer."""
-    return f"the model gave no usable answer ({reason[:240]})"
+    return Note(f"the model gave no usable answer ({reason[:240]})")
 
 
-def refused_note(reason: str) -> str:
+def refused_note(reason: str, declined_by: str | None = None) -> Note:
     """The phrase a fallback records for a prompt the endpoint cannot take."""
-    return f"the question was not asked: {reason}"
+    return Note(f"the question was not asked: {reason}", declined_by)
 
 
 @dataclass(frozen=True)
@@ -79,6 +95,11 @@ class Policy(ABC):
     def decide(self, kind: str, asks: list[Ask[T, R]]) -> list[R]:
         """One decision per ask, in order."""
 
+    @abstractmethod
+    def reconsiders(self, declined_by: str | None) -> bool:
+        """Whether an item decided offline before is put to this policy again; ``declined_by`` is
+        its fallback's ``Note.declined_by`` (None: no model was asked, or an outage)."""
+
 
 class OfflinePolicy(Policy):
     """The deterministic heuristics: no model, no call, same input -> same decisions."""
@@ -89,6 +110,9 @@ class OfflinePolicy(Policy):
 
     def decide(self, kind: str, asks: list[Ask[T, R]]) -> list[R]:
         return [a.offline(None) for a in asks]
+
+    def reconsiders(self, declined_by: str | None) -> bool:
+        return False
 
 
 class ModelPolicy(Policy):
@@ -108,7 +132,7 @@ class ModelPolicy(Policy):
             answers = self.client.ask_all([a.request for a in asks])
         out = []
         for a, answer in zip(asks, answers, strict=True):
-            if isinstance(answer, Rejected) and answer.kind == "context" and a.split is not None:
+            if isinstance(answer, Rejected) and answer.kind in SMALLER and a.split is not None:
                 first, second = a.split()
                 out.append(list(self.decide(kind, [first])[0]) + list(self.decide(kind, [second])[0]))
             elif isinstance(answer, LLMUnavailable):
@@ -116,12 +140,21 @@ class ModelPolicy(Policy):
                 out.append(a.offline(outage_note(str(answer))))
             elif isinstance(answer, Rejected):
                 self.client.count_fallback()
-                out.append(
-                    a.offline(refused_note(answer.reason) if answer.kind == "context" else fallback_note(answer.reason))
-                )
+                note = refused_note if answer.kind == "context" else fallback_note
+                out.append(a.offline(note(answer.reason, self.client.decider)))
             else:
                 out.append(a.accept(answer, self.client.decider))
         return out
+
+
+    def reconsiders(self, declined_by: str | None) -> bool:
+        """Yes, but for an item this model declined (asked again, it would answer the same) unless
+        ``retry_rejected`` is set; such an item is counted (``llm_declined``), the usage line says
+        how to ask again."""
+        if declined_by != self.client.decider or self.client.config.retry_rejected:
+            return True
+        self.client.count_declined()
+        return False
 
 
 def policy_for(client: LLMClient | Policy) -> Policy:

@@ -205,8 +205,9 @@ def decide(
 
 
 def _pairs_to_judge(candidates: list[Candidate], ledger: Ledger, policy: Policy) -> list[Candidate]:
-    """The candidates to put to ``policy``: new pairs, and pairs the offline policy decided when a
-    model can judge them now. A person's verdict goes on the ledger as it is (even over an earlier one)."""
+    """The candidates to put to ``policy``: new pairs, and pairs the offline policy decided that a
+    model can judge now (not those this model declined: asked the same, it answers the same). A
+    person's verdict goes on the ledger as it is (even over an earlier one)."""
     todo: list[Candidate] = []
     for c in candidates:
         key = pair_key(c.a, c.b)
@@ -214,7 +215,9 @@ def _pairs_to_judge(candidates: list[Candidate], ledger: Ledger, policy: Policy)
             ledger.pairs[key] = PairDecision(
                 pair=(c.a, c.b), decision=c.human, decided_by="human", rationale="Recorded in proximity/review.json."
             )
-        elif key not in ledger.pairs or (not policy.offline and ledger.pairs[key].decided_by == OFFLINE):
+        elif key not in ledger.pairs or (
+            ledger.pairs[key].decided_by == OFFLINE and policy.reconsiders(ledger.pairs[key].declined_by)
+        ):
             todo.append(c)
     return todo
 
@@ -270,7 +273,13 @@ def _offline_pair(c: Candidate, nodes: dict[str, Node], obs: list[Node], note: s
             else "only auto-merge pairs are merged without a model."
         )
     )
-    return PairDecision(pair=(c.a, c.b), decision="MERGE" if merge else "KEEP", rationale=reason, decided_by=OFFLINE)
+    return PairDecision(
+        pair=(c.a, c.b),
+        decision="MERGE" if merge else "KEEP",
+        rationale=reason,
+        decided_by=OFFLINE,
+        declined_by=getattr(note, "declined_by", None),
+    )
 
 
 def _topic_ask(batch: list[Node], question: str, request: bool = True) -> Ask[TopicJudgements, list[TopicDecision]]:

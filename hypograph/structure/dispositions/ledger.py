@@ -24,6 +24,9 @@ class PairDecision(BaseModel):
     widened_statement: str | None = None
     generalization_note: str | None = None
     amended: str | None = None  # what Hypograph changed in the decision, and why (written only when set)
+    # the model whose answer this offline decision stands in for (rejected, or a question it cannot
+    # take): a re-run does not ask that model again (written only when set)
+    declined_by: str | None = None
 
 
 class TopicDecision(BaseModel):
@@ -52,6 +55,7 @@ def read_ledger(root: Path) -> Ledger:
 def write_ledger(root: Path, ledger: Ledger) -> None:
     doc = json.loads(ledger.model_dump_json())
     for d in doc["pairs"].values():
-        if d.get("amended") is None:
-            d.pop("amended", None)  # the usual case: the ledger reads as before amendments existed
+        for optional in ("amended", "declined_by"):  # the usual case: the ledger reads as before they existed
+            if d.get(optional) is None:
+                d.pop(optional, None)
     write_json(Path(root) / LEDGER, doc)
