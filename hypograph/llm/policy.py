@@ -146,7 +146,6 @@ class ModelPolicy(Policy):
                 out.append(a.accept(answer, self.client.decider))
         return out
 
-
     def reconsiders(self, declined_by: str | None) -> bool:
         """Yes, but for an item this model declined (asked again, it would answer the same) unless
         ``retry_rejected`` is set; such an item is counted (``llm_declined``), the usage line says
