@@ -41,7 +41,7 @@ T = TypeVar("T")  # the model's answer (a pydantic model)
 R = TypeVar("R")  # the decision the caller keeps
 
 OFFLINE = "policy"  # decided_by of every offline decision, fallbacks included
-SMALLER = ("context", "budget")  # rejections a smaller question may not meet: the ask is split
+SMALLER = ("context", "budget")  # rejections a smaller question may avoid: the ask is split where it can be
 
 
 class Note(str):
