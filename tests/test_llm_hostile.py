@@ -166,28 +166,42 @@ def test_an_answer_cut_off_by_the_budget_is_re_asked_with_the_budget_doubled(llm
     assert "cut off at its budget" in llm_server.requests[1].last_user
 
 
-def test_a_batch_cut_off_at_the_doubled_budget_is_asked_in_halves_and_a_re_run_asks_nothing(llm_server, tmp_path):
-    """A weak model's verbose answer for two pairs never fits: cut off, cut off at the doubled budget
-    (not asked a third time: at temperature 0 it would be cut off again), then asked one pair a
-    question. The re-run finds the rejection cached as a budget one, halves again from the cache."""
+def two_pairs_never_fit(body: dict):
+    """A model whose answer for more than one pair runs past any budget."""
+    if len(asked_pairs(body)) > 1:
+        return cut_off('{"decisions": [{"pair": 1, "verdict": "KE')
+    return answer(adjudication_answer(body, "KEEP"))
 
-    def respond(body: dict):
-        if len(asked_pairs(body)) > 1:
-            return cut_off('{"decisions": [{"pair": 1, "verdict": "KE')
-        return answer(adjudication_answer(body, "KEEP"))
 
-    llm_server.always(respond)
-    c = client(llm_server, tmp_path, validation_retries=2)
+def test_a_batch_cut_off_below_what_its_schema_admits_is_asked_in_halves_and_a_re_run_asks_nothing(
+    llm_server, tmp_path
+):
+    """A budget held down (here by a setting; as often by the context) below the longest answer
+    the schema admits: cut off, cut off at the doubled budget (not asked a third time: at
+    temperature 0 it would be cut off again), then asked one pair a question. The re-run finds the
+    rejection cached as a budget one and halves again from the cache."""
+    llm_server.always(two_pairs_never_fit)
+    c = client(llm_server, tmp_path, validation_retries=2, max_tokens=150)
     decisions = judge(c, batch_size=2)
     assert [d.decided_by for d in decisions] == [DECIDER, DECIDER]
     budgets = [r.body["max_tokens"] for r in llm_server.requests]
-    assert len(budgets) == 4 and budgets[1] == 2 * budgets[0] and budgets[2] == budgets[3] < budgets[0]
+    assert budgets == [150, 300, 150, 150]
     assert c.usage.cut_off == 2 and c.usage.rejected == 1 and c.usage.fallback == 0
 
     llm_server.reset()
-    again = client(llm_server, tmp_path)
+    again = client(llm_server, tmp_path, max_tokens=150)
     assert [d.decided_by for d in judge(again, batch_size=2)] == [DECIDER, DECIDER]
     assert llm_server.requests == [] and again.usage.cached == 3 and again.usage.cached_rejected == 1
+
+
+def test_a_runaway_answer_cut_off_beyond_what_its_schema_admits_is_rejected_not_halved(llm_server, tmp_path):
+    """Cut off at the schema's longest answer and again at twice that, the answer is no answer of
+    the schema's (a model repeating itself): rejected after the doubled re-ask, and not halved."""
+    llm_server.always(two_pairs_never_fit)
+    c = client(llm_server, tmp_path, validation_retries=2)
+    assert_flagged(judge(c, batch_size=2), "cut off at its budget")
+    budgets = [r.body["max_tokens"] for r in llm_server.requests]
+    assert len(budgets) == 2 and budgets[1] == 2 * budgets[0]
 
 
 def test_the_budget_is_sized_from_the_schema_and_the_wire_schema_is_grammar_friendly():

@@ -64,14 +64,18 @@ def runaway(body: dict):
     return answer({"items": items})
 
 
-def test_4a_answers_cut_off_are_halved_and_a_pair_the_model_declined_is_not_asked_again(tmp_path, llm_server, llm_env):
-    """A question whose answer never fits its budget (cut off, then cut off at the doubled budget)
-    is asked as two halves; a pair whose every answer is invalid is decided offline, on record as
-    declined by that model, and a second run asks nothing (at temperature 0 it would answer the same)."""
+def test_4a_answers_cut_off_are_halved_and_a_pair_the_model_declined_is_not_asked_again(
+    tmp_path, llm_server, llm_env, monkeypatch
+):
+    """A question whose answer does not fit a budget held below what the schema admits (cut off,
+    then cut off at the doubled budget) is asked as two halves; a pair whose every answer is invalid
+    is decided offline, on record as declined by that model, and a second run asks nothing (at
+    temperature 0 it would answer the same)."""
     from hypograph.structure.dispositions.ledger import pair_key
 
     root = build_bee_vault(tmp_path / "vault")
     llm_env(llm_server)
+    monkeypatch.setenv("HYPOGRAPH_LLM_MAX_TOKENS", "150")
     llm_server.always(runaway)
     result = run_job(root, offline=False)
     assert result.success and failures(root) == {}
@@ -80,8 +84,8 @@ def test_4a_answers_cut_off_are_halved_and_a_pair_the_model_declined_is_not_aske
     assert len(by) == 9 and set(by.values()) == {("model:stub-model", None)}
     merge_asks = [r for r in llm_server.requests if system_of(r.body).startswith(MERGE_SYSTEM)]
     sizes = [len(merge_pairs(r.body)) for r in merge_asks]
-    first, doubled = [r.body["max_tokens"] for r in merge_asks if len(merge_pairs(r.body)) == 8]
-    assert doubled == 2 * first  # cut off, doubled once, cut off again: asked in halves, not a third time
+    eights = [r.body["max_tokens"] for r in merge_asks if len(merge_pairs(r.body)) == 8]
+    assert eights == [150, 300]  # cut off, doubled once, cut off again: asked in halves, not a third time
     assert (
         sorted(set(sizes)) == [1, 2, 4, 8] and sizes.count(1) == 10 + 2
     )  # each pair alone; the declined one re-asked twice

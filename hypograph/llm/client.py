@@ -30,7 +30,9 @@
    doubled, once), is re-asked quoting at most ``REASK_QUOTE`` characters of it and the error, up
    to ``validation_retries`` times, then the item is rejected as a whole with the reason; an
    answer cut off at a budget that cannot grow is not asked again (at temperature 0 it would be
-   cut off again): ``Rejected(kind="budget")``, which a policy asks as two smaller questions;
+   cut off again), and when that budget was under the longest answer the schema admits (the
+   context or a setting held it down) it is ``Rejected(kind="budget")``, which a policy asks as
+   two smaller questions;
 6. trace every HTTP attempt to ``<state>/traces/<task>/<date>_runNN/NNNN-<name>.json``: the
    response format and budget sent, the status, headers and first 4 KiB of a failed body.
 
@@ -103,7 +105,8 @@ class LLMUnavailable(HypographError):
 @dataclass
 class Rejected:
     """An item the model could not answer validly (``kind="invalid"``), an answer cut off at a
-    token budget that cannot grow (``kind="budget"``: asked the same, it would be cut off again),
+    token budget that cannot grow and is under the longest answer its schema admits
+    (``kind="budget"``: asked the same, it would be cut off again),
     or a prompt the endpoint cannot take (``kind="context"``, never sent); ``reason`` says why,
     ``cached`` that it came from the cache (no call was made). A policy asks an item rejected for
     budget or context as two smaller questions where it can."""
@@ -551,11 +554,8 @@ class LLMClient:
         """The validated answer to ``request``, re-asked with the error up to ``validation_retries``
         times; Rejected when no attempt gave one or the prompt cannot fit the context."""
         attempts = 1 + self.config.validation_retries
-        budget = (
-            request.max_tokens
-            or self.config.max_tokens
-            or answer_budget(wire_schema(request.schema.model_json_schema(), request.items), request.items)
-        )
+        longest = answer_budget(wire_schema(request.schema.model_json_schema(), request.items), request.items)
+        budget = request.max_tokens or self.config.max_tokens or longest
         doubled = False
         error, finish_reason = "", None
         made = 0
@@ -592,10 +592,15 @@ class LLMClient:
                 with self._lock:
                     self.usage.reasked += 1
                 sent = reask
+        return self._rejection(made, error, finish_reason == "length" and budget < longest)
+
+    def _rejection(self, made: int, error: str, held_down: bool) -> Rejected:
+        """The rejection after ``made`` attempts, counted: ``budget`` when the last answer was cut off
+        at a budget under what the schema admits (the context or a setting held it down: a smaller
+        question may fit), else ``invalid`` (cut off beyond it, an answer is no answer of the schema's)."""
         with self._lock:
             self.usage.rejected += 1
-        kind = "budget" if finish_reason == "length" else "invalid"  # the last answer was cut off
-        return Rejected(f"invalid answer after {made} attempts: {error}", made, kind)
+        return Rejected(f"invalid answer after {made} attempts: {error}", made, "budget" if held_down else "invalid")
 
     def _first_budget(self, request: Request, prompt_tokens: int, budget: int, limit: int | None) -> int:
         """The first attempt's budget: the schema's worst case is no need when the context cannot
