@@ -1019,24 +1019,3 @@ def test_one_backend_interface_selects_each_backend_and_names_the_choices():
         select_backend("tfidf", "x")
     library_tfidf = make_embedder("tfidf")
     assert backend_of(library_tfidf) == "tfidf" and library_tfidf([]).shape == (0, 1)
-
-
-def test_rows_are_normalised_as_scikit_learn_normalises_them_bit_for_bit():
-    """``normalise_rows`` does scikit-learn's arithmetic without importing it: the same bits, for
-    unsorted and duplicate entries and zero rows too (the seed's ``cosine_similarity`` normalises so)."""
-    from hypograph.proximity.similarity import normalise_rows
-
-    rng = np.random.default_rng(7)
-    rows = rng.integers(0, 300, 6000)
-    rows[rows % 17 == 0] = 3  # row 3 holds many entries, some columns twice; rows 0 mod 17 are empty
-    cols = rng.integers(0, 900, 6000)
-    data = rng.standard_normal(6000) * 10.0 ** rng.integers(-6, 6, 6000)
-    m = sp.csr_matrix((data, (rows, cols)), shape=(300, 900))
-    m.data, m.indices = m.data.copy(), m.indices.copy()
-    unsorted = sp.csr_matrix((data[::-1], cols[::-1], np.linspace(0, 6000, 301).astype(np.int64)), shape=(300, 900))
-    for matrix in (m, unsorted, sp.csr_matrix((300, 900))):
-        ours, _ = normalise_rows(matrix)
-        theirs = sp.csr_matrix(normalize(matrix.astype(np.float64), copy=True))
-        theirs.sum_duplicates()
-        assert (ours.indptr == theirs.indptr).all() and (ours.indices == theirs.indices).all()
-        assert ours.data.tobytes() == theirs.data.tobytes()

@@ -96,18 +96,18 @@ class Block:
 def normalise_rows(matrix) -> tuple[sp.csr_matrix | np.ndarray, int]:
     """L2-normalised copy of ``matrix`` (zero rows stay zero) and how many rows were not unit length.
 
-    Sparse rows: float64 CSR, each divided by the root of its squares added in stored order — the
-    arithmetic of scikit-learn's ``normalize``, which the seed's ``cosine_similarity`` calls, so
-    equal bit for bit (tested) without importing scikit-learn into ``prox graph`` (about a second
-    and 67 MiB per process: benchmarks/README.md) — then sorted. Dense rows keep float32
-    (sentence embeddings) or become float64.
+    Sparse rows: float64 CSR, normalised by scikit-learn's ``normalize`` in their stored order, as
+    the seed's ``cosine_similarity`` normalises them, then sorted. Dense rows keep float32 (sentence
+    embeddings) or become float64.
     """
     if sp.issparse(matrix):
+        from sklearn.preprocessing import normalize  # only when building a graph
+
         m = sp.csr_matrix(matrix, dtype=np.float64, copy=True)
-        squares = sp.csr_matrix((m.data * m.data, m.indices, m.indptr), shape=m.shape)
-        norms = np.sqrt(squares @ np.ones(m.shape[1]))  # a CSR product adds each row in stored order
+        norms = np.sqrt(np.asarray(m.multiply(m).sum(axis=1)).ravel())
         off = int(np.count_nonzero((norms > 0) & (np.abs(norms - 1.0) > 1e-6)))
-        m.data /= np.repeat(np.where(norms > 0, norms, 1.0), np.diff(m.indptr))  # zero rows stay zero
+        if m.shape[1]:  # squares added in stored order, as the seed's; no columns: nothing to scale
+            m = sp.csr_matrix(normalize(m, copy=False))
         m.sum_duplicates()  # also sorts the indices
         return m, off
     dense = np.asarray(matrix)
