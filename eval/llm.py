@@ -177,14 +177,38 @@ def count(files: list[Path], policy_flow: bool) -> Counts:
         name = path.stem.split("-", 1)[1] if "-" in path.stem else path.stem
         items.setdefault((path.parent, name), []).append(record)
         _count_call(c, record)
-    for records in items.values():
+    halved = _halved(list(items))
+    for key, records in items.items():
         last = records[-1]
+        if key in halved:  # asked again in halves: its pairs were decided by the halves' own items
+            continue
         if last["outcome"] == "answered" and last.get("validation", "valid") != "valid":
             c.rejected += 1
             c.fallbacks += policy_flow
         elif last["outcome"] in ("error", "refused"):
             c.fallbacks += policy_flow
     return c
+
+
+def _halved(keys: list[tuple[Path, str]]) -> set[tuple[Path, str]]:
+    """The items asked again as smaller questions (over the context, or cut off at a held-down
+    budget): request names list their items (``pairs-H-1-H-2_H-3-H-4``), so an item whose list
+    other items of its folder cover, each with fewer entries, was halved."""
+
+    def entries(name: str) -> set[str]:
+        head, _, rest = name.partition("-")
+        return set(rest.split("_")) if rest else {head}
+
+    out = set()
+    for key in keys:
+        mine, covered = entries(key[1]), set()
+        for other in keys:
+            theirs = entries(other[1])
+            if other[0] == key[0] and other[1].split("-")[0] == key[1].split("-")[0] and theirs < mine:
+                covered |= theirs
+        if covered == mine:
+            out.add(key)
+    return out
 
 
 def _call_record(path: Path) -> dict | None:
@@ -267,6 +291,12 @@ def flows(
 ) -> list[Flow]:
     ex = REPO / "examples"
     out = []
+    for shared in ("covid1", "eggs1"):  # said before anything is copied, never skipped silently
+        if f"structure-{shared}" in names and not (shared_vaults / shared).is_dir():
+            raise SystemExit(
+                f"eval-llm: no {shared}/ in {shared_vaults}: pass --shared-vaults DIR "
+                f"(make eval-llm SHARED_VAULTS=DIR), or leave structure-{shared} out of --flows"
+            )
 
     def copy(src: Path, name: str) -> Path:
         dst = work / name
@@ -301,11 +331,6 @@ def flows(
         )
     for shared in ("covid1", "eggs1"):
         if f"structure-{shared}" in names:
-            if not (shared_vaults / shared).is_dir():  # said before any flow runs, never skipped silently
-                raise SystemExit(
-                    f"eval-llm: no {shared}/ in {shared_vaults}: pass --shared-vaults DIR "
-                    f"(make eval-llm SHARED_VAULTS=DIR), or leave structure-{shared} out of --flows"
-                )
             vault = copy(shared_vaults / shared, f"structure-{shared}")
             out.append(
                 Flow(
