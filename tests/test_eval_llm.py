@@ -29,7 +29,7 @@ def test_every_flow_is_built_on_a_copy_in_the_order_the_table_shows(tmp_path):
         shutil.copytree(REPO / "examples" / "vault", shared / name)
     work = tmp_path / "work"
     work.mkdir()
-    flows = eval_llm.flows(work, set(eval_llm.FLOWS), shared, "http://127.0.0.1:1/v1")
+    flows = eval_llm.flows(work, set(eval_llm.FLOWS + eval_llm.MORE_FLOWS), shared, "http://127.0.0.1:1/v1")
     assert [f.name.split(" (")[0] for f in flows] == [
         "prox adjudicate + label",
         "hypograph proximity",
