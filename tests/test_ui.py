@@ -11,6 +11,7 @@ import time
 import urllib.request
 
 import pytest
+import services
 from conftest import EXAMPLE_VAULT, VENV_BIN, copy_tree, offline_env
 
 QUERY = """{
@@ -63,20 +64,13 @@ def ui(tmp_path_factory):
         text=True,
     )
     port = free_port()
-    # a file, not a pipe: a chatty server never blocks; the server writes to its own copy of the descriptor
-    with open(vault.parent / "ui.log", "w+") as log:
-        process = subprocess.Popen(
-            [VENV_BIN / "hypograph", "ui", vault, "--port", str(port)],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+    # SIGINT at its default and a process group of its own: it stops on SIGTERM even when the suite
+    # runs as a background job (tests/services.py)
+    process = services.start([VENV_BIN / "hypograph", "ui", vault, "--port", str(port)], vault.parent / "ui.log", env)
     try:
         yield wait_for_code_location(port, process)
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        services.stop(process)
 
 
 def test_ui_shows_the_asset_graph_with_lineage(ui):
