@@ -69,7 +69,7 @@ def hypothesis_embeddings(hypothesis_texts):
 
 
 def _plan(emb: Embeddings, proximity: ProximitySettings):
-    return plan_graph(emb.matrix, proximity.graph_threshold, proximity.max_neighbours, proximity.dupe_threshold)
+    return plan_graph(emb.rows, proximity.graph_threshold, proximity.max_neighbours, proximity.dupe_threshold)
 
 
 @op(out=DynamicOut(io_manager_key=SHARDS))
@@ -101,7 +101,7 @@ def merge_similarity_shards(
         parts[0][1],
         proximity.dupe_threshold,
     )
-    hint = sparse_graph_hint(len(graph.ids), graph.num_edges, graph.threshold, emb.matrix, emb.backend)
+    hint = sparse_graph_hint(len(graph.ids), graph.num_edges, graph.threshold, emb.rows, emb.backend)
     if hint:
         context.log.warning(hint)
     return Output(

@@ -250,7 +250,7 @@ def cap_study(root: Path, caps: list[int], threshold: float = 0.30) -> list[str]
     results = {}
     for k in [0, *caps]:
         start = time.perf_counter()
-        graph = similarity_graph(emb.ids, emb.matrix, threshold, k)
+        graph = similarity_graph(emb.ids, emb.rows, threshold, k)
         seconds = time.perf_counter() - start
         membership = find_communities(graph).membership()
         labels = [membership[i] for i in emb.ids]

@@ -289,7 +289,7 @@ def proximity(root: Path):
     """What the proximity assets hand 4a: the embeddings and the adjudicated duplicate pairs (offline)."""
     corpus = load_corpus(root)
     emb = embed(corpus.ids, corpus.texts, "tfidf")
-    pairs = duplicate_pairs(similarity_graph(emb.ids, emb.matrix, 0.3), 0.8)
+    pairs = duplicate_pairs(similarity_graph(emb.ids, emb.rows, 0.3), 0.8)
     verdicts = adjudicate(
         pairs, {h.id: h for h in corpus.hypotheses}, {}, LLMClient(LLMConfig(forced_offline=True), root, "p")
     )

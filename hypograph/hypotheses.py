@@ -57,7 +57,6 @@ from hypograph.paths import RUN_DIR_FOLDERS, detect_kind, scan_names
 # The vault's modules (YAML) are imported by the vault branch of load_corpus: prox on a run dir
 # starts without them.
 
-STEP4_ORIGINS = ("step-4-residual", "step-4-constructed")
 TEXT_FIELDS = ("title", "statement", "mechanism")  # a run dir's fields joined into the text embedded
 NODE_ID_RE = re.compile(r"^(?:[A-Za-z]+-\d+|B\d+(?:-M\d+)?)$")  # node ids; library B3, B3-M2
 WIKILINK_RE = re.compile(r"!?\[\[([^\]|#]+)(?:#[^\]|]*)?(?:\|([^\]]+))?\]\]")
@@ -283,21 +282,22 @@ def _id_problem(value: Any, filename_id: str) -> str | None:
 
 
 def _read_vault_node(path: Path, root: Path, warnings: list[str]) -> Hypothesis | None:
+    from hypograph.vault.node_view import CONSTRUCTED, RESIDUAL, NodeView
     from hypograph.vault.nodes import read_node  # the vault's reader: no YAML alias expansion
 
     rel = str(path.relative_to(root))
-    meta = read_node(root, path.relative_to(root)).meta
+    node = read_node(root, path.relative_to(root))
+    meta, view = node.meta, NodeView(node)
     filename_id, _, title = path.stem.partition(" - ")
     problem = _id_problem(meta.get("id"), filename_id.strip())
     if problem:
         raise HypographError(f"{rel}: field 'id': {problem}")
     if meta.get("type") != "hypothesis":
         raise HypographError(f"{rel}: field 'type': expected 'hypothesis', got {meta.get('type')!r}")
-    state = meta.get("state")
-    if state not in (None, "active"):
-        warnings.append(f"{rel}: skipped: state {state!r} but the file is not in hypotheses/{state}/")
+    if not view.open:
+        warnings.append(f"{rel}: skipped: state {view.state!r} but the file is not in hypotheses/{view.state}/")
         return None
-    if meta.get("origin") in STEP4_ORIGINS:
+    if view.origin in (RESIDUAL, CONSTRUCTED):
         return None  # a residual or constructed member minted at step 4, not a paper's hypothesis
     for k in ("statement", "question", "mechanism"):
         if meta.get(k) is not None and not isinstance(meta[k], str):

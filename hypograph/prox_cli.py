@@ -125,7 +125,7 @@ def _graph(args) -> int:
 
     emb = read_embeddings(args.run_dir)
     _note(emb.notes)
-    graph = similarity_graph(emb.ids, emb.matrix, args.threshold, args.max_neighbours, DEFAULT_DUPE_THRESHOLD)
+    graph = similarity_graph(emb.ids, emb.rows, args.threshold, args.max_neighbours, DEFAULT_DUPE_THRESHOLD)
     graph.embedding = emb.describe()
     path = write_graph(args.run_dir, graph)
     capped = graph.info.get("capped_rows", 0)

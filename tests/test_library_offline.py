@@ -88,7 +88,7 @@ def test_library_texts_feed_the_proximity_engine(lib):
 
     texts = read_library(lib)[0].texts()
     assert [i for i, _ in texts] == ["B1", "B1-M1", "B1-M2", "B2", "B2-M1", "B3", "B3-M1"]
-    assert embed([i for i, _ in texts], [t for _, t in texts]).matrix.shape[0] == 7
+    assert embed([i for i, _ in texts], [t for _, t in texts]).rows.shape[0] == 7
 
 
 def test_not_json_names_the_file_and_line(tmp_path):

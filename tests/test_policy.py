@@ -183,7 +183,7 @@ def test_a_hypothesis_missing_from_tfidf_embeddings_is_embedded_against_their_vo
 
     ids = [n.id for n in nodes]
     present = [ids.index(i) for i in given.ids]
-    assert abs(matrix[present] - given.matrix[[given.ids.index(i) for i in np.array(ids)[present]]]).sum() == 0
+    assert abs(matrix[present] - given.rows[[given.ids.index(i) for i in np.array(ids)[present]]]).sum() == 0
 
 
 def test_a_hypothesis_missing_from_sbert_embeddings_is_embedded_with_their_model(tmp_path):

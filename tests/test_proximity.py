@@ -121,7 +121,7 @@ def run_pipeline(root: Path, threshold: float = 0.3, algorithm: str = "louvain")
     corpus = load_corpus(root)
     emb = embed(corpus.ids, corpus.texts)
     store.write_embeddings(root, emb)
-    graph = similarity_graph(emb.ids, emb.matrix, threshold)
+    graph = similarity_graph(emb.ids, emb.rows, threshold)
     graph.embedding = emb.describe()
     store.write_graph(root, graph)
     clusters = labelled_clusters(graph, dict(zip(corpus.ids, corpus.texts, strict=True)), algorithm)
@@ -142,20 +142,20 @@ def output(run_dir) -> Output:
 def test_tfidf_rows_are_sparse_and_unit_length(run_dir):
     corpus = load_corpus(run_dir)
     emb = embed(corpus.ids, corpus.texts)
-    assert sp.issparse(emb.matrix)
-    assert emb.matrix.shape == (len(RUN_IDS), emb.dim)
-    norms = sp.linalg.norm(emb.matrix, axis=1)
+    assert sp.issparse(emb.rows)
+    assert emb.rows.shape == (len(RUN_IDS), emb.dim)
+    norms = sp.linalg.norm(emb.rows, axis=1)
     assert np.allclose(norms, 1.0, atol=1e-6)
     # The seed's vectorizer by default (was the tuned analyzer, "sklearn-tfidf", before issue 10).
     assert (emb.backend, emb.model) == ("tfidf", "tfidf-seed")
-    assert emb.matrix.dtype == np.float64
+    assert emb.rows.dtype == np.float64
 
 
 def test_embedding_rows_follow_the_given_ids():
     ids = ["H-9", "H-1", "H-5"]
     emb = embed(ids, ["mites spread virus", "coffee delays sleep", "mites spread virus"])
     assert emb.ids == ids
-    rows = emb.matrix.toarray()
+    rows = emb.rows.toarray()
     assert rows[0] @ rows[2] == pytest.approx(1.0)
     assert rows[0] @ rows[1] == pytest.approx(0.0)
 
@@ -164,19 +164,19 @@ def test_text_of_stop_words_only_is_a_zero_row_with_the_tuned_model():
     # The seed's vectorizer keeps stop words (tested in test_prox_compat.py); the tuned one drops them.
     emb = embed(["H-1", "H-2"], ["mites spread virus", "the and of"], model="tuned")
     assert emb.model == "tfidf-tuned"
-    assert sp.linalg.norm(emb.matrix, axis=1).tolist() == pytest.approx([1.0, 0.0])
+    assert sp.linalg.norm(emb.rows, axis=1).tolist() == pytest.approx([1.0, 0.0])
 
 
 def test_text_without_a_two_letter_token_is_a_zero_row():
     emb = embed(["H-1", "H-2"], ["mites spread virus", "a b 1"])
-    assert sp.linalg.norm(emb.matrix, axis=1).tolist() == pytest.approx([1.0, 0.0])
+    assert sp.linalg.norm(emb.rows, axis=1).tolist() == pytest.approx([1.0, 0.0])
 
 
 @pytest.mark.parametrize("model, texts", [("tuned", ["the and of", "it is"]), ("seed", ["a b", "c 1"])])
 def test_corpus_without_terms_embeds_to_no_dimensions(model, texts):
     emb = embed(["H-1", "H-2"], texts, model=model)
-    assert emb.matrix.shape == (2, 0)
-    assert similarity_graph(emb.ids, emb.matrix).num_edges == 0
+    assert emb.rows.shape == (2, 0)
+    assert similarity_graph(emb.ids, emb.rows).num_edges == 0
 
 
 def test_unknown_tfidf_model_is_an_error():
@@ -219,7 +219,7 @@ def sbert_embeddings() -> Embeddings:
 
 
 def test_sbert_default_model_gives_dense_unit_rows_of_dim_384(sbert_embeddings):
-    m = sbert_embeddings.matrix
+    m = sbert_embeddings.rows
     assert isinstance(m, np.ndarray) and m.dtype == np.float32
     assert m.shape == (3, 384)
     assert np.allclose(np.linalg.norm(m, axis=1), 1.0, atol=1e-5)
@@ -228,12 +228,12 @@ def test_sbert_default_model_gives_dense_unit_rows_of_dim_384(sbert_embeddings):
 
 
 def test_sbert_scores_a_paraphrase_above_an_unrelated_pair(sbert_embeddings):
-    m = sbert_embeddings.matrix
+    m = sbert_embeddings.rows
     assert m[0] @ m[1] > m[0] @ m[2] + 0.3
 
 
 def test_sbert_embeddings_build_a_graph(sbert_embeddings):
-    graph = similarity_graph(sbert_embeddings.ids, sbert_embeddings.matrix, 0.5)
+    graph = similarity_graph(sbert_embeddings.ids, sbert_embeddings.rows, 0.5)
     assert [(a, b) for a, b, _ in graph.edges()] == [("H-1", "H-2")]
 
 
@@ -265,7 +265,7 @@ def test_threshold_outside_cosine_range_is_rejected(threshold):
 def test_identical_texts_have_similarity_one_and_no_self_edges():
     text = "Varroa mites spread deformed wing virus into overwintering colonies"
     emb = embed(ids_for(3), [text, text, "Coffee delays sleep onset"])
-    graph = similarity_graph(emb.ids, emb.matrix, 0.3)
+    graph = similarity_graph(emb.ids, emb.rows, 0.3)
     assert list(graph.edges()) == [("H-1", "H-2", pytest.approx(1.0, abs=1e-6))]
     assert graph.sim.max() <= 1.0
     assert np.all(graph.src < graph.dst)
@@ -373,7 +373,7 @@ def test_graph_json_lists_each_edge_on_both_endpoints(output):
 def test_graph_json_stores_the_threshold_as_given(run_dir):
     corpus = load_corpus(run_dir)
     emb = embed(corpus.ids, corpus.texts)
-    store.write_graph(run_dir, similarity_graph(emb.ids, emb.matrix, 0.35))
+    store.write_graph(run_dir, similarity_graph(emb.ids, emb.rows, 0.35))
     assert json.loads((run_dir / "proximity" / "graph.json").read_text())["threshold"] == 0.35
 
 
@@ -385,7 +385,7 @@ def test_graph_json_edges_are_the_expected_ones(output):
 def test_written_graph_has_no_clusters_until_clusters_are_written(run_dir):
     corpus = load_corpus(run_dir)
     emb = embed(corpus.ids, corpus.texts)
-    store.write_graph(run_dir, similarity_graph(emb.ids, emb.matrix))
+    store.write_graph(run_dir, similarity_graph(emb.ids, emb.rows))
     nodes = json.loads((run_dir / "proximity" / "graph.json").read_text())["nodes"]
     assert all(n["cluster"] is None for n in nodes.values())
 
@@ -497,39 +497,16 @@ def test_keyword_label_names_the_cluster_topic(output):
     assert all(len(label.split(", ")) == 3 for label in output.clusters.keywords.values())
 
 
-def sparse_product_weights(ids: list[str], matrix: sp.csr_matrix, groups: list[list[str]]) -> sp.csr_matrix:
-    """c-TF-IDF as scipy's sparse products compute it (what keywords.py computed before it dropped scipy)."""
-    row = {i: k for k, i in enumerate(ids)}
-    members = [[row[m] for m in g] for g in groups]
-    indicator = sp.csr_matrix(
-        (
-            np.ones(sum(map(len, members))),
-            (np.repeat(np.arange(len(groups)), [len(m) for m in members]), np.concatenate(members)),
-        ),
-        shape=(len(groups), len(ids)),
-    )
-    class_terms = (indicator @ matrix).tocsr()
-    total = np.asarray(class_terms.sum(axis=1)).ravel()
-    idf = np.log1p(total.mean() / np.maximum(np.asarray(class_terms.sum(axis=0)).ravel(), 1e-12))
-    return (sp.diags(1.0 / np.maximum(total, 1e-12)) @ class_terms @ sp.diags(idf)).tocsr()
-
-
-def test_keyword_weights_are_the_floats_the_sparse_products_give():
-    """The labels are ranked by floats computed with numpy; they must be scipy's to the last bit (a
-    sum taken in another order differs in the last bit, and a near-tie would flip a label)."""
-    rng = random.Random(3)
-    words = [f"w{k}" for k in range(400)]
-    ids = ids_for(600)
-    emb = embed(ids, [" ".join(rng.choices(words, k=rng.randint(3, 60))) for _ in ids])
-    shuffled = rng.sample(ids, len(ids))
-    cuts = sorted(rng.sample(range(1, len(ids)), 40))
-    groups = [shuffled[a:b] for a, b in zip([0, *cuts], [*cuts, len(ids)], strict=True)]
-    ours = class_weights(ids, emb.rows, groups)
-    theirs = sparse_product_weights(ids, emb.matrix, groups)
-    ours.sort_indices()
-    theirs.sort_indices()
-    assert np.array_equal(ours.indptr, theirs.indptr) and np.array_equal(ours.indices, theirs.indices)
-    assert np.array_equal(ours.data, theirs.data)  # the same floats, not merely close
+def test_keyword_weights_are_c_tf_idf_of_each_cluster():
+    """Each cluster's rows summed, divided by the class's total weight, times log(1 + A / f(t)); a
+    term a cluster lacks is not stored, and an id outside the rows is left out."""
+    rows = sp.csr_matrix(np.array([[1.0, 0.0, 0.0], [0.6, 0.8, 0.0], [0.0, 0.0, 1.0]]))
+    weights = class_weights(["H-1", "H-2", "H-3"], rows, [["H-2", "H-1", "H-9"], ["H-3"]])
+    total, f = np.array([2.4, 1.0]), np.array([1.6, 0.8, 1.0])
+    idf = np.log1p(total.mean() / f)
+    assert weights.shape == (2, 3) and weights.nnz == 3
+    expected = [[1.6 / 2.4 * idf[0], 0.8 / 2.4 * idf[1], 0.0], [0.0, 0.0, idf[2]]]
+    assert np.allclose(weights.toarray(), expected, rtol=1e-12)
 
 
 def test_report_lines_show_label_keywords_and_members(output):
@@ -776,8 +753,8 @@ def test_embeddings_round_trip(tmp_path, kind):
     back = store.read_embeddings(tmp_path)
     assert back.ids == emb.ids
     assert (back.backend, back.model) == (emb.backend, "m")
-    assert sp.issparse(back.matrix) == (kind == "sparse")
-    dense = back.matrix.toarray() if sp.issparse(back.matrix) else back.matrix
+    assert sp.issparse(back.rows) == (kind == "sparse")
+    dense = back.rows.toarray() if sp.issparse(back.rows) else back.rows
     assert np.array_equal(dense, np.asarray(random_unit_rows(n=20).toarray()))
     assert json.loads((tmp_path / "proximity" / "embedding-meta.json").read_text())["dim"] == 100
 
@@ -854,7 +831,7 @@ def test_tfidf_rows_are_written_with_scipy_save_npz_and_read_back_the_same(run_d
     emb = embed(corpus.ids, corpus.texts)
     assert sp.isspmatrix_csr(emb.rows)
     expected = io.BytesIO()
-    sp.save_npz(expected, emb.matrix, compressed=False)
+    sp.save_npz(expected, emb.rows, compressed=False)
     store.write_embeddings(run_dir, emb)
     assert (store.proximity_dir(run_dir) / "embeddings.npz").read_bytes() == expected.getvalue()
     read = store.read_embeddings(run_dir).rows
@@ -885,7 +862,7 @@ def test_a_csc_npz_from_another_tool_is_read_through_scipy(tmp_path):
     sp.save_npz(d / "embeddings.npz", sp.csc_matrix(np.array([[3.0, 0.0, 4.0], [0.0, 2.0, 0.0]])))
     (d / "embedding-ids.json").write_text(json.dumps(["H-1", "H-2"]), encoding="utf-8")
     emb = store.read_embeddings(tmp_path)
-    assert emb.matrix.toarray().tolist() == [[0.6, 0.0, 0.8], [0.0, 1.0, 0.0]]
+    assert emb.rows.toarray().tolist() == [[0.6, 0.0, 0.8], [0.0, 1.0, 0.0]]
     assert "written by another tool" in emb.notes[0]
 
 
@@ -901,7 +878,7 @@ def test_embedding_files_replaced_by_another_tool_are_read_as_the_seed_reads_the
     assert emb.ids == ["H-1", "H-2"]
     assert len(emb.notes) == 1 and "written by another tool" in emb.notes[0] and "1 of 2 rows" in emb.notes[0]
     assert emb.vocabulary is None  # our embedding-vocab.txt belongs to the old rows
-    rows = emb.matrix.toarray()
+    rows = emb.rows.toarray()
     assert float(rows[0] @ rows[1]) == pytest.approx(0.7071067811865475, abs=1e-12)
 
 

@@ -32,7 +32,7 @@ def proximity_files(root: Path, threshold: float = 0.30, cap: int = 0):
     texts = [h.text for h in corpus.hypotheses]
     emb = embed(ids, texts, "tfidf")
     store.write_embeddings(root, emb)
-    graph = similarity_graph(emb.ids, emb.matrix, threshold, cap, workers=1)
+    graph = similarity_graph(emb.ids, emb.rows, threshold, cap, workers=1)
     graph.embedding = emb.describe()
     store.write_graph(root, graph)
     clusters = labelled_clusters(graph, dict(zip(ids, texts, strict=True)), terms=emb)
@@ -93,15 +93,15 @@ def _pairs_at_least(matrix, t: float) -> int:
 @pytest.mark.parametrize("cap", [0, 3])
 def test_the_sweep_counts_the_edges_a_graph_built_at_each_threshold_has(run, cap):
     emb, graph = proximity_files(run, cap=cap)
-    sweep = sweep_.threshold_sweep(graph, emb.matrix, "louvain", 0.80)
+    sweep = sweep_.threshold_sweep(graph, emb.rows, "louvain", 0.80)
     assert sweep.exact
     for k, t in enumerate(sweep.thresholds):
-        built = similarity_graph(emb.ids, emb.matrix, t, cap, workers=1)
+        built = similarity_graph(emb.ids, emb.rows, t, cap, workers=1)
         assert sweep.edges[k] == built.num_edges, (t, cap)
         sizes = [len(m) for m in find_communities(built).clusters.values()]
         assert sweep.clusters[k] == sum(s >= 2 for s in sizes), (t, cap)
         assert sweep.alone[k] == sum(s == 1 for s in sizes), (t, cap)
-        assert sweep.pairs[k] == _pairs_at_least(emb.matrix, t), t
+        assert sweep.pairs[k] == _pairs_at_least(emb.rows, t), t
     assert sweep.counts.sum() == sweep.total_pairs == 30 * 29 // 2
     assert sweep.best[2] == max(graph.sim)
 
@@ -110,15 +110,15 @@ def test_no_edge_at_the_threshold_is_said_with_the_most_similar_pair(run):
     emb, graph = proximity_files(run, threshold=0.99)
     report = write_report(run)
     assert report.headline.startswith("none of the 435 pairs reaches the threshold 0.99")
-    best = _pairs_at_least(emb.matrix, report.sweep.best[2])
-    assert best >= 1 and _pairs_at_least(emb.matrix, report.sweep.best[2] + 1e-6) == 0
+    best = _pairs_at_least(emb.rows, report.sweep.best[2])
+    assert best >= 1 and _pairs_at_least(emb.rows, report.sweep.best[2] + 1e-6) == 0
 
 
 def test_above_the_exact_size_the_pairs_are_sampled_and_the_graph_counts_stay_exact(run, monkeypatch):
     emb, graph = proximity_files(run)
     monkeypatch.setattr(sweep_, "EXACT_MAX", 10)
     monkeypatch.setattr(sweep_, "SAMPLE_ROWS", 12)
-    sweep = sweep_.threshold_sweep(graph, emb.matrix, "louvain", 0.80)
+    sweep = sweep_.threshold_sweep(graph, emb.rows, "louvain", 0.80)
     assert not sweep.exact and sweep.notes
     for k, t in enumerate(sweep.thresholds):
         if t >= graph.threshold:

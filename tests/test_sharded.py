@@ -57,7 +57,7 @@ def same_graph(a, b) -> None:
 @pytest.mark.parametrize("cap", [0, 5])
 @pytest.mark.parametrize("count", [2, 3, 7])
 def test_any_number_of_shards_gives_the_unsharded_graph(kind, cap, count):
-    matrix = embed(IDS, TEXTS).matrix
+    matrix = embed(IDS, TEXTS).rows
     matrix = matrix if kind == "sparse" else matrix.toarray().astype(np.float32)
     whole = similarity_graph(IDS, matrix, 0.3, max_neighbours=cap, workers=1)
     assert whole.num_edges > 3 * len(IDS)  # dense enough that the cap and the split matter
@@ -68,7 +68,7 @@ def test_any_number_of_shards_gives_the_unsharded_graph(kind, cap, count):
 
 def test_shards_that_cap_their_own_rows_give_the_unsharded_graph():
     """When the uncapped graph would not fit in memory, blocks cap full rows: same graph sharded."""
-    matrix = embed(IDS, TEXTS).matrix
+    matrix = embed(IDS, TEXTS).rows
     plan = plan_graph(matrix, 0.3, 5)
     plan.upper = False
     block, info = shards.range_edges(plan, 0, plan.n)
@@ -81,7 +81,7 @@ def test_shards_that_cap_their_own_rows_give_the_unsharded_graph():
 def test_dense_shards_through_the_knn_index_give_the_unsharded_graph(monkeypatch):
     pytest.importorskip("faiss")
     monkeypatch.setattr(knn, "EXACT_MAX", 200)
-    matrix = embed(IDS, TEXTS).matrix.toarray().astype(np.float32)
+    matrix = embed(IDS, TEXTS).rows.toarray().astype(np.float32)
     whole = similarity_graph(IDS, matrix, 0.3, max_neighbours=5, workers=1)
     assert whole.info["method"].startswith("faiss IVF")
     graph, made = sharded(matrix, 3, 5)
@@ -104,8 +104,8 @@ def test_sbert_shards_join_into_the_unsharded_embeddings(monkeypatch):
     whole = embed(ids, texts, "sbert")
     parts = [embed(ids[a:b], texts[a:b], "sbert") for a, b in embedding_ranges(len(ids), "sbert", 3)]
     joined = join_embeddings(parts)
-    assert joined.ids == ids and joined.matrix.shape == whole.matrix.shape
-    assert np.abs(joined.matrix - whole.matrix).max() < 1e-5  # batching may differ in the last bits
+    assert joined.ids == ids and joined.rows.shape == whole.rows.shape
+    assert np.abs(joined.rows - whole.rows).max() < 1e-5  # batching may differ in the last bits
 
 
 def test_joining_sparse_or_mixed_embeddings_is_refused():

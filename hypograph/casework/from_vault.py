@@ -19,7 +19,8 @@ from hypograph.casework.models import Source, Statement
 from hypograph.casework.revision import NewRevision, RevisionReport, add_revision
 from hypograph.errors import HypographError
 from hypograph.paths import OURS
-from hypograph.vault.nodes import Node, link_target
+from hypograph.vault.node_view import NodeView
+from hypograph.vault.nodes import Node
 from hypograph.vault.vault import open_vault
 
 QUESTION_RE = re.compile(r"Main question[^:\n]*:\s*[\"“](.+?)[\"”]\s*$", re.M)
@@ -85,7 +86,7 @@ def case_from_vault(vault_root: Path | str, case_dir: Path | str) -> RevisionRep
                 origin=f"vault/{o.path.as_posix()}",
             )
         )
-        cited = [o.id] + [t for t in [link_target(o.meta.get("source"))] if t in known]
+        cited = [o.id] + [t for t in [NodeView(o).source_id] if t in known]
         statements.append(Statement(text=text, source_ids=cited))
     question = question_of(prompt)
     revision = NewRevision(

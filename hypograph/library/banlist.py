@@ -67,7 +67,7 @@ def clustered_banlist(
     texts = dict(items)
     emb = _embeddings(ids, [texts[i] for i in ids], backend, store)
     threshold = SBERT_CLUSTER_THRESHOLD if emb.backend == "sbert" else CLUSTER_THRESHOLD
-    graph = similarity_graph(ids, emb.matrix, threshold, workers=1)
+    graph = similarity_graph(ids, emb.rows, threshold, workers=1)
     clusters = labelled_clusters(graph, texts, terms=emb if emb.vocabulary is not None else None)
     row = {i: k for k, i in enumerate(ids)}
     header = (
@@ -79,7 +79,7 @@ def clustered_banlist(
     leftover = 0
     for label, members in clusters.clusters.items():
         theme = clusters.keywords.get(label) or "(no label)"
-        rep = _medoid(emb.matrix, [row[m] for m in members])
+        rep = _medoid(emb.rows, [row[m] for m in members])
         line = f"- {label} ({len(members)} items; theme: {theme}): {item_line(ids[rep], texts[ids[rep]])[2:]}"
         short = f"- {label} ({len(members)} items; theme: {theme})"
         for candidate, counts in ((line, 1), (short, 0)):

@@ -94,4 +94,4 @@ def pairs_at(graph: SimilarityGraph, embeddings, threshold: float) -> list[Dupli
         raise HypographError(
             "proximity/: the embeddings and graph.json list different hypotheses — run prox graph again"
         )
-    return pairs_from_embeddings(emb.ids, emb.matrix, threshold)
+    return pairs_from_embeddings(emb.ids, emb.rows, threshold)

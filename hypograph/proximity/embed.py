@@ -67,11 +67,6 @@ class Embeddings:
             self.rows = sp.csr_matrix(self.rows)
 
     @property
-    def matrix(self) -> sp.csr_matrix | np.ndarray:
-        """The rows, as scipy or numpy compute with them (the same object as ``rows``)."""
-        return self.rows
-
-    @property
     def dim(self) -> int:
         return int(self.rows.shape[1])
 
@@ -264,7 +259,7 @@ def pair_similarity(emb: Embeddings):
     row = {node_id: k for k, node_id in enumerate(emb.ids)}
 
     def similarity(a: str, b: str) -> float:
-        x, y = emb.matrix[row[a]], emb.matrix[row[b]]
+        x, y = emb.rows[row[a]], emb.rows[row[b]]
         dot = x.multiply(y).sum() if hasattr(x, "multiply") else float(np.dot(x, y))
         nx = np.sqrt(x.multiply(x).sum()) if hasattr(x, "multiply") else float(np.linalg.norm(x))
         ny = np.sqrt(y.multiply(y).sum()) if hasattr(y, "multiply") else float(np.linalg.norm(y))

@@ -18,8 +18,8 @@ def available_cpus() -> int:
 
 def fork_map(fn, items: list, workers: int):
     """``map(fn, items)`` over ``workers`` forked processes, results in order (in this process when
-    fork is unavailable or there is one worker). ``fn`` is a module-level function; module globals
-    it reads, set before the call, reach the workers without pickling."""
+    fork is unavailable or there is one worker). ``fn`` is a module-level function; each item is
+    its whole input, pickled to the worker, and each result is pickled back."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 

@@ -5,16 +5,13 @@ tokenized once: sum each cluster's rows into one class vector, normalise it by i
 and weight term t by log(1 + A / f(t)), where A is the mean total weight per cluster and f(t) the
 term's weight over all clusters. Terms heavy in one cluster but rare elsewhere win. Numbers and
 English function words ("the", "or", "does", ``STOP_WORDS``) are not labels: the embedding keeps
-them (the seed's vectorizer), the labels skip them. O(nnz of the rows log nnz), with numpy alone:
-the floats are the ones scipy's sparse product gives (each sum taken in the same order), so the
-labels are too.
+them (the seed's vectorizer), the labels skip them. Two sparse products, O(nnz of the rows).
 """
 
 from __future__ import annotations
 
 import numpy as np
-
-from hypograph.proximity.csr import Csr
+import scipy.sparse as sp
 
 # English function words (articles, pronouns, prepositions, conjunctions, auxiliaries, quantifiers):
 # a label names a topic, and these name none. A term of several words is skipped when it starts or
@@ -47,7 +44,7 @@ def _labellike(term: str) -> bool:
 
 
 def cluster_keywords(
-    ids: list[str], rows: Csr, vocabulary: list[str], clusters: dict[str, list[str]], top: int = 3
+    ids: list[str], rows: sp.csr_matrix, vocabulary: list[str], clusters: dict[str, list[str]], top: int = 3
 ) -> dict[str, str]:
     """Map each cluster label to its ``top`` distinctive terms, comma-separated ("" if none).
 
@@ -69,33 +66,18 @@ def cluster_keywords(
     return out
 
 
-def class_weights(ids: list[str], rows: Csr, groups: list[list[str]]) -> Csr:
-    """Row k: the c-TF-IDF weight of each term in the rows of ``groups[k]``'s ids (a zero is not
-    stored). The floats of scipy's ``diags(1 / w) @ (indicator @ rows) @ diags(idf)``: each
-    group's rows are added in row order from 0.0, and its total weight ``w`` is ``np.add.reduceat``
-    over its terms in reverse order of first appearance, the order that product stores them in."""
-    v = max(rows.shape[1], 1)
+def class_weights(ids: list[str], rows: sp.csr_matrix, groups: list[list[str]]) -> sp.csr_matrix:
+    """Row k: the c-TF-IDF weight of each term in the rows of ``groups[k]``'s ids (ids not among
+    ``ids`` are left out): ``diags(1 / w) @ (indicator @ rows) @ diags(idf)``, where ``w`` is each
+    class vector's total weight and ``idf = log(1 + mean(w) / f(t))``."""
     row = {i: k for k, i in enumerate(ids)}
-    picked = [np.sort(np.asarray([row[m] for m in group if m in row], dtype=np.int64)) for group in groups]
-    member_rows = np.concatenate(picked) if picked else np.empty(0, np.int64)
-    # Every stored entry of every member row, in (group, row, stored) order.
-    lengths = (rows.indptr[member_rows + 1] - rows.indptr[member_rows]).astype(np.int64)
-    entry = np.repeat(rows.indptr[member_rows].astype(np.int64) - np.cumsum(lengths) + lengths, lengths)
-    entry += np.arange(entry.size)
-    key = np.repeat(np.repeat(np.arange(len(picked)), [p.size for p in picked]), lengths) * v + rows.indices[entry]
-    unique, first_seen, slot = np.unique(key, return_index=True, return_inverse=True)
-    sums = np.bincount(slot, weights=rows.data[entry].astype(np.float64), minlength=unique.size)
-    group, cols = np.divmod(unique, v)
-    order = np.lexsort((-first_seen, group))
-    group, cols, sums = group[order], cols[order], sums[order]
-    indptr = np.zeros(len(groups) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(group, minlength=len(groups)), out=indptr[1:])
-    total = np.zeros(len(groups))
-    filled = np.flatnonzero(np.diff(indptr))
-    total[filled] = np.add.reduceat(sums, indptr[filled])
-    term_total = np.bincount(cols, weights=sums, minlength=rows.shape[1])  # added group by group
-    idf = np.log1p(total.mean() / np.maximum(term_total, 1e-12))
-    weights = sums * (1.0 / np.maximum(total, 1e-12))[group] * idf[cols]
-    stored = weights != 0
-    indptr[1:] = np.cumsum(np.bincount(group[stored], minlength=len(groups)))
-    return Csr(weights[stored], cols[stored], indptr, (len(groups), rows.shape[1]))
+    members = [sorted(row[m] for m in group if m in row) for group in groups]
+    indptr = np.concatenate([[0], np.cumsum([len(m) for m in members])])
+    cols = np.concatenate([np.asarray(m, dtype=np.int64) for m in members]) if members else np.empty(0, np.int64)
+    indicator = sp.csr_matrix((np.ones(cols.size), cols, indptr), shape=(len(groups), rows.shape[0]))
+    class_terms = (indicator @ rows).tocsr()
+    total = np.asarray(class_terms.sum(axis=1)).ravel()
+    idf = np.log1p(total.mean() / np.maximum(np.asarray(class_terms.sum(axis=0)).ravel(), 1e-12))
+    weights = (sp.diags(1.0 / np.maximum(total, 1e-12)) @ class_terms @ sp.diags(idf)).tocsr()
+    weights.eliminate_zeros()
+    return weights

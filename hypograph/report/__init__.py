@@ -128,7 +128,7 @@ def _read(root: Path) -> _Inputs:
             f"{d / 'embedding-ids.json'}: {len(missing)} graph node(s) not embedded (e.g. {missing[0]}) — "
             "run proximity again"
         )
-    matrix = emb.matrix if emb.ids == graph.ids else emb.matrix[np.asarray([row[i] for i in graph.ids])]
+    matrix = emb.rows if emb.ids == graph.ids else emb.rows[np.asarray([row[i] for i in graph.ids])]
     clusters = store.read_clusters(root)
     names = {c: v.get("label", "") for c, v in _cluster_names(root).items()}
     dupes = store.read_dupes(root) if (d / "dupes.json").exists() else []
@@ -254,7 +254,7 @@ def _unembedded_residuals(ids: list[str], xy: np.ndarray, membership: dict[str, 
 def hc_groups(root: Path) -> tuple[dict[str, str], dict[str, str], set[str]]:
     """A vault's hypothesis clusters: member id -> HC id, HC id -> "HC-1 title" (by id), and the
     residual members' ids. Read only (no journal rolled forward)."""
-    from hypograph.vault.nodes import link_target
+    from hypograph.vault.node_view import NodeView
     from hypograph.vault.vault import open_vault
 
     vault = open_vault(root, roll_forward=False)
@@ -263,12 +263,12 @@ def hc_groups(root: Path) -> tuple[dict[str, str], dict[str, str], set[str]]:
     residuals: set[str] = set()
     for hc in vault.of_type("hypothesis-cluster"):
         names[hc.id] = f"{hc.id} {hc.title}".strip()
-        for link in hc.meta.get("hypotheses") or []:
-            node = vault.nodes.get(link_target(link) or "")
+        for member in NodeView(hc).member_ids:
+            node = vault.nodes.get(member)
             if node is None:
                 continue
             membership.setdefault(node.id, hc.id)
-            if node.meta.get("residual") is True:
+            if NodeView(node).residual:
                 residuals.add(node.id)
     return membership, names, residuals
 

@@ -185,7 +185,7 @@ def rows(embeddings: Embeddings, nodes: list[Node]):
     index = {node_id: r for r, node_id in enumerate(embeddings.ids)}
     present = [n for n in nodes if n.id in index]
     missing = [n for n in nodes if n.id not in index]
-    taken = embeddings.matrix[[index[n.id] for n in present]]
+    taken = embeddings.rows[[index[n.id] for n in present]]
     if not missing:
         return taken
     extra = embed_like(embeddings, [node_text(n) for n in missing])
