@@ -532,6 +532,28 @@ def test_graph_json_cluster_fields_match_clusters_json(output):
     assert set(membership) == set(RUN_IDS)
 
 
+def test_clusters_spliced_into_graph_json_give_the_bytes_a_fresh_write_gives(output):
+    """prox clusters sets the labels in graph.json's text without rewriting the edges: the file is
+    byte for byte what writing the graph with those labels gives, graph.npz still its twin, and
+    labelling it again (other labels, then the first ones) lands on the same bytes."""
+    from hypograph.proximity.graph_files import graph_json_bytes, read_graph_npz
+
+    d = store.proximity_dir(output.root)
+    membership = output.clusters.membership()
+    labels = [membership[i] for i in output.graph.ids]
+    assert (d / "graph.json").read_bytes() == graph_json_bytes(output.graph, labels)
+    twin = read_graph_npz(d)
+    assert twin is not None and twin.clusters == labels
+    relabelled = Clusters({f"C-{k:03d}": [i] for k, i in enumerate(output.graph.ids, start=1)}, "components")
+    store.write_clusters(output.root, relabelled, output.graph)
+    assert (d / "graph.json").read_bytes() == graph_json_bytes(
+        output.graph, [f"C-{k:03d}" for k in range(1, len(labels) + 1)]
+    )
+    store.write_clusters(output.root, output.clusters, output.graph)
+    assert (d / "graph.json").read_bytes() == graph_json_bytes(output.graph, labels)
+    assert read_graph_npz(d).clusters == labels
+
+
 def test_clusters_round_trip_through_clusters_json(output):
     back = store.read_clusters(output.root)
     assert back.clusters == output.clusters.clusters

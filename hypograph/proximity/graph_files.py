@@ -126,22 +126,24 @@ def _nodes_text(task: _NodesText) -> tuple[bytes, np.ndarray]:
 
 def splice_clusters(
     text: bytes, offsets: np.ndarray, old: list[str | None], new: list[str | None]
-) -> tuple[bytes, np.ndarray]:
+) -> tuple[list[bytes | memoryview], np.ndarray]:
     """graph.json ``text`` with each node's cluster value ``old[i]`` (at ``offsets[i]``) replaced by
-    ``new[i]``, and the new offsets: setting the clusters without rebuilding the edges' text."""
+    ``new[i]``, as pieces to write in order (views of ``text`` between the new values: nothing is
+    copied), and the new offsets: setting the clusters without rebuilding the edges' text."""
     old_text, new_text = _json_strings(old), _json_strings(new)
+    view = memoryview(text)
     pieces, start = [], 0
     for at, before, after in zip(offsets.tolist(), old_text, new_text, strict=True):
-        if text[at : at + len(before)] != before:
+        if view[at : at + len(before)] != before:
             raise ValueError("graph.json does not hold the expected cluster value")
-        pieces.append(text[start:at])
+        pieces.append(view[start:at])
         pieces.append(after)
         start = at + len(before)
-    pieces.append(text[start:])
+    pieces.append(view[start:])
     growth = np.fromiter(
         (len(b) - len(a) for a, b in zip(old_text, new_text, strict=True)), dtype=np.int64, count=len(old_text)
     )
-    return b"".join(pieces), offsets + np.concatenate([[0], np.cumsum(growth)[:-1]]).astype(np.int64)
+    return pieces, offsets + np.concatenate([[0], np.cumsum(growth)[:-1]]).astype(np.int64)
 
 
 def _json_strings(values: list) -> list[bytes]:
@@ -185,9 +187,16 @@ def write_graph_files(d: Path, graph: SimilarityGraph, clusters: list[str | None
 def set_clusters(d: Path, stored: StoredGraph, clusters: list[str | None]) -> list[Path]:
     """Set each node's cluster in graph.json and graph.npz, given the pair as read (``read_graph_npz``):
     the labels are spliced into graph.json's text, the edges are not written again."""
-    text, offsets = splice_clusters((d / GRAPH_JSON).read_bytes(), stored.offsets, stored.clusters, clusters)
-    write_atomic(d / GRAPH_JSON, lambda fh: fh.write(text))
-    _write_npz(d, stored.graph, clusters, offsets, hashlib.sha256(text).hexdigest())
+    pieces, offsets = splice_clusters((d / GRAPH_JSON).read_bytes(), stored.offsets, stored.clusters, clusters)
+    digest = hashlib.sha256()
+
+    def write(fh) -> None:
+        for piece in pieces:
+            digest.update(piece)
+            fh.write(piece)
+
+    write_atomic(d / GRAPH_JSON, write)
+    _write_npz(d, stored.graph, clusters, offsets, digest.hexdigest())
     return [d / GRAPH_JSON, d / GRAPH_NPZ]
 
 
