@@ -120,8 +120,9 @@ def report_metadata(report: Report) -> dict:
 
 
 def sweep_table(rows: list[dict]) -> MetadataValue:
-    """The threshold sweep, one row per threshold (a blank cell: not computed at this size)."""
+    """The threshold sweep, one row per threshold (a blank cell: not computed at this size). Every
+    record keeps every column (Dagster refuses records of different fields), a blank one as None."""
     kinds = {"threshold": "float", "edges": "int", "pairs": "float", "clusters": "int", "alone": "int"}
     schema = TableSchema(columns=[TableColumn(name, kind) for name, kind in kinds.items()])
-    records = [TableRecord({k: v for k, v in row.items() if v is not None}) for row in rows]
+    records = [TableRecord({k: row.get(k) for k in kinds}) for row in rows]
     return MetadataValue.table(records, schema=schema)
