@@ -1,6 +1,8 @@
 """Asset group names, and each group's shared asset arguments: one place, so jobs, selections and
 the UI agree (``@asset(**ASSET[STRUCTURE], …)``)."""
 
+import inspect
+
 from assets.partitions import case_revisions, hypothesis_inputs, library_rounds, vaults
 
 PROXIMITY = "proximity"
@@ -16,3 +18,8 @@ ASSET: dict[str, dict] = {
     LIBRARY: {"group_name": LIBRARY, "partitions_def": library_rounds},
     CASEWORK: {"group_name": CASEWORK, "partitions_def": case_revisions},
 }
+
+
+def described(decorator, **kwargs):
+    """``decorator(**kwargs)`` with the function's docstring as the description the UI shows."""
+    return lambda fn: decorator(description=inspect.cleandoc(fn.__doc__), **kwargs)(fn)

@@ -2,7 +2,7 @@
 
 import base64
 
-from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
+from dagster import AssetCheckResult, MetadataValue, TableColumn, TableRecord, TableSchema
 
 from hypograph.hypotheses import Hypothesis
 from hypograph.proximity.communities import Clusters, report_lines
@@ -87,6 +87,18 @@ def pair_table(pairs: list, hypotheses: list[Hypothesis], limit: int = 25) -> Me
         schema = TableSchema(columns=[c for c in PAIR_SCHEMA.columns if c.name != "verdict"])
         return MetadataValue.table(records, schema=schema)
     return MetadataValue.table(records, schema=PAIR_SCHEMA)
+
+
+def check_result(violations: list[tuple[str, str]], **metadata) -> AssetCheckResult:
+    """A check's result: passed when nothing is violated, the violations as a table."""
+    return AssetCheckResult(
+        passed=not violations,
+        metadata={
+            "violations": len(violations),
+            "violation_list": violations_table(violations) if violations else MetadataValue.text("no violations"),
+            **metadata,
+        },
+    )
 
 
 def violations_table(violations: list[tuple[str, str]], limit: int = 200) -> MetadataValue:

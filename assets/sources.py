@@ -7,6 +7,7 @@ themselves when step 4 rewrites a vault's nodes, so their own writes are never t
 person's edit."""
 
 import warnings
+from pathlib import Path
 
 from dagster import (
     AssetExecutionContext,
@@ -15,15 +16,29 @@ from dagster import (
     BetaWarning,
     DataVersion,
     DataVersionsByPartition,
+    DefaultSensorStatus,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
     observable_source_asset,
+    sensor,
 )
 from dagster._core.definitions.data_version import DATA_VERSION_TAG
 
-from assets.groups import CASEWORK, PROXIMITY
-from assets.partitions import case_revisions, hypothesis_inputs, revision_key
+from assets.groups import CASEWORK, PROXIMITY, described
+from assets.partitions import (
+    HYPOTHESIS_INPUTS,
+    REVISIONS,
+    SETS_OF_KIND,
+    VAULTS,
+    case_revisions,
+    hypothesis_inputs,
+    revision_key,
+    vaults,
+)
 from hypograph.casework.package import CasePackage
 from hypograph.errors import HypographError
-from hypograph.inputs import WITH_HYPOTHESES, InputRecord, fingerprint, sub_key
+from hypograph.inputs import WITH_HYPOTHESES, InputRecord, fingerprint, input_kind, sub_key
 from resources import Inputs
 
 # Observable source assets are "beta" in Dagster 1.13; they are what a partitioned external input is.
@@ -94,8 +109,52 @@ def observe(instance, record: InputRecord, partition: str | None = None) -> None
 
 
 def report_rewrite(context: AssetExecutionContext, inputs: Inputs) -> str:
-    """After a step rewrote its input's hypotheses: log their new version, return it."""
+    """After a step that may have rewritten its input's hypotheses: their version, logged as a new
+    observation when it differs from the last one (proximity is then stale, and only then)."""
     record = inputs.record(context.partition_key)
     version = fingerprint(record.path, record.kind)
-    context.log_event(observed(record.id, version))
+    if latest_version(context.instance, hypotheses, record.id) != version:
+        context.log_event(observed(record.id, version))
     return version
+
+
+def partition_requests(instance, records: list[InputRecord]) -> list:
+    """The add requests that would put each record's id in the partition sets of its kind (and a
+    case's current revision in ``case_revisions``), for those not there yet."""
+    defs = {HYPOTHESIS_INPUTS: hypothesis_inputs, VAULTS: vaults, REVISIONS: case_revisions}
+    wanted: dict[str, list[str]] = {name: [] for name in defs}
+    for r in records:
+        for name in SETS_OF_KIND[r.kind]:
+            wanted[name].append(r.id)
+        if r.kind == "case":
+            wanted[REVISIONS] += [sub_key(r.id, revision_key(n)) for n in CasePackage(r.path).revisions()]
+    requests = []
+    for name, keys in wanted.items():
+        known = set(instance.get_dynamic_partitions(name))
+        new = sorted(set(keys) - known)
+        if new:
+            requests.append(defs[name].build_add_request(new))
+    return requests
+
+
+@described(sensor, minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING)
+def inputs_discovered(context: SensorEvaluationContext, inputs: Inputs):
+    """Registers each input folder under the workspace folder (``HYPOGRAPH_WORKSPACE``) and adds its
+    partitions: run directories, vaults, libraries, case packages and their revisions. Leave it on
+    if you keep your inputs in one folder; without a workspace it skips, saying so."""
+    if not inputs.workspace:
+        return SkipReason("no workspace folder configured (set HYPOGRAPH_WORKSPACE to discover inputs)")
+    workspace = Path(inputs.workspace)
+    if not workspace.is_dir():
+        return SkipReason(f"workspace folder {workspace} does not exist (HYPOGRAPH_WORKSPACE)")
+    found = []
+    for path in sorted(p for p in workspace.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        try:
+            found.append((path, input_kind(path)))
+        except HypographError:
+            continue  # not an input: an unrelated folder in the workspace
+    records = inputs.registry().add_all(found)
+    requests = partition_requests(context.instance, records)
+    if not requests:
+        return SkipReason(f"no new input under {workspace}")
+    return SensorResult(dynamic_partitions_requests=requests)

@@ -47,7 +47,7 @@ def measure(cases: int) -> dict[str, float]:
 
         from hypograph.casework.dispatch import due_retries
         from pipelines.definitions import defs
-        from pipelines.sensors import partition_requests
+        from assets.sources import partition_requests
         from resources import Inputs
 
         inputs = Inputs(workspace=str(base / "cases"))

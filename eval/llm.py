@@ -253,7 +253,7 @@ class Flow:
 
 
 def hypograph(*args) -> list[str]:
-    return [sys.executable, "-c", "import sys; from pipelines.cli import main; sys.exit(main())", *map(str, args)]
+    return [sys.executable, "-c", "import sys; from hypograph_cli.main import main; sys.exit(main())", *map(str, args)]
 
 
 def prox(*args) -> list[str]:

@@ -16,3 +16,45 @@ class NotDone(HypographError):
     """Not done yet, or needs something first (a model, a confirmation, a free lock): exit 2."""
 
     exit_code = 2
+
+
+_BOUNDS = {"ge": "≥", "gt": ">", "le": "≤", "lt": "<"}
+
+
+def settings_line(model, error, names: dict[str, str] | None = None) -> str:
+    """A pydantic ``ValidationError`` of settings ``model`` as one line: each bad field by the
+    name the user gave it (``names``: field -> flag, e.g. ``--threshold``), what it allows, and the
+    value given: ``--threshold: must be ≥ -1 and ≤ 1 (got 30.0)``."""
+    parts = []
+    for e in error.errors():
+        field = ".".join(str(x) for x in e["loc"]) or "settings"
+        name = (names or {}).get(field, field)
+        allowed = _allowed(model, field)
+        if e["type"] == "extra_forbidden":
+            what = f"not a setting of {model.__name__} (it has {', '.join(model.model_fields)})"
+        elif allowed and e["type"] in (
+            "greater_than",
+            "greater_than_equal",
+            "less_than",
+            "less_than_equal",
+            "finite_number",
+        ):
+            what = f"must be {allowed}"
+        else:
+            what = e["msg"][:1].lower() + e["msg"][1:]
+        parts.append(
+            f"{name}: {what} (got {e['input']!r})" if "input" in e and e["type"] != "missing" else f"{name}: {what}"
+        )
+    return "; ".join(parts) or str(error).splitlines()[0]
+
+
+def _allowed(model, field: str) -> str:
+    """``≥ -1 and ≤ 1``: the bounds declared on ``model.field`` (empty when it has none)."""
+    info = getattr(model, "model_fields", {}).get(field)
+    bounds = [
+        f"{sign} {getattr(m, attr):g}"
+        for m in (info.metadata if info else [])
+        for attr, sign in _BOUNDS.items()
+        if getattr(m, attr, None) is not None
+    ]
+    return " and ".join(bounds)

@@ -1,8 +1,9 @@
-"""The code location ``workspace.yaml`` loads: every registered input of a deployment, as partitions.
+"""The code location ``workspace.yaml`` loads: the four products (``assets/<product>/``, each its
+assets, checks, jobs, sensors and settings resource) joined with what they share.
 
 Nothing here is bound to one input: a partition key is an input's id, or ``<id>/r0001`` for a
 library round or a case revision (see ``assets/partitions.py``). Settings are resource config,
-editable per run in the Launchpad.
+editable per run in the Launchpad and validated by the product's settings model.
 """
 
 import logging
@@ -11,37 +12,14 @@ import time
 
 from dagster import Definitions, default_loggers, logger
 
-from assets import adjudication, casework, library, proximity, report, sharded, sources, structure
-from assets.checks import CASE_CHECKS, LIBRARY_CHECKS, PROXIMITY_CHECKS, STRUCTURE_CHECKS
+import assets.casework
+import assets.library
+import assets.proximity
+import assets.structure
+from assets.sources import inputs_discovered
 from io_managers import HypographIOManager
 from pipelines.executor import EXECUTOR, shard_io_manager
-from pipelines.jobs import JOBS
-from pipelines.sensors import SCHEDULES, SENSORS
-from resources import Inputs, LLMResource, ProximitySettings
-from resources.casework import CaseSettings
-from resources.library import LibrarySettings
-
-PROXIMITY_ASSETS = [
-    sources.hypotheses,
-    proximity.hypothesis_texts,
-    sharded.hypothesis_embeddings,
-    sharded.similarity_graph,
-    proximity.proximity_clusters,
-    proximity.duplicate_pairs,
-    adjudication.dedup_verdicts,
-    adjudication.cluster_labels,
-    report.proximity_report,
-]
-STRUCTURE_ASSETS = [structure.hypothesis_dispositions, structure.hypothesis_clusters, structure.structure_map]
-LIBRARY_ASSETS = [library.round_candidates, library.round_dedup, library.round_scores, library.hypothesis_library]
-CASE_ASSETS = [
-    sources.case_package,
-    casework.interpretation_draft,
-    casework.case_interpretation,
-    casework.case_context,
-    casework.hypothesis_batch,
-    casework.batch_vault_nodes,
-]
+from resources import Inputs, LLMResource
 
 
 class _StepStages(logging.Handler):
@@ -80,21 +58,19 @@ def step_stages(_init_context) -> logging.Logger:
 
 inputs_resource = Inputs(workspace=os.environ.get("HYPOGRAPH_WORKSPACE") or None)
 
-defs = Definitions(
-    assets=PROXIMITY_ASSETS + STRUCTURE_ASSETS + LIBRARY_ASSETS + CASE_ASSETS,
-    asset_checks=PROXIMITY_CHECKS + STRUCTURE_CHECKS + LIBRARY_CHECKS + CASE_CHECKS,
-    jobs=JOBS,
-    schedules=SCHEDULES,
-    sensors=SENSORS,
+# What every product shares: where inputs live, the model, the IO managers, the executor, loggers.
+shared = Definitions(
+    sensors=[inputs_discovered],
     executor=EXECUTOR,
     loggers={**default_loggers(), "step_stages": step_stages},
     resources={
         "inputs": inputs_resource,
-        "proximity": ProximitySettings(),
-        "library": LibrarySettings(),
-        "case": CaseSettings(),
         "io_manager": HypographIOManager(inputs=inputs_resource),
         "shard_io_manager": shard_io_manager(),  # row ranges between the steps of a sharded asset
         "llm": LLMResource.from_environment(),
     },
+)
+
+defs = Definitions.merge(
+    shared, assets.proximity.defs, assets.structure.defs, assets.library.defs, assets.casework.defs
 )

@@ -24,7 +24,6 @@ INSTANCE_YAML = (
     "python_logs:\n  python_log_level: INFO\n  managed_python_loggers:\n    - hypograph.progress\n"
 )
 OLD_INSTANCE_YAML = "telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n"
-TAGS = {"hypograph/launched_by": "cli"}  # what tells a CLI run from a UI run in the Runs page
 
 
 def dagster_home() -> Path:
@@ -95,7 +94,7 @@ def registry() -> Registry:
 def register(instance, root: Path, kind: Kind | None = None) -> InputRecord:
     """Record ``root`` in the registry and add its id to the partition sets of its kind, and a case
     package's revisions (idempotent); returns its record."""
-    from pipelines.sensors import partition_requests
+    from assets.sources import partition_requests
 
     record = registry().add(root, kind)
     for request in partition_requests(instance, [record]):
@@ -125,139 +124,3 @@ def observe_case(root: Path) -> None:
         from hypograph.inputs import sub_key
 
         observe(instance, record, sub_key(record.id, revision_key(CasePackage(root).manifest()["analysis_revision"])))
-
-
-def run_config(
-    resources: dict[str, dict] | None = None, offline: bool | None = None, log_level: str = "CRITICAL"
-) -> dict:
-    """Run config setting resources' fields (``{"proximity": {...}, "library": {...}}``; None values
-    keep the defaults) and the LLM switch, as the Launchpad does; ``offline=None`` keeps its default."""
-    config = {
-        name: {"config": {k: v for k, v in fields.items() if v is not None}}
-        for name, fields in (resources or {}).items()
-    }
-    llm = {**_endpoint_from_environment(), **({"offline": offline} if offline is not None else {})}
-    if llm:
-        config["llm"] = {"config": llm}
-    loggers = {"console": {"config": {"log_level": log_level}}, "step_stages": {}}  # steps: the CLI's stage lines
-    return {"resources": config, "loggers": loggers}
-
-
-def execute(
-    root: Path,
-    job_name: str,
-    resources: dict[str, dict] | None = None,
-    offline: bool | None = None,
-    sub: str | None = None,
-    kind: Kind | None = None,
-):
-    """Register ``root`` and execute ``job_name`` on its partition: the input's id, or
-    ``<id>/<sub>`` for a round or a revision (``sub="r0002"``, registered too). Returns the result."""
-    from pipelines.definitions import defs
-
-    with open_instance() as instance:
-        record = register(instance, root, kind)
-        key = record.id
-        if sub is not None:
-            from assets.partitions import REVISIONS, ROUNDS
-            from hypograph.inputs import sub_key
-
-            key = sub_key(record.id, sub)
-            name = REVISIONS if record.kind == "case" else ROUNDS
-            if not instance.has_dynamic_partition(name, key):
-                instance.add_dynamic_partitions(name, [key])
-        if job_name == "proximity" or job_name.startswith("case_"):  # the jobs that read a source
-            from assets.sources import observe
-
-            observe(instance, record, key)
-        # Failures are reported by the caller in one line each; the UI keeps the full logs and traces.
-        return defs.resolve_job_def(job_name).execute_in_process(
-            instance=instance,
-            partition_key=key,
-            raise_on_error=False,
-            run_config=run_config(resources, offline),
-            tags=TAGS,
-        )
-
-
-def run_job(
-    root: Path,
-    job_name: str,
-    resources: dict[str, dict] | None = None,
-    offline: bool | None = None,
-    sub: str | None = None,
-    kind: Kind | None = None,
-):
-    """``execute``, with a failed run turned into one HypographError: the cause's own line first,
-    then where to see the rest."""
-    result = execute(root, job_name, resources, offline, sub, kind)
-    if not result.success:
-        raise HypographError(failed_line(job_name, result))
-    return result
-
-
-def failed_line(job_name: str, result) -> str:
-    """``<cause>; <more causes> (proximity run 1a2b3c4d: the run's events in `make ui`)``."""
-    return "; ".join(failures(result)) + f" ({job_name} run {result.run_id[:8]} failed: its events in `make ui`)"
-
-
-def failures(result) -> list[str]:
-    """One line per failed step (its innermost error: a ``Failure``'s description, a pydantic error's
-    field and reason), per failed resource, per failed asset check; else the run's own error."""
-    out = []
-    for e in result.all_events:
-        if e.is_step_failure:
-            user = e.step_failure_data.user_failure_data
-            line = user.description if user is not None and user.description else error_line(e.step_failure_data.error)
-            if "blocking asset check" not in line:  # the check's own line below names what failed
-                out.append(f"{e.step_key}: {line}")
-        elif e.event_type_value == "RESOURCE_INIT_FAILURE":
-            out.append(error_line(getattr(e.event_specific_data, "error", None)))
-    for check in result.get_asset_check_evaluations():
-        if not check.passed:
-            out.append(check_line(check))
-    if not out:
-        for e in result.all_events:
-            if e.event_type_value == "PIPELINE_FAILURE":
-                out.append(error_line(getattr(e.event_specific_data, "error", None)))
-    return out or ["failed"]
-
-
-def check_line(check) -> str:
-    """A failed asset check: its name and each violation its table names (``node: reason``)."""
-    count = check.metadata["violations"].value if "violations" in check.metadata else "?"
-    table = check.metadata.get("violation_list")
-    rows = [r.data for r in getattr(table, "records", None) or []]
-    head = f"check {check.check_name} failed ({count} violation{'s' * (count != 1)})"
-    return head + "".join(f"\n  {r.get('id')}: {r.get('reason')}" for r in rows)
-
-
-def error_line(error) -> str:
-    """The innermost cause of a serialized error as one line, without its class path; a pydantic
-    ValidationError as ``Model.field: reason (got value)`` for each field."""
-    while error is not None and error.cause is not None:
-        error = error.cause
-    if error is None:
-        return "failed"
-    message = error.message.strip()
-    if error.cls_name == "ValidationError":
-        return _validation_line(message)
-    first = message.splitlines()[0] if message else error.cls_name
-    prefix, _, rest = first.partition(": ")
-    return rest if rest and prefix.split(".")[-1] == error.cls_name else first
-
-
-def _validation_line(message: str) -> str:
-    """``1 validation error for ProximitySettings\\ngraph_threshold\\n  Input should be ... [type=...,
-    input_value=30.0, ...]`` as ``ProximitySettings.graph_threshold: Input should be ... (got 30.0)``."""
-    lines = message.splitlines()
-    model = lines[0].rsplit(" for ", 1)[-1] if lines else "settings"
-    out, field = [], None
-    for line in lines[1:]:
-        if not line.startswith(" "):
-            field = line.strip()
-        elif line.startswith("  ") and not line.startswith("    ") and field is not None:
-            reason, _, details = line.strip().partition(" [")
-            got = details.split("input_value=", 1)[1].split(",", 1)[0] if "input_value=" in details else None
-            out.append(f"{model}.{field}: {reason}" + (f" (got {got})" if got else ""))
-    return "; ".join(out) or lines[0]

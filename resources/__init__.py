@@ -1,7 +1,9 @@
-"""Dagster resources: where each input lives, proximity settings, the LLM."""
+"""Dagster resources: where each input lives, the LLM, and each product's settings."""
 
+from resources.casework import CaseResource
 from resources.inputs import Inputs
+from resources.library import LibraryResource
 from resources.llm import LLMResource
-from resources.proximity import ProximitySettings
+from resources.proximity import ProximityResource
 
-__all__ = ["Inputs", "LLMResource", "ProximitySettings"]
+__all__ = ["CaseResource", "Inputs", "LLMResource", "LibraryResource", "ProximityResource"]

@@ -249,50 +249,25 @@ def _offline(tmp_path_factory):
         yield
 
 
-def execute(
-    root: Path,
-    job_name: str = "proximity",
-    offline: bool | None = True,
-    log_level: str = "WARNING",
-    instance=None,
-    **proximity,
-):
+def execute(root: Path, job_name: str = "proximity", offline: bool | None = True, instance=None, **proximity):
     """Run ``job_name`` on ``root``'s partition in this process (so monkeypatches reach it), on
-    ``instance`` or a throwaway one, registering ``root`` first; never raises. ``proximity``:
-    ProximitySettings fields. ``structure`` runs as ``hypograph structure`` does: proximity, step 4,
-    then proximity again when step 4 rewrote the vault (the result returned is step 4's run)."""
+    ``instance`` or a throwaway one, through ``pipelines/launch.py`` as the command does; never
+    raises for a failed run. ``proximity``: ProximitySettings fields. ``structure`` runs the flow
+    ``hypograph structure`` runs (proximity, step 4, proximity again when step 4 rewrote the
+    vault): the result returned is step 4's, or the first failed run's."""
     from dagster import DagsterInstance
 
-    from hypograph.inputs import fingerprint
-    from pipelines.definitions import defs
-    from pipelines.instance import register, run_config
+    from hypograph.proximity.settings import ProximitySettings
+    from pipelines.launch import execute as launch
+    from pipelines.launch import run_structure
 
     instance = instance or DagsterInstance.ephemeral()
-    record = register(instance, Path(root))
-    key = record.id
-    config = run_config({"proximity": proximity}, offline, log_level)
-
-    def run(job: str):
-        if job == "proximity":
-            from assets.sources import observe
-
-            observe(instance, record)
-        return defs.resolve_job_def(job).execute_in_process(
-            instance=instance, partition_key=key, raise_on_error=False, run_config=config
-        )
-
+    settings = ProximitySettings(**proximity)
     if job_name != "structure":
-        return run(job_name)
-    first = run("proximity")
-    if not first.success:
-        return first
-    before = fingerprint(root, "vault")
-    result = run("structure")
-    if result.success and fingerprint(root, "vault") != before:
-        refreshed = run("proximity")
-        if not refreshed.success:
-            return refreshed
-    return result
+        return launch(Path(root), job_name, {"proximity": settings}, offline, instance=instance)
+    results = run_structure(Path(root), settings, offline, instance=instance)
+    failed = [r for r in results if not r.success]
+    return failed[0] if failed else next(r for r in results if r.job_def.name == "structure")
 
 
 @pytest.fixture(scope="session")

@@ -380,3 +380,30 @@ class OpenAlexServer:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+# -- running a command's rounds as `hypograph library` does ------------------------------------------
+
+
+def LibraryRun(topic: str, rounds: int = 1, new_library: bool = False, llm_config=None, mode=None, **fields) -> dict:  # noqa: N802 - reads as the command's invocation
+    """What ``hypograph library`` would be asked, as the tests spell it: ``fields`` are
+    ``LibrarySettings``' (the mode resolved by the seed's table, as the command resolves it)."""
+    from hypograph.library.modes import resolve_mode
+    from hypograph.library.settings import LibrarySettings
+
+    resolution = resolve_mode(fields.pop("behavior_source", None), fields.pop("behavior", None), mode)
+    settings = LibrarySettings(topic=topic, behavior_source=resolution.source, behavior=resolution.behavior, **fields)
+    return {
+        "settings": settings,
+        "rounds": rounds,
+        "new_library": new_library,
+        "llm": llm_config,
+        "notes": resolution.notes,
+    }
+
+
+def run_library(root, run: dict):
+    """The rounds through the ``library_round`` job, in this process (``pipelines/launch.py``)."""
+    from pipelines.launch import run_library as launch
+
+    return launch(root, **run)

@@ -41,7 +41,7 @@ ROUND = "Reward models score an answer higher when it repeats the opinion the us
 
 @pytest.fixture
 def ui(tmp_path, llm_server, monkeypatch):
-    from pipelines.instance import execute
+    from pipelines.launch import execute
 
     home = tmp_path / "home"
     home.mkdir()
@@ -56,7 +56,7 @@ def ui(tmp_path, llm_server, monkeypatch):
     finally:
         atom.close(), openalex.close()
     calls = len(llm_server.requests)
-    from pipelines.cli import main
+    from hypograph_cli.main import main
 
     assert main(["batch", str(roots[3]), "--into", str(roots[1])]) == 0  # the case now names its vault
     env = {**offline_env(), "DAGSTER_HOME": str(home), "HYPOGRAPH_LLM_MODEL": MODEL}

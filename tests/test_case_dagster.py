@@ -12,7 +12,8 @@ from llm_stub import llm_server, unused_port  # noqa: F401  (fixtures)
 
 from assets.partitions import REVISIONS
 from hypograph.casework import Status
-from pipelines.sensors import case_retries_due, inputs_discovered
+from assets.casework.jobs import case_retries_due
+from assets.sources import inputs_discovered
 from resources import Inputs
 
 

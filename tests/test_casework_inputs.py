@@ -17,7 +17,7 @@ from llm_stub import answer, llm_env, llm_offline, llm_server  # noqa: F401
 
 from hypograph.casework.config import HypothesisConfig
 from hypograph.casework.interpret import draft_interpretation
-from pipelines.cli import main
+from hypograph_cli.main import main
 
 I1 = "analysis/interpretation/0001"
 QUESTION = "Why do the tomato plants in house 3 wilt every afternoon?"

@@ -18,7 +18,7 @@ from hypograph.casework.batch import escape
 from hypograph.casework.checks import run_checks
 from hypograph.casework.context import verified_interpretation
 from hypograph.errors import HypographError
-from pipelines.cli import main  # what `hypograph` runs: batch goes through Dagster
+from hypograph_cli.main import main  # what `hypograph` runs: batch goes through Dagster
 
 H = "analysis/hypotheses/0001"
 EXAMPLE_CASE = REPO / "examples" / "case"

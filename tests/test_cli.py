@@ -55,7 +55,7 @@ def loaded_modules(argv: list[str]) -> set[str]:
     """The top-level packages imported by parsing ``argv`` the way ``hypograph`` does."""
     code = (
         "import sys\n"
-        "from pipelines.cli import parser\n"
+        "from hypograph_cli.main import parser\n"
         "try:\n"
         f"    parser({argv!r}).parse_args({argv!r})\n"
         "except SystemExit:\n"

@@ -24,7 +24,8 @@ from conftest import (
 from dagster import DagsterInstance, DagsterRunStatus
 
 from pipelines.definitions import defs
-from pipelines.instance import failures, register
+from pipelines.instance import register
+from pipelines.launch import failures
 
 
 def four_inputs(base: Path) -> list[Path]:

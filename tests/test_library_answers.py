@@ -12,11 +12,10 @@ import copy
 import json
 
 import pytest
-from library_stub import LibraryModel, behavior, task
+from library_stub import LibraryModel, LibraryRun, behavior, run_library, task
 from llm_stub import answer, llm_env, llm_server  # noqa: F401  (fixtures)
 
 from hypograph.errors import HypographError
-from hypograph.library.run import LibraryRun, run_library
 from hypograph.library.schema import library_path, read_library
 
 TOPIC = "LLM sycophancy"

@@ -18,7 +18,8 @@ from assets.partitions import ROUNDS
 from hypograph.inputs import stored_id
 from hypograph.library.schema import read_library
 from pipelines.definitions import defs
-from pipelines.instance import register, run_config
+from pipelines.instance import register
+from pipelines.launch import run_config
 
 
 @pytest.fixture

@@ -19,23 +19,22 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, snapshot
-from library_stub import EMPTY_FEED, AtomServer, LibraryModel, OpenAlexServer, behavior
+from library_stub import EMPTY_FEED, AtomServer, LibraryModel, LibraryRun, OpenAlexServer, behavior, run_library
 from llm_stub import llm_env, llm_server  # noqa: F401  (fixtures)
 
 from hypograph.errors import HypographError
-from hypograph.library import cli
 from hypograph.library.dedup import dedup_round, neighbour_items
 from hypograph.library.generate import generate_round
 from hypograph.library.guard import TopicMismatch
 from hypograph.library.persist import persist_round
 from hypograph.library.rounds import CandidateBehavior, RoundCandidates, RoundDedup, RoundSettings
-from hypograph.library.run import LibraryRun, run_library
 from hypograph.library.schema import read_library
 from hypograph.library.score import score_round
 from hypograph.library.search import parse_atom, parse_openalex, web_search
 from hypograph.library.traces import CAP_BYTES, TraceRun
 from hypograph.llm import LLMClient, LLMConfig
 from hypograph.text import normalise
+from hypograph_cli.main import main as hypograph
 
 EXAMPLE = REPO / "examples" / "library"
 PAIRS = json.loads((Path(__file__).parent / "data" / "library_pairs.json").read_text())["pairs"]
@@ -132,7 +131,7 @@ def test_scripted_model_drops_a_paraphrase_keeps_an_opposite_and_saturates(lib, 
         paraphrases={PARA_B2: B2, PARA_OPPOSITE_B1: OPPOSITE_B1},
     )
     stub.always(model)
-    code = cli.main([str(lib), "--topic", TOPIC, "--rounds", "3", "--n-behaviors", "2", "--no-web"])
+    code = hypograph(["library", str(lib), "--topic", TOPIC, "--rounds", "3", "--n-behaviors", "2", "--no-web"])
     out = capsys.readouterr()
     assert code == 0, out.err
     _round_1_drops_the_paraphrase_keeps_the_opposite(lib, model)
@@ -257,7 +256,7 @@ def test_the_topic_guard_asks_the_model_and_halts_on_another_topic(lib, stub, ca
         run_library(lib, LibraryRun("hallucination in language models", rounds=1, web=False))
     assert model.calls["topic"] == 2 and model.calls["generation"] == 0
     assert files(lib) == before  # nothing written (only tool state: the cached answer, the question's trace)
-    code = cli.main([str(lib), "--topic", "hallucination in language models", "--no-web"])
+    code = hypograph(["library", str(lib), "--topic", "hallucination in language models", "--no-web"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "--new-library" in err and "--confirm-topic" in err
     assert model.calls["topic"] == 2  # the same question again: the cached answer
@@ -289,10 +288,10 @@ def test_a_library_failing_its_checks_is_refused_before_a_round(lib, stub):
 def test_deeply_nested_json_is_one_line_naming_the_file(lib, capsys):
     path = lib / "hypothesis_library.json"
     path.write_text("[" * 100_000 + "]" * 100_000)
-    assert cli.main([str(lib), "--check"]) == 1
+    assert hypograph(["library", str(lib), "--check"]) == 1
     out = capsys.readouterr().out
     assert f"{path}: not valid JSON (nested too deeply to read)" in out and "Traceback" not in out
-    assert cli.main([str(lib), "--report"]) == 1  # refused input
+    assert hypograph(["library", str(lib), "--report"]) == 1  # refused input
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(path) in err
     state = lib / ".hypograph" / "library" / "ids.json"
@@ -430,32 +429,17 @@ def test_a_mechanism_repeating_one_under_another_behavior_is_dropped_and_checks_
     assert all(not violations for violations in run_checks(lib).values())
 
 
-def test_a_runner_whose_steps_pass_no_trace_run_still_traces_one_invocation(tmp_path, stub):
-    """What ``hypograph library`` does through Dagster (execute_in_process): each step makes its own
-    client and passes no TraceRun; the invocation run_library is carrying out still holds them."""
+def test_a_commands_rounds_trace_one_invocation(tmp_path, stub):
+    """What ``hypograph library`` does through Dagster: each round is its own run and each step makes
+    its own client; the command's invocation (in the run config) still holds them in one folder."""
     stub.always(
         LibraryModel(rounds=[{"behaviors": [behavior(B1, tag="one")]}, {"behaviors": [behavior(B2, tag="two")]}])
     )
-
-    def steps(key: str, settings: RoundSettings) -> int:
-        fresh = RoundSettings.model_validate(settings.model_dump())  # as run config: the id is not in it
-        assert fresh.invocation is None and settings.invocation
-        cands = generate_round(tmp_path, key, fresh, client(tmp_path))
-        dedup = dedup_round(tmp_path, key, cands, client(tmp_path))
-        scores = score_round(tmp_path, key, client(tmp_path))
-        persist_round(tmp_path, key, dedup, scores)
-        return len(dedup.survivors)
-
-    run_library(tmp_path, LibraryRun(TOPIC, rounds=2, n_behaviors=1, web=False), round_runner=steps)
+    run_library(tmp_path, LibraryRun(TOPIC, rounds=2, n_behaviors=1, web=False))
     runs = list((tmp_path / ".hypograph/traces/hypothesis-batch").iterdir())
     assert len(runs) == 1 and sorted(p.name for p in runs[0].iterdir()) == ["r01", "r02"]
     batches = {b.model_extra["batch"].split(".")[1] for b in read_library(tmp_path)[0].behaviors}
     assert batches == {runs[0].name.split("_")[1]}
-    import os
-
-    from hypograph.library.traces import INVOCATION_ENV
-
-    assert INVOCATION_ENV not in os.environ  # restored after the invocation
 
 
 def test_sentence_rows_are_kept_on_disk_for_the_next_process(tmp_path, monkeypatch):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, offline_env, snapshot
+from library_stub import LibraryRun, run_library
 
 from hypograph.errors import HypographError
 from hypograph.library.banlist import build_banlist, estimate_tokens
@@ -23,7 +24,6 @@ from hypograph.library.landscape import read_landscape
 from hypograph.library.ledger import IdLedger
 from hypograph.library.modes import resolve_mode, resolve_target
 from hypograph.library.report import build_report
-from hypograph.library.run import LibraryRun, run_library
 from hypograph.library.schema import read_library
 from hypograph.library.strategies import load_strategies
 from hypograph.llm import LLMConfig
@@ -317,7 +317,7 @@ def test_report_offline_on_a_library_without_rounds(lib):
 
 def cli(*args, cwd=REPO):
     return subprocess.run(
-        [sys.executable, "-m", "hypograph.library.cli", *map(str, args)],
+        [sys.executable, "-m", "hypograph_cli.main", "library", *map(str, args)],
         capture_output=True,
         check=False,
         text=True,

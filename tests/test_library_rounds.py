@@ -11,18 +11,18 @@ import json
 from pathlib import Path
 
 import pytest
-from library_stub import AtomServer, LibraryModel, OpenAlexServer, behavior, given
+from library_stub import AtomServer, LibraryModel, LibraryRun, OpenAlexServer, behavior, given, run_library
 from llm_stub import llm_env, llm_server, unused_port  # noqa: F401  (fixtures)
 
+from assets.library import assets as library_assets
+from hypograph.errors import HypographError
 from hypograph.library import dedup as dedup_mod
-from hypograph.library import run as run_mod
 from hypograph.library.checks import run_checks
 from hypograph.library.dedup import dedup_round
 from hypograph.library.generate import generate_round
 from hypograph.library.ledger import read_ledger
 from hypograph.library.persist import persist_round
 from hypograph.library.rounds import RoundDedup
-from hypograph.library.run import LibraryRun, run_library
 from hypograph.library.schema import read_library
 from hypograph.library.score import score_round
 from hypograph.llm import LLMClient, LLMConfig
@@ -156,11 +156,11 @@ def test_crash_after_generation_completes_without_a_second_call_or_id(tmp_path, 
     def crash(*a, **k):
         raise RuntimeError("killed after generation")
 
-    monkeypatch.setattr(run_mod, "dedup_round", crash)
-    with pytest.raises(RuntimeError):
+    monkeypatch.setattr(library_assets, "dedup_round", crash)
+    with pytest.raises(HypographError, match="round_dedup: killed after generation"):
         run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=3, web=False))
     assert not (tmp_path / "hypothesis_library.json").exists()
-    monkeypatch.setattr(run_mod, "dedup_round", dedup_mod.dedup_round)
+    monkeypatch.setattr(library_assets, "dedup_round", dedup_mod.dedup_round)
     report = run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=3, web=False))
     assert model.calls["generation"] == 1 and report.rounds[0].round == "r0001"
     assert [b.id for b in read_library(tmp_path)[0].behaviors] == ["B1", "B2", "B3"]
@@ -177,7 +177,7 @@ def test_crash_inside_persist_reuses_the_planned_ids(tmp_path, model, monkeypatc
         return real(path, value)
 
     monkeypatch.setattr(persist_mod, "write_json", crash)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(HypographError, match="hypothesis_library: killed before the library write"):
         run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=3, web=False))
     planned = json.loads((tmp_path / ".hypograph/library/rounds/r0001/persist.json").read_text())
     assert planned["complete"] is False and planned["ids"]["c3"] == "B3"
@@ -354,7 +354,8 @@ def test_the_cli_runs_rounds_prints_the_report_and_notes_an_ignored_mode(tmp_pat
         [
             sys.executable,
             "-m",
-            "hypograph.library.cli",
+            "hypograph_cli.main",
+            "library",
             str(tmp_path),
             "--topic",
             TOPIC,

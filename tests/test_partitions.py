@@ -16,7 +16,7 @@ from llm_stub import answer, llm_env, llm_server  # noqa: F401  (fixtures)
 
 from hypograph.inputs import Registry, safe_id, stored_id
 from pipelines.definitions import defs
-from pipelines.instance import execute, register, run_config
+from pipelines.launch import execute, register, run_config
 from resources import Inputs
 
 NEW_BEHAVIOR = "Reward models score an answer higher when it repeats the opinion the user stated first."
@@ -187,7 +187,7 @@ def test_the_data_version_is_the_content_not_the_mtime(tmp_path):
 
 def test_a_command_that_asked_a_model_says_how_it_did(tmp_path, home, llm_server, llm_env, capsys):
     """One line per task on stderr: calls, cached, the structured-output mode; a re-run is cached."""
-    from pipelines.cli import main
+    from hypograph_cli.main import main
 
     root = copy_tree(REPO / "examples" / "run", tmp_path / "run")
     llm_env(llm_server, timeout=5.0)

@@ -294,7 +294,7 @@ def test_hypograph_proximity_warns_about_each_skipped_file(run_dir):
 def test_graph_checks_read_the_npz_twin_and_graph_json_once_it_is_edited(run_dir):
     """The checks read what clusters and dupes read: graph.npz while it is graph.json's digest twin;
     once graph.json is edited (or written by another tool) they parse graph.json and catch its fault."""
-    from assets.checks import _stored_graph
+    from assets.proximity.checks import _stored_graph
 
     assert execute(run_dir, "proximity").success
     nodes, _, violations, source = _stored_graph(run_dir)

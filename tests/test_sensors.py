@@ -27,7 +27,8 @@ from conftest import (
 from dagster import DagsterInstance, DagsterRunStatus, SensorResult, SkipReason, build_sensor_context
 from dagster._core.scheduler.instigation import InstigatorType, TickStatus
 
-from pipelines.sensors import hypotheses_changed, inputs_discovered
+from assets.sources import inputs_discovered
+from assets.structure.flow import hypotheses_changed
 from resources import Inputs
 
 
@@ -98,7 +99,7 @@ class Ticks:
         assert all(r.run_key and r.run_key.startswith(r.partition_key) for r in result.run_requests)
         if run:
             from pipelines.definitions import defs
-            from pipelines.instance import run_config
+            from pipelines.launch import run_config
 
             for job, name in requests:
                 key = self.ids.get(name, name)

@@ -18,7 +18,7 @@ from hypograph.atomic import write_json
 from hypograph.structure.baseline import BASELINE, read_baseline
 from hypograph.structure.checks import all_checks
 from hypograph.vault.vault import open_vault
-from pipelines.cli import main as cli_main
+from hypograph_cli.main import main as cli_main
 
 DELETE = object()
 

@@ -55,7 +55,7 @@ from hypograph.structure.dispositions import (
 from hypograph.structure.dispositions.candidates import net_pairs
 from hypograph.structure.dispositions.ledger import Ledger
 from hypograph.vault.vault import open_vault
-from pipelines.summaries import asset_metadata
+from hypograph_cli.summaries import asset_metadata
 
 H3_STATEMENT = (
     "Hunting by the first human arrivals killed off the megafauna in a rapid overkill soon after people reached Sahul."

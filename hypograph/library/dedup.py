@@ -39,14 +39,13 @@ from hypograph.library.generate import require_model
 from hypograph.library.persist import load_round
 from hypograph.library.prompts import prompt
 from hypograph.library.rounds import (
-    DEFAULT_NEIGHBOURS,
-    MIN_NEIGHBOURS,
     CandidateBehavior,
     RoundCandidates,
     RoundDedup,
     Verdict,
 )
 from hypograph.library.schema import Library, read_library
+from hypograph.library.settings import DEFAULT_NEIGHBOURS, MIN_NEIGHBOURS
 from hypograph.library.state import digest, library_state, read_model, round_dir, write_model
 from hypograph.library.traces import TraceRun
 from hypograph.llm.answers import require_one_each

@@ -12,32 +12,10 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from hypograph.library.schema import Data, FiveBars, Method, Recommendation
+from hypograph.library.settings import RoundSettings
 from hypograph.library.state import digest
-from hypograph.proximity.embed import Backend
 
-DEFAULT_N_BEHAVIORS = 10
-DEFAULT_BANLIST_BUDGET = 6000  # tokens of banlist pasted into one generation prompt
-# Nearest existing nodes shown to the dedup judge (never fewer). At 10 the labelled set's true
-# duplicate is among them for 95% of duplicate pairs, at 12 and 15 for all (benchmarks/library.py).
-DEFAULT_NEIGHBOURS = 15
-MIN_NEIGHBOURS = 10
-
-
-class RoundSettings(BaseModel):
-    """What a round is asked to do. ``behavior`` is the given-mode target (id or free text)."""
-
-    topic: str = Field(min_length=1)
-    behavior_source: Literal["discover", "given"] = "discover"
-    behavior: str | None = None
-    n_behaviors: int = Field(default=DEFAULT_N_BEHAVIORS, ge=1, le=100)
-    web: bool = True
-    banlist_budget: int = Field(default=DEFAULT_BANLIST_BUDGET, ge=200)
-    strategies_file: str | None = None
-    embedder: Backend = "sbert"
-    neighbours: int = Field(default=DEFAULT_NEIGHBOURS, ge=1, le=50)
-    # One invocation (a CLI run of R rounds, however many Dagster steps): one trace folder and one
-    # batch run index. Not part of what a round is asked to do, so never stored with the round.
-    invocation: str | None = Field(default=None, exclude=True)
+__all__ = ["RoundSettings"]  # stored in each round's candidates.json; declared with the run settings
 
 
 class Skip(BaseModel):

@@ -1,46 +1,34 @@
-"""``run_library``: R rounds in order through the same per-round functions a Dagster layer wraps.
+"""The steps around a library's rounds, as values in and values out: which round runs next, the
+settings it runs with, Phase 0 before any round of a command, and the report after.
 
-Phase 0 first, and nothing is written until it passes: the mode is resolved (seed's table), the
-library file is read and validated and must pass its own checks (``checks.require_sound``), the
-given behavior is resolved (an unknown id is an error), a model must be configured, and the
-cross-topic guard judges the topic by meaning (the model decides what embeddings do not settle).
-``--new-library`` then moves the old file aside. A round left half-done by a crash is completed
-first from its cached steps (no new model call, no id minted twice), then new rounds
-``r<last+1>``… run: generate -> dedup -> score -> persist. A round whose candidates all turn out
-duplicates (a model repeating earlier behaviors) adds nothing: the loop stops there and the
-report says the topic is saturated — a normal end, not an error.
+The rounds themselves run as the ``library_round`` job's partitions (``assets/library``), launched
+one after another by ``pipelines/launch.py:run_library`` (a command) or one a day by the
+``next_library_round`` sensor; nothing here calls back into them.
 
-One invocation, one trace folder and one batch run index: ``run_library`` mints an invocation id
-(``RoundSettings.invocation``, never stored with a round) and every round's steps trace under it,
-whether they run here or as Dagster steps executed in process (``traces.current_invocation``) or
-elsewhere, given the id (``TraceRun(L, invocation)``).
+Phase 0 writes nothing until it passes: the mode is resolved (seed's table), the library file is
+read and validated and must pass its own checks (``checks.require_sound``), the given behavior is
+resolved (an unknown id is an error), a model must be configured, and the cross-topic guard judges
+the topic by meaning (the model decides what embeddings do not settle). ``--new-library`` then
+moves the old file aside. A round left half-done by a crash is completed first from its cached
+steps (no new model call, no id minted twice). A round whose candidates all turn out duplicates
+adds nothing: the command stops there and the report says the topic is saturated.
 """
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hypograph.errors import HypographError
 from hypograph.library.checks import require_sound
-from hypograph.library.dedup import dedup_round
-from hypograph.library.generate import ModelRequired, generate_round
+from hypograph.library.generate import ModelRequired
 from hypograph.library.guard import check_topic, move_aside
-from hypograph.library.modes import Resolution, resolve_mode, resolve_target
-from hypograph.library.persist import load_round, persist_round, round_persisted
-from hypograph.library.report import Report, RunSummary, build_report
-from hypograph.library.rounds import DEFAULT_N_BEHAVIORS, RoundCandidates, RoundDedup, RoundSettings
+from hypograph.library.modes import resolve_target
+from hypograph.library.persist import load_round, round_persisted
+from hypograph.library.rounds import RoundCandidates, RoundDedup, RoundSettings
 from hypograph.library.schema import read_library
-from hypograph.library.score import score_round
-from hypograph.library.search import web_search
-from hypograph.library.state import TRACE_TASK, read_model, round_dir, round_key, round_keys, round_number, state_dir
-from hypograph.library.traces import TraceRun, current_invocation
-from hypograph.llm.client import LLMClient
-from hypograph.llm.config import LLMConfig
-
-RoundRunner = Callable[[str, RoundSettings], int]
+from hypograph.library.settings import LibrarySettings
+from hypograph.library.state import read_model, round_dir, round_key, round_keys, round_number
 
 
 def pending_rounds(root: Path) -> list[str]:
@@ -53,13 +41,15 @@ def next_round(root: Path) -> str:
     return round_key(round_number(keys[-1]) + 1 if keys else 1)
 
 
-def run_round(root: Path, key: str, settings: RoundSettings, client: LLMClient, search, traces: TraceRun) -> int:
-    """Generate, dedup, score and persist round ``key``; returns the dedup survivors' count."""
-    candidates = generate_round(root, key, settings, client, traces)
-    dedup = dedup_round(root, key, candidates, client, traces=traces)
-    scores = score_round(root, key, client, search, traces=traces)
-    persist_round(root, key, dedup, scores)
-    return len(dedup.survivors)
+def round_to_run(root: Path) -> str:
+    """The round a library runs next: its interrupted one, else a new one."""
+    pending = pending_rounds(root)
+    return pending[0] if pending else next_round(root)
+
+
+def has_generated(root: Path, key: str) -> bool:
+    """Round ``key`` generated already (it keeps its own settings and is never regenerated)."""
+    return read_model(round_dir(root, key) / "candidates.json", RoundCandidates) is not None
 
 
 def settings_for_round(root: Path, key: str, given: RoundSettings | None) -> RoundSettings:
@@ -82,110 +72,31 @@ def round_survivors(root: Path, key: str) -> int:
     return len(load_round(root, key, "dedup", RoundDedup).survivors)
 
 
-@dataclass(frozen=True)
-class LibraryRun:
-    """What one invocation is asked to do (``hypograph library``'s flags): ``rounds`` rounds on
-    ``topic``; ``behavior`` / ``behavior_source`` / ``mode`` select the mode (``modes.resolve_mode``);
-    ``new_library`` moves the old file aside, ``confirm_topic`` overrides the cross-topic guard;
-    ``search_url`` / ``openalex_url``: the arXiv and OpenAlex endpoints (default: environment, else
-    the public APIs); ``llm_config`` default: the environment's."""
+@dataclass
+class Phase0:
+    """What Phase 0 leaves a command: the rounds a crash left pending, and notes for the report."""
 
-    topic: str
-    rounds: int = 1
-    n_behaviors: int = DEFAULT_N_BEHAVIORS
-    behavior: str | None = None
-    behavior_source: str | None = None
-    web: bool = True
-    llm_config: LLMConfig | None = None
-    mode: str | None = None
-    new_library: bool = False
-    confirm_topic: bool = False
-    banlist_budget: int | None = None
-    strategies_file: str | None = None
-    embedder: str = "sbert"
-    search_url: str | None = None
-    openalex_url: str | None = None
+    pending: list[str]
+    notes: list[str] = field(default_factory=list)
 
 
-def run_library(root: Path, run: LibraryRun, round_runner: RoundRunner | None = None) -> Report:
-    """Run ``run.rounds`` library rounds on directory ``root``; the library report.
-
-    ``round_runner(key, settings) -> survivors`` runs one round (the CLI passes one that runs the
-    round's Dagster partition: its steps, in this process or its children, trace under this
-    invocation without being told — see ``traces.current_invocation``; a runner in another process
-    passes ``settings.invocation`` to ``TraceRun``); by default the rounds run here, in this process."""
-    root = Path(root)
-    if not run.topic or not run.topic.strip():
-        raise HypographError('a topic is required: --topic "…"')
-    resolution = resolve_mode(run.behavior_source, run.behavior, run.mode)
-    client, pending = _phase0(root, run, resolution)
-    invocation = uuid.uuid4().hex
-    traces = TraceRun(root, invocation)
-    if not run.new_library:
-        check_topic(root, run.topic, confirm=run.confirm_topic, client=client, traces=traces)
-    notes = list(resolution.notes)
-    if run.new_library:
-        moved = move_aside(root)
-        if moved:
-            notes.append(f"previous library moved aside to {moved.name}")
-    settings = _round_settings(run, resolution, invocation)
-    if round_runner is None:
-        search = web_search(run.search_url, run.openalex_url) if run.web else None
-
-        def round_runner(key: str, settings: RoundSettings) -> int:
-            return run_round(root, key, settings, client, search, traces)
-
-    with current_invocation(invocation):  # steps of this process (or its children) trace under it
-        done, early_stop = _run_rounds(root, run.rounds, pending, settings, round_runner)
-    summary = RunSummary(run.rounds, resolution.source, early_stop, notes, run.topic)
-    return build_report(root, done, summary)
-
-
-def _phase0(root: Path, run: LibraryRun, resolution: Resolution) -> tuple[LLMClient, list[str]]:
-    """Phase 0's refusals, before anything is written: an invalid library file, no model, a library
-    failing its own checks, an unknown given id. The client, and the rounds a crash left pending."""
+def phase0(root: Path, settings: LibrarySettings, rounds: int, new_library: bool, client, traces) -> Phase0:
+    """Phase 0's refusals, before anything is written: an invalid library file, no model (``client``
+    offline), a library failing its own checks, an unknown given id, another topic (the cross-topic
+    guard, asked with ``client``, traced under ``traces``). Then ``new_library`` moves the old file
+    aside."""
     loaded = read_library(root)  # an invalid file stops here, before anything is written
-    client = LLMClient(run.llm_config or LLMConfig.from_env(), state_dir(root), TRACE_TASK)
-    if client.offline and run.rounds > 0:
+    if client.offline and rounds > 0:
         raise ModelRequired(
             "library rounds need a model: set HYPOGRAPH_LLM_MODEL (and HYPOGRAPH_LLM_BASE_URL); "
             "nothing was changed (validate, report and check work offline)"
         )
-    if not run.new_library:
+    if not new_library:
         require_sound(root)  # a library failing its own checks is refused before a round starts
-    library = None if run.new_library else (loaded[0] if loaded else None)
-    if resolution.source == "given":
-        resolve_target(library, resolution.behavior)  # an unknown id is an error now, not after a model call
-    return client, [] if run.new_library else pending_rounds(root)
-
-
-def _round_settings(run: LibraryRun, resolution: Resolution, invocation: str) -> RoundSettings:
-    """The settings each new round of this invocation runs with."""
-    extra = {"banlist_budget": run.banlist_budget} if run.banlist_budget else {}
-    return RoundSettings(
-        topic=run.topic.strip(),
-        behavior_source=resolution.source,
-        behavior=resolution.behavior,
-        n_behaviors=run.n_behaviors,
-        web=run.web,
-        strategies_file=run.strategies_file,
-        embedder=run.embedder,
-        invocation=invocation,
-        **extra,
-    )
-
-
-def _run_rounds(
-    root: Path, rounds: int, pending: list[str], settings: RoundSettings, round_runner: RoundRunner
-) -> tuple[list[str], str | None]:
-    """Up to ``rounds`` rounds, pending ones first; the rounds run, and the one that added nothing
-    (the topic is saturated: the loop stops there), if any."""
-    done: list[str] = []
-    pending = list(pending)
-    for _ in range(rounds):
-        key = pending.pop(0) if pending else next_round(root)
-        survivors = round_runner(key, settings)
-        done.append(key)
-        if survivors == 0:
-            return done, key
-    return done, None
+    if settings.behavior_source == "given":  # an unknown id is an error now, not after a model call
+        resolve_target(None if new_library else (loaded[0] if loaded else None), settings.behavior)
+    if new_library:
+        moved = move_aside(root)
+        return Phase0([], [f"previous library moved aside to {moved.name}"] if moved else [])
+    check_topic(root, settings.topic, confirm=settings.confirm_topic, client=client, traces=traces)
+    return Phase0(pending_rounds(root))

@@ -3,9 +3,8 @@
 One run folder, and so one batch run index, per *invocation*: a CLI run of R rounds is one
 invocation however many processes or Dagster steps carry it out. ``TraceRun(L, invocation=id)``
 resolves ``id`` through ``L/.hypograph/library/invocations.json`` (under a lock), so every step
-given the same id writes into the same folder and stamps the same ``runNN``. Without an id, the
-invocation ``run_library`` is carrying out (``current_invocation``) is used, so the Dagster steps
-it runs share it with no id passed; outside any, the object itself is the invocation. The folder
+given the same id writes into the same folder and stamps the same ``runNN`` (a command passes its
+id to every round's run in the run config); without an id, the object itself is the invocation. The folder
 is created on first use only, so a fully cached re-run leaves no empty folder behind.
 
 A rejected answer's traces are capped: each of its trace files past ``CAP_BYTES`` keeps its first
@@ -16,9 +15,6 @@ must not leave 150 MB behind).
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from hypograph.atomic import write_json
@@ -28,36 +24,12 @@ from hypograph.locks import file_lock
 
 CAP_BYTES = 64 * 1024
 KEEP_INVOCATIONS = 500
-INVOCATION_ENV = "HYPOGRAPH_LIBRARY_INVOCATION"
-_current: list[str] = []  # the invocation ``run_library`` is carrying out in this process
-
-
-@contextmanager
-def current_invocation(invocation: str) -> Iterator[None]:
-    """Within the block, a ``TraceRun`` made without an id belongs to ``invocation``: steps run in
-    this process (``execute_in_process``) or in child processes it starts (the variable
-    ``HYPOGRAPH_LIBRARY_INVOCATION`` is inherited) share its folder and batch run index."""
-    previous = os.environ.get(INVOCATION_ENV)
-    _current.append(invocation)
-    os.environ[INVOCATION_ENV] = invocation
-    try:
-        yield
-    finally:
-        _current.pop()
-        if previous is None:
-            os.environ.pop(INVOCATION_ENV, None)
-        else:
-            os.environ[INVOCATION_ENV] = previous
-
-
-def invocation_now() -> str | None:
-    return _current[-1] if _current else (os.environ.get(INVOCATION_ENV) or None)
 
 
 class TraceRun:
     def __init__(self, root: Path, invocation: str | None = None):
         self.root = Path(root)
-        self.invocation = invocation or invocation_now()
+        self.invocation = invocation
         self._dir: Path | None = None
         self._used: set[Path] = set()
 

@@ -14,9 +14,8 @@ import numpy as np
 
 from hypograph.errors import HypographError
 from hypograph.ids import id_sort_key
-from hypograph.proximity.graph import DEFAULT_DUPE_THRESHOLD, SimilarityGraph, check_threshold, similarity_graph
-
-AUTO_MERGE_THRESHOLD = 0.92
+from hypograph.proximity.graph import SimilarityGraph, check_threshold, similarity_graph
+from hypograph.proximity.settings import DEFAULT_DUPE_THRESHOLD
 
 
 @dataclass(frozen=True)

@@ -20,16 +20,16 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, get_args
+from typing import TYPE_CHECKING, ClassVar, Protocol, get_args
 
 import numpy as np
 
 from hypograph.errors import HypographError
+from hypograph.proximity.settings import Backend
 
 if TYPE_CHECKING:  # scipy is imported where rows are built or read: prox dupes starts without it
     import scipy.sparse as sp
 
-Backend = Literal["tfidf", "sbert"]
 BACKENDS: tuple[Backend, ...] = get_args(Backend)
 DEFAULT_SBERT_MODEL = "all-MiniLM-L6-v2"
 SEED_TFIDF = "tfidf-seed"

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hypograph.errors import HypographError
+from hypograph.proximity.settings import DEFAULT_DUPE_THRESHOLD, DEFAULT_MAX_NEIGHBOURS, DEFAULT_THRESHOLD
 
 if TYPE_CHECKING:
     from hypograph.proximity import similarity as sim_
@@ -33,11 +34,6 @@ if TYPE_CHECKING:
 # The building blocks (shards, similarity: scipy) are imported by the functions that build a graph,
 # so the commands that only read one (clusters, dupes) start without them.
 
-DEFAULT_THRESHOLD = 0.30
-DEFAULT_DUPE_THRESHOLD = 0.80
-# The cap of the Dagster assets and the library (prox graph's default is no cap, the seed's graph).
-# Chosen by measurement (benchmarks/proximity.py --cap-study): see the README's Performance section.
-DEFAULT_MAX_NEIGHBOURS = 20
 DIGITS = 6  # similarities are written rounded to 6 decimals, as the seed writes them
 EPS = 1e-6  # float32 rows' error (sentence embeddings), for the checks that compare stored values
 # Bytes held per directed neighbour entry while a graph is built and written (arrays + JSON text).

@@ -1,4 +1,6 @@
-"""``hypograph library …``: the argparse subcommand (the lead hooks ``add_library_parser`` into the CLI).
+"""``hypograph library …``: its arguments, and the command: Phase 0 and each round as its Dagster
+partition (``<library id>/rNNNN``) of the ``library_round`` job (``pipelines/launch.py``), so the
+UI shows every round's lineage; ``--report`` and ``--check`` read the library and start no run.
 
     hypograph library DIR --topic "…" [--rounds R] [--n-behaviors N] [--behavior B3|"free text"]
                           [--behavior-source discover|given] [--no-web] [--mode M (ignored)]
@@ -59,22 +61,21 @@ def add_library_parser(subparsers) -> argparse.ArgumentParser:
     return c
 
 
-def library_command(args: argparse.Namespace, round_runner=None) -> int:
-    """Run the subcommand; ``round_runner(root)`` gives the per-round runner (Dagster's, from the CLI)."""
+def library_command(args: argparse.Namespace) -> int:
+    """Run the subcommand (``args.settings``: the validated ``LibrarySettings``, None for
+    ``--report`` and ``--check``)."""
     try:
-        return _dispatch(args, round_runner)
+        return _dispatch(args)
     except HypographError as e:
         print(f"hypograph library: {e}", file=sys.stderr)
         return e.exit_code  # 1: refused input; 2: not done yet, needs something (a model)
 
 
-def _dispatch(args, round_runner=None) -> int:
+def _dispatch(args) -> int:
     from hypograph.library.checks import run_checks
     from hypograph.library.report import build_report
-    from hypograph.library.run import LibraryRun, run_library
     from hypograph.library.schema import library_path
     from hypograph.library.state import round_keys
-    from hypograph.llm.config import LLMConfig
 
     if args.check:
         results = run_checks(args.dir)
@@ -87,38 +88,10 @@ def _dispatch(args, round_runner=None) -> int:
             raise HypographError(f"{library_path(args.dir)}: no library here yet")
         report = build_report(args.dir, round_keys(args.dir))
     else:
-        if not args.topic:
-            raise HypographError('a topic is required: --topic "…"')
-        run = LibraryRun(
-            args.topic,
-            rounds=args.rounds,
-            n_behaviors=args.n_behaviors,
-            behavior=args.behavior,
-            behavior_source=args.behavior_source,
-            web=args.web,
-            llm_config=LLMConfig.from_env(offline=args.llm == "offline"),
-            mode=args.mode,
-            new_library=args.new_library,
-            confirm_topic=args.confirm_topic,
-            banlist_budget=args.banlist_budget,
-            strategies_file=args.strategies,
-            embedder=args.embedder,
-            search_url=args.search_url,
-            openalex_url=getattr(args, "openalex_url", None),
-        )
-        report = run_library(args.dir, run, round_runner(args) if round_runner else None)
+        from hypograph.llm import LLMConfig
+        from pipelines.launch import run_library
+
+        llm = LLMConfig.from_env(offline=args.llm == "offline")
+        report = run_library(args.dir, args.settings, args.rounds, args.new_library, llm, args.notes)
     print(json.dumps(report.metadata(), indent=2, ensure_ascii=False) if args.json else report.text())
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m hypograph.library.cli DIR …``: the rounds run here, not through Dagster (``hypograph
-    library`` runs each as its partition)."""
-    parser = argparse.ArgumentParser(prog="hypograph")
-    add_library_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["library", *(sys.argv[1:] if argv is None else argv)])
-    return args.func(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -4,20 +4,20 @@ files (``hypograph.report``), and shows the PNGs inline in its metadata."""
 
 from dagster import AssetExecutionContext, MaterializeResult, asset
 
-from assets.adjudication import cluster_labels
 from assets.errors import project_errors
 from assets.groups import PROXIMITY
 from assets.metadata import report_metadata
 from assets.partitions import hypothesis_inputs
-from assets.proximity import duplicate_pairs
+from assets.proximity.adjudication import cluster_labels
+from assets.proximity.assets import duplicate_pairs
 from hypograph.report import write_report
-from resources import Inputs, ProximitySettings
+from resources import Inputs, ProximityResource
 
 
 @asset(group_name=PROXIMITY, partitions_def=hypothesis_inputs, deps=[cluster_labels, duplicate_pairs], kinds={"plotly"})
 @project_errors
-def proximity_report(context: AssetExecutionContext, inputs: Inputs, proximity: ProximitySettings) -> MaterializeResult:
+def proximity_report(context: AssetExecutionContext, inputs: Inputs, proximity: ProximityResource) -> MaterializeResult:
     """proximity/report.html (interactive, offline), cluster-map.png, vault-map.png (vaults),
     thresholds.png and report.json: what the clusters look like and what each threshold would give."""
-    report = write_report(inputs.root(context.partition_key), proximity.dupe_threshold)
+    report = write_report(inputs.root(context.partition_key), proximity.settings().dupe_threshold)
     return MaterializeResult(metadata=report_metadata(report))

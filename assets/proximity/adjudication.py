@@ -16,7 +16,7 @@ from hypograph.proximity.cluster_names import name_clusters
 from hypograph.proximity.communities import Clusters
 from hypograph.proximity.dupes import DuplicatePair
 from hypograph.proximity.embed import Embeddings, pair_similarity
-from resources import Inputs, LLMResource, ProximitySettings
+from resources import Inputs, LLMResource, ProximityResource
 
 
 # The resources come from the context, not as parameters: with its three inputs they would be
@@ -32,7 +32,7 @@ def dedup_verdicts(
     and a person's decision on any other pair of current hypotheses."""
     inputs: Inputs = context.resources.inputs
     llm: LLMResource = context.resources.llm
-    proximity: ProximitySettings = context.resources.proximity
+    proximity: ProximityResource = context.resources.proximity
     root = inputs.root(context.partition_key)
     client = llm.client(inputs.state_dir(root), "dedup_verdicts")
     reviews = read_reviews(root)
@@ -42,7 +42,7 @@ def dedup_verdicts(
         hypotheses,
         reviews,
         client,
-        AdjudicationSettings(auto_merge=proximity.auto_merge),
+        AdjudicationSettings(auto_merge=proximity.settings().auto_merge),
         similarity=pair_similarity(hypothesis_embeddings),
     )
     queue = review_queue(decisions)

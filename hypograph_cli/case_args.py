@@ -13,7 +13,7 @@ names the file and field); 2 not done yet or needs something first (a model, a p
 confirmation, the lock another dispatch holds: ``DEFERRED``), nothing wrong with the input.
 Each handler returns the code; a ``NotDone`` error is printed here and gives 2, any other
 HypographError goes up to ``hypograph``'s main (one line, exit 1). ``batch``'s handler is
-``pipelines.case_runs.batch``; it calls ``batch_preflight`` before its Dagster run.
+``hypograph_cli.case.batch``; it calls ``batch_preflight`` before its Dagster run.
 """
 
 from __future__ import annotations

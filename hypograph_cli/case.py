@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hypograph.casework.cli import BatchPlan, add_case_parsers, batch_preflight, with_exit_codes
 from hypograph.casework.config import HypothesisConfig
 from hypograph.casework.package import CasePackage
+from hypograph.casework.settings import CaseSettings
 from hypograph.errors import HypographError, NotDone
-from pipelines import summaries
-from pipelines.instance import execute, failed_line, observe_case
+from hypograph_cli import summaries
+from hypograph_cli.case_args import BatchPlan, add_case_parsers, batch_preflight, with_exit_codes
+from hypograph_cli.settings import validated
+from pipelines.instance import observe_case
+from pipelines.launch import execute, failed_line
 
 
 def revision_key(revision: int) -> str:
@@ -51,7 +54,7 @@ def _then_observed(handler, where: str, job: str | None = None):
             if job is None:
                 observe_case(root)
             else:
-                _run(root, job, {})
+                _run(root, job, CaseSettings())
         return code
 
     return run
@@ -61,9 +64,9 @@ def _policy(args) -> HypothesisConfig:
     return HypothesisConfig.load(args.config) if getattr(args, "config", None) else HypothesisConfig()
 
 
-def _run(root: Path, job: str, case: dict):
+def _run(root: Path, job: str, case: CaseSettings):
     revision = CasePackage(root).manifest()["analysis_revision"]
-    result = execute(root, job, {"case": case}, sub=revision_key(revision), kind="case")
+    result = execute(root, job, {"case": case}, sub=revision_key(revision))
     if not result.success:
         meta = _failure_metadata(result)
         if meta.get("status") == "NOT_DONE":
@@ -75,7 +78,8 @@ def _run(root: Path, job: str, case: dict):
 def interpret(args) -> int:
     """The draft interpretation through the ``case_interpret`` job; prints what was drafted."""
     root = args.path.resolve()
-    result = _run(root, "case_interpret", {"config_file": str(args.config.resolve()) if args.config else None})
+    config = validated(CaseSettings, config_file=str(args.config.resolve()) if args.config else None)
+    result = _run(root, "case_interpret", config)
     meta = summaries.asset_metadata(result, "interpretation_draft")
     print(f"{root} {revision_key(CasePackage(root).manifest()['analysis_revision'])}: {meta['line']}")
     return 0
@@ -85,17 +89,17 @@ def batch(args) -> int:
     """Check what the batch needs first (nothing written), then run the batch job on the current
     revision: a published batch is reused (no model needed), and minted ``--into`` a vault."""
     plan: BatchPlan = batch_preflight(args.path, _policy(args), args.into)
-    case = {
-        "config_file": str(args.config.resolve()) if args.config else None,
-        "attempt": args.attempt,
-        "vault": str(plan.vault) if plan.vault else None,
-    }
+    case = validated(
+        CaseSettings,
+        config_file=str(args.config.resolve()) if args.config else None,
+        attempt=args.attempt,
+        vault=str(plan.vault) if plan.vault else None,
+    )
     result = execute(
         plan.case_dir,
         "case_batch_into_vault" if plan.vault else "case_batch",
         {"case": case},
         sub=revision_key(plan.analysis_revision),
-        kind="case",
     )
     summaries.print_model_usage(result)
     meta = summaries.asset_metadata(result, "hypothesis_batch") or _failure_metadata(result)

@@ -16,36 +16,41 @@ from assets.errors import project_errors
 from assets.groups import ASSET, LIBRARY
 from hypograph.library.dedup import dedup_round
 from hypograph.library.generate import generate_round
+from hypograph.library.guard import check_topic
 from hypograph.library.persist import persist_round
 from hypograph.library.report import build_report, round_ledger
-from hypograph.library.run import settings_for_round
+from hypograph.library.run import has_generated, settings_for_round
 from hypograph.library.score import score_round
 from hypograph.library.search import web_search
+from hypograph.library.settings import LibrarySettings
 from hypograph.library.state import TRACE_TASK, round_keys, round_number
-from hypograph.library.traces import TraceRun, invocation_now
-from resources import Inputs, LLMResource
-from resources.library import LibrarySettings
+from hypograph.library.traces import TraceRun
+from resources import Inputs, LibraryResource, LLMResource
 
 ROUND = {**ASSET[LIBRARY], "kinds": {"openai"}}
 
 
-def _traces(context: AssetExecutionContext, root, library: LibrarySettings) -> TraceRun:
-    """One trace folder per invocation: the CLI's (it sets one for all its rounds), else this run's."""
-    return TraceRun(root, library.invocation or invocation_now() or f"run-{context.run_id[:8]}")
+def _traces(context: AssetExecutionContext, root, settings: LibrarySettings) -> TraceRun:
+    """One trace folder per invocation: the command's (it sets one for all its rounds), else this run's."""
+    return TraceRun(root, settings.invocation or f"run-{context.run_id[:8]}")
 
 
 @asset(**ROUND, pool="library_generation")
 @project_errors
 def round_candidates(
-    context: AssetExecutionContext, inputs: Inputs, llm: LLMResource, library: LibrarySettings
+    context: AssetExecutionContext, inputs: Inputs, llm: LLMResource, library: LibraryResource
 ) -> MaterializeResult:
     """One generation call: behaviors and mechanisms for the round, the banlist built from the library
-    as the earlier rounds left it (cached: a round never regenerates)."""
+    as the earlier rounds left it (cached: a round never regenerates). A new round given a topic
+    passes the cross-topic guard first, whichever door it came in by (command, Launchpad, sensor)."""
     root, key = inputs.sub_root(context.partition_key)
+    settings = library.settings()
     client = llm.client(inputs.state_dir(root), TRACE_TASK)
-    candidates = generate_round(
-        root, key, settings_for_round(root, key, library.round_settings()), client, _traces(context, root, library)
-    )
+    traces = _traces(context, root, settings)
+    given = settings.round_settings()
+    if given is not None and not has_generated(root, key):
+        check_topic(root, given.topic, confirm=settings.confirm_topic, client=client, traces=traces)
+    candidates = generate_round(root, key, settings_for_round(root, key, given), client, traces)
     return MaterializeResult(
         metadata={
             "behaviors": len(candidates.behaviors),
@@ -58,13 +63,13 @@ def round_candidates(
 
 @asset(**ROUND, deps=[round_candidates])
 def round_dedup(
-    context: AssetExecutionContext, inputs: Inputs, llm: LLMResource, library: LibrarySettings
+    context: AssetExecutionContext, inputs: Inputs, llm: LLMResource, library: LibraryResource
 ) -> MaterializeResult:
     """The model's new / duplicate-of judgement of each candidate, by meaning, against its nearest
     library nodes (sentence embeddings pick the neighbours; only exact repeats are dropped unasked)."""
     root, key = inputs.sub_root(context.partition_key)
     client = llm.client(inputs.state_dir(root), TRACE_TASK)
-    dedup = dedup_round(root, key, None, client, traces=_traces(context, root, library))
+    dedup = dedup_round(root, key, None, client, traces=_traces(context, root, library.settings()))
     return MaterializeResult(
         metadata={
             "survivors": len(dedup.survivors),
@@ -82,14 +87,15 @@ def round_dedup(
 
 @asset(**ROUND, deps=[round_candidates, round_dedup])
 def round_scores(
-    context: AssetExecutionContext, inputs: Inputs, llm: LLMResource, library: LibrarySettings
+    context: AssetExecutionContext, inputs: Inputs, llm: LLMResource, library: LibraryResource
 ) -> MaterializeResult:
     """Impact per surviving behavior, novelty per mechanism, stamped with method and date."""
     root, key = inputs.sub_root(context.partition_key)
     client = llm.client(inputs.state_dir(root), TRACE_TASK)
-    web = library.web
-    search = web_search(library.search_url, library.openalex_url) if web else None
-    scores = score_round(root, key, client, search, web=web, traces=_traces(context, root, library))
+    settings = library.settings()
+    web = settings.web
+    search = web_search(settings.search_url, settings.openalex_url) if web else None
+    scores = score_round(root, key, client, search, web=web, traces=_traces(context, root, settings))
     for warning in scores.warnings:
         context.log.warning(warning)
     return MaterializeResult(

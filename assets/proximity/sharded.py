@@ -19,7 +19,7 @@ from hypograph.proximity.embed import Embeddings, embed, embedding_ranges, join_
 from hypograph.proximity.forks import available_cpus
 from hypograph.proximity.graph import SimilarityGraph, assemble_graph, plan_graph
 from hypograph.proximity.hints import sparse_graph_hint
-from resources import ProximitySettings
+from resources import ProximityResource
 
 SHARDS = "shard_io_manager"
 GRAPH_ASSET = dict(group_name=PROXIMITY, partitions_def=hypothesis_inputs)
@@ -31,16 +31,20 @@ def _fan_out(ranges: list[tuple[int, int]]):
 
 
 @op(out=DynamicOut(io_manager_key=SHARDS))
-def embedding_shards(hypothesis_texts: Corpus, proximity: ProximitySettings):
+def embedding_shards(hypothesis_texts: Corpus, proximity: ProximityResource):
     """Row ranges to embed separately (one for tfidf, whose IDF needs the whole corpus)."""
-    yield from _fan_out(embedding_ranges(len(hypothesis_texts.ids), proximity.backend, proximity.shards))
+    yield from _fan_out(
+        embedding_ranges(len(hypothesis_texts.ids), proximity.settings().backend, proximity.settings().shards)
+    )
 
 
 @op(out=Out(io_manager_key=SHARDS))
-def embed_shard(hypothesis_texts: Corpus, rows, proximity: ProximitySettings) -> Embeddings:
+def embed_shard(hypothesis_texts: Corpus, rows, proximity: ProximityResource) -> Embeddings:
     """The embeddings of hypotheses [a, b)."""
     a, b = rows
-    return embed(hypothesis_texts.ids[a:b], hypothesis_texts.texts[a:b], proximity.backend, proximity.model)
+    return embed(
+        hypothesis_texts.ids[a:b], hypothesis_texts.texts[a:b], proximity.settings().backend, proximity.settings().model
+    )
 
 
 @op(out=Out(io_manager_key="io_manager"))
@@ -68,27 +72,32 @@ def hypothesis_embeddings(hypothesis_texts):
     return join_embedding_shards(parts.collect())
 
 
-def _plan(emb: Embeddings, proximity: ProximitySettings):
-    return plan_graph(emb.rows, proximity.graph_threshold, proximity.max_neighbours, proximity.dupe_threshold)
+def _plan(emb: Embeddings, proximity: ProximityResource):
+    return plan_graph(
+        emb.rows,
+        proximity.settings().graph_threshold,
+        proximity.settings().max_neighbours,
+        proximity.settings().dupe_threshold,
+    )
 
 
 @op(out=DynamicOut(io_manager_key=SHARDS))
-def similarity_shards(hypothesis_embeddings: Embeddings, proximity: ProximitySettings):
+def similarity_shards(hypothesis_embeddings: Embeddings, proximity: ProximityResource):
     """Position ranges of about equal work (the plan is deterministic: every step rebuilds it)."""
-    yield from _fan_out(shards.shard_ranges(_plan(hypothesis_embeddings, proximity), proximity.shards))
+    yield from _fan_out(shards.shard_ranges(_plan(hypothesis_embeddings, proximity), proximity.settings().shards))
 
 
 @op(out=Out(io_manager_key=SHARDS))
-def similarity_shard(hypothesis_embeddings: Embeddings, rows, proximity: ProximitySettings):
+def similarity_shard(hypothesis_embeddings: Embeddings, rows, proximity: ProximityResource):
     """The edges found from one range: (block, how). One shard uses every core here; one of
     several uses one, the executor running the others beside it."""
-    workers = available_cpus() if proximity.shards == 1 else 1
+    workers = available_cpus() if proximity.settings().shards == 1 else 1
     return shards.range_edges(_plan(hypothesis_embeddings, proximity), *rows, workers)
 
 
 @op(out=Out(io_manager_key="io_manager"))
 def merge_similarity_shards(
-    context: OpExecutionContext, hypothesis_embeddings: Embeddings, parts: list, proximity: ProximitySettings
+    context: OpExecutionContext, hypothesis_embeddings: Embeddings, parts: list, proximity: ProximityResource
 ) -> Output[SimilarityGraph]:
     """Cosine similarity graph: an edge for every pair at or above the graph threshold (at most K
     strongest per node, duplicates whatever K)."""
@@ -99,7 +108,7 @@ def merge_similarity_shards(
         [block for block, _ in parts],
         emb.describe(),
         parts[0][1],
-        proximity.dupe_threshold,
+        proximity.settings().dupe_threshold,
     )
     hint = sparse_graph_hint(len(graph.ids), graph.num_edges, graph.threshold, emb.rows, emb.backend)
     if hint:
@@ -113,7 +122,7 @@ def merge_similarity_shards(
             "backend": emb.backend,
             "model": emb.model,
             "shards": len(parts),
-            "neighbour_cap": _cap_note(graph.info.get("max_neighbours", 0), proximity.dupe_threshold),
+            "neighbour_cap": _cap_note(graph.info.get("max_neighbours", 0), proximity.settings().dupe_threshold),
             "built": MetadataValue.json(graph.info),
             **({"hint": hint} if hint else {}),
         },

@@ -19,8 +19,7 @@ from hypograph.casework.gateway import CaseGateway
 from hypograph.casework.interpret import draft_interpretation
 from hypograph.casework.package import CaseStore
 from hypograph.errors import HypographError, NotDone
-from resources import Inputs, LLMResource
-from resources.casework import CaseSettings
+from resources import CaseResource, Inputs, LLMResource
 
 
 def _case(context: AssetExecutionContext, inputs: Inputs):
@@ -43,7 +42,7 @@ def _not_done(e: NotDone) -> Failure:
 
 @asset(**ASSET[CASEWORK], deps=[case_package], kinds={"openai"})
 def interpretation_draft(
-    context: AssetExecutionContext, inputs: Inputs, case: CaseSettings, llm: LLMResource
+    context: AssetExecutionContext, inputs: Inputs, case: CaseResource, llm: LLMResource
 ) -> MaterializeResult:
     """The model's draft interpretation of the revision (question, statements with their sources,
     divergence, failure stage, behavior) from the catalogue and bounded excerpts, validated and
@@ -53,8 +52,8 @@ def interpretation_draft(
     try:
         report = draft_interpretation(
             store.root / case_id,
-            case.policy(),
-            CaseGateway.optional(case.policy(), llm.config()),
+            case.settings().policy(),
+            CaseGateway.optional(case.settings().policy(), llm.config()),
             manifest["analysis_revision"],
         )
     except NotDone as e:
@@ -86,11 +85,11 @@ def case_interpretation(context: AssetExecutionContext, inputs: Inputs) -> Mater
 
 
 @asset(**ASSET[CASEWORK], deps=[case_interpretation], kinds={"json"})
-def case_context(context: AssetExecutionContext, inputs: Inputs, case: CaseSettings) -> MaterializeResult:
+def case_context(context: AssetExecutionContext, inputs: Inputs, case: CaseResource) -> MaterializeResult:
     """Phase 1: the policy pinned and the prompt context frozen (policy.json, context.json), no model call."""
     store, case_id, manifest = _case(context, inputs)
     try:
-        frozen = HypothesisBuilder(store, None, case.policy()).prepare(case_id, manifest["package_id"])
+        frozen = HypothesisBuilder(store, None, case.settings().policy()).prepare(case_id, manifest["package_id"])
     except NotDone as e:
         raise _not_done(e) from None
     return MaterializeResult(
@@ -100,16 +99,16 @@ def case_context(context: AssetExecutionContext, inputs: Inputs, case: CaseSetti
 
 @asset(**ASSET[CASEWORK], deps=[case_context], kinds={"openai"})
 def hypothesis_batch(
-    context: AssetExecutionContext, inputs: Inputs, case: CaseSettings, llm: LLMResource
+    context: AssetExecutionContext, inputs: Inputs, case: CaseResource, llm: LLMResource
 ) -> MaterializeResult:
     """Phases 2-3: one model round, then hypotheses, registry and summary published together.
     RETRY_PENDING, DEFERRED, BLOCKED and ERROR fail the run with the dispatch's own line."""
     store, case_id, manifest = _case(context, inputs)
-    policy = case.policy()
+    policy = case.settings().policy()
     gateway = CaseGateway.optional(policy, llm.config())  # none: a published batch is reused, else NeedsModel
     try:
         result = asyncio.run(
-            HypothesisBuilder(store, gateway, policy).build(case_id, manifest["package_id"], case.attempt)
+            HypothesisBuilder(store, gateway, policy).build(case_id, manifest["package_id"], case.settings().attempt)
         )
     except NotDone as e:
         raise _not_done(e) from None
@@ -128,13 +127,13 @@ def hypothesis_batch(
 
 
 @asset(**ASSET[CASEWORK], deps=[hypothesis_batch], kinds={"markdown"}, output_required=False)
-def batch_vault_nodes(context: AssetExecutionContext, inputs: Inputs, case: CaseSettings):
+def batch_vault_nodes(context: AssetExecutionContext, inputs: Inputs, case: CaseResource):
     """The accepted hypotheses minted into the case's target vault as step-3 H nodes (idempotent),
     so the batch flows on into that vault's proximity and structure. The vault is the run's
     ``case.vault``, else the one the case names (made from it, or given to ``batch --into``); with
     neither, the step is skipped with its reason logged."""
     store, case_id, manifest = _case(context, inputs)
-    vault = case.vault or store.package(case_id).target_vault(manifest)
+    vault = case.settings().vault or store.package(case_id).target_vault(manifest)
     if not vault:
         context.log.info(
             f"{case_id}: skipped: the case names no vault to mint into "

@@ -15,16 +15,18 @@ from hypograph.proximity.communities import labelled_clusters
 from hypograph.proximity.dupes import pairs_at
 from hypograph.proximity.embed import Embeddings
 from hypograph.proximity.graph import SimilarityGraph
-from resources import Inputs, ProximitySettings
+from resources import Inputs, ProximityResource
 
 ASSET = GROUP_ASSET[PROXIMITY]
 
 
 @asset(**ASSET, deps=[hypotheses], kinds={"python"})
 @project_errors
-def hypothesis_texts(context: AssetExecutionContext, inputs: Inputs) -> Output[Corpus]:
+def hypothesis_texts(context: AssetExecutionContext, inputs: Inputs, proximity: ProximityResource) -> Output[Corpus]:
     """Every hypothesis of the input (run dir, vault, or a library's behaviors and mechanisms),
-    validated; bad files skipped or fatal."""
+    validated; bad files skipped or fatal. The run's settings are validated first: a bad one fails
+    here, in one line, before anything is written."""
+    proximity.settings()
     corpus = input_corpus(inputs.root(context.partition_key))
     for w in corpus.warnings:
         context.log.warning(w)
@@ -44,11 +46,11 @@ def proximity_clusters(
     similarity_graph: SimilarityGraph,
     hypothesis_texts: Corpus,
     hypothesis_embeddings: Embeddings,
-    proximity: ProximitySettings,
+    proximity: ProximityResource,
 ):
     """Louvain communities (seeded), labelled C-01.. by size, each with its distinctive keywords."""
     texts = dict(zip(hypothesis_texts.ids, hypothesis_texts.texts, strict=True))
-    clusters = labelled_clusters(similarity_graph, texts, proximity.algorithm, terms=hypothesis_embeddings)
+    clusters = labelled_clusters(similarity_graph, texts, proximity.settings().algorithm, terms=hypothesis_embeddings)
     return Output(
         clusters,
         metadata={
@@ -65,16 +67,18 @@ def duplicate_pairs(
     similarity_graph: SimilarityGraph,
     hypothesis_embeddings: Embeddings,
     hypothesis_texts: Corpus,
-    proximity: ProximitySettings,
+    proximity: ProximityResource,
 ):
     """Near-duplicate pairs at or above the dupe threshold, by descending similarity (from the
     embeddings when the graph does not hold them all: a lower threshold, or the neighbour cap)."""
-    pairs = pairs_at(similarity_graph, lambda: hypothesis_embeddings, proximity.dupe_threshold)
+    pairs = pairs_at(similarity_graph, lambda: hypothesis_embeddings, proximity.settings().dupe_threshold)
     return Output(
         pairs,
         metadata={
             "pairs": len(pairs),
-            "threshold": MetadataValue.text(f"{proximity.dupe_threshold:g}"),  # a setting: text, not a plotted number
+            "threshold": MetadataValue.text(
+                f"{proximity.settings().dupe_threshold:g}"
+            ),  # a setting: text, not a plotted number
             "top_pairs": pair_table(pairs, hypothesis_texts.hypotheses),
         },
     )

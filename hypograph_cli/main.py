@@ -31,6 +31,8 @@ import sys
 import time
 from pathlib import Path
 
+from hypograph_cli import settings
+
 # Only the standard library at import: `hypograph --help` and argument errors answer without
 # loading Dagster, numpy or the domain (each handler imports what it runs). The library, case and
 # batch parsers are built only when the command line names them (their modules import the domain).
@@ -55,19 +57,29 @@ def _run_line(args, job: str, result, started: float) -> None:
         )
 
 
-def _job(args, root: Path, job: str, resources: dict, offline: bool | None):
+def _job(args, root: Path, job: str, settings: dict, offline: bool | None):
     """One Dagster run of ``job`` on ``root``'s partition, its warnings and model use printed."""
     from hypograph.progress import stage
-    from pipelines import summaries
-    from pipelines.instance import run_job
+    from pipelines.launch import run_job
 
     started = time.perf_counter()
     with stage(f"{job} run"):
-        result = run_job(root, job, resources, offline)
+        result = run_job(root, job, settings, offline)
+    _ran(args, job, result, started)
+    return result
+
+
+def _ran(args, job: str, result, started: float) -> None:
+    """After a run: its warnings and model use, and on a terminal its id (a failed run: one line)."""
+    from hypograph.errors import HypographError
+    from hypograph_cli import summaries
+    from pipelines.launch import failed_line
+
+    if not result.success:
+        raise HypographError(failed_line(job, result))
     summaries.print_warnings(result)
     summaries.print_model_usage(result)
     _run_line(args, job, result, started)
-    return result
 
 
 def _offline(args) -> bool | None:
@@ -75,38 +87,34 @@ def _offline(args) -> bool | None:
 
 
 def _proximity(args) -> int:
-    from pipelines import summaries
+    from hypograph_cli import summaries
 
     root = args.path.resolve()
-    settings = {
-        "backend": args.backend,
-        "model": args.model,
-        "graph_threshold": args.threshold,
-        "dupe_threshold": args.dupe_threshold,
-    }
-    _job(args, root, "proximity", {"proximity": settings}, _offline(args))
+    _job(args, root, "proximity", {"proximity": args.settings}, _offline(args))
     summaries.print_proximity(root)
     return 0
 
 
 def _structure(args) -> int:
     """Proximity on the vault, step 4, then proximity again if step 4 rewrote the vault's
-    hypotheses (so proximity/ describes the structured vault): three runs on its partitions."""
+    hypotheses (so proximity/ describes the structured vault): the flow of
+    ``assets/structure/flow.py``, each run on the vault's partitions."""
     from hypograph.errors import HypographError
-    from hypograph.inputs import fingerprint
     from hypograph.paths import detect_kind
-    from pipelines import summaries
+    from hypograph_cli import summaries
+    from pipelines.launch import run_structure
 
     root = args.path.resolve()
     if detect_kind(root) != "vault":
         raise HypographError(f"{root}: not a vault (structure needs step-3 nodes in hypotheses/*.md)")
-    resources = {"proximity": {"backend": args.backend, "graph_threshold": args.threshold}}
-    _job(args, root, "proximity", resources, _offline(args))
-    before = fingerprint(root, "vault")
-    result = _job(args, root, "structure", resources, _offline(args))
-    if fingerprint(root, "vault") != before:
-        _job(args, root, "proximity", resources, _offline(args))
-    summaries.print_structure(root, result)
+    started = [time.perf_counter()]
+
+    def ran(job: str, result) -> None:
+        _ran(args, job, result, started[0])
+        started[0] = time.perf_counter()
+
+    results = run_structure(root, args.settings, _offline(args), on_run=ran)
+    summaries.print_structure(root, next(r for r in results if r.job_def.name == "structure"))
     return 0
 
 
@@ -114,7 +122,7 @@ def _report(args) -> int:
     """The pictures of PATH's proximity files, written beside them (``hypograph.report``); no run."""
     from hypograph.report import write_report
 
-    report = write_report(args.path.resolve(), args.dupe_threshold)
+    report = write_report(args.path.resolve(), args.settings.dupe_threshold)
     print(report.headline)
     for path in report.files.values():
         print(path)
@@ -123,7 +131,7 @@ def _report(args) -> int:
 
 def _check(args) -> int:
     from hypograph.journal import JOURNAL
-    from pipelines.summaries import check_lines, vault_checks
+    from hypograph_cli.summaries import check_lines, vault_checks
 
     root = args.path.resolve()
     results = vault_checks(root)  # checking writes nothing
@@ -216,12 +224,11 @@ def _ui(args) -> int:
 
 
 def _library(args) -> int:
-    from hypograph.library.cli import library_command
-    from pipelines.library_runs import dagster_round_runner
+    from hypograph_cli.library import library_command
 
     if (args.report or args.check) and Path(args.dir).is_dir():  # rounds register it through their runs
         _register_library(Path(args.dir).resolve())
-    return library_command(args, round_runner=dagster_round_runner)
+    return library_command(args)
 
 
 def _register_library(root: Path) -> None:
@@ -276,17 +283,17 @@ def _run_commands(sub, common) -> None:
     c.add_argument("--threshold", type=float, default=0.30, help="similarity graph threshold (0 to 1)")
     c.add_argument("--dupe-threshold", type=float, default=0.80, help="duplicate pair threshold (0 to 1)")
     c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: never call a model")
-    c.set_defaults(func=_proximity)
+    c.set_defaults(func=_proximity, settings_of=settings.proximity)
     c = sub.add_parser("structure", parents=common, help="proximity, then step 4 (merge/drop, clusters, map) on VAULT")
     c.add_argument("path", type=Path, help="vault")
     c.add_argument("--backend", choices=["tfidf", "sbert"], default="tfidf")
     c.add_argument("--threshold", type=float, default=0.30, help="similarity graph threshold (0 to 1)")
     c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: never call a model")
-    c.set_defaults(func=_structure)
+    c.set_defaults(func=_structure, settings_of=settings.proximity)
     c = sub.add_parser("report", parents=common, help="cluster map, similarity histogram, threshold sweep of PATH")
     c.add_argument("path", type=Path, help="run directory, vault or library whose proximity/ is written")
     c.add_argument("--dupe-threshold", type=float, default=0.80, help="the duplicate pair threshold to mark")
-    c.set_defaults(func=_report)
+    c.set_defaults(func=_report, settings_of=settings.proximity)
     c = sub.add_parser(
         "ui", parents=common, help="the Dagster web UI and daemon for every input (PATHs registered first)"
     )
@@ -300,13 +307,13 @@ def _lazy_commands(sub, wanted: str | None) -> None:
     """``library``, ``case`` and ``batch``: a name and help line each, their arguments (and their
     domain imports) only for the one the command line names."""
     if wanted == "library":
-        from hypograph.library.cli import add_library_parser
+        from hypograph_cli.library import add_library_parser
 
-        add_library_parser(sub).set_defaults(func=_library)
+        add_library_parser(sub).set_defaults(func=_library, settings_of=settings.library)
     elif wanted in ("case", "batch"):
-        from pipelines import case_runs
+        from hypograph_cli import case
 
-        case_runs.add_parsers(sub)
+        case.add_parsers(sub)
     for name, text in LAZY.items():
         if name != wanted and not (wanted in ("case", "batch") and name in ("case", "batch")):
             sub.add_parser(name, help=text)
@@ -348,6 +355,17 @@ def _dispatch(args) -> int:
         return 1
 
 
+def _settings_problem(args) -> str | None:
+    """The command's flags as its product's settings model (``args.settings``), or why not, in one line."""
+    from hypograph.errors import HypographError
+
+    try:
+        args.settings = args.settings_of(args) if getattr(args, "settings_of", None) else None
+    except HypographError as e:
+        return str(e)
+    return None
+
+
 def _quiet_pipe() -> int:
     """The reader went away (``| head``): the rest of the output is dropped, quietly, exit 0."""
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -363,6 +381,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     problem = None if args.command == "library" else _missing_directory(args)
     if problem:  # library checks its own arguments, with its exit codes
+        print(f"hypograph {args.command}: {problem}", file=sys.stderr)
+        return 1
+    problem = _settings_problem(args)
+    if problem:  # before any run exists, before Dagster is imported
         print(f"hypograph {args.command}: {problem}", file=sys.stderr)
         return 1
     try:

@@ -1,0 +1,26 @@
+"""The case-batch rules as blocking checks on ``hypothesis_batch``."""
+
+from dagster import AssetCheckExecutionContext, AssetCheckResult, asset_check
+
+from assets.casework.assets import hypothesis_batch
+from assets.metadata import check_result as _result
+from assets.partitions import case_revisions
+from hypograph.casework import checks as case_checks
+from hypograph.casework.package import CasePackage
+from resources import Inputs
+
+
+def _case_check(name: str, description: str):
+    """A blocking check running the case-batch rule ``name`` on the partition's published batch."""
+
+    @asset_check(
+        asset=hypothesis_batch, name=name, description=description, blocking=True, partitions_def=case_revisions
+    )
+    def _check(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
+        root, revision = inputs.sub_root(context.partition_key)
+        return _result(case_checks.run_checks(CasePackage(root), int(revision[1:]))[name])
+
+    return _check
+
+
+CHECKS = [_case_check(name, description) for name, description in case_checks.CHECKS.items()]

@@ -1,0 +1,76 @@
+"""The case jobs (draft, confirm, batch, batch into a vault), and the sensor that re-dispatches due retries."""
+
+from dagster import (
+    AssetSelection,
+    DefaultSensorStatus,
+    RunRequest,
+    SensorEvaluationContext,
+    SkipReason,
+    define_asset_job,
+    sensor,
+)
+
+from assets.casework.assets import batch_vault_nodes, case_interpretation, interpretation_draft
+from assets.groups import CASEWORK, described
+from assets.partitions import case_revisions, revision_key
+from hypograph.casework.dispatch import due_retry
+from hypograph.casework.package import CasePackage
+from hypograph.errors import HypographError
+from hypograph.inputs import sub_key
+from resources import Inputs
+
+DRAFT = AssetSelection.assets(interpretation_draft)
+
+case_interpret_job = define_asset_job(
+    "case_interpret",
+    selection=[interpretation_draft],
+    partitions_def=case_revisions,
+    description="The model's draft interpretation of a case revision, saved unconfirmed (`hypograph case "
+    "interpret`); with no model, a template. A person then confirms it (`hypograph case confirm`).",
+)
+
+case_confirmed_job = define_asset_job(
+    "case_confirmed",
+    selection=[case_interpretation],
+    partitions_def=case_revisions,
+    description="The interpretation a person confirmed, verified against the case files (`hypograph case "
+    "confirm` runs it); fails while the revision is unconfirmed.",
+)
+
+case_batch_job = define_asset_job(
+    "case_batch",
+    selection=AssetSelection.groups(CASEWORK) - DRAFT - AssetSelection.assets(batch_vault_nodes),
+    partitions_def=case_revisions,
+    description="Observe the case package, then the initial hypothesis batch of one revision: the confirmed "
+    "interpretation checked, the context frozen, one model round, hypotheses and registry published "
+    "together. Needs a model unless the batch is already published.",
+)
+
+case_into_vault_job = define_asset_job(
+    "case_batch_into_vault",
+    selection=AssetSelection.groups(CASEWORK) - DRAFT,
+    partitions_def=case_revisions,
+    description="The case batch, then its hypotheses minted as step-3 H nodes into the vault the case names "
+    "(made from it, or given to batch --into); skipped with its reason when it names none.",
+)
+
+
+@described(sensor, job=case_batch_job, minimum_interval_seconds=60, default_status=DefaultSensorStatus.STOPPED)
+def case_retries_due(context: SensorEvaluationContext, inputs: Inputs):
+    """Re-dispatches each registered case whose RETRY_PENDING due time has passed (a dispatch never
+    sleeps: this sensor is how a retry happens). Turn it on when a model endpoint may be down. Reads
+    only registered cases; one that cannot be read is skipped with one logged line."""
+    requests = []
+    for r in inputs.registry().of_kind("case"):
+        try:
+            due = due_retry(CasePackage(r.path))
+        except (HypographError, OSError, KeyError, TypeError, ValueError) as e:
+            context.log.warning(f"{r.id}: {r.path}: skipped: {e}")
+            continue
+        if due is not None:
+            key = sub_key(r.id, revision_key(due.analysis_revision))
+            requests.append(RunRequest(partition_key=key, run_key=f"{key}|{due.attempt_id}|{due.due_at}"))
+    return requests or SkipReason("no case retry is due")
+
+
+JOBS = [case_interpret_job, case_confirmed_job, case_batch_job, case_into_vault_job]

@@ -1,0 +1,65 @@
+"""The library round and re-score jobs, and the sensor that runs each library's next round."""
+
+from dagster import (
+    AssetSelection,
+    DefaultSensorStatus,
+    RunRequest,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    define_asset_job,
+    sensor,
+)
+
+from assets.groups import LIBRARY, described
+from assets.library.assets import hypothesis_library, round_scores
+from assets.partitions import ROUNDS, library_rounds
+from hypograph.errors import HypographError
+from hypograph.inputs import sub_key
+from hypograph.library.run import round_to_run, settings_for_round
+from resources import Inputs
+
+library_round_job = define_asset_job(
+    "library_round",
+    selection=AssetSelection.groups(LIBRARY),
+    partitions_def=library_rounds,
+    description="One library round: generate behaviors and mechanisms, dedup them against the library by "
+    "meaning, score impact and novelty, merge into hypothesis_library.json. Needs a model. New "
+    "rounds come from `hypograph library` or the next_library_round sensor.",
+)
+
+rescore_job = define_asset_job(
+    "library_rescore",
+    selection=[round_scores, hypothesis_library],
+    partitions_def=library_rounds,
+    description="Re-score rounds (another model, web grounding on) without regenerating; ids unchanged. "
+    "Backfill it over one library's rounds or all of them.",
+)
+
+
+@described(
+    sensor, job=library_round_job, minimum_interval_seconds=24 * 3600, default_status=DefaultSensorStatus.STOPPED
+)
+def next_library_round(context: SensorEvaluationContext, inputs: Inputs):
+    """Once a day, runs each registered library's next round (or finishes its interrupted one) with
+    the previous round's settings, adding the round's partition. A library with no round yet is
+    skipped (its first round needs a topic: `hypograph library DIR --topic …`). Needs a model."""
+    known = set(context.instance.get_dynamic_partitions(ROUNDS))
+    new, requests = [], []
+    for r in inputs.registry().of_kind("library"):
+        if not r.path.is_dir():
+            continue
+        round_key = round_to_run(r.path)
+        try:
+            settings_for_round(r.path, round_key, None)
+        except HypographError as e:
+            context.log.info(f"{r.id}: skipped: {e}")
+            continue
+        key = sub_key(r.id, round_key)
+        if key not in known:
+            new.append(key)
+        requests.append(RunRequest(partition_key=key, run_key=key))
+    if not requests:
+        return SkipReason("no library has a round to run")
+    add = [library_rounds.build_add_request(new)] if new else []
+    return SensorResult(run_requests=requests, dynamic_partitions_requests=add)

@@ -1,0 +1,15 @@
+"""The step-4 job (proximity before and after it: ``assets/structure/flow.py``)."""
+
+from dagster import AssetSelection, define_asset_job
+
+from assets.groups import STRUCTURE
+from assets.partitions import vaults
+
+structure_job = define_asset_job(
+    "structure",
+    selection=AssetSelection.groups(STRUCTURE),
+    partitions_def=vaults,
+    description="Step 4 on a vault whose proximity is materialized: merge near-duplicates and drop the off-topic "
+    "(4a), hypothesis clusters with residuals (4b), the structure map; the six blocking checks. "
+    "Run proximity on the vault first, and again after (hypograph structure does both).",
+)

@@ -1,0 +1,28 @@
+"""What a case step is asked to do: the one settings model that ``hypograph case``/``batch`` flags,
+the Launchpad's run config and the ``case_retries_due`` sensor all become, validated before a run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from hypograph.casework.config import HypothesisConfig
+
+
+class CaseSettings(BaseModel):
+    """Where the analysis policy comes from, the attempt id, and the vault a batch flows into."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    config_file: str | None = Field(default=None, description="analysis TOML (default: the seed's 3/5/100)")
+    attempt: str | None = Field(default=None, description="a new attempt id, to correct a rejected or blocked attempt")
+    vault: str | None = Field(default=None, description="vault the accepted hypotheses are minted into as H nodes")
+
+    def policy(self) -> HypothesisConfig:
+        from hypograph.casework.config import HypothesisConfig
+
+        return HypothesisConfig.load(Path(self.config_file)) if self.config_file else HypothesisConfig()

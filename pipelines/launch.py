@@ -1,0 +1,223 @@
+"""Launching the products' jobs: the one place every front door that runs a job in this process
+goes through (``hypograph`` commands and the tests; the UI, sensors and backfills launch the same
+jobs through Dagster's daemon). Settings arrive as the products' validated settings models.
+
+``execute`` runs one job on one input's partition; ``run_structure`` runs proximity -> step 4 ->
+proximity as ``assets/structure/flow.py`` plans it; ``run_library`` runs a command's library
+rounds, each a partition of the ``library_round`` job, stopping at the first that adds nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from hypograph.errors import HypographError
+from pipelines.instance import open_instance, register
+
+TAGS = {"hypograph/launched_by": "cli"}  # what tells a command's run from a UI run in the Runs page
+
+
+def run_config(settings: dict[str, BaseModel] | None = None, offline: bool | None = None, log_level: str = "CRITICAL"):
+    """Run config setting each product's settings resource (``{"proximity": ProximitySettings(…)}``;
+    fields left None keep the resource's default) and the LLM switch, as the Launchpad does;
+    ``offline=None`` keeps the model the environment configures."""
+    config = {
+        name: {"config": {k: getattr(model, k) for k in type(model).model_fields if getattr(model, k) is not None}}
+        for name, model in (settings or {}).items()
+    }
+    llm = {**_endpoint_from_environment(), **({"offline": offline} if offline is not None else {})}
+    if llm:
+        config["llm"] = {"config": llm}
+    loggers = {"console": {"config": {"log_level": log_level}}, "step_stages": {}}  # steps: the CLI's stage lines
+    return {"resources": config, "loggers": loggers}
+
+
+def _endpoint_from_environment() -> dict:
+    """The model settings this process's environment names now (never the key, which the resource
+    reads from its variable): a command runs with the model, deadline and concurrency its own
+    environment sets, whatever the environment was when the definitions were first imported."""
+    from hypograph.llm import LLMConfig
+    from resources.llm import SETTINGS
+
+    config = LLMConfig.from_env()
+    return {k: getattr(config, k) for k in ("model", "base_url", *SETTINGS) if getattr(config, k) is not None}
+
+
+def execute(
+    root: Path,
+    job_name: str,
+    settings: dict[str, BaseModel] | None = None,
+    offline: bool | None = None,
+    *,
+    sub: str | None = None,
+    instance=None,
+):
+    """Register ``root`` and execute ``job_name`` on its partition: the input's id, or
+    ``<id>/<sub>`` for a library round or a case revision (``sub="r0002"``, registered too), on
+    ``instance`` (default: the shared one). Returns the result; never raises for a failed run."""
+    if instance is None:
+        with open_instance() as shared:
+            return execute(root, job_name, settings, offline, sub=sub, instance=shared)
+    from assets.sources import observe
+    from pipelines.definitions import defs
+
+    kind = None if sub is None else ("case" if job_name.startswith("case_") else "library")
+    record = register(instance, root, kind)
+    key = record.id
+    if sub is not None:
+        from assets.partitions import REVISIONS, ROUNDS
+        from hypograph.inputs import sub_key
+
+        key = sub_key(record.id, sub)
+        name = REVISIONS if record.kind == "case" else ROUNDS
+        if not instance.has_dynamic_partition(name, key):
+            instance.add_dynamic_partitions(name, [key])
+    if job_name == "proximity" or job_name.startswith("case_"):  # the jobs that read a source
+        observe(instance, record, key)
+    # Failures are reported by the caller in one line each; the UI keeps the full logs and traces.
+    return defs.resolve_job_def(job_name).execute_in_process(
+        instance=instance,
+        partition_key=key,
+        raise_on_error=False,
+        run_config=run_config(settings, offline),
+        tags=TAGS,
+    )
+
+
+def run_job(root: Path, job_name: str, settings: dict[str, BaseModel] | None = None, offline: bool | None = None, **kw):
+    """``execute``, with a failed run turned into one HypographError: the cause's own line first,
+    then where to see the rest."""
+    result = execute(root, job_name, settings, offline, **kw)
+    if not result.success:
+        raise HypographError(failed_line(job_name, result))
+    return result
+
+
+def run_structure(root: Path, proximity, offline: bool | None = None, instance=None, on_run=None) -> list:
+    """Proximity, step 4, and proximity again if step 4 rewrote the vault (``flow.next_job``, asked
+    for the whole flow: each job runs at least once); the results, in order. Stops at a failed run
+    (its result is the last). ``on_run(job, result)`` is called after each run."""
+    if instance is None:
+        with open_instance() as shared:
+            return run_structure(root, proximity, offline, shared, on_run)
+    from assets.structure.flow import FLOW, next_job
+    from hypograph.inputs import fingerprint
+
+    record = register(instance, root)
+    if record.kind != "vault":
+        raise HypographError(f"{root}: not a vault (structure needs step-3 nodes in hypotheses/*.md)")
+    results, ran = [], ()
+    while len(results) <= len(FLOW) + 1:  # proximity, step 4, proximity: never more
+        job = next_job(instance, record, fingerprint(record.path, record.kind), ran)
+        if job is None:
+            break
+        result = execute(root, job, {"proximity": proximity}, offline, instance=instance)
+        results.append(result)
+        ran += (job,)
+        if on_run is not None:
+            on_run(job, result)
+        if not result.success:
+            break
+    return results
+
+
+def run_library(root: Path, settings, rounds: int = 1, new_library: bool = False, llm=None, notes=()):
+    """Phase 0, then up to ``rounds`` rounds of the ``library_round`` job (a crash's pending rounds
+    first), stopping after one that adds nothing (the topic is saturated); the library report.
+    ``settings``: ``LibrarySettings`` with a topic; ``llm``: the ``LLMConfig`` (default: the
+    environment's); ``notes``: the command's own, for the report."""
+    from hypograph.library.report import RunSummary, build_report
+    from hypograph.library.run import next_round, phase0, round_survivors
+    from hypograph.library.state import TRACE_TASK, state_dir
+    from hypograph.library.traces import TraceRun
+    from hypograph.llm import LLMClient, LLMConfig
+
+    root = Path(root).resolve()
+    if not settings.topic or not settings.topic.strip():
+        raise HypographError('a topic is required: --topic "…"')
+    client = LLMClient(llm or LLMConfig.from_env(), state_dir(root), TRACE_TASK)
+    offline = True if client.offline else None
+    invocation = settings.invocation or uuid.uuid4().hex  # one trace folder and batch index for all rounds
+    settings = settings.model_copy(update={"invocation": invocation})
+    before = phase0(root, settings, rounds, new_library, client, TraceRun(root, invocation))
+    pending = list(before.pending)
+    done, early_stop = [], None
+    for _ in range(rounds):
+        key = pending.pop(0) if pending else next_round(root)
+        run_job(root, "library_round", {"library": settings}, offline, sub=key)
+        done.append(key)
+        if round_survivors(root, key) == 0:
+            early_stop = key
+            break
+    summary = RunSummary(rounds, settings.behavior_source, early_stop, [*notes, *before.notes], settings.topic)
+    return build_report(root, done, summary)
+
+
+def failed_line(job_name: str, result) -> str:
+    """``<cause>; <more causes> (proximity run 1a2b3c4d: the run's events in `make ui`)``."""
+    return "; ".join(failures(result)) + f" ({job_name} run {result.run_id[:8]} failed: its events in `make ui`)"
+
+
+def failures(result) -> list[str]:
+    """One line per failed step (its innermost error: a ``Failure``'s description, a pydantic error's
+    field and reason), per failed resource, per failed asset check; else the run's own error."""
+    out = []
+    for e in result.all_events:
+        if e.is_step_failure:
+            user = e.step_failure_data.user_failure_data
+            line = user.description if user is not None and user.description else error_line(e.step_failure_data.error)
+            if "blocking asset check" not in line:  # the check's own line below names what failed
+                out.append(f"{e.step_key}: {line}")
+        elif e.event_type_value == "RESOURCE_INIT_FAILURE":
+            out.append(error_line(getattr(e.event_specific_data, "error", None)))
+    for check in result.get_asset_check_evaluations():
+        if not check.passed:
+            out.append(check_line(check))
+    if not out:
+        for e in result.all_events:
+            if e.event_type_value == "PIPELINE_FAILURE":
+                out.append(error_line(getattr(e.event_specific_data, "error", None)))
+    return out or ["failed"]
+
+
+def check_line(check) -> str:
+    """A failed asset check: its name and each violation its table names (``node: reason``)."""
+    count = check.metadata["violations"].value if "violations" in check.metadata else "?"
+    table = check.metadata.get("violation_list")
+    rows = [r.data for r in getattr(table, "records", None) or []]
+    head = f"check {check.check_name} failed ({count} violation{'s' * (count != 1)})"
+    return head + "".join(f"\n  {r.get('id')}: {r.get('reason')}" for r in rows)
+
+
+def error_line(error) -> str:
+    """The innermost cause of a serialized error as one line, without its class path; a pydantic
+    ValidationError as ``Model.field: reason (got value)`` for each field."""
+    while error is not None and error.cause is not None:
+        error = error.cause
+    if error is None:
+        return "failed"
+    message = error.message.strip()
+    if error.cls_name == "ValidationError":
+        return _validation_line(message)
+    first = message.splitlines()[0] if message else error.cls_name
+    prefix, _, rest = first.partition(": ")
+    return rest if rest and prefix.split(".")[-1] == error.cls_name else first
+
+
+def _validation_line(message: str) -> str:
+    """``1 validation error for ProximitySettings\\ngraph_threshold\\n  Input should be ... [type=...,
+    input_value=30.0, ...]`` as ``ProximitySettings.graph_threshold: Input should be ... (got 30.0)``."""
+    lines = message.splitlines()
+    model = lines[0].rsplit(" for ", 1)[-1] if lines else "settings"
+    out, field = [], None
+    for line in lines[1:]:
+        if not line.startswith(" "):
+            field = line.strip()
+        elif line.startswith("  ") and not line.startswith("    ") and field is not None:
+            reason, _, details = line.strip().partition(" [")
+            got = details.split("input_value=", 1)[1].split(",", 1)[0] if "input_value=" in details else None
+            out.append(f"{model}.{field}: {reason}" + (f" (got {got})" if got else ""))
+    return "; ".join(out) or lines[0]

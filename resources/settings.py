@@ -1,0 +1,36 @@
+"""A product's settings model as a resource: the Launchpad form of one run.
+
+The fields are the core model's (one declaration: ``hypograph/<product>/settings.py``) with their
+types but without their ranges, so any value of the right type reaches ``settings()``, which
+validates it with the core model: a bad value fails the first step as a ``Failure`` whose
+description is one line naming the field and its range, as the command line says it, instead of
+a resource that cannot be built (a pydantic trace, then Dagster's).
+"""
+
+from __future__ import annotations
+
+from dagster import ConfigurableResource, Failure
+from pydantic import BaseModel, Field, ValidationError, create_model
+
+from hypograph.errors import settings_line
+
+
+class SettingsResource(ConfigurableResource):
+    """Base of the settings resources; ``settings()`` is the validated core model."""
+
+    def settings(self) -> BaseModel:
+        try:
+            return self.MODEL.model_validate(self.model_dump())
+        except ValidationError as e:
+            raise Failure(description=settings_line(self.MODEL, e), metadata={"status": "REFUSED"}) from None
+
+
+def settings_resource(model: type[BaseModel], doc: str) -> type[SettingsResource]:
+    """A ``SettingsResource`` class with ``model``'s fields (defaults and descriptions kept)."""
+    fields = {
+        name: (field.annotation, Field(default=field.default, description=field.description))
+        for name, field in model.model_fields.items()
+    }
+    resource = create_model(f"{model.__name__}Resource", __base__=SettingsResource, __doc__=doc, **fields)
+    resource.MODEL = model
+    return resource
