@@ -1,0 +1,69 @@
+"""Every output file byte-identical to the recorded ones (issue 31's "done when"): the commands of
+``record_golden.CASES`` — ``hypograph proximity``/``report`` on examples/run, ``structure`` on
+examples/vault, ``proximity`` then ``structure`` on both shared vaults, ``library --report`` and
+``--check`` on examples/library, ``batch`` and ``batch --into`` on examples/case — run through the
+installed ``hypograph`` console script on fresh copies, offline, and every file under each copy
+(its sha256), each exit code and each stdout compared with ``tests/data/golden_outputs.json``.
+
+A failure lists the files missing, new or different, and a diff of each stdout that changed. If the
+change is intended, re-record (``.venv/bin/python tests/record_golden.py``) and say why in the
+commit; what is normalised or left out, and why, is in record_golden.py's docstring.
+
+``GOLDEN_CODE=DIR`` runs the commands with another checkout's code instead of the installed script
+(``hypograph`` as DIR's pyproject.toml names it, imported from DIR), e.g. a worktree of the commit
+the outputs were recorded from."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from record_golden import CASES, GOLDEN, checkout_hypograph, differences, environment, run_cases  # noqa: E402
+
+RECORDED = json.loads(GOLDEN.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory) -> tuple[Path, dict[str, dict]]:
+    """Every case whose inputs are there, run once for the module (two at a time)."""
+    workdir = tmp_path_factory.mktemp("golden")
+    hypograph, env = (
+        checkout_hypograph(Path(os.environ["GOLDEN_CODE"])) if os.environ.get("GOLDEN_CODE") else (None, {})
+    )
+    return workdir, run_cases([c for c in CASES if not c.missing()], workdir, hypograph, env)
+
+
+def _environment_note() -> str:
+    changed = {
+        name: f"{was} -> {now}"
+        for name, was in RECORDED["environment"].items()
+        if (now := environment().get(name)) != was
+    }
+    if not changed:
+        return ""
+    return f"\n(library versions differ from the recording's, which can change pictures and arrays: {changed})"
+
+
+def test_cases_are_all_recorded():
+    assert sorted(RECORDED["cases"]) == sorted(c.name for c in CASES), "re-record: tests/record_golden.py"
+    for case in CASES:
+        argvs = [c["argv"] for c in RECORDED["cases"][case.name]["commands"]]
+        assert argvs == [" ".join(cmd) for cmd in case.commands], f"{case.name}: re-record"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_outputs_identical(case, outputs):
+    if case.missing():  # the shared vaults are copied into tests/fixtures/vaults; a partial checkout may lack them
+        pytest.skip(f"inputs not in this checkout: {', '.join(map(str, case.missing()))}")
+    workdir, results = outputs
+    problems = differences(RECORDED["cases"][case.name], results[case.name])
+    assert not problems, (
+        f"{case.name}: outputs differ from {GOLDEN.name} (this run's copies: {workdir / case.name})\n"
+        + "\n".join(problems)
+        + _environment_note()
+    )
