@@ -59,7 +59,8 @@ def step_stages(_init_context) -> logging.Logger:
 inputs_resource = Inputs(workspace=os.environ.get("HYPOGRAPH_WORKSPACE") or None)
 
 # What every product shares: where inputs live, the model, the IO managers, the executor, loggers.
-shared = Definitions(
+# (Not a module-level name of its own: a code location holds one Definitions at module scope.)
+defs = Definitions(
     sensors=[inputs_discovered],
     executor=EXECUTOR,
     loggers={**default_loggers(), "step_stages": step_stages},
@@ -71,6 +72,4 @@ shared = Definitions(
     },
 )
 
-defs = Definitions.merge(
-    shared, assets.proximity.defs, assets.structure.defs, assets.library.defs, assets.casework.defs
-)
+defs = Definitions.merge(defs, assets.proximity.defs, assets.structure.defs, assets.library.defs, assets.casework.defs)

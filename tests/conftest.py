@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 EXAMPLE_RUN = REPO / "examples" / "run"
 EXAMPLE_VAULT = REPO / "examples" / "vault"
+EXAMPLE_LIBRARY = REPO / "examples" / "library"
 SHARED_VAULTS = Path(__file__).parent / "fixtures" / "vaults"  # copies of ../shared/examples/vaults
 
 # Environment variables that could make a test reach a network service or a shared Dagster instance.

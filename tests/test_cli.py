@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLE_RUN, EXAMPLE_VAULT, REPO, VENV_BIN, copy_tree, offline_env
+from conftest import EXAMPLE_RUN, EXAMPLE_VAULT, REPO, VENV_BIN, copy_tree, offline_env, snapshot
 
 HYPOGRAPH = str(VENV_BIN / "hypograph")
 HEAVY = ("dagster", "numpy", "scipy", "sklearn", "pydantic")
@@ -149,19 +149,53 @@ def test_piping_into_head_ends_quietly(tmp_path):
     assert (library / ".hypograph" / "input-id").is_file()  # registered, as every command registers its input
 
 
-def test_proximity_threshold_out_of_range_names_the_field_first(tmp_path):
-    run = copy_tree(EXAMPLE_RUN, tmp_path / "run")
-    proc = subprocess.run(
-        [HYPOGRAPH, "proximity", str(run), "--threshold", "30"],
-        capture_output=True,
-        check=False,
-        text=True,
-        env=env(tmp_path),
-    )
-    assert proc.returncode == 1
-    first = proc.stderr.splitlines()[0]
-    assert first.startswith("hypograph proximity: ProximitySettings.graph_threshold: Input should be less than"), first
-    assert "(got 30.0)" in first and "make ui" in first
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (
+            ["proximity", "{run}", "--threshold", "30"],
+            "hypograph proximity: --threshold: must be ≥ -1 and ≤ 1 (got 30.0)",
+        ),
+        (
+            ["proximity", "{run}", "--dupe-threshold", "5"],
+            "hypograph proximity: --dupe-threshold: must be ≥ 0 and ≤ 1 (got 5.0)",
+        ),
+        (
+            ["proximity", "{run}", "--threshold", "nan"],
+            "hypograph proximity: --threshold: must be ≥ -1 and ≤ 1 (got nan)",
+        ),
+        (
+            ["structure", "{vault}", "--threshold", "-2"],
+            "hypograph structure: --threshold: must be ≥ -1 and ≤ 1 (got -2.0)",
+        ),
+        (
+            ["report", "{run}", "--dupe-threshold", "5"],
+            "hypograph report: --dupe-threshold: must be ≥ 0 and ≤ 1 (got 5.0)",
+        ),
+        (
+            ["library", "{run}", "--topic", "t", "--n-behaviors", "0"],
+            "hypograph library: --n-behaviors: must be ≥ 1 and ≤ 100 (got 0)",
+        ),
+        (
+            ["library", "{run}", "--topic", "t", "--banlist-budget", "10"],
+            "hypograph library: --banlist-budget: must be ≥ 200 (got 10)",
+        ),
+        (["library", "{run}", "--topic", "t", "--rounds", "-1"], "hypograph library: --rounds: must be ≥ 0 (got -1)"),
+        (["library", "{run}", "--topic", " "], 'hypograph library: a topic is required: --topic "…"'),
+    ],
+    ids=["threshold", "dupe", "nan", "structure", "report", "n-behaviors", "banlist", "rounds", "topic"],
+)
+def test_a_setting_out_of_range_is_one_line_before_any_run_exists(tmp_path, argv, line):
+    """Every command that takes a ranged setting refuses a bad value through its product's settings
+    model: one line naming the flag and what it allows, exit 1, and no Dagster instance is even
+    opened (so no run exists and nothing turns red in the UI)."""
+    roots = {"run": copy_tree(EXAMPLE_RUN, tmp_path / "run"), "vault": copy_tree(EXAMPLE_VAULT, tmp_path / "vault")}
+    before = snapshot(tmp_path / "run")
+    args = [a.format(**roots) for a in argv]
+    proc = subprocess.run([HYPOGRAPH, *args], capture_output=True, check=False, text=True, env=env(tmp_path))
+    assert (proc.returncode, proc.stderr.splitlines(), proc.stdout) == (1, [line], "")
+    assert not (tmp_path / "dagster-home").exists()
+    assert snapshot(tmp_path / "run") == before
 
 
 def test_structure_check_failure_names_the_node_and_reason(tmp_path):

@@ -1,4 +1,9 @@
-"""The domain core's import layers, read from the source with ``ast`` (nothing is imported).
+"""The project's import layers, read from the source with ``ast`` (nothing is imported).
+
+The packages, bottom to top: the core ``hypograph``, then ``resources`` and ``io_managers``, then
+``assets`` (one package per product), then ``pipelines`` (the code location and the launcher),
+then the command ``hypograph_cli``. A package imports only from its own level or below, at module
+level or inside a function, and there is no cycle among all of their modules. Within the core:
 
 * no module under ``hypograph/`` imports Dagster (the core runs without it: ``prox``, the CLI);
 * every module belongs to one declared layer, and imports only from its own layer or below;
@@ -13,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "hypograph"
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "hypograph"
+PACKAGES = [["hypograph"], ["resources", "io_managers"], ["assets"], ["pipelines"], ["hypograph_cli"]]
 
 # Bottom to top. A module belongs to the longest prefix listed here.
 LAYERS: dict[str, list[str]] = {
@@ -37,6 +44,7 @@ LAYERS: dict[str, list[str]] = {
 }
 # Modules allowed to import hypograph modules inside functions, and why.
 LAZY_HYPOGRAPH_IMPORTS = {
+    "hypograph.casework.settings": "the policy reader only when asked: a command validates its flags with pydantic alone",
     "hypograph.prox_cli": "each prox subcommand imports only what it runs, so it starts fast",
     "hypograph.proximity.store": "owned by the proximity work; hides no cycle (checked below)",
     "hypograph.proximity.communities": "owned by the proximity work; hides no cycle (checked below)",
@@ -48,21 +56,21 @@ LAZY_HYPOGRAPH_IMPORTS = {
     "hypograph.hypotheses": "the vault's modules (YAML) only when reading a vault: prox on a run dir starts light",
     "hypograph.report": "the vault and corpus readers only for the input that needs them (titles, HC clusters)",
     "hypograph.report.sweep": "the graph builder only when the sweep rebuilds below the threshold",
-    "hypograph.library.cli": "the library's modules only when the command runs: `hypograph --help` loads none",
 }
 
 
 def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+PROJECT = {module_name(p): p for top in sum(PACKAGES, []) for p in sorted((ROOT / top).rglob("*.py"))}
 
 
-def imports(name: str) -> list[tuple[str, bool]]:
+def imports(name: str, modules: dict[str, Path] = MODULES) -> list[tuple[str, bool]]:
     """(imported module, inside a function?) for every import statement of module ``name``."""
-    path = MODULES[name]
+    path = modules[name]
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out = []
@@ -79,7 +87,7 @@ def imports(name: str) -> list[tuple[str, bool]]:
                     base = f"{anchor}.{base}" if base else anchor
                 for alias in child.names:  # ``from pkg import module`` imports the module
                     sub = f"{base}.{alias.name}"
-                    out.append((sub if sub in MODULES else base, in_function))
+                    out.append((sub if sub in modules else base, in_function))
             visit(child, nested)
 
     visit(tree, False)
@@ -128,6 +136,42 @@ def test_function_level_imports_of_the_core_are_only_where_listed():
 def test_no_import_cycle():
     graph = {m: sorted({imp for imp, _ in imports(m) if imp in MODULES and imp != m}) for m in MODULES}
     state: dict[str, int] = {}  # 1 on the path, 2 done
+    cycles = []
+
+    def walk(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for n in graph[m]:
+            if state.get(n) == 1:
+                cycles.append(path[path.index(n) :] + [n])
+            elif n not in state:
+                walk(n, path + [n])
+        state[m] = 2
+
+    for m in graph:
+        if m not in state:
+            walk(m, [m])
+    assert cycles == []
+
+
+def level(name: str) -> int:
+    return next(k for k, tops in enumerate(PACKAGES) if name.split(".")[0] in tops)
+
+
+def test_the_dagster_layer_sits_above_the_core_and_the_command_above_it():
+    """No core module imports the Dagster layer or the command (so no call goes back up), and no
+    Dagster module imports the command: counting imports inside functions too."""
+    upward = [
+        f"{m} imports {imp}"
+        for m in PROJECT
+        for imp, _ in imports(m, PROJECT)
+        if imp in PROJECT and level(imp) > level(m)
+    ]
+    assert upward == []
+
+
+def test_no_import_cycle_across_the_project():
+    graph = {m: sorted({i for i, _ in imports(m, PROJECT) if i in PROJECT and i != m}) for m in PROJECT}
+    state: dict[str, int] = {}
     cycles = []
 
     def walk(m: str, path: list[str]) -> None:

@@ -1,6 +1,7 @@
-"""The Dagster web UI, as `make ui` starts it: a real dagster-webserver on loopback, queried over
-its GraphQL API for what a user would look at (the asset graph with its lineage, the checks, and
-the runs the CLI made)."""
+"""The Dagster web UI, as `make ui` starts it: a real dagster-webserver and daemon on loopback,
+queried over its GraphQL API for what a user would look at (the asset graph with its lineage, the
+checks, and the runs the CLI made), and given the Launchpad's own mutations (add a partition, launch
+a run) so the rules a command enforces are shown to hold in a run the UI launches."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import urllib.request
 
 import pytest
 import services
-from conftest import EXAMPLE_VAULT, VENV_BIN, copy_tree, offline_env
+from conftest import EXAMPLE_LIBRARY, EXAMPLE_VAULT, VENV_BIN, copy_tree, offline_env
+
+from hypograph.inputs import stored_id
 
 QUERY = """{
   assetNodes { assetKey { path } groupName dependencyKeys { path }
@@ -27,10 +30,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def graphql(port: int, query: str) -> dict:
+def graphql(port: int, query: str, variables: dict | None = None) -> dict:
     request = urllib.request.Request(
         f"http://127.0.0.1:{port}/graphql",
-        data=json.dumps({"query": query}).encode(),
+        data=json.dumps({"query": query, "variables": variables or {}}).encode(),
         headers={"content-type": "application/json"},
     )
     with urllib.request.urlopen(request, timeout=10) as response:
@@ -68,7 +71,7 @@ def ui(tmp_path_factory):
     # runs as a background job (tests/services.py)
     process = services.start([VENV_BIN / "hypograph", "ui", vault, "--port", str(port)], vault.parent / "ui.log", env)
     try:
-        yield wait_for_code_location(port, process)
+        yield {**wait_for_code_location(port, process), "port": port, "vault_id": stored_id(vault)}
     finally:
         services.stop(process)
 
@@ -103,3 +106,79 @@ def test_ui_lists_the_blocking_checks(ui):
 def test_ui_shows_the_runs_the_cli_made(ui):
     runs = {(r["jobName"], r["status"]) for r in ui["runsOrError"]["results"]}
     assert ("structure", "SUCCESS") in runs
+
+
+REPOSITORY = {"repositoryLocationName": "hypograph", "repositoryName": "__repository__"}
+ADD_PARTITION = """mutation Add($repo: RepositorySelector!, $name: String!, $key: String!) {
+  addDynamicPartition(repositorySelector: $repo, partitionsDefName: $name, partitionKey: $key) { __typename }
+}"""
+LAUNCH = """mutation Launch($params: ExecutionParams!) {
+  launchRun(executionParams: $params) {
+    __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on PythonError { message }
+    ... on RunConfigValidationInvalid { errors { message } }
+  }
+}"""
+RUN = """query Run($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }"""
+
+
+def launch_as_the_ui_does(port: int, job: str, partition: str, run_config: dict) -> str:
+    """The Launchpad's launch of ``job`` on ``partition`` with ``run_config``: queued, started by the
+    daemon in a process of its own; the run's id once it has finished."""
+    params = {
+        "selector": {**REPOSITORY, "jobName": job},
+        "runConfigData": run_config,
+        "executionMetadata": {"tags": [{"key": "dagster/partition", "value": partition}]},
+    }
+    launched = graphql(port, LAUNCH, {"params": params})["launchRun"]
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    run_id = launched["run"]["runId"]
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        if graphql(port, RUN, {"id": run_id})["runOrError"]["status"] in ("SUCCESS", "FAILURE", "CANCELED"):
+            return run_id
+        time.sleep(1)
+    pytest.fail(f"{job} run {run_id} did not finish")
+
+
+def step_failures(run_id: str) -> list[tuple[str, str | None]]:
+    """(step, the Failure's description) of each failed step of the run."""
+    import os
+
+    from dagster import DagsterInstance
+
+    with DagsterInstance.from_config(os.environ["DAGSTER_HOME"]) as instance:
+        events = [e.dagster_event for e in instance.all_logs(run_id) if e.dagster_event is not None]
+    return [
+        (e.step_key, getattr(e.step_failure_data.user_failure_data, "description", None))
+        for e in events
+        if e.is_step_failure
+    ]
+
+
+def test_a_library_round_launched_from_the_ui_on_another_topic_is_refused_in_one_line(ui, tmp_path):
+    """The cross-topic guard holds in the job the Launchpad and the sensor run, not only in the
+    command: a round of the sycophancy library asked for another topic fails at its first step with
+    the guard's line, and the library file is unchanged."""
+    library = copy_tree(EXAMPLE_LIBRARY, tmp_path / "library")
+    before = (library / "hypothesis_library.json").read_bytes()
+    added = subprocess.run(
+        [VENV_BIN / "hypograph", "add", library], env=offline_env(), check=True, capture_output=True, text=True
+    )
+    key = added.stdout.split(":")[0] + "/r0001"
+    assert graphql(ui["port"], ADD_PARTITION, {"repo": REPOSITORY, "name": "library_rounds", "key": key})
+    config = {"resources": {"library": {"config": {"topic": "hallucination in language models", "web": False}}}}
+    run_id = launch_as_the_ui_does(ui["port"], "library_round", key, config)
+    [(step, line)] = step_failures(run_id)
+    assert step == "round_candidates" and "hallucination in language models" in line and "\n" not in line, line
+    assert "is about" in line and "sycophancy" in line.lower(), line
+    assert (library / "hypothesis_library.json").read_bytes() == before
+
+
+def test_a_setting_out_of_range_launched_from_the_ui_fails_the_first_step_in_one_line(ui):
+    """A Launchpad value the settings model refuses: the run's first step fails with the model's
+    line as the Failure's description (no resource that cannot be built), nothing else runs."""
+    config = {"resources": {"proximity": {"config": {"graph_threshold": 30.0}}}}
+    run_id = launch_as_the_ui_does(ui["port"], "proximity", ui["vault_id"], config)
+    assert step_failures(run_id) == [("hypothesis_texts", "graph_threshold: must be ≥ -1 and ≤ 1 (got 30.0)")]
