@@ -10,10 +10,10 @@ from casework_support import Clock, builder_for, make_case, package_id
 from dagster import DagsterInstance, RunRequest, SensorResult, SkipReason, build_sensor_context
 from llm_stub import llm_server, unused_port  # noqa: F401  (fixtures)
 
-from assets.partitions import REVISIONS
-from hypograph.casework import Status
 from assets.casework.jobs import case_retries_due
+from assets.partitions import REVISIONS
 from assets.sources import inputs_discovered
+from hypograph.casework import Status
 from resources import Inputs
 
 

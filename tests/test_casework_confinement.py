@@ -19,13 +19,13 @@ from llm_stub import llm_env, llm_offline, llm_server  # noqa: F401
 from hypograph.casework import CasePackage, CaseStore, HypothesisBuilder, HypothesisConfig, Status
 from hypograph.casework.bridge import mint_batch
 from hypograph.casework.checks import CHECKS, run_checks
-from hypograph_cli.case_args import CLI_NEEDS_MODEL, batch_preflight, cli_message, exit_code, status_exit
 from hypograph.casework.context import NotConfirmed
 from hypograph.casework.gateway import NEEDS_MODEL, NeedsModel
 from hypograph.casework.models import Answer
 from hypograph.casework.package import CaseBusy
 from hypograph.casework.revision import confirm
 from hypograph.errors import HypographError
+from hypograph_cli.case_args import CLI_NEEDS_MODEL, batch_preflight, cli_message, exit_code, status_exit
 from hypograph_cli.main import main
 
 H = "analysis/hypotheses/0001"

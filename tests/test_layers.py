@@ -44,7 +44,7 @@ LAYERS: dict[str, list[str]] = {
 }
 # Modules allowed to import hypograph modules inside functions, and why.
 LAZY_HYPOGRAPH_IMPORTS = {
-    "hypograph.casework.settings": "the policy reader only when asked: a command validates its flags with pydantic alone",
+    "hypograph.casework.settings": "the policy reader only when asked: a command validates flags with pydantic alone",
     "hypograph.prox_cli": "each prox subcommand imports only what it runs, so it starts fast",
     "hypograph.proximity.store": "owned by the proximity work; hides no cycle (checked below)",
     "hypograph.proximity.communities": "owned by the proximity work; hides no cycle (checked below)",
@@ -154,7 +154,7 @@ def test_no_import_cycle():
 
 
 def level(name: str) -> int:
-    return next(k for k, tops in enumerate(PACKAGES) if name.split(".")[0] in tops)
+    return next(k for k, tops in enumerate(PACKAGES) if name.split(".", maxsplit=1)[0] in tops)
 
 
 def test_the_dagster_layer_sits_above_the_core_and_the_command_above_it():

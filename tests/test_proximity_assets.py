@@ -306,3 +306,27 @@ def test_graph_checks_read_the_npz_twin_and_graph_json_once_it_is_edited(run_dir
     _, _, violations, source = _stored_graph(run_dir)
     assert source == "graph.json"
     assert any("is not listed on" in reason for _, reason in violations)
+
+
+def test_one_hypothesis_runs_the_whole_job(tmp_path):
+    """The smallest input: no pair, no threshold sweep below the graph threshold (blank sweep cells,
+    as above 5,000 hypotheses), every asset and check still succeeds."""
+    from conftest import write_json_hypothesis
+
+    write_json_hypothesis(tmp_path / "one", "H-1", title="Mites spread virus", statement="Varroa mites spread DWV.")
+    result = execute(tmp_path / "one")
+    assert result.success
+    assert json.loads((tmp_path / "one" / "proximity" / "dupes.json").read_text()) == []
+
+
+def test_a_sweep_with_blank_cells_is_one_table_of_whole_records():
+    """Above 5,000 hypotheses the sweep leaves the levels below the graph threshold blank: every
+    record still has every column (Dagster refuses records of different fields)."""
+    from assets.metadata import sweep_table
+
+    rows = [
+        {"threshold": 0.2, "edges": None, "pairs": 12.5, "clusters": None, "alone": None},
+        {"threshold": 0.3, "edges": 4, "pairs": 4.0, "clusters": 2, "alone": 1},
+    ]
+    table = sweep_table(rows)
+    assert [r.data for r in table.records] == rows

@@ -2,7 +2,7 @@
 the model's draft interpretation -> the interpretation a person confirmed -> the frozen context
 (policy pinned) -> the published batch -> the
 batch's H nodes in a vault. Each writes through the case package's journal and returns
-``MaterializeResult``. Blocking checks are in ``assets/checks``."""
+``MaterializeResult``. Blocking checks are in ``checks.py`` beside this module."""
 
 import asyncio
 

@@ -33,18 +33,16 @@ def _fan_out(ranges: list[tuple[int, int]]):
 @op(out=DynamicOut(io_manager_key=SHARDS))
 def embedding_shards(hypothesis_texts: Corpus, proximity: ProximityResource):
     """Row ranges to embed separately (one for tfidf, whose IDF needs the whole corpus)."""
-    yield from _fan_out(
-        embedding_ranges(len(hypothesis_texts.ids), proximity.settings().backend, proximity.settings().shards)
-    )
+    settings = proximity.settings()
+    yield from _fan_out(embedding_ranges(len(hypothesis_texts.ids), settings.backend, settings.shards))
 
 
 @op(out=Out(io_manager_key=SHARDS))
 def embed_shard(hypothesis_texts: Corpus, rows, proximity: ProximityResource) -> Embeddings:
     """The embeddings of hypotheses [a, b)."""
     a, b = rows
-    return embed(
-        hypothesis_texts.ids[a:b], hypothesis_texts.texts[a:b], proximity.settings().backend, proximity.settings().model
-    )
+    settings = proximity.settings()
+    return embed(hypothesis_texts.ids[a:b], hypothesis_texts.texts[a:b], settings.backend, settings.model)
 
 
 @op(out=Out(io_manager_key="io_manager"))
@@ -73,12 +71,8 @@ def hypothesis_embeddings(hypothesis_texts):
 
 
 def _plan(emb: Embeddings, proximity: ProximityResource):
-    return plan_graph(
-        emb.rows,
-        proximity.settings().graph_threshold,
-        proximity.settings().max_neighbours,
-        proximity.settings().dupe_threshold,
-    )
+    settings = proximity.settings()
+    return plan_graph(emb.rows, settings.graph_threshold, settings.max_neighbours, settings.dupe_threshold)
 
 
 @op(out=DynamicOut(io_manager_key=SHARDS))

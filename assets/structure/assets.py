@@ -9,7 +9,7 @@ marker in ``.hypograph/structuring.json``, see ``hypograph/structure/session.py`
 map reports the new version of the vault's ``hypotheses`` it leaves, so the change sensor does not
 take step 4's own writes for a person's; the vault's proximity is then stale and is materialized
 again (``hypograph structure`` does it at once, the sensor on its next tick). The binary checks are
-in ``assets/checks``.
+in ``checks.py`` beside this module.
 """
 
 from dagster import AssetExecutionContext, AssetIn, IdentityPartitionMapping, MaterializeResult, MetadataValue, asset
