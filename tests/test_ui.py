@@ -182,3 +182,22 @@ def test_a_setting_out_of_range_launched_from_the_ui_fails_the_first_step_in_one
     config = {"resources": {"proximity": {"config": {"graph_threshold": 30.0}}}}
     run_id = launch_as_the_ui_does(ui["port"], "proximity", ui["vault_id"], config)
     assert step_failures(run_id) == [("hypothesis_texts", "graph_threshold: must be ≥ -1 and ≤ 1 (got 30.0)")]
+
+
+def test_a_case_batch_launched_from_the_ui_before_a_person_confirmed_waits_in_one_line(ui, tmp_path):
+    """The case's precondition holds in the job the Launchpad, the retry sensor and a backfill run,
+    not only in `hypograph batch`: an unconfirmed revision stops at its interpretation with the
+    line the command prints, and no batch is written."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("The bridge cracked a week after the flood; the inspector found scour at pier 3.\n")
+    case = tmp_path / "case"
+    subprocess.run(
+        [VENV_BIN / "hypograph", "case", "new", case, notes, "--question", "Why did the bridge crack?"],
+        env=offline_env(),
+        check=True,
+        capture_output=True,
+    )
+    run_id = launch_as_the_ui_does(ui["port"], "case_batch", f"{stored_id(case)}/r0001", {})
+    [(step, line)] = step_failures(run_id)
+    assert step == "case_interpretation" and line.endswith("(the builder never interprets a case itself)"), line
+    assert "revision 1 is not confirmed" in line and not (case / "analysis" / "hypotheses").exists()

@@ -8,6 +8,7 @@ import asyncio
 
 from dagster import AssetExecutionContext, Failure, MaterializeResult, MetadataValue, asset
 
+from assets.errors import project_errors
 from assets.groups import ASSET, CASEWORK
 from assets.partitions import revision_key
 from assets.sources import case_package
@@ -18,7 +19,7 @@ from hypograph.casework.dispatch import Status
 from hypograph.casework.gateway import CaseGateway
 from hypograph.casework.interpret import draft_interpretation
 from hypograph.casework.package import CaseStore
-from hypograph.errors import HypographError, NotDone
+from hypograph.errors import HypographError
 from resources import CaseResource, Inputs, LLMResource
 
 
@@ -35,12 +36,8 @@ def _case(context: AssetExecutionContext, inputs: Inputs):
     return store, case_id, manifest
 
 
-def _not_done(e: NotDone) -> Failure:
-    """A step that cannot go on yet (busy, not confirmed, needs a model): its own line, no trace."""
-    return Failure(description=str(e), metadata={"status": "NOT_DONE", "line": str(e)})
-
-
 @asset(**ASSET[CASEWORK], deps=[case_package], kinds={"openai"})
+@project_errors
 def interpretation_draft(
     context: AssetExecutionContext, inputs: Inputs, case: CaseResource, llm: LLMResource
 ) -> MaterializeResult:
@@ -49,15 +46,10 @@ def interpretation_draft(
     saved unconfirmed for a person to confirm; with no model, a template to fill in. An existing
     draft is kept (no call)."""
     store, case_id, manifest = _case(context, inputs)
-    try:
-        report = draft_interpretation(
-            store.root / case_id,
-            case.settings().policy(),
-            CaseGateway.optional(case.settings().policy(), llm.config()),
-            manifest["analysis_revision"],
-        )
-    except NotDone as e:
-        raise _not_done(e) from None
+    policy = case.settings().policy()
+    report = draft_interpretation(
+        store.root / case_id, policy, CaseGateway.optional(policy, llm.config()), manifest["analysis_revision"]
+    )
     return MaterializeResult(
         metadata={
             "drafted_by": report.drafted_by,
@@ -69,6 +61,7 @@ def interpretation_draft(
 
 
 @asset(**ASSET[CASEWORK], deps=[case_package, interpretation_draft], kinds={"json"})
+@project_errors
 def case_interpretation(context: AssetExecutionContext, inputs: Inputs) -> MaterializeResult:
     """The revision's interpretation, confirmed by a person and verified against its case files."""
     store, case_id, manifest = _case(context, inputs)
@@ -85,19 +78,18 @@ def case_interpretation(context: AssetExecutionContext, inputs: Inputs) -> Mater
 
 
 @asset(**ASSET[CASEWORK], deps=[case_interpretation], kinds={"json"})
+@project_errors
 def case_context(context: AssetExecutionContext, inputs: Inputs, case: CaseResource) -> MaterializeResult:
     """Phase 1: the policy pinned and the prompt context frozen (policy.json, context.json), no model call."""
     store, case_id, manifest = _case(context, inputs)
-    try:
-        frozen = HypothesisBuilder(store, None, case.settings().policy()).prepare(case_id, manifest["package_id"])
-    except NotDone as e:
-        raise _not_done(e) from None
+    frozen = HypothesisBuilder(store, None, case.settings().policy()).prepare(case_id, manifest["package_id"])
     return MaterializeResult(
         metadata={"sources": len(frozen["catalogue"]), "policy": MetadataValue.json(frozen["policy"])}
     )
 
 
 @asset(**ASSET[CASEWORK], deps=[case_context], kinds={"openai"})
+@project_errors
 def hypothesis_batch(
     context: AssetExecutionContext, inputs: Inputs, case: CaseResource, llm: LLMResource
 ) -> MaterializeResult:
@@ -106,12 +98,8 @@ def hypothesis_batch(
     store, case_id, manifest = _case(context, inputs)
     policy = case.settings().policy()
     gateway = CaseGateway.optional(policy, llm.config())  # none: a published batch is reused, else NeedsModel
-    try:
-        result = asyncio.run(
-            HypothesisBuilder(store, gateway, policy).build(case_id, manifest["package_id"], case.settings().attempt)
-        )
-    except NotDone as e:
-        raise _not_done(e) from None
+    builder = HypothesisBuilder(store, gateway, policy)
+    result = asyncio.run(builder.build(case_id, manifest["package_id"], case.settings().attempt))
     metadata = {
         "status": result.status.value,
         "line": result.line(),
@@ -127,6 +115,7 @@ def hypothesis_batch(
 
 
 @asset(**ASSET[CASEWORK], deps=[hypothesis_batch], kinds={"markdown"}, output_required=False)
+@project_errors
 def batch_vault_nodes(context: AssetExecutionContext, inputs: Inputs, case: CaseResource):
     """The accepted hypotheses minted into the case's target vault as step-3 H nodes (idempotent),
     so the batch flows on into that vault's proximity and structure. The vault is the run's
