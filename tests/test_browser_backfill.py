@@ -41,6 +41,7 @@ ROUND = "Reward models score an answer higher when it repeats the opinion the us
 
 @pytest.fixture
 def ui(tmp_path, llm_server, monkeypatch):
+    from hypograph.library.settings import LibrarySettings
     from pipelines.launch import execute
 
     home = tmp_path / "home"
@@ -51,7 +52,9 @@ def ui(tmp_path, llm_server, monkeypatch):
     llm_server.always(LibraryModel(rounds=[{"behaviors": [behavior(ROUND, tag="rw")]}]))
     atom, openalex = AtomServer(), OpenAlexServer()  # the round is grounded (web on, the default a rescore uses)
     try:
-        settings = {"topic": "LLM sycophancy", "n_behaviors": 1, "search_url": atom.url, "openalex_url": openalex.url}
+        settings = LibrarySettings(
+            topic="LLM sycophancy", n_behaviors=1, search_url=atom.url, openalex_url=openalex.url
+        )
         assert execute(roots[2], "library_round", {"library": settings}, offline=False, sub="r0001").success
     finally:
         atom.close(), openalex.close()

@@ -15,6 +15,7 @@ from library_stub import LibraryModel, behavior
 from llm_stub import answer, llm_env, llm_server  # noqa: F401  (fixtures)
 
 from hypograph.inputs import Registry, safe_id, stored_id
+from hypograph.library.settings import LibrarySettings
 from pipelines.definitions import defs
 from pipelines.launch import execute, register, run_config
 from resources import Inputs
@@ -87,7 +88,7 @@ def make_one_library_round(library, llm_server, llm_env) -> int:
     llm_env(llm_server, timeout=5.0)
     model = LibraryModel(rounds=[{"behaviors": [behavior(NEW_BEHAVIOR, tag="rw")]}])
     llm_server.always(model)
-    settings = {"topic": "LLM sycophancy", "n_behaviors": 1, "web": False}
+    settings = LibrarySettings(topic="LLM sycophancy", n_behaviors=1, web=False)
     assert execute(library, "library_round", {"library": settings}, offline=False, sub="r0001").success
     assert NEW_BEHAVIOR in (library / "hypothesis_library.json").read_text(encoding="utf-8")
     return len(llm_server.requests)
@@ -97,7 +98,7 @@ def run_every_partition_of_every_job(instance) -> list[tuple[str, str]]:
     """Each job, in pipeline order, on every partition of its set, offline; all must succeed."""
     jobs = {j.name: j for j in defs.resolve_all_job_defs() if not j.name.startswith("__")}
     assert sorted(JOB_ORDER) == sorted(jobs)
-    config = run_config({"library": {"web": False}}, offline=True)
+    config = run_config({"library": LibrarySettings(web=False)}, offline=True)
     ran = []
     for name in JOB_ORDER:
         job = jobs[name]
