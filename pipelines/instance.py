@@ -102,17 +102,6 @@ def register(instance, root: Path, kind: Kind | None = None) -> InputRecord:
     return record
 
 
-def _endpoint_from_environment() -> dict:
-    """The model settings this process's environment names now (never the key, which the resource
-    reads from its variable): a command runs with the model, deadline and concurrency its own
-    environment sets, whatever the environment was when the definitions were first imported."""
-    from hypograph.llm import LLMConfig
-    from resources.llm import SETTINGS
-
-    config = LLMConfig.from_env()
-    return {k: getattr(config, k) for k in ("model", "base_url", *SETTINGS) if getattr(config, k) is not None}
-
-
 def observe_case(root: Path) -> None:
     """Register a case package (its new revision becomes a partition) and record its version."""
     from assets.sources import observe

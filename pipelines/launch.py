@@ -23,27 +23,15 @@ TAGS = {"hypograph/launched_by": "cli"}  # what tells a command's run from a UI 
 def run_config(settings: dict[str, BaseModel] | None = None, offline: bool | None = None, log_level: str = "CRITICAL"):
     """Run config setting each product's settings resource (``{"proximity": ProximitySettings(…)}``;
     fields left None keep the resource's default) and the LLM switch, as the Launchpad does;
-    ``offline=None`` keeps the model the environment configures."""
+    ``offline=None`` keeps what the environment configures."""
     config = {
         name: {"config": {k: getattr(model, k) for k in type(model).model_fields if getattr(model, k) is not None}}
         for name, model in (settings or {}).items()
     }
-    llm = {**_endpoint_from_environment(), **({"offline": offline} if offline is not None else {})}
-    if llm:
-        config["llm"] = {"config": llm}
+    if offline is not None:  # else the environment's (resources/llm.py reads it when a step runs)
+        config["llm"] = {"config": {"offline": offline}}
     loggers = {"console": {"config": {"log_level": log_level}}, "step_stages": {}}  # steps: the CLI's stage lines
     return {"resources": config, "loggers": loggers}
-
-
-def _endpoint_from_environment() -> dict:
-    """The model settings this process's environment names now (never the key, which the resource
-    reads from its variable): a command runs with the model, deadline and concurrency its own
-    environment sets, whatever the environment was when the definitions were first imported."""
-    from hypograph.llm import LLMConfig
-    from resources.llm import SETTINGS
-
-    config = LLMConfig.from_env()
-    return {k: getattr(config, k) for k in ("model", "base_url", *SETTINGS) if getattr(config, k) is not None}
 
 
 def execute(
