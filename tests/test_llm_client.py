@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -344,12 +345,25 @@ def test_persistent_server_error_raises_after_retries(stub, make_client, state):
     assert not cache_entries(state), "an endpoint failure is not cached"
 
 
-def test_a_missed_deadline_is_an_outage_without_a_retry(llm_server, llm_env, make_client):
+def test_a_missed_deadline_is_an_outage_without_a_retry(llm_server, llm_env, make_client, state):
     llm_env(llm_server, timeout=0.5, max_retries=1)
     llm_server.always(slow(3, GOOD))
+    started = time.monotonic()
     with pytest.raises(HypographError, match="no answer within the deadline of 0.5 s"):
         make_client().ask(question())
+    assert time.monotonic() - started < 1.5
     assert len(llm_server.requests) == 1  # the server may still be generating: a retry would queue
+    time.sleep(1)  # and none is sent later either, by the request left behind
+    assert len(llm_server.requests) == 1
+    [record] = [json.loads(t.read_text()) for t in trace_files(state)]
+    assert record["outcome"] == "error" and record["error"] == "no complete answer within 0.5 s"
+
+
+def test_retry_after_is_honoured_before_the_retry(stub, make_client):
+    stub.script(rate_limited("1"), answer(GOOD))
+    started = time.monotonic()
+    assert make_client().ask(question()) == Score(**GOOD)
+    assert len(stub.requests) == 2 and time.monotonic() - started >= 0.95
 
 
 def test_unreachable_endpoint_raises_a_clear_error(llm_env, make_client, state):
@@ -471,7 +485,7 @@ def test_endpoint_description_hides_credentials_in_the_url():
 
 
 def test_placeholder_keys_of_local_servers_are_not_redacted_from_text():
-    from hypograph.llm.client import _redact
+    from hypograph.llm.trace import redact
 
-    assert _redact("served by ollama", LLMConfig(api_key="ollama")) == "served by ollama"
-    assert _redact("key sk-real-123456 leaked", LLMConfig(api_key="sk-real-123456")) == "key *** leaked"
+    assert redact("served by ollama", LLMConfig(api_key="ollama")) == "served by ollama"
+    assert redact("key sk-real-123456 leaked", LLMConfig(api_key="sk-real-123456")) == "key *** leaked"

@@ -19,7 +19,8 @@ from pydantic import BaseModel
 
 from hypograph.errors import HypographError
 from hypograph.llm import LLMClient, LLMConfig, Rejected
-from hypograph.llm.client import Request, _new_run_dir, _redact, _safe, untrusted
+from hypograph.llm.client import Request, untrusted
+from hypograph.llm.trace import new_run_dir, redact, safe_name
 
 
 class Score(BaseModel):
@@ -295,7 +296,7 @@ def test_run_folders_number_after_the_last_run_digits(tmp_path):
     today = dt.date.today().isoformat()
     for name in (f"{today}_run1run7", f"{today}_runXrun9", f"{today}_run03", "2001-01-01_run44", f"{today}_runs"):
         (tmp_path / name).mkdir()
-    assert _new_run_dir(tmp_path) == tmp_path / f"{today}_run10"
+    assert new_run_dir(tmp_path) == tmp_path / f"{today}_run10"
 
 
 def test_a_run_folder_taken_meanwhile_is_skipped(tmp_path, monkeypatch):
@@ -303,13 +304,13 @@ def test_a_run_folder_taken_meanwhile_is_skipped(tmp_path, monkeypatch):
     for n in (1, 2):
         (tmp_path / f"{today}_run{n:02d}").mkdir()
     monkeypatch.setattr(Path, "glob", lambda self, pattern: iter([]))  # another process made them after we looked
-    assert _new_run_dir(tmp_path) == tmp_path / f"{today}_run03"
+    assert new_run_dir(tmp_path) == tmp_path / f"{today}_run03"
 
 
 def test_safe_names_keep_letters_digits_and_dot_dash_underscore():
-    assert _safe("Item-One_v2.json") == "Item-One_v2.json"
-    assert _safe("a b/c:d") == "a_b_c_d"
-    assert _safe("X" * 100) == "X" * 80
+    assert safe_name("Item-One_v2.json") == "Item-One_v2.json"
+    assert safe_name("a b/c:d") == "a_b_c_d"
+    assert safe_name("X" * 100) == "X" * 80
 
 
 # -- validation errors fed back -------------------------------------------------------------------------
@@ -389,4 +390,4 @@ def test_untrusted_without_attributes():
 @pytest.mark.parametrize("key, redacted", [("abc", True), ("ab", False), ("sk-abcdef", True), ("EMPTY", False)])
 def test_keys_of_three_characters_or_more_are_redacted(key, redacted):
     text = f"before {key} after"
-    assert _redact(text, LLMConfig(api_key=key)) == ("before *** after" if redacted else text)
+    assert redact(text, LLMConfig(api_key=key)) == ("before *** after" if redacted else text)

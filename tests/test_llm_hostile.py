@@ -30,7 +30,7 @@ from pydantic import SecretStr
 
 from hypograph.hypotheses import Hypothesis
 from hypograph.llm import LLMClient, LLMConfig, usage_line
-from hypograph.llm.client import answer_budget, wire_schema
+from hypograph.llm.budget import answer_budget, wire_schema
 from hypograph.proximity.adjudicate import AdjudicationSettings, PairJudgements, adjudicate
 from hypograph.proximity.cluster_names import name_clusters
 from hypograph.proximity.communities import Clusters
@@ -194,6 +194,20 @@ def test_a_batch_cut_off_below_what_its_schema_admits_is_asked_in_halves_and_a_r
     assert llm_server.requests == [] and again.usage.cached == 3 and again.usage.cached_rejected == 1
 
 
+def test_a_huge_answer_writes_a_bounded_trace(llm_server, tmp_path):
+    """A server that ignores the budget and sends megabytes: rejected as invalid, and each trace
+    keeps the first TRACE_TEXT characters of it, saying how many more there were."""
+    from hypograph.llm.trace import TRACE_TEXT
+
+    huge = '{"decisions": [' + " " * 3_000_000
+    llm_server.always(answer(huge))
+    assert_flagged(judge(client(llm_server, tmp_path, validation_retries=0)), "rejected")
+    files = sorted((tmp_path / "state" / "traces").glob("*/*/*.json"))
+    assert len(files) == 2 and all(p.stat().st_size < 3 * TRACE_TEXT for p in files)
+    response = json.loads(files[0].read_text())["response"]
+    assert response == huge[:TRACE_TEXT] + f" […{len(huge) - TRACE_TEXT} more characters]"
+
+
 def test_a_runaway_answer_cut_off_beyond_what_its_schema_admits_is_rejected_not_halved(llm_server, tmp_path):
     """Cut off at the schema's longest answer and again at twice that, the answer is no answer of
     the schema's (a model repeating itself): rejected after the doubled re-ask, and not halved."""
@@ -337,7 +351,7 @@ def test_a_case_prompt_over_the_context_is_no_outage_retried_for_rounds(llm_serv
 
 def test_a_budget_larger_than_the_context_leaves_is_lowered_to_what_it_leaves(llm_server, tmp_path):
     llm_server.always(adjudication_responder("KEEP"))
-    from hypograph.llm.client import estimate_tokens
+    from hypograph.llm.budget import estimate_tokens
     from hypograph.proximity.adjudicate import _request
 
     schema_budget = answer_budget(wire_schema(PairJudgements.model_json_schema(), 1), 1)
