@@ -40,10 +40,13 @@ demo: $(VENV)/.installed
 	@echo
 	@echo "Browse the runs, lineage and checks of every input: make ui"
 
+# The suite on $(WORKERS) pytest-xdist workers (make test WORKERS=0: one process), each test file
+# on one worker (its module fixtures built once), each worker with its own Dagster instance.
+WORKERS ?= 2
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile
 
 # The Dagster web UI and daemon on 127.0.0.1:$(PORT) (make ui PORT=3001), on the instance the CLI
 # writes to ($$DAGSTER_HOME, else ~/.hypograph/dagster); $(INPUTS) are registered first. A busy

@@ -12,7 +12,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -41,7 +40,6 @@ from hypograph.proximity.cluster_names import name_clusters
 from hypograph.proximity.communities import Clusters
 from hypograph.proximity.dupes import DuplicatePair
 
-REPO = Path(__file__).resolve().parent.parent
 DECIDER = f"model:{MODEL}"
 SEED_KEYS = {"pair", "similarity", "verdict", "rationale", "recommended_action", "decided_by"}
 
@@ -547,16 +545,10 @@ def prox_run(run, capsys) -> Path:
 
 
 def prox_subprocess(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    from cli_helper import prox as prox_command
+
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("HYPOGRAPH_LLM", "OPENAI_"))}
-    return subprocess.run(
-        [sys.executable, "-m", "hypograph.prox_cli", *args],
-        cwd=REPO,
-        env={**clean, **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,  # the callers assert the exit code
-    )
+    return prox_command(*args, env={**clean, **env}, timeout=60)
 
 
 def read_proximity(run: Path, name: str):
@@ -710,21 +702,15 @@ def test_proximity_job_with_an_unreachable_endpoint_completes_offline(run, llm_o
 def test_the_summary_names_a_persons_verdict_on_a_pair_that_is_no_duplicate(tmp_path):
     """A MERGE recorded for a pair below the dupe threshold is applied (verdicts.json); the run's
     summary says so, where the duplicate-pair list would not show it."""
-    from conftest import EXAMPLE_RUN, VENV_BIN, copy_tree, offline_env
+    from cli_helper import in_process
+    from conftest import EXAMPLE_RUN, copy_tree
 
     root = copy_tree(EXAMPLE_RUN, tmp_path / "run")
     write_review(
         root,
         [{"pair": ["H-0001", "H-0030"], "verdict": "MERGE", "rationale": "the same claim to me", "reviewer": "ana"}],
     )
-    proc = subprocess.run(
-        [str(VENV_BIN / "hypograph"), "proximity", str(root), "--llm", "offline"],
-        capture_output=True,
-        text=True,
-        env=offline_env(),
-        timeout=600,
-        check=False,
-    )
+    proc = in_process("proximity", root, "--llm", "offline")
     assert proc.returncode == 0, proc.stderr
     dupes = {frozenset((p["a"], p["b"])) for p in json.loads((root / "proximity" / "dupes.json").read_text())}
     assert frozenset(("H-0001", "H-0030")) not in dupes

@@ -18,7 +18,8 @@ from types import SimpleNamespace
 
 import pytest
 import services
-from conftest import EXAMPLE_RUN, EXAMPLE_VAULT, VENV_BIN, copy_tree, offline_env
+from cli_helper import HYPOGRAPH, start_hypograph
+from conftest import EXAMPLE_RUN, EXAMPLE_VAULT, copy_tree, offline_env
 from test_ui import free_port, wait_for_code_location
 
 CHROMIUM = next(
@@ -65,16 +66,10 @@ def ui(tmp_path_factory):
     env = {**offline_env(), "DAGSTER_HOME": str(base / "home")}
     port = free_port()
     # the UI registers both inputs and starts while the CLI runs (the instance serializes its creation)
-    process = services.start([VENV_BIN / "hypograph", "ui", vault, run, "--port", port], base / "ui.log", env)
+    process = services.start([HYPOGRAPH, "ui", vault, run, "--port", port], base / "ui.log", env)
     try:
         cli = [
-            subprocess.Popen(
-                [VENV_BIN / "hypograph", job, root, "--llm", "offline"],
-                env=env,
-                text=True,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-            )
+            start_hypograph(job, root, "--llm", "offline", env=env, stdout=subprocess.DEVNULL)
             for job, root in (("structure", vault), ("proximity", run))
         ]
         for command in cli:

@@ -16,7 +16,8 @@ import time
 
 import pytest
 import services
-from conftest import REPO, VENV_BIN, copy_tree, offline_env
+from cli_helper import HYPOGRAPH
+from conftest import REPO, copy_tree, offline_env
 from dagster import DagsterInstance, DagsterRunStatus
 from library_stub import AtomServer, LibraryModel, OpenAlexServer, behavior
 from llm_stub import MODEL, configure_llm_env, llm_server  # noqa: F401  (fixture)
@@ -64,7 +65,7 @@ def ui(tmp_path, llm_server, monkeypatch):
     assert main(["batch", str(roots[3]), "--into", str(roots[1])]) == 0  # the case now names its vault
     env = {**offline_env(), "DAGSTER_HOME": str(home), "HYPOGRAPH_LLM_MODEL": MODEL}
     port = free_port()
-    process = services.start([VENV_BIN / "hypograph", "ui", *roots, "--port", port], tmp_path / "ui.log", env)
+    process = services.start([HYPOGRAPH, "ui", *roots, "--port", port], tmp_path / "ui.log", env)
     try:
         wait_for_code_location(port, process)
         yield f"http://127.0.0.1:{port}", home, tmp_path

@@ -10,13 +10,13 @@ failing or not. Skipped where no Chromium binary exists (`apt-get install chromi
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import services
-from conftest import EXAMPLE_RUN, EXAMPLE_VAULT, VENV_BIN, copy_tree, offline_env
+from cli_helper import HYPOGRAPH, in_process
+from conftest import EXAMPLE_RUN, EXAMPLE_VAULT, copy_tree, offline_env
 from test_browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, expect_visible
 from test_ui import free_port, wait_for_code_location
 
@@ -31,17 +31,10 @@ def demo(tmp_path_factory):
     run, vault = copy_tree(EXAMPLE_RUN, base / "run"), copy_tree(EXAMPLE_VAULT, base / "vault")
     env = {**offline_env(), "DAGSTER_HOME": str(base / "home")}
     for job, root in (("proximity", run), ("structure", vault)):
-        done = subprocess.run(
-            [VENV_BIN / "hypograph", job, root, "--llm", "offline"],
-            check=False,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        done = in_process(job, root, "--llm", "offline", env=env)  # the command's runs, in this process
         assert done.returncode == 0, done.stderr
     port = free_port()
-    process = services.start([VENV_BIN / "hypograph", "ui", "--port", port], base / "ui.log", env)
+    process = services.start([HYPOGRAPH, "ui", "--port", port], base / "ui.log", env)
     try:
         wait_for_code_location(port, process)
         yield SimpleNamespace(url=f"http://127.0.0.1:{port}", run=run, vault=vault, log=base / "ui.log")

@@ -12,9 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLE_RUN, EXAMPLE_VAULT, REPO, VENV_BIN, copy_tree, offline_env, snapshot
+from cli_helper import HYPOGRAPH as _HYPOGRAPH
+from cli_helper import hypograph, in_process
+from conftest import EXAMPLE_RUN, EXAMPLE_VAULT, REPO, copy_tree, offline_env, snapshot
 
-HYPOGRAPH = str(VENV_BIN / "hypograph")
+HYPOGRAPH = str(_HYPOGRAPH)
 HEAVY = ("dagster", "numpy", "scipy", "sklearn", "pydantic")
 
 
@@ -119,13 +121,8 @@ def test_vault_commands_in_a_terminal_print_their_stage_and_start_no_run(tmp_pat
 
 def test_create_node_refuses_a_body_without_frontmatter_in_one_line(tmp_path):
     vault = copy_tree(EXAMPLE_VAULT, tmp_path / "vault")
-    proc = subprocess.run(
-        [HYPOGRAPH, "create-node", str(vault), "--type", "hypothesis", "--title", "Bare"],
-        input="Just a sentence.\n",
-        capture_output=True,
-        check=False,
-        text=True,
-        env=env(tmp_path),
+    proc = hypograph(
+        "create-node", vault, "--type", "hypothesis", "--title", "Bare", stdin="Just a sentence.\n", env=env(tmp_path)
     )
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1 and "no frontmatter" in proc.stderr, proc.stderr
@@ -204,18 +201,10 @@ def test_structure_check_failure_names_the_node_and_reason(tmp_path):
 
     vault = copy_tree(EXAMPLE_VAULT, tmp_path / "vault")
     environ = env(tmp_path)
-    done = subprocess.run(
-        [HYPOGRAPH, "structure", str(vault), "--llm", "offline"], check=False, capture_output=True, env=environ
-    )
-    assert done.returncode == 0
+    done = in_process("structure", vault, "--llm", "offline", env=environ)  # structured: not what is tested
+    assert done.returncode == 0, done.stderr
     cluster_with_one_member(Editor(vault))
-    proc = subprocess.run(
-        [HYPOGRAPH, "structure", str(vault), "--llm", "offline"],
-        capture_output=True,
-        check=False,
-        text=True,
-        env=environ,
-    )
+    proc = hypograph("structure", vault, "--llm", "offline", env=environ)
     assert proc.returncode == 1
     lines = proc.stderr.splitlines()
     assert lines[0].startswith("hypograph structure: check "), lines
@@ -228,14 +217,7 @@ def test_ui_on_a_busy_port_is_one_line_and_starts_nothing(tmp_path):
         busy.listen()
         port = busy.getsockname()[1]
         started = time.perf_counter()
-        proc = subprocess.run(
-            [HYPOGRAPH, "ui", "--port", str(port)],
-            capture_output=True,
-            check=False,
-            text=True,
-            env=env(tmp_path),
-            timeout=60,
-        )
+        proc = hypograph("ui", "--port", port, env=env(tmp_path), timeout=60)
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1 and f"127.0.0.1:{port} is busy" in proc.stderr, proc.stderr
     assert time.perf_counter() - started < 30  # refused before the webserver or daemon started

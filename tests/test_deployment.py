@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_helper import in_process
 from conftest import (
     EXAMPLE_RUN,
     EXAMPLE_VAULT,
@@ -35,17 +36,6 @@ def four_inputs(base: Path) -> list[Path]:
         copy_tree(EXAMPLE_VAULT, base / "vault"),
         *(copy_tree(SHARED_VAULTS / name, base / name) for name in ("covid1", "eggs1")),
     ]
-
-
-def hypograph(*args, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(VENV_BIN / "hypograph"), *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,  # the callers assert the exit code
-    )
 
 
 def test_a_run_for_one_input_never_touches_another(tmp_path):
@@ -78,7 +68,7 @@ def test_an_unknown_input_or_a_vanished_folder_is_refused_in_one_line(tmp_path):
 def test_hypograph_add_registers_inputs_in_the_shared_instance(tmp_path):
     env = {**offline_env(), "DAGSTER_HOME": str(tmp_path / "home")}
     inputs = four_inputs(tmp_path / "inputs")
-    result = hypograph("add", *inputs, env=env)
+    result = in_process("add", *inputs, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
         f"{p.name}: {'run-dir' if p.name == 'run' else 'vault'} {p.resolve()}" for p in inputs
@@ -86,7 +76,7 @@ def test_hypograph_add_registers_inputs_in_the_shared_instance(tmp_path):
     with DagsterInstance.from_config(str(tmp_path / "home")) as instance:
         assert sorted(instance.get_dynamic_partitions("hypothesis_inputs")) == sorted(p.name for p in inputs)
         assert sorted(instance.get_dynamic_partitions("vaults")) == ["covid1", "eggs1", "vault"]
-    again = hypograph("add", *inputs, env=env)
+    again = in_process("add", *inputs, env=env)
     assert again.stdout == result.stdout  # idempotent
 
 
@@ -95,7 +85,7 @@ def test_backfill_of_proximity_across_every_input_runs_with_the_daemon(tmp_path)
     home = tmp_path / "home"
     env = {**offline_env(), "DAGSTER_HOME": str(home)}
     inputs = four_inputs(tmp_path / "inputs")
-    assert hypograph("add", *inputs, env=env).returncode == 0
+    assert in_process("add", *inputs, env=env).returncode == 0
     with open(tmp_path / "daemon.log", "w") as log:  # the daemon writes to its own copy of the descriptor
         daemon = subprocess.Popen(
             [str(VENV_BIN / "dagster-daemon"), "run", "-w", "workspace.yaml"],

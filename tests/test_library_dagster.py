@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
 import pytest
-from conftest import VENV_BIN, offline_env
+from cli_helper import in_process
+from conftest import offline_env
 from dagster import DagsterInstance, DagsterRunStatus
 from library_stub import AtomServer, LibraryModel, behavior
 from llm_stub import llm_env, llm_server  # noqa: F401  (fixtures)
@@ -35,25 +35,7 @@ def test_hypograph_library_runs_each_round_as_a_partition(tmp_path, llm_server, 
     llm_server.always(model)
     root = tmp_path / "lib"
     root.mkdir()
-    out = subprocess.run(
-        [
-            str(VENV_BIN / "hypograph"),
-            "library",
-            str(root),
-            "--topic",
-            TOPIC,
-            "--rounds",
-            "5",
-            "--n-behaviors",
-            "3",
-            "--no-web",
-        ],
-        capture_output=True,
-        text=True,
-        env=cli_env,
-        timeout=300,
-        check=False,
-    )
+    out = in_process("library", root, "--topic", TOPIC, "--rounds", "5", "--n-behaviors", "3", "--no-web", env=cli_env)
     assert out.returncode == 0, out.stderr
     assert "stopped early: r0003" in out.stdout
     assert [b.statement for b in read_library(root)[0].behaviors] == [S1, S2, S3, S4]
@@ -66,14 +48,7 @@ def test_hypograph_library_runs_each_round_as_a_partition(tmp_path, llm_server, 
     assert all(r.status == DagsterRunStatus.SUCCESS for r in runs if r.job_name == "library_round")
     # A second invocation of round 1..3 is served from the rounds' state: no model call.
     calls = len(llm_server.requests)
-    again = subprocess.run(
-        [str(VENV_BIN / "hypograph"), "library", str(root), "--report"],
-        capture_output=True,
-        text=True,
-        env=cli_env,
-        timeout=120,
-        check=False,
-    )
+    again = in_process("library", root, "--report", env=cli_env)
     assert again.returncode == 0 and "behaviors added" in again.stdout and len(llm_server.requests) == calls
 
 

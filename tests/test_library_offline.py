@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, offline_env, snapshot
+from cli_helper import hypograph, in_process
+from conftest import REPO, snapshot
 from library_stub import LibraryRun, run_library
 
 from hypograph.errors import HypographError
@@ -315,25 +314,19 @@ def test_report_offline_on_a_library_without_rounds(lib):
     assert "Promotion is manual" in r.text()
 
 
-def cli(*args, cwd=REPO):
-    return subprocess.run(
-        [sys.executable, "-m", "hypograph_cli.main", "library", *map(str, args)],
-        capture_output=True,
-        check=False,
-        text=True,
-        env={**offline_env(), "PYTHONPATH": str(REPO)},
-        cwd=cwd,
-        timeout=120,
-    )
+def cli(*args):
+    """``hypograph library ARGS`` as a user runs it (exit code and one-line errors as a process shows them)."""
+    return hypograph("library", *args, timeout=120)
 
 
 def test_cli_check_report_and_one_line_errors(lib):
-    ok = cli(lib, "--check")
+    # what --check and --report print: the command's main, in this process
+    ok = in_process("library", lib, "--check")
     assert ok.returncode == 0 and ok.stdout.count("ok  ") == 4
     edit(lib, lambda r: r["behaviors"][0].pop("impact"))
-    bad = cli(lib, "--check")
+    bad = in_process("library", lib, "--check")
     assert bad.returncode == 1 and "B1: behavior has no impact" in bad.stdout
-    rep = cli(lib, "--report", "--json")
+    rep = in_process("library", lib, "--report", "--json")
     assert rep.returncode == 0 and json.loads(rep.stdout)["totals"]["behaviors"] == 3
     given = cli(lib, "--topic", "LLM sycophancy", "--behavior-source", "given")
     assert given.returncode == 1 and given.stderr.count("\n") == 1 and "needs a behavior" in given.stderr

@@ -341,36 +341,15 @@ def test_landscape_gaps_ground_generation_and_only_known_gap_ids_are_accepted(tm
 
 
 def test_the_cli_runs_rounds_prints_the_report_and_notes_an_ignored_mode(tmp_path, llm_server, llm_env):
-    import subprocess
-    import sys
-
-    from conftest import REPO, offline_env
+    from cli_helper import in_process
+    from conftest import offline_env
 
     env_vars = llm_env(llm_server, timeout=5.0)
     llm_server.always(LibraryModel(rounds=[{"behaviors": [behavior(S1, tag="cli")]}]))
-    env = {**offline_env(), **env_vars, "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1"}
+    env = {**offline_env(), **env_vars, "NO_PROXY": "127.0.0.1"}
     env.pop("HYPOGRAPH_LLM")
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hypograph_cli.main",
-            "library",
-            str(tmp_path),
-            "--topic",
-            TOPIC,
-            "--mode",
-            "fast",
-            "--no-web",
-            "--n-behaviors",
-            "1",
-        ],
-        capture_output=True,
-        check=False,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    args = ["library", tmp_path, "--topic", TOPIC, "--mode", "fast", "--no-web", "--n-behaviors", "1"]
+    out = in_process(*args, env=env)  # what the command prints: its main, in this process
     assert out.returncode == 0, out.stderr
     assert "--mode 'fast' ignored" in out.stdout and "r0001: generated 1B/4M" in out.stdout
     assert "behaviors added 1 / total 1" in out.stdout and read_library(tmp_path)[0].behaviors[0].id == "B1"

@@ -2,10 +2,10 @@
 applied as a deliberate exception (the absorbed node leaves its cluster, said in the cluster's
 body, the structure map and the CLI summary) or refused loudly, never silently ignored.
 
-Driven through the ``hypograph`` CLI as a user would: structure the example vault (H-12 "Nile
-flood agriculture…" and H-13 "Nile flood farming…" end in different clusters; at 0.78 with the
-seed's vectorizer they are not even a duplicate pair, and a person's MERGE still applies), record
-the MERGE, structure again.
+Driven through the ``hypograph`` command as a user would (its ``main``, in this process:
+tests/cli_helper.py): structure the example vault (H-12 "Nile flood agriculture…" and H-13 "Nile
+flood farming…" end in different clusters; at 0.78 with the seed's vectorizer they are not even a
+duplicate pair, and a person's MERGE still applies), record the MERGE, structure again.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from cli_helper import in_process
 from conftest import EXAMPLE_VAULT, copy_tree
-from test_structure import clusters, failures, hypograph, hypotheses, members
+from test_structure import clusters, failures, hypotheses, members
 
 from hypograph.llm import OfflinePolicy
 from hypograph.proximity.adjudicate import Decision
@@ -54,7 +55,7 @@ def cluster_of(root: Path, h_id: str) -> str | None:
 def structured(tmp_path_factory):
     """The example vault structured once, offline, through the CLI."""
     root = copy_tree(EXAMPLE_VAULT, tmp_path_factory.mktemp("by-hand") / "vault")
-    proc = hypograph("structure", root, "--llm", "offline")
+    proc = in_process("structure", root, "--llm", "offline")
     assert proc.returncode == 0, proc.stderr
     assert "wait for your review" in proc.stdout
     return root
@@ -66,7 +67,7 @@ def merged(structured, tmp_path_factory):
     before = {h: cluster_of(root, h) for h in ("H-12", "H-13")}
     left = [m for m in members(clusters(root)[before["H-13"]]) if m != "H-13"]
     review(root, "H-12", "H-13")
-    proc = hypograph("structure", root, "--llm", "offline")
+    proc = in_process("structure", root, "--llm", "offline")
     assert proc.returncode == 0, proc.stderr
     return root, before, left, proc
 
@@ -99,15 +100,15 @@ def test_a_human_merge_of_clustered_hypotheses_is_applied(merged):
 
 def test_structuring_again_changes_nothing(merged, tmp_path):
     root = full_copy(merged[0], tmp_path / "vault")
-    proc = hypograph("structure", root, "--llm", "offline")
+    proc = in_process("structure", root, "--llm", "offline")
     assert proc.returncode == 0, proc.stderr
     assert "nothing to change" in proc.stdout and "H-12/H-13" not in proc.stdout
 
 
 def test_a_merge_unmerged_by_hand_is_refused_loudly(merged, tmp_path):
     root = full_copy(merged[0], tmp_path / "vault")
-    assert hypograph("unmerge", root, "H-13").returncode == 0  # review.json still says MERGE
-    proc = hypograph("structure", root, "--llm", "offline")
+    assert in_process("unmerge", root, "H-13").returncode == 0  # review.json still says MERGE
+    proc = in_process("structure", root, "--llm", "offline")
     assert proc.returncode == 0, proc.stderr
     assert "MERGE H-12/H-13 from proximity/review.json refused: the pair was kept apart by hand" in proc.stdout
     assert hypotheses(root)["H-13"].meta["state"] == "active"
@@ -136,7 +137,7 @@ def test_a_merge_that_would_leave_a_cluster_with_one_member_is_refused(structure
 def test_a_review_naming_no_current_hypothesis_is_reported_not_dropped(structured, tmp_path):
     root = full_copy(structured, tmp_path / "vault")
     review(root, "H-1", "H-99", "KEEP")
-    proc = hypograph("structure", root, "--llm", "offline")
+    proc = in_process("structure", root, "--llm", "offline")
     assert proc.returncode == 0, proc.stderr
     assert (
         "warning: proximity/review.json: KEEP H-1/H-99 decides nothing now: H-99 is not a current hypothesis"

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import services
+from cli_helper import hypograph, start_hypograph
 from conftest import EXAMPLE_RUN, REPO, VENV_BIN, copy_tree, offline_env
 
 DEPLOY_YAML = REPO / "deploy" / "dagster.yaml"
@@ -160,15 +161,9 @@ def test_cli_and_queued_runs_are_recorded_in_postgres(postgres, tmp_path, monkey
     log = tmp_path / "daemon.log"
     daemon = services.start([VENV_BIN / "dagster-daemon", "run", "-w", "workspace.yaml"], log, env, cwd=REPO)
     try:
-        cli = subprocess.Popen(
-            [VENV_BIN / "hypograph", "proximity", by_cli, "--llm", "offline"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )  # meanwhile, the queued one
-        added = subprocess.run([VENV_BIN / "hypograph", "add", by_queue], env=env, timeout=120, check=False)
-        assert added.returncode == 0
+        cli = start_hypograph("proximity", by_cli, "--llm", "offline", env=env)  # meanwhile, the queued one
+        added = hypograph("add", by_queue, env=env, timeout=120)
+        assert added.returncode == 0, added.stderr
         # What the Launchpad's Materialize does: a run of the job on one partition, handed to the queue.
         launch = subprocess.run(
             [

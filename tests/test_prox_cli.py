@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helper import prox
 from conftest import (
     EXAMPLE_RUN,
     EXAMPLE_VAULT,
@@ -18,21 +19,13 @@ from conftest import (
     RUN_IDS,
     VAULT_DUPLICATES,
     VAULT_IDS,
-    VENV_BIN,
     offline_env,
     snapshot,
 )
 
 from hypograph.prox_cli import main as prox_main
 
-PROX = VENV_BIN / "prox"
 CHAIN = ("embed", "graph", "clusters", "dupes")
-
-
-def prox(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(PROX), *map(str, args)], check=False, capture_output=True, text=True, env=offline_env(), timeout=300
-    )
 
 
 def prepare(root: Path, *commands: str) -> None:

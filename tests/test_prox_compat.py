@@ -11,13 +11,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import EXAMPLE_RUN, VENV_BIN, offline_env
+from cli_helper import prox
+from conftest import EXAMPLE_RUN, offline_env
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.metrics.pairwise import cosine_similarity
 
@@ -28,7 +28,6 @@ from hypograph.proximity import graph as graph_module
 from hypograph.proximity.embed import embed
 from hypograph.proximity.graph import similarity_graph
 
-PROX = VENV_BIN / "prox"
 NEAR_COPY = {  # H-0031: H-0004 with a few words changed, a near-duplicate
     "id": "H-0031",
     "title": "Chronic bee paralysis virus spreads among infected colonies in crowded apiaries",
@@ -38,12 +37,6 @@ NEAR_COPY = {  # H-0031: H-0004 with a few words changed, a near-duplicate
     "mechanism": "The pathogen passes by direct contact from infected foragers, so crowded apiaries and robbing "
     "spread it between neighbouring colonies.",
 }
-
-
-def prox(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(PROX), *map(str, args)], check=False, capture_output=True, text=True, env=offline_env(), timeout=300
-    )
 
 
 def run(root: Path, *args: str) -> None:
@@ -176,14 +169,7 @@ def test_a_graph_that_cannot_fit_in_memory_is_refused_in_one_line_with_its_size(
     size and the flag that caps it."""
     run(seed_run, "embed")
     env = {**offline_env(), "HYPOGRAPH_MEMORY_LIMIT": "64K"}
-    result = subprocess.run(
-        [str(PROX), "graph", "--run-dir", str(seed_run), "--threshold", "0"],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    result = prox("graph", "--run-dir", seed_run, "--threshold", "0", env=env)
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr

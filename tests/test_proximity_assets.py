@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import RUN_DUPLICATES, RUN_IDS, VENV_BIN, execute, offline_env, snapshot
+from cli_helper import hypograph, in_process
+from conftest import RUN_DUPLICATES, RUN_IDS, execute, snapshot
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from hypograph.inputs import stored_id
@@ -221,21 +221,12 @@ def test_job_on_bundled_example(request, example):
 # -- sensor -------------------------------------------------------------------------------------
 
 # -- the hypograph CLI --------------------------------------------------------------------------
-
-
-def hypograph(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(VENV_BIN / "hypograph"), *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=offline_env(),
-        timeout=300,
-        check=False,
-    )
+# What a command prints and records: its main, in this process; its one-line errors as a process
+# shows them: the console script (tests/cli_helper.py).
 
 
 def test_hypograph_proximity_prints_summary_and_records_the_run(run_dir):
-    result = hypograph("proximity", run_dir)
+    result = in_process("proximity", run_dir)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert f"{run_dir.resolve()}: 6 hypotheses, 4 edges >= 0.3, 3 clusters (louvain), 2 duplicate pairs" in out
@@ -284,7 +275,7 @@ def test_hypograph_proximity_error_line_names_the_problem(failed_hypograph_run):
 def test_hypograph_proximity_warns_about_each_skipped_file(run_dir):
     for n in (21, 22, 23):  # no "id": skipped, each named
         (run_dir / "hypotheses" / f"H-{n}.json").write_text(json.dumps({"title": f"orphan {n}"}))
-    result = hypograph("proximity", run_dir)
+    result = in_process("proximity", run_dir)
     assert result.returncode == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
     assert len(warnings) == 3 and all(f"H-{n}.json" in w for n, w in zip((21, 22, 23), warnings, strict=True))

@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import VENV_BIN, build_run_dir, build_vault, node_markdown, offline_env, write_vault_node
+from cli_helper import HYPOGRAPH, PROX, hypograph, in_process, prox, run, start_hypograph
+from conftest import build_run_dir, build_vault, node_markdown, offline_env, write_vault_node
 
 from hypograph.errors import HypographError
 from hypograph.hypotheses import load_corpus
@@ -70,25 +71,6 @@ def one_line(message: str, *fragments: str) -> None:
     assert "\n" not in message.strip() and "Traceback" not in message, message
     for fragment in fragments:
         assert fragment in message, (fragment, message)
-
-
-def run(*args, env: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(a) for a in args],
-        capture_output=True,
-        text=True,
-        env=env or offline_env(),
-        timeout=timeout,
-        check=False,  # the callers assert the exit code (many expect a refusal)
-    )
-
-
-def prox(*args) -> subprocess.CompletedProcess:
-    return run(VENV_BIN / "prox", *args)
-
-
-def hypograph(*args, env: dict | None = None) -> subprocess.CompletedProcess:
-    return run(VENV_BIN / "hypograph", *args, env=env)
 
 
 def failed_in_one_line(result: subprocess.CompletedProcess, *fragments: str) -> None:
@@ -311,10 +293,7 @@ def test_long_cjk_question_carves_every_cluster(tmp_path):
 def test_two_structure_runs_at_once_on_a_fresh_instance(tmp_path):
     root = sound_vault(tmp_path / "vault")
     env = {**offline_env(), "DAGSTER_HOME": str(tmp_path / "fresh-dagster-home")}
-    args = [str(VENV_BIN / "hypograph"), "structure", str(root), "--llm", "offline"]
-    procs = [
-        subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)
-    ]
+    procs = [start_hypograph("structure", root, "--llm", "offline", env=env) for _ in range(2)]
     results = [p.communicate(timeout=600) + (p.returncode,) for p in procs]
     assert any(code == 0 for _, _, code in results), results
     for _, stderr, code in results:
@@ -377,7 +356,7 @@ def test_prox_embed_skips_each_malformed_file_with_a_warning(tmp_path):
 
 def test_hypograph_proximity_prints_the_same_warnings(tmp_path):
     root = bad_run_dir(tmp_path / "run")
-    result = hypograph("proximity", root, "--llm", "offline")
+    result = in_process("proximity", root, "--llm", "offline")  # what it prints, not how its process ends
     assert result.returncode == 0, result.stderr
     assert_each_bad_file_warned(result.stderr)
     assert (root / ".hypograph" / "assets" / "hypothesis_texts.json").is_file()
@@ -499,11 +478,11 @@ def test_read_only_vault_is_one_line(tmp_path, vault):
         pytest.skip("needs unshare and mount (a private read-only bind mount)")
     before = tree(vault)
     failed_in_one_line(
-        read_only(vault, VENV_BIN / "prox", "embed", "--run-dir", vault), "proximity/embedding", "Read-only file system"
+        read_only(vault, PROX, "embed", "--run-dir", vault), "proximity/embedding", "Read-only file system"
     )
-    failed_in_one_line(read_only(vault, VENV_BIN / "hypograph", "unmerge", vault, "H-5"), "structure.lock", "Read-only")
+    failed_in_one_line(read_only(vault, HYPOGRAPH, "unmerge", vault, "H-5"), "structure.lock", "Read-only")
     failed_in_one_line(
-        read_only(vault, VENV_BIN / "hypograph", "structure", vault, "--llm", "offline"),
+        read_only(vault, HYPOGRAPH, "structure", vault, "--llm", "offline"),
         str(vault),
         "cannot write (Read-only file system)",
     )

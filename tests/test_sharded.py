@@ -9,6 +9,7 @@ import subprocess
 
 import numpy as np
 import pytest
+from cli_helper import in_process
 from conftest import REPO, VENV_BIN, copy_tree, execute, offline_env, write_json_hypothesis
 
 from hypograph.proximity import knn, shards, store
@@ -126,9 +127,8 @@ def test_a_sharded_run_on_the_multiprocess_executor_writes_the_unsharded_graph(t
     copy_tree(sharded_dir, whole_dir)
     home.mkdir()
     env = {**offline_env(), "DAGSTER_HOME": str(home), "HYPOGRAPH_EXECUTOR": "multiprocess"}
-    added = subprocess.run(
-        [str(VENV_BIN / "hypograph"), "add", sharded_dir], env=env, check=True, capture_output=True, text=True
-    )
+    added = in_process("add", sharded_dir, env=env)
+    assert added.returncode == 0, added.stderr
     key = added.stdout.split(":")[0]  # "sharded: run-dir /…/sharded"
     config = {"resources": {"proximity": {"config": {"shards": 3}}}, "execution": {"config": {"max_concurrent": 2}}}
     done = subprocess.run(
@@ -175,14 +175,7 @@ def test_a_sharded_run_on_the_multiprocess_executor_writes_the_unsharded_graph(t
 def test_an_in_process_run_keeps_its_ranges_in_memory(tmp_path, run_dir):
     """The default run (one process) writes no shard files: nothing piles up run after run."""
     env = {**offline_env(), "DAGSTER_HOME": str(tmp_path / "home")}
-    done = subprocess.run(
-        [str(VENV_BIN / "hypograph"), "proximity", str(run_dir)],
-        env=env,
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = in_process("proximity", run_dir, env=env)  # the command's run, on the default executor
     assert done.returncode == 0, done.stderr[-2000:]
     assert (run_dir / "proximity" / "graph.json").exists()
     assert list((tmp_path / "home").rglob("*similarity_shard*")) == []

@@ -12,7 +12,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLE_VAULT, SHARED_VAULTS, VENV_BIN, copy_tree, offline_env, snapshot
+from cli_helper import hypograph
+from conftest import EXAMPLE_VAULT, SHARED_VAULTS, copy_tree, snapshot
 
 from hypograph.atomic import write_json
 from hypograph.structure.baseline import BASELINE, read_baseline
@@ -97,14 +98,8 @@ def check_report(output: str) -> dict[int, list[str]]:
 
 
 def hypograph_check(root: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(VENV_BIN / "hypograph"), "check", str(root)],
-        capture_output=True,
-        text=True,
-        env=offline_env(),
-        timeout=120,
-        check=False,  # the tests assert the exit code
-    )
+    """``hypograph check ROOT`` as a user runs it (its exit code and streams are what is tested)."""
+    return hypograph("check", root, timeout=120)
 
 
 # -- the real vaults pass unchanged ---------------------------------------------------------------

@@ -14,19 +14,17 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from cli_helper import hypograph, in_process
 from conftest import (
     EXAMPLE_VAULT,
     RECORDED_STRUCTURE,
     SHARED_VAULTS,
-    VENV_BIN,
     copy_tree,
     execute,
     node_markdown,
-    offline_env,
     snapshot,
     structure_record,
 )
@@ -71,28 +69,6 @@ REAL_VAULTS = ("covid1", "eggs1")
 
 
 # -- running and reading ----------------------------------------------------------------------------
-
-
-def hypograph(*args: str | Path) -> subprocess.CompletedProcess:
-    """The ``hypograph`` CLI in a subprocess, offline."""
-    return subprocess.run(
-        [str(VENV_BIN / "hypograph"), *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=offline_env(),
-        timeout=600,
-        check=False,  # the tests assert the exit code
-    )
-
-
-def start_structure(root: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [str(VENV_BIN / "hypograph"), "structure", str(root), "--llm", "offline"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=offline_env(),
-    )
 
 
 def run_job(root: Path, offline: bool = True):
@@ -231,18 +207,16 @@ def build_bee_vault(root: Path) -> Path:
 @pytest.fixture(scope="module")
 def cli_runs(tmp_path_factory):
     """``hypograph structure --llm offline`` on copies of the example vault and both real vaults,
-    run concurrently. name -> (root, snapshot before, completed process)."""
+    through the command's ``main`` in this process (the console script's run of the same commands
+    is tests/test_golden_outputs.py's). name -> (root, snapshot before, completed process)."""
     base = tmp_path_factory.mktemp("cli")
     sources = {"example": EXAMPLE_VAULT, **{name: SHARED_VAULTS / name for name in REAL_VAULTS}}
-    runs = {}
+    out = {}
     for name, src in sources.items():
         if (src / "hypotheses").is_dir():
             root = copy_tree(src, base / name)
-            runs[name] = (root, snapshot(root), start_structure(root))
-    out = {}
-    for name, (root, before, proc) in runs.items():
-        stdout, stderr = proc.communicate(timeout=600)
-        out[name] = (root, before, subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr))
+            before = snapshot(root)
+            out[name] = (root, before, in_process("structure", root, "--llm", "offline"))
     return out
 
 

@@ -13,7 +13,8 @@ import urllib.request
 
 import pytest
 import services
-from conftest import EXAMPLE_LIBRARY, EXAMPLE_VAULT, VENV_BIN, copy_tree, offline_env
+from cli_helper import HYPOGRAPH, in_process
+from conftest import EXAMPLE_LIBRARY, EXAMPLE_VAULT, copy_tree, offline_env
 
 from hypograph.inputs import stored_id
 
@@ -59,17 +60,12 @@ def wait_for_code_location(port: int, process: subprocess.Popen, seconds: float 
 def ui(tmp_path_factory):
     vault = copy_tree(EXAMPLE_VAULT, tmp_path_factory.mktemp("ui") / "vault")
     env = offline_env()
-    subprocess.run(
-        [VENV_BIN / "hypograph", "structure", vault, "--llm", "offline"],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
+    done = in_process("structure", vault, "--llm", "offline", env=env)  # the CLI's runs, in this process
+    assert done.returncode == 0, done.stderr
     port = free_port()
     # SIGINT at its default and a process group of its own: it stops on SIGTERM even when the suite
     # runs as a background job (tests/services.py)
-    process = services.start([VENV_BIN / "hypograph", "ui", vault, "--port", str(port)], vault.parent / "ui.log", env)
+    process = services.start([HYPOGRAPH, "ui", vault, "--port", str(port)], vault.parent / "ui.log", env)
     try:
         yield {**wait_for_code_location(port, process), "port": port, "vault_id": stored_id(vault)}
     finally:
@@ -163,9 +159,8 @@ def test_a_library_round_launched_from_the_ui_on_another_topic_is_refused_in_one
     the guard's line, and the library file is unchanged."""
     library = copy_tree(EXAMPLE_LIBRARY, tmp_path / "library")
     before = (library / "hypothesis_library.json").read_bytes()
-    added = subprocess.run(
-        [VENV_BIN / "hypograph", "add", library], env=offline_env(), check=True, capture_output=True, text=True
-    )
+    added = in_process("add", library)
+    assert added.returncode == 0, added.stderr
     key = added.stdout.split(":")[0] + "/r0001"
     assert graphql(ui["port"], ADD_PARTITION, {"repo": REPOSITORY, "name": "library_rounds", "key": key})
     config = {"resources": {"library": {"config": {"topic": "hallucination in language models", "web": False}}}}
@@ -191,12 +186,8 @@ def test_a_case_batch_launched_from_the_ui_before_a_person_confirmed_waits_in_on
     notes = tmp_path / "notes.txt"
     notes.write_text("The bridge cracked a week after the flood; the inspector found scour at pier 3.\n")
     case = tmp_path / "case"
-    subprocess.run(
-        [VENV_BIN / "hypograph", "case", "new", case, notes, "--question", "Why did the bridge crack?"],
-        env=offline_env(),
-        check=True,
-        capture_output=True,
-    )
+    made = in_process("case", "new", case, notes, "--question", "Why did the bridge crack?")
+    assert made.returncode == 0, made.stderr
     run_id = launch_as_the_ui_does(ui["port"], "case_batch", f"{stored_id(case)}/r0001", {})
     [(step, line)] = step_failures(run_id)
     assert step == "case_interpretation" and line.endswith("(the builder never interprets a case itself)"), line

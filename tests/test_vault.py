@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import SHARED_VAULTS, VENV_BIN, node_markdown, offline_env
+from cli_helper import hypograph, start_hypograph
+from conftest import SHARED_VAULTS, node_markdown, offline_env
 
 from hypograph.errors import HypographError
 from hypograph.vault import mint
@@ -59,18 +60,6 @@ def split(text: str) -> tuple[list[str], str]:
     """(frontmatter lines with their line ends, body) of a node's text."""
     m = re.match(r"---\r?\n(.*?)^---\r?\n", text, re.S | re.M)
     return m.group(1).splitlines(keepends=True), text[m.end() :]
-
-
-def hypograph(*args, stdin: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(VENV_BIN / "hypograph"), *map(str, args)],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=offline_env(),
-        timeout=120,
-        check=False,  # the tests assert the exit code
-    )
 
 
 def node_ids(root: Path, folder: str = "hypotheses") -> list[str]:
@@ -334,13 +323,8 @@ def lock_waiters(lock_file: Path) -> set[int]:
 @pytest.mark.skipif(not Path("/proc/locks").exists(), reason="needs Linux /proc/locks")
 def test_minting_waits_for_the_vault_lock(tmp_path):
     with vault_lock(tmp_path):
-        child = subprocess.Popen(
-            [str(VENV_BIN / "hypograph"), "create-node", str(tmp_path), "--type", "hypothesis", "--title", "Waited"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=offline_env(),
+        child = start_hypograph(
+            "create-node", tmp_path, "--type", "hypothesis", "--title", "Waited", stdin=subprocess.PIPE
         )
         child.stdin.write("---\nstate: active\n---\nBody of {{ID}}\n")  # the CLI wants frontmatter
         child.stdin.close()
