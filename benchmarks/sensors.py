@@ -45,9 +45,9 @@ def measure(cases: int) -> dict[str, float]:
         roots = build(base, cases)
         from dagster import DagsterInstance, SensorResult, build_schedule_context, build_sensor_context
 
+        from assets.sources import partition_requests
         from hypograph.casework.dispatch import due_retries
         from pipelines.definitions import defs
-        from assets.sources import partition_requests
         from resources import Inputs
 
         inputs = Inputs(workspace=str(base / "cases"))
