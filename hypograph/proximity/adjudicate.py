@@ -32,8 +32,8 @@ from hypograph.ids import id_sort_key
 from hypograph.llm.answers import require_one_each
 from hypograph.llm.client import LLMClient, Request, untrusted
 from hypograph.llm.policy import Ask, Policy, policy_for
+from hypograph.proximity.defaults import AUTO_MERGE_THRESHOLD
 from hypograph.proximity.dupes import DuplicatePair
-from hypograph.proximity.settings import AUTO_MERGE_THRESHOLD
 
 Verdict = Literal["MERGE", "KEEP", "FLAG"]
 # Node ids as the seed pipelines mint them; gene names like COX-2 or IL-6 are not ids.

@@ -14,8 +14,8 @@ import numpy as np
 
 from hypograph.errors import HypographError
 from hypograph.ids import id_sort_key
+from hypograph.proximity.defaults import DEFAULT_DUPE_THRESHOLD
 from hypograph.proximity.graph import SimilarityGraph, check_threshold, similarity_graph
-from hypograph.proximity.settings import DEFAULT_DUPE_THRESHOLD
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol, get_args
 import numpy as np
 
 from hypograph.errors import HypographError
-from hypograph.proximity.settings import Backend
+from hypograph.proximity.defaults import Backend
 
 if TYPE_CHECKING:  # scipy is imported where rows are built or read: prox dupes starts without it
     import scipy.sparse as sp

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hypograph.errors import HypographError
-from hypograph.proximity.settings import DEFAULT_DUPE_THRESHOLD, DEFAULT_MAX_NEIGHBOURS, DEFAULT_THRESHOLD
+from hypograph.proximity.defaults import DEFAULT_DUPE_THRESHOLD, DEFAULT_MAX_NEIGHBOURS, DEFAULT_THRESHOLD
 
 if TYPE_CHECKING:
     from hypograph.proximity import similarity as sim_

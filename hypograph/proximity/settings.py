@@ -10,13 +10,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Backend = Literal["tfidf", "sbert"]
-DEFAULT_THRESHOLD = 0.30  # the seed's graph threshold
-DEFAULT_DUPE_THRESHOLD = 0.80  # the seed's duplicate-pair threshold
-AUTO_MERGE_THRESHOLD = 0.92  # MERGE without a model above this (the seed's adjudication)
-# The cap of the Dagster assets and the library (prox graph's default is no cap, the seed's graph).
-# Chosen by measurement: benchmarks/proximity.py --cap-study (benchmarks/README.md).
-DEFAULT_MAX_NEIGHBOURS = 20
+from hypograph.proximity.defaults import (
+    AUTO_MERGE_THRESHOLD,
+    DEFAULT_DUPE_THRESHOLD,
+    DEFAULT_MAX_NEIGHBOURS,
+    DEFAULT_THRESHOLD,
+    Backend,
+)
+
+__all__ = ["Backend", "ProximitySettings"]
 
 
 class ProximitySettings(BaseModel):
