@@ -4,8 +4,14 @@ the ``hypotheses_changed`` sensor and automation all work from Dagster's own dat
 
 An observation writes nothing. The structure assets report a new version of ``hypotheses``
 themselves when step 4 rewrites a vault's nodes, so their own writes are never taken for a
-person's edit."""
+person's edit.
 
+Evaluating ``inputs_discovered`` writes nothing either (a tick the UI previews must change
+nothing): it only reads the workspace and the registry. New folders are registered by the run it
+requests (``register_inputs``), which writes the registry and each folder's id file and adds their
+partitions; a folder's partitions are added once it is registered, never before."""
+
+import hashlib
 import warnings
 from pathlib import Path
 
@@ -14,13 +20,18 @@ from dagster import (
     AssetObservation,
     AssetRecordsFilter,
     BetaWarning,
+    Config,
     DataVersion,
     DataVersionsByPartition,
     DefaultSensorStatus,
+    OpExecutionContext,
+    RunRequest,
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
+    job,
     observable_source_asset,
+    op,
     sensor,
 )
 from dagster._core.definitions.data_version import DATA_VERSION_TAG
@@ -137,24 +148,73 @@ def partition_requests(instance, records: list[InputRecord]) -> list:
     return requests
 
 
-@described(sensor, minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING)
+class DiscoveredFolders(Config):
+    """The folders ``inputs_discovered`` found unregistered (absolute paths)."""
+
+    paths: list[str]
+
+
+@op(description="Registers each folder given (its id file, the registry) and adds its partitions.")
+def register_discovered(context: OpExecutionContext, config: DiscoveredFolders, inputs: Inputs) -> None:
+    """``hypograph add`` for each folder the discovery sensor found; one that cannot be registered
+    (a symlinked ``.hypograph/``, gone meanwhile, ...) is skipped with one logged line."""
+    registry, records = inputs.registry(), []
+    for path in config.paths:
+        try:
+            records += registry.add_all([(Path(path), None)])
+        except HypographError as e:
+            context.log.warning(f"{path}: not registered: {e}")
+    for record in records:
+        context.log.info(f"{record.id}: {record.kind} {record.path}" + (f" ({record.note})" if record.note else ""))
+    for request in partition_requests(context.instance, records):
+        context.instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+
+
+@job(description="Registers the input folders inputs_discovered found in the workspace (what `hypograph add` does).")
+def register_inputs():
+    register_discovered()
+
+
+def _workspace_inputs(workspace: Path) -> list[Path]:
+    """The input folders directly under ``workspace`` (read only; other folders passed over)."""
+    found = []
+    for path in sorted(p for p in workspace.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        try:
+            input_kind(path)
+        except HypographError:
+            continue  # not an input: an unrelated folder in the workspace
+        found.append(path.resolve())
+    return found
+
+
+@described(sensor, job=register_inputs, minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING)
 def inputs_discovered(context: SensorEvaluationContext, inputs: Inputs):
     """Registers each input folder under the workspace folder (``HYPOGRAPH_WORKSPACE``) and adds its
     partitions: run directories, vaults, libraries, case packages and their revisions. Leave it on
-    if you keep your inputs in one folder; without a workspace it skips, saying so."""
+    if you keep your inputs in one folder; without a workspace it skips, saying so. Evaluating it
+    writes nothing: new folders are registered by the ``register_inputs`` run it requests."""
     if not inputs.workspace:
         return SkipReason("no workspace folder configured (set HYPOGRAPH_WORKSPACE to discover inputs)")
     workspace = Path(inputs.workspace)
     if not workspace.is_dir():
         return SkipReason(f"workspace folder {workspace} does not exist (HYPOGRAPH_WORKSPACE)")
-    found = []
-    for path in sorted(p for p in workspace.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        try:
-            found.append((path, input_kind(path)))
-        except HypographError:
-            continue  # not an input: an unrelated folder in the workspace
-    records = inputs.registry().add_all(found)
-    requests = partition_requests(context.instance, records)
-    if not requests:
+    found = _workspace_inputs(workspace)
+    registry = inputs.registry()
+    new = registry.new_folders(found)
+    here = {str(p) for p in found}
+    requests = partition_requests(context.instance, [r for r in registry.records() if str(r.path) in here])
+    runs = []
+    if new:
+        paths = [str(p) for p in new]
+        key = hashlib.sha256(("\0".join(paths) + "\0" + _registry_digest(registry)).encode()).hexdigest()[:16]
+        config = {"ops": {"register_discovered": {"config": {"paths": paths}}}}
+        runs.append(RunRequest(run_key=f"register-{key}", run_config=config))
+    if not requests and not runs:
         return SkipReason(f"no new input under {workspace}")
-    return SensorResult(dynamic_partitions_requests=requests)
+    return SensorResult(run_requests=runs, dynamic_partitions_requests=requests)
+
+
+def _registry_digest(registry) -> str:
+    """A digest of the registry's records: a run key changes when the registry does (so a failed
+    registration is requested again once something changed, and never twice meanwhile)."""
+    return hashlib.sha256(repr([(r.id, str(r.path), r.kind) for r in registry.records()]).encode()).hexdigest()

@@ -1,9 +1,18 @@
-"""Atomic file writes: a reader sees the old file or the new one, never half of either."""
+"""Atomic file writes: a reader sees the old file or the new one, never half of either; and the
+bounded read of a small state file (``read_regular``).
+
+Reading rule: a file the tool keeps state in (an input's ``input-id``, the input registry) is
+opened without following a symlink (``O_NOFOLLOW``), refused unless the open descriptor is a
+regular file (a FIFO, device or socket is never read: ``/dev/zero`` would never end), and refused
+above the size cap stated for its kind (``read_regular``'s ``max_bytes``) before a byte is read.
+"""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -98,3 +107,49 @@ def sync_tree(root: Path) -> None:
 def write_json(path: Path, value: Any) -> bool:
     """Atomically write `value` as pretty UTF-8 JSON (key order as given); returns whether it changed."""
     return write_text(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+
+
+def open_regular(path: Path, what: str | None = None, follow: bool = False) -> int:
+    """A read-only descriptor of the regular file ``path``; FileNotFoundError if it is missing,
+    one HypographError line naming ``what`` (default: ``path``) if it is a symlink (unless
+    ``follow``), a FIFO, a device, a socket or a folder. ``O_NONBLOCK``: opening a FIFO returns at
+    once; ``fstat`` on the open descriptor decides, so a swap after a check cannot slip a device in."""
+    what = what or str(path)
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise HypographError(f"{what}: is a symlink (-> {os.readlink(path)}); not read") from None
+        if isinstance(e, (FileNotFoundError, NotADirectoryError)):
+            raise
+        raise HypographError(f"{what}: cannot be read ({e.strerror or type(e).__name__})") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise HypographError(f"{what}: is {_kind(mode)}, not a regular file; not read")
+    return fd
+
+
+def read_regular(path: Path, max_bytes: int, what: str | None = None) -> bytes:
+    """The bytes of the regular file ``path`` (see ``open_regular``), at most ``max_bytes`` of
+    them: a larger file is one HypographError line naming it, refused by its size before any byte
+    is read (and if it grows meanwhile, after ``max_bytes + 1``). FileNotFoundError if missing."""
+    what = what or str(path)
+    fd = open_regular(path, what)
+    with os.fdopen(fd, "rb") as fh:
+        size = os.fstat(fd).st_size
+        data = fh.read(max_bytes + 1) if size <= max_bytes else b""
+    if size > max_bytes or len(data) > max_bytes:
+        raise HypographError(f"{what}: {max(size, len(data))} bytes, over the {max_bytes}-byte limit; not read")
+    return data

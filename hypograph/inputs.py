@@ -2,9 +2,24 @@
 
 An input is a folder Hypograph works on: a prox run directory, a vault, a library, or a case
 package. Each gets an id (its folder's name made safe, plus a short suffix when two collide) that
-is written into the input itself (``.hypograph/input-id``), so a folder moved or mounted elsewhere
-and registered again keeps its id, and with it its history. The registry (one JSON file, id ->
-path and kind) is how an id is turned back into a folder.
+is written into the input itself (``.hypograph/input-id``), so a folder moved and registered again
+keeps its id, and with it its history. The registry (one JSON file, id -> path and kind) is how an
+id is turned back into a folder.
+
+Which folder an id belongs to: the id file records, besides the id, the folder it was written for
+(``folder <device>:<inode>`` of the input folder). Registering a folder at a new path keeps the id
+found in it only when that record names this very folder (a ``mv`` within a file system keeps the
+inode). A copy (``cp -r``) carries the file but is another folder: when the id is already
+registered it gets an id of its own, whether the original is still in place, moved elsewhere or
+gone, and the command says so (``InputRecord.note``) -- so does a folder moved across file systems
+or restored from a backup, which cannot be told from a copy. An id file of the older one-line form
+is trusted as before (kept unless its registered folder still carries it) and rewritten with the
+record at that registration.
+
+Files: ``input-id`` is read as a regular file of at most ``ID_FILE_MAX`` bytes, never through a
+symlink (nor through a symlinked ``.hypograph/``, which is refused: ``paths.state_dir``); the
+registry as one of at most ``REGISTRY_MAX`` bytes (``atomic.read_regular``). Finding the inputs of
+a workspace writes nothing (``new_folders``): registering is ``add``'s.
 
     registry = Registry(path)
     record = registry.add(Path("demo/vault"))     # InputRecord(id="vault", path=..., kind="vault")
@@ -15,15 +30,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-from hypograph.atomic import write_json, write_text
+from hypograph.atomic import read_regular, write_json, write_text
 from hypograph.errors import HypographError
 from hypograph.locks import file_lock
-from hypograph.paths import OURS, detect_kind
+from hypograph.paths import OURS, detect_kind, state_dir
 
 Kind = Literal["run-dir", "vault", "library", "case"]
 KINDS: tuple[Kind, ...] = ("run-dir", "vault", "library", "case")
@@ -33,6 +49,8 @@ _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _VALID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 LIBRARY_FILE = "hypothesis_library.json"
 CASE_MANIFEST = "manifest.json"
+ID_FILE_MAX = 256  # bytes: an id (<= 64) and the folder record it was written for
+REGISTRY_MAX = 16 << 20  # bytes: ~100,000 inputs; a larger registry file is refused, not read
 
 
 @dataclass(frozen=True)
@@ -42,6 +60,7 @@ class InputRecord:
     id: str
     path: Path
     kind: Kind
+    note: str | None = field(default=None, compare=False)  # why the id is not the one the folder carried
 
 
 class Sub(NamedTuple):
@@ -86,13 +105,55 @@ def safe_id(name: str) -> str:
     return slug or "input"
 
 
-def stored_id(root: Path) -> str | None:
-    """The id written into ``root`` when it was first registered (None if none, or not an id)."""
+class IdFile(NamedTuple):
+    """What ``.hypograph/input-id`` holds: the id, and the folder (``device:inode``) it was
+    written for (None in an id file of the older one-line form)."""
+
+    id: str
+    folder: str | None
+
+
+def folder_identity(root: Path) -> str:
+    """``device:inode`` of the folder ``root`` (what an id file records; a copy has its own)."""
+    st = os.stat(root)
+    return f"{st.st_dev}:{st.st_ino}"
+
+
+def id_file_text(input_id: str, root: Path) -> str:
+    return f"{input_id}\nfolder {folder_identity(root)}\n"
+
+
+def read_id_file(root: Path) -> IdFile | None:
+    """The id file of ``root`` (None if missing, or if it holds no valid id). A symlinked
+    ``.hypograph/`` or ``input-id``, a FIFO or device, or a file over ``ID_FILE_MAX`` bytes is one
+    HypographError line naming it; nothing is read through a link."""
     try:
-        text = (Path(root) / ID_FILE).read_text(encoding="utf-8").strip()
+        raw = read_regular(state_dir(root) / ID_FILE.name, ID_FILE_MAX)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    return text if _VALID.match(text) else None
+    try:
+        lines = raw.decode("utf-8").split("\n")
+    except UnicodeDecodeError:
+        return None
+    input_id = lines[0].strip()
+    if not _VALID.match(input_id):
+        return None
+    folder = next((line[7:].strip() for line in lines[1:] if line.startswith("folder ")), None)
+    return IdFile(input_id, folder or None)
+
+
+def stored_id(root: Path) -> str | None:
+    """The id written into ``root`` when it was first registered (None if none, or not an id)."""
+    found = read_id_file(root)
+    return found.id if found else None
+
+
+def _carries(root: Path, input_id: str) -> bool:
+    """Whether the folder ``root`` still exists and its id file names ``input_id``."""
+    try:
+        return stored_id(root) == input_id
+    except (HypographError, OSError):
+        return False
 
 
 def fingerprint(root: Path, kind: Kind) -> str:
@@ -147,12 +208,13 @@ class Registry:
 
     def add(self, root: Path, kind: Kind | None = None) -> InputRecord:
         """Register ``root`` (idempotent) as ``kind`` (default: what it holds) and return its record.
-        The id written in the folder is kept, so a moved folder keeps its id; a copy of a registered
-        folder (same id file, the original still in place) gets an id of its own."""
+        The id written in the folder is kept when it was written for this folder, so a moved folder
+        keeps its id; a copy of a registered folder gets an id of its own (see the module's rule)."""
         return self.add_all([(root, kind)])[0]
 
     def add_all(self, roots: list[tuple[Path, Kind | None]]) -> list[InputRecord]:
-        """``add`` for many folders with one read and at most one write of the registry."""
+        """``add`` for many folders with one read and at most one write of the registry. A
+        symlinked ``.hypograph/`` (or id file) is refused before anything is written."""
         resolved = [(Path(root).resolve(), kind) for root, kind in roots]
         with file_lock(self.path.with_name(self.path.name + ".lock")):
             entries = self._read()
@@ -160,26 +222,49 @@ class Registry:
             out = []
             for root, given in resolved:
                 kind = given or input_kind(root)
-                input_id = self._choose_id(root, entries)
-                if stored_id(root) != input_id:
-                    write_text(root / ID_FILE, input_id + "\n")
+                found = read_id_file(root)  # checks .hypograph/ is no symlink, before any write
+                input_id, note = self._choose_id(root, entries, found)
+                text = id_file_text(input_id, root)
+                if found is None or (found.id, found.folder) != (input_id, folder_identity(root)):
+                    write_text(state_dir(root) / ID_FILE.name, text)
                 entries[input_id] = {"path": str(root), "kind": kind}
-                out.append(InputRecord(input_id, root, kind))
+                out.append(InputRecord(input_id, root, kind, note))
             if entries != before:
                 write_json(self.path, dict(sorted(entries.items())))
         return out
 
+    def new_folders(self, folders: list[Path]) -> list[Path]:
+        """Those of ``folders`` not registered at their path (resolved); reads, writes nothing."""
+        known = {e["path"] for e in self._read().values()}
+        return [f for f in folders if str(Path(f).resolve()) not in known]
+
     @staticmethod
-    def _choose_id(root: Path, entries: dict) -> str:
+    def _choose_id(root: Path, entries: dict, found: IdFile | None) -> tuple[str, str | None]:
+        """(the id for ``root``, a note when the id file it carries was not taken)."""
         for input_id, entry in entries.items():
             if entry["path"] == str(root):
-                return input_id
-        own = stored_id(root)
-        if own is not None:
+                return input_id, None
+        if found is not None:
+            own = found.id
             other = entries.get(own)
-            other_path = Path(other["path"]) if other else None
-            if other is None or other_path is None or stored_id(other_path) != own:
-                return own  # first registration, or a move: the old path no longer carries this id
+            if other is None:
+                return own, None  # first registration here: nothing to inherit
+            if found.folder == folder_identity(root):
+                return own, None  # the folder it was written for, moved
+            if found.folder is None and not _carries(Path(other["path"]), own):
+                return own, None  # an older id file: a move, as the old path no longer carries it
+        input_id = Registry._free_id(root, entries)
+        note = None
+        if found is not None:
+            note = (
+                f"{root / ID_FILE}: names input {found.id!r} ({entries[found.id]['path']}) but was "
+                f"written for another folder (a copy, or a move across file systems); "
+                f"registered as a new input {input_id!r}"
+            )
+        return input_id, note
+
+    @staticmethod
+    def _free_id(root: Path, entries: dict) -> str:
         base = safe_id(root.name)
         if base not in entries:
             return base
@@ -192,9 +277,11 @@ class Registry:
 
     def _read(self) -> dict:
         try:
-            raw = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
+            raw = json.loads(read_regular(self.path, REGISTRY_MAX, f"{self.path} (the input registry)").decode("utf-8"))
+        except (FileNotFoundError, NotADirectoryError):
             return {}
+        except RecursionError:
+            raise HypographError(f"{self.path}: not usable JSON (nested too deep); move it aside") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise HypographError(f"{self.path}: not valid JSON ({e}); move it aside, then `hypograph add`") from None
         if not isinstance(raw, dict) or not all(

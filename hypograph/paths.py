@@ -204,6 +204,14 @@ def check_folder(root: Path, rel: str | Path) -> None:
             raise _folder_refusal(root, path)
 
 
+def state_dir(root: Path) -> Path:
+    """``root/.hypograph``, the tool's state folder in an input, once it is known not to be a
+    symlink (wherever it points: state written there would leave the input, or be shared by two
+    inputs); one HypographError line naming it otherwise. It may not exist yet."""
+    check_folder(root, OURS)
+    return Path(root) / OURS
+
+
 def unsafe(root: Path, rel: str, moving: bool = False) -> str | None:
     """Why ``rel`` is not a file path the tool may write inside ``root`` (or move, if ``moving``), or None."""
     pure = PurePosixPath(rel)

@@ -16,7 +16,7 @@ import assets.casework
 import assets.library
 import assets.proximity
 import assets.structure
-from assets.sources import inputs_discovered
+from assets.sources import inputs_discovered, register_inputs
 from io_managers import HypographIOManager
 from pipelines.executor import EXECUTOR, shard_io_manager
 from resources import Inputs, LLMResource
@@ -62,6 +62,7 @@ inputs_resource = Inputs(workspace=os.environ.get("HYPOGRAPH_WORKSPACE") or None
 # (Not a module-level name of its own: a code location holds one Definitions at module scope.)
 defs = Definitions(
     sensors=[inputs_discovered],
+    jobs=[register_inputs],  # what inputs_discovered requests: registering happens in a run
     executor=EXECUTOR,
     loggers={**default_loggers(), "step_stages": step_stages},
     resources={

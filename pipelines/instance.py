@@ -7,6 +7,7 @@ the runs of every input, so one UI shows them all.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -97,6 +98,8 @@ def register(instance, root: Path, kind: Kind | None = None) -> InputRecord:
     from assets.sources import partition_requests
 
     record = registry().add(root, kind)
+    if record.note:  # the id file it carried was not taken (a copy): said once, on stderr
+        print(f"hypograph: {record.note}", file=sys.stderr)
     for request in partition_requests(instance, [record]):
         instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
     return record

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from hypograph.inputs import InputRecord, Registry, split_sub_key
 from hypograph.paths import OURS
+from hypograph.paths import state_dir as checked_state_dir
 
 REGISTRY_FILE = "inputs.json"
 
@@ -50,5 +51,6 @@ class Inputs(ConfigurableResource):
 
     @staticmethod
     def state_dir(root: Path) -> Path:
-        """The tool's own state inside an input: ``<root>/.hypograph``."""
-        return root / OURS
+        """The tool's own state inside an input: ``<root>/.hypograph``, refused (one line) when
+        it is a symlink (``hypograph.paths.state_dir``)."""
+        return checked_state_dir(root)

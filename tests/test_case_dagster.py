@@ -12,7 +12,7 @@ from llm_stub import llm_server, unused_port  # noqa: F401  (fixtures)
 
 from assets.casework.jobs import case_retries_due
 from assets.partitions import REVISIONS
-from assets.sources import inputs_discovered
+from assets.sources import inputs_discovered, register_inputs
 from hypograph.casework import Status
 from resources import Inputs
 
@@ -21,13 +21,15 @@ def test_discovery_registers_a_case_package_and_its_revisions(tmp_path):
     case = make_case(tmp_path / "workspace")
     (tmp_path / "workspace" / "notes").mkdir()  # not an input
     instance = DagsterInstance.ephemeral()
-    result = inputs_discovered(
-        build_sensor_context(instance=instance),
-        inputs=Inputs(workspace=str(tmp_path / "workspace"), registry_file=str(tmp_path / "inputs.json")),
-    )
-    assert isinstance(result, SensorResult)
-    added = {r.partitions_def_name: r.partition_keys for r in result.dynamic_partitions_requests}
-    assert added == {REVISIONS: [f"{case.name}/r0001"]}  # a case is in no other partition set
+    inputs = Inputs(workspace=str(tmp_path / "workspace"), registry_file=str(tmp_path / "inputs.json"))
+    result = inputs_discovered(build_sensor_context(instance=instance), inputs=inputs)
+    assert isinstance(result, SensorResult) and not result.dynamic_partitions_requests  # the tick writes nothing
+    (run,) = result.run_requests  # the registration, as the daemon launches it
+    assert register_inputs.execute_in_process(
+        run_config=run.run_config, instance=instance, resources={"inputs": inputs}
+    ).success
+    assert instance.get_dynamic_partitions(REVISIONS) == [f"{case.name}/r0001"]
+    assert instance.get_dynamic_partitions("hypothesis_inputs") == []  # a case is in no other partition set
 
 
 def test_a_due_retry_is_requested_for_its_revision_partition_and_not_before(tmp_path):

@@ -27,7 +27,7 @@ from conftest import (
 from dagster import DagsterInstance, DagsterRunStatus, SensorResult, SkipReason, build_sensor_context
 from dagster._core.scheduler.instigation import InstigatorType, TickStatus
 
-from assets.sources import inputs_discovered
+from assets.sources import inputs_discovered, register_inputs
 from assets.structure.flow import hypotheses_changed
 from resources import Inputs
 
@@ -40,21 +40,28 @@ def instance():
 
 def discover(instance, workspace: Path | None):
     """One tick of ``inputs_discovered`` (with a registry of its own beside the workspace); applies
-    its partition requests as the daemon would."""
+    its partition requests and executes the registration run it requests, as the daemon would.
+    Returns the tick's SkipReason, or the partition keys the tick and its run added."""
     registry = str(workspace.parent / "inputs.json") if workspace else None
-    result = inputs_discovered(
-        build_sensor_context(instance=instance),
-        inputs=Inputs(workspace=str(workspace) if workspace else None, registry_file=registry),
-    )
+    inputs = Inputs(workspace=str(workspace) if workspace else None, registry_file=registry)
+    result = inputs_discovered(build_sensor_context(instance=instance), inputs=inputs)
     if isinstance(result, SensorResult):
+        before = {name: set(instance.get_dynamic_partitions(name)) for name in ("hypothesis_inputs", "vaults")}
         for request in result.dynamic_partitions_requests:
             instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+        for run in result.run_requests:
+            assert run.run_key and run.job_name in (None, "register_inputs")
+            job = register_inputs.execute_in_process(
+                run_config=run.run_config, instance=instance, resources={"inputs": inputs}
+            )
+            assert job.success
+        return [k for name, keys in before.items() for k in set(instance.get_dynamic_partitions(name)) - keys]
     return result
 
 
 def added(result) -> list[str]:
-    assert isinstance(result, SensorResult), result
-    return [k for r in result.dynamic_partitions_requests for k in r.partition_keys]
+    assert isinstance(result, list), result
+    return result
 
 
 def test_inputs_discovered_registers_each_new_folder_once(instance, tmp_path):

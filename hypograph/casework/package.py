@@ -31,20 +31,20 @@ import hashlib
 import json
 import os
 import re
-import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ValidationError
 
+from hypograph.atomic import open_regular
 from hypograph.casework.models import Catalogue, Interpretation
 from hypograph.casework.publish import HookedJournal
 from hypograph.errors import HypographError, NotDone
 from hypograph.journal import Journal, Step
 from hypograph.limits import data_problem
 from hypograph.locks import file_lock
-from hypograph.paths import OURS
+from hypograph.paths import OURS, state_dir
 
 MANIFEST = "manifest.json"
 TEMP_RE = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")  # tempfile.mkstemp(prefix=".NAME.", suffix=".tmp")
@@ -93,26 +93,9 @@ def sha_file(path: Path) -> str | None:
 
 
 def _open_regular(path: Path, what: str) -> int:
-    """A read-only descriptor of ``path``, refused (HypographError naming ``what``) unless it is a
-    regular file. ``O_NONBLOCK``: opening a FIFO returns at once instead of waiting for a writer;
-    ``fstat`` on the open descriptor decides, so a swap after a check cannot slip a device in."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        kind = (
-            "a FIFO"
-            if stat.S_ISFIFO(mode)
-            else "a socket"
-            if stat.S_ISSOCK(mode)
-            else "a device"
-            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-            else "a folder"
-            if stat.S_ISDIR(mode)
-            else "not a regular file"
-        )
-        raise HypographError(f"{what}: is {kind}, not a regular file; not read")
-    return fd
+    """A read-only descriptor of the regular file ``path`` (``hypograph.atomic.open_regular``; the
+    path is confined before, so a link is followed)."""
+    return open_regular(path, what, follow=True)
 
 
 def _stream_sha(fd: int) -> str:
@@ -361,7 +344,7 @@ class CasePackage:
         """Hold the case's exclusive lock. Non-blocking by default: raises CaseBusy at once when
         another dispatch holds it (two dispatches never run side by side)."""
         busy = None if blocking else CaseBusy(f"{self.root}: another dispatch holds the case lock")
-        with file_lock(self.state_dir / "case.lock", busy):
+        with file_lock(state_dir(self.root) / "case.lock", busy):  # never through a symlinked .hypograph/
             yield
 
 
