@@ -196,8 +196,8 @@ def test_a_batch_cut_off_below_what_its_schema_admits_is_asked_in_halves_and_a_r
 
 def test_a_huge_answer_writes_a_bounded_trace(llm_server, tmp_path):
     """A server that ignores the budget and sends megabytes: rejected as invalid, and each trace
-    keeps the first TRACE_TEXT characters of it, saying how many more there were."""
-    from hypograph.llm.trace import TRACE_TEXT
+    keeps the first and last TRACE_KEEP characters of it, saying how many were left out of how many."""
+    from hypograph.llm.trace import TRACE_KEEP, TRACE_TEXT
 
     huge = '{"decisions": [' + " " * 3_000_000
     llm_server.always(answer(huge))
@@ -205,7 +205,9 @@ def test_a_huge_answer_writes_a_bounded_trace(llm_server, tmp_path):
     files = sorted((tmp_path / "state" / "traces").glob("*/*/*.json"))
     assert len(files) == 2 and all(p.stat().st_size < 3 * TRACE_TEXT for p in files)
     response = json.loads(files[0].read_text())["response"]
-    assert response == huge[:TRACE_TEXT] + f" […{len(huge) - TRACE_TEXT} more characters]"
+    left_out = len(huge) - TRACE_TEXT
+    note = f"[…{left_out} characters left out of {len(huge)} characters…]"
+    assert response == f"{huge[:TRACE_KEEP]} {note} {huge[-TRACE_KEEP:]}"
 
 
 def test_a_runaway_answer_cut_off_beyond_what_its_schema_admits_is_rejected_not_halved(llm_server, tmp_path):

@@ -8,8 +8,9 @@ id to every round's run in the run config); without an id, the object itself is 
 is created on first use only, so a fully cached re-run leaves no empty folder behind.
 
 A rejected answer's traces are capped: each of its trace files past ``CAP_BYTES`` keeps its first
-64 KiB (as JSON text, within the cap) and its size (a 10,000-candidate answer re-asked twice
-must not leave 150 MB behind).
+and last 32 KiB (as JSON text, within the cap) and its size (a 10,000-candidate answer re-asked
+twice must not leave 150 MB behind). Every trace is capped when written (``hypograph.llm.trace``);
+this cap is the tighter one for an answer that was of no use.
 """
 
 from __future__ import annotations
@@ -88,20 +89,28 @@ class TraceRun:
 
 
 def cap_trace(path: Path, limit: int = CAP_BYTES) -> bool:
-    """Replace trace ``path`` by its first ``limit`` bytes and its size when it is larger."""
+    """Replace trace ``path`` by its first and last ``limit // 2`` bytes and its size when it is larger."""
     try:
         size = path.stat().st_size
         if size <= limit:
             return False
         with open(path, "rb") as f:
-            head = f.read(limit)
+            head = f.read(limit // 2)
+            f.seek(max(size - limit // 2, limit // 2))
+            tail = f.read(limit // 2)
     except OSError:
         return False
-    text = head.decode("utf-8", errors="ignore")
-    while True:  # JSON escaping lengthens the text: keep the file itself within the cap
+    head_text, tail_text = _within(head.decode("utf-8", "ignore"), limit // 2), tail.decode("utf-8", "ignore")
+    tail_text = tail_text[len(tail_text) - len(_within(tail_text, limit // 2)) :]
+    capped = {"truncated": True, "size_bytes": size, "outcome": "rejected answer (trace capped)"}
+    write_json(path, {**capped, "head": head_text, "tail": tail_text})
+    return True
+
+
+def _within(text: str, limit: int) -> str:
+    """The longest start of ``text`` whose JSON string fits ``limit`` bytes (escaping lengthens it)."""
+    while True:
         encoded = len(json.dumps(text, ensure_ascii=False).encode("utf-8"))
         if encoded <= limit:
-            break
+            return text
         text = text[: max(0, len(text) * limit // encoded - 64)]
-    write_json(path, {"truncated": True, "size_bytes": size, "outcome": "rejected answer (trace capped)", "head": text})
-    return True

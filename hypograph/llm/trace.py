@@ -1,10 +1,16 @@
 """Traces on disk: one JSON file a record, ``<root>/<date>_runNN/NNNN-<name>.json``, numbered in
-the order written, with the API key redacted and every string cut at TRACE_TEXT characters (a
-runaway answer or body never writes an unbounded file)."""
+the order written, with the API key redacted.
+
+Every trace is capped, here, the one place traces are written: a string longer than
+``2 * TRACE_KEEP`` characters keeps its first and last ``TRACE_KEEP`` and says how many were left
+out and how long it was, so a server answering 50 MB a request leaves about 128 KiB a string (a
+record holds a few: the answer, a re-ask quoting it), never the 50 MB; a record that still
+serialises past ``TRACE_MAX`` bytes (many long strings) is replaced by its head and tail as text."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 import threading
 from dataclasses import dataclass, field
@@ -13,7 +19,9 @@ from pathlib import Path
 from hypograph.atomic import write_json
 from hypograph.llm.config import LLMConfig
 
-TRACE_TEXT = 1_000_000  # characters of one string a trace keeps (a prompt fits; a runaway answer is cut)
+TRACE_KEEP = 64 * 1024  # characters a trace keeps at each end of a longer string
+TRACE_TEXT = 2 * TRACE_KEEP  # the longest string a trace keeps whole
+TRACE_MAX = 4 << 20  # bytes of one trace file's record, whatever it holds
 PLACEHOLDER_KEYS = {  # keys local servers take, which are no secret
     "none",
     "empty",
@@ -43,7 +51,7 @@ class Trace:
                 self.dir = new_run_dir(self.root)
             self.seq += 1
             path = self.dir / f"{self.seq:04d}-{safe_name(name)}.json"
-        write_json(path, _cut(redact_tree(record, self.config)))
+        write_json(path, capped(redact_tree(record, self.config)))
 
     def to(self, directory: Path) -> None:
         """Write the next records into ``directory`` (numbering continues after its files)."""
@@ -88,11 +96,31 @@ def redact_tree(value, config: LLMConfig):
     return value
 
 
+def capped(record: dict) -> dict:
+    """``record`` with every long string cut (``cut``); if it still serialises past ``TRACE_MAX``
+    bytes, its JSON text's head and tail instead, with its size."""
+    record = _cut(record)
+    text = json.dumps(record, ensure_ascii=False, default=str)
+    size = len(text.encode("utf-8"))
+    if size <= TRACE_MAX:
+        return record
+    return {"truncated": True, "size_bytes": size, "text": cut(text)}
+
+
+def cut(text: str) -> str:
+    """``text`` when at most ``TRACE_TEXT`` characters; else its first and last ``TRACE_KEEP``
+    around a note of what was left out and how long it was."""
+    if len(text) <= TRACE_TEXT:
+        return text
+    left_out = len(text) - 2 * TRACE_KEEP
+    return f"{text[:TRACE_KEEP]} […{left_out} characters left out of {len(text)} characters…] {text[-TRACE_KEEP:]}"
+
+
 def _cut(value):
-    if isinstance(value, str) and len(value) > TRACE_TEXT:
-        return value[:TRACE_TEXT] + f" […{len(value) - TRACE_TEXT} more characters]"
+    if isinstance(value, str):
+        return cut(value)
     if isinstance(value, dict):
         return {k: _cut(v) for k, v in value.items()}
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return [_cut(v) for v in value]
     return value

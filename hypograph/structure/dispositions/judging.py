@@ -20,7 +20,7 @@ from hypograph.structure.checks import NUMBERISH
 from hypograph.structure.dispositions.amend import amend_widening
 from hypograph.structure.dispositions.candidates import Candidate, node_text
 from hypograph.structure.dispositions.ledger import Ledger, PairDecision, TopicDecision, pair_key
-from hypograph.structure.scope import QUESTION_CHARS, observations, open_to_4a
+from hypograph.structure.scope import QUESTION_CHARS, active_hypotheses, observations, open_to_4a
 from hypograph.vault.node_view import NodeView
 from hypograph.vault.nodes import Node
 from hypograph.vault.vault import Vault
@@ -201,7 +201,27 @@ def decide(
             if recorded is not d:
                 amended.append(f"{c.a}/{c.b}: {recorded.amended}")
     _judge_topics(list(nodes.values()), ledger, policy, question)
+    amended += keep_one_active(vault, ledger)
     return ledger, len(todo), amended
+
+
+def keep_one_active(vault: Vault, ledger: Ledger) -> list[str]:
+    """The rule that no answer can empty a vault: when the topic decisions would drop every active
+    hypothesis, none is dropped (each kept on record, offline); one line saying so. A question none
+    of the run's own hypotheses bears on is the model's mistake far more often than the run's, and
+    a vault with nothing active is one step 4 can do nothing more with (the seed: drop only the
+    genuinely off-topic, be conservative)."""
+    active = [h.id for h in active_hypotheses(vault)]
+    drops = [i for i in active if i in ledger.topics and ledger.topics[i].drop]
+    if not active or len(drops) < len(active):
+        return []
+    for i in drops:
+        ledger.topics[i] = TopicDecision(id=i, drop=False, decided_by=OFFLINE)
+    return [
+        f"topic: every one of the {len(active)} active hypotheses was judged off-topic; none dropped "
+        "(a vault keeps its hypotheses when the answer would leave none active: check the main "
+        "question in initial_prompt.md)"
+    ]
 
 
 def _pairs_to_judge(candidates: list[Candidate], ledger: Ledger, policy: Policy) -> list[Candidate]:

