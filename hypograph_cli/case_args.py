@@ -36,6 +36,7 @@ from hypograph.casework.new_case import case_add, case_new
 from hypograph.casework.package import CaseBusy, CasePackage
 from hypograph.casework.revision import confirm
 from hypograph.errors import HypographError, NotDone
+from hypograph.vault.vault import require_vault
 
 DONE, REFUSED, NOT_DONE = 0, 1, 2
 # The CLI says where the config comes from; the domain's line (also shown in the UI) names no flag.
@@ -92,8 +93,8 @@ def batch_preflight(case_dir: Path | str, policy: HypothesisConfig, into: Path |
             if CaseGateway.optional(policy) is None:
                 raise NeedsModel(CLI_NEEDS_MODEL)
     vault = Path(into).resolve() if into is not None else None
-    if vault is not None and not vault.is_dir():
-        raise HypographError(f"{vault}: no such vault directory (--into)")
+    if vault is not None:
+        require_vault(vault, "--into")  # before anything is written, here and in the job (mint_batch)
     return BatchPlan(pkg.root, rev, published, vault)
 
 

@@ -20,6 +20,7 @@ import pytest
 from cli_helper import in_process
 from conftest import offline_env
 from llm_stub import Reply, answer, llm_env, llm_server  # noqa: F401
+from test_casework_confinement import published  # noqa: F401  (fixture)
 from test_structure import SAHUL, sahul_model, system_of, tagged
 
 from hypograph.structure.dispositions import TOPIC_SYSTEM
@@ -89,3 +90,43 @@ def test_a_server_answering_megabytes_leaves_bounded_traces(sahul, llm_server, l
     assert total < requests * HUGE / 4
     cut = [json.loads(p.read_text())["response"] for p in traces if "response" in json.loads(p.read_text())]
     assert cut and all(f"{HUGE + 11} characters" in r for r in cut if len(r) > TRACE_KEEP)
+
+
+# -- 9: batch --into a folder that is not a vault ------------------------------------------------
+
+
+def tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+@pytest.mark.parametrize("holds", ["nothing", "notes", "run-dir"])
+def test_batch_into_a_folder_that_is_no_vault_is_refused_before_a_write(published, tmp_path, holds):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    if holds == "notes":
+        (plain / "notes.md").write_text("a note\n")
+    if holds == "run-dir":
+        (plain / "hypotheses").mkdir()
+        (plain / "hypotheses" / "H-1.json").write_text("{}")
+    before = tree(plain)
+    done = in_process("batch", published, "--into", plain)
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert f"{plain}: not a vault" in done.stderr and "(--into)" in done.stderr
+    assert tree(plain) == before
+
+
+def test_a_case_naming_a_folder_that_is_no_vault_mints_nothing_there(published, tmp_path):
+    """The job's path (``mint_batch``, what ``batch_vault_nodes`` runs): the vault the case names."""
+    from hypograph.casework.bridge import mint_batch
+    from hypograph.casework.package import TARGET_VAULT, CasePackage
+    from hypograph.errors import HypographError
+
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    pkg = CasePackage(published)
+    m = pkg.manifest()
+    pkg.write({}, {**m, TARGET_VAULT: str(plain), "package_generation": m["package_generation"] + 1})
+    with pytest.raises(HypographError) as e:
+        mint_batch(published)
+    assert "\n" not in str(e.value) and f"{plain}: not a vault" in str(e.value)
+    assert tree(plain) == []

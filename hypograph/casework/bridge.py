@@ -21,7 +21,7 @@ from hypograph.casework.package import TARGET_VAULT, CasePackage
 from hypograph.casework.rules import describe
 from hypograph.errors import HypographError, NotDone
 from hypograph.vault.mint import create_node
-from hypograph.vault.vault import open_vault
+from hypograph.vault.vault import open_vault, require_vault
 
 
 @dataclass
@@ -61,8 +61,7 @@ def mint_batch(case_dir: Path | str, vault_root: Path | str | None = None) -> Mi
                 f"{pkg.root / 'manifest.json'}: no vault to mint into: the case names no target_vault "
                 "and none was given"
             )
-        if not vault.is_dir():
-            raise HypographError(f"{vault}: no such vault directory")
+        require_vault(vault, "the vault to mint into")  # before anything is written in it
         hyp_doc, context = pkg.read_json(p["hypotheses"]), pkg.read_json(p["hypothesis_context"])
         report = _mint(pkg, vault, m["package_id"], rev, hyp_doc, context)
         if m.get(TARGET_VAULT) != str(vault):  # later mints, and the Dagster asset, find it without config

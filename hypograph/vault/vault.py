@@ -136,11 +136,20 @@ def _read_nodes(root: Path) -> dict[str, Node]:
     return nodes
 
 
-def require_vault(root: Path) -> None:
-    """Refuse, in one line, a folder that is not a vault: it must hold step-3 nodes in ``hypotheses/*.md``
-    (an empty folder, a vault's parent or any unrelated tree is never scanned)."""
-    hyp = Path(root) / "hypotheses"
+def require_vault(root: Path, what: str = "") -> None:
+    """Refuse, in one line, a folder that is not a vault: it must hold step-3 nodes in
+    ``hypotheses/*.md`` (or in its ``dropped/`` or ``merged/`` sub-folder: a vault whose step 4
+    left nothing active is still one), and no prox run directory's ``H-*.json`` (an empty folder, a
+    vault's parent or any unrelated tree is never scanned). ``what``: what named the folder (a
+    flag, a field), said in the line."""
+    root, named = Path(root), f" ({what})" if what else ""
+    hyp = root / "hypotheses"
+    if not root.is_dir():
+        raise HypographError(f"{root}: no such vault directory{named}")
     if not hyp.is_dir():
-        raise HypographError(f"{root}: not a vault (no hypotheses/ folder)")
-    if not any(p.suffix == ".md" for p in hyp.iterdir()):
-        raise HypographError(f"{root}: not a vault (hypotheses/ holds no .md node)")
+        raise HypographError(f"{root}: not a vault (no hypotheses/ folder){named}")
+    names = [p.name for d in (hyp, hyp / "dropped", hyp / "merged") if d.is_dir() for p in d.iterdir()]
+    if any(n.startswith("H-") and n.endswith(".json") for n in names):
+        raise HypographError(f"{root}: not a vault (hypotheses/ holds a prox run directory's H-*.json){named}")
+    if not any(n.endswith(".md") for n in names):
+        raise HypographError(f"{root}: not a vault (hypotheses/ holds no .md node){named}")
