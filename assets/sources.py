@@ -49,7 +49,8 @@ from assets.partitions import (
 )
 from hypograph.casework.package import CasePackage
 from hypograph.errors import HypographError
-from hypograph.inputs import WITH_HYPOTHESES, InputRecord, fingerprint, input_kind, sub_key
+from hypograph.inputs import KINDS, WITH_HYPOTHESES, InputRecord, fingerprint, input_kind, sub_key
+from hypograph.skips import BAD_INPUT, registered, skip_line
 from resources import Inputs
 
 # Observable source assets are "beta" in Dagster 1.13; they are what a partitioned external input is.
@@ -129,16 +130,20 @@ def report_rewrite(context: AssetExecutionContext, inputs: Inputs) -> str:
     return version
 
 
-def partition_requests(instance, records: list[InputRecord]) -> list:
+def partition_requests(instance, records: list[InputRecord], log=None) -> list:
     """The add requests that would put each record's id in the partition sets of its kind (and a
     case's current revision in ``case_revisions``), for those not there yet."""
     defs = {HYPOTHESIS_INPUTS: hypothesis_inputs, VAULTS: vaults, REVISIONS: case_revisions}
     wanted: dict[str, list[str]] = {name: [] for name in defs}
     for r in records:
+        if r.kind == "case":
+            try:  # a case whose revisions cannot be listed is skipped, saying so; the others are added
+                wanted[REVISIONS] += [sub_key(r.id, revision_key(n)) for n in CasePackage(r.path).revisions()]
+            except BAD_INPUT as e:
+                (log or print)(skip_line(f"{r.id}: {r.path}", e))
+                continue
         for name in SETS_OF_KIND[r.kind]:
             wanted[name].append(r.id)
-        if r.kind == "case":
-            wanted[REVISIONS] += [sub_key(r.id, revision_key(n)) for n in CasePackage(r.path).revisions()]
     requests = []
     for name, keys in wanted.items():
         known = set(instance.get_dynamic_partitions(name))
@@ -166,7 +171,7 @@ def register_discovered(context: OpExecutionContext, config: DiscoveredFolders, 
             context.log.warning(f"{path}: not registered: {e}")
     for record in records:
         context.log.info(f"{record.id}: {record.kind} {record.path}" + (f" ({record.note})" if record.note else ""))
-    for request in partition_requests(context.instance, records):
+    for request in partition_requests(context.instance, records, context.log.warning):
         context.instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
 
 
@@ -175,7 +180,7 @@ def register_inputs():
     register_discovered()
 
 
-def _workspace_inputs(workspace: Path) -> list[Path]:
+def _workspace_inputs(workspace: Path, log=None) -> list[Path]:
     """The input folders directly under ``workspace`` (read only; other folders passed over)."""
     found = []
     for path in sorted(p for p in workspace.iterdir() if p.is_dir() and not p.name.startswith(".")):
@@ -183,6 +188,9 @@ def _workspace_inputs(workspace: Path) -> list[Path]:
             input_kind(path)
         except HypographError:
             continue  # not an input: an unrelated folder in the workspace
+        except BAD_INPUT as e:  # a folder that cannot be read: the others are still found
+            (log or print)(skip_line(path, e))
+            continue
         found.append(path.resolve())
     return found
 
@@ -198,11 +206,12 @@ def inputs_discovered(context: SensorEvaluationContext, inputs: Inputs):
     workspace = Path(inputs.workspace)
     if not workspace.is_dir():
         return SkipReason(f"workspace folder {workspace} does not exist (HYPOGRAPH_WORKSPACE)")
-    found = _workspace_inputs(workspace)
+    found = _workspace_inputs(workspace, context.log.warning)
     registry = inputs.registry()
     new = registry.new_folders(found)
     here = {str(p) for p in found}
-    requests = partition_requests(context.instance, [r for r in registry.records() if str(r.path) in here])
+    records = [r for r in registered(registry, KINDS, context.log.warning) if str(r.path) in here]
+    requests = partition_requests(context.instance, records, context.log.warning)
     runs = []
     if new:
         paths = [str(p) for p in new]

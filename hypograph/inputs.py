@@ -185,6 +185,7 @@ class Registry:
 
     def __init__(self, path: Path):
         self.path = Path(path)
+        self.ignored: list[str] = []  # one line per malformed entry the last read passed over
 
     def records(self) -> list[InputRecord]:
         """Every registered input, by id."""
@@ -284,8 +285,24 @@ class Registry:
             raise HypographError(f"{self.path}: not usable JSON (nested too deep); move it aside") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise HypographError(f"{self.path}: not valid JSON ({e}); move it aside, then `hypograph add`") from None
-        if not isinstance(raw, dict) or not all(
-            isinstance(v, dict) and {"path", "kind"} <= v.keys() for v in raw.values()
-        ):
+        if not isinstance(raw, dict):
             raise HypographError(f"{self.path}: not an input registry (expected id -> {{path, kind}})")
-        return raw
+        bad = _malformed(raw)
+        self.ignored = [f"{self.path}: entry {i!r}: {why}; ignored" for i, why in bad.items()]
+        return {i: e for i, e in raw.items() if i not in bad}
+
+
+def _malformed(raw: dict) -> dict[str, str]:
+    """The registry entries no record can be made of (id -> why, naming the field): each is
+    ignored, so one hand-edited entry never stops every command and sensor that reads the rest."""
+    bad = {}
+    for input_id, e in raw.items():
+        if not _VALID.match(input_id):
+            bad[input_id] = "not an input id"
+        elif not isinstance(e, dict):
+            bad[input_id] = "expected {path, kind}"
+        elif not isinstance(e.get("path"), str) or not e["path"]:
+            bad[input_id] = f"field 'path': {e.get('path')!r} is not a path"
+        elif e.get("kind") not in KINDS:
+            bad[input_id] = f"field 'kind': {e.get('kind')!r} is not one of {', '.join(KINDS)}"
+    return bad

@@ -130,3 +130,64 @@ def test_a_case_naming_a_folder_that_is_no_vault_mints_nothing_there(published, 
         mint_batch(published)
     assert "\n" not in str(e.value) and f"{plain}: not a vault" in str(e.value)
     assert tree(plain) == []
+
+
+# -- 6: one bad folder or registry entry beside a good one ---------------------------------------
+
+
+def poison_registry(registry: Path) -> None:
+    """A hand-edited entry whose path is a number, beside whatever the registry holds."""
+    doc = json.loads(registry.read_text()) if registry.exists() else {}
+    doc["numbered"] = {"path": 5, "kind": "vault"}
+    registry.write_text(json.dumps(doc))
+
+
+def test_every_sensor_skips_one_bad_input_and_serves_the_good_one(tmp_path):
+    from casework_support import make_case
+    from conftest import build_run_dir, build_vault
+    from dagster import DagsterInstance, SensorResult, build_sensor_context
+
+    from assets.casework.jobs import case_retries_due
+    from assets.library.jobs import next_library_round
+    from assets.sources import inputs_discovered
+    from assets.structure.flow import hypotheses_changed
+    from resources import Inputs
+
+    ws, registry = tmp_path / "workspace", tmp_path / "inputs.json"
+    good = build_vault(ws / "vault")
+    build_run_dir(ws / "bad-id")
+    (ws / "bad-id" / ".hypograph").mkdir(exist_ok=True)
+    (ws / "bad-id" / ".hypograph" / "input-id").write_bytes(b"\xff\xfe not utf-8\n")
+    case = make_case(ws)
+    (case / "analysis" / "interpretation" / "²").mkdir(parents=True)
+    (tmp_path / "lib" / ".hypograph" / "library" / "rounds").mkdir(parents=True)
+    (tmp_path / "lib" / ".hypograph" / "library" / "rounds" / "r0001").write_bytes(b"\xff")  # a file, not a round
+    inputs = Inputs(workspace=str(ws), registry_file=str(registry))
+    instance = DagsterInstance.ephemeral()
+    inputs.registry().add(good)
+    inputs.registry().add(case)
+    inputs.registry().add(tmp_path / "lib", "library")
+    poison_registry(registry)
+
+    found = inputs_discovered(build_sensor_context(instance=instance), inputs=inputs)
+    assert isinstance(found, SensorResult)
+    added = {k for r in found.dynamic_partitions_requests for k in r.partition_keys}
+    assert "vault" in added  # the good one, beside a case with a "²" revision folder and a bad entry
+    for r in found.dynamic_partitions_requests:
+        instance.add_dynamic_partitions(r.partitions_def_name, list(r.partition_keys))
+
+    changed = hypotheses_changed(build_sensor_context(instance=instance), inputs=inputs)
+    assert isinstance(changed, SensorResult) and [r.partition_key for r in changed.run_requests] == ["vault"]
+
+    rounds = next_library_round(build_sensor_context(instance=instance), inputs=inputs)  # does not raise
+    retries = case_retries_due(build_sensor_context(instance=instance), inputs=inputs)  # does not raise
+    assert "no library" in rounds.skip_message and "no case retry" in retries.skip_message
+
+
+def test_a_malformed_registry_entry_is_ignored_in_one_line(tmp_path):
+    from hypograph.inputs import Registry
+
+    registry = Registry(tmp_path / "inputs.json")
+    poison_registry(registry.path)
+    assert registry.records() == []
+    assert registry.ignored == [f"{registry.path}: entry 'numbered': field 'path': 5 is not a path; ignored"]

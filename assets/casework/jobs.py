@@ -15,8 +15,8 @@ from assets.groups import CASEWORK, described
 from assets.partitions import case_revisions, revision_key
 from hypograph.casework.dispatch import due_retry
 from hypograph.casework.package import CasePackage
-from hypograph.errors import HypographError
 from hypograph.inputs import sub_key
+from hypograph.skips import BAD_INPUT, registered, skip_line
 from resources import Inputs
 
 DRAFT = AssetSelection.assets(interpretation_draft)
@@ -61,11 +61,11 @@ def case_retries_due(context: SensorEvaluationContext, inputs: Inputs):
     sleeps: this sensor is how a retry happens). Turn it on when a model endpoint may be down. Reads
     only registered cases; one that cannot be read is skipped with one logged line."""
     requests = []
-    for r in inputs.registry().of_kind("case"):
+    for r in registered(inputs.registry(), ("case",), context.log.warning):
         try:
             due = due_retry(CasePackage(r.path))
-        except (HypographError, OSError, KeyError, TypeError, ValueError) as e:
-            context.log.warning(f"{r.id}: {r.path}: skipped: {e}")
+        except BAD_INPUT as e:
+            context.log.warning(skip_line(f"{r.id}: {r.path}", e))
             continue
         if due is not None:
             key = sub_key(r.id, revision_key(due.analysis_revision))

@@ -17,6 +17,7 @@ from assets.partitions import ROUNDS, library_rounds
 from hypograph.errors import HypographError
 from hypograph.inputs import sub_key
 from hypograph.library.run import round_to_run, settings_for_round
+from hypograph.skips import BAD_INPUT, registered, skip_line
 from resources import Inputs
 
 library_round_job = define_asset_job(
@@ -46,14 +47,17 @@ def next_library_round(context: SensorEvaluationContext, inputs: Inputs):
     skipped (its first round needs a topic: `hypograph library DIR --topic …`). Needs a model."""
     known = set(context.instance.get_dynamic_partitions(ROUNDS))
     new, requests = [], []
-    for r in inputs.registry().of_kind("library"):
+    for r in registered(inputs.registry(), ("library",), context.log.warning):
         if not r.path.is_dir():
             continue
-        round_key = round_to_run(r.path)
         try:
+            round_key = round_to_run(r.path)
             settings_for_round(r.path, round_key, None)
-        except HypographError as e:
-            context.log.info(f"{r.id}: skipped: {e}")
+        except HypographError as e:  # no round to follow yet: its first needs a topic
+            context.log.info(skip_line(r.id, e))
+            continue
+        except BAD_INPUT as e:  # one library that cannot be read: the others still get their round
+            context.log.warning(skip_line(f"{r.id}: {r.path}", e))
             continue
         key = sub_key(r.id, round_key)
         if key not in known:

@@ -29,6 +29,7 @@ from assets.proximity.jobs import proximity_job
 from assets.sources import observed
 from assets.structure.jobs import structure_job
 from hypograph.inputs import WITH_HYPOTHESES, InputRecord, fingerprint
+from hypograph.skips import BAD_INPUT, registered, skip_line
 from resources import Inputs
 
 FLOW = (proximity_job.name, structure_job.name)  # a vault's; other inputs have proximity only
@@ -97,10 +98,14 @@ def hypotheses_changed(context: SensorEvaluationContext, inputs: Inputs):
     structure` does), then nothing. Turn it on to have edits picked up within a minute."""
     known = set(context.instance.get_dynamic_partitions(HYPOTHESIS_INPUTS))
     events, requests = [], []
-    for r in inputs.registry().of_kind(*WITH_HYPOTHESES):
+    for r in registered(inputs.registry(), WITH_HYPOTHESES, context.log.warning):
         if r.id not in known or not r.path.is_dir() or _has_active_run(context.instance, r.id):
             continue
-        version = fingerprint(r.path, r.kind)
+        try:  # one input that cannot be read is skipped, saying so; the others are still looked at
+            version = fingerprint(r.path, r.kind)
+        except BAD_INPUT as e:
+            context.log.warning(skip_line(f"{r.id}: {r.path}", e))
+            continue
         if _version(_latest(context.instance, "hypotheses", r.id, observation=True)) != version:
             events.append(observed(r.id, version))  # what next_job reads once the tick is committed
             job = proximity_job.name

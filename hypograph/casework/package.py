@@ -279,7 +279,9 @@ class CasePackage:
     def revisions(self) -> list[int]:
         """Analysis revisions with an interpretation, ascending."""
         base = self.root / "analysis" / "interpretation"
-        return sorted(int(p.name) for p in base.iterdir() if p.name.isdigit()) if base.is_dir() else []
+        # ASCII digits only: a folder named "²" or "٣" is no revision (int() refuses the first)
+        numbered = (p.name for p in base.iterdir()) if base.is_dir() else ()
+        return sorted(int(n) for n in numbered if n.isascii() and n.isdigit())
 
     # -- writing ---------------------------------------------------------------------------------
 
