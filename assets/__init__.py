@@ -4,7 +4,10 @@ the input sources, metadata tables, errors). Each asset is a thin wrapper over `
 
 import warnings
 
-from dagster import PreviewWarning
+from dagster import BetaWarning, PreviewWarning
 
 # Checks of partitioned assets take the asset's partitions (Dagster 1.13 calls it preview).
 warnings.filterwarnings("ignore", message="Specifying a partitions_def on an AssetCheckSpec", category=PreviewWarning)
+# Dagster re-creates each sensor with its owners when it binds resources to the sensor's job
+# (1.13 calls that parameter beta), whether or not a sensor names owners.
+warnings.filterwarnings("ignore", message="Parameter `owners` of initializer `SensorDefinition", category=BetaWarning)

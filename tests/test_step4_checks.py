@@ -461,5 +461,5 @@ def test_check_refuses_what_is_not_a_vault(tmp_path, layout):
     assert proc.stdout == ""
     assert proc.stderr.strip().splitlines() == [
         f"hypograph check: {tmp_path}: not a vault "
-        + ("(hypotheses/ holds no .md node)" if layout == "run-dir" else "(no hypotheses/ folder)")
+        + ("(hypotheses/ holds a prox run directory's H-*.json)" if layout == "run-dir" else "(no hypotheses/ folder)")
     ]
