@@ -215,7 +215,8 @@ def _cpu() -> str:
         text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return "unknown"
-    return next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "unknown")
+    names = (line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name"))
+    return next(names, "unknown")
 
 
 def environment() -> dict[str, str]:

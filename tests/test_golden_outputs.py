@@ -65,7 +65,8 @@ def test_outputs_identical(case, outputs):
     workdir, results = outputs
     same_cpu = RECORDED["environment"].get("cpu") == environment()["cpu"]
     if not same_cpu:
-        warnings.warn(f"pictures compared by presence only: recorded on {RECORDED['environment'].get('cpu')!r}")
+        recorded_on = RECORDED["environment"].get("cpu")
+        warnings.warn(f"pictures compared by presence only: recorded on {recorded_on!r}", stacklevel=1)
     problems = differences(RECORDED["cases"][case.name], results[case.name], pictures=same_cpu)
     assert not problems, (
         f"{case.name}: outputs differ from {GOLDEN.name} (this run's copies: {workdir / case.name})\n"
