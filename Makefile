@@ -26,13 +26,18 @@ $(VENV)/.installed-mutation: pyproject.toml | $(BIN)/python
 	touch $@ $(VENV)/.installed
 
 # Copies the bundled examples to demo/ once (so the checked-in examples are never modified), runs
-# the proximity job on the run directory and the structure job on the vault through Dagster, prints
-# the example library's report, and registers the library and the case so `make ui` shows them.
+# the proximity job on the run directory and the structure job on the vault through Dagster, then
+# the report job on both (their pictures), prints the example library's report, and registers the
+# library and the case so `make ui` shows them.
 demo: $(VENV)/.installed
 	@for d in run vault library case; do test -d demo/$$d || { mkdir -p demo && cp -r examples/$$d demo/; }; done
 	$(BIN)/hypograph proximity demo/run
 	@echo
 	$(BIN)/hypograph structure demo/vault
+	@echo
+	$(BIN)/hypograph report demo/run
+	@echo
+	$(BIN)/hypograph report demo/vault
 	@echo
 	$(BIN)/hypograph library demo/library --report
 	@echo

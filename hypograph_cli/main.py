@@ -70,13 +70,13 @@ def _job(args, root: Path, job: str, settings: dict, offline: bool | None):
 
 
 def _ran(args, job: str, result, started: float) -> None:
-    """After a run: its warnings and model use, and on a terminal its id (a failed run: one line)."""
-    from hypograph.errors import HypographError
+    """After a run: its warnings and model use, and on a terminal its id (a failed run: one line;
+    exit 2 when it is not done yet, e.g. a model outage, 1 otherwise)."""
     from hypograph_cli import summaries
-    from pipelines.launch import failed_line
+    from pipelines.launch import run_error
 
     if not result.success:
-        raise HypographError(failed_line(job, result))
+        raise run_error(job, result)
     summaries.print_warnings(result)
     summaries.print_model_usage(result)
     _run_line(args, job, result, started)
@@ -98,7 +98,7 @@ def _proximity(args) -> int:
 def _structure(args) -> int:
     """Proximity on the vault, step 4, then proximity again if step 4 rewrote the vault's
     hypotheses (so proximity/ describes the structured vault): the flow of
-    ``assets/structure/flow.py``, each run on the vault's partitions."""
+    ``assets/next_job.py``, each run on the vault's partitions."""
     from hypograph.errors import HypographError
     from hypograph.paths import detect_kind
     from hypograph_cli import summaries
@@ -114,17 +114,19 @@ def _structure(args) -> int:
         started[0] = time.perf_counter()
 
     results = run_structure(root, args.settings, _offline(args), on_run=ran)
-    summaries.print_structure(root, next(r for r in results if r.job_def.name == "structure"))
+    summaries.print_structure(root, next((r for r in results if r.job_def.name == "structure"), None))
     return 0
 
 
 def _report(args) -> int:
-    """The pictures of PATH's proximity files, written beside them (``hypograph.report``); no run."""
-    from hypograph.report import write_report
+    """The pictures of PATH's proximity files, written beside them: one run of the report job."""
+    from hypograph.report import report_on_disk
 
-    report = write_report(args.path.resolve(), args.settings.dupe_threshold)
-    print(report.headline)
-    for path in report.files.values():
+    root = args.path.resolve()
+    _job(args, root, "report", {"proximity": args.settings}, None)
+    headline, files = report_on_disk(root)
+    print(headline)
+    for path in files:
         print(path)
     return 0
 
@@ -244,6 +246,18 @@ def _register_library(root: Path) -> None:
         pass
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument error is refused like any other input: its cause on the first line
+    (``hypograph proximity: the following arguments are required: PATH``), where to read more on
+    the second, exit 1 (2 is "not done yet"). Every subcommand's parser is one of these."""
+
+    command: str | None = None  # the subcommand the command line names (its errors are named by it)
+
+    def error(self, message: str):
+        prog = f"{self.prog} {self.command}" if self.command else self.prog
+        self.exit(1, f"{prog}: {message}\n  see `{prog} --help`\n")
+
+
 def _quiet() -> argparse.ArgumentParser:
     """``-q/--quiet`` on every subcommand (SUPPRESS: a subcommand without it keeps the top one's)."""
     p = argparse.ArgumentParser(add_help=False)
@@ -253,18 +267,18 @@ def _quiet() -> argparse.ArgumentParser:
 
 def _vault_commands(sub, common) -> None:
     c = sub.add_parser("check", parents=common, help="the step-4 checks on VAULT; exit 1 if any fails")
-    c.add_argument("path", type=Path, help="vault")
+    c.add_argument("path", type=Path, metavar="VAULT", help="vault")
     c.set_defaults(func=_check)
     c = sub.add_parser("unmerge", parents=common, help="undo the merge of hypothesis ID")
-    c.add_argument("path", type=Path, help="vault")
-    c.add_argument("id", help="the merged hypothesis, e.g. H-7")
+    c.add_argument("path", type=Path, metavar="VAULT", help="vault")
+    c.add_argument("id", metavar="H-N", help="the merged hypothesis, e.g. H-7")
     c.set_defaults(func=_unmerge)
     c = sub.add_parser(
         "create-node",
         parents=common,
         help="mint the next id and create a node (body with frontmatter on stdin; {{ID}} is replaced)",
     )
-    c.add_argument("path", type=Path, help="vault")
+    c.add_argument("path", type=Path, metavar="VAULT", help="vault")
     c.add_argument("--type", required=True, help="hypothesis, hypothesis-cluster, observation, source, ...")
     c.add_argument("--title", required=True)
     c.set_defaults(func=_create_node)
@@ -274,10 +288,10 @@ def _run_commands(sub, common) -> None:
     c = sub.add_parser(
         "add", parents=common, help="register input folders (run directories, vaults, ...) as partitions"
     )
-    c.add_argument("paths", type=Path, nargs="+", metavar="path")
+    c.add_argument("paths", type=Path, nargs="+", metavar="PATH")
     c.set_defaults(func=_add)
     c = sub.add_parser("proximity", parents=common, help="embed, graph, cluster and list duplicates of PATH")
-    c.add_argument("path", type=Path, help="run directory or vault")
+    c.add_argument("path", type=Path, metavar="PATH", help="run directory or vault")
     c.add_argument("--backend", choices=["tfidf", "sbert"], default="tfidf")
     c.add_argument("--model", default=None)
     c.add_argument("--threshold", type=float, default=0.30, help="similarity graph threshold (0 to 1)")
@@ -285,19 +299,19 @@ def _run_commands(sub, common) -> None:
     c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: never call a model")
     c.set_defaults(func=_proximity, settings_of=settings.proximity)
     c = sub.add_parser("structure", parents=common, help="proximity, then step 4 (merge/drop, clusters, map) on VAULT")
-    c.add_argument("path", type=Path, help="vault")
+    c.add_argument("path", type=Path, metavar="VAULT", help="vault")
     c.add_argument("--backend", choices=["tfidf", "sbert"], default="tfidf")
     c.add_argument("--threshold", type=float, default=0.30, help="similarity graph threshold (0 to 1)")
     c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: never call a model")
     c.set_defaults(func=_structure, settings_of=settings.proximity)
     c = sub.add_parser("report", parents=common, help="cluster map, similarity histogram, threshold sweep of PATH")
-    c.add_argument("path", type=Path, help="run directory, vault or library whose proximity/ is written")
+    c.add_argument("path", type=Path, metavar="PATH", help="run directory, vault or library with a proximity/")
     c.add_argument("--dupe-threshold", type=float, default=0.80, help="the duplicate pair threshold to mark")
     c.set_defaults(func=_report, settings_of=settings.proximity)
     c = sub.add_parser(
         "ui", parents=common, help="the Dagster web UI and daemon for every input (PATHs registered first)"
     )
-    c.add_argument("paths", type=Path, nargs="*", metavar="path", help="inputs to register first")
+    c.add_argument("paths", type=Path, nargs="*", metavar="PATH", help="inputs to register first")
     c.add_argument("--host", default="127.0.0.1")
     c.add_argument("--port", type=int, default=3000)
     c.set_defaults(func=_ui)
@@ -321,7 +335,7 @@ def _lazy_commands(sub, wanted: str | None) -> None:
 
 def parser(argv: list[str]) -> argparse.ArgumentParser:
     """The ``hypograph`` parser for this command line (see ``_lazy_commands``)."""
-    p = argparse.ArgumentParser(prog="hypograph", description="Hypothesis structuring pipeline (Dagster).")
+    p = _Parser(prog="hypograph", description="Hypothesis structuring pipeline (Dagster).")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines or bars on stderr")
     sub = p.add_subparsers(dest="command", required=True)
     common = [_quiet()]
@@ -329,6 +343,7 @@ def parser(argv: list[str]) -> argparse.ArgumentParser:
     _vault_commands(sub, common)
     wanted = next((a for a in argv if not a.startswith("-")), None)
     _lazy_commands(sub, wanted if wanted in LAZY else None)
+    p.command = wanted if wanted in sub.choices else None  # `hypograph check V --x`: named by check
     return p
 
 
@@ -388,12 +403,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hypograph {args.command}: {problem}", file=sys.stderr)
         return 1
     try:
-        if not _progress_on(args):
+        if not _progress_on(args) or args.command == "ui":  # ui: dagster's own output follows
             return _dispatch(args)
-        from hypograph.progress import TerminalSink, reporting, stage
+        from hypograph_cli import terminal
 
-        with reporting(TerminalSink(sys.stderr)), stage(f"hypograph {args.command}"):
-            return _dispatch(args)
+        name = " ".join(["hypograph", args.command, *filter(None, [getattr(args, "case_command", None)])])
+        return terminal.run(name, lambda: _dispatch(args))
     except BrokenPipeError:
         return _quiet_pipe()
 

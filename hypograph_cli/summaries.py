@@ -116,6 +116,7 @@ def print_proximity(root: Path, top: int = 10) -> None:
         "verdicts.json",
     )
     print(f"files in {d}: " + ", ".join(files))
+    print(f"pictures (cluster map, thresholds, report.html): hypograph report {root}")
 
 
 def print_review_queue(root: Path) -> None:
@@ -144,9 +145,10 @@ def _titles(root: Path) -> dict[str, str]:
 
 
 def print_structure(root: Path, result) -> None:
-    """What this run changed, the vault's clusters, the six checks by name, the review queue."""
-    a = asset_metadata(result, "hypothesis_dispositions")
-    b = asset_metadata(result, "hypothesis_clusters")
+    """What this run changed (``result``: step 4's; None when nothing ran), the vault's clusters,
+    the six checks by name, the review queue."""
+    a = asset_metadata(result, "hypothesis_dispositions") if result is not None else {}
+    b = asset_metadata(result, "hypothesis_clusters") if result is not None else {}
     changed = [
         f"{plural(n, one, many) if one else n} {what}"
         for n, one, many, what in (
@@ -157,7 +159,10 @@ def print_structure(root: Path, result) -> None:
         )
         if n
     ]
-    print(f"{root}: this run: " + (", ".join(changed) if changed else "nothing to change (already structured)"))
+    if result is None:
+        print(f"{root}: unchanged since its last structuring with these settings: no run started")
+    else:
+        print(f"{root}: this run: " + (", ".join(changed) if changed else "nothing to change (already structured)"))
     for line in [*(a.get("merged_by_hand") or []), *(a.get("refused_by_hand") or []), *(a.get("amended") or [])]:
         print(f"  {line}")  # a person's MERGE applied or refused; a decision amended so the vault completes
     vault = open_vault(root)

@@ -3,7 +3,7 @@ goes through (``hypograph`` commands and the tests; the UI, sensors and backfill
 jobs through Dagster's daemon). Settings arrive as the products' validated settings models.
 
 ``execute`` runs one job on one input's partition; ``run_structure`` runs proximity -> step 4 ->
-proximity as ``assets/structure/flow.py`` plans it; ``run_library`` runs a command's library
+proximity as ``assets/next_job.py`` plans it; ``run_library`` runs a command's library
 rounds, each a partition of the ``library_round`` job, stopping at the first that adds nothing.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from hypograph.errors import HypographError
+from hypograph.errors import HypographError, NotDone
 from pipelines.instance import open_instance, register
 
 TAGS = {"hypograph/launched_by": "cli"}  # what tells a command's run from a UI run in the Runs page
@@ -80,31 +80,34 @@ def run_job(root: Path, job_name: str, settings: dict[str, BaseModel] | None = N
     then where to see the rest."""
     result = execute(root, job_name, settings, offline, **kw)
     if not result.success:
-        raise HypographError(failed_line(job_name, result))
+        raise run_error(job_name, result)
     return result
 
 
 def run_structure(root: Path, proximity, offline: bool | None = None, instance=None, on_run=None) -> list:
-    """Proximity, step 4, and proximity again if step 4 rewrote the vault (``flow.next_job``, asked
-    for the whole flow: each job runs at least once); the results, in order. Stops at a failed run
-    (its result is the last). ``on_run(job, result)`` is called after each run."""
+    """Proximity, step 4, and proximity again if step 4 rewrote the vault, as ``flow.next_job``
+    plans them (a job whose settings differ from its last run's runs at least once); the results,
+    in order: none when the vault's results are current. Stops at a failed run (its result is the
+    last). ``on_run(job, result)`` is called after each run."""
     if instance is None:
         with open_instance() as shared:
             return run_structure(root, proximity, offline, shared, on_run)
-    from assets.structure.flow import FLOW, next_job
+    from assets.next_job import FLOW, next_job, settings_changed
     from hypograph.inputs import fingerprint
 
     record = register(instance, root)
     if record.kind != "vault":
         raise HypographError(f"{root}: not a vault (structure needs step-3 nodes in hypotheses/*.md)")
-    results, ran = [], ()
+    settings = {"proximity": proximity}
+    rerun = settings_changed(instance, record.id, run_config(settings, offline)["resources"])
+    results = []
     while len(results) <= len(FLOW) + 1:  # proximity, step 4, proximity: never more
-        job = next_job(instance, record, fingerprint(record.path, record.kind), ran)
+        job = next_job(instance, record, fingerprint(record.path, record.kind), rerun)
         if job is None:
             break
-        result = execute(root, job, {"proximity": proximity}, offline, instance=instance)
+        result = execute(root, job, settings, offline, instance=instance)
         results.append(result)
-        ran += (job,)
+        rerun = tuple(j for j in rerun if j != job)
         if on_run is not None:
             on_run(job, result)
         if not result.success:
@@ -147,6 +150,17 @@ def run_library(root: Path, settings, rounds: int = 1, new_library: bool = False
 def failed_line(job_name: str, result) -> str:
     """``<cause>; <more causes> (proximity run 1a2b3c4d: the run's events in `make ui`)``."""
     return "; ".join(failures(result)) + f" ({job_name} run {result.run_id[:8]} failed: its events in `make ui`)"
+
+
+def run_error(job_name: str, result) -> HypographError:
+    """A failed run as the error a command raises, on ``failed_line``: a ``NotDone`` (exit 2) when
+    every failed step failed for something not done yet (its ``Failure`` status ``NOT_DONE``: a
+    model outage, a busy vault) and no check failed; else a HypographError (exit 1)."""
+    failed = [e.step_failure_data.user_failure_data for e in result.all_events if e.is_step_failure]
+    statuses = {getattr(f.metadata.get("status"), "value", None) if f else None for f in failed}
+    checks_failed = any(not c.passed for c in result.get_asset_check_evaluations())
+    not_done = statuses == {"NOT_DONE"} and not checks_failed
+    return (NotDone if not_done else HypographError)(failed_line(job_name, result))
 
 
 def failures(result) -> list[str]:

@@ -1,8 +1,8 @@
 """The report's pictures in the Dagster UI, in a real browser: after `make demo`'s steps
 (`hypograph proximity` on a copy of examples/run, `hypograph structure` on a copy of
-examples/vault, a fresh instance of its own), the proximity_report asset of each input shows its
-cluster map, the vault its map by hypothesis cluster, and both the threshold sweep, as images that
-loaded (decoded, nonzero size, on screen).
+examples/vault, `hypograph report` on both, a fresh instance of its own), the proximity_report
+asset of each input shows its cluster map, the vault its map by hypothesis cluster, and both the
+threshold sweep, as images that loaded (decoded, nonzero size, on screen).
 
 Screenshots of each picture as the UI shows it are kept in ``tests/artifacts/`` (git-ignored),
 failing or not. Skipped where no Chromium binary exists (`apt-get install chromium`; .ci/run does).
@@ -30,8 +30,9 @@ def demo(tmp_path_factory):
     base = tmp_path_factory.mktemp("report-demo")
     run, vault = copy_tree(EXAMPLE_RUN, base / "run"), copy_tree(EXAMPLE_VAULT, base / "vault")
     env = {**offline_env(), "DAGSTER_HOME": str(base / "home")}
-    for job, root in (("proximity", run), ("structure", vault)):
-        done = in_process(job, root, "--llm", "offline", env=env)  # the command's runs, in this process
+    for command, root in (("proximity", run), ("structure", vault), ("report", run), ("report", vault)):
+        options = () if command == "report" else ("--llm", "offline")
+        done = in_process(command, root, *options, env=env)  # the command's runs, in this process
         assert done.returncode == 0, done.stderr
     port = free_port()
     process = services.start([HYPOGRAPH, "ui", "--port", port], base / "ui.log", env)

@@ -245,6 +245,7 @@ def assert_jobs_and_automation_as_expected() -> None:
     jobs = {j.name: j for j in defs.resolve_all_job_defs() if not j.name.startswith("__")}
     assert set(jobs) == {
         "proximity",
+        "report",
         "structure",
         "library_round",
         "library_rescore",
@@ -262,5 +263,6 @@ def assert_jobs_and_automation_as_expected() -> None:
         "hypotheses_changed",
         "next_library_round",
         "case_retries_due",
+        "pictures_after_proximity",  # the report job after proximity (an automation condition sensor)
     }
     assert all(s.description for s in [*defs.schedules, *defs.sensors])

@@ -64,8 +64,10 @@ def test_report_files_are_written_beside_the_proximity_files(run):
     page = (d / REPORT_HTML).read_text(encoding="utf-8")
     assert 'id="cluster-map"' in page and 'id="thresholds"' in page
     tags = set(re.findall(r"<script[^>]*>", page))
-    assert tags <= {"<script>", '<script type="text/javascript">'}, tags  # no script loaded from anywhere
-    assert len(page) > 1_000_000 and "Plotly.newPlot" in page  # plotly.js inlined: the page works offline
+    # one script loaded, from beside the page (so it works offline), none from anywhere else
+    assert tags <= {"<script>", '<script type="text/javascript">', '<script charset="utf-8" src="plotly.min.js">'}
+    assert '<script charset="utf-8" src="plotly.min.js">' in tags and "Plotly.newPlot" in page
+    assert len(page) < 200_000 and b"plotly.js" in (d / "plotly.min.js").read_bytes()[:500]
     doc = json.loads((d / REPORT_JSON).read_text(encoding="utf-8"))
     assert doc["counts"]["hypotheses"] == 30 and doc["counts"]["points_drawn"] == 30
     assert doc["counts"]["duplicate_links_drawn"] == len(store.read_dupes(run))

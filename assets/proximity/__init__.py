@@ -6,7 +6,7 @@ from dagster import Definitions
 
 from assets.proximity import adjudication, assets, report, sharded
 from assets.proximity.checks import CHECKS
-from assets.proximity.jobs import nightly_proximity, proximity_job
+from assets.proximity.jobs import nightly_proximity, pictures_after_proximity, proximity_job, report_job
 from assets.sources import hypotheses
 from resources import ProximityResource
 
@@ -23,7 +23,8 @@ defs = Definitions(
         report.proximity_report,
     ],
     asset_checks=CHECKS,
-    jobs=[proximity_job],
+    jobs=[proximity_job, report_job],
     schedules=[nightly_proximity],
+    sensors=[pictures_after_proximity],
     resources={"proximity": ProximityResource()},
 )

@@ -1,7 +1,9 @@
-"""The proximity job, and the nightly schedule that re-runs it on every input."""
+"""The proximity job, the report job (the pictures, off proximity's critical path), and the
+nightly schedule that re-runs proximity on every input."""
 
 from dagster import (
     AssetSelection,
+    AutomationConditionSensorDefinition,
     DefaultScheduleStatus,
     RunRequest,
     ScheduleEvaluationContext,
@@ -12,13 +14,31 @@ from dagster import (
 from assets.groups import PROXIMITY, described
 from assets.partitions import HYPOTHESIS_INPUTS, hypothesis_inputs
 
+REPORT = AssetSelection.assets("proximity_report")
+
 proximity_job = define_asset_job(
     "proximity",
-    selection=AssetSelection.groups(PROXIMITY),
+    selection=AssetSelection.groups(PROXIMITY) - REPORT,
     partitions_def=hypothesis_inputs,
     description="Observe the input's hypotheses, then embed, graph, cluster, list and adjudicate its "
     "near-duplicates and name its clusters (proximity/ in the input). Runs on any run directory, "
-    "vault or library; a no-op on disk when nothing changed.",
+    "vault or library; a no-op on disk when nothing changed. The pictures are the report job's.",
+)
+
+report_job = define_asset_job(
+    "report",
+    selection=REPORT,
+    partitions_def=hypothesis_inputs,
+    description="The pictures of the input's proximity files (report.html, cluster-map.png, vault-map.png, "
+    "thresholds.png): run by `hypograph report`, from here, or by `pictures_after_proximity`.",
+)
+
+pictures_after_proximity = AutomationConditionSensorDefinition(
+    "pictures_after_proximity",
+    target=REPORT,
+    emit_backfills=False,
+    description="Builds an input's pictures (the report job) once after each proximity run that "
+    "materialized their inputs, in a run of its own. Off by default: `hypograph report` builds them on request.",
 )
 
 

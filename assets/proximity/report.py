@@ -1,8 +1,12 @@
 """The pictures of an input's proximity: ``proximity_report`` writes the cluster map, the vault's
 map by hypothesis cluster, the similarity histogram and the threshold sweep beside the proximity
-files (``hypograph.report``), and shows the PNGs inline in its metadata."""
+files (``hypograph.report``), and shows the PNGs inline in its metadata.
 
-from dagster import AssetExecutionContext, MaterializeResult, asset
+Not part of the proximity job (a person looks at pictures after a run; step 4 never waits for
+them): the report job builds them on request (``hypograph report``, the UI), and the default
+automation sensor, when on, builds them once after each proximity run that changed their inputs."""
+
+from dagster import AssetExecutionContext, AutomationCondition, MaterializeResult, asset
 
 from assets.errors import project_errors
 from assets.groups import PROXIMITY
@@ -14,7 +18,13 @@ from hypograph.report import write_report
 from resources import Inputs, ProximityResource
 
 
-@asset(group_name=PROXIMITY, partitions_def=hypothesis_inputs, deps=[cluster_labels, duplicate_pairs], kinds={"plotly"})
+@asset(
+    group_name=PROXIMITY,
+    partitions_def=hypothesis_inputs,
+    deps=[cluster_labels, duplicate_pairs],
+    kinds={"plotly"},
+    automation_condition=AutomationCondition.eager(),
+)
 @project_errors
 def proximity_report(context: AssetExecutionContext, inputs: Inputs, proximity: ProximityResource) -> MaterializeResult:
     """proximity/report.html (interactive, offline), cluster-map.png, vault-map.png (vaults),

@@ -3,9 +3,10 @@
 ``write_report(root)`` reads what proximity wrote in ``<root>/proximity/`` (embeddings, graph,
 clusters, cluster labels, dupes) and writes beside those files:
 
-* ``report.html`` — one self-contained interactive page (plotly, plotly.js inlined: opens offline):
-  the cluster map, for a vault the map by hypothesis cluster, and the thresholds figure, with the
-  sweep as a table;
+* ``report.html`` — one interactive page (plotly; its script, ``plotly.min.js``, written beside
+  it once, so the page opens offline and stays small at any size: the points of at most ``MAP_MAX``
+  hypotheses): the cluster map, for a vault the map by hypothesis cluster, and the thresholds
+  figure, with the sweep as a table;
 * ``cluster-map.png`` — the map coloured by proximity cluster, labelled by cluster label,
   duplicate pairs drawn as links;
 * ``vault-map.png`` (vaults with HC nodes) — the same points coloured by HC cluster, residuals marked;
@@ -14,8 +15,8 @@ clusters, cluster labels, dupes) and writes beside those files:
 * ``report.json`` — the numbers behind them (sweep, histogram, the most similar pair).
 
 Every file is written atomically and only when its bytes change (the layout and sample are
-seeded), so a re-run on unchanged input changes nothing. No dagster here; ``assets/report.py``
-and ``hypograph report`` call it.
+seeded), so a re-run on unchanged input changes nothing. No dagster here; the report asset
+(``assets/proximity/report.py``, which ``hypograph report`` runs) calls it.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ CLUSTER_MAP_PNG = "cluster-map.png"
 VAULT_MAP_PNG = "vault-map.png"
 THRESHOLDS_PNG = "thresholds.png"
 REPORT_JSON = "report.json"
+PLOTLY_JS = "plotly.min.js"
 
 
 @dataclass
@@ -109,9 +111,22 @@ def write_report(root: Path | str, dupe_threshold: float = DEFAULT_DUPE_THRESHOL
     files["html"], files["json"] = d / REPORT_HTML, d / REPORT_JSON
     content = {files[name]: png for name, png in pngs.items()}
     content.update({d / name: text for name, text in texts.items()})
+    content[d / PLOTLY_JS] = _plotly_js()
     written = [path for path, payload in content.items() if write_atomic(path, lambda fh, p=payload: fh.write(p))]
     seconds = time.perf_counter() - started
     return Report(root, files, written, pngs, sweep, graph.threshold, dupe_threshold, counts, headline, seconds)
+
+
+def report_on_disk(root: Path | str) -> tuple[str, list[Path]]:
+    """The headline of the report ``write_report`` last wrote under ``root``, and its files that
+    exist (pictures first, then the page and the numbers). Raises HypographError if there is none."""
+    d = store.proximity_dir(Path(root))
+    try:
+        headline = json.loads((d / REPORT_JSON).read_text(encoding="utf-8"))["headline"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise HypographError(f"{d / REPORT_JSON}: no report written ({e})") from e
+    names = (CLUSTER_MAP_PNG, THRESHOLDS_PNG, VAULT_MAP_PNG, REPORT_HTML, REPORT_JSON)
+    return headline, [d / name for name in names if (d / name).is_file()]
 
 
 def _read(root: Path) -> _Inputs:
@@ -289,14 +304,25 @@ def _json(sweep: Sweep, threshold: float, dupe_threshold: float, headline: str, 
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
+def _plotly_js() -> bytes:
+    """The plotly.js the installed plotly ships (the page loads it from beside itself)."""
+    from importlib.resources import files
+
+    return files("plotly").joinpath("package_data", PLOTLY_JS).read_bytes()
+
+
 def _html(root: Path, maps: dict, sweep: Sweep, threshold: float, dupe_threshold: float) -> str:
-    """One page, plotly.js inlined once (the first figure), every figure with a fixed div id."""
+    """One page loading ``plotly.min.js`` from its folder once (the first figure), every figure
+    with a fixed div id."""
     sections, first = [], True
     titles = {"cluster_map": "Cluster map", "vault_map": "Hypothesis clusters (vault)"}
     config = {"displaylogo": False, "responsive": True}
     for name, picture in maps.items():
         div = figures.map_figure(picture).to_html(
-            full_html=False, include_plotlyjs=first, div_id=name.replace("_", "-"), config=config
+            full_html=False,
+            include_plotlyjs="directory" if first else False,
+            div_id=name.replace("_", "-"),
+            config=config,
         )
         sections.append(f'<h2 id="{name}">{titles[name]}</h2>\n{div}')
         first = False

@@ -1,0 +1,90 @@
+"""Proximity -> step 4 -> proximity, written once: ``next_job`` says which job brings an input's
+results up to date next, from Dagster's own records. The ``hypotheses_changed`` sensor
+(``assets/structure/flow.py``) requests it one job per tick; ``hypograph structure``
+(``pipelines/launch.py``) runs it until it says none, each job at least once whose settings differ
+from its last run's (``settings_changed``), so a second command on an unchanged vault with the same
+settings starts no run.
+
+An edit to a vault thus runs proximity (its texts were read before the latest version), step 4
+(the hypotheses are not at the version step 4 last left), then proximity again when step 4
+rewrote them (its structure map reports the version it left, a new observation), then nothing.
+
+Light on purpose (no asset module imported): a command asks it before deciding to run anything.
+"""
+
+from __future__ import annotations
+
+from dagster import AssetKey, AssetRecordsFilter, DagsterRunStatus, RunsFilter
+from dagster._core.definitions.data_version import DATA_VERSION_TAG
+
+from assets.partitions import VAULTS
+from hypograph.inputs import InputRecord
+
+FLOW = ("proximity", "structure")  # a vault's; other inputs have proximity only
+
+ACTIVE = [
+    DagsterRunStatus.QUEUED,
+    DagsterRunStatus.NOT_STARTED,
+    DagsterRunStatus.STARTING,
+    DagsterRunStatus.STARTED,
+    DagsterRunStatus.CANCELING,
+]
+
+
+def next_job(instance, record: InputRecord, version: str, rerun: tuple[str, ...] = ()) -> str | None:
+    """The job that brings ``record``'s results up to date with its hypotheses at ``version`` (its
+    fingerprint now), or None when they are current: the first job of the flow that ``rerun``
+    names (a command's settings differ from that job's last run: ``settings_changed``) or that
+    Dagster's records say is due."""
+    flow = FLOW if record.kind == "vault" and record.id in instance.get_dynamic_partitions(VAULTS) else FLOW[:1]
+    for job in flow:
+        if job in rerun or _due(instance, record.id, job, version):
+            return job
+    return None
+
+
+def _due(instance, key: str, job: str, version: str) -> bool:
+    if job == FLOW[0]:  # the texts were read before the latest version (or never)
+        seen = latest(instance, "hypotheses", key, observation=True)
+        texts = latest(instance, "hypothesis_texts", key)
+        return version_of(seen) != version or texts is None or texts.storage_id < seen.storage_id
+    return _left_by_step4(instance, key) != version  # step 4 left the hypotheses at another version
+
+
+def settings_changed(instance, key: str, resources: dict) -> tuple[str, ...]:
+    """The jobs of the flow whose last successful run on partition ``key`` was configured with
+    other resources than ``resources`` (a run config's ``resources``), or that never succeeded:
+    a command runs them again even when the records say the results are current."""
+    changed = []
+    for job in FLOW:
+        runs = instance.get_runs(
+            RunsFilter(job_name=job, tags={"dagster/partition": key}, statuses=[DagsterRunStatus.SUCCESS]), limit=1
+        )
+        if not runs or runs[0].run_config.get("resources") != resources:
+            changed.append(job)
+    return tuple(changed)
+
+
+def version_of(record) -> str | None:
+    return record.asset_observation.tags.get(DATA_VERSION_TAG) if record is not None else None
+
+
+def has_active_run(instance, key: str) -> bool:
+    """A run of partition ``key`` is queued or in progress (its own writes are not a change yet)."""
+    return bool(instance.get_run_ids(RunsFilter(tags={"dagster/partition": key}, statuses=ACTIVE), limit=1))
+
+
+def latest(instance, asset: str, partition: str, observation: bool = False):
+    filter_ = AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[partition])
+    fetch = instance.fetch_observations if observation else instance.fetch_materializations
+    records = fetch(filter_, limit=1).records
+    return records[0] if records else None
+
+
+def _left_by_step4(instance, key: str) -> str | None:
+    """The version of a vault's hypotheses its last structure map recorded (what step 4 left)."""
+    record = latest(instance, "structure_map", key)
+    if record is None or record.asset_materialization is None:
+        return None
+    value = record.asset_materialization.metadata.get("hypotheses_version")
+    return value.value if value is not None else None

@@ -1,0 +1,80 @@
+"""What the user's path skips (issue 33), tested by what runs, not by timing: a proximity run
+draws no pictures (the report job does, once per change of its inputs), and ``hypograph
+structure`` on a vault unchanged since its last structuring with the same settings starts no run.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+from cli_helper import in_process
+from conftest import EXAMPLE_RUN, EXAMPLE_VAULT, copy_tree, offline_env
+
+from pipelines.definitions import defs
+
+PICTURES = ("report.html", "cluster-map.png", "thresholds.png")
+
+
+def open_instance(home):
+    home.mkdir(exist_ok=True)
+    return dg.DagsterInstance.from_config(str(home))
+
+
+def _runs(home) -> list[tuple[str, str]]:
+    """(job, status) of every run on the instance at ``home``, oldest first."""
+    with open_instance(home) as instance:
+        return [(r.job_name, r.status.value) for r in reversed(instance.get_runs())]
+
+
+def test_proximity_draws_no_pictures_and_the_report_job_draws_them_once_per_change(tmp_path):
+    run = copy_tree(EXAMPLE_RUN, tmp_path / "run")
+    env = {**offline_env(), "DAGSTER_HOME": str(tmp_path / "home")}
+    sensor = dg.AssetSelection.assets("proximity_report")
+    with open_instance(tmp_path / "home") as instance:  # the sensor's ticks, as the daemon runs them
+        tick = dg.evaluate_automation_conditions(defs=defs, instance=instance, asset_selection=sensor)
+        assert tick.total_requested == 0
+    assert in_process("proximity", run, "--llm", "offline", env=env).returncode == 0
+    assert not any((run / "proximity" / name).exists() for name in PICTURES)  # not on proximity's path
+    with open_instance(tmp_path / "home") as instance:
+        first = dg.evaluate_automation_conditions(
+            defs=defs, instance=instance, asset_selection=sensor, cursor=tick.cursor
+        )
+        assert first.total_requested == 1  # the sensor, when on, draws them after proximity
+    done = in_process("report", run, env=env)
+    assert done.returncode == 0, done.stderr
+    assert all((run / "proximity" / name).is_file() for name in PICTURES)
+    assert done.stdout.splitlines()[1:] == [str(run / "proximity" / n) for n in (*PICTURES[1:], PICTURES[0])] + [
+        str(run / "proximity" / "report.json")
+    ]
+    with open_instance(tmp_path / "home") as instance:
+        again = dg.evaluate_automation_conditions(
+            defs=defs, instance=instance, asset_selection=sensor, cursor=first.cursor
+        )
+        assert again.total_requested == 0  # drawn for these inputs: not again
+    assert [job for job, _ in _runs(tmp_path / "home")] == ["proximity", "report"]
+
+
+def test_structure_on_an_unchanged_vault_starts_no_run(tmp_path):
+    vault = copy_tree(EXAMPLE_VAULT, tmp_path / "vault")
+    env = {**offline_env(), "DAGSTER_HOME": str(tmp_path / "home")}
+    first = in_process("structure", vault, "--llm", "offline", env=env)
+    assert first.returncode == 0, first.stderr
+    runs = _runs(tmp_path / "home")
+    assert [job for job, _ in runs] == ["proximity", "structure", "proximity"]
+    second = in_process("structure", vault, "--llm", "offline", env=env)
+    assert second.returncode == 0, second.stderr
+    assert _runs(tmp_path / "home") == runs  # no proximity run, no step 4
+    assert "unchanged since its last structuring with these settings: no run started" in second.stdout
+    assert "vault now:" in second.stdout  # the summary is still printed
+    other = in_process("structure", vault, "--llm", "offline", "--threshold", "0.35", env=env)
+    assert other.returncode == 0, other.stderr
+    assert [job for job, _ in _runs(tmp_path / "home")][len(runs) :] == ["proximity", "structure"]
+    before = len(_runs(tmp_path / "home"))
+    node = sorted((vault / "hypotheses").glob("*.md"))[0]
+    node.touch()
+    touched = in_process("structure", vault, "--llm", "offline", "--threshold", "0.35", env=env)
+    assert touched.returncode == 0, touched.stderr  # a touch changes no byte: the version is the same
+    assert len(_runs(tmp_path / "home")) == before
+    node.write_text(node.read_text(encoding="utf-8") + "\nEdited by hand.\n", encoding="utf-8")
+    edited = in_process("structure", vault, "--llm", "offline", "--threshold", "0.35", env=env)
+    assert edited.returncode == 0, edited.stderr
+    assert [job for job, _ in _runs(tmp_path / "home")][before:][:2] == ["proximity", "structure"]
