@@ -136,9 +136,15 @@ def print_review_queue(root: Path) -> None:
 
 
 def _titles(root: Path) -> dict[str, str]:
+    """id -> title of ``root``'s hypotheses: a vault's from its file names (``ID - Title.md``, no
+    file read), a run directory's from its corpus."""
     try:
         from hypograph.hypotheses import load_corpus
+        from hypograph.paths import detect_kind
 
+        if detect_kind(root) == "vault":
+            stems = (p.stem.partition(" - ") for p in (root / "hypotheses").glob("*.md"))
+            return {node_id.strip(): title for node_id, _, title in stems}
         return {h.id: h.title for h in load_corpus(root).hypotheses}
     except Exception:  # noqa: BLE001 - titles are a courtesy; ids alone still identify the pair
         return {}
@@ -159,10 +165,15 @@ def print_structure(root: Path, result) -> None:
         )
         if n
     ]
-    if result is None:
-        print(f"{root}: unchanged since its last structuring with these settings: no run started")
-    else:
-        print(f"{root}: this run: " + (", ".join(changed) if changed else "nothing to change (already structured)"))
+    if result is None:  # nothing read beyond what the runs' records and the review queue need
+        print(
+            f"{root}: unchanged since its last structuring with these settings: no run started "
+            f"(its checks passed then; `hypograph check {root}` runs them again)"
+        )
+        print_review_queue(root)
+        print(f"structure map: {root / MAP}")
+        return
+    print(f"{root}: this run: " + (", ".join(changed) if changed else "nothing to change (already structured)"))
     for line in [*(a.get("merged_by_hand") or []), *(a.get("refused_by_hand") or []), *(a.get("amended") or [])]:
         print(f"  {line}")  # a person's MERGE applied or refused; a decision amended so the vault completes
     vault = open_vault(root)

@@ -64,7 +64,7 @@ def test_structure_on_an_unchanged_vault_starts_no_run(tmp_path):
     assert second.returncode == 0, second.stderr
     assert _runs(tmp_path / "home") == runs  # no proximity run, no step 4
     assert "unchanged since its last structuring with these settings: no run started" in second.stdout
-    assert "vault now:" in second.stdout  # the summary is still printed
+    assert "structure map:" in second.stdout
     other = in_process("structure", vault, "--llm", "offline", "--threshold", "0.35", env=env)
     assert other.returncode == 0, other.stderr
     assert [job for job, _ in _runs(tmp_path / "home")][len(runs) :] == ["proximity", "structure"]
