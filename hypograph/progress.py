@@ -9,7 +9,10 @@ runs it decides where that goes. No Dagster, no third-party import: the CLI and 
 
 Every event goes to the ``hypograph.progress`` logger at INFO (a Dagster run keeps that logger's
 records in its log: ``pipelines/instance.py`` names it in ``dagster.yaml``) and to each sink pushed
-with ``reporting(sink)``; the CLI pushes one that prints to a terminal. Nothing is printed by default.
+with ``reporting(sink)``; the CLI pushes one that prints to a terminal (``hypograph_cli/terminal.py``).
+Nothing is printed by default. A Dagster run adds, to the sinks only (``notify``), its steps (start
+and end events with ``step=True``), each asset it materialized (an ``asset`` event) and each check
+it evaluated (a ``check`` event).
 """
 
 from __future__ import annotations
@@ -26,7 +29,10 @@ LOGGER = logging.getLogger("hypograph.progress")
 @dataclass
 class Event:
     """``kind`` is ``start``, ``advance`` or ``end``; ``done`` counts what is finished so far (the
-    count at ``end``), ``total`` what is expected (None: unknown); ``seconds`` since the start."""
+    count at ``end``), ``total`` what is expected (None: unknown); ``seconds`` since the start.
+    From a Dagster run (``notify``): ``step`` marks a step's start and end; ``asset``, the asset
+    ``name`` materialized (``seconds``: its steps'); ``check``, the check ``name`` evaluated
+    (``done``: 1 passed, 0 failed)."""
 
     kind: str
     name: str
@@ -34,6 +40,7 @@ class Event:
     total: int | None = None
     seconds: float = 0.0
     unit: str = ""
+    step: bool = False
 
 
 Sink = Callable[[Event], None]
@@ -63,7 +70,7 @@ def notify(event: Event) -> None:
         sink(event)
 
 
-def _count(n: int, unit: str) -> str:
+def counted(n: int, unit: str) -> str:
     """``1 file``, ``2 files``, ``1 hypothesis``: units are given in the plural."""
     if n == 1 and unit.endswith("s"):
         unit = unit[:-3] + "is" if unit.endswith("ses") else unit[:-1]
@@ -75,10 +82,14 @@ def describe(event: Event) -> str:
     (``name ...`` and ``name: done in 0.41 s`` for a stage that counts nothing)."""
     if event.kind == "start":
         return (
-            f"{event.name}: {_count(event.total, event.unit)} ..." if event.total is not None else f"{event.name} ..."
+            f"{event.name}: {counted(event.total, event.unit)} ..." if event.total is not None else f"{event.name} ..."
         )
-    counted = event.done or event.total is not None or event.unit
-    return f"{event.name}: {_count(event.done, event.unit) if counted else 'done'} in {event.seconds:.2f} s"
+    return f"{event.name}: {what_ended(event)} in {event.seconds:.2f} s"
+
+
+def what_ended(event: Event) -> str:
+    """What an ended stage counted (``30 hypotheses``), or ``done`` for a stage that counts nothing."""
+    return counted(event.done, event.unit) if event.done or event.total is not None or event.unit else "done"
 
 
 @dataclass
@@ -111,41 +122,3 @@ def stage(name: str, total: int | None = None, unit: str = "") -> Iterator[Stage
     yield s
     done = s.count if s.count is not None else (s.done or (total or 0))
     _emit(Event("end", name, done, total, time.perf_counter() - s.started, unit))
-
-
-class TerminalSink:
-    """Prints each stage on ``stream``: its start line, replaced in place by its end line when
-    nothing came between (one line a stage), and for a stage with a known total that runs long
-    enough to watch (0.5 s), a bar redrawn in place: ``embed [#####.....] 15/30 hypotheses``."""
-
-    def __init__(self, stream, width: int = 30):
-        self.stream, self.width = stream, width
-        self._open: str | None = None  # the stage whose start (or bar) is on the current line
-
-    def __call__(self, event: Event) -> None:
-        if event.kind == "advance":
-            if event.total and event.seconds >= 0.5:
-                filled = min(self.width, self.width * event.done // max(event.total, 1))
-                bar = "#" * filled + "." * (self.width - filled)
-                self._line(f"{event.name} [{bar}] {event.done}/{event.total} {event.unit}".rstrip(), event.name)
-            return
-        if event.kind == "start":
-            self._line(describe(event), event.name)
-            return
-        self._line(describe(event), event.name)
-        self._write("\n")
-        self._open = None
-
-    def _line(self, text: str, name: str) -> None:
-        if self._open == name:
-            self._write("\r\033[K" + text)  # the same stage: its line rewritten
-        else:
-            self._write(("\n" if self._open is not None else "") + text)
-        self._open = name
-
-    def _write(self, text: str) -> None:
-        try:
-            self.stream.write(text)
-            self.stream.flush()
-        except (OSError, ValueError):  # a closed terminal: progress is a courtesy, never a failure
-            pass

@@ -23,12 +23,15 @@ from resources import Inputs, LLMResource
 
 
 class _StepStages(logging.Handler):
-    """Each step's start and end as a ``hypograph.progress`` stage (for the CLI's sinks only: the
-    run's log has Dagster's own step events)."""
+    """Each step as ``hypograph.progress`` events, for the CLI's sinks only (the run's log has
+    Dagster's own step events): the step's start and end (``step=True``), each check it evaluated
+    (``check``) and, when it materialized an asset, that asset's end (``asset``; the steps of a
+    graph-backed asset, ``asset.op``, timed together)."""
 
     def __init__(self):
         super().__init__(logging.DEBUG)
-        self.started: dict[str, float] = {}
+        self.started: dict[str, float] = {}  # asset (a step key up to its first ".") -> its first step's start
+        self.assets: dict[str, list[str]] = {}  # step -> the assets it materialized
 
     def emit(self, record: logging.LogRecord) -> None:
         from hypograph import progress
@@ -36,14 +39,24 @@ class _StepStages(logging.Handler):
         event = getattr(record, "dagster_event", None)
         kind = getattr(event, "event_type_value", None)
         step = getattr(event, "step_key", None)
-        if step is None or kind not in ("STEP_START", "STEP_SUCCESS"):
+        if step is None:
             return
+        group = step.split(".")[0]
         if kind == "STEP_START":
-            self.started[step] = time.perf_counter()
-            progress.notify(progress.Event("start", step))
-        else:
-            seconds = time.perf_counter() - self.started.pop(step, time.perf_counter())
-            progress.notify(progress.Event("end", step, seconds=seconds))
+            self.started.setdefault(group, time.perf_counter())
+            progress.notify(progress.Event("start", step, step=True))
+        elif kind == "ASSET_MATERIALIZATION" and event.asset_key is not None:
+            self.assets.setdefault(step, []).append(event.asset_key.to_user_string())
+        elif kind == "ASSET_CHECK_EVALUATION":
+            data = event.event_specific_data
+            progress.notify(progress.Event("check", data.check_name, done=int(bool(data.passed))))
+        elif kind in ("STEP_SUCCESS", "STEP_FAILURE"):
+            progress.notify(progress.Event("end", step, step=True))
+            assets = list(dict.fromkeys(self.assets.pop(step, [])))
+            if kind == "STEP_FAILURE" or assets or "." not in step:
+                seconds = time.perf_counter() - self.started.pop(group, time.perf_counter())
+                if kind == "STEP_SUCCESS" and assets:
+                    progress.notify(progress.Event("asset", ", ".join(assets), seconds=seconds))
 
 
 @logger(description="Step starts and ends as hypograph progress stages (what `hypograph` prints on a terminal).")

@@ -1,10 +1,12 @@
 """The ``hypograph`` front door: a fast --help, stage lines on a terminal, quiet pipes, the cause on
-the first line of a failure, a busy port refused."""
+the first line of a failure (an argument error's too, exit 1), a busy port refused."""
 
 from __future__ import annotations
 
+import io
 import os
 import pty
+import re
 import socket
 import subprocess
 import sys
@@ -24,13 +26,16 @@ def env(tmp_path: Path) -> dict[str, str]:
     return {**offline_env(), "DAGSTER_HOME": str(tmp_path / "dagster-home")}
 
 
-def in_terminal(args: list[str], environ: dict, stdin: str | None = None, timeout: float = 600) -> tuple[int, str, str]:
-    """Run ``hypograph ARGS`` with stderr on a pseudo-terminal (stdout a pipe); (code, stdout, stderr)."""
+def in_terminal(
+    args: list[str], environ: dict, stdin: str | None = None, timeout: float = 600, stdout_too: bool = False
+) -> tuple[int, str, str]:
+    """Run ``hypograph ARGS`` with stderr on a pseudo-terminal (stdout a pipe, or the same terminal
+    with ``stdout_too``: then all of it is in the third item); (code, stdout, terminal)."""
     master, slave = pty.openpty()
     proc = subprocess.Popen(
         [HYPOGRAPH, *args],
         stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
+        stdout=slave if stdout_too else subprocess.PIPE,
         stderr=slave,
         env=environ,
     )
@@ -47,7 +52,7 @@ def in_terminal(args: list[str], environ: dict, stdin: str | None = None, timeou
         if not data:
             break
         chunks.append(data)
-    out = proc.stdout.read().decode()
+    out = proc.stdout.read().decode() if proc.stdout is not None else ""
     proc.wait(timeout=60)
     os.close(master)
     return proc.returncode, out, b"".join(chunks).decode(errors="replace")
@@ -87,21 +92,68 @@ def test_help_lists_every_command_and_takes_well_under_a_second():
     assert seconds < 2.0, seconds  # 0.05 s of CPU measured; the bound allows a loaded machine
 
 
-def stage_lines(stderr: str) -> list[str]:
-    """The finished stages, ``name: ... in N.NN s`` (a start is rewritten in place by its end)."""
-    parts = stderr.replace("\x1b[K", "").replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    return [part for part in parts if part.endswith(" s") and " in " in part]
+def screen(written: str) -> list[str]:
+    """The lines a person sees on a terminal once ``written`` was written to it: ``\\r`` goes back to
+    the line's start, ``\\x1b[K`` clears the line from there (what erases a status line)."""
+    lines, line, col, i = [], [], 0, 0
+    while i < len(written):
+        if written.startswith("\x1b[K", i):
+            del line[col:]
+            i += 3
+            continue
+        c = written[i]
+        if c == "\r":
+            col = 0
+        elif c == "\n":
+            lines.append("".join(line))
+            line, col = [], 0
+        else:
+            line[col : col + 1] = [c]
+            col += 1
+        i += 1
+    return lines + (["".join(line)] if line else [])
+
+
+STAGE_LINE = re.compile(r"^[^:]+: done in \d+\.\d\d s( \(.*\))?$|^\d+ checks? pass(es)?$|^\d+ of \d+ checks? failed: ")
+
+
+def stage_lines(written: str) -> list[str]:
+    """The stage lines a person sees: ``asset: done in N.NN s (…)``, the checks' one line."""
+    return [line for line in screen(written) if STAGE_LINE.match(line)]
+
+
+def assert_nothing_glued(lines: list[str]) -> None:
+    """No status line is left on the screen (``name ...``) and no stage line runs into another line."""
+    for line in lines:
+        assert " ..." not in line, (line, lines)
+        if not STAGE_LINE.match(line):
+            assert not re.search(r"\S: done in \d+\.\d\d s", line), (line, lines)
 
 
 def test_proximity_in_a_terminal_prints_stage_lines_and_the_run_id(tmp_path):
+    """One line per asset, the checks in one line, the run's id, the summary in one piece, then the
+    command's "done": nothing else, and nothing glued (stdout and stderr on one terminal)."""
     run = copy_tree(EXAMPLE_RUN, tmp_path / "run")
-    code, out, err = in_terminal(["proximity", str(run), "--llm", "offline"], env(tmp_path))
-    assert code == 0, err
-    stages = stage_lines(err)
-    for name in ("hypothesis_texts", "proximity_clusters", "duplicate_pairs", "proximity run", "hypograph proximity"):
-        assert any(line.startswith(name) for line in stages), (name, stages)
-    assert "succeeded" in err and "make ui" in err
-    assert out.startswith(f"{run}: 30 hypotheses")
+    code, _, written = in_terminal(["proximity", str(run), "--llm", "offline"], env(tmp_path), stdout_too=True)
+    assert code == 0, written
+    lines = screen(written)
+    assert_nothing_glued(lines)
+    stages = stage_lines(written)
+    assets = [line.split(":")[0] for line in stages if " done in " in line]
+    assert assets[0] == "hypothesis_texts" and "read hypotheses: 30 files" in stages[0], stages
+    assert sorted(assets[:-1]) == sorted(  # one line per asset, the command's own last
+        ["hypothesis_texts", "hypothesis_embeddings", "similarity_graph", "duplicate_pairs"]
+        + ["proximity_clusters", "dedup_verdicts", "cluster_labels"]
+    ), stages
+    assert assets[-1] == "hypograph proximity" and lines[-1] == stages[-1], lines
+    assert [line for line in lines if "check" in line] == ["5 checks pass"], lines  # no check's key
+    assert not any("embedding_shards" in line or "[rows_" in line for line in lines), lines
+    run_line = next(i for i, line in enumerate(lines) if " succeeded in " in line)
+    assert "proximity run" in lines[run_line] and "make ui" in lines[run_line]
+    assert lines[run_line - 1] == "5 checks pass", lines
+    summary = lines[run_line + 1 : -1]  # everything the command printed, all of it its summary
+    assert summary[0].startswith(f"{run}: 30 hypotheses") and summary[-1].startswith("pictures "), summary
+    assert not [line for line in summary if STAGE_LINE.match(line) or "read hypotheses" in line], summary
     quiet = in_terminal(["proximity", str(run), "--llm", "offline", "--quiet"], env(tmp_path))
     assert quiet[0] == 0 and quiet[2] == "", quiet[2]
 
@@ -109,14 +161,144 @@ def test_proximity_in_a_terminal_prints_stage_lines_and_the_run_id(tmp_path):
 def test_vault_commands_in_a_terminal_print_their_stage_and_start_no_run(tmp_path):
     vault = copy_tree(EXAMPLE_VAULT, tmp_path / "vault")
     environ = env(tmp_path)
-    code, out, err = in_terminal(["check", str(vault)], environ)
+    code, out, written = in_terminal(["check", str(vault)], environ)
     assert code in (0, 1) and "check 1: " in out  # the unstructured example fails step 4's checks
-    assert any(line.startswith("hypograph check: done in") for line in stage_lines(err)), err
+    done = [line for line in screen(written) if line.startswith("hypograph check: done in")]
+    assert len(done) == (code == 0), written  # "done" only for a check that passed
     body = "---\nstate: active\nid: {{ID}}\n---\nA new claim of {{ID}}.\n"
-    code, out, err = in_terminal(["create-node", str(vault), "--type", "hypothesis", "--title", "New"], environ, body)
-    assert code == 0, err
-    assert any(line.startswith("hypograph create-node: done in") for line in stage_lines(err)), err
+    code, out, written = in_terminal(
+        ["create-node", str(vault), "--type", "hypothesis", "--title", "New"], environ, body, stdout_too=True
+    )
+    assert code == 0, written
+    lines = screen(written)
+    assert_nothing_glued(lines)
+    assert lines[0].startswith("H-") and lines[-1].startswith("hypograph create-node: done in"), lines
     assert not (tmp_path / "dagster-home" / "history").exists()  # no Dagster run, no instance opened
+
+
+def _bad_vault(tmp_path: Path) -> Path:
+    """The example vault with one hypothesis whose frontmatter is not YAML: proximity's first step fails."""
+    vault = copy_tree(EXAMPLE_VAULT, tmp_path / "bad-vault")
+    node = sorted((vault / "hypotheses").glob("H-1 - *.md"))[0]
+    node.write_text("---\nstate: [unclosed\n---\nbody\n")
+    return vault
+
+
+# Every command, failing: (argv, the start of the first line a person sees, its exit code, stdin).
+FAILURES = {
+    "proximity": (["proximity", "{empty}", "--llm", "offline"], "hypograph proximity: {empty}: not an input", 1),
+    "proximity-run": (
+        ["proximity", "{bad}", "--llm", "offline"],
+        "hypograph proximity: hypothesis_texts: hypotheses/H-1 - ",
+        1,
+    ),
+    "structure": (["structure", "{run}", "--llm", "offline"], "hypograph structure: {run}: not a vault", 1),
+    "add": (["add", "{empty}"], "hypograph add: {empty}: not an input", 1),
+    "report": (["report", "{empty}"], "hypograph report: {empty}: not an input", 1),
+    "check": (["check", "{empty}"], "hypograph check: {empty}: not a vault", 1),
+    "library": (["library", "{empty}", "--topic", "bees"], "hypograph library: library rounds need a model", 2),
+    "case-new": (["case", "new", "{case}", "--question", "why?", "{empty}/nothing"], "hypograph case: ", 1),
+    "case-add": (["case", "add", "{empty}", "{run}"], "hypograph case: {empty}/manifest.json: missing", 1),
+    "case-interpret": (["case", "interpret", "{empty}"], "hypograph case: {empty}/manifest.json: missing", 1),
+    "case-show": (["case", "show", "{empty}"], "hypograph case: {empty}/manifest.json: missing", 1),
+    "case-confirm": (["case", "confirm", "{empty}"], "hypograph case: {empty}/manifest.json: missing", 1),
+    "batch": (["batch", "{empty}"], "hypograph batch: {empty}/manifest.json: missing", 1),
+    "create-node": (
+        ["create-node", "{vault}", "--type", "hypothesis", "--title", "Bare"],
+        "hypograph create-node: <stdin>: the body has no frontmatter",
+        1,
+    ),
+    "unmerge": (["unmerge", "{vault}", "H-9999"], "hypograph unmerge: {vault}: no hypothesis H-9999", 1),
+    "arguments": (["proximity"], "hypograph proximity: the following arguments are required: PATH", 1),
+}
+
+
+@pytest.mark.parametrize("name", list(FAILURES))
+def test_a_failure_in_a_terminal_shows_its_cause_first_and_no_done(tmp_path, name):
+    """On a terminal (stdout and stderr on it), a failing command's stage lines are followed by its
+    cause, first; no status line is left or glued to anything, and no "done" follows."""
+    argv, first, expected = FAILURES[name]
+    (tmp_path / "empty").mkdir()
+    roots = {
+        "empty": tmp_path / "empty",
+        "run": copy_tree(EXAMPLE_RUN, tmp_path / "run"),
+        "vault": copy_tree(EXAMPLE_VAULT, tmp_path / "vault"),
+        "bad": _bad_vault(tmp_path) if name == "proximity-run" else None,
+        "case": tmp_path / "case",
+    }
+    args = [a.format(**roots) for a in argv]
+    stdin = "Just a sentence.\n" if name == "create-node" else None
+    code, _, written = in_terminal(args, env(tmp_path), stdin, stdout_too=True)
+    lines = screen(written)
+    assert code == expected, lines
+    assert_nothing_glued(lines)
+    after_stages = [line for line in lines if not STAGE_LINE.match(line)]
+    assert after_stages and after_stages[0].startswith(first.format(**roots)), lines
+    assert lines.index(after_stages[0]) == len(lines) - len(after_stages)  # stage lines only before it
+    assert not any(" done in " in line for line in after_stages), lines
+    if name == "proximity-run":  # the run's step lines came first: none here, its first step failed
+        assert "failed: its events in `make ui`" in after_stages[0], lines
+
+
+@pytest.mark.parametrize(
+    "argv, first",
+    [
+        (["proximity"], "hypograph proximity: the following arguments are required: PATH"),
+        (["proximity", "x", "--threshold", "high"], "hypograph proximity: argument --threshold: invalid float"),
+        (["check", "v", "--deep"], "hypograph check: unrecognized arguments: --deep"),
+        (["unmerge", "v"], "hypograph unmerge: the following arguments are required: H-N"),
+        (["case", "new", "c", "--question", "q"], "hypograph case new: the following arguments are required: PATH"),
+        (["batch"], "hypograph batch: the following arguments are required: CASE_DIR"),
+        (["library"], "hypograph library: the following arguments are required: dir"),
+        (["frobnicate"], "hypograph: argument command: invalid choice: 'frobnicate'"),
+        ([], "hypograph: the following arguments are required: command"),
+    ],
+    ids=["missing-path", "bad-float", "unknown-flag", "unmerge", "case-new", "batch", "library", "command", "none"],
+)
+def test_an_argument_error_is_exit_1_with_its_cause_first(argv, first):
+    """Exit 2 is "not done yet": an argument error is a refusal, exit 1, its cause the first line and
+    where to read more the second (not argparse's usage block)."""
+    proc = subprocess.run([HYPOGRAPH, *argv], capture_output=True, check=False, text=True)
+    lines = proc.stderr.splitlines()
+    assert (proc.returncode, proc.stdout) == (1, ""), proc.stderr
+    assert lines[0].startswith(first) and len(lines) == 2 and lines[1].strip().endswith("--help`"), lines
+
+
+def test_the_terminal_sink_summarises_checks_and_erases_its_status_before_any_output(monkeypatch):
+    """``hypograph_cli.terminal`` in-process, on a fake terminal: a failed check is named in the one
+    checks line, printed before the error that follows; a failing command ends with no "done"."""
+    from hypograph import progress
+    from hypograph_cli import terminal
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = Tty()
+    monkeypatch.setattr(sys, "stderr", tty)
+    monkeypatch.setattr(sys, "stdout", tty)
+
+    def command() -> int:
+        with progress.stage("structure run"):
+            for name, passed in (("graph_is_symmetric", 1), ("every_active_hypothesis_in_one_cluster", 0)):
+                progress.notify(progress.Event("start", f"a_{name}", step=True))
+                progress.notify(progress.Event("check", name, done=passed))
+                progress.notify(progress.Event("end", f"a_{name}", step=True))
+            progress.notify(progress.Event("start", "hypothesis_clusters", step=True))
+            with progress.stage("model calls (label)", total=3, unit="calls"):
+                pass
+            progress.notify(progress.Event("end", "hypothesis_clusters", step=True))
+            progress.notify(progress.Event("asset", "hypothesis_clusters", seconds=0.5))
+        print("hypograph structure: check every_active_hypothesis_in_one_cluster failed", file=sys.stderr)
+        return 1
+
+    assert terminal.run("hypograph structure", command) == 1
+    assert screen(tty.getvalue()) == [
+        "hypothesis_clusters: done in 0.50 s (model calls (label): 3 calls)",
+        "1 of 2 checks failed: every_active_hypothesis_in_one_cluster",
+        "hypograph structure: check every_active_hypothesis_in_one_cluster failed",
+    ]
+    assert sys.stderr is tty and sys.stdout is tty  # the real streams back
 
 
 def test_create_node_refuses_a_body_without_frontmatter_in_one_line(tmp_path):
