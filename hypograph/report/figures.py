@@ -244,8 +244,11 @@ def map_png(picture: MapPicture) -> bytes:
     """The map as a PNG: the same layers, the coloured groups labelled at their middle."""
     fig = _new_figure()
     ax = fig.add_axes((0.01, 0.01, 0.68, 0.9))
-    for i, j, _ in picture.links:
-        ax.plot(picture.xy[[i, j], 0], picture.xy[[i, j], 1], color=LINK, linewidth=1.2, zorder=1)
+    if picture.links:  # one collection, not a line per pair: thousands of pairs draw in one call
+        from matplotlib.collections import LineCollection
+
+        ends = np.array([(i, j) for i, j, _ in picture.links])
+        ax.add_collection(LineCollection(picture.xy[ends], colors=LINK, linewidths=1.2, zorder=1))
     for name, colour, idx, is_group in _layers(picture):
         ax.scatter(
             picture.xy[idx, 0], picture.xy[idx, 1], s=36 if is_group else 14, c=colour, label=_short(name), zorder=2
