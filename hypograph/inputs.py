@@ -158,7 +158,7 @@ def _carries(root: Path, input_id: str) -> bool:
 
 def fingerprint(root: Path, kind: Kind) -> str:
     """A digest of what the input's assets read, by content (names and bytes, not mtimes):
-    ``hypotheses/`` of a run directory or vault, the library file, every file of a case package
+    ``hypotheses/`` of a run directory, and ``hypothesis-clusters/`` too of a vault, the library file, every file of a case package
     outside ``.hypograph/``. Symlinks and special files are not followed or read."""
     root = Path(root)
     h = hashlib.sha256()
@@ -166,8 +166,9 @@ def fingerprint(root: Path, kind: Kind) -> str:
         files = [root / LIBRARY_FILE]
     elif kind == "case":
         files = sorted(p for p in root.rglob("*") if OURS not in p.relative_to(root).parts)
-    else:
-        files = sorted((root / "hypotheses").iterdir()) if (root / "hypotheses").is_dir() else []
+    else:  # a vault's step 4 also reads (and a person may edit) its hypothesis clusters
+        folders = ("hypotheses", "hypothesis-clusters") if kind == "vault" else ("hypotheses",)
+        files = [p for name in folders if (root / name).is_dir() for p in sorted((root / name).iterdir())]
     for p in files:
         if p.is_symlink() or not p.is_file():
             continue
