@@ -5,6 +5,10 @@ Reading rule: a file the tool keeps state in (an input's ``input-id``, the input
 opened without following a symlink (``O_NOFOLLOW``), refused unless the open descriptor is a
 regular file (a FIFO, device or socket is never read: ``/dev/zero`` would never end), and refused
 above the size cap stated for its kind (``read_regular``'s ``max_bytes``) before a byte is read.
+
+Temp files: every atomic write's temp file is ``.NAME.xxxxxxxx.tmp`` beside ``NAME`` (``TEMP_RE``);
+a process killed mid-write leaves it. ``remove_stale_temps`` deletes them, called by the holder of
+the lock every writer of those files takes (structuring, library, case), so none is a live write's.
 """
 
 from __future__ import annotations
@@ -12,9 +16,10 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -26,6 +31,8 @@ def _umask() -> int:
     os.umask(mask)
     return mask
 
+
+TEMP_RE = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$", re.S)  # tempfile.mkstemp(prefix=".NAME.", suffix=".tmp")
 
 # mkstemp creates 0600 files; a written file gets the mode open() would give it.
 FILE_MODE = 0o666 & ~_umask()
@@ -153,3 +160,26 @@ def read_regular(path: Path, max_bytes: int, what: str | None = None) -> bytes:
     if size > max_bytes or len(data) > max_bytes:
         raise HypographError(f"{what}: {max(size, len(data))} bytes, over the {max_bytes}-byte limit; not read")
     return data
+
+
+def remove_stale_temps(root: Path, owned: Iterable[str]) -> list[str]:
+    """Delete the temp files killed atomic writes left beside the files ``owned`` names: glob
+    patterns relative to ``root`` (``hypotheses/**/*``: every file under ``hypotheses/``;
+    ``.hypograph/carving.json``: that file's). Only ``.NAME.xxxxxxxx.tmp`` names (``TEMP_RE``) that
+    are regular files, in folders reached without a symlink. Call it only holding the lock every
+    writer of those files takes: then no temp file found belongs to a live write. Returns the
+    removed paths, relative to ``root``."""
+    root = Path(root)
+    real = Path(os.path.realpath(root))
+    gone = []
+    for pattern in owned:
+        folder, _, name = pattern.rpartition("/")
+        for tmp in sorted(root.glob(f"{folder}/.{name}.*.tmp" if folder else f".{name}.*.tmp")):
+            rel = tmp.relative_to(root)
+            if not TEMP_RE.match(tmp.name) or tmp.is_symlink() or not tmp.is_file():
+                continue
+            if Path(os.path.realpath(tmp.parent)) != real / rel.parent:  # reached through a symlink
+                continue
+            tmp.unlink(missing_ok=True)
+            gone.append(str(rel))
+    return gone

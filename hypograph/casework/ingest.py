@@ -5,7 +5,9 @@ as ``NAME/…``; hidden files and other programs' dot-folders are left out, as e
 tool does). A file named ``*.zip`` is an archive: kept whole, never extracted, and listed member
 by member after its central directory passed every check of ``archive_members`` (member count,
 total and per-member uncompressed size, compression ratio — the ``[archives]`` keys — and always:
-no absolute or ``..`` member name, no link, no encrypted or special member).
+no absolute or ``..`` member name, no link, no encrypted or special member, stored or deflate only),
+and each member decompressed once in a stream to its end (``check_member_bytes``): a CRC, size or
+name that lies is refused by ``case new`` and ``case add``, naming the archive and the member.
 
 Every input file, and every file member of an archive, becomes one catalogue source ``IN<n>``
 (numbered on from the sources already in the case): title its path, kind the person's choice
@@ -22,6 +24,7 @@ import hashlib
 import os
 import stat
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +36,8 @@ from hypograph.paths import name_problem, scan
 
 DEFAULT_KIND = "report"  # what a person brings without saying otherwise: a report of what happened
 SOURCE_PREFIX = "IN"
+# what reading a member whose directory lies raises (zlib.error: a corrupt deflate stream)
+ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, KeyError, zlib.error)
 
 
 @dataclass(frozen=True)
@@ -100,7 +105,8 @@ def _member_problem(info: zipfile.ZipInfo) -> str | None:
         return "not a regular file (device, FIFO or socket; refused always)"
     if info.flag_bits & 0x1:
         return "encrypted (cannot be read)"
-    return None
+    bounded = info.compress_type in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)  # read with a bounded output
+    return None if bounded else f"compression method {info.compress_type} (only stored and deflate are read)"
 
 
 def _member_name_problem(name: str) -> str | None:
@@ -133,10 +139,38 @@ def _over_limit(info: zipfile.ZipInfo, count: int, total: int, limits: ArchiveLi
 
 def read_member(path: Path, member: str, max_bytes: int) -> tuple[bytes, bool]:
     """(at most ``max_bytes`` of ``member``'s uncompressed bytes, whether that is all of it),
-    decompressed in a stream: never more than ``max_bytes + 1`` bytes are produced."""
-    with zipfile.ZipFile(path) as zf, zf.open(member) as fh:
-        data = fh.read(max_bytes + 1)
+    decompressed in a stream: never more than ``max_bytes + 1`` bytes are produced. A member that
+    cannot be read as its directory declares it is one HypographError (``unreadable_member``)."""
+    try:
+        with zipfile.ZipFile(path) as zf, zf.open(member) as fh:
+            data = fh.read(max_bytes + 1)
+    except ZIP_ERRORS as e:
+        raise unreadable_member(path, member, e) from None
     return data[:max_bytes], len(data) <= max_bytes
+
+
+def check_member_bytes(path: Path, members: list[Member], label: str | None = None) -> None:
+    """Decompress every member of the ZIP at ``path`` to its end in a stream, keeping nothing: a
+    CRC, size or name that lies, or a truncated stream, is refused now rather than when the
+    member is read. At most each member's declared size is produced (the limits capped those)."""
+    name = None
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for name in (m.name for m in members):
+                with zf.open(name) as fh:
+                    while fh.read(1 << 16):
+                        pass
+    except ZIP_ERRORS as e:
+        raise unreadable_member(label or path, name, e) from None
+
+
+def unreadable_member(archive: Path | str, member: str | None, error: BaseException) -> HypographError:
+    """``<archive>: member 'x': cannot be read as the archive declares it (Bad CRC-32 …)``."""
+    why = " ".join(str(error).split()) or type(error).__name__
+    return HypographError(
+        f"{archive}: member {member!r}: cannot be read as the archive declares it ({why}); "
+        "its sizes, checksum or name lie, or it is cut short: nothing extracted"
+    )
 
 
 def open_input(path: Path) -> int:
@@ -202,6 +236,8 @@ def _input(rel: str, source: Path, limits: ArchiveLimits) -> Input:
     members = tuple(archive_members(source, limits, str(source))) if is_archive(rel) else None
     if members == ():
         raise HypographError(f"{source}: the archive holds no file; nothing to catalogue")
+    if members:
+        check_member_bytes(source, list(members), str(source))  # a lying member is refused here, not at interpret
     return Input(rel, source, sha, size, members)
 
 

@@ -36,6 +36,7 @@ from hypograph.casework.package import CasePackage, json_text, rev_dir, sha_text
 from hypograph.errors import HypographError, NotDone
 from hypograph.journal import Step
 from hypograph.llm.client import Request, untrusted
+from hypograph.text import printable
 
 PROMPT_VERSION = "interpretation_v1"
 TASK = "case-interpretation"
@@ -382,7 +383,8 @@ def adopt_draft(
 
 
 def show_text(case_dir: Path | str) -> str:
-    """What a person confirms: the current revision's draft (else its interpretation) and catalogue."""
+    """What a person confirms: the current revision's draft (else its interpretation) and catalogue,
+    one line per item (control characters from names, members and answers escaped: ``printable``)."""
     pkg = CasePackage(Path(case_dir))
     m, interp, catalogue = _current(pkg)
     rev = m["analysis_revision"]
@@ -402,7 +404,7 @@ def show_text(case_dir: Path | str) -> str:
     lines += [f"  {_source_line(s)}" for s in cat.sources]
     if not interp.confirmed:
         lines.append("confirm it with: hypograph case confirm " + str(pkg.root))
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)  # a name's ESC or newline escaped, on its line
 
 
 def _cited(s: Statement) -> str:

@@ -37,7 +37,7 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ValidationError
 
-from hypograph.atomic import open_regular
+from hypograph.atomic import open_regular, remove_stale_temps
 from hypograph.casework.models import Catalogue, Interpretation
 from hypograph.casework.publish import HookedJournal
 from hypograph.errors import HypographError, NotDone
@@ -47,7 +47,7 @@ from hypograph.locks import file_lock
 from hypograph.paths import OURS, state_dir
 
 MANIFEST = "manifest.json"
-TEMP_RE = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")  # tempfile.mkstemp(prefix=".NAME.", suffix=".tmp")
+CASE_WRITES = ("analysis/**/*", "case/**/*")  # what the case lock's holder writes (temp files swept)
 FORMAT = "hypograph-case-package/1"
 JOURNAL = "analysis/.journal.json"
 ARTIFACT_ORDER = (
@@ -297,22 +297,9 @@ class CasePackage:
         return changed
 
     def remove_temp_files(self) -> list[str]:
-        """Delete leftover temp files of killed atomic writes under analysis/ and case/ (their
-        names are ``.`` + a file name + ``.`` + 8 random characters + ``.tmp``); returns them."""
-        gone = []
-        for folder in ("analysis", "case"):
-            base = self.root / folder
-            if not base.is_dir() or base.is_symlink():
-                continue
-            for here, dirs, names in os.walk(base):
-                dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(here, d))]
-                for name in names:
-                    if TEMP_RE.match(name):
-                        path = Path(here) / name
-                        if path.is_file() and not path.is_symlink():
-                            path.unlink(missing_ok=True)
-                            gone.append(str(path.relative_to(self.root)))
-        return gone
+        """Delete leftover temp files of killed atomic writes under analysis/ and case/
+        (``atomic.remove_stale_temps``; under the case lock); returns them."""
+        return remove_stale_temps(self.root, CASE_WRITES)
 
     @staticmethod
     def manifest_text(manifest: dict) -> str:

@@ -29,7 +29,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from hypograph.atomic import write_json
+from hypograph.atomic import remove_stale_temps, write_json
 from hypograph.errors import HypographError
 from hypograph.locks import file_lock
 from hypograph.paths import OURS
@@ -99,8 +99,20 @@ def write_model(path: Path, value: BaseModel) -> bool:
     return write_json(path, value.model_dump(mode="json"))
 
 
+# What only the library lock's holder writes (generation, persistence): it removes their stale temp files
+LIBRARY_WRITES = (
+    "hypothesis_library.json",
+    "MANIFEST.md",
+    f"{OURS}/library/ids.json",
+    f"{OURS}/library/rounds/*/candidates.json",
+    f"{OURS}/library/rounds/*/persist.json",
+)
+
+
 @contextmanager
 def library_lock(root: Path) -> Iterator[None]:
-    """Exclusive lock of the library directory (generation and persistence run one at a time)."""
+    """Exclusive lock of the library directory (generation and persistence run one at a time);
+    once held, the temp files killed writes left beside ``LIBRARY_WRITES`` are removed."""
     with file_lock(library_state(root) / "library.lock"):
+        remove_stale_temps(Path(root), LIBRARY_WRITES)
         yield

@@ -1,7 +1,7 @@
 """Structured, traced, cached calls to an OpenAI-compatible chat endpoint, whatever it answers.
 
 ``LLMClient.ask(request)`` returns a validated pydantic object or ``Rejected``, or raises
-``LLMUnavailable`` (a HypographError) when the endpoint gives no usable answer:
+``LLMUnavailable`` (a NotDone: exit 2) when the endpoint gives no usable answer:
 
 1. cache (``hypograph.llm.cache``): the key is sha256(model, messages, JSON schema); a hit makes
    no call (a cached rejection says so, and ``retry_rejected`` asks again);
@@ -49,7 +49,7 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from hypograph.errors import HypographError
+from hypograph.errors import HypographError, NotDone
 from hypograph.llm.budget import (
     answer_budget,
     context_limit_named,
@@ -72,9 +72,10 @@ REASK_QUOTE = 1000  # characters of an invalid answer a re-ask quotes
 TRANSIENT_STATUS = (408, 409, 429)  # and 5xx: what the openai client retries
 
 
-class LLMUnavailable(HypographError):
+class LLMUnavailable(NotDone):
     """The endpoint gave no usable answer: an outage (after the transient retries), not a verdict
-    on the question. ``retry_after``: seconds the server asked to wait, when it said."""
+    on the question, nor on the input: not done yet (exit 2). ``retry_after``: seconds the server
+    asked to wait, when it said."""
 
     def __init__(self, message: str, retry_after: float | None = None):
         super().__init__(message)

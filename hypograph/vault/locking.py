@@ -10,7 +10,7 @@
   one line naming it. It creates no file: a vault never structured has no lock file, and a read
   of it takes none (nor does a read-only look at a vault that is not ours, like ``case from-vault``).
 
-Bottom layer: imports only ``locks``, ``journal`` and ``errors``.
+Bottom layer: imports only ``atomic``, ``locks``, ``journal`` and ``errors``.
 """
 
 from __future__ import annotations
@@ -23,12 +23,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from hypograph.errors import HypographError
+from hypograph.atomic import remove_stale_temps
+from hypograph.errors import NotDone
 from hypograph.journal import Journal
 from hypograph.locks import file_lock, held
 from hypograph.paths import OURS
 
 LOCK = Path(OURS) / "structure.lock"
+MINT_LOCK = ".create_node.lock"  # the minting lock (``hypograph.vault.mint``), shared with the seed's script
+# What only a structuring writes (its holder removes their stale temp files; ``atomic.remove_stale_temps``):
+STRUCTURING_WRITES = (
+    f"{OURS}/*.json",  # the 4a ledger, the carve, the marker, the step-3 baseline, the journal
+    "agent-notes/**/*",
+    f"{OURS}/traces/hypothesis_dispositions/**/*",
+    f"{OURS}/traces/hypothesis_clusters/**/*",
+)
+MINTED = ("hypotheses/**/*", "hypothesis-clusters/**/*")  # nodes, written by minters too
 READ_WAIT = float(os.environ.get("HYPOGRAPH_READ_WAIT", "30"))  # seconds a reader waits for a structuring
 _run_label: dict[str, str] = {}  # vault root -> the run label of this process's structuring
 
@@ -55,7 +65,9 @@ def describe(owner: str) -> str:
 
 
 def busy_error(root: Path, doing: str = "reading it"):
-    return lambda owner: HypographError(
+    """The refusal of a reader (or second writer) while a structuring holds the lock, naming it:
+    a ``NotDone`` (exit 2), as nothing is wrong with the vault; made from the lock's owner text."""
+    return lambda owner: NotDone(
         f"{root}: {describe(owner)} is structuring this vault; not {doing} until it ends (try again then)"
     )
 
@@ -69,8 +81,29 @@ def structuring_lock(root: Path, run: str | None = None, wait: float | None = No
     root = Path(root)
     label = run or _run_label.get(str(root))
     busy = busy_error(root, "structuring it too") if wait is not None else None
+    outermost = not holds_structuring(root)
     with file_lock(root / LOCK, busy, wait=wait, owner=owner_text(label), reentrant=True):
+        if outermost:
+            remove_structuring_temps(root)
         yield
+
+
+class _Minting(Exception):
+    """Someone holds the minting lock (create-node, batch --into): their temp files are live."""
+
+
+def remove_structuring_temps(root: Path) -> list[str]:
+    """Remove the temp files killed writes left in what a structuring writes
+    (``STRUCTURING_WRITES``; the node folders, ``MINTED``, only while the minting lock's file exists
+    and the lock is free too: minters write there); call it holding the structuring lock. Returns
+    the removed paths, relative to ``root``."""
+    gone = remove_stale_temps(root, STRUCTURING_WRITES)
+    try:  # never created here (a lock file is a change); a vault never minted in has none
+        with file_lock(Path(root) / MINT_LOCK, _Minting(), create=False) as locked:
+            gone += remove_stale_temps(root, MINTED) if locked else []
+    except _Minting:
+        pass  # a minter is writing there now: the next structuring sweeps them
+    return gone
 
 
 def holds_structuring(root: Path) -> bool:

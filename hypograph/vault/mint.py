@@ -20,11 +20,14 @@ from hypograph.atomic import FILE_MODE
 from hypograph.errors import HypographError
 from hypograph.locks import file_lock
 from hypograph.paths import scan, unsafe
-from hypograph.vault.locking import structuring_lock  # noqa: F401 - its old home: imported from here
+from hypograph.vault.locking import (
+    MINT_LOCK,
+    structuring_lock,  # noqa: F401 - its old home: imported from here
+)
 from hypograph.vault.nodes import clean_title, parse_node, render
 from hypograph.vault.vault import NODE_TYPES
 
-LOCK_NAME = ".create_node.lock"
+LOCK_NAME = MINT_LOCK  # the seed's lock file name
 PLACEHOLDER = "{{ID}}"
 
 
