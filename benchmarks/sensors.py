@@ -64,7 +64,7 @@ def measure(cases: int) -> dict[str, float]:
             for schedule in defs.schedules:
                 start = time.perf_counter()
                 now = dt.datetime.now()
-                list(schedule(build_schedule_context(instance=instance, scheduled_execution_time=now)))
+                list(schedule(build_schedule_context(instance=instance, scheduled_execution_time=now), inputs=inputs))
                 times[schedule.name] = time.perf_counter() - start
             start = time.perf_counter()
             for r in records:

@@ -8,11 +8,13 @@ command, a sensor evaluated as the daemon does):
   in a package) says so in one line naming the archive and the member;
 * the temp files a killed write left are removed by the next holder of the folder's lock
   (structuring, library, case), never while another process holds it;
-* a registered input whose folder was deleted is passed over by every sensor in one logged line.
+* a registered input whose folder was deleted is passed over by every sensor, and the nightly
+  schedule, in one logged line.
 """
 
 from __future__ import annotations
 
+import datetime
 import shutil
 import subprocess
 import sys
@@ -23,7 +25,7 @@ from pathlib import Path
 from casework_support import make_case
 from cli_helper import hypograph, in_process
 from conftest import EXAMPLE_LIBRARY, build_run_dir, build_vault, offline_env
-from dagster import DagsterInstance, build_sensor_context
+from dagster import DagsterInstance, build_schedule_context, build_sensor_context
 from llm_stub import unused_port
 
 REPO = Path(__file__).resolve().parent.parent
@@ -238,6 +240,7 @@ def test_a_case_step_sweeps_under_the_case_lock_and_never_while_another_holds_it
 def test_every_sensor_passes_over_a_deleted_input_in_one_logged_line(tmp_path, capfd):
     from assets.casework.jobs import case_retries_due
     from assets.library.jobs import next_library_round
+    from assets.proximity.jobs import nightly_proximity
     from assets.sources import inputs_discovered
     from assets.structure.flow import hypotheses_changed
     from resources import Inputs
@@ -269,3 +272,11 @@ def test_every_sensor_passes_over_a_deleted_input_in_one_logged_line(tmp_path, c
         for name in names:
             lines = [line for line in logged if f"{ws / name}: skipped" in line]
             assert len(lines) == 1, (sensor.name, logged)
+    (tmp_path / "home").mkdir()
+    with DagsterInstance.local_temp(str(tmp_path / "home")) as home:  # a schedule's context needs one on disk
+        home.add_dynamic_partitions("hypothesis_inputs", ["vault", "gone-run"])
+        capfd.readouterr()
+        now = datetime.datetime.now(datetime.UTC)
+        nightly = nightly_proximity(build_schedule_context(instance=home, scheduled_execution_time=now), inputs=inputs)
+    assert [r.partition_key for r in nightly] == ["vault"]
+    assert len([line for line in capfd.readouterr().err.splitlines() if f"{ws / 'gone-run'}: skipped" in line]) == 1

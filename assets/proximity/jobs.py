@@ -13,6 +13,9 @@ from dagster import (
 
 from assets.groups import PROXIMITY, described
 from assets.partitions import HYPOTHESIS_INPUTS, hypothesis_inputs
+from hypograph.inputs import WITH_HYPOTHESES
+from hypograph.skips import registered
+from resources import Inputs
 
 REPORT = AssetSelection.assets("proximity_report")
 
@@ -43,10 +46,13 @@ pictures_after_proximity = AutomationConditionSensorDefinition(
 
 
 @described(schedule, job=proximity_job, cron_schedule="0 3 * * *", default_status=DefaultScheduleStatus.STOPPED)
-def nightly_proximity(context: ScheduleEvaluationContext):
+def nightly_proximity(context: ScheduleEvaluationContext, inputs: Inputs):
     """Re-runs proximity on every registered run directory, vault and library at 03:00 (a no-op on
-    disk when nothing changed). Turn it on when inputs change outside Hypograph's view."""
+    disk when nothing changed). Turn it on when inputs change outside Hypograph's view. An input
+    whose folder is gone is passed over, in one logged line."""
+    present = {r.id for r in registered(inputs.registry(), WITH_HYPOTHESES, context.log.warning)}
     return [
         RunRequest(partition_key=key, run_key=f"{key}:{context.scheduled_execution_time:%Y-%m-%d}")
         for key in context.instance.get_dynamic_partitions(HYPOTHESIS_INPUTS)
+        if key in present
     ]
