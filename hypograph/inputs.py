@@ -158,8 +158,8 @@ def _carries(root: Path, input_id: str) -> bool:
 
 def fingerprint(root: Path, kind: Kind) -> str:
     """A digest of what the input's assets read, by content (names and bytes, not mtimes):
-    ``hypotheses/`` of a run directory, and ``hypothesis-clusters/`` too of a vault, the library file, every file of a case package
-    outside ``.hypograph/``. Symlinks and special files are not followed or read."""
+    ``hypotheses/`` of a run directory, and ``hypothesis-clusters/`` too of a vault, the library
+    file, every file of a case package outside ``.hypograph/``. Symlinks and special files are not followed or read."""
     root = Path(root)
     h = hashlib.sha256()
     if kind == "library":
