@@ -31,3 +31,8 @@ def printable(text: str) -> str:
     ``\\u202e``): one name stays one line, and never moves the cursor, recolours or reorders the
     terminal. Other text is unchanged."""
     return "".join(repr(c)[1:-1] if c in _BIDI or unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in text)
+
+
+def printable_lines(text: str) -> str:
+    """``printable`` line by line: a message's own line breaks stay, whatever a name in it holds is escaped."""
+    return "\n".join(printable(line) for line in text.split("\n"))

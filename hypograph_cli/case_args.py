@@ -36,6 +36,7 @@ from hypograph.casework.new_case import case_add, case_new
 from hypograph.casework.package import CaseBusy, CasePackage
 from hypograph.casework.revision import confirm
 from hypograph.errors import HypographError, NotDone
+from hypograph.text import printable_lines
 from hypograph.vault.vault import require_vault
 
 DONE, REFUSED, NOT_DONE = 0, 1, 2
@@ -175,7 +176,8 @@ def with_exit_codes(handler):
         try:
             return handler(args)
         except NotDone as e:
-            print(f"hypograph {getattr(args, 'command', None) or 'case'}: {cli_message(e)}", file=sys.stderr)
+            command = getattr(args, "command", None) or "case"
+            print(printable_lines(f"hypograph {command}: {cli_message(e)}"), file=sys.stderr)
             return NOT_DONE
 
     return run

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from hypograph.errors import HypographError
+from hypograph.text import printable_lines
 
 # The parser needs only argparse: `hypograph --help` and argument errors import no domain module;
 # ``_dispatch`` imports what the command runs.
@@ -67,7 +68,7 @@ def library_command(args: argparse.Namespace) -> int:
     try:
         return _dispatch(args)
     except HypographError as e:
-        print(f"hypograph library: {e}", file=sys.stderr)
+        print(printable_lines(f"hypograph library: {e}"), file=sys.stderr)
         return e.exit_code  # 1: refused input; 2: not done yet, needs something (a model)
 
 

@@ -356,17 +356,18 @@ def _missing_directory(args) -> str | None:
 
 def _dispatch(args) -> int:
     from hypograph.errors import HypographError
+    from hypograph.text import printable_lines
 
     try:
         return args.func(args)
-    except HypographError as e:
-        print(f"hypograph {args.command}: {e}", file=sys.stderr)
+    except HypographError as e:  # a path or name in it may hold control characters: escaped
+        print(printable_lines(f"hypograph {args.command}: {e}"), file=sys.stderr)
         return e.exit_code
     except OSError as e:  # e.g. a DAGSTER_HOME that cannot be created: one line, not a traceback
         if isinstance(e, BrokenPipeError):
             raise
         where = f"{e.filename}: " if e.filename else ""
-        print(f"hypograph {args.command}: {where}{e.strerror or e}", file=sys.stderr)
+        print(printable_lines(f"hypograph {args.command}: {where}{e.strerror or e}"), file=sys.stderr)
         return 1
 
 
@@ -394,13 +395,15 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "func", None) is None:  # only a lazy placeholder's name: never reached normally
         print(f"hypograph {args.command}: see `hypograph {args.command} --help`", file=sys.stderr)
         return 2
+    from hypograph.text import printable_lines  # the lines below may quote a path given as an argument
+
     problem = None if args.command == "library" else _missing_directory(args)
     if problem:  # library checks its own arguments, with its exit codes
-        print(f"hypograph {args.command}: {problem}", file=sys.stderr)
+        print(printable_lines(f"hypograph {args.command}: {problem}"), file=sys.stderr)
         return 1
     problem = _settings_problem(args)
     if problem:  # before any run exists, before Dagster is imported
-        print(f"hypograph {args.command}: {problem}", file=sys.stderr)
+        print(printable_lines(f"hypograph {args.command}: {problem}"), file=sys.stderr)
         return 1
     try:
         if not _progress_on(args) or args.command == "ui":  # ui: dagster's own output follows

@@ -110,6 +110,21 @@ def test_readers_refused_by_a_structuring_exit_2_and_its_temp_files_stay(tmp_pat
         holder.wait()
 
 
+# -- error lines --------------------------------------------------------------------------------
+
+
+def test_an_error_line_escapes_the_control_characters_of_a_path_it_names(tmp_path):
+    """A path given as an argument, refused before a run or by the domain: one line, no raw ESC/BEL."""
+    odd = tmp_path / "v\x1b[31mred\x07"
+    missing = hypograph("check", odd)
+    odd.mkdir()
+    not_a_vault = hypograph("structure", odd, "--llm", "offline", env=offline_env())
+    for proc in (missing, not_a_vault):
+        assert proc.returncode == 1
+        [line] = proc.stderr.strip().splitlines()
+        assert "\x1b" not in line and "\x07" not in line and "v\\x1b[31mred\\x07" in line, line
+
+
 # -- what case show prints -----------------------------------------------------------------------
 
 
