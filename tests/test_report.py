@@ -161,3 +161,21 @@ def test_a_vault_gets_its_map_by_hypothesis_cluster_with_its_residuals(tmp_path)
     assert report.pngs["vault_map"] == (vault / "proximity" / VAULT_MAP_PNG).read_bytes()
     assert report.counts["hc_clusters"] == 3 and report.counts["residuals"] == 3
     assert 'id="vault-map"' in (vault / "proximity" / REPORT_HTML).read_text(encoding="utf-8")
+
+
+def test_report_through_the_command_never_writes_through_a_symlinked_proximity_folder(run, tmp_path):
+    """``hypograph report`` (the report job) on an input whose proximity/ links out: refused in one
+    line, nothing written where the link points."""
+    from cli_helper import hypograph
+    from conftest import offline_env
+
+    proximity_files(run)
+    outside = tmp_path / "outside"
+    shutil.move(run / "proximity", outside)
+    (run / "proximity").symlink_to(outside)
+    before = sorted(p.name for p in outside.iterdir())
+    proc = hypograph("report", run, env={**offline_env(), "DAGSTER_HOME": str(tmp_path / "home")})
+    assert proc.returncode == 1
+    [line] = proc.stderr.strip().splitlines()
+    assert f"{run / 'proximity'}: is a symlinked folder" in line, line
+    assert sorted(p.name for p in outside.iterdir()) == before

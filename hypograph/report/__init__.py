@@ -31,6 +31,7 @@ import numpy as np
 
 from hypograph.atomic import write_atomic
 from hypograph.errors import HypographError
+from hypograph.paths import check_folder
 from hypograph.proximity import store
 from hypograph.proximity.graph import DEFAULT_DUPE_THRESHOLD
 from hypograph.report import figures
@@ -78,6 +79,7 @@ def write_report(root: Path | str, dupe_threshold: float = DEFAULT_DUPE_THRESHOL
     HypographError naming the file when one is missing or does not match the others."""
     started = time.perf_counter()
     root = Path(root)
+    check_folder(root, "proximity")  # the pictures are written there: never through a link out
     data = _read(root)
     graph = data.graph
     sweep = threshold_sweep(graph, data.matrix, data.clusters.algorithm, dupe_threshold)
