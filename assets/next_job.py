@@ -35,20 +35,29 @@ def next_job(instance, record: InputRecord, version: str, rerun: tuple[str, ...]
     """The job that brings ``record``'s results up to date with its hypotheses at ``version`` (its
     fingerprint now), or None when they are current: the first job of the flow that ``rerun``
     names (a command's settings differ from that job's last run: ``settings_changed``) or that
-    Dagster's records say is due."""
+    Dagster's records say is due (or whose files are gone from the input)."""
     flow = FLOW if record.kind == "vault" and record.id in instance.get_dynamic_partitions(VAULTS) else FLOW[:1]
     for job in flow:
-        if job in rerun or _due(instance, record.id, job, version):
+        if job in rerun or _due(instance, record, job, version):
             return job
     return None
 
 
-def _due(instance, key: str, job: str, version: str) -> bool:
+# What each job of the flow leaves on disk: when one is gone (a person deleted it), the job is due.
+WRITES = {
+    "proximity": ("proximity/graph.json", "proximity/clusters.json", "proximity/dupes.json", "proximity/verdicts.json"),
+    "structure": ("agent-notes/structure.md",),
+}
+
+
+def _due(instance, record: InputRecord, job: str, version: str) -> bool:
+    if not all((record.path / rel).is_file() for rel in WRITES[job]):
+        return True
     if job == FLOW[0]:  # the texts were read before the latest version (or never)
-        seen = latest(instance, "hypotheses", key, observation=True)
-        texts = latest(instance, "hypothesis_texts", key)
+        seen = latest(instance, "hypotheses", record.id, observation=True)
+        texts = latest(instance, "hypothesis_texts", record.id)
         return version_of(seen) != version or texts is None or texts.storage_id < seen.storage_id
-    return _left_by_step4(instance, key) != version  # step 4 left the hypotheses at another version
+    return _left_by_step4(instance, record.id) != version  # step 4 left the hypotheses at another version
 
 
 def settings_changed(instance, key: str, resources: dict) -> tuple[str, ...]:

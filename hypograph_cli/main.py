@@ -114,7 +114,8 @@ def _structure(args) -> int:
         started[0] = time.perf_counter()
 
     results = run_structure(root, args.settings, _offline(args), on_run=ran)
-    summaries.print_structure(root, next((r for r in results if r.job_def.name == "structure"), None))
+    step4 = next((r for r in results if r.job_def.name == "structure"), None)
+    summaries.print_structure(root, step4, tuple(r.job_def.name for r in results))
     return 0
 
 

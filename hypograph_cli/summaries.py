@@ -150,9 +150,9 @@ def _titles(root: Path) -> dict[str, str]:
         return {}
 
 
-def print_structure(root: Path, result) -> None:
-    """What this run changed (``result``: step 4's; None when nothing ran), the vault's clusters,
-    the six checks by name, the review queue."""
+def print_structure(root: Path, result, ran: tuple[str, ...] = ()) -> None:
+    """What this run changed (``result``: step 4's; None when step 4 did not run, ``ran``: the
+    jobs that did), the vault's clusters, the six checks by name, the review queue."""
     a = asset_metadata(result, "hypothesis_dispositions") if result is not None else {}
     b = asset_metadata(result, "hypothesis_clusters") if result is not None else {}
     changed = [
@@ -166,8 +166,9 @@ def print_structure(root: Path, result) -> None:
         if n
     ]
     if result is None:  # nothing read beyond what the runs' records and the review queue need
+        started = f"only {', '.join(ran)} ran (its files were gone)" if ran else "no run started"
         print(
-            f"{root}: unchanged since its last structuring with these settings: no run started "
+            f"{root}: unchanged since its last structuring with these settings: {started} "
             f"(its checks passed then; `hypograph check {root}` runs them again)"
         )
         print_review_queue(root)

@@ -78,3 +78,19 @@ def test_structure_on_an_unchanged_vault_starts_no_run(tmp_path):
     edited = in_process("structure", vault, "--llm", "offline", "--threshold", "0.35", env=env)
     assert edited.returncode == 0, edited.stderr
     assert [job for job, _ in _runs(tmp_path / "home")][before:][:2] == ["proximity", "structure"]
+
+
+def test_structure_reruns_what_a_person_deleted(tmp_path):
+    """The records say current, but proximity/ was deleted: proximity runs again, step 4 does not."""
+    import shutil
+
+    vault = copy_tree(EXAMPLE_VAULT, tmp_path / "vault")
+    env = {**offline_env(), "DAGSTER_HOME": str(tmp_path / "home")}
+    assert in_process("structure", vault, "--llm", "offline", env=env).returncode == 0
+    runs = len(_runs(tmp_path / "home"))
+    shutil.rmtree(vault / "proximity")
+    again = in_process("structure", vault, "--llm", "offline", env=env)
+    assert again.returncode == 0, again.stderr
+    assert [job for job, _ in _runs(tmp_path / "home")][runs:] == ["proximity"]
+    assert (vault / "proximity" / "verdicts.json").is_file()
+    assert "only proximity ran (its files were gone)" in again.stdout
