@@ -299,19 +299,37 @@ def test_graph_checks_read_the_npz_twin_and_graph_json_once_it_is_edited(run_dir
     assert any("is not listed on" in reason for _, reason in violations)
 
 
-def test_one_hypothesis_runs_the_whole_job(tmp_path):
+def test_one_hypothesis_runs_the_whole_job_and_its_report(tmp_path):
     """The smallest input: no pair, no threshold sweep below the graph threshold (blank sweep cells,
-    as above 5,000 hypotheses), every asset and check still succeeds."""
+    as above ``sweep.EXACT_MAX`` hypotheses), every asset and check still succeeds, and the report."""
     from conftest import write_json_hypothesis
+    from dagster import DagsterInstance
 
     write_json_hypothesis(tmp_path / "one", "H-1", title="Mites spread virus", statement="Varroa mites spread DWV.")
-    result = execute(tmp_path / "one")
-    assert result.success
+    instance = DagsterInstance.ephemeral()
+    assert execute(tmp_path / "one", instance=instance).success
     assert json.loads((tmp_path / "one" / "proximity" / "dupes.json").read_text()) == []
+    assert execute(tmp_path / "one", "report", instance=instance).success
+    assert (tmp_path / "one" / "proximity" / "report.html").is_file()
+
+
+def test_the_report_job_above_the_exact_sweep_size(run_dir, monkeypatch):
+    """Above ``sweep.EXACT_MAX`` hypotheses (5,200 in the issue; 3 here) the sweep is estimated and
+    its cells below the graph threshold blank: the report job still succeeds, and says so."""
+    from dagster import DagsterInstance
+
+    from hypograph.report import sweep
+
+    monkeypatch.setattr(sweep, "EXACT_MAX", 3)
+    instance = DagsterInstance.ephemeral()
+    assert execute(run_dir, instance=instance).success
+    assert execute(run_dir, "report", instance=instance).success
+    doc = json.loads((run_dir / "proximity" / "report.json").read_text(encoding="utf-8"))
+    assert doc["sweep_exact"] is False and any(row["edges"] is None for row in doc["sweep"])
 
 
 def test_a_sweep_with_blank_cells_is_one_table_of_whole_records():
-    """Above 5,000 hypotheses the sweep leaves the levels below the graph threshold blank: every
+    """Above ``sweep.EXACT_MAX`` hypotheses the sweep leaves the levels below the graph threshold blank: every
     record still has every column (Dagster refuses records of different fields)."""
     from assets.metadata import sweep_table
 
