@@ -130,6 +130,16 @@ def assert_nothing_glued(lines: list[str]) -> None:
             assert not re.search(r"\S: done in \d+\.\d\d s", line), (line, lines)
 
 
+def assert_run_line_then_summary(lines: list[str], run: Path) -> None:
+    """The checks' line, the run's line, then the command's summary in one piece, then "done"."""
+    run_line = next(i for i, line in enumerate(lines) if " succeeded in " in line)
+    assert "proximity run" in lines[run_line] and "make ui" in lines[run_line]
+    assert lines[run_line - 1] == "5 checks pass", lines
+    summary = lines[run_line + 1 : -1]  # everything the command printed, all of it its summary
+    assert summary[0].startswith(f"{run}: 30 hypotheses") and summary[-1].startswith("pictures "), summary
+    assert not [line for line in summary if STAGE_LINE.match(line) or "read hypotheses" in line], summary
+
+
 def test_proximity_in_a_terminal_prints_stage_lines_and_the_run_id(tmp_path):
     """One line per asset, the checks in one line, the run's id, the summary in one piece, then the
     command's "done": nothing else, and nothing glued (stdout and stderr on one terminal)."""
@@ -148,12 +158,7 @@ def test_proximity_in_a_terminal_prints_stage_lines_and_the_run_id(tmp_path):
     assert assets[-1] == "hypograph proximity" and lines[-1] == stages[-1], lines
     assert [line for line in lines if "check" in line] == ["5 checks pass"], lines  # no check's key
     assert not any("embedding_shards" in line or "[rows_" in line for line in lines), lines
-    run_line = next(i for i, line in enumerate(lines) if " succeeded in " in line)
-    assert "proximity run" in lines[run_line] and "make ui" in lines[run_line]
-    assert lines[run_line - 1] == "5 checks pass", lines
-    summary = lines[run_line + 1 : -1]  # everything the command printed, all of it its summary
-    assert summary[0].startswith(f"{run}: 30 hypotheses") and summary[-1].startswith("pictures "), summary
-    assert not [line for line in summary if STAGE_LINE.match(line) or "read hypotheses" in line], summary
+    assert_run_line_then_summary(lines, run)
     quiet = in_terminal(["proximity", str(run), "--llm", "offline", "--quiet"], env(tmp_path))
     assert quiet[0] == 0 and quiet[2] == "", quiet[2]
 

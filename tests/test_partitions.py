@@ -136,7 +136,7 @@ def no_tick_adds_a_partition(instance, inputs: Inputs) -> None:
         assert partitions(instance) == before, sensor.name
     for schedule in defs.schedules:
         context = build_schedule_context(instance=instance, scheduled_execution_time=dt.datetime.now())
-        requests = list(schedule(context))
+        requests = list(schedule(context, inputs=inputs))
         assert sorted(r.partition_key for r in requests) == before["hypothesis_inputs"]
         assert partitions(instance) == before, schedule.name
 
