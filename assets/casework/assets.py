@@ -12,19 +12,17 @@ from assets.errors import project_errors
 from assets.groups import ASSET, CASEWORK
 from assets.partitions import revision_key
 from assets.sources import case_package
-from hypograph.casework.bridge import mint_batch
-from hypograph.casework.builder import HypothesisBuilder
-from hypograph.casework.context import verified_interpretation
-from hypograph.casework.dispatch import Status
-from hypograph.casework.gateway import CaseGateway
-from hypograph.casework.interpret import draft_interpretation
-from hypograph.casework.package import CaseStore
 from hypograph.errors import HypographError
 from resources import CaseResource, Inputs, LLMResource
+
+# The casework domain modules are imported inside the assets that use them: every run of any job
+# loads these definitions, a proximity run too.
 
 
 def _case(context: AssetExecutionContext, inputs: Inputs):
     """(store, case id, manifest) of this partition; the revision must be the package's current one."""
+    from hypograph.casework.package import CaseStore
+
     root, revision = inputs.sub_root(context.partition_key)
     store, case_id = CaseStore.for_dir(root)
     manifest = store.package(case_id).manifest()
@@ -45,6 +43,9 @@ def interpretation_draft(
     divergence, failure stage, behavior) from the catalogue and bounded excerpts, validated and
     saved unconfirmed for a person to confirm; with no model, a template to fill in. An existing
     draft is kept (no call)."""
+    from hypograph.casework.gateway import CaseGateway
+    from hypograph.casework.interpret import draft_interpretation
+
     store, case_id, manifest = _case(context, inputs)
     policy = case.settings().policy()
     report = draft_interpretation(
@@ -64,6 +65,8 @@ def interpretation_draft(
 @project_errors
 def case_interpretation(context: AssetExecutionContext, inputs: Inputs) -> MaterializeResult:
     """The revision's interpretation, confirmed by a person and verified against its case files."""
+    from hypograph.casework.context import verified_interpretation
+
     store, case_id, manifest = _case(context, inputs)
     interp, catalogue = verified_interpretation(store.package(case_id), manifest)
     return MaterializeResult(
@@ -81,6 +84,8 @@ def case_interpretation(context: AssetExecutionContext, inputs: Inputs) -> Mater
 @project_errors
 def case_context(context: AssetExecutionContext, inputs: Inputs, case: CaseResource) -> MaterializeResult:
     """Phase 1: the policy pinned and the prompt context frozen (policy.json, context.json), no model call."""
+    from hypograph.casework.builder import HypothesisBuilder
+
     store, case_id, manifest = _case(context, inputs)
     frozen = HypothesisBuilder(store, None, case.settings().policy()).prepare(case_id, manifest["package_id"])
     return MaterializeResult(
@@ -95,6 +100,10 @@ def hypothesis_batch(
 ) -> MaterializeResult:
     """Phases 2-3: one model round, then hypotheses, registry and summary published together.
     RETRY_PENDING, DEFERRED, BLOCKED and ERROR fail the run with the dispatch's own line."""
+    from hypograph.casework.builder import HypothesisBuilder
+    from hypograph.casework.dispatch import Status
+    from hypograph.casework.gateway import CaseGateway
+
     store, case_id, manifest = _case(context, inputs)
     policy = case.settings().policy()
     gateway = CaseGateway.optional(policy, llm.config())  # none: a published batch is reused, else NeedsModel
@@ -121,6 +130,8 @@ def batch_vault_nodes(context: AssetExecutionContext, inputs: Inputs, case: Case
     so the batch flows on into that vault's proximity and structure. The vault is the run's
     ``case.vault``, else the one the case names (made from it, or given to ``batch --into``); with
     neither, the step is skipped with its reason logged."""
+    from hypograph.casework.bridge import mint_batch
+
     store, case_id, manifest = _case(context, inputs)
     vault = case.settings().vault or store.package(case_id).target_vault(manifest)
     if not vault:

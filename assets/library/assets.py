@@ -10,28 +10,29 @@ other. Re-scoring is a backfill of ``library_rescore`` (``round_scores`` + ``hyp
 over any rounds: another model or web grounding, nothing regenerated, ids kept.
 """
 
+from typing import TYPE_CHECKING
+
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 
 from assets.errors import project_errors
 from assets.groups import ASSET, LIBRARY
-from hypograph.library.dedup import dedup_round
-from hypograph.library.generate import generate_round
-from hypograph.library.guard import check_topic
-from hypograph.library.persist import persist_round
-from hypograph.library.report import build_report, round_ledger
-from hypograph.library.run import has_generated, settings_for_round
-from hypograph.library.score import score_round
-from hypograph.library.search import web_search
-from hypograph.library.settings import LibrarySettings
 from hypograph.library.state import TRACE_TASK, round_keys, round_number
-from hypograph.library.traces import TraceRun
 from resources import Inputs, LibraryResource, LLMResource
+
+if TYPE_CHECKING:
+    from hypograph.library.settings import LibrarySettings
+    from hypograph.library.traces import TraceRun
+
+# The library's domain modules (generation, dedup, scoring: ~0.25 s of imports) are imported inside
+# the assets that use them: every run of any job loads these definitions, a proximity run too.
 
 ROUND = {**ASSET[LIBRARY], "kinds": {"openai"}}
 
 
-def _traces(context: AssetExecutionContext, root, settings: LibrarySettings) -> TraceRun:
+def _traces(context: AssetExecutionContext, root, settings: "LibrarySettings") -> "TraceRun":
     """One trace folder per invocation: the command's (it sets one for all its rounds), else this run's."""
+    from hypograph.library.traces import TraceRun
+
     return TraceRun(root, settings.invocation or f"run-{context.run_id[:8]}")
 
 
@@ -43,6 +44,10 @@ def round_candidates(
     """One generation call: behaviors and mechanisms for the round, the banlist built from the library
     as the earlier rounds left it (cached: a round never regenerates). A new round given a topic
     passes the cross-topic guard first, whichever door it came in by (command, Launchpad, sensor)."""
+    from hypograph.library.generate import generate_round
+    from hypograph.library.guard import check_topic
+    from hypograph.library.run import has_generated, settings_for_round
+
     root, key = inputs.sub_root(context.partition_key)
     settings = library.settings()
     client = llm.client(inputs.state_dir(root), TRACE_TASK)
@@ -67,6 +72,8 @@ def round_dedup(
 ) -> MaterializeResult:
     """The model's new / duplicate-of judgement of each candidate, by meaning, against its nearest
     library nodes (sentence embeddings pick the neighbours; only exact repeats are dropped unasked)."""
+    from hypograph.library.dedup import dedup_round
+
     root, key = inputs.sub_root(context.partition_key)
     client = llm.client(inputs.state_dir(root), TRACE_TASK)
     dedup = dedup_round(root, key, None, client, traces=_traces(context, root, library.settings()))
@@ -90,6 +97,9 @@ def round_scores(
     context: AssetExecutionContext, inputs: Inputs, llm: LLMResource, library: LibraryResource
 ) -> MaterializeResult:
     """Impact per surviving behavior, novelty per mechanism, stamped with method and date."""
+    from hypograph.library.score import score_round
+    from hypograph.library.search import web_search
+
     root, key = inputs.sub_root(context.partition_key)
     client = llm.client(inputs.state_dir(root), TRACE_TASK)
     settings = library.settings()
@@ -114,6 +124,9 @@ def round_scores(
 def hypothesis_library(context: AssetExecutionContext, inputs: Inputs) -> MaterializeResult:
     """The round merged into hypothesis_library.json (ids minted max+1, never reused; atomic write),
     validated, with the report of the library's rounds up to this one."""
+    from hypograph.library.persist import persist_round
+    from hypograph.library.report import build_report, round_ledger
+
     root, key = inputs.sub_root(context.partition_key)
     plan = persist_round(root, key)
     ledger = round_ledger(root, key)

@@ -17,14 +17,12 @@ from dagster import AssetExecutionContext, AssetIn, IdentityPartitionMapping, Ma
 from assets.errors import project_errors
 from assets.groups import ASSET, STRUCTURE
 from assets.sources import report_rewrite
-from hypograph.llm.policy import policy_for
 from hypograph.proximity.adjudicate import Decision
 from hypograph.proximity.embed import Embeddings
-from hypograph.structure.carving import run_clusters
-from hypograph.structure.dispositions import run_dispositions
-from hypograph.structure.structure_map import structure_counts, write_map
-from hypograph.vault.vault import open_vault
 from resources import Inputs, LLMResource
+
+# Step 4's domain modules are imported inside the assets that run them: every run of any job loads
+# these definitions, a proximity run too (the types the inputs are annotated with stay here).
 
 STRUCTURED = {**ASSET[STRUCTURE], "kinds": {"markdown"}}
 SAME_INPUT = IdentityPartitionMapping()  # a vault's id is its key in hypothesis_inputs too
@@ -50,6 +48,9 @@ def hypothesis_dispositions(
     llm: LLMResource,
 ) -> MaterializeResult:
     """4a: merge near-duplicates (discriminability test), drop the off-topic, state on every H."""
+    from hypograph.llm.policy import policy_for
+    from hypograph.structure.dispositions import run_dispositions
+
     root = inputs.root(context.partition_key)
     client = llm.client(inputs.state_dir(root), "hypothesis_dispositions")
     report = run_dispositions(root, dedup_verdicts, hypothesis_embeddings, policy_for(client))  # reads under the lock
@@ -79,6 +80,9 @@ def hypothesis_dispositions(
 @project_errors
 def hypothesis_clusters(context: AssetExecutionContext, inputs: Inputs, llm: LLMResource) -> MaterializeResult:
     """4b: hypothesis-cluster nodes with residuals, and each active H's cluster backlink."""
+    from hypograph.llm.policy import policy_for
+    from hypograph.structure.carving import run_clusters
+
     root = inputs.root(context.partition_key)
     client = llm.client(inputs.state_dir(root), "hypothesis_clusters")
     report = run_clusters(root, policy_for(client))
@@ -100,6 +104,9 @@ def hypothesis_clusters(context: AssetExecutionContext, inputs: Inputs, llm: LLM
 def structure_map(context: AssetExecutionContext, inputs: Inputs) -> MaterializeResult:
     """agent-notes/structure.md: the cluster inventory and counts (rewritten only on change); the
     vault's hypotheses as step 4 left them reported as a new observation."""
+    from hypograph.structure.structure_map import structure_counts, write_map
+    from hypograph.vault.vault import open_vault
+
     root = inputs.root(context.partition_key)
     path, written = write_map(root)
     vault = open_vault(root)

@@ -230,7 +230,7 @@ def _vault_picture(root: Path, data: _Inputs, picked: np.ndarray, xy: np.ndarray
             return None
     except HypographError:
         return None
-    membership, group_names, residuals = hc_groups(root)
+    membership, group_names, residuals = hc_groups(root, set(data.ids))
     if not group_names:
         return None
     ids = [data.ids[i] for i in picked.tolist()]
@@ -268,25 +268,46 @@ def _unembedded_residuals(ids: list[str], xy: np.ndarray, membership: dict[str, 
     return out_ids, np.asarray(out_xy).reshape(-1, 2)
 
 
-def hc_groups(root: Path) -> tuple[dict[str, str], dict[str, str], set[str]]:
+def hc_groups(
+    root: Path, embedded: set[str] | frozenset[str] = frozenset()
+) -> tuple[dict[str, str], dict[str, str], set[str]]:
     """A vault's hypothesis clusters: member id -> HC id, HC id -> "HC-1 title" (by id), and the
-    residual members' ids. Read only (no journal rolled forward)."""
+    residual members' ids. Read only (no journal rolled forward), and only the files it needs: the
+    HC nodes (found by file name) and, for the residual check, the members not in ``embedded`` (a
+    residual is minted at step 4 and never embedded: the corpus skips it)."""
+    from hypograph.ids import id_sort_key
+    from hypograph.vault.locking import reading_lock
     from hypograph.vault.node_view import NodeView
-    from hypograph.vault.vault import open_vault
+    from hypograph.vault.nodes import FILENAME_ID_RE, read_node
+    from hypograph.vault.vault import NODE_TYPES, node_files
 
-    vault = open_vault(root, roll_forward=False)
+    prefix = NODE_TYPES["hypothesis-cluster"][0] + "-"
     membership: dict[str, str] = {}
     names: dict[str, str] = {}
     residuals: set[str] = set()
-    for hc in vault.of_type("hypothesis-cluster"):
-        names[hc.id] = f"{hc.id} {hc.title}".strip()
-        for member in NodeView(hc).member_ids:
-            node = vault.nodes.get(member)
-            if node is None:
-                continue
-            membership.setdefault(node.id, hc.id)
-            if NodeView(node).residual:
-                residuals.add(node.id)
+    root = Path(root)
+    with reading_lock(root, roll_forward=False):
+        files: dict[str, Path] = {}
+        for rel in node_files(root):
+            m = FILENAME_ID_RE.match(rel.name)
+            if m:
+                files.setdefault(m.group(1), rel)
+        hcs = [(node_id, read_node(root, rel)) for node_id, rel in files.items() if node_id.startswith(prefix)]
+        hcs = [n for i, n in hcs if n.id == i and n.type == "hypothesis-cluster"]
+        hcs.sort(key=lambda n: id_sort_key(n.id))
+        for hc in hcs:
+            names[hc.id] = f"{hc.id} {hc.title}".strip()
+            for member in NodeView(hc).member_ids:
+                rel = files.get(member)
+                if rel is None:
+                    continue
+                if member not in embedded:
+                    node = read_node(root, rel)
+                    if node.meta.get("id") != member:
+                        continue  # a plain note under that name, not the member
+                    if NodeView(node).residual:
+                        residuals.add(member)
+                membership.setdefault(member, hc.id)
     return membership, names, residuals
 
 
@@ -316,11 +337,15 @@ def _plotly_js() -> bytes:
 def _html(root: Path, maps: dict, sweep: Sweep, threshold: float, dupe_threshold: float) -> str:
     """One page loading ``plotly.min.js`` from its folder once (the first figure), every figure
     with a fixed div id."""
+    import plotly.io as pio
+
     sections, first = [], True
     titles = {"cluster_map": "Cluster map", "vault_map": "Hypothesis clusters (vault)"}
     config = {"displaylogo": False, "responsive": True}
     for name, picture in maps.items():
-        div = figures.map_figure(picture).to_html(
+        div = pio.to_html(
+            figures.map_figure(picture),
+            validate=False,
             full_html=False,
             include_plotlyjs="directory" if first else False,
             div_id=name.replace("_", "-"),

@@ -2,8 +2,8 @@
 HTML) and matplotlib PNG bytes (for the UI and for reading without a browser).
 
 In: a ``MapPicture`` (points, groups, marked points, links) or a ``Sweep``. Out: a plotly
-``Figure`` or PNG bytes. PNGs carry no timestamp or software tag, so the same input gives the same
-bytes and a re-run rewrites nothing.
+figure (a ``Figure``; for a map, its dict) or PNG bytes. PNGs carry no timestamp or software tag,
+so the same input gives the same bytes and a re-run rewrites nothing.
 """
 
 from __future__ import annotations
@@ -71,46 +71,27 @@ def _layers(picture: MapPicture):
 # -- plotly ----------------------------------------------------------------------------------------
 
 
-def map_figure(picture: MapPicture):
-    """The interactive map: one legend entry per coloured group, hover text per point."""
+def map_figure(picture: MapPicture) -> dict:
+    """The interactive map, as a plotly figure dict (``plotly.io.to_html(..., validate=False)``
+    writes it): one legend entry per coloured group, hover text per point. Only the layout goes
+    through plotly's validation (its template filled in); the traces are plain dicts, since
+    validating thousands of points and hover texts trace by trace cost most of a second."""
     import plotly.graph_objects as go
 
-    fig = go.Figure()
+    data = []
     if picture.links:
         xs, ys = _link_lines(picture)
-        fig.add_trace(
-            go.Scatter(
-                x=xs, y=ys, mode="lines", line={"color": LINK, "width": 1.5}, name="duplicate pair", hoverinfo="skip"
-            )
-        )
+        data.append(
+            {"type": "scatter", "x": xs, "y": ys, "mode": "lines", "line": {"color": LINK, "width": 1.5},
+             "name": "duplicate pair", "hoverinfo": "skip"}
+        )  # fmt: skip
     for name, colour, idx, is_group in _layers(picture):
-        fig.add_trace(
-            go.Scatter(
-                x=picture.xy[idx, 0],
-                y=picture.xy[idx, 1],
-                mode="markers",
-                marker={"color": colour, "size": 9 if is_group else 6, "line": {"width": 0}},
-                name=_short(name),
-                text=[picture.hover[i] for i in idx.tolist()],
-                hoverinfo="text",
-            )
-        )
+        marker = {"color": colour, "size": 9 if is_group else 6, "line": {"width": 0}}
+        data.append(_points(picture, idx, _short(name), marker))
     if picture.marked.any():
-        idx = np.flatnonzero(picture.marked)
-        fig.add_trace(
-            go.Scatter(
-                x=picture.xy[idx, 0],
-                y=picture.xy[idx, 1],
-                mode="markers",
-                marker={"symbol": "diamond-open", "size": 15, "color": "black", "line": {"width": 2}},
-                name=picture.marked_name,
-                text=[picture.hover[i] for i in idx.tolist()],
-                hoverinfo="text",
-            )
-        )
-    for x, y, text in _labels(picture):
-        fig.add_annotation(x=x, y=y, text=text, showarrow=False, font={"size": 11}, bgcolor="rgba(255,255,255,0.7)")
-    fig.update_layout(
+        marker = {"symbol": "diamond-open", "size": 15, "color": "black", "line": {"width": 2}}
+        data.append(_points(picture, np.flatnonzero(picture.marked), picture.marked_name, marker))
+    layout = go.Layout(
         title={"text": f"{picture.title}<br><sup>{picture.subtitle}</sup>"},
         width=WIDTH,
         height=HEIGHT,
@@ -118,8 +99,33 @@ def map_figure(picture: MapPicture):
         xaxis={"visible": False},
         yaxis={"visible": False, "scaleanchor": "x"},
         legend={"itemsizing": "constant"},
+        annotations=[
+            {"x": x, "y": y, "text": text, "showarrow": False, "font": {"size": 11}, "bgcolor": "rgba(255,255,255,0.7)"}
+            for x, y, text in _labels(picture)
+        ],
     )
-    return fig
+    return {"data": data, "layout": layout.to_plotly_json()}
+
+
+def _points(picture: MapPicture, idx: np.ndarray, name: str, marker: dict) -> dict:
+    return {
+        "type": "scatter",
+        "x": _typed(picture.xy[idx, 0]),
+        "y": _typed(picture.xy[idx, 1]),
+        "mode": "markers",
+        "marker": marker,
+        "name": name,
+        "text": [picture.hover[i] for i in idx.tolist()],
+        "hoverinfo": "text",
+    }
+
+
+def _typed(values: np.ndarray) -> dict:
+    """A float array as plotly.js reads a typed array (base64 of little-endian doubles), as plotly's
+    own validation would have written it."""
+    import base64
+
+    return {"dtype": "f8", "bdata": base64.b64encode(np.ascontiguousarray(values, dtype="<f8").tobytes()).decode()}
 
 
 def _link_lines(picture: MapPicture) -> tuple[list, list]:

@@ -86,9 +86,10 @@ def threshold_sweep(graph: SimilarityGraph, matrix, algorithm: str = "louvain", 
             "not computed"
         )
     edges, clusters, alone = [], [], []
+    built: dict[int, object] = {}  # each graph handed to igraph once, cut at every threshold
     for t in THRESHOLDS:
         source = graph if t >= graph.threshold else low
-        e, c, a = _graph_at(source, t, algorithm) if source is not None else (None, None, None)
+        e, c, a = _graph_at(source, t, algorithm, built) if source is not None else (None, None, None)
         edges.append(e)
         clusters.append(c)
         alone.append(a)
@@ -99,17 +100,22 @@ def threshold_sweep(graph: SimilarityGraph, matrix, algorithm: str = "louvain", 
     return Sweep(list(THRESHOLDS), edges, clusters, alone, pairs, counts, exact, total, named, notes, graph.num_edges)
 
 
-def _graph_at(graph: SimilarityGraph, t: float, algorithm: str) -> tuple[int, int, int]:
+def _graph_at(graph: SimilarityGraph, t: float, algorithm: str, built: dict | None = None) -> tuple[int, int, int]:
     """Edges, clusters of 2 or more, and nodes in no edge, of ``graph`` cut at ``t``: the clusters
     proximity would find (``find_communities``'s algorithm and seed, split along components),
-    counted without labelling them."""
+    counted without labelling them. ``built``: igraph graphs already made (by ``id(graph)``), so each
+    is converted once and cut (its edges kept in order) at every threshold."""
     import igraph
 
     keep = np.flatnonzero(graph.sim >= t)
     n = len(graph.ids)
     if keep.size == 0:
         return 0, 0, n
-    g = igraph.Graph(n=n, edges=np.column_stack([graph.src[keep], graph.dst[keep]]).tolist())
+    built = {} if built is None else built
+    whole = built.get(id(graph))
+    if whole is None:
+        whole = built[id(graph)] = igraph.Graph(n=n, edges=np.column_stack([graph.src, graph.dst]).tolist())
+    g = whole if keep.size == graph.num_edges else whole.subgraph_edges(keep.tolist(), delete_vertices=False)
     component = np.asarray(g.connected_components().membership, dtype=np.int64)
     community = component
     if algorithm == "louvain":
