@@ -84,6 +84,7 @@ def write_report(root: Path | str, dupe_threshold: float = DEFAULT_DUPE_THRESHOL
     graph = data.graph
     sweep = threshold_sweep(graph, data.matrix, data.clusters.algorithm, dupe_threshold)
     picked = sample_points(data.ids, data.clusters.membership())
+    data.titles = _titles(root, [data.ids[i] for i in picked.tolist()])  # hover text: the drawn points only
     xy = layout(data.matrix[picked], *induced_edges(picked, len(data.ids), graph.src, graph.dst, graph.sim))
     maps = {"cluster_map": _cluster_picture(root, data, picked, xy)}
     vault = _vault_picture(root, data, picked, xy)
@@ -149,7 +150,7 @@ def _read(root: Path) -> _Inputs:
     clusters = store.read_clusters(root)
     names = {c: v.get("label", "") for c, v in _cluster_names(root).items()}
     dupes = store.read_dupes(root) if (d / "dupes.json").exists() else []
-    return _Inputs(graph.ids, matrix, graph, clusters, names, dupes, _titles(root, graph.ids))
+    return _Inputs(graph.ids, matrix, graph, clusters, names, dupes, {})
 
 
 def _cluster_names(root: Path) -> dict[str, dict]:
@@ -159,12 +160,14 @@ def _cluster_names(root: Path) -> dict[str, dict]:
 
 
 def _titles(root: Path, ids: list[str]) -> dict[str, str]:
-    """Each hypothesis's title (or statement), for the hover text: from the validated corpus the
-    pipeline snapshotted (``.hypograph/assets/hypothesis_texts.json``, one file) when it holds every
-    id, else read from the input; {} when the input cannot be read now."""
+    """The title (or statement) of each of ``ids``, for the hover text: from the validated corpus
+    the pipeline snapshotted (``.hypograph/assets/hypothesis_texts.json``, one file) when it holds
+    every id, else read from the input (in a run directory only the files of ``ids``: 3,000 of
+    100k, not all); {} when the input cannot be read now."""
     import orjson
 
     from hypograph.library.corpus import input_corpus
+    from hypograph.paths import detect_kind
 
     snapshot = root / ".hypograph" / "assets" / "hypothesis_texts.json"
     try:
@@ -175,10 +178,24 @@ def _titles(root: Path, ids: list[str]) -> dict[str, str]:
     if titles and all(i in titles for i in ids):
         return titles
     try:
+        if detect_kind(root) == "run-dir":
+            return _run_dir_titles(root, ids)
         corpus = input_corpus(root)
     except HypographError:
         return {}
     return {h.id: " ".join((h.title or h.statement or "").split()) for h in corpus.hypotheses}
+
+
+def _run_dir_titles(root: Path, ids: list[str]) -> dict[str, str]:
+    """The titles of ``ids`` from a run directory's ``hypotheses/<id>.json``: the files the input scan
+    lists (a symlink leading outside is never read), parsed and checked as the corpus reads them."""
+    from hypograph.hypotheses import _json_hypothesis, _read_files, _run_dir_files
+
+    warnings: list[str] = []
+    names = sorted(set(_run_dir_files(root, warnings)) & {f"{i}.json" for i in ids})
+    raws = _read_files(root / "hypotheses", names)
+    hyps = [_json_hypothesis(name, raw, warnings) for name, raw in zip(names, raws, strict=True)]
+    return {h.id: " ".join((h.title or h.statement or "").split()) for h in hyps if h is not None}
 
 
 def _hover(ids: list[str], titles: dict[str, str], picked: np.ndarray, where: dict[str, str]) -> list[str]:

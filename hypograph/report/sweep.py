@@ -115,13 +115,14 @@ def _graph_at(graph: SimilarityGraph, t: float, algorithm: str, built: dict | No
     whole = built.get(id(graph))
     if whole is None:
         whole = built[id(graph)] = igraph.Graph(n=n, edges=np.column_stack([graph.src, graph.dst]).tolist())
+        whole.es["weight"] = graph.sim.tolist()  # carried into every cut: converted once
     g = whole if keep.size == graph.num_edges else whole.subgraph_edges(keep.tolist(), delete_vertices=False)
     component = np.asarray(g.connected_components().membership, dtype=np.int64)
     community = component
     if algorithm == "louvain":
         igraph.set_random_number_generator(random.Random(SEED))
         try:
-            community = np.asarray(g.community_multilevel(weights=graph.sim[keep].tolist()).membership, np.int64)
+            community = np.asarray(g.community_multilevel(weights="weight").membership, np.int64)
         finally:
             igraph.set_random_number_generator(random)
     _, sizes = np.unique(community * (component.max() + 1) + component, return_counts=True)
