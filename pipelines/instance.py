@@ -60,37 +60,7 @@ def _fast_sqlite_commits() -> None:
         if isinstance(connection, sqlite3.Connection):
             connection.execute("PRAGMA synchronous=OFF")
 
-    _reused_sqlite_engines()
     _fast_sqlite_commits.done = True
-
-
-def _reused_sqlite_engines() -> None:
-    """Dagster's SQLite storages build a new SQLAlchemy engine for every connection they open (about
-    370 in a 30-hypothesis proximity run: 0.4 ms each of engine set-up around a 0.1 ms connect). In
-    this process, an engine for the same SQLite file and options is made once and reused; it still
-    opens a new connection each time (``NullPool``: nothing is held open between uses), so what is
-    stored, and when it is committed, is unchanged."""
-    import sqlalchemy
-    from dagster._core.storage.event_log.sqlite import sqlite_event_log
-    from dagster._core.storage.runs.sqlite import sqlite_run_storage
-    from sqlalchemy.pool import NullPool
-
-    made: dict[tuple, object] = {}
-    create = sqlalchemy.create_engine
-
-    def create_engine(url, *args, **kwargs):
-        if args or kwargs.get("poolclass") is not NullPool or not str(url).startswith("sqlite"):
-            return create(url, *args, **kwargs)
-        key = (str(url), tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
-        if key not in made:
-            if len(made) >= 64:  # one per run's event shard: a long loop of runs keeps the last few
-                made.clear()
-            made[key] = create(url, *args, **kwargs)
-        return made[key]
-
-    for module in (sqlite_event_log, sqlite_run_storage):
-        if module.create_engine is create:
-            module.create_engine = create_engine
 
 
 @contextmanager
