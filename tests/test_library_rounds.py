@@ -14,7 +14,6 @@ import pytest
 from library_stub import AtomServer, LibraryModel, LibraryRun, OpenAlexServer, behavior, given, run_library
 from llm_stub import llm_env, llm_server, unused_port  # noqa: F401  (fixtures)
 
-from assets.library import assets as library_assets
 from hypograph.errors import HypographError
 from hypograph.library import dedup as dedup_mod
 from hypograph.library.checks import run_checks
@@ -156,11 +155,12 @@ def test_crash_after_generation_completes_without_a_second_call_or_id(tmp_path, 
     def crash(*a, **k):
         raise RuntimeError("killed after generation")
 
-    monkeypatch.setattr(library_assets, "dedup_round", crash)
+    original = dedup_mod.dedup_round
+    monkeypatch.setattr(dedup_mod, "dedup_round", crash)  # the asset imports it when it runs
     with pytest.raises(HypographError, match="round_dedup: killed after generation"):
         run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=3, web=False))
     assert not (tmp_path / "hypothesis_library.json").exists()
-    monkeypatch.setattr(library_assets, "dedup_round", dedup_mod.dedup_round)
+    monkeypatch.setattr(dedup_mod, "dedup_round", original)
     report = run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=3, web=False))
     assert model.calls["generation"] == 1 and report.rounds[0].round == "r0001"
     assert [b.id for b in read_library(tmp_path)[0].behaviors] == ["B1", "B2", "B3"]
