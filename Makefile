@@ -18,11 +18,11 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[test,semantic]'
+	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[test]'
 	touch $@ $(VENV)/.installed
 
 $(VENV)/.installed-mutation: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[test,semantic,mutation]'
+	$(BIN)/pip install -q -e '.[test,mutation]'
 	touch $@ $(VENV)/.installed
 
 # Copies the bundled examples to demo/ once (so the checked-in examples are never modified), runs
