@@ -5,8 +5,14 @@
 * ``multiprocess``: one process per step, ``max_concurrent`` at a time (run config
   ``execution: config: max_concurrent``), so the shards of a sharded proximity run (resource
   ``proximity.shards``) run in parallel on this machine;
-* ``k8s``: one Kubernetes job per step (``dagster-k8s``); ``celery``: one Celery task per step
-  (``dagster-celery``). See ``deploy/README-deployment.md``.
+* ``celery``: one Celery task per step (``dagster-celery``), on workers anywhere that read the same
+  broker, instance and shard storage; its settings (broker, result backend, Celery's own) are the
+  YAML file ``HYPOGRAPH_CELERY_CONFIG`` names, the file the workers start with
+  (``dagster-celery worker start -y FILE``), so both sides agree;
+* ``k8s``: one Kubernetes job per step (``dagster-k8s``). See ``deploy/README-deployment.md``.
+
+Every process that imports the code location chooses again from its own environment: the web
+server, the daemon, each run and each Celery worker must be given the same variables.
 """
 
 import os
@@ -15,17 +21,19 @@ from dagster import (
     ExecutorDefinition,
     FilesystemIOManager,
     InMemoryIOManager,
+    InputContext,
     in_process_executor,
     multiprocess_executor,
 )
 
 ENV = "HYPOGRAPH_EXECUTOR"
 SHARD_STORAGE_ENV = "HYPOGRAPH_SHARD_STORAGE"
+CELERY_CONFIG_ENV = "HYPOGRAPH_CELERY_CONFIG"
 
 
 def job_executor() -> ExecutorDefinition:
-    """The executor ``HYPOGRAPH_EXECUTOR`` names; raises ValueError, in one line, for another name or
-    a missing package."""
+    """The executor ``HYPOGRAPH_EXECUTOR`` names; raises ValueError, in one line, for another name, a
+    missing package or an unreadable Celery settings file."""
     name = os.environ.get(ENV, "").strip() or "in_process"
     if name == "in_process":
         return in_process_executor
@@ -39,18 +47,56 @@ def job_executor() -> ExecutorDefinition:
         if name == "celery":
             from dagster_celery import celery_executor
 
-            return celery_executor
+            return celery_executor.configured(celery_settings(), name="celery")
     except ImportError:
         raise ValueError(f"{ENV}={name} needs the dagster-{name} package installed next to hypograph") from None
     raise ValueError(f"{ENV}={name!r}: choose in_process, multiprocess, k8s or celery")
 
 
+def celery_settings() -> dict:
+    """The ``execution: config:`` block of the YAML file ``HYPOGRAPH_CELERY_CONFIG`` names (broker,
+    backend, config_source, retries: ``celery_executor``'s config); ValueError in one line naming
+    the file and what is wrong."""
+    import yaml
+
+    path = os.environ.get(CELERY_CONFIG_ENV, "").strip()
+    if not path:
+        raise ValueError(
+            f"{ENV}=celery needs {CELERY_CONFIG_ENV}: the YAML file the Celery workers start with "
+            "(deploy/celery.yaml shows one)"
+        )
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f"{CELERY_CONFIG_ENV}={path}: cannot be read ({type(exc).__name__})") from None
+    config = data.get("execution", {}).get("config") if isinstance(data, dict) else None
+    if not isinstance(config, dict) or not config.get("broker"):
+        raise ValueError(f"{path}: execution.config.broker: missing (the broker's URL, e.g. redis://host:6379/0)")
+    return config
+
+
+class _RunMemory(InMemoryIOManager):
+    """The ranges of a one-process run, kept in memory; a step that finds none of its input ran in
+    another process than the step that made it, so the deployment's variables disagree."""
+
+    def load_input(self, context: InputContext) -> object:
+        try:
+            return super().load_input(context)
+        except KeyError:
+            raise RuntimeError(
+                f"{context.upstream_output.step_key}'s output is not in this process: every process of "
+                f"this deployment (daemon, web server, Celery workers) needs the same {ENV}"
+            ) from None
+
+
 def shard_io_manager():
     """Where the row ranges of a sharded step travel: in memory when the run is one process (nothing
     written), else pickles under ``HYPOGRAPH_SHARD_STORAGE`` (any UPath: ``s3://…``, ``gs://…``, a
-    folder) or ``$DAGSTER_HOME/storage/<run id>/`` (delete a finished run's folder at will)."""
+    folder every worker mounts) or ``$DAGSTER_HOME/storage/<run id>/`` (delete a finished run's
+    folder at will)."""
     if EXECUTOR is in_process_executor:
-        return InMemoryIOManager()
+        return _RunMemory()
     return FilesystemIOManager(base_dir=os.environ.get(SHARD_STORAGE_ENV) or None)
 
 

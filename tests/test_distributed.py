@@ -1,0 +1,300 @@
+"""Issue 36: the sharded proximity job on a real distributed executor, as a team deploys it.
+
+A Redis server (Debian's ``redis-server``) is the Celery broker and result backend, two
+``dagster-celery`` workers are processes of their own, and a Dagster daemon takes runs from the run
+queue (QueuedRunCoordinator) on a throwaway instance; a run is submitted the way the Launchpad
+submits it (``dagster job launch``: the instance's run coordinator, so the queue) and the daemon
+starts it. Every step is a Celery task; the shards travel between workers as files under
+``HYPOGRAPH_SHARD_STORAGE``. The proximity files must be byte-identical to an in-process run's,
+also when a worker is killed during a shard step (its task is redelivered to the other worker:
+``task_acks_late``, see ``deploy/celery.yaml``) and when the broker restarts in the middle of a run.
+
+Every service runs in its own process group (``tests/services.py``) and is killed with its group
+when the module ends, passed or failed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import services
+from cli_helper import hypograph
+from conftest import REPO, VENV_BIN, execute, offline_env, write_json_hypothesis
+
+pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed")
+
+WORKERS = ("w1", "w2")
+SHARDS = 3
+VISIBILITY = 30  # seconds before a dead worker's unacknowledged task goes back to the queue
+RUN_SECONDS = 420
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, process: subprocess.Popen, log: Path, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"{log.name}: exited with {process.returncode}:\n{log.read_text()[-2000:]}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    pytest.fail(f"nothing listens on {port} after {seconds} s:\n{log.read_text()[-2000:]}")
+
+
+def topic_texts(n: int, topics: int = 12, seed: int = 36) -> list[str]:
+    """``n`` 14-word texts from ``topics`` 40-word vocabularies: many edges, so shards have work."""
+    rng = random.Random(seed)
+    vocab = [[f"w{t}x{k}" for k in range(40)] for t in range(topics)]
+    return [" ".join(rng.choice(vocab[i % topics]) for _ in range(14)) for i in range(n)]
+
+
+def write_corpus(root: Path, n: int) -> Path:
+    for k, text in enumerate(topic_texts(n), start=1):
+        write_json_hypothesis(root, f"H-{k}", title=f"hypothesis {k}", statement=text)
+    return root
+
+
+class Cluster:
+    """Redis, two Celery workers and a daemon on one throwaway instance."""
+
+    def __init__(self, base: Path):
+        self.base = base
+        self.home = base / "home"
+        self.home.mkdir()
+        (self.home / "dagster.yaml").write_text(
+            "run_coordinator:\n  module: dagster._core.run_coordinator\n  class: QueuedRunCoordinator\n"
+            "telemetry:\n  enabled: false\n",
+            encoding="utf-8",
+        )
+        self.redis_port = free_port()
+        self.redis_dir = base / "redis"
+        self.redis_dir.mkdir()
+        broker = f"redis://127.0.0.1:{self.redis_port}/0"
+        config = base / "celery.yaml"
+        # what deploy/celery.yaml sets, with a short visibility timeout so a dead worker's task returns soon
+        config.write_text(
+            json.dumps(
+                {
+                    "execution": {
+                        "config": {
+                            "broker": broker,
+                            "backend": f"redis://127.0.0.1:{self.redis_port}/1",
+                            "config_source": {
+                                "task_acks_late": True,
+                                "task_reject_on_worker_lost": True,
+                                "broker_transport_options": {"visibility_timeout": VISIBILITY},
+                                "result_backend_transport_options": {"visibility_timeout": VISIBILITY},
+                                "task_publish_retry_policy": {"max_retries": 60, "interval_step": 0.5},
+                            },
+                        }
+                    }
+                }
+            ),
+            encoding="utf-8",
+        )
+        self.env = {
+            **offline_env(),
+            "DAGSTER_HOME": str(self.home),
+            "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",  # the CLI starts `celery`
+            "HYPOGRAPH_EXECUTOR": "celery",
+            "HYPOGRAPH_CELERY_CONFIG": str(config),
+            "HYPOGRAPH_SHARD_STORAGE": str(base / "shards"),
+        }
+        self.redis: subprocess.Popen | None = None
+        self.workers: dict[str, subprocess.Popen] = {}
+        self.daemon: subprocess.Popen | None = None
+
+    def start_redis(self) -> None:
+        log = self.base / "redis.log"
+        args = ["redis-server", "--port", self.redis_port, "--bind", "127.0.0.1", "--dir", self.redis_dir]
+        # the queue survives a restart: every write to the append-only file before it is acknowledged
+        args += ["--appendonly", "yes", "--appendfsync", "always", "--save", ""]
+        self.redis = services.start(args, log, self.env)
+        wait_for_port(self.redis_port, self.redis, log)
+
+    def start_worker(self, name: str) -> None:
+        log = self.base / f"worker-{name}.log"
+        config = self.env["HYPOGRAPH_CELERY_CONFIG"]
+        args = [VENV_BIN / "dagster-celery", "worker", "start", "-A", "dagster_celery.app", "-y", config, "-n", name]
+        self.workers[name] = services.start([*args, "--", "--concurrency", "1"], log, self.env, cwd=REPO)
+
+    def start(self) -> None:
+        with self.instance() as instance:  # its SQLite storage made once, before four processes open it
+            instance.get_runs(limit=1)
+        self.start_redis()
+        for name in WORKERS:
+            self.start_worker(name)
+        log = self.base / "daemon.log"
+        self.daemon = services.start([VENV_BIN / "dagster-daemon", "run", "-w", "workspace.yaml"], log, self.env, REPO)
+
+    def stop(self) -> None:
+        for process in [self.daemon, *self.workers.values(), self.redis]:
+            if process is not None:
+                services.stop(process, seconds=20)
+
+    def kill_worker(self, name: str) -> None:
+        """SIGKILL to the worker's whole group (the CLI, Celery's main process and its pool child)."""
+        os.killpg(self.workers[name].pid, signal.SIGKILL)
+        self.workers[name].wait(timeout=10)
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text()[-1500:]}" for p in sorted(self.base.glob("*.log")))
+
+    def add(self, root: Path) -> str:
+        added = hypograph("add", root, env=self.env, timeout=120)
+        assert added.returncode == 0, added.stderr
+        return added.stdout.split(":")[0]
+
+    def submit(self, key: str) -> str:
+        """What the Launchpad's Materialize does: the proximity job on one partition, handed to the
+        instance's run coordinator (the queue the daemon takes it from); the new run's id."""
+        config = {"resources": {"proximity": {"config": {"shards": SHARDS}}}}
+        launched = subprocess.run(
+            [VENV_BIN / "dagster", "job", "launch", "-j", "proximity", "-w", "workspace.yaml"]
+            + ["--tags", json.dumps({"dagster/partition": key}), "--config-json", json.dumps(config)],
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        assert launched.returncode == 0, launched.stderr[-3000:]
+        with self.instance() as instance:
+            (run,) = [r for r in instance.get_runs() if r.tags.get("dagster/partition") == key]
+        return run.run_id
+
+    def instance(self):
+        from dagster import DagsterInstance
+
+        return DagsterInstance.from_config(str(self.home))
+
+    def wait(self, run_id: str, seconds: float = RUN_SECONDS):
+        """The finished run (its status one of SUCCESS, FAILURE, CANCELED)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            with self.instance() as instance:
+                run = instance.get_run_by_id(run_id)
+            if run.is_finished:
+                return run
+            time.sleep(1)
+        pytest.fail(f"run {run_id} not finished in {seconds} s; logs:\n{self.logs()}")
+
+    def events(self, run_id: str) -> list:
+        with self.instance() as instance:
+            return [e for e in instance.all_logs(run_id) if e.dagster_event is not None]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    cluster = Cluster(tmp_path_factory.mktemp("distributed"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The proximity files of an in-process, one-shard run of the same corpus, by relative path."""
+    root = write_corpus(tmp_path_factory.mktemp("reference") / "corpus", 1200)
+    assert execute(root, "proximity").success
+    return proximity_files(root)
+
+
+def proximity_files(root: Path) -> dict[str, bytes]:
+    folder = root / "proximity"
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def corpus_copy(tmp_path: Path, name: str) -> Path:
+    return write_corpus(tmp_path / name, 1200)
+
+
+def celery_hosts(events: list) -> dict[str, list[str]]:
+    """step key -> the Celery workers that picked it up, in order."""
+    out: dict[str, list[str]] = {}
+    for e in events:
+        if not e.dagster_event.is_engine_event:
+            continue
+        data = e.dagster_event.engine_event_data
+        if data and "Celery worker" in data.metadata:
+            out.setdefault(e.step_key, []).append(data.metadata["Celery worker"].value)
+    return out
+
+
+def assert_identical(root: Path, reference: dict[str, bytes]) -> None:
+    got = proximity_files(root)
+    assert sorted(got) == sorted(reference)
+    different = [name for name in reference if got[name] != reference[name]]
+    assert not different, f"not byte-identical to the in-process run: {different}"
+
+
+def test_a_queued_sharded_run_on_two_celery_workers_writes_the_in_process_files(cluster, reference, tmp_path):
+    root = corpus_copy(tmp_path, "celery")
+    run_id = cluster.submit(cluster.add(root))
+    run = cluster.wait(run_id)
+    assert run.status.value == "SUCCESS", cluster.logs()
+    assert_identical(root, reference)
+
+    hosts = celery_hosts(cluster.events(run_id))
+    shard_steps = [k for k in hosts if k.startswith("similarity_graph.similarity_shard[")]
+    assert len(shard_steps) == SHARDS
+    assert {h.split("@")[0] for hs in hosts.values() for h in hs} == set(WORKERS)  # both workers ran steps
+    # the shards travelled between the workers as files under the shard storage, by run
+    stored = {p.name for p in (Path(cluster.env["HYPOGRAPH_SHARD_STORAGE"]) / run_id).iterdir()}
+    assert set(shard_steps) | {"similarity_graph.similarity_shards"} <= stored
+
+
+def wait_for_step_start(cluster: Cluster, run_id: str, prefix: str, seconds: float = RUN_SECONDS) -> str:
+    """The Celery worker that started the first step whose key starts with ``prefix``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        events = cluster.events(run_id)
+        started = {e.step_key for e in events if e.dagster_event.event_type_value == "STEP_START"}
+        for step, hosts in celery_hosts(events).items():
+            if step.startswith(prefix) and step in started:
+                return hosts[-1].split("@")[0]
+        time.sleep(0.2)
+    pytest.fail(f"no {prefix} step started in {seconds} s; logs:\n{cluster.logs()}")
+
+
+def test_a_broker_restart_in_the_middle_of_a_run_resumes_it(cluster, reference, tmp_path):
+    root = corpus_copy(tmp_path, "restart")
+    run_id = cluster.submit(cluster.add(root))
+    wait_for_step_start(cluster, run_id, "similarity_graph.similarity_shard[")
+    services.stop(cluster.redis, seconds=20)  # SIGTERM: Redis writes its append-only file and exits
+    time.sleep(2)
+    cluster.start_redis()
+    run = cluster.wait(run_id)
+    assert run.status.value == "SUCCESS", cluster.logs()
+    assert_identical(root, reference)
+
+
+def test_a_worker_killed_during_a_shard_step_is_replaced_by_the_other(cluster, reference, tmp_path):
+    root = corpus_copy(tmp_path, "killed")
+    run_id = cluster.submit(cluster.add(root))
+    victim = wait_for_step_start(cluster, run_id, "similarity_graph.similarity_shard[")
+    cluster.kill_worker(victim)
+    run = cluster.wait(run_id, RUN_SECONDS + VISIBILITY)
+    assert run.status.value == "SUCCESS", cluster.logs()
+    assert_identical(root, reference)
+    retried = {k: h for k, h in celery_hosts(cluster.events(run_id)).items() if len(h) > 1}
+    assert retried, "no step was picked up twice"
+    assert all(h[0].split("@")[0] == victim and h[-1].split("@")[0] != victim for h in retried.values())
