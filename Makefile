@@ -27,8 +27,9 @@ $(VENV)/.installed-mutation: pyproject.toml | $(BIN)/python
 
 # Copies the bundled examples to demo/ once (so the checked-in examples are never modified), runs
 # the proximity job on the run directory and the structure job on the vault through Dagster, then
-# the report job on both (their pictures), prints the example library's report, and registers the
-# library and the case so `make ui` shows them.
+# the report job on both (their pictures); observes and checks the example library as it is (the
+# library_observe job, then its report) and re-reads the example case's published batch (the
+# case_batch job reuses it, no model): every product shows in `make ui`, nothing invented.
 demo: $(VENV)/.installed
 	@for d in run vault library case; do test -d demo/$$d || { mkdir -p demo && cp -r examples/$$d demo/; }; done
 	$(BIN)/hypograph proximity demo/run
@@ -41,7 +42,7 @@ demo: $(VENV)/.installed
 	@echo
 	$(BIN)/hypograph library demo/library --report
 	@echo
-	$(BIN)/hypograph add demo/library demo/case
+	$(BIN)/hypograph batch demo/case
 	@echo
 	@echo "Browse the runs, lineage and checks of every input: make ui"
 

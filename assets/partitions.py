@@ -7,6 +7,9 @@ and libraries — keyed by the input's id (``vault``, ``eggs1``, ``run-3fa2c1``;
 ``vaults``: the registered vaults (a vault's key is the same id in both sets). Step 4 is
 partitioned by it and reads its vault's proximity through the identity mapping.
 
+``libraries``: the registered libraries (the same id as in ``hypothesis_inputs``). The library
+file as it is on disk (``library_file``, observed with its checks) is partitioned by it.
+
 ``library_rounds``: ``<library id>/r0001``, one key per round a library has actually started.
 
 ``case_revisions``: ``<case id>/r0001``, one key per analysis revision of a case package.
@@ -20,11 +23,13 @@ from dagster import DynamicPartitionsDefinition
 
 HYPOTHESIS_INPUTS = "hypothesis_inputs"
 VAULTS = "vaults"
+LIBRARIES = "libraries"
 ROUNDS = "library_rounds"
 REVISIONS = "case_revisions"
 
 hypothesis_inputs = DynamicPartitionsDefinition(name=HYPOTHESIS_INPUTS)
 vaults = DynamicPartitionsDefinition(name=VAULTS)
+libraries = DynamicPartitionsDefinition(name=LIBRARIES)
 library_rounds = DynamicPartitionsDefinition(name=ROUNDS)
 case_revisions = DynamicPartitionsDefinition(name=REVISIONS)
 
@@ -32,7 +37,7 @@ case_revisions = DynamicPartitionsDefinition(name=REVISIONS)
 SETS_OF_KIND = {
     "run-dir": [HYPOTHESIS_INPUTS],
     "vault": [HYPOTHESIS_INPUTS, VAULTS],
-    "library": [HYPOTHESIS_INPUTS],
+    "library": [HYPOTHESIS_INPUTS, LIBRARIES],
     "case": [],
 }
 

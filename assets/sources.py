@@ -12,6 +12,7 @@ requests (``register_inputs``), which writes the registry and each folder's id f
 partitions; a folder's partitions are added once it is registered, never before."""
 
 import hashlib
+import os
 import warnings
 from pathlib import Path
 
@@ -39,11 +40,13 @@ from dagster._core.definitions.data_version import DATA_VERSION_TAG
 from assets.groups import CASEWORK, PROXIMITY, described
 from assets.partitions import (
     HYPOTHESIS_INPUTS,
+    LIBRARIES,
     REVISIONS,
     SETS_OF_KIND,
     VAULTS,
     case_revisions,
     hypothesis_inputs,
+    libraries,
     revision_key,
     vaults,
 )
@@ -133,7 +136,7 @@ def report_rewrite(context: AssetExecutionContext, inputs: Inputs) -> str:
 def partition_requests(instance, records: list[InputRecord], log=None) -> list:
     """The add requests that would put each record's id in the partition sets of its kind (and a
     case's current revision in ``case_revisions``), for those not there yet."""
-    defs = {HYPOTHESIS_INPUTS: hypothesis_inputs, VAULTS: vaults, REVISIONS: case_revisions}
+    defs = {HYPOTHESIS_INPUTS: hypothesis_inputs, VAULTS: vaults, LIBRARIES: libraries, REVISIONS: case_revisions}
     wanted: dict[str, list[str]] = {name: [] for name in defs}
     for r in records:
         if r.kind == "case":
@@ -195,12 +198,18 @@ def _workspace_inputs(workspace: Path, log=None) -> list[Path]:
     return found
 
 
-@described(sensor, job=register_inputs, minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING)
+# On by default only where a workspace is configured: without one there is nothing to discover,
+# and a running sensor would log its skip every 30 s in the `make ui` terminal.
+DISCOVERY = DefaultSensorStatus.RUNNING if os.environ.get("HYPOGRAPH_WORKSPACE") else DefaultSensorStatus.STOPPED
+
+
+@described(sensor, job=register_inputs, minimum_interval_seconds=30, default_status=DISCOVERY)
 def inputs_discovered(context: SensorEvaluationContext, inputs: Inputs):
     """Registers each input folder under the workspace folder (``HYPOGRAPH_WORKSPACE``) and adds its
-    partitions: run directories, vaults, libraries, case packages and their revisions. Leave it on
-    if you keep your inputs in one folder; without a workspace it skips, saying so. Evaluating it
-    writes nothing: new folders are registered by the ``register_inputs`` run it requests."""
+    partitions: run directories, vaults, libraries, case packages and their revisions. On by
+    default when ``HYPOGRAPH_WORKSPACE`` is set, off (never evaluated) when it is not; started by
+    hand without a workspace, it skips, saying so. Evaluating it writes nothing: new folders are
+    registered by the ``register_inputs`` run it requests."""
     if not inputs.workspace:
         return SkipReason("no workspace folder configured (set HYPOGRAPH_WORKSPACE to discover inputs)")
     workspace = Path(inputs.workspace)

@@ -1,6 +1,7 @@
 """``hypograph library …``: its arguments, and the command: Phase 0 and each round as its Dagster
 partition (``<library id>/rNNNN``) of the ``library_round`` job (``pipelines/launch.py``), so the
-UI shows every round's lineage; ``--report`` and ``--check`` read the library and start no run.
+UI shows every round's lineage; ``--report`` and ``--check`` first run the ``library_observe`` job
+(the file observed and checked, offline, nothing written), so the UI shows the library as it is.
 
     hypograph library DIR --topic "…" [--rounds R] [--n-behaviors N] [--behavior B3|"free text"]
                           [--behavior-source discover|given] [--no-web] [--mode M (ignored)]
@@ -10,7 +11,8 @@ UI shows every round's lineage; ``--report`` and ``--check`` read the library an
     hypograph library DIR --report      # the report of every round so far (offline)
     hypograph library DIR --check       # the key-rule checks; exit 1 on any violation (offline)
 
-Errors are one line on stderr and exit status 2; nothing is written when Phase 0 fails.
+Errors are one line on stderr: exit 1 for a refused input, 2 for what is not done yet (a model
+needed, another topic); nothing is written when Phase 0 fails.
 """
 
 from __future__ import annotations
@@ -78,6 +80,10 @@ def _dispatch(args) -> int:
     from hypograph.library.schema import library_path
     from hypograph.library.state import round_keys
 
+    if (args.check or args.report) and library_path(args.dir).is_file():
+        from pipelines.launch import run_job
+
+        run_job(Path(args.dir).resolve(), "library_observe")  # what the UI then shows: the file, checked
     if args.check:
         results = run_checks(args.dir)
         bad = sum(len(v) for v in results.values())

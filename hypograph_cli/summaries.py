@@ -150,6 +150,13 @@ def _titles(root: Path) -> dict[str, str]:
         return {}
 
 
+# What step 4 mints, said where the count is shown (README says it too).
+MINTED = (
+    'residuals: each open cluster\'s catch-all member, "the answer is not listed here"; '
+    "complements: an answer a cluster needs that no source stated"
+)
+
+
 def print_structure(root: Path, result, ran: tuple[str, ...] = ()) -> None:
     """What this run changed (``result``: step 4's; None when step 4 did not run, ``ran``: the
     jobs that did), the vault's clusters, the six checks by name, the review queue."""
@@ -161,7 +168,7 @@ def print_structure(root: Path, result, ran: tuple[str, ...] = ()) -> None:
             (a.get("merged", 0), "hypothesis", "hypotheses", "merged into a survivor"),
             (a.get("dropped", 0), "", "", "dropped as off-topic"),
             (b.get("created", 0), "cluster", "clusters", "created"),
-            (b.get("minted_hypotheses", 0), "hypothesis", "hypotheses", "minted (residuals, complements)"),
+            (b.get("minted_hypotheses", 0), "hypothesis", "hypotheses", f"minted ({MINTED})"),
         )
         if n
     ]

@@ -167,6 +167,7 @@ EXPECTED_ASSETS = {
     "hypothesis_dispositions": ("structure", {"dedup_verdicts", "hypothesis_embeddings"}, "vaults"),
     "hypothesis_clusters": ("structure", {"hypothesis_dispositions"}, "vaults"),
     "structure_map": ("structure", {"hypothesis_clusters"}, "vaults"),
+    "library_file": ("library", set(), "libraries"),  # the file as it is, observed with its checks
     "round_candidates": ("library", set(), "library_rounds"),
     "round_dedup": ("library", {"round_candidates"}, "library_rounds"),
     "round_scores": ("library", {"round_candidates", "round_dedup"}, "library_rounds"),
@@ -249,6 +250,7 @@ def assert_jobs_and_automation_as_expected() -> None:
         "structure",
         "library_round",
         "library_rescore",
+        "library_observe",
         "case_interpret",
         "case_confirmed",
         "case_batch",

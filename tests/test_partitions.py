@@ -44,7 +44,7 @@ def home(tmp_path, monkeypatch):
 def partitions(instance) -> dict[str, list[str]]:
     return {
         name: sorted(instance.get_dynamic_partitions(name))
-        for name in ("hypothesis_inputs", "vaults", "library_rounds", "case_revisions")
+        for name in ("hypothesis_inputs", "vaults", "libraries", "library_rounds", "case_revisions")
     }
 
 
@@ -54,6 +54,7 @@ JOB_ORDER = [
     "structure",
     "library_round",
     "library_rescore",
+    "library_observe",
     "case_interpret",
     "case_confirmed",
     "case_batch",
@@ -73,11 +74,12 @@ def test_every_partition_of_every_job_runs_and_no_tick_adds_one(tmp_path, home, 
         assert partitions(instance) == {
             "hypothesis_inputs": ["library", "run", "vault"],
             "vaults": ["vault"],
+            "libraries": ["library"],
             "library_rounds": ["library/r0001"],
             "case_revisions": ["case/r0001"],
         }
         ran = run_every_partition_of_every_job(instance)
-        assert len(ran) == 3 + 3 + 1 + 1 + 1 + 4 * 1  # proximity and report on 3 inputs
+        assert len(ran) == 3 + 3 + 1 + 1 + 1 + 1 + 4 * 1  # proximity and report on 3 inputs
         assert len(llm_server.requests) == calls  # every re-run came from the inputs' own state
         no_tick_adds_a_partition(instance, Inputs(workspace=str(workspace)))
 

@@ -42,7 +42,7 @@ def interpretation_draft(
     """The model's draft interpretation of the revision (question, statements with their sources,
     divergence, failure stage, behavior) from the catalogue and bounded excerpts, validated and
     saved unconfirmed for a person to confirm; with no model, a template to fill in. An existing
-    draft is kept (no call)."""
+    draft is kept (no call); a revision confirmed without one (the example case) shows none."""
     from hypograph.casework.gateway import CaseGateway
     from hypograph.casework.interpret import draft_interpretation
 
@@ -120,7 +120,21 @@ def hypothesis_batch(
     }
     if result.status is not Status.COMPLETED:
         raise Failure(description=result.line(), metadata=metadata)
-    return MaterializeResult(metadata=metadata)
+    return MaterializeResult(metadata={**metadata, **_summary(result.paths)})
+
+
+def _summary(paths: dict) -> dict:
+    """The published hypotheses.md as the UI's preview of the batch (its first 64 KiB)."""
+    from hypograph.atomic import read_regular
+
+    path = paths.get("hypotheses_summary")
+    if not path:
+        return {}
+    try:
+        text = read_regular(path, 1 << 20).decode("utf-8", errors="replace")
+    except (HypographError, OSError) as e:  # a preview never fails a published batch's step
+        return {"summary": MetadataValue.text(f"not shown: {e}")}
+    return {"summary": MetadataValue.md(text[: 1 << 16])}
 
 
 @asset(**ASSET[CASEWORK], deps=[hypothesis_batch], kinds={"markdown"}, output_required=False)

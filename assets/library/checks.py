@@ -2,6 +2,7 @@
 
 from dagster import AssetCheckExecutionContext, AssetCheckResult, asset_check
 
+from assets.errors import project_errors
 from assets.library.assets import hypothesis_library
 from assets.metadata import check_result as _result
 from assets.partitions import library_rounds
@@ -15,6 +16,7 @@ def _library_check(name: str, description: str):
     @asset_check(
         asset=hypothesis_library, name=name, description=description, blocking=True, partitions_def=library_rounds
     )
+    @project_errors
     def _check(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
         root, _ = inputs.sub_root(context.partition_key)
         return _result(library_checks.run_checks(root)[name])
@@ -22,11 +24,13 @@ def _library_check(name: str, description: str):
     return _check
 
 
-CHECKS = [
-    _library_check("file_validates", "hypothesis_library.json validates against the library schema."),
-    _library_check("scored", "Every behavior has an impact; every mechanism a novelty, planned data and models."),
-    _library_check(
-        "ids_unique_never_reused", "Ids unique, and none reused after a node was deleted (high-water mark)."
-    ),
-    _library_check("statements_distinct", "No two statements equal after normalisation."),
-]
+# The library's key rules: name -> what the UI says of it (checked on each round's merge and on the
+# file as it is on disk, ``library_file``).
+RULES = {
+    "file_validates": "hypothesis_library.json validates against the library schema.",
+    "scored": "Every behavior has an impact; every mechanism a novelty, planned data and models.",
+    "ids_unique_never_reused": "Ids unique, and none reused after a node was deleted (high-water mark).",
+    "statements_distinct": "No two statements equal after normalisation.",
+}
+
+CHECKS = [_library_check(name, description) for name, description in RULES.items()]

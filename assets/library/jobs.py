@@ -13,7 +13,8 @@ from dagster import (
 
 from assets.groups import LIBRARY, described
 from assets.library.assets import hypothesis_library, round_scores
-from assets.partitions import ROUNDS, library_rounds
+from assets.library.observed import library_file
+from assets.partitions import ROUNDS, libraries, library_rounds
 from hypograph.errors import HypographError
 from hypograph.inputs import sub_key
 from hypograph.library.run import round_to_run, settings_for_round
@@ -22,11 +23,12 @@ from resources import Inputs
 
 library_round_job = define_asset_job(
     "library_round",
-    selection=AssetSelection.groups(LIBRARY),
+    selection=AssetSelection.groups(LIBRARY) - AssetSelection.assets(library_file),
     partitions_def=library_rounds,
     description="One library round: generate behaviors and mechanisms, dedup them against the library by "
-    "meaning, score impact and novelty, merge into hypothesis_library.json. Needs a model. New "
-    "rounds come from `hypograph library` or the next_library_round sensor.",
+    "meaning, score impact and novelty, merge into hypothesis_library.json. Needs a model: with none "
+    "configured there is no round to run, so no partition here until one is started (`hypograph library "
+    "DIR --topic …` with a model, or the next_library_round sensor). The library as it is: library_observe.",
 )
 
 rescore_job = define_asset_job(
@@ -34,7 +36,17 @@ rescore_job = define_asset_job(
     selection=[round_scores, hypothesis_library],
     partitions_def=library_rounds,
     description="Re-score rounds (another model, web grounding on) without regenerating; ids unchanged. "
-    "Backfill it over one library's rounds or all of them.",
+    "Backfill it over one library's rounds or all of them. Needs a model, and rounds made by this tool: "
+    "a library none has run for has no partition here.",
+)
+
+observe_job = define_asset_job(
+    "library_observe",
+    selection=AssetSelection.assets(library_file),
+    partitions_def=libraries,
+    description="The library file as it is on disk (library_file): its behaviors and mechanisms, and the "
+    "library's key rules checked. Offline, no model, writes nothing; `hypograph library DIR --report` and "
+    "`--check` run it.",
 )
 
 

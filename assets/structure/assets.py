@@ -79,7 +79,10 @@ def hypothesis_dispositions(
 @asset(**STRUCTURED, deps=[hypothesis_dispositions])
 @project_errors
 def hypothesis_clusters(context: AssetExecutionContext, inputs: Inputs, llm: LLMResource) -> MaterializeResult:
-    """4b: hypothesis-cluster nodes with residuals, and each active H's cluster backlink."""
+    """4b: hypothesis-cluster nodes, and each active H's cluster backlink. A cluster whose members
+    may not cover every answer gets a residual: a minted catch-all member, "the answer is not listed
+    here"; a complement is a minted answer the cluster needs that no source stated
+    (``minted_hypotheses`` counts both)."""
     from hypograph.llm.policy import policy_for
     from hypograph.structure.carving import run_clusters
 

@@ -136,8 +136,31 @@ class Report:
     notes: list[str] = field(default_factory=list)
 
     def text(self) -> str:
+        """What the CLI prints: the rounds (or that there are none), totals, scores, paths."""
+        t = self.totals
+        if self.rounds or self.rounds_requested:
+            lines = [f"topic: {self.topic}", *self._round_lines()]
+        else:  # a library written elsewhere (or by hand): say what is there, not "0 of 0"
+            lines = [
+                f"topic: {self.topic}",
+                "rounds: none run here yet: the library is its file as written "
+                f'(new rounds need a model: hypograph library {Path(self.paths["library"]).parent} --topic "…")',
+                *[f"  {note}" for note in self.notes],
+                f"behaviors {t['behaviors']}; mechanisms {t['mechanisms']}",
+            ]
+        lines += [
+            f"impact (all behaviors): min {self.impact['min']} / median {self.impact['median']} / max "
+            f"{self.impact['max']} (n={self.impact['count']})",
+            f"novelty (all mechanisms): min {self.novelty['min']} / median {self.novelty['median']} / max "
+            f"{self.novelty['max']}, {self.novelty['at_least_8']} scored >= 8 (n={self.novelty['count']})",
+        ]
+        lines += [f"{name}: {path}" for name, path in self.paths.items()]
+        lines.append(REMINDER)
+        return "\n".join(lines)
+
+    def _round_lines(self) -> list[str]:
+        """The mode, the rounds run of those requested, one line per round, what they added and dropped."""
         lines = [
-            f"topic: {self.topic}",
             f"behavior source: {self.behavior_source}",
             f"rounds: {self.rounds_run} run of {self.rounds_requested} requested"
             + (
@@ -148,30 +171,20 @@ class Report:
             ),
         ]
         lines += [f"  {note}" for note in self.notes]
-        before = (
-            self.totals["behaviors"] - self.totals["behaviors_added"],
-            self.totals["mechanisms"] - self.totals["mechanisms_added"],
-        )
-        running = list(before)
+        t, d = self.totals, self.duplicates_dropped
+        running = [t["behaviors"] - t["behaviors_added"], t["mechanisms"] - t["mechanisms_added"]]
         for r in self.rounds:
             running[0] += r.added_behaviors
             running[1] += r.added_mechanisms
             lines.append("  " + r.line(tuple(running)))
-        t, d = self.totals, self.duplicates_dropped
-        lines += [
+        return [
+            *lines,
             f"behaviors added {t['behaviors_added']} / total {t['behaviors']}; mechanisms added "
             f"{t['mechanisms_added']} / total {t['mechanisms']}",
             f"semantic duplicates dropped: {d['total']} (behaviors {d['behavior']}, mechanisms {d['mechanism']}; "
             f"exact {d['exact']}, model {d['model']})"
             f"{'; unjudged ' + str(d['unjudged']) if d['unjudged'] else ''}",
-            f"impact (all behaviors): min {self.impact['min']} / median {self.impact['median']} / max "
-            f"{self.impact['max']} (n={self.impact['count']})",
-            f"novelty (all mechanisms): min {self.novelty['min']} / median {self.novelty['median']} / max "
-            f"{self.novelty['max']}, {self.novelty['at_least_8']} scored >= 8 (n={self.novelty['count']})",
         ]
-        lines += [f"{name}: {path}" for name, path in self.paths.items()]
-        lines.append(REMINDER)
-        return "\n".join(lines)
 
     def metadata(self) -> dict:
         return {**asdict(self), "rounds": [asdict(r) for r in self.rounds], "reminder": REMINDER}

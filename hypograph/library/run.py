@@ -81,22 +81,22 @@ class Phase0:
 
 
 def phase0(root: Path, settings: LibrarySettings, rounds: int, new_library: bool, client, traces) -> Phase0:
-    """Phase 0's refusals, before anything is written: an invalid library file, no model (``client``
-    offline), a library failing its own checks, an unknown given id, another topic (the cross-topic
-    guard, asked with ``client``, traced under ``traces``). Then ``new_library`` moves the old file
-    aside."""
+    """Phase 0's refusals, before anything is written: an invalid library file, an unknown given
+    id, another topic (the cross-topic guard, asked with ``client``, traced under ``traces``;
+    offline the embeddings decide, so it answers before "needs a model"), no model (``client``
+    offline), a library failing its own checks. Then ``new_library`` moves the old file aside."""
     loaded = read_library(root)  # an invalid file stops here, before anything is written
+    if settings.behavior_source == "given":  # an unknown id is an error now, not after a model call
+        resolve_target(None if new_library else (loaded[0] if loaded else None), settings.behavior)
+    if not new_library:
+        check_topic(root, settings.topic, confirm=settings.confirm_topic, client=client, traces=traces)
     if client.offline and rounds > 0:
         raise ModelRequired(
             "library rounds need a model: set HYPOGRAPH_LLM_MODEL (and HYPOGRAPH_LLM_BASE_URL); "
             "nothing was changed (validate, report and check work offline)"
         )
-    if not new_library:
-        require_sound(root)  # a library failing its own checks is refused before a round starts
-    if settings.behavior_source == "given":  # an unknown id is an error now, not after a model call
-        resolve_target(None if new_library else (loaded[0] if loaded else None), settings.behavior)
     if new_library:
         moved = move_aside(root)
         return Phase0([], [f"previous library moved aside to {moved.name}"] if moved else [])
-    check_topic(root, settings.topic, confirm=settings.confirm_topic, client=client, traces=traces)
+    require_sound(root)  # a library failing its own checks is refused before a round starts
     return Phase0(pending_rounds(root))

