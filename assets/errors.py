@@ -1,29 +1,67 @@
-"""A project error raised by an asset becomes a Dagster ``Failure``: the UI shows the error's own
-line (the file, node or field it names) as the failure's description and the details as metadata,
-not a stack trace of Dagster's frames."""
+"""How a step ends when it cannot do its work, the same whichever door started the run.
+
+* A project error (``HypographError``: bad input, a setting out of range, a refusal) leaves the
+  step as a Dagster ``Failure`` whose description is the error's own line (the file, node or field
+  it names), with the error's kind, status and what it names as metadata, and that line logged at
+  ERROR (what the ``make ui`` terminal shows). Its cause chain is dropped (``from None``) and no
+  retry policy re-runs it (``allow_retries=False``): the same input fails the same way. Dagster
+  1.13 still lists its own frames under the line; it has no switch to leave them out.
+* A partition that cannot run yet, or never will (``Skip``: an unconfirmed revision, a revision a
+  later one superseded, a round with nothing to take its settings from) ends its step with no
+  output: nothing downstream runs, the run succeeds, no cell turns red and earlier
+  materializations stay as they were. The reason is logged at WARNING, recorded as an observation
+  of the asset's partition (``skipped``, ``status``) and as the run's tag ``hypograph/skipped``;
+  ``pipelines/launch.py`` turns it into the command's exit 2 (not done yet).
+"""
 
 from __future__ import annotations
 
 import functools
 import inspect
+from pathlib import Path
 
-from dagster import Failure, MetadataValue
+from dagster import (
+    AssetCheckExecutionContext,
+    AssetExecutionContext,
+    AssetObservation,
+    Failure,
+    MetadataValue,
+    OpExecutionContext,
+)
 
 from hypograph.errors import HypographError, NotDone
 
+NOT_DONE = "NOT_DONE"
+REFUSED = "REFUSED"
+SUPERSEDED = "SUPERSEDED"
+SKIPPED_TAG = "hypograph/skipped"
+
+
+class Skip(Exception):
+    """Raised in a step whose partition cannot run yet (``status`` NOT_DONE) or never will
+    (SUPERSEDED); ``line`` says why and what to do. Only for a generator asset declared with
+    ``output_required=False`` and wrapped in ``project_errors``."""
+
+    def __init__(self, line: str, status: str = NOT_DONE):
+        super().__init__(line)
+        self.line = line
+        self.status = status
+
 
 def project_errors(fn):
-    """Wrap an asset (or op) function, a generator's too: a ``HypographError`` leaves it as
-    ``Failure(description=its line, metadata={error, status, line})``; anything else (a bug) keeps
-    its trace."""
+    """Wrap an asset, op or check function (a generator's too): a ``HypographError`` leaves it as
+    ``failure(...)``; in a generator, a ``Skip`` ends it with no output, recorded (see the module
+    docstring), elsewhere it is a failure with its line; anything else (a bug) keeps its trace."""
     if inspect.isgeneratorfunction(fn):
 
         @functools.wraps(fn)
         def steps(*args, **kwargs):
             try:
                 yield from fn(*args, **kwargs)
+            except Skip as s:
+                _skipped(_context(args), s)
             except HypographError as e:
-                raise _failure(e) from None
+                raise _project_failure(e, args) from None
 
         return steps
 
@@ -31,18 +69,68 @@ def project_errors(fn):
     def run(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
+        except Skip as s:  # a step that must give its output cannot skip: its reason, as a failure
+            raise failure(s.line, "Skip", s.status, context=_context(args)) from None
         except HypographError as e:
-            raise _failure(e) from None
+            raise _project_failure(e, args) from None
 
     return run
 
 
-def _failure(e: HypographError) -> Failure:
+def _project_failure(e: HypographError, args: tuple) -> Failure:
+    return failure(str(e), type(e).__name__, NOT_DONE if isinstance(e, NotDone) else REFUSED, context=_context(args))
+
+
+def failure(line: str, kind: str, status: str, metadata: dict | None = None, context=None) -> Failure:
+    """The step's ``Failure``: ``line`` as its description, ``kind`` (the error's class), ``status``
+    (NOT_DONE, REFUSED, or a dispatch's own) and what the line names (its first part: a file,
+    node or field; a path when it is one) as metadata, with ``metadata``'s entries; the line is
+    logged at ERROR in the running step (``context``, else the current one)."""
+    context = _context(()) if context is None else context
+    if context is not None:
+        context.log.error(line)
+    named = line.split(": ", 1)[0] if ": " in line else ""
     return Failure(
-        description=str(e),
+        description=line,
         metadata={
-            "error": MetadataValue.text(type(e).__name__),
-            "status": MetadataValue.text("NOT_DONE" if isinstance(e, NotDone) else "REFUSED"),
-            "line": MetadataValue.text(str(e)),
+            "error": MetadataValue.text(kind),
+            "status": MetadataValue.text(status),
+            "line": MetadataValue.text(line),
+            **({"names": _named(named)} if named else {}),
+            **(metadata or {}),
         },
+        allow_retries=False,
     )
+
+
+def _named(text: str) -> MetadataValue:
+    """What an error line names first: a path (shown as one) or a node, field or round."""
+    return MetadataValue.path(text) if Path(text).is_absolute() else MetadataValue.text(text)
+
+
+CONTEXTS = (AssetExecutionContext, OpExecutionContext, AssetCheckExecutionContext)
+
+
+def _context(args: tuple):
+    """The running step's context: the one the function was given, else the current one (None
+    outside a step: a direct call, as in a unit test)."""
+    for arg in args:
+        if isinstance(arg, CONTEXTS):
+            return arg
+    for kind in (AssetExecutionContext, AssetCheckExecutionContext):
+        try:
+            return kind.get()
+        except Exception:  # noqa: BLE001 - Dagster's "no current context" (or one of the other kind)
+            continue
+    return None
+
+
+def _skipped(context, skip: Skip) -> None:
+    """Log and record why the step produced nothing (see the module docstring)."""
+    if context is None:
+        return
+    context.log.warning(f"skipped: {skip.line}")
+    partition = context.partition_key if context.has_partition_key else None
+    metadata = {"skipped": MetadataValue.text(skip.line), "status": MetadataValue.text(skip.status)}
+    context.log_event(AssetObservation(asset_key=context.asset_key, partition=partition, metadata=metadata))
+    context.instance.add_run_tags(context.run_id, {SKIPPED_TAG: skip.status})

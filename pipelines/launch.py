@@ -45,7 +45,9 @@ def execute(
 ):
     """Register ``root`` and execute ``job_name`` on its partition: the input's id, or
     ``<id>/<sub>`` for a library round or a case revision (``sub="r0002"``, registered too), on
-    ``instance`` (default: the shared one). Returns the result; never raises for a failed run."""
+    ``instance`` (default: the shared one). Returns the result; never raises for a failed run. A
+    run that skipped a step because its partition cannot run yet (``assets.errors.Skip``: not
+    confirmed, superseded, no round settings) raises ``NotDone`` (exit 2) with the skip's line."""
     if instance is None:
         with open_instance() as shared:
             return execute(root, job_name, settings, offline, sub=sub, instance=shared)
@@ -66,13 +68,17 @@ def execute(
     if job_name == "proximity" or job_name.startswith("case_"):  # the jobs that read a source
         observe(instance, record, key)
     # Failures are reported by the caller in one line each; the UI keeps the full logs and traces.
-    return defs.resolve_job_def(job_name).execute_in_process(
+    result = defs.resolve_job_def(job_name).execute_in_process(
         instance=instance,
         partition_key=key,
         raise_on_error=False,
         run_config=run_config(settings, offline),
         tags=TAGS,
     )
+    lines = skips(result)
+    if result.success and lines:  # the run did what it could: the rest is not done yet
+        raise NotDone("; ".join(lines) + f" ({job_name} run {result.run_id[:8]} skipped it: its events in `make ui`)")
+    return result
 
 
 def run_job(root: Path, job_name: str, settings: dict[str, BaseModel] | None = None, offline: bool | None = None, **kw):
@@ -161,6 +167,18 @@ def run_error(job_name: str, result) -> HypographError:
     checks_failed = any(not c.passed for c in result.get_asset_check_evaluations())
     not_done = statuses == {"NOT_DONE"} and not checks_failed
     return (NotDone if not_done else HypographError)(failed_line(job_name, result))
+
+
+def skips(result) -> list[str]:
+    """``step: reason`` of each step that ended with no output because its partition cannot run
+    yet or never will: the ``skipped`` observations ``assets.errors`` records."""
+    out = []
+    for e in result.all_events:
+        if e.event_type_value == "ASSET_OBSERVATION":
+            skipped = e.event_specific_data.asset_observation.metadata.get("skipped")
+            if skipped is not None:
+                out.append(f"{e.step_key}: {skipped.value}")
+    return out
 
 
 def failures(result) -> list[str]:

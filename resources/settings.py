@@ -2,17 +2,18 @@
 
 The fields are the core model's (one declaration: ``hypograph/<product>/settings.py``) with their
 types but without their ranges, so any value of the right type reaches ``settings()``, which
-validates it with the core model: a bad value fails the first step as a ``Failure`` whose
-description is one line naming the field and its range, as the command line says it, instead of
-a resource that cannot be built (a pydantic trace, then Dagster's).
+validates it with the core model: a bad value is a ``HypographError`` of one line naming the
+field and its range, as the command line says it, which fails the first step that reads it as a
+``Failure`` with that line (``assets/errors.py``), instead of a resource that cannot be built (a
+pydantic trace, then Dagster's).
 """
 
 from __future__ import annotations
 
-from dagster import ConfigurableResource, Failure
+from dagster import ConfigurableResource
 from pydantic import BaseModel, Field, ValidationError, create_model
 
-from hypograph.errors import settings_line
+from hypograph.errors import HypographError, settings_line
 
 
 class SettingsResource(ConfigurableResource):
@@ -22,7 +23,7 @@ class SettingsResource(ConfigurableResource):
         try:
             return self.MODEL.model_validate(self.model_dump())
         except ValidationError as e:
-            raise Failure(description=settings_line(self.MODEL, e), metadata={"status": "REFUSED"}) from None
+            raise HypographError(settings_line(self.MODEL, e)) from None
 
 
 def settings_resource(model: type[BaseModel], doc: str) -> type[SettingsResource]:

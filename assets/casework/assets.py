@@ -1,14 +1,16 @@
 """Case batch assets, one partition per case package and analysis revision (``<case id>/r0001``):
 the model's draft interpretation -> the interpretation a person confirmed -> the frozen context
 (policy pinned) -> the published batch -> the
-batch's H nodes in a vault. Each writes through the case package's journal and returns
-``MaterializeResult``. Blocking checks are in ``checks.py`` beside this module."""
+batch's H nodes in a vault. Each writes through the case package's journal and yields
+``MaterializeResult``. A revision a later ``case add`` superseded, and one not confirmed yet, end
+their steps with no output (``assets.errors.Skip``: nothing downstream runs, no red cell, earlier
+results stay). Blocking checks are in ``checks.py`` beside this module."""
 
 import asyncio
 
-from dagster import AssetExecutionContext, Failure, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 
-from assets.errors import project_errors
+from assets.errors import SUPERSEDED, Skip, failure, project_errors
 from assets.groups import ASSET, CASEWORK
 from assets.partitions import revision_key
 from assets.sources import case_package
@@ -20,21 +22,28 @@ from resources import CaseResource, Inputs, LLMResource
 
 
 def _case(context: AssetExecutionContext, inputs: Inputs):
-    """(store, case id, manifest) of this partition; the revision must be the package's current one."""
+    """(store, case id, manifest) of this partition; the revision must be the package's current one
+    (an earlier one is skipped as superseded, a later one refused)."""
     from hypograph.casework.package import CaseStore
 
     root, revision = inputs.sub_root(context.partition_key)
     store, case_id = CaseStore.for_dir(root)
     manifest = store.package(case_id).manifest()
-    if revision_key(manifest["analysis_revision"]) != revision:
+    current = revision_key(manifest["analysis_revision"])
+    if int(revision[1:]) < manifest["analysis_revision"]:
+        raise Skip(
+            f"{root}: revision {revision} is superseded by {current} (`hypograph case add`); "
+            "its results stay as they were",
+            SUPERSEDED,
+        )
+    if revision != current:
         raise HypographError(
-            f"{root}: revision {revision} is not the current one "
-            f"({revision_key(manifest['analysis_revision'])}); earlier revisions stay as they were"
+            f"{root}: revision {revision} is not the current one ({current}); earlier revisions stay as they were"
         )
     return store, case_id, manifest
 
 
-@asset(**ASSET[CASEWORK], deps=[case_package], kinds={"openai"})
+@asset(**ASSET[CASEWORK], deps=[case_package], kinds={"openai"}, output_required=False)
 @project_errors
 def interpretation_draft(
     context: AssetExecutionContext, inputs: Inputs, case: CaseResource, llm: LLMResource
@@ -51,7 +60,7 @@ def interpretation_draft(
     report = draft_interpretation(
         store.root / case_id, policy, CaseGateway.optional(policy, llm.config()), manifest["analysis_revision"]
     )
-    return MaterializeResult(
+    yield MaterializeResult(
         metadata={
             "drafted_by": report.drafted_by,
             "line": report.message,
@@ -61,15 +70,19 @@ def interpretation_draft(
     )
 
 
-@asset(**ASSET[CASEWORK], deps=[case_package, interpretation_draft], kinds={"json"})
+@asset(**ASSET[CASEWORK], deps=[case_package, interpretation_draft], kinds={"json"}, output_required=False)
 @project_errors
 def case_interpretation(context: AssetExecutionContext, inputs: Inputs) -> MaterializeResult:
-    """The revision's interpretation, confirmed by a person and verified against its case files."""
-    from hypograph.casework.context import verified_interpretation
+    """The revision's interpretation, confirmed by a person and verified against its case files; one
+    not confirmed yet is skipped, saying what to do."""
+    from hypograph.casework.context import NotConfirmed, verified_interpretation
 
     store, case_id, manifest = _case(context, inputs)
-    interp, catalogue = verified_interpretation(store.package(case_id), manifest)
-    return MaterializeResult(
+    try:
+        interp, catalogue = verified_interpretation(store.package(case_id), manifest)
+    except NotConfirmed as e:  # nothing wrong with it: a person confirms it first
+        raise Skip(str(e)) from None
+    yield MaterializeResult(
         metadata={
             "revision": manifest["analysis_revision"],
             "confirmed": interp.confirmed,
@@ -80,7 +93,7 @@ def case_interpretation(context: AssetExecutionContext, inputs: Inputs) -> Mater
     )
 
 
-@asset(**ASSET[CASEWORK], deps=[case_interpretation], kinds={"json"})
+@asset(**ASSET[CASEWORK], deps=[case_interpretation], kinds={"json"}, output_required=False)
 @project_errors
 def case_context(context: AssetExecutionContext, inputs: Inputs, case: CaseResource) -> MaterializeResult:
     """Phase 1: the policy pinned and the prompt context frozen (policy.json, context.json), no model call."""
@@ -88,7 +101,7 @@ def case_context(context: AssetExecutionContext, inputs: Inputs, case: CaseResou
 
     store, case_id, manifest = _case(context, inputs)
     frozen = HypothesisBuilder(store, None, case.settings().policy()).prepare(case_id, manifest["package_id"])
-    return MaterializeResult(
+    yield MaterializeResult(
         metadata={"sources": len(frozen["catalogue"]), "policy": MetadataValue.json(frozen["policy"])}
     )
 
@@ -119,7 +132,7 @@ def hypothesis_batch(
         "due_at": result.due_at or "",
     }
     if result.status is not Status.COMPLETED:
-        raise Failure(description=result.line(), metadata=metadata)
+        raise failure(result.line(), "DispatchStatus", result.status.value, metadata, context)
     return MaterializeResult(metadata={**metadata, **_summary(result.paths)})
 
 

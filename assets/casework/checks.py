@@ -3,6 +3,7 @@
 from dagster import AssetCheckExecutionContext, AssetCheckResult, asset_check
 
 from assets.casework.assets import hypothesis_batch
+from assets.errors import project_errors
 from assets.metadata import check_result as _result
 from assets.partitions import case_revisions
 from hypograph.casework import checks as case_checks
@@ -16,6 +17,7 @@ def _case_check(name: str, description: str):
     @asset_check(
         asset=hypothesis_batch, name=name, description=description, blocking=True, partitions_def=case_revisions
     )
+    @project_errors
     def _check(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
         root, revision = inputs.sub_root(context.partition_key)
         return _result(case_checks.run_checks(CasePackage(root), int(revision[1:]))[name])

@@ -7,14 +7,16 @@ library's own functions, under its lock — those files are the round's durable 
 resumes from them — and returns ``MaterializeResult``; the next step reads what its declared
 upstream wrote. Generation runs in the ``library_generation`` pool (limit 1): rounds build on each
 other. Re-scoring is a backfill of ``library_rescore`` (``round_scores`` + ``hypothesis_library``)
-over any rounds: another model or web grounding, nothing regenerated, ids kept.
+over any rounds: another model or web grounding, nothing regenerated, ids kept. A round that cannot
+run yet (no topic given and no earlier round to follow; re-scoring one never generated) ends its
+step with no output, saying why (``assets.errors.Skip``): no red cell, nothing downstream runs.
 """
 
 from typing import TYPE_CHECKING
 
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 
-from assets.errors import project_errors
+from assets.errors import Skip, project_errors
 from assets.groups import ASSET, LIBRARY
 from hypograph.library.state import TRACE_TASK, round_keys, round_number
 from resources import Inputs, LibraryResource, LLMResource
@@ -36,27 +38,34 @@ def _traces(context: AssetExecutionContext, root, settings: "LibrarySettings") -
     return TraceRun(root, settings.invocation or f"run-{context.run_id[:8]}")
 
 
-@asset(**ROUND, pool="library_generation")
+@asset(**ROUND, pool="library_generation", output_required=False)
 @project_errors
 def round_candidates(
     context: AssetExecutionContext, inputs: Inputs, llm: LLMResource, library: LibraryResource
 ) -> MaterializeResult:
     """One generation call: behaviors and mechanisms for the round, the banlist built from the library
     as the earlier rounds left it (cached: a round never regenerates). A new round given a topic
-    passes the cross-topic guard first, whichever door it came in by (command, Launchpad, sensor)."""
+    passes the cross-topic guard first, whichever door it came in by (command, Launchpad, sensor).
+    A round given no topic, with no round before it to take its settings from, is skipped."""
     from hypograph.library.generate import generate_round
     from hypograph.library.guard import check_topic
     from hypograph.library.run import has_generated, settings_for_round
 
     root, key = inputs.sub_root(context.partition_key)
     settings = library.settings()
+    given = settings.round_settings()
+    if given is None and not any(
+        has_generated(root, k) for k in {*round_keys(root), key} if round_number(k) <= round_number(key)
+    ):
+        raise Skip(
+            f"{root}: round {key}: no topic given and no earlier round to follow (`hypograph library DIR --topic …`)"
+        )
     client = llm.client(inputs.state_dir(root), TRACE_TASK)
     traces = _traces(context, root, settings)
-    given = settings.round_settings()
     if given is not None and not has_generated(root, key):
         check_topic(root, given.topic, confirm=settings.confirm_topic, client=client, traces=traces)
     candidates = generate_round(root, key, settings_for_round(root, key, given), client, traces)
-    return MaterializeResult(
+    yield MaterializeResult(
         metadata={
             "behaviors": len(candidates.behaviors),
             "mechanisms": sum(len(b.mechanisms) for b in candidates.behaviors),
@@ -67,6 +76,7 @@ def round_candidates(
 
 
 @asset(**ROUND, deps=[round_candidates])
+@project_errors
 def round_dedup(
     context: AssetExecutionContext, inputs: Inputs, llm: LLMResource, library: LibraryResource
 ) -> MaterializeResult:
@@ -92,15 +102,20 @@ def round_dedup(
     )
 
 
-@asset(**ROUND, deps=[round_candidates, round_dedup])
+@asset(**ROUND, deps=[round_candidates, round_dedup], output_required=False)
+@project_errors
 def round_scores(
     context: AssetExecutionContext, inputs: Inputs, llm: LLMResource, library: LibraryResource
 ) -> MaterializeResult:
-    """Impact per surviving behavior, novelty per mechanism, stamped with method and date."""
+    """Impact per surviving behavior, novelty per mechanism, stamped with method and date; a round
+    never generated (a re-score backfill over every round) is skipped."""
+    from hypograph.library.run import has_generated
     from hypograph.library.score import score_round
     from hypograph.library.search import web_search
 
     root, key = inputs.sub_root(context.partition_key)
+    if not has_generated(root, key):
+        raise Skip(f"{root}: round {key} has not generated yet: nothing to score")
     client = llm.client(inputs.state_dir(root), TRACE_TASK)
     settings = library.settings()
     web = settings.web
@@ -108,7 +123,7 @@ def round_scores(
     scores = score_round(root, key, client, search, web=web, traces=_traces(context, root, settings))
     for warning in scores.warnings:
         context.log.warning(warning)
-    return MaterializeResult(
+    yield MaterializeResult(
         metadata={
             "behaviors": len(scores.behaviors),
             "model": scores.model,
@@ -121,6 +136,7 @@ def round_scores(
 
 
 @asset(**ASSET[LIBRARY], deps=[round_dedup, round_scores], kinds={"json"})
+@project_errors
 def hypothesis_library(context: AssetExecutionContext, inputs: Inputs) -> MaterializeResult:
     """The round merged into hypothesis_library.json (ids minted max+1, never reused; atomic write),
     validated, with the report of the library's rounds up to this one."""

@@ -42,6 +42,7 @@ def hypothesis_texts(context: AssetExecutionContext, inputs: Inputs, proximity: 
 
 
 @asset(**ASSET, kinds={"igraph"})
+@project_errors
 def proximity_clusters(
     similarity_graph: SimilarityGraph,
     hypothesis_texts: Corpus,
@@ -63,6 +64,7 @@ def proximity_clusters(
 
 
 @asset(**ASSET, kinds={"python"})
+@project_errors
 def duplicate_pairs(
     similarity_graph: SimilarityGraph,
     hypothesis_embeddings: Embeddings,

@@ -4,6 +4,7 @@ import json
 
 from dagster import AssetCheckExecutionContext, AssetCheckResult, asset_check
 
+from assets.errors import project_errors
 from assets.metadata import check_result as _result
 from assets.partitions import hypothesis_inputs
 from assets.proximity.adjudication import dedup_verdicts
@@ -28,6 +29,7 @@ def _stored_graph(root) -> tuple[list[str], list[str | None], list[tuple[str, st
 
 
 @asset_check(asset=similarity_graph, **CHECK)
+@project_errors
 def graph_covers_embedded_ids(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
     """Every embedded id is a graph node, and every node was embedded."""
     root = inputs.root(context.partition_key)
@@ -37,6 +39,7 @@ def graph_covers_embedded_ids(context: AssetCheckExecutionContext, inputs: Input
 
 
 @asset_check(asset=similarity_graph, **CHECK)
+@project_errors
 def graph_is_symmetric(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
     """Each edge listed on both endpoints with one similarity, none below threshold, no self-edges."""
     _, _, violations, source = _stored_graph(inputs.root(context.partition_key))
@@ -44,6 +47,7 @@ def graph_is_symmetric(context: AssetCheckExecutionContext, inputs: Inputs) -> A
 
 
 @asset_check(asset=proximity_clusters, **CHECK)
+@project_errors
 def clusters_partition_nodes(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
     """Clusters partition the graph's nodes, labelled C-01.. without gaps, matching graph.json."""
     root = inputs.root(context.partition_key)
@@ -60,6 +64,7 @@ def clusters_partition_nodes(context: AssetCheckExecutionContext, inputs: Inputs
 
 
 @asset_check(asset=duplicate_pairs, **CHECK)
+@project_errors
 def duplicate_pairs_are_valid(
     context: AssetCheckExecutionContext, inputs: Inputs, proximity: ProximityResource
 ) -> AssetCheckResult:
@@ -69,6 +74,7 @@ def duplicate_pairs_are_valid(
 
 
 @asset_check(asset=dedup_verdicts, **CHECK)
+@project_errors
 def every_pair_has_one_verdict(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
     """verdicts.json holds exactly one valid MERGE/KEEP/FLAG decision per duplicate pair."""
     root = inputs.root(context.partition_key)

@@ -11,6 +11,7 @@ steps on other machines).
 
 from dagster import DynamicOut, DynamicOutput, MetadataValue, OpExecutionContext, Out, Output, graph_asset, op
 
+from assets.errors import project_errors
 from assets.groups import PROXIMITY
 from assets.partitions import hypothesis_inputs
 from hypograph.hypotheses import Corpus
@@ -31,6 +32,7 @@ def _fan_out(ranges: list[tuple[int, int]]):
 
 
 @op(out=DynamicOut(io_manager_key=SHARDS))
+@project_errors
 def embedding_shards(hypothesis_texts: Corpus, proximity: ProximityResource):
     """Row ranges to embed separately (one for tfidf, whose IDF needs the whole corpus)."""
     settings = proximity.settings()
@@ -38,6 +40,7 @@ def embedding_shards(hypothesis_texts: Corpus, proximity: ProximityResource):
 
 
 @op(out=Out(io_manager_key=SHARDS))
+@project_errors
 def embed_shard(hypothesis_texts: Corpus, rows, proximity: ProximityResource) -> Embeddings:
     """The embeddings of hypotheses [a, b)."""
     a, b = rows
@@ -46,6 +49,7 @@ def embed_shard(hypothesis_texts: Corpus, rows, proximity: ProximityResource) ->
 
 
 @op(out=Out(io_manager_key="io_manager"))
+@project_errors
 def join_embedding_shards(parts: list[Embeddings]) -> Output[Embeddings]:
     """L2-normalised rows, one per hypothesis, in the input's order."""
     emb = join_embeddings(parts)
@@ -76,12 +80,14 @@ def _plan(emb: Embeddings, proximity: ProximityResource):
 
 
 @op(out=DynamicOut(io_manager_key=SHARDS))
+@project_errors
 def similarity_shards(hypothesis_embeddings: Embeddings, proximity: ProximityResource):
     """Position ranges of about equal work (the plan is deterministic: every step rebuilds it)."""
     yield from _fan_out(shards.shard_ranges(_plan(hypothesis_embeddings, proximity), proximity.settings().shards))
 
 
 @op(out=Out(io_manager_key=SHARDS))
+@project_errors
 def similarity_shard(hypothesis_embeddings: Embeddings, rows, proximity: ProximityResource):
     """The edges found from one range: (block, how). One shard uses every core here; one of
     several uses one, the executor running the others beside it."""
@@ -90,6 +96,7 @@ def similarity_shard(hypothesis_embeddings: Embeddings, rows, proximity: Proximi
 
 
 @op(out=Out(io_manager_key="io_manager"))
+@project_errors
 def merge_similarity_shards(
     context: OpExecutionContext, hypothesis_embeddings: Embeddings, parts: list, proximity: ProximityResource
 ) -> Output[SimilarityGraph]:

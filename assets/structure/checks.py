@@ -2,6 +2,7 @@
 
 from dagster import AssetCheckExecutionContext, AssetCheckResult, asset_check
 
+from assets.errors import project_errors
 from assets.metadata import check_result as _result
 from assets.partitions import vaults
 from assets.structure.assets import hypothesis_clusters, hypothesis_dispositions
@@ -18,6 +19,7 @@ def _step4_check(number: int, asset):
     @asset_check(
         asset=asset, name=name, description=f"Step-4 check {number}: {what}.", blocking=True, partitions_def=vaults
     )
+    @project_errors
     def _check(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
         vault = open_vault(inputs.root(context.partition_key))
         return _result(step4.run_check(number, vault, read_baseline(vault.root)), check=str(number))
