@@ -7,8 +7,8 @@ clusters, cluster labels, dupes) and writes beside those files:
   it once, so the page opens offline and stays small at any size: the points of at most ``MAP_MAX``
   hypotheses): the cluster map, for a vault the map by hypothesis cluster, and the thresholds
   figure, with the sweep as a table;
-* ``cluster-map.png`` — the map coloured by proximity cluster, labelled by cluster label,
-  duplicate pairs drawn as links;
+* ``cluster-map.png`` — the map coloured by proximity cluster, keyed to the clusters' labels in
+  the legend, the ids of the points that fit written beside them, duplicate pairs drawn as links;
 * ``vault-map.png`` (vaults with HC nodes) — the same points coloured by HC cluster, residuals marked;
 * ``thresholds.png`` — the similarity histogram and the sweep, the threshold and the dupe
   threshold marked;
@@ -90,7 +90,9 @@ def write_report(root: Path | str, dupe_threshold: float = DEFAULT_DUPE_THRESHOL
     vault = _vault_picture(root, data, picked, xy)
     if vault is not None:
         maps["vault_map"] = vault
-    pngs = {name: figures.map_png(picture) for name, picture in maps.items()}
+    drawn = {name: figures.map_png(picture) for name, picture in maps.items()}
+    pngs = {name: png for name, (png, _) in drawn.items()}
+    labels = {name: placed for name, (_, placed) in drawn.items()}
     pngs["thresholds"] = figures.sweep_png(sweep, graph.threshold, dupe_threshold)
     headline = figures.headline(sweep, graph.threshold, dupe_threshold)
     d = store.proximity_dir(root)
@@ -108,7 +110,7 @@ def write_report(root: Path | str, dupe_threshold: float = DEFAULT_DUPE_THRESHOL
         counts["hc_clusters"] = len(vault.group_names)
         counts["residuals"] = int(vault.marked.sum())
     texts = {
-        REPORT_HTML: _html(root, maps, sweep, graph.threshold, dupe_threshold).encode(),
+        REPORT_HTML: _html(root, maps, labels, sweep, graph.threshold, dupe_threshold).encode(),
         REPORT_JSON: _json(sweep, graph.threshold, dupe_threshold, headline, counts).encode(),
     }
     files["html"], files["json"] = d / REPORT_HTML, d / REPORT_JSON
@@ -351,9 +353,9 @@ def _plotly_js() -> bytes:
     return files("plotly").joinpath("package_data", PLOTLY_JS).read_bytes()
 
 
-def _html(root: Path, maps: dict, sweep: Sweep, threshold: float, dupe_threshold: float) -> str:
+def _html(root: Path, maps: dict, labels: dict, sweep: Sweep, threshold: float, dupe_threshold: float) -> str:
     """One page loading ``plotly.min.js`` from its folder once (the first figure), every figure
-    with a fixed div id."""
+    with a fixed div id; each map with the labels its PNG drew (``labels``: name -> placed)."""
     import plotly.io as pio
 
     sections, first = [], True
@@ -361,7 +363,7 @@ def _html(root: Path, maps: dict, sweep: Sweep, threshold: float, dupe_threshold
     config = {"displaylogo": False, "responsive": True}
     for name, picture in maps.items():
         div = pio.to_html(
-            figures.map_figure(picture),
+            figures.map_figure(picture, labels[name]),
             validate=False,
             full_html=False,
             include_plotlyjs="directory" if first else False,
