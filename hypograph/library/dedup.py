@@ -8,17 +8,20 @@ existing mechanisms and the earlier candidates under it). For each candidate:
    earlier candidate (a mechanism's hypothesis: to any in the library) is a duplicate without
    asking: a model repeating a banlist item ends here, dropped and counted, never an error;
 2. **neighbours by meaning**: every other candidate is embedded with the pool (sentence
-   embeddings; TF-IDF only where the ``semantic`` extra is absent, recorded in
-   ``RoundDedup.embedder``) and given its ``max(10, settings.neighbours)`` (default 15) nearest library nodes
-   and its ``ROUND_NEIGHBOURS`` nearest earlier candidates; past
-   ``LARGE_POOL`` nodes the pool is clustered with the proximity engine and the nearest member of
-   each of the candidate's ``CLUSTER_REPRESENTATIVES`` nearest clusters joins them, so a duplicate
-   the embedding ranks low but clusters right is still shown;
+   embeddings by default; TF-IDF only when the settings ask for it or the sentence model cannot
+   load, recorded in ``RoundDedup.embedder``) and shown its ``shown_count`` nearest library nodes
+   (``max(10, settings.neighbours)``, default 15, or ``SHOWN_PER_ROOT`` x sqrt(library nodes) when
+   that is more: a true duplicate's rank grows with the library) and its ``ROUND_NEIGHBOURS``
+   nearest earlier candidates; past ``LARGE_POOL`` nodes, sentence rows are ranked after the
+   library's mean row is taken away (``_centred_cosine``);
 3. **the model judges**: batches of numbered candidates, each with its numbered neighbours; the
    answer is ``new`` or ``duplicate`` of neighbour *number* n (the id is looked up from the
    number, never taken from the model), plus an optional nuance for the kept node's ``notes``.
-   No similarity decides alone. A rejected answer leaves its candidates ``unjudged``: dropped,
-   never persisted unjudged.
+   No similarity decides alone. A rejected answer decides nothing: its candidates are
+   ``unjudged``, the round is not done (``Unjudged``, exit 2: how many and why), ``dedup.json`` is
+   not written, and a re-run judges them (the answers that were valid come from the model-answer
+   cache, so only the rejected questions are asked again). Mechanisms are judged only once every
+   behavior was.
 
 Only a candidate with no node at all to compare with (the first of an empty library) is ``new``
 without a call (``no-neighbour``). Every verdict records what decided it, the neighbours shown
@@ -27,13 +30,16 @@ and, for a model verdict, the model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
+import scipy.sparse as sp
 from pydantic import BaseModel, Field
 
+from hypograph.errors import NotDone
 from hypograph.library.embedder import Embedder, backend_of, cosine, make_embedder
 from hypograph.library.generate import require_model
 from hypograph.library.persist import load_round
@@ -50,16 +56,17 @@ from hypograph.library.state import digest, library_state, read_model, round_dir
 from hypograph.library.traces import TraceRun
 from hypograph.llm.answers import require_one_each
 from hypograph.llm.client import LLMClient, Rejected, Request, untrusted
-from hypograph.proximity.communities import find_communities
-from hypograph.proximity.graph import similarity_graph
 from hypograph.proximity.nearest import nearest
 from hypograph.text import normalise
 
 BATCH = 8
-ROUND_NEIGHBOURS = 5  # earlier candidates of the same round shown besides the k library nodes
-LARGE_POOL = 60  # past this many nodes, cluster representatives join the nearest neighbours
-CLUSTER_REPRESENTATIVES = 10
-CLUSTER_THRESHOLDS = {"sbert": 0.55, "tfidf": 0.30}  # proximity-graph edge cosine per backend
+BATCH_NEIGHBOURS = 240  # a call carries at most BATCH items and, past one item, about this many neighbours
+ROUND_NEIGHBOURS = 5  # earlier candidates of the same round shown besides the library nodes
+LARGE_POOL = 60  # past this many nodes, neighbours are ranked by centred cosines
+# Library nodes shown per candidate: the settings' k, or SHOWN_PER_ROOT * sqrt(library nodes) when
+# that is more: a paraphrase's rank among same-topic nodes grows with the library. Chosen on the
+# tuning half of issue 34's labelled set; recall and tokens per size: benchmarks/README.md.
+SHOWN_PER_ROOT = 5.0
 
 
 @dataclass
@@ -97,8 +104,8 @@ def dedup_round(
     path = round_dir(root, key) / "dedup.json"
     cand_digest = digest(candidates.model_dump(mode="json"))
     cached = read_model(path, RoundDedup)
-    if cached is not None and cached.candidates_digest == cand_digest:
-        return cached
+    if cached is not None and cached.candidates_digest == cand_digest and not _unjudged(cached.verdicts):
+        return cached  # one with unjudged candidates (an older version wrote those) is judged again
     require_model(client, "dedup")
     loaded = read_library(root)
     library = loaded[0] if loaded else None
@@ -110,10 +117,12 @@ def dedup_round(
     behaviors = candidates.behaviors
     if settings.behavior_source == "discover":
         verdicts += judge.decide(behavior_items(library, behaviors, embedder, k), "behavior")
+        judge.require_judged(verdicts, "behavior")
         behaviors = _kept(behaviors, verdicts)
     items = [i for b in behaviors for i in mechanism_items(library, b, embedder, k)]
     _exact_elsewhere(items, library, behaviors)
     mech_verdicts = judge.decide(items, "mechanism")
+    judge.require_judged(mech_verdicts, "mechanism")
     verdicts += mech_verdicts
     result = RoundDedup(
         round=key,
@@ -127,8 +136,16 @@ def dedup_round(
     return result
 
 
+class Unjudged(NotDone):
+    """Some of a round's candidates got no valid dedup answer: the round is not done (exit 2)."""
+
+
+def _unjudged(verdicts: list[Verdict]) -> list[Verdict]:
+    return [v for v in verdicts if v.verdict == "unjudged"]
+
+
 def _kept(behaviors: list[CandidateBehavior], verdicts: list[Verdict]) -> list[CandidateBehavior]:
-    """The behaviors no verdict drops (a duplicate, or unjudged)."""
+    """The behaviors no verdict drops (a duplicate)."""
     dropped = {v.key for v in verdicts if v.verdict != "new"}
     return [b for b in behaviors if b.key not in dropped]
 
@@ -188,26 +205,44 @@ def neighbour_items(
     embedder: Embedder,
     k: int = DEFAULT_NEIGHBOURS,
 ) -> list[Item]:
-    """Query q's neighbours among ``existing`` and queries before q: exact match first, else the
-    ``k`` nearest by cosine (best first) plus cluster representatives when the pool is large."""
+    """Query q's neighbours among ``existing`` and queries before q: exact match first, else its
+    ``shown_count(k, len(existing))`` nearest existing nodes (best first; centred cosines past
+    ``LARGE_POOL`` dense rows) and its ``ROUND_NEIGHBOURS`` nearest earlier queries. Each neighbour is
+    (ref, text, plain cosine)."""
     if not queries:
         return []
     pool = existing + queries
     offset = len(existing)
     rows = embedder([t for _, t in pool])
     sims = cosine(rows[offset:], rows)
-    reps = (
-        _cluster_representatives(existing, rows[:offset], sims[:, :offset], embedder) if offset > LARGE_POOL else None
-    )
+    ranking = _centred_cosine(rows, offset) if offset > LARGE_POOL and not sp.issparse(rows) else sims
     keys = _exact_keys(layer, pool)
+    shown = shown_count(k, offset)
     items = []
     for q, (qk, qt) in enumerate(queries):
         limit = offset + q  # only existing nodes and earlier candidates
         exact = next((pool[j][0] for j in range(limit) if keys[j] == keys[offset + q]), None)
-        row = sims[q, :limit]
-        order = _shown(row, offset, k, reps[q] if reps is not None else [])
+        order = _shown(ranking[q, :limit], offset, shown)
+        row = sims[q]
         items.append(Item(layer, qk, qt, [(pool[j][0], pool[j][1], round(float(row[j]), 4)) for j in order], exact))
     return items
+
+
+def shown_count(k: int, nodes: int) -> int:
+    """Library nodes shown per candidate against ``nodes`` existing ones: ``k``, or
+    ``SHOWN_PER_ROOT * sqrt(nodes)`` when that is more (never more than ``nodes``)."""
+    return min(nodes, max(k, math.ceil(SHOWN_PER_ROOT * math.sqrt(nodes))))
+
+
+def _centred_cosine(rows: np.ndarray, offset: int) -> np.ndarray:
+    """Cosines of the queries (rows past ``offset``) to every row, after the existing nodes' mean row
+    is taken from all: a library is about one topic, and the direction every node shares tells
+    none apart (benchmarks/README.md, issue 34). Ranks the neighbours only; the cosines shown and
+    recorded stay the plain ones."""
+    centred = rows - rows[:offset].mean(axis=0)
+    norms = np.linalg.norm(centred, axis=1, keepdims=True)
+    centred = centred / np.where(norms > 0, norms, 1.0)
+    return centred[offset:] @ centred.T
 
 
 def _exact_keys(layer: str, pool: list[tuple[str, str]]) -> list[str]:
@@ -216,30 +251,11 @@ def _exact_keys(layer: str, pool: list[tuple[str, str]]) -> list[str]:
     return [normalise(t.partition(": ")[2] or t) if layer == "mechanism" else normalise(t) for _, t in pool]
 
 
-def _shown(row: np.ndarray, offset: int, k: int, representatives: list[int]) -> list[int]:
-    """The neighbours shown for one query (``row``: its cosines to the ``offset`` existing nodes,
+def _shown(row: np.ndarray, offset: int, k: int) -> list[int]:
+    """The neighbours shown for one query (``row``: its similarities to the ``offset`` existing nodes,
     then to earlier candidates): the ``k`` nearest existing nodes, then the nearest earlier candidates
-    of the round (their own slots: a round's siblings must not push a library duplicate out), then
-    cluster representatives not already among them."""
-    order = nearest(row[:offset], k)
-    order += [offset + j for j in nearest(row[offset:], ROUND_NEIGHBOURS)]
-    order += [j for j in representatives if j not in order]
-    return order
-
-
-def _cluster_representatives(existing, rows, sims: np.ndarray, embedder: Embedder) -> list[list[int]]:
-    """Per query, the nearest member of each of its ``CLUSTER_REPRESENTATIVES`` nearest proximity
-    clusters (a cluster's nearness: its nearest member's cosine)."""
-    ids = [str(j) for j in range(len(existing))]
-    backend = "sbert" if backend_of(embedder).startswith("sbert") else "tfidf"
-    graph = similarity_graph(ids, rows, CLUSTER_THRESHOLDS[backend], workers=1)
-    clusters = [np.asarray([int(m) for m in members]) for members in find_communities(graph).clusters.values()]
-    out = []
-    for q in range(sims.shape[0]):
-        best = [(float(sims[q, c].max()), int(c[np.argmax(sims[q, c])])) for c in clusters]
-        best.sort(key=lambda t: -t[0])
-        out.append([j for _, j in best[:CLUSTER_REPRESENTATIVES]])
-    return out
+    of the round (their own slots: a round's siblings must not push a library duplicate out)."""
+    return nearest(row[:offset], k) + [offset + j for j in nearest(row[offset:], ROUND_NEIGHBOURS)]
 
 
 @dataclass
@@ -249,6 +265,20 @@ class _Judge:
     client: LLMClient
     traces: TraceRun
     key: str
+    reasons: list[str] = field(default_factory=list)  # why answers were rejected, in order
+
+    def require_judged(self, verdicts: list[Verdict], layer: str) -> None:
+        """``Unjudged`` naming how many of ``layer``'s candidates got no valid answer, and why."""
+        unjudged = _unjudged(verdicts)
+        if not unjudged:
+            return
+        why = "; ".join(dict.fromkeys(" ".join(r.split())[:200] for r in self.reasons))
+        later = " (their mechanisms are judged once they are)" if layer == "behavior" else ""
+        raise Unjudged(
+            f"round {self.key}: {len(unjudged)} of {len(verdicts)} candidate {layer}s unjudged{later}: "
+            f"the model's dedup answer was rejected ({why}); nothing of the round was kept and it is not "
+            "saturated: run it again to judge them (valid answers are cached, only these are asked again)"
+        )
 
     def decide(self, items: list[Item], layer: str) -> list[Verdict]:
         """One verdict per item, in order: settled ones without a call, the rest judged in batches."""
@@ -260,13 +290,26 @@ class _Judge:
             model = self.client.config.model or ""
             for batch, answer in zip(batches, answers, strict=True):
                 self.traces.cap_if_rejected(answer, f"dedup-{layer}s")
+                if isinstance(answer, Rejected):
+                    self.reasons.append(answer.reason)
                 for it, v in zip(batch, _verdicts(layer, batch, answer, model), strict=True):
                     verdicts[it.key] = v
         return [verdicts[it.key] for it in items]
 
 
 def judge_batches(ask: list[Item]) -> list[list[Item]]:
-    return [ask[i : i + BATCH] for i in range(0, len(ask), BATCH)]
+    """``ask`` in order, cut into calls of at most ``BATCH`` items whose neighbours add up to about
+    ``BATCH_NEIGHBOURS`` at most (an item with more is a call of its own): a long neighbour list
+    costs one call's prompt, not a prompt no model reads whole."""
+    batches: list[list[Item]] = []
+    size = 0
+    for it in ask:
+        if not batches or len(batches[-1]) == BATCH or size + len(it.neighbours) > BATCH_NEIGHBOURS:
+            batches.append([])
+            size = 0
+        batches[-1].append(it)
+        size += len(it.neighbours)
+    return batches
 
 
 def settled(items: list[Item], layer: str) -> tuple[dict[str, Verdict], list[Item]]:
