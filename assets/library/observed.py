@@ -76,7 +76,7 @@ def library_file(context: AssetExecutionContext, inputs: Inputs):
         metadata=_contents(root, results["file_validates"]),
         check_results=[
             AssetCheckResult(check_name=name, asset_key=LIBRARY_FILE, passed=r.passed, metadata=r.metadata)
-            for name, r in ((name, check_result(v)) for name, v in results.items())
+            for name, r in ((name, check_result(results[name])) for name in RULES)  # the checks declared
         ],
     )
 
