@@ -497,3 +497,12 @@ def test_without_the_sentence_model_dedup_falls_back_to_tfidf_and_says_so(tmp_pa
     assert report.rounds[0].embedder == dedup.embedder
     # the fallback only chooses neighbours: the model still judged the second candidate
     assert next(v for v in dedup.verdicts if v.key == "c2").decided_by == "model"
+
+
+def test_tfidf_asked_for_chooses_the_neighbours_and_the_report_says_so(tmp_path, stub):
+    model = LibraryModel(rounds=[{"behaviors": [behavior(B1, tag="a"), behavior(B2, tag="b")]}])
+    stub.always(model)
+    report = run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=2, web=False, embedder="tfidf"))
+    dedup = RoundDedup.model_validate_json((tmp_path / ".hypograph/library/rounds/r0001/dedup.json").read_text())
+    assert dedup.embedder == "tfidf (asked for: embedder tfidf)" == report.rounds[0].embedder
+    assert any("dedup neighbours chosen by tfidf (asked for: embedder tfidf)" in n for n in report.notes)

