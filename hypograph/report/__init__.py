@@ -83,13 +83,8 @@ def write_report(root: Path | str, dupe_threshold: float = DEFAULT_DUPE_THRESHOL
     data = _read(root)
     graph = data.graph
     sweep = threshold_sweep(graph, data.matrix, data.clusters.algorithm, dupe_threshold)
-    picked = sample_points(data.ids, data.clusters.membership())
-    data.titles = _titles(root, [data.ids[i] for i in picked.tolist()])  # hover text: the drawn points only
-    xy = layout(data.matrix[picked], *induced_edges(picked, len(data.ids), graph.src, graph.dst, graph.sim))
-    maps = {"cluster_map": _cluster_picture(root, data, picked, xy)}
-    vault = _vault_picture(root, data, picked, xy)
-    if vault is not None:
-        maps["vault_map"] = vault
+    maps = _maps(root, data)
+    vault = maps.get("vault_map")
     drawn = {name: figures.map_png(picture) for name, picture in maps.items()}
     pngs = {name: png for name, (png, _) in drawn.items()}
     labels = {name: placed for name, (_, placed) in drawn.items()}
@@ -101,7 +96,7 @@ def write_report(root: Path | str, dupe_threshold: float = DEFAULT_DUPE_THRESHOL
         files["vault_map"] = d / VAULT_MAP_PNG
     counts = {
         "hypotheses": len(data.ids),
-        "points_drawn": int(picked.size),
+        "points_drawn": len(maps["cluster_map"].ids),
         "edges": graph.num_edges,
         "duplicate_links_drawn": len(maps["cluster_map"].links),
         "clusters": data.clusters.num_clusters,
@@ -109,6 +104,8 @@ def write_report(root: Path | str, dupe_threshold: float = DEFAULT_DUPE_THRESHOL
     if vault is not None:
         counts["hc_clusters"] = len(vault.group_names)
         counts["residuals"] = int(vault.marked.sum())
+    for name, placed in labels.items():  # how many points carry their id on each map
+        counts[f"ids_on_{name}"] = sum(not label.group for label in placed)
     texts = {
         REPORT_HTML: _html(root, maps, labels, sweep, graph.threshold, dupe_threshold).encode(),
         REPORT_JSON: _json(sweep, graph.threshold, dupe_threshold, headline, counts).encode(),
@@ -120,6 +117,25 @@ def write_report(root: Path | str, dupe_threshold: float = DEFAULT_DUPE_THRESHOL
     written = [path for path, payload in content.items() if write_atomic(path, lambda fh, p=payload: fh.write(p))]
     seconds = time.perf_counter() - started
     return Report(root, files, written, pngs, sweep, graph.threshold, dupe_threshold, counts, headline, seconds)
+
+
+def map_pictures(root: Path | str) -> dict[str, figures.MapPicture]:
+    """The maps ``write_report`` draws of ``root``'s proximity files, by name (``cluster_map``, and
+    ``vault_map`` for a vault with HC nodes), not drawn."""
+    root = Path(root)
+    return _maps(root, _read(root))
+
+
+def _maps(root: Path, data: _Inputs) -> dict[str, figures.MapPicture]:
+    graph = data.graph
+    picked = sample_points(data.ids, data.clusters.membership())
+    data.titles = _titles(root, [data.ids[i] for i in picked.tolist()])  # hover text: the drawn points only
+    xy = layout(data.matrix[picked], *induced_edges(picked, len(data.ids), graph.src, graph.dst, graph.sim))
+    maps = {"cluster_map": _cluster_picture(root, data, picked, xy)}
+    vault = _vault_picture(root, data, picked, xy)
+    if vault is not None:
+        maps["vault_map"] = vault
+    return maps
 
 
 def report_on_disk(root: Path | str) -> tuple[str, list[Path]]:

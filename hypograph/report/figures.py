@@ -244,7 +244,7 @@ def _index(sweep: Sweep, value: float) -> int | None:
 LEGEND_WRAP = 44  # characters per line of a legend entry: full names, wrapped, never cut
 TITLE_WRAP = 110  # characters per line of a title or subtitle in a WIDTH-pixel figure
 GROUP_TRY = 30  # members of a group tried, most central first, for a free side for its name
-LABEL_TRY = 1000  # points offered an id label (the most central of each cluster first)
+LABEL_TRY = 3000  # points offered an id label, the most central of each cluster first (MAP_MAX: every drawn point)
 PAD = 8  # pixels between the figure's edge, its title, its legend and its axes
 GREY = "#777777"
 _IDS = "ids: …"  # the subtitle's last line until the ids are placed (same height as what replaces it)
@@ -446,13 +446,12 @@ def _place_labels(ax, picture: MapPicture) -> list[Placed]:
         w, h = measure(text, 8, "bold")
         spot = _first_free(room, pixels, radii, members[:GROUP_TRY], (w, h))
         point = int(members[0])
-        side = spot[1] if spot else _free_side(room, pixels[point], radii[point] + 2, w, h, marks=False) or "above"
+        side = spot[1] if spot else _free_side(room, pixels[point], radii[point] + 2, (w, h), marks=False, force=True)
         placed.append(_write(ax, picture, Placed(text, spot[0] if spot else point, side, True), radii))
     for i in label_order(picture).tolist():
         if room.crowded(*pixels[i]):
             continue  # no side of a point in a crowd is free: not worth trying
-        w, h = measure(picture.ids[i], 7, "normal")
-        side = _free_side(room, pixels[i], radii[i] + 2, w, h, marks=True)
+        side = _free_side(room, pixels[i], radii[i] + 2, measure(picture.ids[i], 7, "normal"), marks=True)
         if side is not None:
             placed.append(_write(ax, picture, Placed(picture.ids[i], i, side, False), radii))
     return placed
@@ -462,7 +461,7 @@ def _first_free(room: _Room, pixels, radii, points, size: tuple[float, float]) -
     """The first of ``points`` with a free side (of points, links, labels) for a label of ``size``
     (w, h): (point, side), or None."""
     for point in points.tolist():
-        side = _free_side(room, pixels[point], radii[point] + 2, *size, marks=True)
+        side = _free_side(room, pixels[point], radii[point] + 2, size, marks=True)
         if side is not None:
             return point, side
     return None
@@ -480,26 +479,31 @@ def _write(ax, picture: MapPicture, label: Placed, radii: np.ndarray) -> Placed:
     return label
 
 
-def _free_side(room: _Room, at, gap: float, w: float, h: float, marks: bool) -> str | None:
-    """The first side of ``SIDES`` where a ``w`` x ``h`` box ``gap`` pixels from ``at`` is free
-    (taken for it then), or None; ``marks``: points and links count, else only labels."""
+def _free_side(room: _Room, at, gap: float, size: tuple[float, float], marks: bool, force: bool = False) -> str | None:
+    """The first side of ``SIDES`` where a box of ``size`` (w, h) ``gap`` pixels from ``at`` is
+    free (taken for it then); ``marks``: points and links count, else only labels. None if no side
+    is, or with ``force`` "above", taken all the same."""
     x, y = float(at[0]), float(at[1])
+    w, h = size
+    boxes = {}
     for side, (dx, dy, ha, va) in SIDES.items():
         x0 = x + dx * gap - {"left": 0.0, "center": w / 2, "right": w}[ha]
         y0 = y + dy * gap - {"bottom": 0.0, "center": h / 2, "top": h}[va]
-        box = (x0 - 1, y0 - 1, x0 + w + 1, y0 + h + 1)
-        if room.free(box, marks):
-            room.take(box)
+        boxes[side] = (x0 - 1, y0 - 1, x0 + w + 1, y0 + h + 1)
+        if room.free(boxes[side], marks):
+            room.take(boxes[side])
             return side
+    if force:
+        room.take(boxes["above"])
+        return "above"
     return None
 
 
 def _measurer(ax):
-    """``(text, size, weight) -> (width, height)`` in pixels, cached by the text with its digits
-    as 0 (the font's digits are all one width: ids of the same shape measure once)."""
+    """``(text, size, weight) -> (width, height)`` in pixels of the text as matplotlib lays it out
+    (its line height, not its glyphs'), cached by the text with its digits as 0 (the font's digits
+    are all one width: ids of the same shape measure once)."""
     import re
-
-    from matplotlib.font_manager import FontProperties
 
     renderer = ax.figure.canvas.get_renderer()
     cache: dict = {}
@@ -507,10 +511,10 @@ def _measurer(ax):
     def measure(text: str, size: float, weight: str) -> tuple[float, float]:
         key = (re.sub(r"[0-9]", "0", text), size, weight)
         if key not in cache:
-            w, h, _ = renderer.get_text_width_height_descent(
-                key[0], FontProperties(size=size, weight=weight), ismath=False
-            )
-            cache[key] = (w, h)
+            probe = ax.text(0, 0, key[0], fontsize=size, fontweight=weight)
+            box = probe.get_window_extent(renderer)
+            probe.remove()
+            cache[key] = (box.width, box.height)
         return cache[key]
 
     return measure
