@@ -6,9 +6,10 @@
   never by id), name, question, exclusivity, independence, depends_on, relevance, and a residual
   statement naming the escape (or an exhaustiveness argument), plus constructed complements and
   stragglers to drop.
-* Offline (deterministic, heuristic): members grouped by their ``question`` hints (TF-IDF cosine
-  >= 0.5, connected components), a leftover joining its most similar group if its hint is similar
-  enough (>= 0.25), else forming its own cluster; one residual each;
+* Offline (deterministic, heuristic; ``offline``): members grouped by what their questions mean
+  (sentence embeddings of the question hints and statements, TF-IDF when the sentence model is
+  missing, said in every justification), the proximity graph's near-duplicate pairs
+  (``proximity/dupes.json``) never split but for a recorded reason; one residual each;
   justification lines say plainly they are heuristic. The carving is asked of a policy
   (``hypograph.llm.policy``): a rejected model answer falls back to this grouping, saying so.
 * The whole carve (plans, stragglers) is saved to ``.hypograph/carving.json`` before anything is
@@ -35,9 +36,10 @@ from pathlib import Path
 from hypograph.atomic import write_json
 from hypograph.llm.policy import Ask, Policy
 from hypograph.paths import OURS
+from hypograph.proximity import store
 from hypograph.structure import session
 from hypograph.structure.carving.apply import create_cluster, drop_stragglers, existing_cluster, repair, set_depends_on
-from hypograph.structure.carving.offline import offline_plans
+from hypograph.structure.carving.offline import Pair, offline_plans
 from hypograph.structure.carving.plan import ClusterPlan
 from hypograph.structure.carving.prompt import CARVE_SYSTEM, carve_request, plans_from_model
 from hypograph.structure.scope import active_hypotheses, observations
@@ -130,6 +132,19 @@ def _apply_carve(vault: Vault, carve: dict, report: ClusterReport) -> None:
         report.minted += repair(vault, dict(zip(carve["hc_ids"], plans, strict=True)), mint)
 
 
+def near_duplicates(root: Path) -> tuple[list[Pair], str]:
+    """The proximity graph's near-duplicate pairs (``proximity/dupes.json``, written by the
+    proximity job before step 4), and a line saying so when there are none to read."""
+    if not (store.proximity_dir(root) / "dupes.json").exists():
+        return [], "No proximity/dupes.json was found, so no near-duplicate pair was kept together."
+    return [Pair(p.a, p.b, p.similarity) for p in store.read_dupes(root)], ""
+
+
+def _frozen(vault: Vault) -> dict[str, str]:
+    """Hypothesis id -> the existing cluster that lists it (frozen: new hypotheses never join one)."""
+    return {m: hc.id for hc in vault.of_type("hypothesis-cluster") for m in NodeView(hc).listed_ids if m}
+
+
 def _read_carve(root: Path) -> dict | None:
     path = root / CARVE
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
@@ -139,7 +154,8 @@ def _plan(vault: Vault, todo: list[Node], policy: Policy) -> tuple[list[ClusterP
     """The carve of ``todo``: (plans, stragglers to drop with their reasons)."""
 
     def offline(note: str | None) -> tuple[list[ClusterPlan], dict[str, str]]:
-        plans = offline_plans(todo)
+        pairs, missing = near_duplicates(vault.root)
+        plans = offline_plans(todo, pairs, _frozen(vault), missing)
         for p in plans if note else []:
             p.justification += f"\n\n{note[0].upper()}{note[1:]}; this offline grouping stands in."
         return plans, {}

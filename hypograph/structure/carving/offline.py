@@ -1,59 +1,194 @@
-"""4b without a model (deterministic, heuristic): members grouped by their ``question`` hints
-(TF-IDF cosine >= 0.5, connected components), a lone hypothesis joining its most similar group if
-its hint is similar enough (>= 0.25), else forming its own cluster; one residual each; every
+"""4b without a model (deterministic, heuristic): hypotheses grouped by what their questions mean.
+
+* **Units.** A near-duplicate pair of the proximity graph (``proximity/dupes.json``: similarity at
+  or above the dupe threshold, both hypotheses still to carve) is never split: such pairs are
+  joined first (transitively). A pair whose other member already sits in a frozen cluster cannot
+  share the new one; that split is recorded in the new cluster's justification.
+* **Questions.** Units are joined by average linkage over the similarity of their question hints
+  (``QUESTION_LINK``): hints that mean the same sub-question, however worded.
+* **Answers.** A hypothesis left alone joins the group of its best answer partner — the one whose
+  statement best answers its question, and whose question its own statement best answers
+  (``ANSWER_JOIN``) — so a question worded unlike every other still lands where its answers are.
+
+Similarities are cosines of sentence embeddings (``hypograph.proximity.embed``: all-MiniLM-L6-v2,
+offline); without the ``semantic`` extra they are TF-IDF cosines of the hints alone, with their own
+thresholds, and every justification says so. Each group becomes a cluster with one residual; every
 justification says plainly it is heuristic."""
 
 from __future__ import annotations
 
-from scipy.sparse.csgraph import connected_components
+import logging
+from dataclasses import dataclass
 
+import numpy as np
+
+from hypograph.errors import HypographError
 from hypograph.ids import id_sort_key
-from hypograph.proximity.embed import embed_tfidf
+from hypograph.proximity import embed
 from hypograph.structure.carving.plan import ClusterPlan
 from hypograph.structure.checks import NUMBERISH
 from hypograph.vault.node_view import NodeView
 from hypograph.vault.nodes import Node
 
-QUESTION_LINK = 0.5
-LONE_JOIN = 0.25  # a lone hypothesis joins a group only if its hint is at least this similar
+LOGGER = logging.getLogger(__name__)
+# Tuned on the demo vault (examples/vault) only; the real runs of benchmarks/carving_agreement.py
+# are held out. (question link, answer join) per backend: TF-IDF cosines run lower than sentence ones.
+THRESHOLDS = {"sbert": (0.7, 0.4), "tfidf": (0.5, 0.25)}
 HEURISTIC = "Heuristic (offline, no model):"
 
 
-def offline_plans(hyps: list[Node]) -> list[ClusterPlan]:
-    """Group by question-hint similarity; each group a cluster with a residual; stated as heuristic."""
+@dataclass(frozen=True)
+class Meaning:
+    """``question[i, j]``: how alike hints i and j are; ``answer[i, j]``: how well statement j
+    answers question i and statement i question j (mean of both); ``backend``: ``sbert`` or
+    ``tfidf``; ``how``: one sentence naming what measured them."""
+
+    question: np.ndarray
+    answer: np.ndarray
+    backend: str
+    how: str
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A near-duplicate pair of the proximity graph (similarity at or above its dupe threshold)."""
+
+    a: str
+    b: str
+    similarity: float
+
+
+def hint(h: Node) -> str:
+    view = NodeView(h)
+    return str(view.question or view.statement or h.title)
+
+
+def measure(hyps: list[Node]) -> Meaning:
+    """The similarities of ``hyps``' question hints and statements: sentence embeddings, or TF-IDF
+    of the hints (saying why) when the sentence model cannot be loaded."""
+    hints = [hint(h) for h in hyps]
+    try:
+        embed.sentence_model(embed.DEFAULT_SBERT_MODEL)
+    except HypographError as e:
+        LOGGER.warning("offline carving: TF-IDF of the question hints (sentence embeddings unavailable: %s)", e)
+        rows, _ = embed.embed_tfidf(hints)
+        sims = np.asarray((rows @ rows.T).toarray(), dtype=np.float32)
+        how = f"TF-IDF of the question hints (sentence embeddings unavailable: {str(e).splitlines()[0]})"
+        return Meaning(sims, sims, "tfidf", how)
+    q = embed.embed_sbert(hints)
+    s = embed.embed_sbert([str(NodeView(h).statement or h.title) for h in hyps])
+    cross = q @ s.T
+    how = f"sentence embeddings ({embed.DEFAULT_SBERT_MODEL}) of the question hints and statements"
+    return Meaning(q @ q.T, (cross + cross.T) / 2, "sbert", how)
+
+
+def offline_plans(
+    hyps: list[Node], pairs: list[Pair] | None = None, frozen: dict[str, str] | None = None, note: str = ""
+) -> list[ClusterPlan]:
+    """One plan per group of ``hyps`` (module docstring), ordered by lowest member id.
+
+    ``pairs``: the proximity graph's near-duplicate pairs (any ids; those outside ``hyps`` and
+    ``frozen`` are ignored); ``frozen``: hypothesis id -> the existing cluster it is in; ``note``:
+    a line added to every justification (what the pairs came from, if they did not)."""
     if not hyps:
         return []
-    hints = [str(NodeView(h).question or NodeView(h).statement or h.title) for h in hyps]
-    m, _ = embed_tfidf(hints)
-    sims = (m @ m.T).toarray()
-    groups = _groups(sims)
+    hyps = sorted(hyps, key=lambda h: id_sort_key(h.id))
+    meaning = measure(hyps)
+    index = {h.id: k for k, h in enumerate(hyps)}
+    pairs = pairs or []
+    groups = group(
+        meaning, units([(index[p.a], index[p.b]) for p in pairs if p.a in index and p.b in index], len(hyps))
+    )
     plans = []
-    for members in sorted(groups.values(), key=lambda ms: min(id_sort_key(hyps[i].id) for i in ms)):
-        nodes = sorted((hyps[i] for i in members), key=lambda h: id_sort_key(h.id))
-        question = central_question(nodes, [hints[i] for i in members], sims, members)
-        plans.append(_plan(nodes, question))
+    for members in groups:
+        nodes = [hyps[i] for i in members]
+        question = central_question(nodes, meaning.question[np.ix_(members, members)])
+        reasons = split_reasons({h.id for h in nodes}, pairs, frozen or {})
+        plans.append(_plan(nodes, question, meaning.how, [*reasons, note] if note else reasons))
     return plans
 
 
-def _groups(sims) -> dict[int, list[int]]:
-    """Rows linked by a hint similarity >= ``QUESTION_LINK`` (connected components); a lone row joins
-    the group whose hints it is most similar to, if that similarity reaches ``LONE_JOIN``."""
-    _, labels = connected_components(sims >= QUESTION_LINK, directed=False)
-    groups: dict[int, list[int]] = {}
+def units(links: list[tuple[int, int]], n: int) -> list[int]:
+    """The unit (a representative row) of each of ``n`` rows, ``links`` joined transitively."""
+    parent = list(range(n))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for a, b in links:
+        ra, rb = root(a), root(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    return [root(i) for i in range(n)]
+
+
+def group(meaning: Meaning, unit: list[int]) -> list[list[int]]:
+    """Rows in groups (each sorted, groups by first row): units joined by average linkage of
+    question similarity at the backend's link threshold, then each lone row moved to the group of
+    its best answer partner if their answer similarity reaches the join threshold."""
+    link, join = THRESHOLDS[meaning.backend]
+    labels = _linkage(meaning.question, unit, link)
+    answer = meaning.answer.copy()
+    np.fill_diagonal(answer, -np.inf)
+    for i in range(len(labels)):
+        if np.count_nonzero(labels == labels[i]) == 1 and len(labels) > 1:
+            best = int(np.argmax(answer[i]))  # ties: the lowest row
+            if answer[i, best] >= join:
+                labels[i] = labels[best]
+    out: dict[int, list[int]] = {}
     for i, g in enumerate(labels):
-        groups.setdefault(int(g), []).append(i)
-    big = [g for g, members in groups.items() if len(members) > 1]
-    for g, members in list(groups.items()):
-        if len(members) == 1 and big:
-            i = members[0]
-            best = max(big, key=lambda b: max(sims[i, j] for j in groups[b]))
-            if max(sims[i, j] for j in groups[best]) >= LONE_JOIN:
-                groups[best].append(i)
-                del groups[g]
-    return groups
+        out.setdefault(int(g), []).append(i)
+    return sorted(out.values(), key=lambda rows: rows[0])
 
 
-def _plan(nodes: list[Node], question: str) -> ClusterPlan:
+def _linkage(sims: np.ndarray, unit: list[int], link: float) -> np.ndarray:
+    """Flat average-linkage clusters of ``sims`` cut at similarity ``link``; rows of one unit at
+    distance 0 from each other, so no cut separates them."""
+    n = len(unit)
+    if n == 1:
+        return np.zeros(1, dtype=int)
+    from scipy.cluster.hierarchy import fcluster, linkage
+    from scipy.spatial.distance import squareform
+
+    dist = np.clip(1.0 - sims.astype(np.float64), 0.0, 2.0)
+    same = np.asarray(unit)[:, None] == np.asarray(unit)[None, :]
+    dist[same] = 0.0
+    return fcluster(linkage(squareform(dist, checks=False), "average"), 1.0 - link, "distance")
+
+
+def split_reasons(members: set[str], pairs: list[Pair], frozen: dict[str, str]) -> list[str]:
+    """Why each near-duplicate pair with one member in ``members`` has the other in a frozen cluster."""
+    out = []
+    for p in pairs:
+        for mine, other in ((p.a, p.b), (p.b, p.a)):
+            if mine in members and other in frozen:
+                out.append(
+                    f"{mine} and {other} are near-duplicates (at or above the dupe threshold) but {other} is "
+                    f"in {frozen[other]}, an existing cluster, which new hypotheses never "
+                    "join: the pair is split on purpose."
+                )
+    return out
+
+
+def split_pairs(plans: list[ClusterPlan], pairs: list[Pair], frozen: dict[str, str]) -> list[Pair]:
+    """The pairs ``plans`` split across two clusters with no recorded reason (the guarantee: none)."""
+    where = {m: k for k, p in enumerate(plans) for m in p.members}
+    where.update(frozen)
+    return [
+        p
+        for p in pairs
+        if p.a in where
+        and p.b in where
+        and where[p.a] != where[p.b]
+        and not any(f"{p.a} and {p.b} are near-duplicates" in plan.justification for plan in plans)
+        and not any(f"{p.b} and {p.a} are near-duplicates" in plan.justification for plan in plans)
+    ]
+
+
+def _plan(nodes: list[Node], question: str, how: str, reasons: list[str]) -> ClusterPlan:
     """The heuristic plan of one group, ``question`` its central question hint."""
     topic = question.rstrip("?").strip()
     return ClusterPlan(
@@ -69,10 +204,10 @@ def _plan(nodes: list[Node], question: str) -> ClusterPlan:
             f"{HEURISTIC} assumed to factorize from the other clusters because its sub-question differs; not verified."
         ),
         justification=(
-            f"{HEURISTIC} grouped because the papers posed these hypotheses "
-            "against similar sub-questions "
-            "(question-field similarity); exclusivity, independence and grain have not been judged. "
-            "Re-run with a model configured, or review by hand."
+            f"{HEURISTIC} grouped because their questions mean the same sub-question, or each answers "
+            f"the other's question, by {how}; near-duplicate pairs of the proximity graph are kept "
+            "together. Exclusivity, independence and grain have not been judged. "
+            "Re-run with a model configured, or review by hand." + "".join(f"\n\n{r}" for r in reasons)
         ),
         residual_title=f"The answer is not listed here - {topic}"[:140],
         residual_statement=(
@@ -87,7 +222,8 @@ def _plan(nodes: list[Node], question: str) -> ClusterPlan:
     )
 
 
-def central_question(nodes: list[Node], hints: list[str], sims, members: list[int]) -> str:
-    """The members' question hint most similar to the others (ties: lowest id)."""
-    best = max(range(len(members)), key=lambda k: (sum(sims[members[k], j] for j in members), -k))
-    return next((str(NodeView(n).question) for n in nodes if NodeView(n).question == hints[best]), hints[best])
+def central_question(nodes: list[Node], sims: np.ndarray) -> str:
+    """The question hint of ``nodes`` most similar to the others' (``sims``: their hint
+    similarities; ties: lowest id)."""
+    best = max(range(len(nodes)), key=lambda k: (float(sims[k].sum()), -k))
+    return hint(nodes[best])
