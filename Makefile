@@ -64,6 +64,7 @@ ui: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/proximity.py --profile sparse --sizes 20000,100000
 	$(BIN)/python benchmarks/proximity.py --profile dense --sizes 20000,100000
+	$(BIN)/python benchmarks/library_recall.py
 
 # Mutation testing of the safety-critical modules (not part of `make test`: tens of minutes on two
 # cores). MODULES="hypograph/journal.py ..." narrows it; results and equivalents: benchmarks/mutation.md.
