@@ -37,6 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from proximity_corpus import PROFILES, ensure_run_dir  # noqa: E402
 
@@ -69,24 +71,15 @@ def stop(process: subprocess.Popen) -> None:
     process.wait()
 
 
-def services(tmp: Path, workers: int) -> tuple[dict, list[subprocess.Popen]]:
-    """Redis and ``workers`` Celery workers; the environment every process of the run shares."""
+def services(tmp: Path, root: Path, workers: int) -> tuple[dict, list[subprocess.Popen]]:
+    """``root`` registered, Redis and ``workers`` Celery workers started; the environment every
+    process of the run shares."""
     port = free_port()
     config = tmp / "celery.yaml"
-    source = {"task_acks_late": True, "task_reject_on_worker_lost": True}
-    config.write_text(
-        json.dumps(
-            {
-                "execution": {
-                    "config": {
-                        "broker": f"redis://127.0.0.1:{port}/0",
-                        "backend": f"redis://127.0.0.1:{port}/1",
-                        "config_source": source,
-                    }
-                }
-            }
-        )
-    )
+    settings = yaml.safe_load((REPO / "deploy" / "celery.yaml").read_text(encoding="utf-8"))
+    settings["execution"]["config"]["broker"] = f"redis://127.0.0.1:{port}/0"
+    settings["execution"]["config"]["backend"] = f"redis://127.0.0.1:{port}/1"
+    config.write_text(yaml.safe_dump(settings), encoding="utf-8")
     env = {
         **os.environ,
         "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -99,6 +92,10 @@ def services(tmp: Path, workers: int) -> tuple[dict, list[subprocess.Popen]]:
         "HYPOGRAPH_LLM": "offline",
     }
     (tmp / "home").mkdir()
+    # registered (and the instance's SQLite storage made) before the workers open it
+    added = subprocess.run([BIN / "hypograph", "add", root], env=env, check=False, capture_output=True, text=True)
+    if added.returncode:
+        raise RuntimeError(added.stderr)
     redis = start(
         ["redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--dir", tmp], tmp / "r.log", env
     )
@@ -121,9 +118,8 @@ def one_run(root: Path, workers: int, shards: int) -> dict:
     shutil.rmtree(root / "proximity", ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix="hypograph-celery-") as name:
         tmp = Path(name)
-        env, procs = services(tmp, workers)
+        env, procs = services(tmp, root, workers)
         try:
-            subprocess.run([BIN / "hypograph", "add", root], env=env, check=True, capture_output=True)
             (tmp / "run.yaml").write_text(json.dumps({"resources": {"proximity": {"config": {"shards": shards}}}}))
             tags = json.dumps({"dagster/partition": root.name})
             command = [BIN / "dagster", "job", "execute", "-m", "pipelines.definitions", "-j", "proximity"]

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 import services
+import yaml
 from cli_helper import hypograph
 from conftest import REPO, VENV_BIN, execute, offline_env, write_json_hypothesis
 
@@ -84,29 +85,16 @@ class Cluster:
         self.redis_port = free_port()
         self.redis_dir = base / "redis"
         self.redis_dir.mkdir()
-        broker = f"redis://127.0.0.1:{self.redis_port}/0"
+        # the recipe's settings (deploy/celery.yaml) with this Redis, and a short visibility timeout
+        # so that a dead worker's step returns to the queue soon
+        settings = yaml.safe_load((REPO / "deploy" / "celery.yaml").read_text(encoding="utf-8"))
+        celery = settings["execution"]["config"]
+        celery["broker"] = f"redis://127.0.0.1:{self.redis_port}/0"
+        celery["backend"] = f"redis://127.0.0.1:{self.redis_port}/1"
+        for options in ("broker_transport_options", "result_backend_transport_options"):
+            celery["config_source"][options]["visibility_timeout"] = VISIBILITY
         config = base / "celery.yaml"
-        # what deploy/celery.yaml sets, with a short visibility timeout so a dead worker's task returns soon
-        config.write_text(
-            json.dumps(
-                {
-                    "execution": {
-                        "config": {
-                            "broker": broker,
-                            "backend": f"redis://127.0.0.1:{self.redis_port}/1",
-                            "config_source": {
-                                "task_acks_late": True,
-                                "task_reject_on_worker_lost": True,
-                                "broker_transport_options": {"visibility_timeout": VISIBILITY},
-                                "result_backend_transport_options": {"visibility_timeout": VISIBILITY},
-                                "task_publish_retry_policy": {"max_retries": 60, "interval_step": 0.5},
-                            },
-                        }
-                    }
-                }
-            ),
-            encoding="utf-8",
-        )
+        config.write_text(yaml.safe_dump(settings), encoding="utf-8")
         self.env = {
             **offline_env(),
             "DAGSTER_HOME": str(self.home),
@@ -195,6 +183,18 @@ class Cluster:
             time.sleep(1)
         pytest.fail(f"run {run_id} not finished in {seconds} s; logs:\n{self.logs()}")
 
+    def failures(self, run_id: str) -> str:
+        """The messages of the run's failure events and engine errors, one per line."""
+        lines = []
+        for e in self.events(run_id):
+            event = e.dagster_event
+            if event.event_type_value in ("STEP_FAILURE", "RUN_FAILURE") or (
+                event.is_engine_event and event.engine_event_data and event.engine_event_data.error
+            ):
+                error = getattr(event.event_specific_data, "error", None)
+                lines.append(f"{event.event_type_value} {e.step_key}: {event.message} {error.message if error else ''}")
+        return "\n".join(lines)
+
     def events(self, run_id: str) -> list:
         with self.instance() as instance:
             return [e for e in instance.all_logs(run_id) if e.dagster_event is not None]
@@ -250,7 +250,7 @@ def test_a_queued_sharded_run_on_two_celery_workers_writes_the_in_process_files(
     root = corpus_copy(tmp_path, "celery")
     run_id = cluster.submit(cluster.add(root))
     run = cluster.wait(run_id)
-    assert run.status.value == "SUCCESS", cluster.logs()
+    assert run.status.value == "SUCCESS", cluster.failures(run_id) + cluster.logs()
     assert_identical(root, reference)
 
     hosts = celery_hosts(cluster.events(run_id))
@@ -283,7 +283,7 @@ def test_a_broker_restart_in_the_middle_of_a_run_resumes_it(cluster, reference, 
     time.sleep(2)
     cluster.start_redis()
     run = cluster.wait(run_id)
-    assert run.status.value == "SUCCESS", cluster.logs()
+    assert run.status.value == "SUCCESS", cluster.failures(run_id) + cluster.logs()
     assert_identical(root, reference)
 
 
@@ -293,7 +293,7 @@ def test_a_worker_killed_during_a_shard_step_is_replaced_by_the_other(cluster, r
     victim = wait_for_step_start(cluster, run_id, "similarity_graph.similarity_shard[")
     cluster.kill_worker(victim)
     run = cluster.wait(run_id, RUN_SECONDS + VISIBILITY)
-    assert run.status.value == "SUCCESS", cluster.logs()
+    assert run.status.value == "SUCCESS", cluster.failures(run_id) + cluster.logs()
     assert_identical(root, reference)
     retried = {k: h for k, h in celery_hosts(cluster.events(run_id)).items() if len(h) > 1}
     assert retried, "no step was picked up twice"
