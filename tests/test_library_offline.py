@@ -322,7 +322,7 @@ def cli(*args):
 def test_cli_check_report_and_one_line_errors(lib):
     # what --check and --report print: the command's main, in this process
     ok = in_process("library", lib, "--check")
-    assert ok.returncode == 0 and ok.stdout.count("ok  ") == 4
+    assert ok.returncode == 0 and ok.stdout.count("ok  ") == 5
     edit(lib, lambda r: r["behaviors"][0].pop("impact"))
     bad = in_process("library", lib, "--check")
     assert bad.returncode == 1 and "B1: behavior has no impact" in bad.stdout

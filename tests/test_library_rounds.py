@@ -263,8 +263,9 @@ def test_dead_search_endpoints_warn_once_and_score_without_web(tmp_path, model):
     )
     library = read_library(tmp_path)[0]
     assert {b.impact.method for b in library.behaviors} == {"llm-chat"} and len(library.behaviors) == 2
-    assert len(report.notes) == 1 and "web search gave no paper for 2 of 2" in report.notes[0]
+    assert len(report.notes) == 3 and "web search gave no paper for 2 of 2" in report.notes[0]
     assert "unreachable" in report.notes[0]
+    assert [n.split(" ungrounded")[0] for n in report.notes[1:]] == ["r0001: B1", "r0001: B2"]
     m = library.behaviors[0].mechanisms[0].novelty
     assert m.model_extra["closest_source"] == "memory" and "from the model's memory" in m.closest
 

@@ -81,7 +81,9 @@ def round_dedup(
     context: AssetExecutionContext, inputs: Inputs, llm: LLMResource, library: LibraryResource
 ) -> MaterializeResult:
     """The model's new / duplicate-of judgement of each candidate, by meaning, against its nearest
-    library nodes (sentence embeddings pick the neighbours; only exact repeats are dropped unasked)."""
+    library nodes (sentence embeddings pick the neighbours; only exact repeats are dropped unasked).
+    A candidate whose answer was rejected leaves the step not done (its Failure says how many and
+    why, status NOT_DONE): nothing downstream runs and a re-run of the round judges it."""
     from hypograph.library.dedup import dedup_round
 
     root, key = inputs.sub_root(context.partition_key)
@@ -119,7 +121,9 @@ def round_scores(
     client = llm.client(inputs.state_dir(root), TRACE_TASK)
     settings = library.settings()
     web = settings.web
-    search = web_search(settings.search_url, settings.openalex_url) if web else None
+    # an endpoint that timed out or refused is asked no more in this invocation (the command's rounds)
+    invocation = settings.invocation or context.run_id
+    search = web_search(settings.search_url, settings.openalex_url, invocation=invocation) if web else None
     scores = score_round(root, key, client, search, web=web, traces=_traces(context, root, settings))
     for warning in scores.warnings:
         context.log.warning(warning)

@@ -1,5 +1,7 @@
 """The library round and re-score jobs, and the sensor that runs each library's next round."""
 
+import datetime as dt
+
 from dagster import (
     AssetSelection,
     DefaultSensorStatus,
@@ -74,7 +76,8 @@ def next_library_round(context: SensorEvaluationContext, inputs: Inputs):
         key = sub_key(r.id, round_key)
         if key not in known:
             new.append(key)
-        requests.append(RunRequest(partition_key=key, run_key=key))
+        # one run a day per round: a round left not done (a rejected dedup answer) is tried again next day
+        requests.append(RunRequest(partition_key=key, run_key=f"{key}:{dt.date.today():%Y-%m-%d}"))
     if not requests:
         return SkipReason("no library has a round to run")
     add = [library_rounds.build_add_request(new)] if new else []

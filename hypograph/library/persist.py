@@ -235,12 +235,14 @@ def _impact(s: BehaviorScores) -> dict:
 
 
 def _novelty(s: BehaviorScores, key: str) -> dict:
+    """A mechanism's novelty as the file keeps it: ``llm-chat+web`` only when its closest prior work
+    is a retrieved paper (papers shown but the closest from the model's memory: ``llm-chat``)."""
+    novelty = s.novelty[key]
     score = {
-        k: v
-        for k, v in s.novelty[key].model_dump(mode="json", exclude_none=True).items()
-        if not (k == "closest_id" and not v)
+        k: v for k, v in novelty.model_dump(mode="json", exclude_none=True).items() if not (k == "closest_id" and not v)
     }
-    return {**score, "method": s.method, "date": s.date}
+    method = "llm-chat" if novelty.closest_source == "memory" else s.method
+    return {**score, "method": method, "date": s.date}
 
 
 def _behavior_node(bid: str, b: CandidateBehavior, s: BehaviorScores, batch: str) -> dict:

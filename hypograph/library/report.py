@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from hypograph.library.persist import round_plan
-from hypograph.library.rounds import RoundCandidates, RoundDedup, RoundScores
+from hypograph.library.rounds import BehaviorScores, RoundCandidates, RoundDedup, RoundScores
 from hypograph.library.schema import Library, library_path, read_library
 from hypograph.library.state import read_model, round_dir
 from hypograph.paths import OURS
@@ -75,14 +75,29 @@ def round_ledger(root: Path, key: str) -> RoundLedger:
     if dedup is not None:
         _ledger_dedup(out, key, dedup)
     scores = read_model(d / "scores.json", RoundScores)
+    plan = round_plan(root, key)
     if scores is not None:
         out.unscored = sum(1 for s in scores.behaviors if s.rejected)
         out.warnings += list(scores.warnings)
-    plan = round_plan(root, key)
+        if scores.warnings:  # web grounding was on and not every behavior got a paper: which, and why
+            names = {**(plan.ids if plan else {}), **(plan.targets if plan else {})}
+            out.warnings += [
+                f"{key}: {names.get(b.key, b.key)} ungrounded (scored llm-chat): {ungrounded_reason(b)}"
+                for b in scores.behaviors
+                if not b.papers
+            ]
     if plan is not None:
         out.added_behaviors, out.added_mechanisms = plan.added_behaviors, plan.added_mechanisms
         out.persisted = plan.complete
     return out
+
+
+def ungrounded_reason(b: BehaviorScores) -> str:
+    """Why behavior ``b``'s searches showed its referees no paper: each endpoint's failure, once."""
+    if not b.searches:
+        return "no search was made (its search queries were rejected)"
+    failed = list(dict.fromkeys(f"{r.source or 'search'}: {r.error}" for r in b.searches if not r.ok))
+    return "; ".join(failed) or "no paper matched its queries"
 
 
 def _ledger_generated(out: RoundLedger, cands: RoundCandidates) -> None:

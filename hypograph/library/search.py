@@ -12,10 +12,17 @@ A query is a list of search terms the model wrote (``score.py`` asks for them). 
 ``rounds.Paper``: source, id (``arXiv:2310.13548v1``, ``openalex:W…``), title, year, URL, summary.
 A search that fails (network, HTTP status, not a feed) never fails the round: it returns
 ``SearchOutcome(ok=False, error=…)``; only papers that came back ground a score.
+
+An endpoint that does not answer costs little: connecting (TCP, and a proxy tunnel or TLS) is
+given ``CONNECT_TIMEOUT`` seconds, an answer ``READ_TIMEOUT`` seconds of silence; an endpoint that
+timed out, refused or could not be reached is not asked again for the rest of the invocation
+(``web_search(..., invocation=…)``: one memory shared by its searchers and its rounds); an HTTP
+error status is a failed search, and the endpoint is asked again.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -35,6 +42,10 @@ ATOM = "{http://www.w3.org/2005/Atom}"
 SUMMARY_CHARS = 400
 MAX_BODY = 2_000_000
 USER_AGENT = "hypograph-library/0.2 (+https://github.com/)"
+CONNECT_TIMEOUT = 3.0
+READ_TIMEOUT = 10.0
+_DOWN: dict[str, dict[str, str]] = {}  # invocation -> {endpoint: why it is not asked again}
+_DOWN_LOCK = threading.Lock()
 
 
 @dataclass
@@ -53,27 +64,84 @@ def _terms(query: str | list[str]) -> list[str]:
     return [" ".join(re.sub(r'["()]', " ", t).split()) for t in query if t and t.strip()][:6]
 
 
+class _ShortConnect:
+    """An ``http.client`` connection given ``CONNECT_TIMEOUT`` to connect, then its own timeout
+    (the read timeout) for the answer."""
+
+    def connect(self) -> None:
+        read, self.timeout = self.timeout, min(self.timeout, CONNECT_TIMEOUT)
+        try:
+            super().connect()
+        finally:
+            self.timeout = read
+        self.sock.settimeout(read)
+
+
+class _HttpConnection(_ShortConnect, http.client.HTTPConnection):
+    pass
+
+
+class _HttpsConnection(_ShortConnect, http.client.HTTPSConnection):
+    pass
+
+
+class _HttpHandler(urllib.request.HTTPHandler):
+    def http_open(self, req):
+        return self.do_open(_HttpConnection, req)
+
+
+class _HttpsHandler(urllib.request.HTTPSHandler):
+    def https_open(self, req):
+        return self.do_open(_HttpsConnection, req, context=self._context)
+
+
+_OPENER = urllib.request.build_opener(_HttpHandler(), _HttpsHandler())  # proxies from the environment, as urlopen
+
+
+def endpoints_down(invocation: str | None) -> dict[str, str]:
+    """The memory of endpoints not to ask again in ``invocation`` (a new one for None)."""
+    if invocation is None:
+        return {}
+    with _DOWN_LOCK:
+        return _DOWN.setdefault(invocation, {})
+
+
 class _Http:
     name = "web"
 
-    def __init__(self, base_url: str, timeout: float, max_results: int):
+    def __init__(self, base_url: str, timeout: float, max_results: int, down: dict[str, str] | None = None):
         self.base_url, self.timeout, self.max_results = base_url, timeout, max_results
+        self.down = {} if down is None else down
 
     def describe(self) -> str:
         parts = urllib.parse.urlsplit(self.base_url)
         return urllib.parse.urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
 
+    def endpoint(self) -> str:
+        """``scheme://host:port``: what a timeout or a refusal is remembered by."""
+        parts = urllib.parse.urlsplit(self.base_url)
+        return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+
     def _get(self, params: dict, query: str) -> tuple[bytes | None, SearchOutcome | None]:
+        endpoint = self.endpoint()
+        gone = self.down.get(endpoint)
+        if gone is not None:
+            return None, self._failed(query, f"{self.describe()} not asked: {gone} earlier in this run")
         url = f"{self.base_url}?{urllib.parse.urlencode(params)}"
         try:
             request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with _OPENER.open(request, timeout=self.timeout) as response:
                 return response.read(MAX_BODY), None
         except urllib.error.HTTPError as e:
-            return None, SearchOutcome(query, False, error=f"HTTP {e.code} from {self.describe()}", source=self.name)
-        except (urllib.error.URLError, OSError) as e:
-            reason = getattr(e, "reason", e)
-            return None, SearchOutcome(query, False, error=f"{self.describe()} unreachable: {reason}", source=self.name)
+            return None, self._failed(query, f"HTTP {e.code} from {self.describe()}")
+        except (urllib.error.URLError, OSError) as e:  # timed out, refused, no such host: asked no more
+            reason = str(getattr(e, "reason", e) or type(e).__name__)
+            with _DOWN_LOCK:
+                self.down.setdefault(endpoint, reason)
+            return None, self._failed(query, f"{self.describe()} unreachable: {reason} (not asked again in this run)")
+
+    def _failed(self, query: str, error: str) -> SearchOutcome:
+        return SearchOutcome(query, False, error=error, source=self.name)
 
 
 class ArxivSearch(_Http):
@@ -89,14 +157,16 @@ class ArxivSearch(_Http):
     def __init__(
         self,
         base_url: str | None = None,
-        timeout: float = 10.0,
+        timeout: float = READ_TIMEOUT,
         max_results: int = 5,
         min_interval: float | None = None,
+        down: dict[str, str] | None = None,
     ):
         super().__init__(
             base_url or os.environ.get("HYPOGRAPH_ARXIV_URL") or os.environ.get("HYPOGRAPH_SEARCH_URL") or DEFAULT_URL,
             timeout,
             max_results,
+            down,
         )
         host = urllib.parse.urlsplit(self.base_url).hostname or ""
         self.min_interval = (
@@ -135,9 +205,15 @@ class OpenAlexSearch(_Http):
 
     name = "openalex"
 
-    def __init__(self, base_url: str | None = None, timeout: float = 10.0, max_results: int = 5):
+    def __init__(
+        self,
+        base_url: str | None = None,
+        timeout: float = READ_TIMEOUT,
+        max_results: int = 5,
+        down: dict[str, str] | None = None,
+    ):
         super().__init__(
-            base_url or os.environ.get("HYPOGRAPH_OPENALEX_URL") or DEFAULT_OPENALEX_URL, timeout, max_results
+            base_url or os.environ.get("HYPOGRAPH_OPENALEX_URL") or DEFAULT_OPENALEX_URL, timeout, max_results, down
         )
 
     def search(self, query: str | list[str]) -> SearchOutcome:
@@ -170,10 +246,19 @@ class WebSearch:
 
 
 def web_search(
-    arxiv_url: str | None = None, openalex_url: str | None = None, sources: tuple[str, ...] = ("arxiv", "openalex")
+    arxiv_url: str | None = None,
+    openalex_url: str | None = None,
+    sources: tuple[str, ...] = ("arxiv", "openalex"),
+    invocation: str | None = None,
 ) -> WebSearch:
-    """arXiv and OpenAlex (each at its endpoint: argument, else environment, else the public API)."""
-    make = {"arxiv": lambda: ArxivSearch(arxiv_url), "openalex": lambda: OpenAlexSearch(openalex_url)}
+    """arXiv and OpenAlex (each at its endpoint: argument, else environment, else the public API),
+    sharing the memory of endpoints that did not answer with every search of ``invocation`` (None:
+    with this one's searches only)."""
+    down = endpoints_down(invocation)
+    make = {
+        "arxiv": lambda: ArxivSearch(arxiv_url, down=down),
+        "openalex": lambda: OpenAlexSearch(openalex_url, down=down),
+    }
     return WebSearch([make[s]() for s in sources])
 
 
