@@ -113,13 +113,23 @@ def png_md(png: bytes, alt: str, caption: str = "") -> MetadataValue:
     return MetadataValue.md(image + (f"\n\n{caption}" if caption else ""))
 
 
-def report_metadata(report: Report) -> dict:
-    """The pictures inline, their files as paths, counts and seconds as numbers, settings as text."""
+def report_metadata(report: Report, input_id: str) -> dict:
+    """The pictures of ``input_id`` (the partition) inline, each captioned with the input and the
+    headline; first, a short note naming the input and the pictures (short enough for the UI to
+    show in place: Dagster 1.13 has no image metadata, and shows a markdown entry of 1,000
+    characters or more behind [Show Markdown]); files as paths, counts and seconds as numbers."""
     files = {f"{name}_file": MetadataValue.path(str(path)) for name, path in report.files.items()}
     shown = {"cluster_map": "cluster map", "vault_map": "hypothesis clusters", "thresholds": "threshold sweep"}
-    pictures = {name: png_md(png, shown[name], report.headline) for name, png in report.pngs.items()}
+    caption = f"input `{input_id}`: {report.headline}"
+    pictures = {name: png_md(png, f"{shown[name]} of {input_id}", caption) for name, png in report.pngs.items()}
     pictures["threshold_sweep"] = pictures.pop("thresholds")
+    names = ", ".join(f"`{name}`" for name in pictures)
+    note = (
+        f"Pictures of input **{input_id}** (this partition): {names} below (each opens with its Show Markdown); "
+        f"another input's: pick it on the Partitions tab. Interactive: `{report.files['html']}`"
+    )
     return {
+        "pictures": MetadataValue.md(note),
         **pictures,
         "sweep": sweep_table(report.sweep.rows()),
         **{name: MetadataValue.int(n) for name, n in report.counts.items()},

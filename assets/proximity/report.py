@@ -1,6 +1,6 @@
 """The pictures of an input's proximity: ``proximity_report`` writes the cluster map, the vault's
 map by hypothesis cluster, the similarity histogram and the threshold sweep beside the proximity
-files (``hypograph.report``), and shows the PNGs inline in its metadata.
+files (``hypograph.report``), and shows the PNGs inline in the metadata of the input's partition.
 
 Not part of the proximity job (a person looks at pictures after a run; step 4 never waits for
 them): the report job builds them on request (``hypograph report``, the UI), and the default
@@ -28,6 +28,8 @@ from resources import Inputs, ProximityResource
 @project_errors
 def proximity_report(context: AssetExecutionContext, inputs: Inputs, proximity: ProximityResource) -> MaterializeResult:
     """proximity/report.html (interactive, offline), cluster-map.png, vault-map.png (vaults),
-    thresholds.png and report.json: what the clusters look like and what each threshold would give."""
+    thresholds.png and report.json: what the clusters look like and what each threshold would give.
+    Each input's pictures are in its own partition's materialization: pick the input on the
+    Partitions tab (the Overview shows whichever input was drawn last)."""
     report = write_report(inputs.root(context.partition_key), proximity.settings().dupe_threshold)
-    return MaterializeResult(metadata=report_metadata(report))
+    return MaterializeResult(metadata=report_metadata(report, context.partition_key))
