@@ -12,7 +12,8 @@ UI shows every round's lineage; ``--report`` and ``--check`` first run the ``lib
     hypograph library DIR --check       # the key-rule checks; exit 1 on any violation (offline)
 
 Errors are one line on stderr: exit 1 for a refused input, 2 for what is not done yet (a model
-needed, another topic); nothing is written when Phase 0 fails.
+needed, another topic, a round whose dedup answers were rejected: its candidates are judged when
+it runs again); nothing is written when Phase 0 fails.
 """
 
 from __future__ import annotations
