@@ -11,7 +11,9 @@ resolved (an unknown id is an error), a model must be configured, and the cross-
 the topic by meaning (the model decides what embeddings do not settle). ``--new-library`` then
 moves the old file aside. A round left half-done by a crash is completed first from its cached
 steps (no new model call, no id minted twice). A round whose candidates all turn out duplicates
-adds nothing: the command stops there and the report says the topic is saturated.
+adds nothing: the command stops there and the report says the topic is saturated. A round with a
+candidate the model's answers left unjudged is not done (``dedup.Unjudged``, exit 2), never
+saturated: it stays pending, and the next run judges it.
 """
 
 from __future__ import annotations
