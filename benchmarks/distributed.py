@@ -2,7 +2,8 @@
 
 For a corpus (``benchmarks/proximity_corpus.py``: ``--profile``, ``--size``) and each worker count
 of ``--workers``, it starts a Redis server and that many ``dagster-celery`` workers (one task at a
-time each, a fresh pool process per task so each step's peak memory is its own), then runs the
+time each, ``--pool solo`` as ``deploy/`` starts them; each step's peak memory is measured by
+``celery_peaks.py``), then runs the
 whole ``proximity`` job on the corpus with ``shards`` ranges (``dagster job execute``: the run's
 own process orchestrates, every step is a Celery task). Each row gives:
 
@@ -103,7 +104,7 @@ def services(tmp: Path, root: Path, workers: int) -> tuple[dict, list[subprocess
     for k in range(workers):
         args = [BIN / "dagster-celery", "worker", "start", "-A", "dagster_celery.app", "-y", config, "-n", f"w{k}"]
         args += ["-i", "celery_peaks", "-i", "pipelines.definitions", "--"]
-        args += ["--concurrency", "1", "--max-tasks-per-child", "1"]
+        args += ["--pool", "solo"]  # as deploy/ starts them: one step at a time, free to fork
         procs.append(start(args, tmp / f"w{k}.log", env))
     time.sleep(3)
     return env, procs

@@ -119,7 +119,8 @@ class Cluster:
         log = self.base / f"worker-{name}.log"
         config = self.env["HYPOGRAPH_CELERY_CONFIG"]
         args = [VENV_BIN / "dagster-celery", "worker", "start", "-A", "dagster_celery.app", "-y", config, "-n", name]
-        self.workers[name] = services.start([*args, "--", "--concurrency", "1"], log, self.env, cwd=REPO)
+        # as deploy/ starts them: one step at a time, in the worker's own process (free to fork)
+        self.workers[name] = services.start([*args, "--", "--pool", "solo"], log, self.env, cwd=REPO)
 
     def start(self) -> None:
         with self.instance() as instance:  # its SQLite storage made once, before four processes open it
@@ -136,7 +137,7 @@ class Cluster:
                 services.stop(process, seconds=20)
 
     def kill_worker(self, name: str) -> None:
-        """SIGKILL to the worker's whole group (the CLI, Celery's main process and its pool child)."""
+        """SIGKILL to the worker's whole group (the ``dagster-celery`` command and its ``celery``)."""
         os.killpg(self.workers[name].pid, signal.SIGKILL)
         self.workers[name].wait(timeout=10)
 

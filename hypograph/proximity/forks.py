@@ -19,11 +19,19 @@ def available_cpus() -> int:
 def fork_map(fn, items: list, workers: int):
     """``map(fn, items)`` over ``workers`` forked processes, results in order (in this process when
     fork is unavailable or there is one worker). ``fn`` is a module-level function; each item is
-    its whole input, pickled to the worker, and each result is pickled back."""
+    its whole input, pickled to the worker, and each result is pickled back. In a daemonic process
+    (a Celery prefork pool's: ``deploy/`` starts workers with ``--pool solo`` so steps keep every
+    core) it maps in this process."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    if workers <= 1 or len(items) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+    # a daemonic process (a Celery prefork pool's) may not have children: it maps in itself
+    if (
+        workers <= 1
+        or len(items) <= 1
+        or multiprocessing.current_process().daemon
+        or "fork" not in multiprocessing.get_all_start_methods()
+    ):
         yield from map(fn, items)
         return
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
