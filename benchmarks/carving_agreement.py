@@ -10,7 +10,9 @@ proximity job writes before step 4) and 4b runs offline (``run_clusters(root, Of
 The ARI compares the paper hypotheses' offline clusters with their real ones (``sklearn``), and
 the table also says how many clusters each has.
 
-    .venv/bin/python benchmarks/carving_agreement.py [--json]
+    .venv/bin/python benchmarks/carving_agreement.py [--json] [--tfidf]
+
+``--tfidf``: as if the sentence model were missing (the carving's TF-IDF fallback).
 
 The demo vault (``examples/vault``) has no real run: it is where the offline carving was tuned
 (its two near-duplicates share a cluster, its two reworded questions are one cluster), and every
@@ -107,7 +109,16 @@ def agreement(name: str, source: Path, truth: dict[str, str] | None, tmp: Path) 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="one JSON object per vault")
+    parser.add_argument("--tfidf", action="store_true", help="the fallback: as if the sentence model were missing")
     args = parser.parse_args()
+    if args.tfidf:
+        from hypograph.errors import HypographError
+        from hypograph.proximity import embed
+
+        def missing(name):
+            raise HypographError("--tfidf: sentence model left out")
+
+        embed.sentence_model = missing
     with tempfile.TemporaryDirectory() as tmp:
         rows = [agreement(name, src, truth, Path(tmp)) for name, (src, truth) in VAULTS.items()]
     if args.json:

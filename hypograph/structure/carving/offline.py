@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -39,14 +40,27 @@ HEURISTIC = "Heuristic (offline, no model):"
 
 @dataclass(frozen=True)
 class Meaning:
-    """``question[i, j]``: how alike hints i and j are; ``answer[i, j]``: how well statement j
-    answers question i and statement i question j (mean of both); ``backend``: ``sbert`` or
-    ``tfidf``; ``how``: one sentence naming what measured them."""
+    """L2-normalised rows of the question hints (``questions``) and statements (``statements``),
+    dense or sparse; ``backend``: ``sbert`` or ``tfidf``; ``how``: one sentence naming what made them."""
 
-    question: np.ndarray
-    answer: np.ndarray
+    questions: Any
+    statements: Any
     backend: str
     how: str
+
+    def question(self) -> np.ndarray:
+        """``[i, j]``: how alike hints i and j are (n x n)."""
+        return _dense(self.questions @ self.questions.T)
+
+    def answer(self, rows: list[int]) -> np.ndarray:
+        """``[k, j]``: how well statement j answers question ``rows[k]`` and statement ``rows[k]``
+        question j (the mean of both): only the rows asked for, so a large vault keeps one n x n."""
+        q, s = self.questions[rows], self.statements[rows]
+        return (_dense(q @ self.statements.T) + _dense(s @ self.questions.T)) / 2
+
+
+def _dense(m) -> np.ndarray:
+    return np.asarray(m.toarray() if hasattr(m, "toarray") else m, dtype=np.float32)
 
 
 @dataclass(frozen=True)
@@ -72,14 +86,11 @@ def measure(hyps: list[Node]) -> Meaning:
     except HypographError as e:
         LOGGER.warning("offline carving: TF-IDF of the question hints (sentence embeddings unavailable: %s)", e)
         rows, _ = embed.embed_tfidf(hints)
-        sims = np.asarray((rows @ rows.T).toarray(), dtype=np.float32)
         how = f"TF-IDF of the question hints (sentence embeddings unavailable: {str(e).splitlines()[0]})"
-        return Meaning(sims, sims, "tfidf", how)
-    q = embed.embed_sbert(hints)
-    s = embed.embed_sbert([str(NodeView(h).statement or h.title) for h in hyps])
-    cross = q @ s.T
+        return Meaning(rows, rows, "tfidf", how)
+    statements = embed.embed_sbert([str(NodeView(h).statement or h.title) for h in hyps])
     how = f"sentence embeddings ({embed.DEFAULT_SBERT_MODEL}) of the question hints and statements"
-    return Meaning(q @ q.T, (cross + cross.T) / 2, "sbert", how)
+    return Meaning(embed.embed_sbert(hints), statements, "sbert", how)
 
 
 def offline_plans(
@@ -96,13 +107,13 @@ def offline_plans(
     meaning = measure(hyps)
     index = {h.id: k for k, h in enumerate(hyps)}
     pairs = pairs or []
-    groups = group(
-        meaning, units([(index[p.a], index[p.b]) for p in pairs if p.a in index and p.b in index], len(hyps))
-    )
+    sims = meaning.question()
+    links = [(index[p.a], index[p.b]) for p in pairs if p.a in index and p.b in index]
+    groups = group(meaning, sims, units(links, len(hyps)))
     plans = []
     for members in groups:
         nodes = [hyps[i] for i in members]
-        question = central_question(nodes, meaning.question[np.ix_(members, members)])
+        question = central_question(nodes, sims[np.ix_(members, members)])
         reasons = split_reasons({h.id for h in nodes}, pairs, frozen or {})
         plans.append(_plan(nodes, question, meaning.how, [*reasons, note] if note else reasons))
     return plans
@@ -125,18 +136,20 @@ def units(links: list[tuple[int, int]], n: int) -> list[int]:
     return [root(i) for i in range(n)]
 
 
-def group(meaning: Meaning, unit: list[int]) -> list[list[int]]:
+def group(meaning: Meaning, sims: np.ndarray, unit: list[int]) -> list[list[int]]:
     """Rows in groups (each sorted, groups by first row): units joined by average linkage of
-    question similarity at the backend's link threshold, then each lone row moved to the group of
-    its best answer partner if their answer similarity reaches the join threshold."""
+    question similarity ``sims`` at the backend's link threshold, then each lone row moved to the
+    group of its best answer partner if their answer similarity reaches the join threshold."""
     link, join = THRESHOLDS[meaning.backend]
-    labels = _linkage(meaning.question, unit, link)
-    answer = meaning.answer.copy()
-    np.fill_diagonal(answer, -np.inf)
-    for i in range(len(labels)):
-        if np.count_nonzero(labels == labels[i]) == 1 and len(labels) > 1:
-            best = int(np.argmax(answer[i]))  # ties: the lowest row
-            if answer[i, best] >= join:
+    labels = _linkage(sims, unit, link)
+    counts = np.bincount(labels)
+    lone = [i for i in range(len(labels)) if counts[labels[i]] == 1] if len(labels) > 1 else []
+    if lone:
+        answer = meaning.answer(lone)
+        answer[np.arange(len(lone)), lone] = -np.inf
+        for k, i in enumerate(lone):  # in id order; a row joined earlier carries its new group
+            best = int(np.argmax(answer[k]))  # ties: the lowest row
+            if answer[k, best] >= join:
                 labels[i] = labels[best]
     out: dict[int, list[int]] = {}
     for i, g in enumerate(labels):
@@ -153,10 +166,12 @@ def _linkage(sims: np.ndarray, unit: list[int], link: float) -> np.ndarray:
     from scipy.cluster.hierarchy import fcluster, linkage
     from scipy.spatial.distance import squareform
 
-    dist = np.clip(1.0 - sims.astype(np.float64), 0.0, 2.0)
+    dist = np.clip(1.0 - sims, 0.0, 2.0)
     same = np.asarray(unit)[:, None] == np.asarray(unit)[None, :]
     dist[same] = 0.0
-    return fcluster(linkage(squareform(dist, checks=False), "average"), 1.0 - link, "distance")
+    condensed = squareform(dist, checks=False).astype(np.float64)
+    del dist, same
+    return fcluster(linkage(condensed, "average"), 1.0 - link, "distance")
 
 
 def split_reasons(members: set[str], pairs: list[Pair], frozen: dict[str, str]) -> list[str]:
