@@ -383,7 +383,8 @@ def test_the_example_round_end_to_end_with_web_only_where_papers_came_back(lib, 
     # The model's queries were searched, from the behavior and from its mechanism angle, on both resources.
     assert model.calls["queries"] == 1 and len(atom.queries) == 4 and len(openalex.queries) == 4
     assert any("political" in q["search_query"][0] for q in atom.queries)
-    assert len(report.notes) == 1 and "no paper for 1 of 2" in report.notes[0]
+    assert len(report.notes) == 2 and "no paper for 1 of 2" in report.notes[0]
+    assert report.notes[1] == "r0001: B5 ungrounded (scored llm-chat): no paper matched its queries"
     scores = json.loads((lib / ".hypograph/library/rounds/r0001/scores.json").read_text())
     assert [len(b["papers"]) for b in scores["behaviors"]] == [3, 0] and scores["prompt"] == "score.v2"
     assert {s["angle"] for s in scores["behaviors"][0]["searches"]} == {"behavior", "mechanism"}
