@@ -197,3 +197,21 @@ def test_the_packed_key_and_the_lexsort_rank_a_row_s_neighbours_alike():
     assert np.array_equal(packed, wide)
     r, c, w = rows[packed], cols[packed], np.rint((1 - sims[packed]) * 1e6)
     assert all((r[k], w[k], c[k]) < (r[k + 1], w[k + 1], c[k + 1]) for k in range(len(r) - 1))
+
+
+def test_a_range_kept_in_another_process_s_memory_fails_in_one_line_naming_the_variable():
+    """A Celery worker started without HYPOGRAPH_EXECUTOR keeps its step's ranges in memory; the
+    step that needs them, in another process, says what to set instead of a bare KeyError."""
+    from dagster import build_input_context, build_output_context
+
+    from pipelines.executor import ENV, _RunMemory
+
+    step = "similarity_graph.similarity_shard[rows_0_10]"
+    with (
+        build_output_context(step_key=step, name="result") as upstream,
+        build_input_context(upstream_output=upstream) as context,
+        pytest.raises(RuntimeError) as refused,
+    ):
+        _RunMemory().load_input(context)
+    assert str(refused.value).startswith("similarity_graph.similarity_shard[rows_0_10]'s output is not in this process")
+    assert ENV in str(refused.value) and "\n" not in str(refused.value)
