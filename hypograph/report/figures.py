@@ -185,7 +185,7 @@ def sweep_figure(sweep: Sweep, threshold: float, dupe_threshold: float):
     for (values, name, row), line in zip(sweep_curves(sweep), plotly_style, strict=True):
         ys = [None if v is None else v for v in values]
         mode, opacity = ("lines", 0.4) if line.get("width") == 8 else ("lines+markers", 1.0)
-        trace = go.Scatter(x=sweep.thresholds, y=ys, mode=mode, name=name, line=line, opacity=opacity)
+        trace = go.Scatter(x=sweep.thresholds, y=ys, mode=mode, name=_html_lines(name, 30), line=line, opacity=opacity)
         fig.add_trace(trace, row=row + 1, col=1)
     fig.update_yaxes(type="log", title_text="count (log)", row=2, col=1)
     fig.update_yaxes(title_text="count", row=3, col=1)
@@ -199,7 +199,7 @@ def sweep_figure(sweep: Sweep, threshold: float, dupe_threshold: float):
         },
         width=WIDTH,
         height=1000,
-        margin={"t": 120},
+        margin={"t": 150},
         template="plotly_white",
     )
     return fig
