@@ -18,7 +18,9 @@ justification says plainly it is heuristic."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -38,15 +40,21 @@ THRESHOLDS = {"sbert": (0.7, 0.4), "tfidf": (0.5, 0.25)}
 HEURISTIC = "Heuristic (offline, no model):"
 
 
-@dataclass(frozen=True)
+@dataclass
 class Meaning:
-    """L2-normalised rows of the question hints (``questions``) and statements (``statements``),
+    """L2-normalised rows of the question hints (``questions``) and of the statements (made from
+    ``statement_texts`` when first needed, by ``embedder``: only a lone hypothesis needs them),
     dense or sparse; ``backend``: ``sbert`` or ``tfidf``; ``how``: one sentence naming what made them."""
 
     questions: Any
-    statements: Any
+    statement_texts: list[str]
+    embedder: Callable[[list[str]], Any]
     backend: str
     how: str
+
+    @cached_property
+    def statements(self):
+        return self.embedder(self.statement_texts)
 
     def question(self) -> np.ndarray:
         """``[i, j]``: how alike hints i and j are (n x n)."""
@@ -87,10 +95,19 @@ def measure(hyps: list[Node]) -> Meaning:
         LOGGER.warning("offline carving: TF-IDF of the question hints (sentence embeddings unavailable: %s)", e)
         rows, _ = embed.embed_tfidf(hints)
         how = f"TF-IDF of the question hints (sentence embeddings unavailable: {str(e).splitlines()[0]})"
-        return Meaning(rows, rows, "tfidf", how)
-    statements = embed.embed_sbert([str(NodeView(h).statement or h.title) for h in hyps])
+        return Meaning(rows, hints, lambda _texts: rows, "tfidf", how)
     how = f"sentence embeddings ({embed.DEFAULT_SBERT_MODEL}) of the question hints and statements"
-    return Meaning(embed.embed_sbert(hints), statements, "sbert", how)
+    statements = [str(NodeView(h).statement or h.title) for h in hyps]
+    return Meaning(sentence_rows(hints), statements, sentence_rows, "sbert", how)
+
+
+def sentence_rows(texts: list[str]) -> np.ndarray:
+    """Sentence embeddings of ``texts``, each distinct text encoded once (hints repeat: papers
+    pose their hypotheses against a few questions)."""
+    distinct = list(dict.fromkeys(texts))
+    rows = embed.embed_sbert(distinct)
+    at = {t: k for k, t in enumerate(distinct)}
+    return rows[[at[t] for t in texts]]
 
 
 def offline_plans(
