@@ -15,7 +15,7 @@ import pytest
 from library_stub import LibraryModel, LibraryRun, behavior, run_library, task
 from llm_stub import answer, llm_env, llm_server  # noqa: F401  (fixtures)
 
-from hypograph.errors import HypographError
+from hypograph.errors import HypographError, NotDone
 from hypograph.library.schema import library_path, read_library
 
 TOPIC = "LLM sycophancy"
@@ -150,14 +150,21 @@ def test_invalid_scores_are_re_asked(tmp_path, llm_server, llm_env, spoil):
     assert sum(1 for r in llm_server.requests if task(r.body) == "score") == 3
 
 
-def test_scores_invalid_every_time_leave_that_behavior_unpersisted(tmp_path, llm_server, llm_env):
+def test_scores_invalid_every_time_leave_the_round_not_done_and_a_rerun_scores_it(tmp_path, llm_server, llm_env):
     model = setup(llm_server, llm_env, "score", out_of_range, bad=3)  # 1 + 2 re-asks for the first behavior
     llm_env(llm_server, timeout=5.0, concurrency=1)
-    report = run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=2, web=False))
-    library = read_library(tmp_path)[0]
-    assert [b.statement for b in library.behaviors] == [S2] and library.behaviors[0].id == "B1"
-    assert report.rounds[0].unscored == 1 and "11" not in library_path(tmp_path).read_text().split('"score": ')[1][:3]
+    with pytest.raises(NotDone, match="1 of 2 surviving behaviors unscored") as refused:
+        run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=2, web=False))
+    assert "rejected" in str(refused.value) and "run it again" in str(refused.value)
+    assert not library_path(tmp_path).exists()  # no node of the round persisted, the other behavior neither
     assert model.bad == 0
+
+    calls = len(llm_server.requests)
+    run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=2, web=False))  # the model answers validly now
+    library = read_library(tmp_path)[0]
+    assert [b.statement for b in library.behaviors] == [S1, S2]
+    asked = [task(r.body) for r in llm_server.requests[calls:]]
+    assert asked.count("score") == 1 and asked.count("generation") == 0  # only the rejected one, asked again
 
 
 def test_a_dedup_answer_naming_a_neighbour_that_was_not_offered_is_re_asked(tmp_path, llm_server, llm_env):

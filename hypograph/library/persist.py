@@ -14,7 +14,8 @@
 4. the file is written atomically; ``MANIFEST.md`` gets one entry when the file is first created;
    the plan is marked complete.
 
-A survivor the scorer rejected is not persisted (no node without impact / novelty).
+A round with a survivor the scorer rejected never gets here (``score.Unscored``): no node without
+impact / novelty, and no behavior dropped for good.
 """
 
 from __future__ import annotations

@@ -17,7 +17,10 @@ With web grounding on (``NOVELTY_WEB``), before scoring:
 web setting and the prompt versions only, so a new model or ``web=True`` re-scores a round
 without regenerating anything (``persist_round`` then restamps the round's nodes, ids unchanged).
 Scores outside 1–10, missing fields, or mechanism / paper numbers that were not shown make an
-answer invalid (re-asked, then the behavior is left unscored and is not persisted).
+answer invalid (re-asked). A behavior whose answers stay invalid leaves the round not done
+(``Unscored``, exit 2: how many and why): ``scores.json`` is not written and nothing is persisted,
+so a re-run asks again — only the rejected questions, the valid answers come from the model-answer
+cache — and a rejection never freezes into a round that dropped the behavior.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from hypograph.errors import NotDone
 from hypograph.library.generate import require_model
 from hypograph.library.landscape import read_landscape
 from hypograph.library.persist import load_round
@@ -140,8 +144,26 @@ def score_round(
         warnings=_warnings(survivors, grounding) if searcher is not None else [],
         prompt=prompt("score")[0],
     )
+    _require_scored(key, result)
     write_model(path, result)
     return result
+
+
+class Unscored(NotDone):
+    """Some of a round's survivors got no valid scoring answer: the round is not done (exit 2)."""
+
+
+def _require_scored(key: str, result: RoundScores) -> None:
+    """``Unscored`` naming how many survivors the model's answers left unscored, and why."""
+    rejected = [b for b in result.behaviors if b.rejected is not None]
+    if not rejected:
+        return
+    why = "; ".join(dict.fromkeys(" ".join(b.rejected.split())[:200] for b in rejected))
+    raise Unscored(
+        f"round {key}: {len(rejected)} of {len(result.behaviors)} surviving behaviors unscored: the model's "
+        f"scoring answer was rejected ({why}); nothing of the round was kept: run it again to score them "
+        "(valid answers are cached, only these are asked again)"
+    )
 
 
 def _score_all(
