@@ -194,10 +194,10 @@ def test_nothing_to_embed_is_an_error():
         embed([], [])
 
 
-def test_sbert_without_sentence_transformers_names_the_semantic_extra(monkeypatch):
+def test_sbert_without_sentence_transformers_names_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # makes the import fail
     monkeypatch.setattr(embed_module, "_MODELS", {})  # no model loaded by an earlier test
-    with pytest.raises(HypographError, match="'semantic' extra"):
+    with pytest.raises(HypographError, match="need sentence-transformers.*pip install -e ."):
         embed(["H-1"], ["mites"], backend="sbert")
 
 
