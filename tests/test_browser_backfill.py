@@ -2,7 +2,12 @@
 (Materialize… → All → Launch backfill) with `hypograph ui`'s daemon running, on the four example
 inputs (one library round made beforehand with a scripted model, the case's published batch minted
 into the vault once, so the case names it): zero failed runs, and each job's
-partition page counts only partitions it can process, none failed or missing.
+partition page counts only partitions it can process, none failed or missing. Then `hypograph case
+add` makes revision 2 (unconfirmed) and supersedes revision 1: a second backfill of every case job
+over both fails nowhere either (each skipped, saying why) and revision 1 keeps what it had. A run
+that does fail (a Launchpad setting out of range) shows its cause as the step failure's first line,
+no Dagster wrapper and no cause chain, and the `make ui` terminal logs that line. Last, the
+library_observe job from its page's Observe button (one run for every library).
 
 The UI runs with the model named but switched off (``HYPOGRAPH_LLM=offline``): the round (and its
 re-score with the same model and web grounding) and the published case batch are served from their
@@ -18,17 +23,20 @@ import pytest
 import services
 from cli_helper import HYPOGRAPH
 from conftest import REPO, copy_tree, offline_env
-from dagster import DagsterInstance, DagsterRunStatus
+from dagster import AssetKey, DagsterInstance, DagsterRunStatus
 from library_stub import AtomServer, LibraryModel, OpenAlexServer, behavior
 from llm_stub import MODEL, configure_llm_env, llm_server  # noqa: F401  (fixture)
 from test_browser import CHROMIUM, CHROMIUM_ARGS, expect_visible
-from test_ui import free_port, wait_for_code_location
+from test_ui import free_port, launch_as_the_ui_does, wait_for_code_location
+
+from hypograph.inputs import stored_id
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium binary (apt-get install chromium; .ci/run does)")
 
 # In the order a user would run them: step 4 reads the vault's proximity.
 JOBS = {
     "proximity": 3,
+    "report": 3,
     "structure": 1,
     "library_round": 1,
     "library_rescore": 1,
@@ -37,6 +45,9 @@ JOBS = {
     "case_batch": 1,
     "case_batch_into_vault": 1,
 }
+CASE_JOBS = [job for job in JOBS if job.startswith("case_")]
+# Its page's button observes every partition in one run (no dialog); backfilled last, after the rest.
+OBSERVING = {"library_observe"}
 ROUND = "Reward models score an answer higher when it repeats the opinion the user stated first."
 
 
@@ -68,17 +79,21 @@ def ui(tmp_path, llm_server, monkeypatch):
     process = services.start([HYPOGRAPH, "ui", *roots, "--port", port], tmp_path / "ui.log", env)
     try:
         wait_for_code_location(port, process)
-        yield f"http://127.0.0.1:{port}", home, tmp_path
+        yield f"http://127.0.0.1:{port}", home, tmp_path, roots[3], port
     finally:
         services.stop(process)
     assert len(llm_server.requests) == calls  # the UI's runs asked no model
 
 
-def finished_runs(home, job: str, count: int, seconds: float = 180) -> list:
+def finished_runs(home, job: str, count: int, seconds: float = 300) -> list:
+    """The runs of ``job`` the UI launched, once there are ``count`` and all have finished (the
+    fixture's own runs, tagged as the command's, are not counted)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         with DagsterInstance.from_config(str(home)) as instance:
-            runs = [r for r in instance.get_runs() if r.job_name == job]  # one partition: a run, not a backfill
+            runs = [  # one partition: a run, not a backfill
+                r for r in instance.get_runs() if r.job_name == job and r.tags.get("hypograph/launched_by") != "cli"
+            ]
         if len(runs) == count and all(r.is_finished for r in runs):
             return runs
         time.sleep(2)
@@ -86,10 +101,9 @@ def finished_runs(home, job: str, count: int, seconds: float = 180) -> list:
 
 
 def test_a_backfill_of_every_job_over_all_its_partitions_fails_nowhere(ui):
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 
-    url, home, base = ui
+    url, home, base, case, port = ui
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             str(base / "profile"),
@@ -100,33 +114,106 @@ def test_a_backfill_of_every_job_over_all_its_partitions_fails_nowhere(ui):
         )
         page = context.new_page()
         page.set_default_timeout(60_000)
-        skip = page.get_by_role("button", name="Skip", exact=True)  # Dagster's first-visit dialog: a user skips it
-        page.goto(f"{url}/overview")
-        try:
-            skip.wait_for(timeout=20_000)
-            skip.click()
-        except PlaywrightTimeout:
-            pass  # not shown this time
-        page.add_locator_handler(skip, skip.click)  # should it come back
+        skip_dialog(page, url)
         try:
             for job, count in JOBS.items():
-                page.goto(f"{url}/locations/hypograph/jobs/{job}/partitions")
-                expect_visible(page.get_by_text("Total partitions"))
-                page.get_by_role("button", name=re.compile("Materialize")).first.click()
-                dialog = page.get_by_role("dialog").filter(has_text="Partition selection")
-                dialog.get_by_role("button", name="All", exact=True).click()
-                dialog.get_by_role("button", name=re.compile("Launch")).click()
-                runs = finished_runs(home, job, count)
-                assert {r.status for r in runs} == {DagsterRunStatus.SUCCESS}, job
-                page.reload()
-                totals = page.get_by_text("Total partitions").locator("xpath=..")
-                expect_visible(totals.get_by_text(str(count), exact=True))  # the page loads its counts
-                status = page.locator("body").inner_text()
-                assert not re.search(r"\b[1-9]\d*\s+(Failed|Missing) partitions", status), (job, status[:500])
-            page.screenshot(path=str(base / "last-partitions-page.png"), full_page=True)
+                backfill(page, ui, job, count, partitions=count)
+            revision_2_supersedes_revision_1(case, home)
+            for job in CASE_JOBS:  # each partition of each case job: one run of the first pass, two now
+                backfill(page, ui, job, JOBS[job] + 2, partitions=2, missing_allowed=True)
+            revision_1_kept_what_it_had(home, case)
+            a_failed_run_shows_its_cause_first(page, url, port, base)
+            backfill(page, ui, "library_observe", 1, partitions=1)  # last: its page's Observe runs unpartitioned
+            page.screenshot(path=str(base / "last-page.png"), full_page=True)
         except BaseException:
             page.screenshot(path=str(base / "failure.png"), full_page=True)
-            print(f"screenshot: {base / 'failure.png'}")
+            print(f"screenshot: {base / 'failure.png'} of {page.url}")
             raise
         finally:
             context.close()
+
+
+def skip_dialog(page, url: str) -> None:
+    """Dagster's first-visit dialog: a user skips it (and would again, should it come back)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    skip = page.get_by_role("button", name="Skip", exact=True)
+    page.goto(f"{url}/overview")
+    try:
+        skip.wait_for(timeout=20_000)
+        skip.click()
+    except PlaywrightTimeout:
+        pass  # not shown this time
+    page.add_locator_handler(skip, skip.click)
+
+
+def backfill(page, ui, job: str, runs: int, partitions: int, missing_allowed: bool = False) -> None:
+    """All partitions of ``job`` backfilled from its page; every run succeeds and the page counts
+    ``partitions``, none failed (none missing either, unless a skipped one may be)."""
+    url, home = ui[:2]
+    page.goto(f"{url}/locations/hypograph/jobs/{job}/partitions")
+    expect_visible(page.get_by_text("Total partitions"))
+    if job in OBSERVING:
+        page.get_by_role("button", name=re.compile("Observe")).first.click()
+    else:
+        page.get_by_role("button", name=re.compile("Materialize")).first.click()
+        dialog = page.get_by_role("dialog").filter(has_text="Partition selection")
+        dialog.get_by_role("button", name="All", exact=True).click()
+        dialog.get_by_role("button", name=re.compile("Launch")).click()
+    finished = finished_runs(home, job, runs)
+    assert {r.status for r in finished} == {DagsterRunStatus.SUCCESS}, job
+    page.reload()
+    totals = page.get_by_text("Total partitions").locator("xpath=..")
+    expect_visible(totals.get_by_text(str(partitions), exact=True))  # the page loads its counts
+    status = page.locator("body").inner_text()
+    bad = "Failed" if missing_allowed or job in OBSERVING else "Failed|Missing"  # an observation materializes nothing
+    assert not re.search(rf"\b[1-9]\d*\s+({bad}) partitions", status), (job, status[:500])
+
+
+def revision_2_supersedes_revision_1(case, home) -> None:
+    """`hypograph case add`: revision 2 recorded unconfirmed, its partition added beside r0001."""
+    notes = case.parent / "notes.txt"
+    notes.write_text("The pier was repainted in May, a month before the cracks were seen.\n", encoding="utf-8")
+    from cli_helper import in_process
+
+    added = in_process("case", "add", case, notes)
+    assert added.returncode == 0, added.stderr
+    with DagsterInstance.from_config(str(home)) as instance:
+        keys = sorted(instance.get_dynamic_partitions("case_revisions"))
+    assert keys == [f"{stored_id(case)}/r0001", f"{stored_id(case)}/r0002"], keys
+
+
+def revision_1_kept_what_it_had(home, case) -> None:
+    """The second pass skipped r0001 as superseded and r0002 as not confirmed (run tags), and each
+    case asset of r0001 is still materialized: the backfill left it green."""
+    from assets.errors import SKIPPED_TAG
+
+    first, second = f"{stored_id(case)}/r0001", f"{stored_id(case)}/r0002"
+    with DagsterInstance.from_config(str(home)) as instance:
+        runs = [r for r in instance.get_runs() if r.job_name in CASE_JOBS]
+        tags = {(r.tags.get("dagster/partition"), r.tags.get(SKIPPED_TAG)) for r in runs}
+        kept = {
+            name: first in instance.get_materialized_partitions(AssetKey(name))
+            for name in ("interpretation_draft", "case_interpretation", "case_context", "hypothesis_batch")
+        }
+    assert {(first, "SUPERSEDED"), (second, "NOT_DONE")} <= tags, tags
+    assert all(kept.values()), kept
+
+
+def a_failed_run_shows_its_cause_first(page, url: str, port: int, base) -> None:
+    """A proximity run launched with a threshold out of range fails its first step: the run's page
+    shows the settings line first in the step failure, no Dagster wrapper and no cause chain, and
+    the `make ui` terminal logs that same line."""
+    config = {"resources": {"proximity": {"config": {"graph_threshold": 30.0}}}}
+    with DagsterInstance.from_config(str(base / "home")) as instance:
+        vault = instance.get_dynamic_partitions("vaults")[0]
+    run_id = launch_as_the_ui_does(port, "proximity", vault, config)
+    line = "graph_threshold: must be ≥ -1 and ≤ 1 (got 30.0)"
+    page.goto(f"{url}/runs/{run_id}")
+    expect_visible(page.get_by_text("STEP_FAILURE", exact=True).first)
+    body = page.locator("body").inner_text()
+    shown = body.split("\nSTEP_FAILURE\n", 1)[1].splitlines()[0]  # the failure's first line
+    assert shown.endswith(f"Failure: {line}"), body[:3000]
+    assert "DagsterExecutionStepExecutionError" not in body and "The above exception" not in body, body[:3000]
+    terminal = (base / "ui.log").read_text(encoding="utf-8").splitlines()
+    assert any(row.endswith(f"hypothesis_texts - {line}") for row in terminal), "\n".join(terminal[-40:])
