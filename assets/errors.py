@@ -4,8 +4,8 @@
   step as a Dagster ``Failure`` whose description is the error's own line (the file, node or field
   it names), with the error's kind, status and what it names as metadata, and that line logged at
   ERROR (what the ``make ui`` terminal shows). Its cause chain is dropped (``from None``) and no
-  retry policy re-runs it (``allow_retries=False``): the same input fails the same way. Dagster
-  1.13 still lists its own frames under the line; it has no switch to leave them out.
+  retry policy re-runs it (``allow_retries=False``): the same input fails the same way. It
+  carries no stack trace: the line is the whole of what the UI shows (see ``LineFailure``).
 * A partition that cannot run yet, or never will (``Skip``: an unconfirmed revision, a revision a
   later one superseded, a round with nothing to take its settings from) ends its step with no
   output: nothing downstream runs, the run succeeds, no cell turns red and earlier
@@ -28,6 +28,8 @@ from dagster import (
     MetadataValue,
     OpExecutionContext,
 )
+from dagster._core.errors import DagsterUserCodeProcessError
+from dagster._utils.error import SerializableErrorInfo
 
 from hypograph.errors import HypographError, NotDone
 
@@ -90,17 +92,32 @@ def failure(line: str, kind: str, status: str, metadata: dict | None = None, con
     if context is not None:
         context.log.error(line)
     named = line.split(": ", 1)[0] if ": " in line else ""
-    return Failure(
-        description=line,
-        metadata={
+    return LineFailure(
+        line,
+        {
             "error": MetadataValue.text(kind),
             "status": MetadataValue.text(status),
             "line": MetadataValue.text(line),
             **({"names": _named(named)} if named else {}),
             **(metadata or {}),
         },
-        allow_retries=False,
     )
+
+
+class LineFailure(DagsterUserCodeProcessError, Failure):
+    """A ``Failure`` whose recorded error is its line alone, with no frames.
+
+    Dagster records a step's error from the raised exception's traceback, except for an error
+    that a user-code process already serialised (``DagsterUserCodeProcessError``): that one it
+    records as given. Posing as one, with a serialised error of no frames, is the only way
+    Dagster 1.13 offers to fail a step without a stack trace; it is still a ``Failure``
+    (description, metadata, no retry), which is how the step's failure is labelled."""
+
+    def __init__(self, line: str, metadata: dict):
+        info = SerializableErrorInfo(message=line + "\n", stack=[], cls_name="Failure")
+        super().__init__(line, user_code_process_error_infos=[info])
+        plain = Failure(description=line, metadata=metadata, allow_retries=False)
+        self.description, self.metadata, self.allow_retries = plain.description, plain.metadata, False
 
 
 def _named(text: str) -> MetadataValue:

@@ -1017,4 +1017,4 @@ def test_one_backend_interface_selects_each_backend_and_names_the_choices():
     with pytest.raises(HypographError, match="unknown tfidf model 'x'"):
         select_backend("tfidf", "x")
     library_tfidf = make_embedder("tfidf")
-    assert backend_of(library_tfidf) == "tfidf" and library_tfidf([]).shape == (0, 1)
+    assert backend_of(library_tfidf) == "tfidf (asked for: embedder tfidf)" and library_tfidf([]).shape == (0, 1)
