@@ -3,9 +3,10 @@ applied as a deliberate exception (the absorbed node leaves its cluster, said in
 body, the structure map and the CLI summary) or refused loudly, never silently ignored.
 
 Driven through the ``hypograph`` command as a user would (its ``main``, in this process:
-tests/cli_helper.py): structure the example vault (H-12 "Nile flood agriculture…" and H-13 "Nile
-flood farming…" end in different clusters; at 0.78 with the seed's vectorizer they are not even a
-duplicate pair, and a person's MERGE still applies), record the MERGE, structure again.
+tests/cli_helper.py): structure the example vault (H-1 "A multi-decade drought from c. 1250 BCE undermined the
+palace economies" and H-22 "Generations of failing rains starved the palaces of the surplus they
+ran on" end in different clusters, answering different questions; they are not a duplicate pair
+by the vectors, and a person's MERGE still applies), record the MERGE, structure again.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def review(root: Path, a: str, b: str, verdict: str = "MERGE") -> None:
                 {
                     "pair": [a, b],
                     "verdict": verdict,
-                    "rationale": "Same claim about the Nile, in other words.",
+                    "rationale": "Same claim about the drought, in other words.",
                     "reviewer": "ana",
                 }
             ]
@@ -64,9 +65,9 @@ def structured(tmp_path_factory):
 @pytest.fixture(scope="module")
 def merged(structured, tmp_path_factory):
     root = full_copy(structured, tmp_path_factory.mktemp("merged") / "vault")
-    before = {h: cluster_of(root, h) for h in ("H-12", "H-13")}
-    left = [m for m in members(clusters(root)[before["H-13"]]) if m != "H-13"]
-    review(root, "H-12", "H-13")
+    before = {h: cluster_of(root, h) for h in ("H-1", "H-22")}
+    left = [m for m in members(clusters(root)[before["H-22"]]) if m != "H-22"]
+    review(root, "H-1", "H-22")
     proc = in_process("structure", root, "--llm", "offline")
     assert proc.returncode == 0, proc.stderr
     return root, before, left, proc
@@ -74,64 +75,64 @@ def merged(structured, tmp_path_factory):
 
 def test_a_human_merge_of_clustered_hypotheses_is_applied(merged):
     root, before, left, proc = merged
-    assert before["H-12"] != before["H-13"] and before["H-13"] is not None
+    assert before["H-1"] != before["H-22"] and before["H-22"] is not None
     hyps = hypotheses(root)
-    h12, h13 = hyps["H-12"], hyps["H-13"]
-    assert h13.meta["state"] == "merged" and h13.path.parent == Path("hypotheses/merged")
-    assert h13.meta["merged_into"] == h12.link and "cluster" not in h13.meta
-    assert h12.meta["merged_from"] == [h13.link] and h12.meta["state"] == "active"
-    assert cluster_of(root, "H-12") == before["H-12"]  # the survivor stays where it was
+    survivor, absorbed = hyps["H-1"], hyps["H-22"]
+    assert absorbed.meta["state"] == "merged" and absorbed.path.parent == Path("hypotheses/merged")
+    assert absorbed.meta["merged_into"] == survivor.link and "cluster" not in absorbed.meta
+    assert survivor.meta["merged_from"] == [absorbed.link] and survivor.meta["state"] == "active"
+    assert cluster_of(root, "H-1") == before["H-1"]  # the survivor stays where it was
 
-    hc = clusters(root)[before["H-13"]]
+    hc = clusters(root)[before["H-22"]]
     assert members(hc) == left  # the others, in their frozen order
     assert [link_target(link) for link in hc.body.splitlines() if link.startswith("![[")] == left
-    assert "Changed by hand: H-13 left this cluster, merged into H-12" in hc.body
+    assert "Changed by hand: H-22 left this cluster, merged into H-1" in hc.body
     text = (root / MAP).read_text(encoding="utf-8")
-    assert "## Changed by hand" in text and f"[[{hc.path.stem}]]: H-13 left this cluster" in text
-    d = read_ledger(root).pairs["H-12|H-13"]
+    assert "## Changed by hand" in text and f"[[{hc.path.stem}]]: H-22 left this cluster" in text
+    d = read_ledger(root).pairs["H-1|H-22"]
     assert d.decision == "MERGE" and d.decided_by == "human" and "deliberate exception" in d.rationale
     assert failures(root) == {}
 
     # The user is told, and the pair has left the review queue.
-    assert f"MERGE H-12/H-13 from proximity/review.json applied: H-13 merged into H-12 and left {hc.id}" in proc.stdout
+    assert f"MERGE H-1/H-22 from proximity/review.json applied: H-22 merged into H-1 and left {hc.id}" in proc.stdout
     assert "1 hypothesis merged into a survivor" in proc.stdout
-    assert 'H-13 "Nile flood farming' not in proc.stdout.split("wait for your review")[-1]
+    assert 'H-22 "Generations of failing' not in proc.stdout.split("wait for your review")[-1]
 
 
 def test_structuring_again_changes_nothing(merged, tmp_path):
     root = full_copy(merged[0], tmp_path / "vault")
     proc = in_process("structure", root, "--llm", "offline")
     assert proc.returncode == 0, proc.stderr
-    assert "nothing to change" in proc.stdout and "H-12/H-13" not in proc.stdout
+    assert "nothing to change" in proc.stdout and "H-1/H-22" not in proc.stdout
 
 
 def test_a_merge_unmerged_by_hand_is_refused_loudly(merged, tmp_path):
     root = full_copy(merged[0], tmp_path / "vault")
-    assert in_process("unmerge", root, "H-13").returncode == 0  # review.json still says MERGE
+    assert in_process("unmerge", root, "H-22").returncode == 0  # review.json still says MERGE
     proc = in_process("structure", root, "--llm", "offline")
     assert proc.returncode == 0, proc.stderr
-    assert "MERGE H-12/H-13 from proximity/review.json refused: the pair was kept apart by hand" in proc.stdout
-    assert hypotheses(root)["H-13"].meta["state"] == "active"
+    assert "MERGE H-1/H-22 from proximity/review.json refused: the pair was kept apart by hand" in proc.stdout
+    assert hypotheses(root)["H-22"].meta["state"] == "active"
     assert failures(root) == {}
 
 
 def test_a_merge_that_would_leave_a_cluster_with_one_member_is_refused(structured, tmp_path):
-    """H-19 and H-26 each sit alone in a cluster with its residual: H-26 cannot leave its cluster."""
+    """H-30 sits alone in a cluster with its residual (the Linear B question): it cannot leave it."""
     root = full_copy(structured, tmp_path / "vault")
-    assert {len(members(clusters(root)[cluster_of(root, h)])) for h in ("H-19", "H-26")} == {2}
+    assert len(members(clusters(root)[cluster_of(root, "H-30")])) == 2
     human = Decision(
-        pair=("H-19", "H-26"),
+        pair=("H-29", "H-30"),
         similarity=0.5,
         verdict="MERGE",
         rationale="Same claim.",
-        recommended_action="Retire H-26",
+        recommended_action="Retire H-30",
         decided_by="human",
     )
     report = run_dispositions(open_vault(root), [human], None, OfflinePolicy())
     (line,) = report.refused
-    assert line.startswith("MERGE H-19/H-26 from proximity/review.json refused: H-26 would leave")
+    assert line.startswith("MERGE H-29/H-30 from proximity/review.json refused: H-30 would leave")
     assert "1 member(s)" in line and report.by_hand == [] and report.merged == {}
-    assert hypotheses(root)["H-26"].meta["state"] == "active" and failures(root) == {}
+    assert hypotheses(root)["H-30"].meta["state"] == "active" and failures(root) == {}
 
 
 def test_a_review_naming_no_current_hypothesis_is_reported_not_dropped(structured, tmp_path):
