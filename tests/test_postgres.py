@@ -1,6 +1,7 @@
 """A team's instance on PostgreSQL (deploy/dagster.yaml): a ``hypograph proximity`` run and a run
 launched as the UI launches one (queued, then started by a real ``dagster-daemon``) are both
-recorded in the database, and nothing is written to SQLite.
+recorded in the database, so are the daemon's sensor ticks (a workspace folder is configured, as
+deploy/README-deployment.md does, so ``inputs_discovered`` is on), and nothing is written to SQLite.
 
 The server is Debian's (``apt-get install postgresql``; .ci/run installs it): started here in a
 temporary folder on a free loopback port, with a password the instance reads from the environment.
@@ -153,7 +154,11 @@ def test_cli_and_queued_runs_are_recorded_in_postgres(postgres, tmp_path, monkey
     home = tmp_path / "home"
     home.mkdir()
     shutil.copy(DEPLOY_YAML, home / "dagster.yaml")
-    env = {**offline_env(), **postgres, "DAGSTER_HOME": str(home)}
+    # The team's workspace folder (empty: the inputs here are registered by the commands), which
+    # turns inputs_discovered on: without one no sensor runs by default, and no tick is written.
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    env = {**offline_env(), **postgres, "DAGSTER_HOME": str(home), "HYPOGRAPH_WORKSPACE": str(workspace)}
     for key, value in postgres.items():
         monkeypatch.setenv(key, value)
     by_cli, by_queue = copy_tree(EXAMPLE_RUN, tmp_path / "cli"), copy_tree(EXAMPLE_RUN, tmp_path / "queued")
@@ -189,6 +194,7 @@ def test_cli_and_queued_runs_are_recorded_in_postgres(postgres, tmp_path, monkey
         assert cli.returncode == 0, err
         assert f"{by_cli}: 30 hypotheses" in out
         statuses = wait_for_statuses(postgres, 2, seconds=300, log=log)
+        ticks = wait_for_ticks(postgres, "inputs_discovered", seconds=120, log=log)
     finally:
         services.stop(daemon)
 
@@ -205,7 +211,8 @@ def test_cli_and_queued_runs_are_recorded_in_postgres(postgres, tmp_path, monkey
     assert assets >= 7 and materialized == {"cli": assets, "queued": assets}
     partitions = set(query(postgres, "SELECT partitions_def_name, partition FROM dynamic_partitions"))
     assert partitions == {("hypothesis_inputs", "cli"), ("hypothesis_inputs", "queued")}
-    assert query(postgres, "SELECT count(*) FROM job_ticks")[0][0] > 0  # the daemon's sensor ticks
+    # the daemon's evaluations of the sensor, in the schedule storage: nothing to register there
+    assert {(status, reason) for status, reason in ticks} == {("TickStatus.SKIPPED", f"no new input under {workspace}")}
     assert not list(home.rglob("*.db")), "something was written to SQLite"
     for root in (by_cli, by_queue):
         assert (root / "proximity" / "verdicts.json").is_file()
@@ -225,3 +232,16 @@ def wait_for_statuses(pg: dict[str, str], count: int, seconds: float, log: Path)
             return dict(rows)
         time.sleep(1)
     pytest.fail(f"{count} runs not finished in {seconds} s: {rows}; daemon log:\n" + log.read_text()[-3000:])
+
+
+def wait_for_ticks(pg: dict[str, str], sensor: str, seconds: float, log: Path) -> list[tuple[str, str]]:
+    """(status, skip reason) of each tick of ``sensor`` in Postgres, once there is one."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        # TickData as Dagster stores it: the instigator's name under its old name, job_name
+        bodies = [json.loads(body) for (body,) in query(pg, "SELECT tick_body FROM job_ticks")]
+        ticks = [(b["status"]["__enum__"], b["skip_reason"]) for b in bodies if b["job_name"] == sensor]
+        if ticks:
+            return ticks
+        time.sleep(1)
+    pytest.fail(f"no tick of {sensor} in {seconds} s; daemon log:\n" + log.read_text()[-3000:])
