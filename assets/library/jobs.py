@@ -48,7 +48,7 @@ observe_job = define_asset_job(
     partitions_def=libraries,
     description="The library file as it is on disk (library_file): its behaviors and mechanisms, and the "
     "library's key rules checked. Offline, no model, writes nothing; `hypograph library DIR --report` and "
-    "`--check` run it.",
+    "`--check` run it on their library, a backfill on each library, Observe on every library in one run.",
 )
 
 

@@ -2,32 +2,45 @@
 observed, never written, with the library's key rules as checks and its behaviors and mechanisms
 in the observation's metadata. What a library shows before any round (a library written by the
 seed tool, the example) and after them; the ``library_observe`` job runs it (``hypograph library
-DIR --report`` and ``--check``, the UI's Observe), offline."""
+DIR --report`` and ``--check``, the UI's Observe), offline.
+
+A run of one partition (the command's, a backfill's, the Launchpad's) observes that library. A run
+of none (the Observe button of the job's or the asset's page: Dagster launches it without a
+partition) observes every registered library, one observation and one result per check for each,
+as ``hypotheses`` does; a library that cannot be read is skipped with one logged line, and a run
+with no library to observe fails in one line saying how to register one."""
 
 import warnings
 
 from dagster import (
+    AssetCheckEvaluation,
     AssetCheckResult,
     AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
+    AssetObservation,
     AssetSpec,
     BetaWarning,
     DataVersion,
     MetadataValue,
     ObserveResult,
+    Output,
     TableColumn,
     TableRecord,
     TableSchema,
     multi_observable_source_asset,
 )
+from dagster._core.definitions.data_version import DATA_VERSION_TAG
+from dagster._core.definitions.source_asset import SYSTEM_METADATA_KEY_SOURCE_ASSET_OBSERVATION
 
 from assets.errors import project_errors
 from assets.groups import LIBRARY
 from assets.library.checks import RULES
 from assets.metadata import check_result
-from assets.partitions import libraries
+from assets.partitions import LIBRARIES, libraries
+from hypograph.errors import HypographError
 from hypograph.inputs import fingerprint
+from hypograph.skips import BAD_INPUT, registered, skip_line
 from resources import Inputs
 
 # Observable assets are "beta" in Dagster 1.13; a file watched, never written, is what they are for.
@@ -65,20 +78,64 @@ TREE = TableSchema(
 )
 @project_errors
 def library_file(context: AssetExecutionContext, inputs: Inputs):
-    """The partition's library file: its version, what it holds, and its checks' results."""
-    from hypograph.library.checks import run_checks
-
+    """The partition's library file: its version, what it holds, and its checks' results; with no
+    partition (the UI's Observe), every registered library's (see the module docstring)."""
+    if not context.has_partition_key:
+        yield from _every_library(context, inputs)
+        return
     root = inputs.root(context.partition_key)
-    results = run_checks(root)
+    version, metadata, results = _observed(root)
     yield ObserveResult(
         asset_key=LIBRARY_FILE,
-        data_version=DataVersion(fingerprint(root, "library")),
-        metadata=_contents(root, results["file_validates"]),
+        data_version=DataVersion(version),
+        metadata=metadata,
         check_results=[
             AssetCheckResult(check_name=name, asset_key=LIBRARY_FILE, passed=r.passed, metadata=r.metadata)
-            for name, r in ((name, check_result(results[name])) for name in RULES)  # the checks declared
+            for name, r in results.items()
         ],
     )
+
+
+def _observed(root) -> tuple[str, dict, dict]:
+    """(data version, metadata, {check name: result of the checks declared}) of the library at ``root``."""
+    from hypograph.library.checks import run_checks
+
+    results = run_checks(root)
+    checks = {name: check_result(results[name]) for name in RULES}  # the checks declared
+    return fingerprint(root, "library"), _contents(root, results["file_validates"]), checks
+
+
+def _every_library(context: AssetExecutionContext, inputs: Inputs):
+    """An unpartitioned run: an observation and the checks' results for each registered library,
+    each event naming its partition (Dagster's own ``DataVersionsByPartition``, with metadata and
+    checks), then the step's outputs, empty (no observation without a partition)."""
+    known = set(context.instance.get_dynamic_partitions(LIBRARIES))
+    records = [r for r in registered(inputs.registry(), ("library",), context.log.warning) if r.id in known]
+    if not records:
+        raise HypographError("no library registered to observe: `hypograph add DIR` one, then Observe again")
+    for r in records:
+        try:
+            version, metadata, results = _observed(r.path)
+        except BAD_INPUT as e:  # one library that cannot be read: the others are still observed
+            context.log.warning(skip_line(f"{r.id}: {r.path}", e))
+            continue
+        yield AssetObservation(
+            asset_key=LIBRARY_FILE, partition=r.id, tags={DATA_VERSION_TAG: version}, metadata=metadata
+        )
+        for name, result in results.items():
+            yield AssetCheckEvaluation(
+                asset_key=LIBRARY_FILE,
+                check_name=name,
+                passed=result.passed,
+                metadata=result.metadata,
+                blocking=False,
+                partition=r.id,
+            )
+    assets_def = context.assets_def
+    output = assets_def.get_output_name_for_asset_key(LIBRARY_FILE)
+    yield Output(None, output_name=output, metadata={SYSTEM_METADATA_KEY_SOURCE_ASSET_OBSERVATION: True})
+    for name in assets_def.check_specs_by_output_name:
+        yield Output(None, output_name=name)
 
 
 def _contents(root, invalid: list) -> dict:
