@@ -15,12 +15,14 @@ when the module ends, passed or failed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -105,6 +107,7 @@ class Cluster:
         }
         self.redis: subprocess.Popen | None = None
         self.workers: dict[str, subprocess.Popen] = {}
+        self.celery: dict[int, int] = {}  # a worker command's pid -> its celery process's
         self.daemon: subprocess.Popen | None = None
 
     def start_redis(self) -> None:
@@ -140,6 +143,42 @@ class Cluster:
         """SIGKILL to the worker's whole group (the ``dagster-celery`` command and its ``celery``)."""
         os.killpg(self.workers[name].pid, signal.SIGKILL)
         self.workers[name].wait(timeout=10)
+
+    def celery_pid(self, name: str) -> int:
+        """The worker's ``celery`` process (the child of its ``dagster-celery`` command), the one that
+        runs its steps (``--pool solo``) and whose pid their events carry."""
+        leader = self.workers[name].pid
+        if leader in self.celery:
+            return self.celery[leader]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            children = children_of(leader)
+            if len(children) == 1:
+                self.celery[leader] = children[0]
+                return children[0]
+            time.sleep(0.2)
+        pytest.fail(f"worker {name}: not one celery process under its command: {children}")
+
+    @contextlib.contextmanager
+    def frozen(self):
+        """Every live worker's ``celery`` process stopped (SIGSTOP, each thread seen stopped) in the
+        block, so what the event log says about the steps they run holds until they are continued or
+        killed; each still alive afterwards is continued. (Not the whole group: a step's log-tailing
+        helpers, stopped between their fork and exec, would hold the worker in vfork forever.)"""
+        live = [self.celery_pid(n) for n, p in self.workers.items() if p.poll() is None]
+        try:
+            for pid in live:
+                os.kill(pid, signal.SIGSTOP)
+            deadline = time.monotonic() + 30
+            while not all(thread_states(pid) <= STOPPED for pid in live):
+                if time.monotonic() > deadline:
+                    pytest.fail(f"workers not stopped 30 s after SIGSTOP: {[thread_states(p) for p in live]}")
+                time.sleep(0.001)
+            yield
+        finally:
+            for pid in live:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
 
     def logs(self) -> str:
         return "\n".join(f"--- {p.name}\n{p.read_text()[-1500:]}" for p in sorted(self.base.glob("*.log")))
@@ -199,6 +238,32 @@ class Cluster:
     def events(self, run_id: str) -> list:
         with self.instance() as instance:
             return [e for e in instance.all_logs(run_id) if e.dagster_event is not None]
+
+
+STOPPED = {"T", "t", "Z", "X"}  # /proc states of a thread that runs no more code: stopped, traced, dead
+
+
+def thread_states(pid: int) -> set[str]:
+    """The states of the process's threads (``/proc/<pid>/task/<tid>/stat``; none when it is gone)."""
+    states = set()
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError):
+                stat = (task / "stat").read_text()
+                states.add(stat[stat.rindex(")") + 2])
+    return states
+
+
+def children_of(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux ``/proc``)."""
+    out = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                stat = (proc / "stat").read_text()
+                if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
+                    out.append(int(proc.name))
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -288,14 +353,90 @@ def test_a_broker_restart_in_the_middle_of_a_run_resumes_it(cluster, reference, 
     assert_identical(root, reference)
 
 
+SHARD = "similarity_graph.similarity_shard["
+STEP_ENDS = ("STEP_SUCCESS", "STEP_FAILURE", "STEP_SKIPPED")
+
+
+def step_events(db: sqlite3.Connection) -> list | None:
+    """The run's STEP_START and step-end events, read from its event log database (``db``); None
+    when a stopped worker holds the database's lock (the look is inconclusive)."""
+    from dagster import EventLogEntry, deserialize_value
+
+    types = ("STEP_START", *STEP_ENDS)
+    query = f"SELECT event FROM event_logs WHERE dagster_event_type IN ({', '.join('?' * len(types))}) ORDER BY id"
+    try:
+        rows = db.execute(query, types).fetchall()
+    except sqlite3.OperationalError:  # "database is locked"
+        return None
+    return [deserialize_value(event, EventLogEntry) for (event,) in rows]
+
+
+def kill_a_worker_inside_a_shard_step(cluster: Cluster, run_id: str, seconds: float = RUN_SECONDS) -> tuple[str, str]:
+    """SIGKILL to a worker that is inside a shard step: (its name, the step's key).
+
+    A shard step of this corpus lasts about a tenth of a second, less than one look at the event
+    log takes on a loaded machine, so a worker seen starting one has often finished it (and is idle:
+    nothing to redeliver) when the kill arrives. So once the fan-out step has started, the workers
+    run in short slices: between slices they are stopped (SIGSTOP) and the run's event log is read;
+    a worker whose process logged a shard step's STEP_START and no end of it is killed there, still
+    stopped, so inside the step and holding its unacknowledged task.
+
+    The log is the run's SQLite database on this throwaway instance (Dagster's default layout), read
+    through one connection held open throughout: a worker's connection is then never the last one,
+    whose close takes an exclusive lock to checkpoint, so a stopped worker seldom holds a lock a
+    read needs; a read that finds one locked anyway counts as no look (the slice goes on)."""
+    db_path = cluster.home / "history" / "runs" / f"{run_id}.db"
+    deadline = time.monotonic() + seconds
+    while not db_path.exists():
+        if time.monotonic() > deadline:
+            pytest.fail(f"no event log {db_path} in {seconds} s")
+        time.sleep(0.2)
+    with contextlib.closing(sqlite3.connect(db_path, timeout=1)) as db:
+        while not any(e.step_key == "similarity_graph.similarity_shards" for e in step_events(db) or []):
+            if time.monotonic() > deadline:
+                pytest.fail(f"the fan-out step did not start in {seconds} s; logs:\n{cluster.logs()}")
+            time.sleep(0.2)
+        seen: set[str] = set()
+        ended: set[str] = set()
+        while time.monotonic() < deadline:
+            with cluster.frozen():
+                events = step_events(db)
+                for event in events or []:
+                    if event.dagster_event.event_type_value in STEP_ENDS:
+                        ended.add(event.step_key)
+                starts = [e for e in events or [] if e.dagster_event.event_type_value == "STEP_START"]
+                starts = [e for e in starts if (e.step_key or "").startswith(SHARD)]
+                seen |= {e.step_key for e in starts}
+                started = {e.step_key: e.dagster_event.pid for e in starts if e.step_key not in ended}
+                for name in WORKERS:
+                    if cluster.workers[name].poll() is not None:
+                        continue
+                    inside = sorted(k for k, pid in started.items() if pid == cluster.celery_pid(name))
+                    if inside:
+                        cluster.kill_worker(name)
+                        return name, inside[0]
+            if len(seen) == SHARDS and seen <= ended:
+                pytest.fail(f"every shard step ended between two looks at the event log: {sorted(seen)}")
+            time.sleep(0.01)  # the workers' slice
+    pytest.fail(f"no worker inside a shard step in {seconds} s; logs:\n{cluster.logs()}")
+
+
 def test_a_worker_killed_during_a_shard_step_is_replaced_by_the_other(cluster, reference, tmp_path):
     root = corpus_copy(tmp_path, "killed")
     run_id = cluster.submit(cluster.add(root))
-    victim = wait_for_step_start(cluster, run_id, "similarity_graph.similarity_shard[")
-    cluster.kill_worker(victim)
+    victim, step = kill_a_worker_inside_a_shard_step(cluster, run_id)
+    (survivor,) = set(WORKERS) - {victim}
+    survivor_pid = cluster.celery_pid(survivor)
     run = cluster.wait(run_id, RUN_SECONDS + VISIBILITY)
     assert run.status.value == "SUCCESS", cluster.failures(run_id) + cluster.logs()
     assert_identical(root, reference)
-    retried = {k: h for k, h in celery_hosts(cluster.events(run_id)).items() if len(h) > 1}
-    assert retried, "no step was picked up twice"
-    assert all(h[0].split("@")[0] == victim and h[-1].split("@")[0] != victim for h in retried.values())
+    # the killed step's task went back to the queue and the other worker ran the step again, to its end
+    events = cluster.events(run_id)
+    assert [h.split("@")[0] for h in celery_hosts(events)[step]] == [victim, survivor], step
+    kinds = [(e.dagster_event.event_type_value, e.dagster_event.pid) for e in events if e.step_key == step]
+    assert [k for k, _ in kinds].count("STEP_START") == 2, kinds
+    assert [pid for k, pid in kinds if k in STEP_ENDS] == [pid for k, pid in kinds if k == "STEP_SUCCESS"], kinds
+    (success,) = [pid for k, pid in kinds if k == "STEP_SUCCESS"]
+    assert success == survivor_pid, kinds
+    retried = {k: h for k, h in celery_hosts(events).items() if len(h) > 1}
+    assert all(h[0].split("@")[0] == victim and h[-1].split("@")[0] == survivor for h in retried.values()), retried
