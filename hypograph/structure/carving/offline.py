@@ -11,9 +11,9 @@
   (``ANSWER_JOIN``) — so a question worded unlike every other still lands where its answers are.
 
 Similarities are cosines of sentence embeddings (``hypograph.proximity.embed``: all-MiniLM-L6-v2,
-offline); without the ``semantic`` extra they are TF-IDF cosines of the hints alone, with their own
-thresholds, and every justification says so. Each group becomes a cluster with one residual; every
-justification says plainly it is heuristic."""
+offline, in the default install); where the sentence model cannot load they are TF-IDF cosines
+of the hints alone, with their own thresholds, and every justification says so. Each group
+becomes a cluster with one residual; every justification says plainly it is heuristic."""
 
 from __future__ import annotations
 
