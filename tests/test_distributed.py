@@ -371,6 +371,48 @@ def step_events(db: sqlite3.Connection) -> list | None:
     return [deserialize_value(event, EventLogEntry) for (event,) in rows]
 
 
+def wait_for_event_log(cluster: Cluster, run_id: str, deadline: float) -> Path:
+    """The path of the run's event log database, once it exists (fails the test at ``deadline``)."""
+    db_path = cluster.home / "history" / "runs" / f"{run_id}.db"
+    while not db_path.exists():
+        if time.monotonic() > deadline:
+            pytest.fail(f"no event log {db_path} by the deadline")
+        time.sleep(0.2)
+    return db_path
+
+
+def wait_for_fan_out(cluster: Cluster, db: sqlite3.Connection, deadline: float) -> None:
+    """Return once the fan-out step has started (fails the test at ``deadline``)."""
+    while not any(e.step_key == "similarity_graph.similarity_shards" for e in step_events(db) or []):
+        if time.monotonic() > deadline:
+            pytest.fail(f"the fan-out step did not start by the deadline; logs:\n{cluster.logs()}")
+        time.sleep(0.2)
+
+
+def shard_steps_open(events: list, seen: set, ended: set) -> dict[str, int]:
+    """The shard steps started and not ended in ``events``, each with the pid that started it. Adds
+    the shard steps seen starting to ``seen`` and every step seen ending to ``ended``."""
+    ended |= {e.step_key for e in events if e.dagster_event.event_type_value in STEP_ENDS}
+    starts = [e for e in events if e.dagster_event.event_type_value == "STEP_START"]
+    starts = [e for e in starts if (e.step_key or "").startswith(SHARD)]
+    seen |= {e.step_key for e in starts}
+    return {e.step_key: e.dagster_event.pid for e in starts if e.step_key not in ended}
+
+
+def kill_a_worker_seen_inside(cluster: Cluster, events: list, seen: set, ended: set) -> tuple[str, str] | None:
+    """With the workers stopped: SIGKILL to a live worker whose process logged a shard STEP_START
+    and no end of it in ``events``; (its name, the step's key), or None."""
+    started = shard_steps_open(events, seen, ended)
+    for name in WORKERS:
+        if cluster.workers[name].poll() is not None:
+            continue
+        inside = sorted(k for k, pid in started.items() if pid == cluster.celery_pid(name))
+        if inside:
+            cluster.kill_worker(name)
+            return name, inside[0]
+    return None
+
+
 def kill_a_worker_inside_a_shard_step(cluster: Cluster, run_id: str, seconds: float = RUN_SECONDS) -> tuple[str, str]:
     """SIGKILL to a worker that is inside a shard step: (its name, the step's key).
 
@@ -385,36 +427,17 @@ def kill_a_worker_inside_a_shard_step(cluster: Cluster, run_id: str, seconds: fl
     through one connection held open throughout: a worker's connection is then never the last one,
     whose close takes an exclusive lock to checkpoint, so a stopped worker seldom holds a lock a
     read needs; a read that finds one locked anyway counts as no look (the slice goes on)."""
-    db_path = cluster.home / "history" / "runs" / f"{run_id}.db"
     deadline = time.monotonic() + seconds
-    while not db_path.exists():
-        if time.monotonic() > deadline:
-            pytest.fail(f"no event log {db_path} in {seconds} s")
-        time.sleep(0.2)
+    db_path = wait_for_event_log(cluster, run_id, deadline)
     with contextlib.closing(sqlite3.connect(db_path, timeout=1)) as db:
-        while not any(e.step_key == "similarity_graph.similarity_shards" for e in step_events(db) or []):
-            if time.monotonic() > deadline:
-                pytest.fail(f"the fan-out step did not start in {seconds} s; logs:\n{cluster.logs()}")
-            time.sleep(0.2)
+        wait_for_fan_out(cluster, db, deadline)
         seen: set[str] = set()
         ended: set[str] = set()
         while time.monotonic() < deadline:
             with cluster.frozen():
-                events = step_events(db)
-                for event in events or []:
-                    if event.dagster_event.event_type_value in STEP_ENDS:
-                        ended.add(event.step_key)
-                starts = [e for e in events or [] if e.dagster_event.event_type_value == "STEP_START"]
-                starts = [e for e in starts if (e.step_key or "").startswith(SHARD)]
-                seen |= {e.step_key for e in starts}
-                started = {e.step_key: e.dagster_event.pid for e in starts if e.step_key not in ended}
-                for name in WORKERS:
-                    if cluster.workers[name].poll() is not None:
-                        continue
-                    inside = sorted(k for k, pid in started.items() if pid == cluster.celery_pid(name))
-                    if inside:
-                        cluster.kill_worker(name)
-                        return name, inside[0]
+                killed = kill_a_worker_seen_inside(cluster, step_events(db) or [], seen, ended)
+            if killed:
+                return killed
             if len(seen) == SHARDS and seen <= ended:
                 pytest.fail(f"every shard step ended between two looks at the event log: {sorted(seen)}")
             time.sleep(0.01)  # the workers' slice

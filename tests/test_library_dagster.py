@@ -111,6 +111,29 @@ def test_a_library_goes_through_the_proximity_assets_like_any_input(tmp_path):
     assert all(e.passed for e in result.get_asset_check_evaluations())
 
 
+def assert_fails_with_no_library(job, instance) -> None:
+    """With no library registered, an Observe run fails in one line saying what to do."""
+    empty = job.execute_in_process(instance=instance, raise_on_error=False)
+    assert not empty.success
+    failure = [e for e in empty.all_events if e.is_step_failure][0].step_failure_data
+    assert failure.user_failure_data.description == (
+        "no library registered to observe: `hypograph add DIR` one, then Observe again"
+    )
+
+
+def assert_observed_and_checked(instance, result, ids: list[str]) -> None:
+    """Each library in ``ids`` was observed, checked by every rule and has a data version record."""
+    from dagster import AssetKey
+
+    observed = {e.asset_observation_data.asset_observation.partition for e in result.get_asset_observation_events()}
+    assert observed == set(ids)
+    checks = {(c.partition, c.check_name, c.passed) for c in result.get_asset_check_evaluations()}
+    assert checks == {(i, name, True) for i in ids for name in RULES}
+    for partition in ids:  # each library's version, as its own backfill run records it
+        record = instance.get_latest_data_version_record(AssetKey("library_file"), True, partition)
+        assert record is not None and record.asset_observation.tags["dagster/data_version"]
+
+
 def test_observe_with_no_partition_observes_every_library(tmp_path, monkeypatch):
     """The UI's Observe launches library_observe with no partition: every registered library is
     observed and checked under its own partition, a library whose folder is gone is skipped in one
@@ -118,30 +141,18 @@ def test_observe_with_no_partition_observes_every_library(tmp_path, monkeypatch)
     import shutil
 
     from conftest import REPO, copy_tree
-    from dagster import AssetKey
 
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     job = defs.resolve_job_def("library_observe")
     with DagsterInstance.from_config(str(home)) as instance:
-        empty = job.execute_in_process(instance=instance, raise_on_error=False)
-        assert not empty.success
-        failure = [e for e in empty.all_events if e.is_step_failure][0].step_failure_data
-        assert failure.user_failure_data.description == (
-            "no library registered to observe: `hypograph add DIR` one, then Observe again"
-        )
+        assert_fails_with_no_library(job, instance)
         roots = [copy_tree(REPO / "examples" / "library", tmp_path / name) for name in ("a", "b", "gone")]
         ids = [register(instance, root).id for root in roots]
         shutil.rmtree(roots[2])
         result = job.execute_in_process(instance=instance)
         assert result.success
-        observed = {e.asset_observation_data.asset_observation.partition for e in result.get_asset_observation_events()}
-        assert observed == set(ids[:2])
-        checks = {(c.partition, c.check_name, c.passed) for c in result.get_asset_check_evaluations()}
-        assert checks == {(i, name, True) for i in ids[:2] for name in RULES}
+        assert_observed_and_checked(instance, result, ids[:2])
         warnings = [r.user_message for r in instance.all_logs(result.run_id) if r.level == 30]
         assert any(w.startswith(f"{ids[2]}: {roots[2]}: skipped: the folder is gone") for w in warnings), warnings
-        for partition in ids[:2]:  # each library's version, as its own backfill run records it
-            record = instance.get_latest_data_version_record(AssetKey("library_file"), True, partition)
-            assert record is not None and record.asset_observation.tags["dagster/data_version"]
