@@ -65,6 +65,8 @@ bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/proximity.py --profile sparse --sizes 20000,100000
 	$(BIN)/python benchmarks/proximity.py --profile dense --sizes 20000,100000
 	$(BIN)/python benchmarks/library_recall.py
+	$(BIN)/python benchmarks/commands.py --sizes 500,5000,20000
+	$(BIN)/python benchmarks/ui_launch.py --sizes 500,5000
 
 # Mutation testing of the safety-critical modules (not part of `make test`: tens of minutes on two
 # cores). MODULES="hypograph/journal.py ..." narrows it; results and equivalents: benchmarks/mutation.md.

@@ -19,12 +19,16 @@ from hypograph.locks import file_lock
 
 # Pools limit concurrent steps: library rounds generate one at a time (pool library_generation).
 # python_logs: a run's console (the `hypograph ui` terminal) at INFO, not DEBUG, and the domain's
-# stage lines (hypograph.progress) kept in each run's log at INFO.
-INSTANCE_YAML = (
-    "telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n"
-    "python_logs:\n  python_log_level: INFO\n  managed_python_loggers:\n    - hypograph.progress\n"
+# stage lines (hypograph.progress) kept in each run's log at INFO. The daemon looks at the run queue
+# every second, not every five: a run launched from the UI starts about as soon as a command's.
+_POOLS = "telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n"
+_LOGS = "python_logs:\n  python_log_level: INFO\n  managed_python_loggers:\n    - hypograph.progress\n"
+_QUEUE = (
+    "run_coordinator:\n  module: dagster.core.run_coordinator\n  class: QueuedRunCoordinator\n"
+    "  config:\n    dequeue_interval_seconds: 1\n"
 )
-OLD_INSTANCE_YAML = "telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n"
+INSTANCE_YAML = _POOLS + _LOGS + _QUEUE
+OLD_INSTANCE_YAMLS = (_POOLS, _POOLS + _LOGS)  # what earlier versions wrote
 
 
 def dagster_home() -> Path:
@@ -34,7 +38,7 @@ def dagster_home() -> Path:
     home = _home()
     home.mkdir(parents=True, exist_ok=True)
     path = home / "dagster.yaml"
-    if not path.exists() or path.read_text() == OLD_INSTANCE_YAML:  # ours, unedited: brought up to date
+    if not path.exists() or path.read_text() in OLD_INSTANCE_YAMLS:  # ours, unedited: brought up to date
         write_text(path, INSTANCE_YAML)
     return home
 

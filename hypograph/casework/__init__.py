@@ -9,13 +9,36 @@ result = await builder.build(case_id, package_id)
 ```
 """
 
-from hypograph.casework.builder import BuildResult, HypothesisBuilder
-from hypograph.casework.config import HypothesisConfig, HypothesisLimits, HypothesisPolicy, RetryPolicy
-from hypograph.casework.dispatch import Status, due_retries
-from hypograph.casework.gateway import CaseGateway, NeedsModel
-from hypograph.casework.interpret import DraftReport, draft_interpretation
-from hypograph.casework.new_case import case_add, case_new
-from hypograph.casework.package import CaseBusy, CasePackage, CaseStore
+import importlib
+
+# name -> its module: imported on first use, so reading a case package (``casework.package``, which
+# every job's definitions load) does not import the builder, the gateway and the model client too
+_HOME = {
+    "BuildResult": "builder",
+    "HypothesisBuilder": "builder",
+    "HypothesisConfig": "config",
+    "HypothesisLimits": "config",
+    "HypothesisPolicy": "config",
+    "RetryPolicy": "config",
+    "Status": "dispatch",
+    "due_retries": "dispatch",
+    "CaseGateway": "gateway",
+    "NeedsModel": "gateway",
+    "DraftReport": "interpret",
+    "draft_interpretation": "interpret",
+    "case_add": "new_case",
+    "case_new": "new_case",
+    "CaseBusy": "package",
+    "CasePackage": "package",
+    "CaseStore": "package",
+}
+
+
+def __getattr__(name: str):
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+
 
 __all__ = [
     "BuildResult",
