@@ -119,35 +119,25 @@ def print_proximity(root: Path, top: int = 10) -> None:
     print(f"pictures (cluster map, thresholds, report.html): hypograph report {root}")
 
 
-def print_review_queue(root: Path) -> None:
-    """The FLAG pairs waiting for a human verdict, with both titles, and where to record verdicts."""
+def print_review_queue(root: Path, shown: int = 20) -> None:
+    """The FLAG pairs waiting for a human verdict, the ``shown`` most similar with both titles, and
+    where to record verdicts."""
     from hypograph.proximity import store
+    from hypograph.titles import titles_of
 
     queue = [v for v in store.read_verdicts(root) if v.verdict == "FLAG"]
     if not queue:
         return
-    titles = _titles(root)
+    queue.sort(key=lambda v: -v.similarity)
+    titles = titles_of(root, sorted({i for v in queue[:shown] for i in v.pair}))
     print(
         f"{len(queue)} pair(s) wait for your review; record MERGE or KEEP in "
         f"{store.proximity_dir(root) / 'review.json'}:"
     )
-    for v in queue:
+    for v in queue[:shown]:
         print(f"  {v.similarity:.4f}  {_title(titles, v.pair[0])}  /  {_title(titles, v.pair[1])}")
-
-
-def _titles(root: Path) -> dict[str, str]:
-    """id -> title of ``root``'s hypotheses: a vault's from its file names (``ID - Title.md``, no
-    file read), a run directory's from its corpus."""
-    try:
-        from hypograph.hypotheses import load_corpus
-        from hypograph.paths import detect_kind
-
-        if detect_kind(root) == "vault":
-            stems = (p.stem.partition(" - ") for p in (root / "hypotheses").glob("*.md"))
-            return {node_id.strip(): title for node_id, _, title in stems}
-        return {h.id: h.title for h in load_corpus(root).hypotheses}
-    except Exception:  # noqa: BLE001 - titles are a courtesy; ids alone still identify the pair
-        return {}
+    if len(queue) > shown:
+        print(f"  … and {len(queue) - shown} more, every one in {store.proximity_dir(root) / 'verdicts.json'} (FLAG)")
 
 
 # What step 4 mints, said where the count is shown (README says it too).

@@ -409,3 +409,38 @@ def test_ui_on_a_busy_port_is_one_line_and_starts_nothing(tmp_path):
     assert proc.stderr.count("\n") == 1 and f"127.0.0.1:{port} is busy" in proc.stderr, proc.stderr
     assert time.perf_counter() - started < 30  # refused before the webserver or daemon started
     assert not (tmp_path / "dagster-home").exists()  # not even the instance was opened
+
+
+def test_the_review_queue_lists_the_twenty_most_similar_pairs_and_says_how_many_more(tmp_path, capsys):
+    """At scale the queue runs to thousands of pairs: the summary shows the 20 most similar with
+    their titles, read from those pairs' files only, and says where the rest are."""
+    from conftest import write_json_hypothesis
+
+    from hypograph.proximity import store
+    from hypograph.proximity.adjudicate import Decision
+    from hypograph_cli.summaries import print_review_queue
+
+    root = tmp_path / "run"
+    for i in range(50):
+        write_json_hypothesis(root, f"H-{i:04d}", title=f"Title {i}", statement=f"Statement {i}.")
+    flags = [
+        Decision(
+            pair=(f"H-{2 * i:04d}", f"H-{2 * i + 1:04d}"),
+            similarity=0.86 + i / 1000,
+            verdict="FLAG",
+            rationale="close",
+            recommended_action="review",
+            decided_by="policy",
+        )
+        for i in range(25)
+    ]
+    store.write_verdicts(root, flags)
+    (root / "hypotheses" / "H-0000.json").write_text("{not json")  # a pair not shown: never read
+    print_review_queue(root)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("25 pair(s) wait for your review")
+    shown = lines[1:21]
+    assert [line.split()[0] for line in shown] == [f"{0.86 + i / 1000:.4f}" for i in range(24, 4, -1)]
+    assert shown[0].endswith('H-0048 "Title 48"  /  H-0049 "Title 49"'), shown[0]
+    assert lines[21] == f"  … and 5 more, every one in {root / 'proximity' / 'verdicts.json'} (FLAG)"
+    assert len(lines) == 22

@@ -40,7 +40,7 @@ LAYERS: dict[str, list[str]] = {
     "llm": ["hypograph.llm"],
     "proximity": ["hypograph.proximity"],
     "structure": ["hypograph.structure"],
-    "top": ["hypograph.library", "hypograph.casework", "hypograph.prox_cli", "hypograph.report"],
+    "top": ["hypograph.library", "hypograph.casework", "hypograph.prox_cli", "hypograph.report", "hypograph.titles"],
 }
 # Modules allowed to import hypograph modules inside functions, and why.
 LAZY_HYPOGRAPH_IMPORTS = {

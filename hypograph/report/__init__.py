@@ -37,6 +37,7 @@ from hypograph.proximity.graph import DEFAULT_DUPE_THRESHOLD
 from hypograph.report import figures
 from hypograph.report.layout import MAP_MAX, induced_edges, layout, sample_points
 from hypograph.report.sweep import BINS, Sweep, threshold_sweep
+from hypograph.titles import titles_of
 
 REPORT_HTML = "report.html"
 CLUSTER_MAP_PNG = "cluster-map.png"
@@ -129,7 +130,7 @@ def map_pictures(root: Path | str) -> dict[str, figures.MapPicture]:
 def _maps(root: Path, data: _Inputs) -> dict[str, figures.MapPicture]:
     graph = data.graph
     picked = sample_points(data.ids, data.clusters.membership())
-    data.titles = _titles(root, [data.ids[i] for i in picked.tolist()])  # hover text: the drawn points only
+    data.titles = titles_of(root, [data.ids[i] for i in picked.tolist()])  # hover text: the drawn points only
     xy = layout(data.matrix[picked], *induced_edges(picked, len(data.ids), graph.src, graph.dst, graph.sim))
     maps = {"cluster_map": _cluster_picture(root, data, picked, xy)}
     vault = _vault_picture(root, data, picked, xy)
@@ -175,45 +176,6 @@ def _cluster_names(root: Path) -> dict[str, dict]:
     if not (store.proximity_dir(root) / "cluster-labels.json").exists():
         return {}
     return store.read_cluster_names(root)
-
-
-def _titles(root: Path, ids: list[str]) -> dict[str, str]:
-    """The title (or statement) of each of ``ids``, for the hover text: from the validated corpus
-    the pipeline snapshotted (``.hypograph/assets/hypothesis_texts.json``, one file) when it holds
-    every id, else read from the input (in a run directory only the files of ``ids``: 3,000 of
-    100k, not all); {} when the input cannot be read now."""
-    import orjson
-
-    from hypograph.library.corpus import input_corpus
-    from hypograph.paths import detect_kind
-
-    snapshot = root / ".hypograph" / "assets" / "hypothesis_texts.json"
-    try:
-        hypotheses = orjson.loads(snapshot.read_bytes())["hypotheses"] if snapshot.exists() else []
-        titles = {h["id"]: " ".join((h.get("title") or h.get("statement") or "").split()) for h in hypotheses}
-    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
-        titles = {}
-    if titles and all(i in titles for i in ids):
-        return titles
-    try:
-        if detect_kind(root) == "run-dir":
-            return _run_dir_titles(root, ids)
-        corpus = input_corpus(root)
-    except HypographError:
-        return {}
-    return {h.id: " ".join((h.title or h.statement or "").split()) for h in corpus.hypotheses}
-
-
-def _run_dir_titles(root: Path, ids: list[str]) -> dict[str, str]:
-    """The titles of ``ids`` from a run directory's ``hypotheses/<id>.json``: the files the input scan
-    lists (a symlink leading outside is never read), parsed and checked as the corpus reads them."""
-    from hypograph.hypotheses import _json_hypothesis, _read_files, _run_dir_files
-
-    warnings: list[str] = []
-    names = sorted(set(_run_dir_files(root, warnings)) & {f"{i}.json" for i in ids})
-    raws = _read_files(root / "hypotheses", names)
-    hyps = [_json_hypothesis(name, raw, warnings) for name, raw in zip(names, raws, strict=True)]
-    return {h.id: " ".join((h.title or h.statement or "").split()) for h in hyps if h is not None}
 
 
 def _hover(ids: list[str], titles: dict[str, str], picked: np.ndarray, where: dict[str, str]) -> list[str]:
