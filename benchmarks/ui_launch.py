@@ -29,11 +29,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -41,6 +39,7 @@ sys.path[:0] = [str(REPO), str(REPO / "benchmarks"), str(REPO / "tests")]
 
 import services  # noqa: E402
 from commands import BIN, environment, timed  # noqa: E402
+from services import free_port, graphql  # noqa: E402
 
 from hypograph.inputs import stored_id  # noqa: E402
 from hypograph.paths import OURS  # noqa: E402
@@ -67,25 +66,6 @@ SENSORS = """query Sensors($repo: RepositorySelector!) {
 }"""
 STOP_SENSOR = """mutation Stop($id: String!) { stopSensor(id: $id) { __typename } }"""
 LOADED = """{ assetNodes { id } }"""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def graphql(port: int, query: str, variables: dict | None = None) -> dict:
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/graphql",
-        data=json.dumps({"query": query, "variables": variables or {}}).encode(),
-        headers={"content-type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        body = json.loads(response.read())
-    if body.get("errors"):
-        raise SystemExit(f"GraphQL: {body['errors']}")
-    return body["data"]
 
 
 def wait_for_code_location(port: int, process, seconds: float = 180) -> None:

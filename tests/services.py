@@ -1,4 +1,5 @@
-"""Long-running processes a test starts (``hypograph ui``, ``dagster-daemon``) and stops again.
+"""Long-running processes a test starts (``hypograph ui``, ``dagster-daemon``) and stops again, a
+free port for one, and the web UI's GraphQL endpoint.
 
 Dagster's processes stop on SIGTERM by mapping it to SIGINT's handler; a process started from a
 shell's background job inherits SIGINT *ignored*, and would then ignore SIGTERM too. So each
@@ -11,10 +12,13 @@ time.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 # SIGINT back to its default, then exec the service in the same process (same pid, same group)
@@ -45,3 +49,24 @@ def stop(process: subprocess.Popen, seconds: float = 60) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)  # whatever of the group is left (a run's helpers)
     process.wait(timeout=10)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def graphql(port: int, query: str, variables: dict | None = None, seconds: float = 30) -> dict:
+    """The ``data`` of ``query`` posted to the web UI on ``port``; raises on a GraphQL error."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql",
+        data=json.dumps({"query": query, "variables": variables or {}}).encode(),
+        headers={"content-type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=seconds) as response:
+        body = json.loads(response.read())
+    if body.get("errors"):
+        raise RuntimeError(f"GraphQL: {body['errors']}")
+    return body["data"]

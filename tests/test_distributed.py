@@ -32,6 +32,7 @@ import services
 import yaml
 from cli_helper import hypograph
 from conftest import REPO, VENV_BIN, execute, offline_env, write_json_hypothesis
+from services import free_port
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed")
 
@@ -39,12 +40,6 @@ WORKERS = ("w1", "w2")
 SHARDS = 3
 VISIBILITY = 30  # seconds before a dead worker's unacknowledged task goes back to the queue
 RUN_SECONDS = 420
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for_port(port: int, process: subprocess.Popen, log: Path, seconds: float = 30) -> None:

@@ -22,6 +22,7 @@ import pytest
 import services
 from cli_helper import hypograph, start_hypograph
 from conftest import EXAMPLE_RUN, REPO, VENV_BIN, copy_tree, offline_env
+from services import free_port
 
 DEPLOY_YAML = REPO / "deploy" / "dagster.yaml"
 PG_VARS = ("DAGSTER_PG_HOST", "DAGSTER_PG_PORT", "DAGSTER_PG_USER", "DAGSTER_PG_PASSWORD", "DAGSTER_PG_DB")
@@ -33,14 +34,6 @@ def server_bindir() -> Path | None:
         Path(p).parent for p in glob.glob("/usr/lib/postgresql/*/bin/pg_ctl") if Path(p).with_name("initdb").exists()
     ]
     return max(found, key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0) if found else None
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

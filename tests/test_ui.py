@@ -5,16 +5,14 @@ a run) so the rules a command enforces are shown to hold in a run the UI launche
 
 from __future__ import annotations
 
-import json
-import socket
 import subprocess
 import time
-import urllib.request
 
 import pytest
 import services
 from cli_helper import HYPOGRAPH, in_process
 from conftest import EXAMPLE_LIBRARY, EXAMPLE_VAULT, copy_tree, offline_env
+from services import free_port, graphql
 
 from hypograph.inputs import stored_id
 
@@ -23,22 +21,6 @@ QUERY = """{
                assetChecksOrError { ... on AssetChecks { checks { name blocking } } } }
   runsOrError { ... on Runs { results { jobName status } } }
 }"""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def graphql(port: int, query: str, variables: dict | None = None) -> dict:
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/graphql",
-        data=json.dumps({"query": query, "variables": variables or {}}).encode(),
-        headers={"content-type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read())["data"]
 
 
 def wait_for_code_location(port: int, process: subprocess.Popen, seconds: float = 90) -> dict:
