@@ -39,7 +39,7 @@ sys.path[:0] = [str(REPO), str(REPO / "benchmarks"), str(REPO / "tests")]
 
 import services  # noqa: E402
 from commands import BIN, environment, timed  # noqa: E402
-from services import free_port, graphql  # noqa: E402
+from services import LAUNCH, REPOSITORY, free_port, graphql  # noqa: E402
 
 from hypograph.inputs import stored_id  # noqa: E402
 from hypograph.paths import OURS  # noqa: E402
@@ -51,15 +51,6 @@ JOBS = ("proximity", "structure", "proximity")  # the flow of assets/next_job.py
 # offline); its loggers are the CLI's own, so the Launchpad's runs keep Dagster's default ones.
 COMMAND_SETTINGS = {"proximity": ProximitySettings(backend="tfidf", graph_threshold=0.30)}
 RUN_CONFIG = {"resources": run_config(COMMAND_SETTINGS, offline=True)["resources"]}
-REPOSITORY = {"repositoryLocationName": "hypograph", "repositoryName": "__repository__"}
-LAUNCH = """mutation Launch($params: ExecutionParams!) {
-  launchRun(executionParams: $params) {
-    __typename
-    ... on LaunchRunSuccess { run { runId } }
-    ... on PythonError { message }
-    ... on RunConfigValidationInvalid { errors { message } }
-  }
-}"""
 RUN = """query Run($id: ID!) { runOrError(runId: $id) { ... on Run { status creationTime startTime } } }"""
 SENSORS = """query Sensors($repo: RepositorySelector!) {
   sensorsOrError(repositorySelector: $repo) { ... on Sensors { results { id name sensorState { status } } } }

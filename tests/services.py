@@ -21,6 +21,17 @@ import sys
 import urllib.request
 from pathlib import Path
 
+# The code location (workspace.yaml) and the Launchpad's launch of a job, as the web UI sends them
+REPOSITORY = {"repositoryLocationName": "hypograph", "repositoryName": "__repository__"}
+LAUNCH = """mutation Launch($params: ExecutionParams!) {
+  launchRun(executionParams: $params) {
+    __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on PythonError { message }
+    ... on RunConfigValidationInvalid { errors { message } }
+  }
+}"""
+
 # SIGINT back to its default, then exec the service in the same process (same pid, same group)
 _DEFAULT_SIGINT = (
     "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])"

@@ -12,7 +12,7 @@ import pytest
 import services
 from cli_helper import HYPOGRAPH, in_process
 from conftest import EXAMPLE_LIBRARY, EXAMPLE_VAULT, copy_tree, offline_env
-from services import free_port, graphql
+from services import LAUNCH, REPOSITORY, free_port, graphql
 
 from hypograph.inputs import stored_id
 
@@ -86,17 +86,8 @@ def test_ui_shows_the_runs_the_cli_made(ui):
     assert ("structure", "SUCCESS") in runs
 
 
-REPOSITORY = {"repositoryLocationName": "hypograph", "repositoryName": "__repository__"}
 ADD_PARTITION = """mutation Add($repo: RepositorySelector!, $name: String!, $key: String!) {
   addDynamicPartition(repositorySelector: $repo, partitionsDefName: $name, partitionKey: $key) { __typename }
-}"""
-LAUNCH = """mutation Launch($params: ExecutionParams!) {
-  launchRun(executionParams: $params) {
-    __typename
-    ... on LaunchRunSuccess { run { runId } }
-    ... on PythonError { message }
-    ... on RunConfigValidationInvalid { errors { message } }
-  }
 }"""
 RUN = """query Run($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }"""
 
