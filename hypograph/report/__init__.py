@@ -33,6 +33,7 @@ from hypograph.atomic import write_atomic
 from hypograph.errors import HypographError
 from hypograph.paths import check_folder
 from hypograph.proximity import store
+from hypograph.proximity.forks import available_cpus, fork_map
 from hypograph.proximity.graph import DEFAULT_DUPE_THRESHOLD
 from hypograph.report import figures
 from hypograph.report.layout import MAP_MAX, induced_edges, layout, sample_points
@@ -86,10 +87,10 @@ def write_report(root: Path | str, dupe_threshold: float = DEFAULT_DUPE_THRESHOL
     sweep = threshold_sweep(graph, data.matrix, data.clusters.algorithm, dupe_threshold)
     maps = _maps(root, data)
     vault = maps.get("vault_map")
-    drawn = {name: figures.map_png(picture) for name, picture in maps.items()}
+    jobs = [("map", picture) for picture in maps.values()] + [("sweep", (sweep, graph.threshold, dupe_threshold))]
+    drawn = dict(zip([*maps, "thresholds"], _render_all(jobs), strict=True))
     pngs = {name: png for name, (png, _) in drawn.items()}
-    labels = {name: placed for name, (_, placed) in drawn.items()}
-    pngs["thresholds"] = figures.sweep_png(sweep, graph.threshold, dupe_threshold)
+    labels = {name: placed for name, (_, placed) in drawn.items() if name in maps}
     headline = figures.headline(sweep, graph.threshold, dupe_threshold)
     d = store.proximity_dir(root)
     files = {"cluster_map": d / CLUSTER_MAP_PNG, "thresholds": d / THRESHOLDS_PNG}
@@ -118,6 +119,25 @@ def write_report(root: Path | str, dupe_threshold: float = DEFAULT_DUPE_THRESHOL
     written = [path for path, payload in content.items() if write_atomic(path, lambda fh, p=payload: fh.write(p))]
     seconds = time.perf_counter() - started
     return Report(root, files, written, pngs, sweep, graph.threshold, dupe_threshold, counts, headline, seconds)
+
+
+def _render_all(jobs: list[tuple[str, object]]) -> list[tuple[bytes, list]]:
+    """The PNG of each picture in ``jobs`` (``_render``), drawn side by side in forked workers: the
+    pictures are independent and matplotlib draws each on one core."""
+    # imported once here, not in each worker
+    from matplotlib import figure  # noqa: F401
+    from matplotlib.backends import backend_agg  # noqa: F401
+
+    return list(fork_map(_render, jobs, min(available_cpus(), len(jobs))))
+
+
+def _render(job: tuple[str, object]) -> tuple[bytes, list]:
+    """One picture: ``("map", MapPicture)`` -> (PNG bytes, the labels drawn); ``("sweep", (sweep,
+    threshold, dupe threshold))`` -> (PNG bytes, [])."""
+    kind, what = job
+    if kind == "map":
+        return figures.map_png(what)
+    return figures.sweep_png(*what), []
 
 
 def map_pictures(root: Path | str) -> dict[str, figures.MapPicture]:
