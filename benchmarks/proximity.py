@@ -111,13 +111,16 @@ def run_process(command: list[str], env: dict | None = None, cwd: Path | None = 
     return result
 
 
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = ("hypograph", "hypograph_cli", "assets", "pipelines", "resources", "io_managers")
+
+
 def compile_hypograph() -> None:
-    """Write the bytecode of Hypograph's modules, as installing the package does."""
+    """Write the bytecode of the project's modules, as installing the package does."""
     import compileall
 
-    import hypograph
-
-    compileall.compile_dir(Path(hypograph.__file__).parent, quiet=1)
+    for package in PACKAGES:
+        compileall.compile_dir(REPO / package, quiet=1)
 
 
 def naive_dir(root: Path) -> Path:

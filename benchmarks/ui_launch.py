@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "benchmarks"), str(REPO / "tests")]
 
 import services  # noqa: E402
-from commands import BIN, environment, timed  # noqa: E402
+from commands import BIN, compile_hypograph, environment, timed  # noqa: E402
 from services import LAUNCH, REPOSITORY, free_port, graphql  # noqa: E402
 
 from hypograph.inputs import stored_id  # noqa: E402
@@ -179,6 +179,7 @@ def main() -> None:
     p.add_argument("--sizes", default="500,5000", help="vault sizes (default 500,5000)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     args = p.parse_args()
+    compile_hypograph()  # as pip install does (commands.py says why)
     with tempfile.TemporaryDirectory(prefix="hypograph-ui-launch-") as tmp:
         rows = [row(int(s), Path(tmp)) for s in args.sizes.split(",") if s]
     if args.json:
