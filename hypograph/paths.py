@@ -34,6 +34,8 @@ NAME_MAX = 255  # bytes per file name on ext4, APFS, NTFS (as UTF-16 units), mos
 TEMP_ROOM = 24  # ".NAME." + 8 random + ".tmp" is 14 bytes; mint's ".NAME.<pid>.tmp" at most 14 too
 MAX_NAME_BYTES = NAME_MAX - TEMP_ROOM
 OURS = ".hypograph"  # the one dot-folder the tool writes
+# the validated corpus a proximity run keeps (the hypothesis_texts asset), relative to its input
+TEXTS_SNAPSHOT = PurePosixPath(OURS) / "assets" / "hypothesis_texts.json"
 
 
 def name_problem(name: str) -> str | None:

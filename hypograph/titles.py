@@ -7,23 +7,23 @@ from pathlib import Path
 
 import orjson
 
+from hypograph.atomic import read_regular
 from hypograph.errors import HypographError
 from hypograph.hypotheses import _json_hypothesis, _read_files, _run_dir_files
 from hypograph.library.corpus import input_corpus
-from hypograph.paths import OURS, detect_kind
+from hypograph.paths import TEXTS_SNAPSHOT, detect_kind
 
-SNAPSHOT = Path(OURS) / "assets" / "hypothesis_texts.json"  # the validated corpus the pipeline kept
+SNAPSHOT_MAX = 256 << 20  # a courtesy read: past this the ids' own files are read instead
 
 
 def titles_of(root: Path, ids: list[str]) -> dict[str, str]:
     """id -> title (or statement, whitespace collapsed) for ``ids`` of the input at ``root``: from
     the pipeline's snapshot (one file) when it holds every id, else from the input (in a run
     directory only the files of ``ids``); {} when the input cannot be read now."""
-    snapshot = root / SNAPSHOT
     try:
-        hypotheses = orjson.loads(snapshot.read_bytes())["hypotheses"] if snapshot.exists() else []
+        hypotheses = orjson.loads(read_regular(root / TEXTS_SNAPSHOT, SNAPSHOT_MAX))["hypotheses"]
         titles = {h["id"]: " ".join((h.get("title") or h.get("statement") or "").split()) for h in hypotheses}
-    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+    except (OSError, HypographError, orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
         titles = {}
     if titles and all(i in titles for i in ids):
         return titles

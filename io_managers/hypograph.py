@@ -16,11 +16,11 @@ from dagster import ConfigurableIOManager, InputContext, MetadataValue, OutputCo
 
 from hypograph.atomic import write_json
 from hypograph.hypotheses import corpus_document, corpus_from_document
-from hypograph.paths import OURS
+from hypograph.paths import TEXTS_SNAPSHOT
 from hypograph.proximity import store
 from resources.inputs import Inputs
 
-TEXTS = Path(OURS) / "assets" / "hypothesis_texts.json"
+TEXTS = TEXTS_SNAPSHOT
 
 
 class Codec(NamedTuple):

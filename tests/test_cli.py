@@ -436,6 +436,10 @@ def test_the_review_queue_lists_the_twenty_most_similar_pairs_and_says_how_many_
     ]
     store.write_verdicts(root, flags)
     (root / "hypotheses" / "H-0000.json").write_text("{not json")  # a pair not shown: never read
+    outside = tmp_path / "elsewhere.json"  # a snapshot that is a link out of the input: never read
+    outside.write_text('{"hypotheses": [{"id": "H-0048", "title": "Planted"}]}')
+    (root / ".hypograph" / "assets").mkdir(parents=True)
+    (root / ".hypograph" / "assets" / "hypothesis_texts.json").symlink_to(outside)
     print_review_queue(root)
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("25 pair(s) wait for your review")
