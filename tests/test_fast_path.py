@@ -94,3 +94,24 @@ def test_structure_reruns_what_a_person_deleted(tmp_path):
     assert [job for job, _ in _runs(tmp_path / "home")][runs:] == ["proximity"]
     assert (vault / "proximity" / "verdicts.json").is_file()
     assert "only proximity ran (its files were gone)" in again.stdout
+
+
+def test_the_daemon_reads_the_run_queue_every_second_and_an_older_instance_file_is_brought_up_to_date(
+    tmp_path, monkeypatch
+):
+    """A run launched from the UI waits at most about a second in the queue: the instance file
+    hypograph writes says so, an unedited one an earlier version wrote is rewritten, and one a
+    person edited is left as it is."""
+    from pipelines import instance
+
+    old, edited = tmp_path / "old", tmp_path / "edited"
+    for home, text in ((old, instance.OLD_INSTANCE_YAMLS[-1]), (edited, "telemetry:\n  enabled: true\n")):
+        home.mkdir()
+        (home / "dagster.yaml").write_text(text)
+    monkeypatch.setenv("DAGSTER_HOME", str(old))
+    with instance.open_instance() as opened:
+        assert type(opened.run_coordinator).__name__ == "QueuedRunCoordinator"
+        assert opened.run_coordinator.dequeue_interval_seconds == 1
+    monkeypatch.setenv("DAGSTER_HOME", str(edited))
+    instance.dagster_home()
+    assert (edited / "dagster.yaml").read_text() == "telemetry:\n  enabled: true\n"
