@@ -10,6 +10,7 @@ import json
 import math
 import os
 import random
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -888,6 +889,35 @@ def test_a_csc_npz_from_another_tool_is_read_through_scipy(tmp_path):
     assert "written by another tool" in emb.notes[0]
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_sparse_rows_are_normalised_to_scikit_learns_bits(seed):
+    """normalise_rows adds each row's squares in stored order, as scikit-learn's normalize does: the
+    same bits, unsorted rows, explicit zeros, empty and all-zero rows included."""
+    from hypograph.proximity.similarity import normalise_rows
+
+    rng = np.random.default_rng(seed)
+    m = sp.random(200, 300, density=rng.uniform(0.002, 0.4), random_state=seed, format="coo") * rng.uniform(0.01, 50)
+    m = sp.csr_matrix((m.data, (m.row, m.col)), shape=m.shape)
+    m.data[rng.random(m.nnz) < 0.1] = 0.0
+    m.indices[m.indptr[5] : m.indptr[6]] = m.indices[m.indptr[5] : m.indptr[6]][::-1].copy()  # unsorted row
+    m.has_sorted_indices = False
+    expected = sp.csr_matrix(normalize(sp.csr_matrix(m, dtype=np.float64, copy=True), copy=False))
+    expected.sum_duplicates()
+    got, _ = normalise_rows(m)
+    assert got.data.tobytes() == expected.data.tobytes()
+    assert np.array_equal(got.indices, expected.indices) and np.array_equal(got.indptr, expected.indptr)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_embeddings_from_another_tool_with_a_non_finite_value_are_refused_naming_the_file(tmp_path, bad):
+    d = store.proximity_dir(tmp_path)
+    d.mkdir(parents=True)
+    sp.save_npz(d / "embeddings.npz", sp.csr_matrix(np.array([[1.0, bad], [1.0, 0.0]])))
+    (d / "embedding-ids.json").write_text(json.dumps(["H-1", "H-2"]), encoding="utf-8")
+    with pytest.raises(HypographError, match=r"embeddings\.npz: holds values that are not finite"):
+        store.read_embeddings(tmp_path)
+
+
 def test_embedding_files_replaced_by_another_tool_are_read_as_the_seed_reads_them(tmp_path):
     """The seed's prox embed overwrote embeddings.npz and embedding-ids.json after ours: read them,
     normalising the rows, and say so once (not a digest error)."""
@@ -1018,3 +1048,20 @@ def test_one_backend_interface_selects_each_backend_and_names_the_choices():
         select_backend("tfidf", "x")
     library_tfidf = make_embedder("tfidf")
     assert backend_of(library_tfidf) == "tfidf (asked for: embedder tfidf)" and library_tfidf([]).shape == (0, 1)
+
+
+def test_communities_leave_matplotlib_importable_after_hiding_it_from_igraph():
+    """find_communities imports igraph with matplotlib hidden (its drawing layer is not needed);
+    matplotlib itself must import normally afterwards in the same process, as the report does."""
+    script = (
+        "import sys, numpy as np\n"
+        "from hypograph.proximity.graph import SimilarityGraph\n"
+        "from hypograph.proximity.communities import find_communities\n"
+        "g = SimilarityGraph(['H-1', 'H-2', 'H-3'], 0.3, np.array([0]), np.array([1]), np.array([0.9]))\n"
+        "print(sorted(find_communities(g).clusters.values()))\n"
+        "assert 'matplotlib' not in sys.modules\n"
+        "import matplotlib.pyplot as plt\n"
+        "print(plt.figure is not None)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split("\n")[:2] == ["[['H-1', 'H-2'], ['H-3']]", "True"]

@@ -9,6 +9,7 @@ never spans two connected components: Louvain's communities are split along comp
 from __future__ import annotations
 
 import random
+import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -44,8 +45,7 @@ class Clusters:
 
 def find_communities(graph: SimilarityGraph, algorithm: str = "louvain", seed: int = SEED) -> Clusters:
     """Partition the graph's nodes. Louvain is O(E) per pass; components O(N + E)."""
-    import igraph
-
+    igraph = _igraph()
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algorithm!r}: choose one of {', '.join(ALGORITHMS)}")
     n = len(graph.ids)
@@ -63,6 +63,22 @@ def find_communities(graph: SimilarityGraph, algorithm: str = "louvain", seed: i
     else:
         community = component
     return Clusters(label_groups(graph.ids, _groups(community, component)), algorithm)
+
+
+def _igraph():
+    """The igraph module. Its drawing layer imports ``matplotlib.pyplot`` when it can, which triples
+    the import's cost; communities never draw, so a process that has not loaded matplotlib imports
+    igraph with matplotlib hidden (igraph then keeps a stand-in that only its plotting uses)."""
+    if "igraph" in sys.modules or "matplotlib" in sys.modules:
+        import igraph
+
+        return igraph
+    sys.modules["matplotlib"] = None  # ``import matplotlib`` raises ImportError while this is set
+    try:
+        import igraph
+    finally:
+        del sys.modules["matplotlib"]
+    return igraph
 
 
 def _groups(community: np.ndarray, component: np.ndarray) -> list[np.ndarray]:

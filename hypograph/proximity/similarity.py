@@ -96,18 +96,16 @@ class Block:
 def normalise_rows(matrix) -> tuple[sp.csr_matrix | np.ndarray, int]:
     """L2-normalised copy of ``matrix`` (zero rows stay zero) and how many rows were not unit length.
 
-    Sparse rows: float64 CSR, normalised by scikit-learn's ``normalize`` in their stored order, as
-    the seed's ``cosine_similarity`` normalises them, then sorted. Dense rows keep float32 (sentence
-    embeddings) or become float64.
+    Sparse rows: float64 CSR, each row's squares added in stored order and its entries divided by
+    the root, as scikit-learn's ``normalize`` (and so the seed's ``cosine_similarity``) does, then
+    sorted. Dense rows keep float32 (sentence embeddings) or become float64.
     """
     if sp.issparse(matrix):
-        from sklearn.preprocessing import normalize  # only when building a graph
-
         m = sp.csr_matrix(matrix, dtype=np.float64, copy=True)
-        norms = np.sqrt(np.asarray(m.multiply(m).sum(axis=1)).ravel())
+        norms = np.sqrt(_squares_in_stored_order(m))
         off = int(np.count_nonzero((norms > 0) & (np.abs(norms - 1.0) > 1e-6)))
-        if m.shape[1]:  # squares added in stored order, as the seed's; no columns: nothing to scale
-            m = sp.csr_matrix(normalize(m, copy=False))
+        scale = np.repeat(np.where(norms > 0, norms, 1.0), np.diff(m.indptr))
+        m.data /= scale
         m.sum_duplicates()  # also sorts the indices
         return m, off
     dense = np.asarray(matrix)
@@ -116,6 +114,24 @@ def normalise_rows(matrix) -> tuple[sp.csr_matrix | np.ndarray, int]:
     off = int(np.count_nonzero((norms > 0) & (np.abs(norms - 1.0) > 1e-5)))
     dense /= np.where(norms > 0, norms, 1.0)[:, None]
     return dense, off
+
+
+def _squares_in_stored_order(m: sp.csr_matrix) -> np.ndarray:
+    """Each row's sum of squared entries, added one entry at a time from 0.0 in stored order (as
+    scikit-learn's ``inplace_csr_row_normalize_l2`` adds them, so the quotients are its bits; numpy's
+    own sums add pairwise). Rows go longest first, so step k adds the k-th entry of a shrinking
+    prefix: O(nnz) in all, without importing scikit-learn (a second in a ``prox graph`` process)."""
+    lengths = np.diff(m.indptr)
+    order = np.argsort(-lengths, kind="stable")
+    starts, lengths = m.indptr[:-1][order], lengths[order]
+    squares = m.data * m.data
+    sums = np.zeros(lengths.size)
+    longer = np.searchsorted(-lengths, -np.arange(lengths[0] if lengths.size else 0), side="left")
+    for k, count in enumerate(longer.tolist()):  # the first ``count`` rows have a k-th entry
+        sums[:count] += squares[starts[:count] + k]
+    out = np.empty_like(sums)
+    out[order] = sums
+    return out
 
 
 def plan_similarity(

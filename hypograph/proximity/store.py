@@ -176,6 +176,9 @@ def _sparse_rows(npz: bytes, path: Path):
 def _foreign(path: Path, ids: list, rows, why: str, digest: str) -> Embeddings:
     from hypograph.proximity.similarity import normalise_rows
 
+    values = rows.data if hasattr(rows, "data") and not isinstance(rows, np.ndarray) else rows
+    if not np.isfinite(values).all():
+        raise HypographError(f"{path}: holds values that are not finite numbers (NaN or infinity)")
     matrix, off = normalise_rows(rows)
     note = f"{path}: written by another tool ({why}): read as the seed reads it, " + (
         f"{off} of {matrix.shape[0]} rows L2-normalised" if off else "rows already unit length"
