@@ -316,17 +316,31 @@ def _read_vault_node(path: Path, root: Path, warnings: list[str]) -> Hypothesis 
     return h
 
 
-def corpus_document(corpus: Corpus) -> dict:
-    """A JSON-ready snapshot of a corpus (what the ``hypothesis_texts`` asset persists)."""
-    return {
+def corpus_json(corpus: Corpus) -> bytes:
+    """The JSON snapshot of a corpus (what the ``hypothesis_texts`` asset persists): its root, kind,
+    warnings and each hypothesis's fields, ``extra`` as JSON values (dates, which a vault's YAML
+    may hold, as ISO text; sets as sorted lists; anything else as its text)."""
+    doc = {
         "root": str(corpus.root),
         "kind": corpus.kind,
         "warnings": corpus.warnings,
-        "hypotheses": [h.document() for h in corpus.hypotheses],
+        "hypotheses": [
+            {k: getattr(h, k) for k in ("id", "title", "statement", "mechanism", "question", "path", "extra")}
+            for h in corpus.hypotheses
+        ],
     }
+    try:
+        return orjson.dumps(doc, default=_json_value, option=orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError:  # integers past 64 bits, lone surrogates: the standard library writes them
+        return json.dumps(doc, default=_json_value).encode("ascii")
 
 
-def corpus_from_document(doc: dict) -> Corpus:
+def corpus_from_json(raw: bytes) -> Corpus:
+    """The corpus of a ``corpus_json`` snapshot."""
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:  # what only the standard library writes (see corpus_json)
+        doc = json.loads(raw)
     return Corpus(
         root=Path(doc["root"]),
         kind=doc["kind"],

@@ -7,15 +7,15 @@ library and case assets write through their domain's journal instead and return
 ``<input>/.hypograph/assets/hypothesis_texts.json``.
 """
 
-import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from dagster import ConfigurableIOManager, InputContext, MetadataValue, OutputContext
 
-from hypograph.atomic import write_json
-from hypograph.hypotheses import corpus_document, corpus_from_document
+from hypograph.atomic import write_atomic
+from hypograph.hypotheses import Corpus, corpus_from_json, corpus_json
 from hypograph.paths import TEXTS_SNAPSHOT
 from hypograph.proximity import store
 from resources.inputs import Inputs
@@ -28,13 +28,34 @@ class Codec(NamedTuple):
     read: Callable[[Path], Any]  # input root -> value
 
 
-def _write_texts(root: Path, corpus) -> list[Path]:
-    write_json(root / TEXTS, corpus_document(corpus))
-    return [root / TEXTS]
+def _write_texts(root: Path, corpus: Corpus) -> list[Path]:
+    path = root / TEXTS
+    raw = corpus_json(corpus)
+    write_atomic(path, lambda fh: fh.write(raw))
+    _LAST_TEXTS.clear()
+    _LAST_TEXTS[_identity(path)] = corpus
+    return [path]
 
 
-def _read_texts(root: Path):
-    return corpus_from_document(json.loads((root / TEXTS).read_text(encoding="utf-8")))
+def _read_texts(root: Path) -> Corpus:
+    """The snapshot's corpus, parsed once per process while the file stays the same: every step of
+    a run that takes the texts (five in the proximity job) would otherwise parse all of them again."""
+    path = root / TEXTS
+    key = _identity(path)
+    if key not in _LAST_TEXTS:
+        corpus = corpus_from_json(path.read_bytes())
+        _LAST_TEXTS.clear()
+        _LAST_TEXTS[key] = corpus
+    return _LAST_TEXTS[key]
+
+
+_LAST_TEXTS: dict[tuple, Corpus] = {}  # the one snapshot last written or read, by its file's identity
+
+
+def _identity(path: Path) -> tuple:
+    """What changes when the file is replaced (``write_atomic`` renames a new inode into place)."""
+    st = os.stat(path)
+    return (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 CODECS: dict[str, Codec] = {

@@ -11,8 +11,8 @@ from conftest import QUESTION, RUN_HYPOTHESES, RUN_IDS, VAULT_IDS, VAULT_NODES
 from hypograph.errors import HypographError
 from hypograph.hypotheses import (
     Hypothesis,
-    corpus_document,
-    corpus_from_document,
+    corpus_from_json,
+    corpus_json,
     id_sort_key,
     load_corpus,
     strip_wikilinks,
@@ -269,12 +269,29 @@ def test_strip_wikilinks(text, expected):
     assert strip_wikilinks(text) == expected
 
 
-def test_corpus_document_round_trips(vault):
+def test_corpus_snapshot_round_trips(vault):
     corpus = load_corpus(vault)
-    back = corpus_from_document(json.loads(json.dumps(corpus_document(corpus))))
+    back = corpus_from_json(corpus_json(corpus))
     assert back.ids == corpus.ids
     assert back.texts == corpus.texts
     assert back.kind == corpus.kind
+    assert [h.extra for h in back.hypotheses] == [h.document()["extra"] for h in corpus.hypotheses]
+
+
+def test_a_snapshot_holds_what_json_cannot_take_natively():
+    """Dates and sets a vault's YAML may hold become ISO text and sorted lists, as Hypothesis.document
+    writes them; an integer past 64 bits or a lone surrogate goes through the standard library."""
+    import datetime
+    from pathlib import Path
+
+    from hypograph.hypotheses import Corpus
+
+    extra = {"created": datetime.date(2024, 5, 1), "tags": {"b", "a"}, 3: "three"}
+    odd = {"big": 2**70, "odd": "\ud800"}
+    for fields in (extra, odd):
+        h = Hypothesis(id="H-1", title="t", statement="s", path="hypotheses/H-1.md", extra=fields)
+        back = corpus_from_json(corpus_json(Corpus(root=Path("/x"), kind="vault", hypotheses=[h], warnings=[])))
+        assert back.hypotheses[0].extra == h.document()["extra"]
 
 
 def test_a_long_file_is_read_whole(run_dir, add_hypothesis):
