@@ -49,7 +49,9 @@ def _read_texts(root: Path) -> Corpus:
     return _LAST_TEXTS[key]
 
 
-_LAST_TEXTS: dict[tuple, Corpus] = {}  # the one snapshot last written or read, by its file's identity
+# The one snapshot last written or read in this execution, by its file's identity (cleared when
+# the IO manager is torn down, at the end of a run, or of a step in a process of its own).
+_LAST_TEXTS: dict[tuple, Corpus] = {}
 
 
 def _identity(path: Path) -> tuple:
@@ -84,6 +86,9 @@ class HypographIOManager(ConfigurableIOManager):
     def load_input(self, context: InputContext):
         root, name = self.inputs.root(context.partition_key), context.upstream_output.asset_key.path[-1]
         return _codec(name).read(root)
+
+    def teardown_after_execution(self, context) -> None:
+        _LAST_TEXTS.clear()  # a long-lived worker process holds no corpus between runs
 
 
 def _codec(name: str) -> Codec:

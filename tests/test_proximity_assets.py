@@ -339,3 +339,25 @@ def test_a_sweep_with_blank_cells_is_one_table_of_whole_records():
     ]
     table = sweep_table(rows)
     assert [r.data for r in table.records] == rows
+
+
+def test_a_run_parses_the_texts_snapshot_at_most_once_and_holds_no_corpus_after(run_dir, monkeypatch):
+    """Five steps take the texts: the IO manager hands them the corpus it wrote (or parsed once)
+    while the snapshot file is unchanged, and forgets it when the run ends. An edit of the snapshot
+    between steps is read, not served stale."""
+    import io_managers.hypograph as io_manager
+
+    parsed = []
+    real = io_manager.corpus_from_json
+    monkeypatch.setattr(io_manager, "corpus_from_json", lambda raw: parsed.append(len(raw)) or real(raw))
+    result = run_proximity_job(run_dir)
+    assert result.success
+    assert parsed == []  # the writer's own corpus served every reader
+    assert io_manager._LAST_TEXTS == {}
+    path = run_dir / io_manager.TEXTS
+    first = io_manager._read_texts(run_dir)
+    assert len(parsed) == 1 and io_manager._read_texts(run_dir) is first
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["hypotheses"] = doc["hypotheses"][:1]
+    path.write_text(json.dumps(doc), encoding="utf-8")  # a new inode, size and mtime
+    assert len(io_manager._read_texts(run_dir).hypotheses) == 1 and len(parsed) == 2
