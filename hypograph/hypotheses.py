@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -196,15 +197,30 @@ def _read_files(folder: Path, names: list[str]) -> list[bytes | OSError]:
     from hypograph.progress import stage
 
     out: list[bytes | OSError] = []
+    prefix = os.path.join(folder, "")
     with stage("read hypotheses", total=len(names), unit="files") as s:
         for k, name in enumerate(names):
             try:
-                out.append((folder / name).read_bytes())
+                out.append(_file_bytes(prefix + name))
             except OSError as e:
                 out.append(e)
             if k % 1000 == 999:  # a bar on 100k files; nothing per file
                 s.advance(1000)
     return out
+
+
+def _file_bytes(path: str) -> bytes:
+    """The bytes of the file ``path`` through plain system calls: a third of ``Path.read_bytes``'s
+    cost per file, which counts at 100k files. ``O_NONBLOCK``: a FIFO put in a file's place reads
+    as empty rather than waiting for a writer."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _parse_json(raw: bytes | OSError) -> tuple[Any, str | None]:

@@ -301,16 +301,16 @@ def test_a_long_file_is_read_whole(run_dir, add_hypothesis):
 
 
 def test_a_file_that_cannot_be_read_is_a_warning_naming_it_and_the_reason(run_dir, monkeypatch):
-    from pathlib import Path
+    import hypograph.hypotheses as reader
 
-    real = Path.read_bytes
+    real = reader._file_bytes
 
     def refuse(path):
-        if path.name == "H-2.json":
+        if path.endswith("/H-2.json"):  # the tests run as root, whom a file's mode does not stop
             raise PermissionError(13, "Permission denied")
         return real(path)
 
-    monkeypatch.setattr(Path, "read_bytes", refuse)
+    monkeypatch.setattr(reader, "_file_bytes", refuse)
     corpus = load_corpus(run_dir)
     assert "H-2" not in corpus.ids and len(corpus.ids) == len(RUN_IDS) - 1
     assert corpus.warnings == ["hypotheses/H-2.json: skipped: cannot be read (Permission denied)"]

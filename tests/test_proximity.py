@@ -1065,3 +1065,36 @@ def test_communities_leave_matplotlib_importable_after_hiding_it_from_igraph():
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.split("\n")[:2] == ["[['H-1', 'H-2'], ['H-3']]", "True"]
+
+
+@pytest.mark.parametrize("model", ["tfidf-seed", "tfidf-tuned"])
+def test_terms_counted_in_workers_give_scikit_learns_rows_bit_for_bit(monkeypatch, model):
+    """count_in_workers: slices tokenised in forked workers and joined give the very matrix and
+    vocabulary TfidfVectorizer computes alone (column order, entry order, every bit)."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    from hypograph.proximity import embed as embed_module
+    from hypograph.proximity import term_counts
+
+    monkeypatch.setattr(term_counts, "PARALLEL_MIN_TEXTS", 10)
+    monkeypatch.setattr(term_counts, "available_cpus", lambda: 2)
+    rng = random.Random(7)
+    words = [f"w{k}" for k in range(300)] + ["the", "of", "and", "mites", "Varroa", "pollen"]
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 25))) for _ in range(400)]
+    texts[5] = "the of and"  # stop words only: an all-zero row in the tuned model
+    rows, terms = embed_module.tfidf_rows(texts, model)
+    vec = TfidfVectorizer(**embed_module.TFIDF_MODELS[model])
+    expected = sp.csr_matrix(vec.fit_transform(texts))
+    assert terms == vec.get_feature_names_out().tolist()
+    assert rows.data.tobytes() == expected.data.tobytes()
+    assert rows.indices.tobytes() == expected.indices.tobytes() and rows.indptr.tobytes() == expected.indptr.tobytes()
+
+
+def test_terms_counted_in_workers_keep_the_empty_vocabulary_answer(monkeypatch):
+    from hypograph.proximity import embed as embed_module
+    from hypograph.proximity import term_counts
+
+    monkeypatch.setattr(term_counts, "PARALLEL_MIN_TEXTS", 10)
+    monkeypatch.setattr(term_counts, "available_cpus", lambda: 2)
+    rows, terms = embed_module.tfidf_rows(["the of and"] * 40, "tfidf-tuned")
+    assert rows.shape == (40, 0) and terms == []

@@ -192,7 +192,10 @@ def tfidf_rows(texts: list[str], model: str = SEED_TFIDF) -> tuple[sp.csr_matrix
     import scipy.sparse as sp
     from sklearn.feature_extraction.text import TfidfVectorizer  # heavy import, only when embedding
 
+    from hypograph.proximity.term_counts import count_in_workers
+
     vec = TfidfVectorizer(**TFIDF_MODELS[model])
+    count_in_workers(vec, texts)
     try:
         matrix = vec.fit_transform(texts)
     except ValueError:
