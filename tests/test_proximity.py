@@ -1088,3 +1088,25 @@ def test_terms_counted_in_workers_keep_the_empty_vocabulary_answer(monkeypatch):
     monkeypatch.setattr(term_counts, "available_cpus", lambda: 2)
     rows, terms = embed_module.tfidf_rows(["the of and"] * 40, "tfidf-tuned")
     assert rows.shape == (40, 0) and terms == []
+
+
+def test_freed_memory_is_kept_only_inside_the_block(monkeypatch):
+    """freed_memory_kept raises glibc's trim and mmap thresholds for the block, then lowers the
+    trim threshold and returns what is free, even when the block raises."""
+    from hypograph.proximity import forks
+
+    calls = []
+
+    class Libc:
+        def mallopt(self, param, value):
+            calls.append(("mallopt", param, value))
+
+        def malloc_trim(self, pad):
+            calls.append(("malloc_trim", pad))
+
+    monkeypatch.setattr(forks, "_glibc", Libc)
+    with pytest.raises(RuntimeError), forks.freed_memory_kept():
+        assert calls == [("mallopt", -1, 1 << 30), ("mallopt", -3, 32 << 20)]
+        raise RuntimeError
+    assert calls[2:] == [("mallopt", -1, 64 << 20), ("malloc_trim", 0)]
+    assert forks._glibc() is not None or not sys.platform.startswith("linux")

@@ -1,4 +1,5 @@
-"""This machine's cores: how many this process may use, and a map over forked workers.
+"""This machine's cores: how many this process may use, a map over forked workers, and a block
+in which freed memory is kept for reuse (the graph's row blocks allocate and free large arrays).
 
 Bottom of the proximity package: imports nothing of hypograph, so any module (the tokeniser, the
 product, the cap, the graph.json writer) can fan out without an import cycle.
@@ -7,6 +8,7 @@ product, the cap, the graph.json writer) can fan out without an import cycle.
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 
 
 def available_cpus() -> int:
@@ -38,20 +40,39 @@ def fork_map(fn, items: list, workers: int):
         yield from pool.map(fn, items)
 
 
-def keep_freed_memory() -> None:
-    """Ask glibc to keep freed memory for reuse instead of handing it back to the system at once.
+@contextmanager
+def freed_memory_kept():
+    """Within the block, glibc keeps freed memory for reuse instead of handing it back to the
+    system at once; afterwards what is free goes back, and at most 64 MiB is kept from then on.
 
     The graph's row blocks allocate and free arrays of tens of MB, over and over; returned to the
     system, each one is faulted in afresh on the next allocation, which cost as much system time
-    as the product itself. From here on, allocations under 32 MiB come from the heap and up to
-    1 GiB of freed heap stays with the process (which exits when its step ends). Forked workers
-    inherit it. A no-op where the C library is not glibc.
+    as the product itself. Inside, allocations under 32 MiB come from the heap and up to 1 GiB of
+    freed heap stays; forked workers inherit it. After, the trim threshold is twice the mmap
+    threshold, as glibc's own adjustment pairs them, so a long-lived worker holds little. A no-op
+    where the C library is not glibc.
     """
+    libc = _glibc()
+    if libc is None:
+        yield
+        return
+    libc.mallopt(M_TRIM_THRESHOLD, 1 << 30)
+    libc.mallopt(M_MMAP_THRESHOLD, 32 << 20)  # its maximum on 64-bit glibc
+    try:
+        yield
+    finally:
+        libc.mallopt(M_TRIM_THRESHOLD, 64 << 20)
+        libc.malloc_trim(0)
+
+
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt's parameters (malloc.h)
+
+
+def _glibc():
     import ctypes
 
     try:
         libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
-        libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD (its maximum on 64-bit glibc)
-    except (OSError, AttributeError):
-        pass
+        return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
+    except OSError:
+        return None

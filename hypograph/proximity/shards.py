@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from hypograph.proximity import similarity as sim_
-from hypograph.proximity.forks import fork_map, keep_freed_memory
+from hypograph.proximity.forks import fork_map, freed_memory_kept
 
 PARALLEL_MIN_ROWS = 4_000  # below this, worker processes cost more than they save
 KNN_STEP = 4096  # rows per faiss search
@@ -38,8 +38,11 @@ def shard_ranges(plan: sim_.Plan, count: int) -> list[tuple[int, int]]:
 
 def range_edges(plan: sim_.Plan, start: int, stop: int, workers: int = 1) -> tuple[sim_.Block, dict]:
     """The edges found from positions [start, stop) as one block, and how they were found."""
-    keep_freed_memory()
-    workers = max(1, workers)
+    with freed_memory_kept():
+        return _range_edges(plan, start, stop, max(1, workers))
+
+
+def _range_edges(plan: sim_.Plan, start: int, stop: int, workers: int) -> tuple[sim_.Block, dict]:
     if uses_knn(plan):
         from hypograph.proximity import knn
 
