@@ -210,9 +210,9 @@ def _read_files(folder: Path, names: list[str]) -> list[bytes | OSError]:
 
 
 def _file_bytes(path: str) -> bytes:
-    """The bytes of the file ``path`` through plain system calls: a third of ``Path.read_bytes``'s
-    cost per file, which counts at 100k files. ``O_NONBLOCK``: a FIFO put in a file's place reads
-    as empty rather than waiting for a writer."""
+    """The bytes of the file ``path`` through plain system calls, cheaper per file than
+    ``Path.read_bytes`` (which counts at 100k files). ``O_NONBLOCK``: a FIFO put in a file's place
+    reads as empty rather than waiting for a writer."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         chunks = []

@@ -46,11 +46,11 @@ def freed_memory_kept():
     system at once; afterwards what is free goes back, and at most 64 MiB is kept from then on.
 
     The graph's row blocks allocate and free arrays of tens of MB, over and over; returned to the
-    system, each one is faulted in afresh on the next allocation, which cost as much system time
-    as the product itself. Inside, allocations under 32 MiB come from the heap and up to 1 GiB of
-    freed heap stays; forked workers inherit it. After, the trim threshold is twice the mmap
-    threshold, as glibc's own adjustment pairs them, so a long-lived worker holds little. A no-op
-    where the C library is not glibc.
+    system, each one is faulted in afresh on the next allocation (most of the step's system time).
+    Inside, allocations under 32 MiB come from the heap and up to 1 GiB of freed heap stays;
+    forked workers inherit it. After, the trim threshold is twice the mmap threshold, as glibc's
+    own adjustment pairs them, so a long-lived worker holds little. A no-op where the C library
+    is not glibc.
     """
     libc = _glibc()
     if libc is None:

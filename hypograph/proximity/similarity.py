@@ -117,7 +117,7 @@ def _squares_in_stored_order(m: sp.csr_matrix) -> np.ndarray:
     """Each row's sum of squared entries, added one entry at a time from 0.0 in stored order (as
     scikit-learn's ``inplace_csr_row_normalize_l2`` adds them, so the quotients are its bits; numpy's
     own sums add pairwise). Rows go longest first, so step k adds the k-th entry of a shrinking
-    prefix: O(nnz) in all, without importing scikit-learn (a second in a ``prox graph`` process)."""
+    prefix: O(nnz) in all, and ``prox graph`` need not import scikit-learn, which costs it more."""
     lengths = np.diff(m.indptr)
     order = np.argsort(-lengths, kind="stable")
     starts, lengths = m.indptr[:-1][order], lengths[order]
