@@ -89,7 +89,7 @@ def layout(rows, src: np.ndarray, dst: np.ndarray, sim: np.ndarray) -> np.ndarra
     n = start.shape[0]
     if src.size == 0 or n < 3:
         return start
-    g = igraph.Graph(n=n, edges=list(zip(src.tolist(), dst.tolist(), strict=True)))
+    g = igraph.Graph(n=n, edges=zip(src.tolist(), dst.tolist(), strict=True))
     # igraph draws from Python's random module API; a private seeded generator makes the map repeatable.
     igraph.set_random_number_generator(random.Random(SEED))
     try:
