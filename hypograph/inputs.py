@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-from hypograph.atomic import read_regular, write_json, write_text
+from hypograph.atomic import open_regular, read_regular, write_json, write_text
 from hypograph.errors import HypographError
 from hypograph.locks import file_lock
 from hypograph.paths import OURS, detect_kind, state_dir
@@ -165,7 +165,7 @@ def fingerprint(root: Path, kind: Kind) -> str:
     h = hashlib.sha256()
     for rel, path in _fingerprinted_files(root, kind):
         h.update(f"{rel}\0".encode())
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO swapped in after the listing never blocks
+        fd = open_regular(path)  # a link or FIFO swapped in after the listing is refused, not read
         try:
             while block := os.read(fd, 1 << 20):
                 h.update(block)
