@@ -70,8 +70,9 @@ def _title(hypotheses: dict, node_id: str, width: int = 70) -> str:
     return f'{node_id} "{title[: width - 1]}…"' if len(title) > width else f'{node_id} "{title}"'
 
 
-def print_proximity(root: Path, top: int = 10) -> None:
-    """Counts, clusters with labels, the top duplicate pairs with verdicts, the review queue, files."""
+def print_proximity(root: Path, top: int = 10, top_clusters: int = 20) -> None:
+    """Counts, the ``top_clusters`` largest clusters with labels (and how many more), the ``top``
+    duplicate pairs with verdicts, the review queue, files."""
     from hypograph.proximity import store
     from hypograph.proximity.communities import report_lines
 
@@ -88,8 +89,11 @@ def print_proximity(root: Path, top: int = 10) -> None:
         f"[{graph.embedding.get('backend', '?')}]"
     )
     print("clusters:")
-    for line in report_lines(clusters, names):
+    lines = report_lines(clusters, names)
+    for line in lines[:top_clusters]:  # the largest first
         print(f"  {line}")
+    if len(lines) > top_clusters:
+        print(f"  … and {len(lines) - top_clusters} more, every one in {d / 'clusters.json'}")
     print("top duplicate pairs:" if pairs else "no duplicate pairs")
     for p in pairs[:top]:
         v = verdicts.get(frozenset((p.a, p.b)))

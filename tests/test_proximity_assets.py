@@ -361,3 +361,24 @@ def test_a_run_parses_the_texts_snapshot_at_most_once_and_holds_no_corpus_after(
     doc["hypotheses"] = doc["hypotheses"][:1]
     path.write_text(json.dumps(doc), encoding="utf-8")  # a new inode, size and mtime
     assert len(io_manager._read_texts(run_dir).hypotheses) == 1 and len(parsed) == 2
+
+
+def test_the_summary_lists_the_twenty_largest_clusters_and_says_how_many_more(tmp_path, capsys):
+    """At scale a run has hundreds of clusters: `hypograph proximity`'s summary shows the 20 largest
+    and says where the rest are (prox clusters, the seed's drop-in, still prints every one)."""
+    from conftest import write_json_hypothesis
+
+    from hypograph.proximity import store
+    from hypograph_cli.summaries import print_proximity
+
+    root = tmp_path / "run"
+    for i in range(26):  # no word shared: every hypothesis its own cluster
+        write_json_hypothesis(root, f"H-{i + 1}", title=f"w{i}a w{i}b", statement=f"w{i}c w{i}d w{i}e.")
+    assert run_proximity_job(root).success
+    assert store.read_clusters(root).num_clusters == 26
+    print_proximity(root)
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index("clusters:")
+    assert [line.split(":")[0].strip() for line in lines[at + 1 : at + 21]] == [f"C-{k:02d}" for k in range(1, 21)]
+    assert lines[at + 21] == f"  … and 6 more, every one in {root / 'proximity' / 'clusters.json'}"
+    assert lines[at + 22] in ("top duplicate pairs:", "no duplicate pairs")
