@@ -239,6 +239,25 @@ def test_the_model_decides_every_labelled_pair_it_is_shown(tmp_path, stub):
     assert len(dedup.survivors) == 6 and dedup.embedder.startswith("sbert")
 
 
+def test_a_round_through_the_job_ranks_a_large_librarys_neighbours_by_both_sentence_models(tmp_path, stub):
+    """Past 60 library nodes, the job's dedup ranks neighbours with all-mpnet-base-v2 beside MiniLM:
+    the round records it, both models' rows are kept for the next process, and the paraphrase
+    reaches the model and is dropped as its own pair's duplicate."""
+    chosen = _labelled_round(tmp_path)
+    para = next(p for p in chosen if p["label"] == "duplicate")
+    model = LibraryModel(
+        rounds=[{"behaviors": [behavior(para["b"], tag="para")]}], paraphrases={para["b"]: para["a"]}
+    )
+    stub.always(model)
+    run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=1, web=False))
+    dedup = RoundDedup.model_validate_json((tmp_path / ".hypograph/library/rounds/r0001/dedup.json").read_text())
+    assert dedup.embedder == "sbert:all-MiniLM-L6-v2 (+all-mpnet-base-v2 to rank past 60 nodes)"
+    v = verdict(tmp_path, "r0001", para["b"])
+    assert (v.verdict, v.of, v.decided_by) == ("duplicate", f"B{PAIRS.index(para) + 1}", "model")
+    store = tmp_path / ".hypograph/library/embeddings"
+    assert {"all-MiniLM-L6-v2.npz", "all-mpnet-base-v2.npz"} <= {p.name for p in store.iterdir()}
+
+
 # -- the topic guard ---------------------------------------------------------------------------------------------
 
 

@@ -109,3 +109,29 @@ def test_tfidf_is_used_only_when_asked_and_then_says_so():
     rows = asked(["models flatter users", "assistants praise people"])
     assert rows.shape[0] == 2 and not isinstance(rows, np.ndarray)  # sparse lexical rows
     assert backend_of(make_embedder()).startswith("sbert")  # the default
+
+
+def test_a_large_pool_is_ranked_by_both_sentence_models_a_small_one_by_minilm(sbert, monkeypatch):
+    from hypograph.library.embedder import LARGE_POOL, RANKING_MODEL, sbert_rows
+
+    _, existing, rounds = _library_and_rounds()
+    texts = [t for _, t in existing[:5]]
+    joint = sbert.ranking_rows(texts)
+    minilm, mpnet = sbert_rows(texts), sbert_rows(texts, RANKING_MODEL)
+    assert joint.shape == (5, minilm.shape[1] + mpnet.shape[1]) and mpnet.shape[1] == 768
+    # a joint cosine is the mean of the two models' cosines
+    assert np.allclose(joint @ joint.T, (minilm @ minilm.T + mpnet @ mpnet.T) / 2, atol=1e-5)
+    assert RANKING_MODEL in backend_of(sbert)
+
+    asked = []
+    real = type(sbert).ranking_rows
+    monkeypatch.setattr(type(sbert), "ranking_rows", lambda self, t: asked.append(len(t)) or real(self, t))
+    queries = rounds[0][:3]
+    items = neighbour_items("behavior", existing, queries, sbert, 15)
+    assert asked == [NODES + 3]
+    ranking = dedup._centred_cosine(real(sbert, [t for _, t in existing + queries]), NODES)
+    for q, item in enumerate(items):
+        top = np.argsort(-ranking[q, :NODES], kind="stable")[: shown_count(15, NODES)]
+        assert {existing[j][0] for j in top} == {r for r, _, _ in item.neighbours if r.startswith(("B", "D"))}
+    neighbour_items("behavior", existing[:LARGE_POOL], queries, sbert, 15)
+    assert asked == [NODES + 3], "a small library is ranked by MiniLM alone: the second model is not loaded"

@@ -12,8 +12,9 @@ existing mechanisms and the earlier candidates under it). For each candidate:
    load, recorded in ``RoundDedup.embedder``) and shown its ``shown_count`` nearest library nodes
    (``max(10, settings.neighbours)``, default 15, or ``SHOWN_PER_ROOT`` x sqrt(library nodes) when
    that is more: a true duplicate's rank grows with the library) and its ``ROUND_NEIGHBOURS``
-   nearest earlier candidates; past ``LARGE_POOL`` nodes, sentence rows are ranked after the
-   library's mean row is taken away (``_centred_cosine``);
+   nearest earlier candidates; past ``LARGE_POOL`` nodes, they are ranked by two sentence models'
+   rows (``StoredSbert.ranking_rows``: all-MiniLM-L6-v2 beside all-mpnet-base-v2) after the
+   library's mean row is taken away (``_centred_cosine``); the cosines shown stay MiniLM's;
 3. **the model judges**: batches of numbered candidates, each with its numbered neighbours; the
    answer is ``new`` or ``duplicate`` of neighbour *number* n (the id is looked up from the
    number, never taken from the model), plus an optional nuance for the kept node's ``notes``.
@@ -40,7 +41,7 @@ import scipy.sparse as sp
 from pydantic import BaseModel, Field
 
 from hypograph.errors import NotDone
-from hypograph.library.embedder import Embedder, backend_of, cosine, make_embedder
+from hypograph.library.embedder import LARGE_POOL, Embedder, backend_of, cosine, make_embedder
 from hypograph.library.generate import require_model
 from hypograph.library.persist import load_round
 from hypograph.library.prompts import prompt
@@ -62,7 +63,6 @@ from hypograph.text import normalise
 BATCH = 8
 BATCH_NEIGHBOURS = 240  # a call carries at most BATCH items and, past one item, about this many neighbours
 ROUND_NEIGHBOURS = 5  # earlier candidates of the same round shown besides the library nodes
-LARGE_POOL = 60  # past this many nodes, neighbours are ranked by centred cosines
 # Library nodes shown per candidate: the settings' k, or SHOWN_PER_ROOT * sqrt(library nodes) when
 # that is more: a paraphrase's rank among same-topic nodes grows with the library. Chosen on the
 # tuning half of issue 34's labelled set; recall and tokens per size: benchmarks/README.md.
@@ -215,7 +215,9 @@ def neighbour_items(
     offset = len(existing)
     rows = embedder([t for _, t in pool])
     sims = cosine(rows[offset:], rows)
-    ranking = _centred_cosine(rows, offset) if offset > LARGE_POOL and not sp.issparse(rows) else sims
+    ranking = sims
+    if offset > LARGE_POOL and not sp.issparse(rows):
+        ranking = _centred_cosine(_ranking_rows(embedder, [t for _, t in pool], rows), offset)
     keys = _exact_keys(layer, pool)
     shown = shown_count(k, offset)
     items = []
@@ -232,6 +234,13 @@ def shown_count(k: int, nodes: int) -> int:
     """Library nodes shown per candidate against ``nodes`` existing ones: ``k``, or
     ``SHOWN_PER_ROOT * sqrt(nodes)`` when that is more (never more than ``nodes``)."""
     return min(nodes, max(k, math.ceil(SHOWN_PER_ROOT * math.sqrt(nodes))))
+
+
+def _ranking_rows(embedder: Embedder, texts: list[str], rows: np.ndarray) -> np.ndarray:
+    """The rows that rank a large pool: the library embedder's ``ranking_rows`` (two sentence
+    models), or its own rows for any other embedder."""
+    ranking_rows = getattr(embedder, "ranking_rows", None)
+    return ranking_rows(texts) if ranking_rows else rows
 
 
 def _centred_cosine(rows: np.ndarray, offset: int) -> np.ndarray:

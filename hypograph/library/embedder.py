@@ -33,6 +33,7 @@ import scipy.sparse as sp
 
 from hypograph.atomic import write_atomic
 from hypograph.errors import HypographError
+from hypograph.model_parts import MPNET
 from hypograph.proximity.embed import (
     DEFAULT_SBERT_MODEL,
     Backend,
@@ -44,6 +45,10 @@ from hypograph.proximity.embed import (
 )
 
 __all__ = ["Embedder", "backend_of", "cosine", "make_embedder", "sbert_rows", "sentence_model"]
+
+# Past this many library nodes, dedup ranks neighbours by ``StoredSbert.ranking_rows`` (centred).
+LARGE_POOL = 60
+RANKING_MODEL = MPNET
 
 _ROWS: dict[tuple[str, str], np.ndarray] = {}
 _LOCK = threading.Lock()
@@ -118,12 +123,23 @@ def _save_store(store: Path, name: str, rows: dict[str, np.ndarray]) -> None:
 
 @dataclass(frozen=True)
 class StoredSbert(SbertEmbedder):
-    """The sbert backend, its rows kept per text in memory and in ``store`` (see ``sbert_rows``)."""
+    """The sbert backend, its rows kept per text in memory and in ``store`` (see ``sbert_rows``).
+
+    ``ranking_rows(texts)``: the rows a large pool's neighbours are ranked by (``dedup``): this
+    model's beside ``RANKING_MODEL``'s, each at half weight, so a cosine is the mean of the two
+    models' cosines. Chosen on the tuning half of issue 34's labelled set, where it ranked the true
+    duplicate higher than either model alone (benchmarks/README.md)."""
 
     store: Path | None = None
 
     def __call__(self, texts: list[str]) -> np.ndarray:
         return sbert_rows(texts, self.model, self.store)
+
+    def ranking_rows(self, texts: list[str]) -> np.ndarray:
+        own = sbert_rows(texts, self.model, self.store)
+        if self.model == RANKING_MODEL:
+            return own
+        return np.hstack([own, sbert_rows(texts, RANKING_MODEL, self.store)]) * np.float32(np.sqrt(0.5))
 
 
 @dataclass(frozen=True)
@@ -154,6 +170,8 @@ def backend_of(embedder) -> str:
     """What ``embedder`` uses, as a round records it: ``sbert:<model>``, ``tfidf (asked for: …)``,
     ``tfidf (sbert unavailable: …)``, plain ``tfidf`` (a bare ``TfidfEmbedder``), or ``custom`` for
     any other callable."""
+    if isinstance(embedder, StoredSbert) and embedder.model != RANKING_MODEL:
+        return f"sbert:{embedder.model} (+{RANKING_MODEL} to rank past {LARGE_POOL} nodes)"
     if isinstance(embedder, SbertEmbedder):
         return f"sbert:{embedder.model}"
     if isinstance(embedder, TfidfEmbedder):
