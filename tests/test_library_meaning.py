@@ -245,9 +245,7 @@ def test_a_round_through_the_job_ranks_a_large_librarys_neighbours_by_both_sente
     reaches the model and is dropped as its own pair's duplicate."""
     chosen = _labelled_round(tmp_path)
     para = next(p for p in chosen if p["label"] == "duplicate")
-    model = LibraryModel(
-        rounds=[{"behaviors": [behavior(para["b"], tag="para")]}], paraphrases={para["b"]: para["a"]}
-    )
+    model = LibraryModel(rounds=[{"behaviors": [behavior(para["b"], tag="para")]}], paraphrases={para["b"]: para["a"]})
     stub.always(model)
     run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=1, web=False))
     dedup = RoundDedup.model_validate_json((tmp_path / ".hypograph/library/rounds/r0001/dedup.json").read_text())
