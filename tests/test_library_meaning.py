@@ -239,10 +239,13 @@ def test_the_model_decides_every_labelled_pair_it_is_shown(tmp_path, stub):
     assert len(dedup.survivors) == 6 and dedup.embedder.startswith("sbert")
 
 
-def test_a_round_through_the_job_ranks_a_large_librarys_neighbours_by_both_sentence_models(tmp_path, stub):
+def test_a_round_through_the_job_ranks_a_large_librarys_neighbours_by_both_sentence_models(tmp_path, stub, monkeypatch):
     """Past 60 library nodes, the job's dedup ranks neighbours with all-mpnet-base-v2 beside MiniLM:
     the round records it, both models' rows are kept for the next process, and the paraphrase
     reaches the model and is dropped as its own pair's duplicate."""
+    from hypograph.library import embedder as emb
+
+    monkeypatch.setattr(emb, "_ROWS", {})  # as in a new process: rows not yet in memory
     chosen = _labelled_round(tmp_path)
     para = next(p for p in chosen if p["label"] == "duplicate")
     model = LibraryModel(rounds=[{"behaviors": [behavior(para["b"], tag="para")]}], paraphrases={para["b"]: para["a"]})
