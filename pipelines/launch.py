@@ -51,7 +51,9 @@ def execute(
     if instance is None:
         with open_instance() as shared:
             return execute(root, job_name, settings, offline, sub=sub, instance=shared)
+    from assets.next_job import PROCESS_TAG
     from assets.sources import observe
+    from hypograph.processes import this_process
     from pipelines.definitions import defs
 
     kind = None if sub is None else ("case" if job_name.startswith("case_") else "library")
@@ -73,7 +75,7 @@ def execute(
         partition_key=key,
         raise_on_error=False,
         run_config=run_config(settings, offline),
-        tags=TAGS,
+        tags={**TAGS, PROCESS_TAG: this_process()},  # a later command ends the run if this process dies
     )
     lines = skips(result)
     if result.success and lines:  # the run did what it could: the rest is not done yet
