@@ -2,7 +2,8 @@
 
 ``exit_code`` is what ``hypograph`` exits with when the error reaches it: 1 for refused input
 (the default), 2 for ``NotDone`` — nothing wrong with the input, but the step is not done yet or
-needs something first (a model, a person's confirmation, the lock another run holds).
+needs something first (a model, a person's confirmation, the lock another run holds) — and 130 for
+``Interrupted`` (Ctrl-C or SIGTERM during a run, as a shell reports an interrupted command).
 """
 
 
@@ -16,6 +17,12 @@ class NotDone(HypographError):
     """Not done yet, or needs something first (a model, a confirmation, a free lock): exit 2."""
 
     exit_code = 2
+
+
+class Interrupted(HypographError):
+    """The command was interrupted (Ctrl-C, SIGTERM) while its run went on: exit 130."""
+
+    exit_code = 130
 
 
 _BOUNDS = {"ge": "≥", "gt": ">", "le": "≤", "lt": "<"}

@@ -67,17 +67,27 @@ def _fast_sqlite_commits() -> None:
     _fast_sqlite_commits.done = True
 
 
+# A command's runs capture no stdout/stderr files: the command prints its own lines, and every event
+# is still stored. Capturing spawns two `tail` and two Python watchers per run, which Ctrl-C in the
+# terminal reaches too (each printed a KeyboardInterrupt traceback). Runs the daemon launches keep
+# dagster.yaml's capture.
+_COMMAND_OVERRIDES = {
+    "compute_logs": {"module": "dagster._core.storage.noop_compute_log_manager", "class": "NoOpComputeLogManager"}
+}
+
+
 @contextmanager
 def open_instance() -> Iterator:
     """The shared instance. Opening is serialized by a file lock: two commands creating a fresh
     storage at once would otherwise race on its schema migrations."""
     from dagster import DagsterInstance
+    from dagster._core.instance import InstanceRef  # its overrides: not exported (dagster is pinned <1.14)
 
     _fast_sqlite_commits()
     home = dagster_home()
     with file_lock(home / ".open.lock"):
         try:
-            instance = DagsterInstance.from_config(str(home))
+            instance = DagsterInstance.from_ref(InstanceRef.from_dir(str(home), overrides=_COMMAND_OVERRIDES))
             instance.get_dynamic_partitions("vaults")  # touches the storage now, under the lock
         except Exception as e:  # noqa: BLE001 - any storage failure becomes one actionable line
             raise HypographError(

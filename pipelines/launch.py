@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from hypograph.errors import HypographError, NotDone
+from hypograph.errors import HypographError, Interrupted, NotDone
 from pipelines.instance import open_instance, register
 
 TAGS = {"hypograph/launched_by": "cli"}  # what tells a command's run from a UI run in the Runs page
@@ -163,12 +163,25 @@ def failed_line(job_name: str, result) -> str:
 def run_error(job_name: str, result) -> HypographError:
     """A failed run as the error a command raises, on ``failed_line``: a ``NotDone`` (exit 2) when
     every failed step failed for something not done yet (its ``Failure`` status ``NOT_DONE``: a
-    model outage, a busy vault) and no check failed; else a HypographError (exit 1)."""
+    model outage, a busy vault) and no check failed; ``Interrupted`` (exit 130) when a step was
+    interrupted (Ctrl-C, SIGTERM); else a HypographError (exit 1)."""
+    if _interrupted(result):
+        return Interrupted(
+            f"interrupted: {job_name} run {result.run_id[:8]} ended as failed; the files it had not finished "
+            "were never put in place: run the command again"
+        )
     failed = [e.step_failure_data.user_failure_data for e in result.all_events if e.is_step_failure]
     statuses = {getattr(f.metadata.get("status"), "value", None) if f else None for f in failed}
     checks_failed = any(not c.passed for c in result.get_asset_check_evaluations())
     not_done = statuses == {"NOT_DONE"} and not checks_failed
     return (NotDone if not_done else HypographError)(failed_line(job_name, result))
+
+
+def _interrupted(result) -> bool:
+    """A step, or the run between two steps, was interrupted (Dagster turns SIGINT and SIGTERM into
+    this error while a run goes on)."""
+    errors = (getattr(e.event_specific_data, "error", None) for e in result.all_events)
+    return any(error is not None and error.cls_name == "DagsterExecutionInterruptedError" for error in errors)
 
 
 def skips(result) -> list[str]:

@@ -1,8 +1,9 @@
-"""Run the proximity job on an input as ``hypograph proximity`` does (``pipelines.launch.run_job``,
-in this process, on ``$DAGSTER_HOME``'s instance) and die by SIGKILL inside its clusters step: a
-command killed mid-run, its run left STARTED.
+"""``hypograph proximity INPUT -q`` in this process (the command's own code), stopped inside its
+clusters step: ``kill`` dies by SIGKILL there (a command killed mid-run, its run left STARTED);
+``interrupt`` sends SIGINT to its process group there, as Ctrl-C in a terminal does, and the
+command goes on to its end. Exits with the command's exit code.
 
-    python tests/killed_run_driver.py INPUT
+    python tests/killed_run_driver.py kill|interrupt INPUT
 """
 
 from __future__ import annotations
@@ -10,18 +11,25 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import assets.proximity.assets as proximity_assets  # noqa: E402
-from pipelines.launch import run_job  # noqa: E402
+from hypograph_cli.main import main  # noqa: E402
 
 
-def die(*_args, **_kwargs):
+def kill(*_args, **_kwargs):
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-proximity_assets.labelled_clusters = die
-run_job(Path(sys.argv[1]), "proximity", offline=True)
+def interrupt(*_args, **_kwargs):
+    os.killpg(0, signal.SIGINT)
+    time.sleep(30)  # Dagster raises its interrupt here, inside the step
+
+
+mode, target = sys.argv[1], sys.argv[2]
+proximity_assets.labelled_clusters = {"kill": kill, "interrupt": interrupt}[mode]
+sys.exit(main(["proximity", target, "-q"]))

@@ -38,7 +38,7 @@ def _killed_run(tmp_path: Path) -> tuple[Path, dict]:
     run_dir = build_run_dir(tmp_path / "run")
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"), "HYPOGRAPH_LLM": "offline"}
     done = subprocess.run(
-        [sys.executable, str(DRIVER), str(run_dir)], check=False, env=env, capture_output=True, timeout=300
+        [sys.executable, str(DRIVER), "kill", str(run_dir)], check=False, env=env, capture_output=True, timeout=300
     )
     assert done.returncode == -signal.SIGKILL, done.stderr.decode()[-2000:]
     return run_dir, env
@@ -113,3 +113,26 @@ def test_a_live_commands_run_is_left_alone():
     run = instance.create_run_for_job(job_def=one_op, tags=tags, status=DagsterRunStatus.STARTED)
     assert end_orphaned_runs(instance) == [] and has_active_run(instance, "p")
     assert instance.get_run_by_id(run.run_id).status == DagsterRunStatus.STARTED
+
+
+def test_ctrl_c_during_a_run_says_interrupted_and_exits_130(tmp_path):
+    """Ctrl-C (SIGINT to the command's process group) inside a step: the run ends failed, the command
+    says so in one line, with no traceback from it or a worker, and exits 130."""
+    run_dir = build_run_dir(tmp_path / "run")
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"), "HYPOGRAPH_LLM": "offline"}
+    done = subprocess.run(
+        [sys.executable, str(DRIVER), "interrupt", str(run_dir)],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )
+    assert done.returncode == 130, done.stderr
+    lines = [x for x in done.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1, done.stderr
+    assert (
+        lines[0].startswith("hypograph proximity: interrupted: proximity run ") and "run the command again" in lines[0]
+    )
+    assert [s for _, s, _ in _runs(tmp_path / "home")] == ["FAILURE"]
