@@ -100,13 +100,14 @@ def end_orphaned_runs(instance) -> list[str]:
 
 
 def end_if_orphaned(instance, run) -> bool:
-    """Mark ``run`` failed, saying why, if the process its ``PROCESS_TAG`` names is gone; True if so."""
+    """Mark ``run`` failed, saying why, if the process its ``PROCESS_TAG`` names is gone. True when
+    the run is no longer active: ended here, or meanwhile by another command or tick."""
     tag = run.tags.get(PROCESS_TAG)
     if not tag or not gone(tag):
         return False
-    current = instance.get_run_by_id(run.run_id)  # another process may have ended it meanwhile
+    current = instance.get_run_by_id(run.run_id)
     if current is None or current.status not in ACTIVE:
-        return current is not None
+        return True
     pid = tag.split("/")[2]
     instance.report_run_failed(
         current,
