@@ -19,17 +19,8 @@ from dagster._core.definitions.data_version import DATA_VERSION_TAG
 
 from assets.partitions import VAULTS
 from hypograph.inputs import InputRecord
-from hypograph.processes import gone
 
 FLOW = ("proximity", "structure")  # a vault's; other inputs have proximity only
-
-ACTIVE = [
-    DagsterRunStatus.QUEUED,
-    DagsterRunStatus.NOT_STARTED,
-    DagsterRunStatus.STARTING,
-    DagsterRunStatus.STARTED,
-    DagsterRunStatus.CANCELING,
-]
 
 
 def next_job(instance, record: InputRecord, version: str, rerun: tuple[str, ...] = ()) -> str | None:
@@ -77,44 +68,6 @@ def settings_changed(instance, key: str, resources: dict) -> tuple[str, ...]:
 
 def version_of(record) -> str | None:
     return record.asset_observation.tags.get(DATA_VERSION_TAG) if record is not None else None
-
-
-def has_active_run(instance, key: str) -> bool:
-    """A run of partition ``key`` is queued or in progress (its own writes are not a change yet).
-    A command's run whose process is gone is not: it is marked failed here (``end_if_orphaned``),
-    or one kill -9 would keep the sensor off the input for good."""
-    runs = instance.get_runs(RunsFilter(tags={"dagster/partition": key}, statuses=ACTIVE), limit=20)
-    return any(not end_if_orphaned(instance, run) for run in runs)
-
-
-# The process that runs a command's job in itself (``pipelines/launch.py``), as ``this_process`` tags it.
-PROCESS_TAG = "hypograph/process"
-
-
-def end_orphaned_runs(instance) -> list[str]:
-    """Mark failed every unfinished run whose process (``PROCESS_TAG``) is gone: a command killed
-    mid-run (kill -9, out of memory, the machine restarted) leaves its run STARTED for ever. The
-    ids of the runs so ended. Runs the daemon launched carry no such tag and are left to it."""
-    runs = instance.get_runs(RunsFilter(statuses=ACTIVE), limit=100)
-    return [run.run_id for run in runs if end_if_orphaned(instance, run)]
-
-
-def end_if_orphaned(instance, run) -> bool:
-    """Mark ``run`` failed, saying why, if the process its ``PROCESS_TAG`` names is gone. True when
-    the run is no longer active: ended here, or meanwhile by another command or tick."""
-    tag = run.tags.get(PROCESS_TAG)
-    if not tag or not gone(tag):
-        return False
-    current = instance.get_run_by_id(run.run_id)
-    if current is None or current.status not in ACTIVE:
-        return True
-    pid = tag.split("/")[2]
-    instance.report_run_failed(
-        current,
-        message=f"the hypograph process that ran it (pid {pid}) ended without finishing it: killed, or the "
-        "machine restarted; nothing it left half-written is used (files are replaced whole)",
-    )
-    return True
 
 
 def latest(instance, asset: str, partition: str, observation: bool = False):

@@ -96,7 +96,7 @@ def open_instance() -> Iterator:
                 "and re-run (only run history is lost, no input file)"
             ) from None
     with instance:
-        from assets.next_job import end_orphaned_runs
+        from assets.active_runs import end_orphaned_runs
 
         end_orphaned_runs(instance)  # a command killed mid-run left its run STARTED: ended here, saying why
         yield instance

@@ -51,7 +51,7 @@ def execute(
     if instance is None:
         with open_instance() as shared:
             return execute(root, job_name, settings, offline, sub=sub, instance=shared)
-    from assets.next_job import PROCESS_TAG
+    from assets.active_runs import PROCESS_TAG
     from assets.sources import observe
     from hypograph.processes import this_process
     from pipelines.definitions import defs

@@ -98,7 +98,7 @@ def test_a_live_commands_run_is_left_alone():
     """A run whose process still runs (here: this test's) is neither ended nor served twice."""
     from dagster import DagsterInstance, DagsterRunStatus, job, op
 
-    from assets.next_job import PROCESS_TAG, end_orphaned_runs, has_active_run
+    from assets.active_runs import PROCESS_TAG, end_orphaned_runs, has_active_run
 
     @op
     def nothing() -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dagster import DefaultSensorStatus, RunRequest, SensorEvaluationContext, SensorResult, SkipReason, sensor
 
+from assets.active_runs import has_active_run
 from assets.groups import described
-from assets.next_job import has_active_run, latest, next_job, version_of
+from assets.next_job import latest, next_job, version_of
 from assets.partitions import HYPOTHESIS_INPUTS
 from assets.proximity.jobs import proximity_job
 from assets.sources import observed
