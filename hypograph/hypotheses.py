@@ -40,6 +40,7 @@ silently leaving a hole in it.
 from __future__ import annotations
 
 import datetime
+import errno
 import json
 import os
 import re
@@ -209,15 +210,22 @@ def _read_files(folder: Path, names: list[str]) -> list[bytes | OSError]:
     return out
 
 
+MAX_FILE_BYTES = 16 << 20  # a hypothesis file is a few kB of text; a larger one is skipped, saying so
+
+
 def _file_bytes(path: str) -> bytes:
     """The bytes of the file ``path`` through plain system calls, cheaper per file than
-    ``Path.read_bytes`` (which counts at 100k files). ``O_NONBLOCK``: a FIFO put in a file's place
-    reads as empty rather than waiting for a writer."""
+    ``Path.read_bytes`` (which counts at 100k files), at most ``MAX_FILE_BYTES`` of them (more is
+    an OSError, a warning naming the file). ``O_NONBLOCK``: a FIFO put in a file's place reads as
+    empty rather than waiting for a writer."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
+        chunks, size = [], 0
+        while chunk := os.read(fd, min(1 << 20, MAX_FILE_BYTES + 1 - size)):
             chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_FILE_BYTES:
+                raise OSError(errno.EFBIG, f"over the {MAX_FILE_BYTES}-byte limit for a hypothesis file")
         return b"".join(chunks)
     finally:
         os.close(fd)

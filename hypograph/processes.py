@@ -12,21 +12,19 @@ from __future__ import annotations
 
 import os
 import socket
+from pathlib import Path
+
+from hypograph.atomic import read_regular
+from hypograph.errors import HypographError
 
 _PROC = "/proc"
 
 
-def _read(path: str, limit: int = 4096) -> str | None:
+def _read(path: str) -> str | None:
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
+        return read_regular(Path(path), 4096).decode("ascii", "replace").strip()
+    except (OSError, HypographError):
         return None
-    try:
-        return os.read(fd, limit).decode("ascii", "replace").strip()
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def _boot_id() -> str:

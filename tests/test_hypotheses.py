@@ -112,6 +112,17 @@ BAD_RUN_FILES = {
 }
 
 
+def test_a_hypothesis_file_over_the_limit_is_skipped_with_a_warning_not_read_whole(run_dir, monkeypatch):
+    from hypograph import hypotheses
+
+    monkeypatch.setattr(hypotheses, "MAX_FILE_BYTES", 4096)
+    (run_dir / "hypotheses" / "H-9.json").write_text(json.dumps({"id": "H-9", "title": "x" * 4096}))
+    (run_dir / "hypotheses" / "H-8.json").write_text(json.dumps({"id": "H-8", "title": "x" * 4000}))
+    corpus = load_corpus(run_dir)
+    assert_skipped_with_warning(corpus, "H-9", "hypotheses/H-9.json", "over the 4096-byte limit")
+    assert "H-8" in corpus.ids  # just under the limit: read
+
+
 @pytest.mark.parametrize("content, fragment", BAD_RUN_FILES.values(), ids=BAD_RUN_FILES.keys())
 def test_run_dir_skips_bad_file_with_warning_naming_it(run_dir, content, fragment):
     (run_dir / "hypotheses" / "H-9.json").write_bytes(content)
