@@ -89,3 +89,15 @@ def test_the_installed_parts_are_found_in_order():
     version, paths = model_parts._part_paths()
     assert version == "0.0.1" and [p.name[-3:] for p in paths] == ["001", "002", "003", "004", "005"]
     assert all(p.is_file() for p in paths)
+
+
+def test_two_callers_at_once_unpack_it_once(parts, monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    unpacked = []
+    real = model_parts._unpack
+    monkeypatch.setattr(model_parts, "_unpack", lambda paths, into: unpacked.append(into) or real(paths, into))
+    with ThreadPoolExecutor(4) as pool:
+        folders = set(pool.map(lambda _: model_parts.mpnet_path(), range(4)))
+    assert len(folders) == 1 and len(unpacked) == 1
+    assert (folders.pop() / "model.safetensors").read_bytes() == MODEL["all-mpnet-base-v2/model.safetensors"]
