@@ -74,7 +74,7 @@ def test_centring_only_ranks_the_shown_cosines_are_the_plain_ones(sbert):
     reordered = 0
     for q, item in enumerate(items):
         library = [(r, s) for r, _, s in item.neighbours if r.startswith(("B", "D"))]
-        assert len(library) == shown_count(15, NODES) == 100
+        assert len(library) == shown_count(15, NODES) == 150
         plain = rows[len(existing) + q] @ rows.T
         assert all(s == pytest.approx(float(plain[index[r]]), abs=1e-4) for r, s in library)
         reordered += [s for _, s in library] != sorted((s for _, s in library), reverse=True)
@@ -84,11 +84,11 @@ def test_centring_only_ranks_the_shown_cosines_are_the_plain_ones(sbert):
 def test_shown_count_grows_with_the_library_never_under_k_nor_over_the_library():
     assert shown_count(15, 3) == 3
     assert shown_count(15, 9) == 9
-    assert shown_count(15, 100) == 50
+    assert shown_count(15, 100) == 75
     assert shown_count(40, 36) == 36
-    assert shown_count(15, 1_000) == 159
-    assert shown_count(15, 10_000) == 500
-    assert shown_count(50, 64) == 50  # the settings' k when it is more
+    assert shown_count(15, 1_000) == 238
+    assert shown_count(15, 10_000) == 750
+    assert shown_count(70, 81) == 70  # the settings' k when it is more
 
 
 def test_a_call_carries_about_batch_neighbours_and_a_long_list_alone():

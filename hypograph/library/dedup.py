@@ -64,9 +64,10 @@ BATCH = 8
 BATCH_NEIGHBOURS = 240  # a call carries at most BATCH items and, past one item, about this many neighbours
 ROUND_NEIGHBOURS = 5  # earlier candidates of the same round shown besides the library nodes
 # Library nodes shown per candidate: the settings' k, or SHOWN_PER_ROOT * sqrt(library nodes) when
-# that is more: a paraphrase's rank among same-topic nodes grows with the library. Chosen on the
-# tuning half of issue 34's labelled set; recall and tokens per size: benchmarks/README.md.
-SHOWN_PER_ROOT = 5.0
+# that is more: a paraphrase's rank among same-topic nodes grows with the library. The smallest
+# multiple of 0.5 meeting issue 34's goals (0.98 at 1,000 nodes, 0.95 at 10,000) on the tuning half
+# of its labelled set, ranked as below; recall and tokens per size: benchmarks/README.md.
+SHOWN_PER_ROOT = 7.5
 
 
 @dataclass
