@@ -148,12 +148,12 @@ def open_regular(path: Path, what: str | None = None, follow: bool = False) -> i
     return fd
 
 
-def read_regular(path: Path, max_bytes: int, what: str | None = None) -> bytes:
+def read_regular(path: Path, max_bytes: int, what: str | None = None, follow: bool = False) -> bytes:
     """The bytes of the regular file ``path`` (see ``open_regular``), at most ``max_bytes`` of
     them: a larger file is one HypographError line naming it, refused by its size before any byte
     is read (and if it grows meanwhile, after ``max_bytes + 1``). FileNotFoundError if missing."""
     what = what or str(path)
-    fd = open_regular(path, what)
+    fd = open_regular(path, what, follow)
     with os.fdopen(fd, "rb") as fh:
         size = os.fstat(fd).st_size
         data = fh.read(max_bytes + 1) if size <= max_bytes else b""

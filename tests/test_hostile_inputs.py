@@ -21,6 +21,7 @@ from dagster import DagsterInstance, SensorResult, build_sensor_context
 
 from assets.sources import inputs_discovered, register_inputs
 from hypograph.inputs import ID_FILE, REGISTRY_MAX, Registry, stored_id
+from hypograph.vault.nodes import MAX_NODE_BYTES
 from resources import Inputs
 
 
@@ -117,6 +118,23 @@ def test_a_registry_that_is_a_device_or_huge_is_refused_unread(tmp_path):
     with open(registry, "wb") as fh:
         fh.truncate(200 << 20)
     one_line(in_process("add", run, env=env), str(registry), f"over the {REGISTRY_MAX}-byte limit")
+
+
+def test_a_huge_vault_node_is_refused_unread_and_nothing_is_written(tmp_path):
+    vault = build_vault(tmp_path / "vault")
+    huge = vault / "hypotheses" / "H-9 - Huge.md"
+    with open(huge, "wb") as fh:
+        fh.truncate(200 << 20)  # 200 MB (sparse): read whole, it would be parsed as one node
+    before = snapshot(vault)
+    for command in ("proximity", "structure"):
+        one_line(
+            in_process(command, vault, env=own_home(tmp_path)),
+            "hypotheses/H-9 - Huge.md",
+            f"over the {MAX_NODE_BYTES}-byte limit",
+        )
+    assert {k: v for k, v in snapshot(vault).items() if "/.hypograph" not in k} == {
+        k: v for k, v in before.items() if "/.hypograph" not in k
+    }
 
 
 # -- 7. evaluating the discovery sensor writes nothing -----------------------------------------

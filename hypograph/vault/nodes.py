@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 from frontmatter.default_handlers import YAMLHandler
 
+from hypograph.atomic import read_regular
 from hypograph.errors import HypographError
 from hypograph.limits import data_problem
 from hypograph.paths import cut_bytes
@@ -24,6 +25,7 @@ from hypograph.paths import cut_bytes
 FRONTMATTER_RE = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*(?:\r?\n|\Z)", re.S | re.M)
 FILENAME_ID_RE = re.compile(r"^([A-Z]+-\d+)(?: - |\.md$|$)")
 LINK_RE = re.compile(r"!?\[\[([^\]|#]+?)(?:#[^\]|]*)?(?:\|[^\]]*)?\]\]")
+MAX_NODE_BYTES = 16 << 20  # a node is a few kB of markdown; a larger file is refused, naming it
 ILLEGAL_FILENAME_CHARS = re.compile(r'[/\\:*?"<>|\[\]#^\x00-\x1f]')
 
 
@@ -317,8 +319,10 @@ def parse_node(raw: str, rel: Path) -> Node:
 
 
 def read_node(root: Path, rel: Path) -> Node:
+    """The node at ``root / rel`` (a file the vault's scan found: a symlink in it stays inside the
+    vault, so it is followed), at most ``MAX_NODE_BYTES``; errors are one line naming ``rel``."""
     try:
-        raw = (root / rel).read_bytes().decode("utf-8")
+        raw = read_regular(root / rel, MAX_NODE_BYTES, str(rel), follow=True).decode("utf-8")
     except UnicodeDecodeError as e:
         raise HypographError(f"{rel}: not UTF-8 ({e.reason} at byte {e.start})") from None
     return parse_node(raw, rel)
