@@ -129,9 +129,7 @@ def main() -> None:
     p.add_argument("--k", type=int, default=DEFAULT_NEIGHBOURS, help="nearest library nodes (the settings' default)")
     p.add_argument("--splits", default=",".join(SPLITS))
     p.add_argument("--embedder", default="sbert", help="sbert (the default install's) or tfidf")
-    p.add_argument(
-        "--per-root", type=float, help="library nodes shown per sqrt(nodes) (default: dedup.SHOWN_PER_ROOT)"
-    )
+    p.add_argument("--per-root", type=float, help="library nodes shown per sqrt(nodes) (default: dedup.SHOWN_PER_ROOT)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     if args.per_root is not None:

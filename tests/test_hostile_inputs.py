@@ -14,13 +14,18 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
 from casework_support import make_case
 from cli_helper import in_process
-from conftest import build_run_dir, build_vault, offline_env
+from conftest import REPO, build_run_dir, build_vault, offline_env
 from dagster import DagsterInstance, SensorResult, build_sensor_context
 
 from assets.sources import inputs_discovered, register_inputs
+from hypograph.errors import HypographError
 from hypograph.inputs import ID_FILE, REGISTRY_MAX, Registry, stored_id
+from hypograph.library.schema import LIBRARY_MAX
+from hypograph.library.strategies import load_strategies
+from hypograph.proximity.adjudicate import REVIEWS_MAX
 from hypograph.vault.nodes import MAX_NODE_BYTES
 from resources import Inputs
 
@@ -35,6 +40,12 @@ def one_line(result, *needles: str) -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert all(n in lines[0] for n in needles), lines[0]
+
+
+def failed_check(result, needle: str) -> None:
+    """``--check`` failed on the file's validation, naming the file and why."""
+    assert result.returncode == 1, result
+    assert "FAIL file_validates" in result.stdout and needle in result.stdout, result.stdout
 
 
 def snapshot(*roots: Path) -> dict:
@@ -135,6 +146,30 @@ def test_a_huge_vault_node_is_refused_unread_and_nothing_is_written(tmp_path):
     assert {k: v for k, v in snapshot(vault).items() if "/.hypograph" not in k} == {
         k: v for k, v in before.items() if "/.hypograph" not in k
     }
+
+
+def test_a_library_file_a_review_file_or_a_strategies_file_that_is_huge_or_a_fifo_is_refused_unread(tmp_path):
+    lib = Path(shutil.copytree(REPO / "examples" / "library", tmp_path / "lib"))
+    library = lib / "hypothesis_library.json"
+    library.unlink()
+    os.mkfifo(library)  # read as before, the command would wait for a writer forever
+    failed_check(in_process("library", lib, "--check"), f"{library}: is a FIFO")
+    library.unlink()
+    with open(library, "wb") as fh:
+        fh.truncate(LIBRARY_MAX + 1)
+    failed_check(in_process("library", lib, "--check"), f"{library}: {LIBRARY_MAX + 1} bytes, over the")
+
+    run = build_run_dir(tmp_path / "run")
+    review = run / "proximity" / "review.json"
+    review.parent.mkdir(exist_ok=True)
+    with open(review, "wb") as fh:
+        fh.truncate(REVIEWS_MAX + 1)
+    one_line(in_process("proximity", run, env=own_home(tmp_path)), str(review), f"over the {REVIEWS_MAX}-byte limit")
+
+    strategies = tmp_path / "strategies.json"
+    os.mkfifo(strategies)  # read when a round starts (a model is needed to get there)
+    with pytest.raises(HypographError, match=f"{strategies}: is a FIFO"):
+        load_strategies(strategies)
 
 
 # -- 7. evaluating the discovery sensor writes nothing -----------------------------------------

@@ -47,10 +47,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
+from hypograph.atomic import read_regular
 from hypograph.errors import HypographError
 from hypograph.llm.config import StructuredOutput
 
 UNIT = "investigation_units"
+CONFIG_MAX = 1 << 20  # a config file is a few kB; a larger one is refused unread
 
 
 @dataclass(frozen=True)
@@ -139,7 +141,7 @@ class HypothesisConfig:
         """Read and check ``path``; errors name the file and the key."""
         path = Path(path)
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            data = tomllib.loads(read_regular(path, CONFIG_MAX, follow=True).decode("utf-8"))
         except FileNotFoundError:
             raise HypographError(f"{path}: no such config file (copy config/analysis.example.toml)") from None
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:

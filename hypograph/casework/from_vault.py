@@ -15,12 +15,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from hypograph.atomic import read_regular
 from hypograph.casework.models import Source, Statement
 from hypograph.casework.revision import NewRevision, RevisionReport, add_revision
 from hypograph.errors import HypographError
 from hypograph.paths import OURS
 from hypograph.vault.node_view import NodeView
-from hypograph.vault.nodes import Node
+from hypograph.vault.nodes import MAX_NODE_BYTES, Node
 from hypograph.vault.vault import open_vault
 
 QUESTION_RE = re.compile(r"Main question[^:\n]*:\s*[\"“](.+?)[\"”]\s*$", re.M)
@@ -34,7 +35,7 @@ def question_of(prompt: str) -> str:
 
 def _text(root: Path, rel: Path) -> str:
     try:
-        return (root / rel).read_bytes().decode("utf-8")
+        return read_regular(root / rel, MAX_NODE_BYTES, str(root / rel), follow=True).decode("utf-8")
     except UnicodeDecodeError:
         raise HypographError(f"{root / rel}: not UTF-8") from None
 

@@ -11,11 +11,13 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hypograph.atomic import read_regular
 from hypograph.errors import HypographError
 
 LANDSCAPE = Path("idea-stage") / "LANDSCAPE.md"
 GAP_RE = re.compile(r"^\s*(?:[-*+]\s+|#{1,6}\s+)?\**\s*(G\d+)\b\**\s*[:.)\-–—]*\s*\**\s*(.*)$")
 NARRATIVE_CHARS = 3000
+LANDSCAPE_MAX = 16 << 20  # a larger LANDSCAPE.md is refused unread
 
 
 @dataclass
@@ -34,7 +36,7 @@ def read_landscape(root: Path) -> Landscape:
     if not path.exists():
         return Landscape()
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path, LANDSCAPE_MAX, follow=True).decode("utf-8")
     except UnicodeDecodeError:
         raise HypographError(f"{path}: not UTF-8 text") from None
     gaps = {}

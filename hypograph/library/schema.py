@@ -20,9 +20,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from hypograph.atomic import read_regular
 from hypograph.errors import HypographError
 
 LIBRARY_FILE = "hypothesis_library.json"
+LIBRARY_MAX = 512 << 20  # a 10,000-behavior library is tens of MB; a larger file is refused unread
 DATE = r"^\d{4}-\d{2}-\d{2}$"
 BEHAVIOR_ID_RE = re.compile(r"^B([1-9]\d*)$")
 MECHANISM_ID_RE = re.compile(r"^(B[1-9]\d*)-M([1-9]\d*)$")
@@ -154,7 +156,7 @@ def read_library(root: Path) -> tuple[Library, dict] | None:
     if not path.exists():
         return None
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(read_regular(path, LIBRARY_MAX, follow=True))
     except UnicodeDecodeError:
         raise HypographError(f"{path}: not UTF-8 text") from None
     except json.JSONDecodeError as e:

@@ -13,8 +13,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
+from hypograph.atomic import read_regular
 from hypograph.errors import HypographError
 from hypograph.library.schema import field_path
+
+STRATEGIES_MAX = 1 << 20  # a strategies file is a few kB; a larger one is refused unread
 
 
 class Lens(BaseModel):
@@ -51,7 +54,7 @@ def load_strategies(path: Path | None = None) -> Strategies:
         where = "hypograph/library/data/strategies.json"
     else:
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = read_regular(Path(path), STRATEGIES_MAX, follow=True).decode("utf-8")
         except (OSError, UnicodeDecodeError) as e:
             raise HypographError(f"{path}: cannot read the strategies file ({e})") from None
         where = str(path)

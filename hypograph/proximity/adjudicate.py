@@ -26,6 +26,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from hypograph.atomic import read_regular
 from hypograph.errors import HypographError
 from hypograph.hypotheses import Hypothesis
 from hypograph.ids import id_sort_key
@@ -39,6 +40,7 @@ Verdict = Literal["MERGE", "KEEP", "FLAG"]
 # Node ids as the seed pipelines mint them; gene names like COX-2 or IL-6 are not ids.
 ID_TOKEN_RE = re.compile(r"\b(?:H|HC|S|O|A|D|E|CG)-\d+\b")
 BATCH_SIZE = 4
+REVIEWS_MAX = 64 << 20  # review.json: a person's verdicts; a larger file is refused unread
 
 
 class Decision(BaseModel):
@@ -285,7 +287,7 @@ def read_reviews(root: Path) -> dict[frozenset, HumanReview]:
     if not path.exists():
         return {}
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(read_regular(path, REVIEWS_MAX, follow=True))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise HypographError(f"{path}: not valid JSON ({e})") from None
     if not isinstance(raw, list):

@@ -19,13 +19,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hypograph.atomic import read_regular
 from hypograph.errors import HypographError
 from hypograph.ids import ID_RE, canonical_id, id_sort_key
 from hypograph.journal import Journal, Step
 from hypograph.limits import encodable
 from hypograph.paths import OURS, scan
 from hypograph.vault.locking import reading_lock
-from hypograph.vault.nodes import FILENAME_ID_RE, Node, link_target, parse_node, read_node
+from hypograph.vault.nodes import FILENAME_ID_RE, MAX_NODE_BYTES, Node, link_target, parse_node, read_node
 
 SKIP_DIRS = {"agent-notes", "proximity", OURS, ".obsidian", ".git", ".trash"}
 
@@ -87,7 +88,12 @@ class Vault:
     def main_question(self) -> str:
         """The run's question: ``initial_prompt.md`` (whole text; the model reads it)."""
         path = self.root / "initial_prompt.md"
-        return path.read_text(encoding="utf-8") if path.exists() else ""
+        if not path.exists():
+            return ""
+        try:
+            return read_regular(path, MAX_NODE_BYTES, follow=True).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise HypographError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
 
 
 def node_files(root: Path):
