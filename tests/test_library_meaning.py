@@ -259,6 +259,46 @@ def test_a_round_through_the_job_ranks_a_large_librarys_neighbours_by_both_sente
     assert {"all-MiniLM-L6-v2.npz", "all-mpnet-base-v2.npz"} <= {p.name for p in store.iterdir()}
 
 
+def test_a_long_neighbour_list_is_judged_in_parts_through_the_job(tmp_path, stub, monkeypatch):
+    """A candidate shown more neighbours than one call carries is judged in parts of at most
+    ``BATCH_NEIGHBOURS``, in rank order; the verdict is its pair's duplicate and records every
+    neighbour shown."""
+    from hypograph.library import dedup
+
+    monkeypatch.setattr(dedup, "BATCH_NEIGHBOURS", 8)
+    chosen = _labelled_round(tmp_path)
+    para = next(p for p in chosen if p["label"] == "duplicate")
+    model = LibraryModel(rounds=[{"behaviors": [behavior(para["b"], tag="para")]}], paraphrases={para["b"]: para["a"]})
+    stub.always(model)
+    run_library(tmp_path, LibraryRun(TOPIC, rounds=1, n_behaviors=1, web=False))
+    v = verdict(tmp_path, "r0001", para["b"])
+    assert (v.verdict, v.of, v.decided_by) == ("duplicate", f"B{PAIRS.index(para) + 1}", "model")
+    parts = [d["neighbours"] for d in model.dedup_items if d["text"] == para["b"]]
+    shown = dedup.shown_count(15, len(PAIRS))
+    assert len(parts) == -(-shown // 8) and all(len(part) <= 8 for part in parts)
+    statements = {f"B{i + 1}": p["a"] for i, p in enumerate(PAIRS)}
+    shown_texts = [statements[ref] for ref in v.neighbours]
+    parts.sort(key=lambda part: shown_texts.index(part[0]))  # the calls run concurrently
+    assert [t for part in parts for t in part] == shown_texts  # consecutive slices: each neighbour once, in order
+
+
+def test_a_candidates_parts_join_rejected_first_then_the_first_duplicate():
+    from hypograph.library.dedup import _joined
+    from hypograph.library.rounds import Verdict
+
+    def part(verdict: str, of: str | None = None, refs: tuple = ()) -> Verdict:
+        decided = {"new": "model", "duplicate": "model", "unjudged": "rejected"}[verdict]
+        return Verdict(layer="behavior", key="c1", verdict=verdict, of=of, decided_by=decided, neighbours=list(refs))
+
+    refs = ["B1", "B2", "B3", "B4"]
+    new, dup3, dup4 = part("new", refs=refs[:2]), part("duplicate", "B3", refs[2:]), part("duplicate", "B4", refs[2:])
+    assert _joined([new, part("new", refs=refs[2:])], refs) == part("new", refs=refs)
+    assert _joined([new, dup3], refs) == part("duplicate", "B3", refs)
+    assert _joined([dup4, dup3], refs).of == "B4"  # the first part's, ranked higher
+    assert _joined([dup3, part("unjudged", refs=refs[2:])], refs) == part("unjudged", refs=refs)  # asked again
+    assert _joined([new], refs[:2]) is new
+
+
 # -- the topic guard ---------------------------------------------------------------------------------------------
 
 

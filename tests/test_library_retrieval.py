@@ -91,7 +91,7 @@ def test_shown_count_grows_with_the_library_never_under_k_nor_over_the_library()
     assert shown_count(70, 81) == 70  # the settings' k when it is more
 
 
-def test_a_call_carries_about_batch_neighbours_and_a_long_list_alone():
+def test_a_call_carries_at_most_batch_neighbours_and_a_longer_list_is_cut_in_even_parts():
     def items(n: int, shown: int) -> list[Item]:
         neighbours = [(f"B{j}", "text", 0.5) for j in range(shown)]
         return [Item("behavior", f"c{i}", "text", neighbours) for i in range(n)]
@@ -101,6 +101,13 @@ def test_a_call_carries_about_batch_neighbours_and_a_long_list_alone():
     assert [len(b) for b in judge_batches(items(7, 55))] == [4, 3]  # 4 x 55 = 220 <= 240 < 5 x 55
     assert judge_batches([]) == []
     assert sum(len(b) for b in judge_batches(items(23, 37))) == 23  # every item once, in order
+    long = items(2, 755)  # 10,000 library nodes: 750 shown and 5 earlier candidates
+    calls = judge_batches(long)
+    assert [[(it.key, len(it.neighbours)) for it in b] for b in calls] == [[("c0", 189)]] * 3 + [[("c0", 188)]] + [
+        [("c1", 189)]
+    ] * 3 + [[("c1", 188)]]
+    assert [n for b in calls[:4] for n in b[0].neighbours] == long[0].neighbours  # in rank order, each once
+    assert all(sum(len(it.neighbours) for it in b) <= dedup.BATCH_NEIGHBOURS for b in judge_batches(items(9, 241)))
 
 
 def test_tfidf_is_used_only_when_asked_and_then_says_so():

@@ -18,11 +18,12 @@ existing mechanisms and the earlier candidates under it). For each candidate:
 3. **the model judges**: batches of numbered candidates, each with its numbered neighbours; the
    answer is ``new`` or ``duplicate`` of neighbour *number* n (the id is looked up from the
    number, never taken from the model), plus an optional nuance for the kept node's ``notes``.
-   No similarity decides alone. A rejected answer decides nothing: its candidates are
-   ``unjudged``, the round is not done (``Unjudged``, exit 2: how many and why), ``dedup.json`` is
-   not written, and a re-run judges them (the answers that were valid come from the model-answer
-   cache, so only the rejected questions are asked again). Mechanisms are judged only once every
-   behavior was.
+   A call shows at most ``BATCH_NEIGHBOURS`` neighbours: a longer list is judged in parts, and
+   the candidate is a duplicate of the first neighbour any part names. No similarity decides
+   alone. A rejected answer decides nothing: its candidates are ``unjudged``, the round is not
+   done (``Unjudged``, exit 2: how many and why), ``dedup.json`` is not written, and a re-run
+   judges them (the answers that were valid come from the model-answer cache, so only the
+   rejected questions are asked again). Mechanisms are judged only once every behavior was.
 
 Only a candidate with no node at all to compare with (the first of an empty library) is ``new``
 without a call (``no-neighbour``). Every verdict records what decided it, the neighbours shown
@@ -32,7 +33,7 @@ and, for a model verdict, the model.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -61,7 +62,7 @@ from hypograph.proximity.nearest import nearest
 from hypograph.text import normalise
 
 BATCH = 8
-BATCH_NEIGHBOURS = 240  # a call carries at most BATCH items and, past one item, about this many neighbours
+BATCH_NEIGHBOURS = 240  # a call carries at most BATCH items and at most this many neighbours
 ROUND_NEIGHBOURS = 5  # earlier candidates of the same round shown besides the library nodes
 # Library nodes shown per candidate: the settings' k, or SHOWN_PER_ROOT * sqrt(library nodes) when
 # that is more: a paraphrase's rank among same-topic nodes grows with the library. The smallest
@@ -298,28 +299,50 @@ class _Judge:
             batches = judge_batches(ask)
             answers = self.client.ask_many([judge_request(layer, batch) for batch in batches])
             model = self.client.config.model or ""
+            parts: dict[str, list[Verdict]] = {}
             for batch, answer in zip(batches, answers, strict=True):
                 self.traces.cap_if_rejected(answer, f"dedup-{layer}s")
                 if isinstance(answer, Rejected):
                     self.reasons.append(answer.reason)
                 for it, v in zip(batch, _verdicts(layer, batch, answer, model), strict=True):
-                    verdicts[it.key] = v
+                    parts.setdefault(it.key, []).append(v)
+            for it in ask:
+                verdicts[it.key] = _joined(parts[it.key], [r for r, _, _ in it.neighbours])
         return [verdicts[it.key] for it in items]
 
 
 def judge_batches(ask: list[Item]) -> list[list[Item]]:
-    """``ask`` in order, cut into calls of at most ``BATCH`` items whose neighbours add up to about
-    ``BATCH_NEIGHBOURS`` at most (an item with more is a call of its own): a long neighbour list
-    costs one call's prompt, not a prompt no model reads whole."""
+    """``ask`` in order, cut into calls of at most ``BATCH`` items whose neighbours add up to at
+    most ``BATCH_NEIGHBOURS``. An item with more is split into parts (``_parts``), each a call of
+    its own: a prompt stays one a model reads whole, and fits a small server's context."""
     batches: list[list[Item]] = []
     size = 0
-    for it in ask:
+    for it in (part for item in ask for part in _parts(item)):
         if not batches or len(batches[-1]) == BATCH or size + len(it.neighbours) > BATCH_NEIGHBOURS:
             batches.append([])
             size = 0
         batches[-1].append(it)
         size += len(it.neighbours)
     return batches
+
+
+def _parts(item: Item) -> list[Item]:
+    """``item`` with its neighbours cut into as few parts as keep each within ``BATCH_NEIGHBOURS``,
+    of even size, in rank order (the round's earlier candidates, last, in the last part)."""
+    count = math.ceil(len(item.neighbours) / BATCH_NEIGHBOURS)
+    if count <= 1:
+        return [item]
+    size = math.ceil(len(item.neighbours) / count)
+    return [replace(item, neighbours=item.neighbours[i : i + size]) for i in range(0, len(item.neighbours), size)]
+
+
+def _joined(parts: list[Verdict], neighbours: list[str]) -> Verdict:
+    """One candidate's verdict from its parts' (in rank order), recording every neighbour shown:
+    unjudged if any part's answer was rejected (a re-run asks that part again), else a duplicate of
+    the first part that names one, else new."""
+    joined = next((v for v in parts if v.verdict == "unjudged"), None)
+    joined = joined or next((v for v in parts if v.verdict == "duplicate"), parts[0])
+    return joined if len(parts) == 1 else joined.model_copy(update={"neighbours": neighbours})
 
 
 def settled(items: list[Item], layer: str) -> tuple[dict[str, Verdict], list[Item]]:
