@@ -137,7 +137,7 @@ def open_regular(path: Path, what: str | None = None, follow: bool = False) -> i
         fd = os.open(path, flags)
     except OSError as e:
         if e.errno == errno.ELOOP:
-            raise HypographError(f"{what}: is a symlink (-> {os.readlink(path)}); not read") from None
+            raise HypographError(f"{what}: {_link_problem(path, follow)}; not read") from None
         if isinstance(e, (FileNotFoundError, NotADirectoryError)):
             raise
         raise HypographError(f"{what}: cannot be read ({e.strerror or type(e).__name__})") from None
@@ -146,6 +146,16 @@ def open_regular(path: Path, what: str | None = None, follow: bool = False) -> i
         os.close(fd)
         raise HypographError(f"{what}: is {_kind(mode)}, not a regular file; not read")
     return fd
+
+
+def _link_problem(path: Path, follow: bool) -> str:
+    """Why a link refused an open (ELOOP): a loop when links are followed, else the link itself."""
+    if follow:
+        return "a loop of symlinks"
+    try:
+        return f"is a symlink (-> {os.readlink(path)})"
+    except OSError:
+        return "is reached through a loop of symlinks"
 
 
 def read_regular(path: Path, max_bytes: int, what: str | None = None, follow: bool = False) -> bytes:
@@ -160,6 +170,16 @@ def read_regular(path: Path, max_bytes: int, what: str | None = None, follow: bo
     if size > max_bytes or len(data) > max_bytes:
         raise HypographError(f"{what}: {max(size, len(data))} bytes, over the {max_bytes}-byte limit; not read")
     return data
+
+
+def read_utf8(path: Path, max_bytes: int, what: str | None = None, follow: bool = True) -> str:
+    """The text of ``path`` as ``read_regular`` reads it (a symlink followed unless ``follow`` is
+    False), decoded as UTF-8; text that is not is one HypographError line naming ``what``."""
+    what = what or str(path)
+    try:
+        return read_regular(path, max_bytes, what, follow).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise HypographError(f"{what}: not UTF-8 ({e.reason} at byte {e.start})") from None
 
 
 def remove_stale_temps(root: Path, owned: Iterable[str]) -> list[str]:

@@ -282,6 +282,55 @@ def test_a_long_neighbour_list_is_judged_in_parts_through_the_job(tmp_path, stub
     assert [t for part in parts for t in part] == shown_texts  # consecutive slices: each neighbour once, in order
 
 
+def test_a_small_context_gets_the_list_in_halves_and_a_rejected_half_alone_is_asked_again(tmp_path, stub):
+    """Through the job: a dedup prompt over the server's context (it says so in a 400) is asked
+    again in halves; the verdict names a neighbour by its number within a later half; a half whose
+    answer is rejected leaves the round not done, and the re-run asks that half only."""
+    from library_stub import blocks, task
+    from llm_stub import answer, bad_request
+
+    from hypograph.errors import NotDone
+    from hypograph.library.embedder import make_embedder
+
+    chosen = _labelled_round(tmp_path)
+    para = next(p for p in chosen if p["label"] == "duplicate")
+    pool = [(f"B{i + 1}", p["a"]) for i, p in enumerate(PAIRS)]
+    (shown,) = neighbour_items("behavior", pool, [("c", para["b"])], make_embedder("sbert"))
+    target_ref, target, cosine = shown.neighbours[40]  # judged "the duplicate": in the list's third quarter
+    model = LibraryModel(rounds=[{"behaviors": [behavior(para["b"], tag="para")]}], paraphrases={para["b"]: target})
+    limit, broken = 1600, [True]
+
+    def shows_target(body) -> bool:
+        return any(target in n.values() for n in blocks(body).get("neighbours", []))
+
+    def small_server(body):
+        if task(body) != "dedup":
+            return model(body)
+        asked = sum(len(m["content"]) for m in body["messages"]) // 4 + (body.get("max_tokens") or 0)
+        if asked > limit:
+            return bad_request(f"This model's maximum context length is {limit} tokens. However, you requested {asked}")
+        if broken[0] and shows_target(body):
+            return answer({"judgements": []})  # invalid: no judgement for the item
+        return model(body)
+
+    stub.always(small_server)
+    run = LibraryRun(TOPIC, rounds=1, n_behaviors=1, web=False)
+    with pytest.raises(NotDone, match="1 of 1 candidate behaviors unjudged"):
+        run_library(tmp_path, run)
+    assert not (tmp_path / ".hypograph/library/rounds/r0001/dedup.json").exists()
+    answered = [d["neighbours"] for d in model.dedup_items if d["text"] == para["b"]]
+    assert answered and all(len(n) < len(shown.neighbours) for n in answered)  # halves, never the whole list
+
+    broken[0] = False
+    since = len(stub.requests)
+    run_library(tmp_path, run)
+    v = verdict(tmp_path, "r0001", para["b"])
+    assert (v.verdict, v.of, v.similarity) == ("duplicate", target_ref, cosine)
+    assert v.neighbours == [r for r, _, _ in shown.neighbours]
+    judged = [r for r in stub.requests[since:] if task(r.body) == "dedup" and not shows_target(r.body)]
+    assert judged == []  # the halves answered before came from the cache
+
+
 def test_a_candidates_parts_join_rejected_first_then_the_first_duplicate():
     from hypograph.library.dedup import _joined
     from hypograph.library.rounds import Verdict

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from hypograph.atomic import read_regular
+from hypograph.atomic import read_utf8
 from hypograph.casework.models import Source, Statement
 from hypograph.casework.revision import NewRevision, RevisionReport, add_revision
 from hypograph.errors import HypographError
@@ -34,10 +34,7 @@ def question_of(prompt: str) -> str:
 
 
 def _text(root: Path, rel: Path) -> str:
-    try:
-        return read_regular(root / rel, MAX_NODE_BYTES, str(root / rel), follow=True).decode("utf-8")
-    except UnicodeDecodeError:
-        raise HypographError(f"{root / rel}: not UTF-8") from None
+    return read_utf8(root / rel, MAX_NODE_BYTES)
 
 
 def _summary(node: Node) -> str:

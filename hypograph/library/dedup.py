@@ -58,6 +58,7 @@ from hypograph.library.state import digest, library_state, read_model, round_dir
 from hypograph.library.traces import TraceRun
 from hypograph.llm.answers import require_one_each
 from hypograph.llm.client import LLMClient, Rejected, Request, untrusted
+from hypograph.llm.policy import SMALLER
 from hypograph.proximity.nearest import nearest
 from hypograph.text import normalise
 
@@ -80,6 +81,7 @@ class Item:
     text: str
     neighbours: list[tuple[str, str, float]]
     exact: str | None = None  # the node it equals after normalisation
+    offset: int = 0  # a part's first neighbour's position among its candidate's (``_parts``)
 
 
 class Judgement(BaseModel):
@@ -296,25 +298,39 @@ class _Judge:
         verdicts, ask = settled(items, layer)
         if ask:
             self.traces.use(self.client, self.key)
-            batches = judge_batches(ask)
-            answers = self.client.ask_many([judge_request(layer, batch) for batch in batches])
-            model = self.client.config.model or ""
-            parts: dict[str, list[Verdict]] = {}
-            for batch, answer in zip(batches, answers, strict=True):
-                self.traces.cap_if_rejected(answer, f"dedup-{layer}s")
-                if isinstance(answer, Rejected):
-                    self.reasons.append(answer.reason)
-                for it, v in zip(batch, _verdicts(layer, batch, answer, model), strict=True):
-                    parts.setdefault(it.key, []).append(v)
+            parts: dict[str, list[tuple[int, Verdict]]] = {}
+            for part, v in self._judged(layer, judge_batches(ask)):
+                parts.setdefault(part.key, []).append((part.offset, v))
             for it in ask:
-                verdicts[it.key] = _joined(parts[it.key], [r for r, _, _ in it.neighbours])
+                ranked = [v for _, v in sorted(parts[it.key], key=lambda p: p[0])]
+                verdicts[it.key] = _joined(ranked, [r for r, _, _ in it.neighbours])
         return [verdicts[it.key] for it in items]
+
+    def _judged(self, layer: str, batches: list[list[Item]]) -> list[tuple[Item, Verdict]]:
+        """Each batch's items (parts) with their verdicts. A batch whose prompt the server cannot
+        take, or whose answer a token budget cut off, is asked again as two halves (``_halves``),
+        down to one neighbour: a small context gets more, smaller calls instead of no verdict."""
+        answers = self.client.ask_many([judge_request(layer, batch) for batch in batches])
+        model = self.client.config.model or ""
+        judged: list[tuple[Item, Verdict]] = []
+        smaller: list[list[Item]] = []
+        for batch, answer in zip(batches, answers, strict=True):
+            halves = _halves(batch) if isinstance(answer, Rejected) and answer.kind in SMALLER else None
+            if halves:
+                smaller += halves
+                continue
+            self.traces.cap_if_rejected(answer, f"dedup-{layer}s")
+            if isinstance(answer, Rejected):
+                self.reasons.append(answer.reason)
+            judged += zip(batch, _verdicts(layer, batch, answer, model), strict=True)
+        return judged + (self._judged(layer, smaller) if smaller else [])
 
 
 def judge_batches(ask: list[Item]) -> list[list[Item]]:
     """``ask`` in order, cut into calls of at most ``BATCH`` items whose neighbours add up to at
     most ``BATCH_NEIGHBOURS``. An item with more is split into parts (``_parts``), each a call of
-    its own: a prompt stays one a model reads whole, and fits a small server's context."""
+    its own, so a prompt stays one a model reads whole (a server that cannot take one still gets
+    it in halves: ``_Judge._judged``)."""
     batches: list[list[Item]] = []
     size = 0
     for it in (part for item in ask for part in _parts(item)):
@@ -333,11 +349,30 @@ def _parts(item: Item) -> list[Item]:
     if count <= 1:
         return [item]
     size = math.ceil(len(item.neighbours) / count)
-    return [replace(item, neighbours=item.neighbours[i : i + size]) for i in range(0, len(item.neighbours), size)]
+    return [
+        replace(item, neighbours=item.neighbours[i : i + size], offset=item.offset + i)
+        for i in range(0, len(item.neighbours), size)
+    ]
+
+
+def _halves(batch: list[Item]) -> list[list[Item]] | None:
+    """``batch`` as two smaller calls: its items in two, or its one item's neighbours in two;
+    None for one item with one neighbour (nothing smaller to ask)."""
+    if len(batch) > 1:
+        return [batch[: len(batch) // 2], batch[len(batch) // 2 :]]
+    (item,) = batch
+    if len(item.neighbours) < 2:
+        return None
+    half = len(item.neighbours) // 2
+    return [
+        [replace(item, neighbours=item.neighbours[:half])],
+        [replace(item, neighbours=item.neighbours[half:], offset=item.offset + half)],
+    ]
 
 
 def _joined(parts: list[Verdict], neighbours: list[str]) -> Verdict:
-    """One candidate's verdict from its parts' (in rank order), recording every neighbour shown:
+    """One candidate's verdict from its parts' (in their neighbours' rank order), recording every
+    neighbour shown:
     unjudged if any part's answer was rejected (a re-run asks that part again), else a duplicate of
     the first part that names one, else new."""
     joined = next((v for v in parts if v.verdict == "unjudged"), None)

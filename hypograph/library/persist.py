@@ -24,7 +24,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hypograph.atomic import write_json, write_text
+from hypograph.atomic import read_utf8, write_json, write_text
 from hypograph.errors import HypographError
 from hypograph.library.checks import require_sound
 from hypograph.library.ledger import Minter, absorb, read_ledger, write_ledger
@@ -277,10 +277,13 @@ def _mechanism_node(mid: str, m: CandidateMechanism, s: BehaviorScores, batch: s
     }
 
 
+MANIFEST_MAX = 16 << 20  # MANIFEST.md: a line per file; a larger one is refused unread
+
+
 def _manifest_entry(root: Path, topic: str, date: str) -> None:
     """One line in ``MANIFEST.md`` for the library file's creation (the file is created if absent)."""
     path = Path(root) / "MANIFEST.md"
-    old = path.read_text(encoding="utf-8") if path.exists() else "# Manifest\n\n"
+    old = read_utf8(path, MANIFEST_MAX) if path.exists() else "# Manifest\n\n"
     line = (
         f"- {date} `{LIBRARY_FILE}` — hypothesis-batch: tree library of behaviors → mechanisms "
         f'for topic "{topic}" (created)\n'

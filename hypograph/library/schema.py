@@ -156,7 +156,7 @@ def read_library(root: Path) -> tuple[Library, dict] | None:
     if not path.exists():
         return None
     try:
-        raw = json.loads(read_regular(path, LIBRARY_MAX, follow=True))
+        raw = json.loads(read_regular(path, LIBRARY_MAX, follow=True).decode("utf-8"))
     except UnicodeDecodeError:
         raise HypographError(f"{path}: not UTF-8 text") from None
     except json.JSONDecodeError as e:

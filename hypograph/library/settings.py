@@ -16,7 +16,7 @@ from hypograph.proximity.settings import Backend
 DEFAULT_N_BEHAVIORS = 10
 DEFAULT_BANLIST_BUDGET = 6000  # tokens of banlist pasted into one generation prompt
 # Nearest existing nodes shown to the dedup judge at the least; a larger library shows more
-# (dedup.shown_count: 7.5 x sqrt(nodes)), as benchmarks/library_recall.py measured on held-out pairs.
+# (dedup.shown_count: 7.5 x sqrt(nodes), chosen on the tuning half of benchmarks/library_recall.py's pairs).
 DEFAULT_NEIGHBOURS = 15
 MIN_NEIGHBOURS = 10
 

@@ -287,7 +287,7 @@ def read_reviews(root: Path) -> dict[frozenset, HumanReview]:
     if not path.exists():
         return {}
     try:
-        raw = json.loads(read_regular(path, REVIEWS_MAX, follow=True))
+        raw = json.loads(read_regular(path, REVIEWS_MAX, follow=True).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise HypographError(f"{path}: not valid JSON ({e})") from None
     if not isinstance(raw, list):

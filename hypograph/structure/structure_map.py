@@ -11,12 +11,12 @@ import datetime as dt
 import re
 from pathlib import Path
 
-from hypograph.atomic import write_text
+from hypograph.atomic import read_utf8, write_text
 from hypograph.structure import session
 from hypograph.structure.members import BY_HAND
 from hypograph.vault.locking import structuring_lock
 from hypograph.vault.node_view import NodeView
-from hypograph.vault.nodes import Node
+from hypograph.vault.nodes import MAX_NODE_BYTES, Node
 from hypograph.vault.vault import Vault
 
 MAP = Path("agent-notes") / "structure.md"
@@ -99,7 +99,7 @@ def write_map(vault: Vault | Path, today: dt.date | None = None) -> tuple[Path, 
         path = root / MAP
         text = render_map(vault, today or dt.date.today())
         if path.exists():
-            old = path.read_text(encoding="utf-8")
+            old = read_utf8(path, MAX_NODE_BYTES)
             if _without_timestamp(old) == _without_timestamp(text):
                 return path, False
             listed = {hc.id for hc in vault.of_type("hypothesis-cluster")}

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from frontmatter.default_handlers import YAMLHandler
 
-from hypograph.atomic import read_regular
+from hypograph.atomic import read_utf8
 from hypograph.errors import HypographError
 from hypograph.limits import data_problem
 from hypograph.paths import cut_bytes
@@ -321,11 +321,7 @@ def parse_node(raw: str, rel: Path) -> Node:
 def read_node(root: Path, rel: Path) -> Node:
     """The node at ``root / rel`` (a file the vault's scan found: a symlink in it stays inside the
     vault, so it is followed), at most ``MAX_NODE_BYTES``; errors are one line naming ``rel``."""
-    try:
-        raw = read_regular(root / rel, MAX_NODE_BYTES, str(rel), follow=True).decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise HypographError(f"{rel}: not UTF-8 ({e.reason} at byte {e.start})") from None
-    return parse_node(raw, rel)
+    return parse_node(read_utf8(root / rel, MAX_NODE_BYTES, str(rel)), rel)
 
 
 def _deep_copy(value):

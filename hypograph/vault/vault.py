@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hypograph.atomic import read_regular
+from hypograph.atomic import read_utf8
 from hypograph.errors import HypographError
 from hypograph.ids import ID_RE, canonical_id, id_sort_key
 from hypograph.journal import Journal, Step
@@ -88,12 +88,7 @@ class Vault:
     def main_question(self) -> str:
         """The run's question: ``initial_prompt.md`` (whole text; the model reads it)."""
         path = self.root / "initial_prompt.md"
-        if not path.exists():
-            return ""
-        try:
-            return read_regular(path, MAX_NODE_BYTES, follow=True).decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise HypographError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
+        return read_utf8(path, MAX_NODE_BYTES) if path.exists() else ""
 
 
 def node_files(root: Path):
@@ -122,6 +117,8 @@ def _read_nodes(root: Path) -> dict[str, Node]:
     nodes: dict[str, Node] = {}
     spelled: dict[str, str] = {}  # canonical id -> the id as spelled (H-01 and H-1 collide)
     for rel in node_files(root):
+        if not FILENAME_ID_RE.match(rel.name) and (root / rel).stat().st_size > MAX_NODE_BYTES:
+            continue  # a note too large to read is no node: a node's file name starts with its id
         node = read_node(root, rel)
         if "id" not in node.meta:
             continue  # a plain note, not a node
