@@ -372,9 +372,8 @@ def _halves(batch: list[Item]) -> list[list[Item]] | None:
 
 def _joined(parts: list[Verdict], neighbours: list[str]) -> Verdict:
     """One candidate's verdict from its parts' (in their neighbours' rank order), recording every
-    neighbour shown:
-    unjudged if any part's answer was rejected (a re-run asks that part again), else a duplicate of
-    the first part that names one, else new."""
+    neighbour shown: unjudged if any part's answer was rejected (a re-run asks that part again),
+    else a duplicate of the first part that names one, else new."""
     joined = next((v for v in parts if v.verdict == "unjudged"), None)
     joined = joined or next((v for v in parts if v.verdict == "duplicate"), parts[0])
     return joined if len(parts) == 1 else joined.model_copy(update={"neighbours": neighbours})

@@ -25,7 +25,7 @@ from hypograph.paths import cut_bytes
 FRONTMATTER_RE = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*(?:\r?\n|\Z)", re.S | re.M)
 FILENAME_ID_RE = re.compile(r"^([A-Z]+-\d+)(?: - |\.md$|$)")
 LINK_RE = re.compile(r"!?\[\[([^\]|#]+?)(?:#[^\]|]*)?(?:\|[^\]]*)?\]\]")
-MAX_NODE_BYTES = 16 << 20  # a node is a few kB of markdown; a larger file is refused, naming it
+MAX_NODE_BYTES = 16 << 20  # a node is a few kB of markdown; a larger node file is refused, naming it
 ILLEGAL_FILENAME_CHARS = re.compile(r'[/\\:*?"<>|\[\]#^\x00-\x1f]')
 
 
