@@ -41,6 +41,20 @@ for _key in [k for k in os.environ if k in UNSAFE_ENV or k.startswith(UNSAFE_ENV
     del os.environ[_key]
 import pipelines.definitions  # noqa: E402,F401 - loaded once, here, with no model variable bound
 
+
+@pytest.fixture(autouse=True)
+def _no_instance_left_entered():
+    """Each test starts with no Dagster instance entered. Dagster keeps the entered instance's
+    state storage in a context variable and restores it only when instances exit in order; one
+    left entered by an earlier test (seen after tests/test_sensors.py's and test_fast_path.py's
+    runs, depending on which files a worker ran before) would be read by a later ``materialize``
+    after its instance is gone: "Attempted to resolve undefined DagsterInstance weakref"."""
+    from dagster._core.storage.defs_state.base import set_defs_state_storage
+
+    with set_defs_state_storage(None):
+        yield
+
+
 RUN_HYPOTHESES: dict[str, dict] = {
     "H-1": {
         "title": "Varroa mites spread deformed wing virus",
