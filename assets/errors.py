@@ -7,11 +7,17 @@
   retry policy re-runs it (``allow_retries=False``): the same input fails the same way. It
   carries no stack trace: the line is the whole of what the UI shows (see ``LineFailure``).
 * A partition that cannot run yet, or never will (``Skip``: an unconfirmed revision, a revision a
-  later one superseded, a round with nothing to take its settings from) ends its step with no
-  output: nothing downstream runs, the run succeeds, no cell turns red and earlier
-  materializations stay as they were. The reason is logged at WARNING, recorded as an observation
-  of the asset's partition (``skipped``, ``status``) and as the run's tag ``hypograph/skipped``;
-  ``pipelines/launch.py`` turns it into the command's exit 2 (not done yet).
+  later one superseded, a round with nothing to take its settings from), and whatever the command
+  calls exit 2 (a ``NotDone``: a person's decision, a model needed or down, a retry not yet due), a
+  Launchpad setting out of range (``SettingRefused``) and a step launched before the job that makes
+  its inputs (``Missing``) end the step with no output: nothing downstream runs, the run succeeds,
+  no cell or check turns red and earlier materializations stay as they were. The reason is logged
+  (WARNING; ERROR for a refused setting), recorded as an observation of the asset's partition
+  (``skipped``, ``status``) and as the run's tags ``hypograph/skipped`` (the status) and
+  ``hypograph/reason`` (the line, shown in the Runs list); ``pipelines/launch.py`` turns it into
+  the command's exit 2 (not done yet), or 1 for a refused setting. Assets get this through
+  ``step`` (a generator asset declared ``output_required=False``); checks and ops keep
+  ``project_errors``, where any of these is a failure with its line.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import functools
 import inspect
 from pathlib import Path
+from typing import NamedTuple
 
 from dagster import (
     AssetCheckExecutionContext,
@@ -31,12 +38,13 @@ from dagster import (
 from dagster._core.errors import DagsterUserCodeProcessError
 from dagster._utils.error import SerializableErrorInfo
 
-from hypograph.errors import HypographError, NotDone
+from hypograph.errors import HypographError, NotDone, SettingRefused
 
 NOT_DONE = "NOT_DONE"
 REFUSED = "REFUSED"
 SUPERSEDED = "SUPERSEDED"
 SKIPPED_TAG = "hypograph/skipped"
+REASON_TAG = "hypograph/reason"
 
 
 class Skip(Exception):
@@ -50,10 +58,45 @@ class Skip(Exception):
         self.status = status
 
 
+class Missing(NamedTuple):
+    """What the IO manager gives an input declared ``dagster_type=Any`` whose upstream was never
+    made (a job launched before the one that makes it): ``line`` names the job to launch."""
+
+    line: str
+
+
+def step(fn):
+    """Wrap an asset function (plain or a generator) declared ``output_required=False``: its result
+    is yielded; a ``Skip``, a ``NotDone``, a ``SettingRefused`` or a ``Missing`` input ends it with
+    no output, recorded (see the module docstring); another ``HypographError`` leaves it as
+    ``failure(...)``; anything else (a bug) keeps its trace."""
+
+    @functools.wraps(fn)
+    def steps(*args, **kwargs):
+        context = _context(args)
+        try:
+            missing = [v.line for v in (*args, *kwargs.values()) if isinstance(v, Missing)]
+            if missing:
+                raise Skip(missing[0])
+            if inspect.isgeneratorfunction(fn):
+                yield from fn(*args, **kwargs)
+            else:
+                yield fn(*args, **kwargs)
+        except Skip as s:
+            _skipped(context, s)
+        except SettingRefused as e:
+            _skipped(context, Skip(str(e), REFUSED))
+        except NotDone as e:
+            _skipped(context, Skip(str(e)))
+        except HypographError as e:
+            raise _project_failure(e, args) from None
+
+    return steps
+
+
 def project_errors(fn):
-    """Wrap an asset, op or check function (a generator's too): a ``HypographError`` leaves it as
-    ``failure(...)``; in a generator, a ``Skip`` ends it with no output, recorded (see the module
-    docstring), elsewhere it is a failure with its line; anything else (a bug) keeps its trace."""
+    """Wrap an op or check function (a generator's too): a ``HypographError`` (a ``Skip`` too)
+    leaves it as ``failure(...)``; anything else (a bug) keeps its trace. Assets: ``step``."""
     if inspect.isgeneratorfunction(fn):
 
         @functools.wraps(fn)
@@ -61,7 +104,7 @@ def project_errors(fn):
             try:
                 yield from fn(*args, **kwargs)
             except Skip as s:
-                _skipped(_context(args), s)
+                raise failure(s.line, "Skip", s.status, context=_context(args)) from None
             except HypographError as e:
                 raise _project_failure(e, args) from None
 
@@ -146,8 +189,9 @@ def _skipped(context, skip: Skip) -> None:
     """Log and record why the step produced nothing (see the module docstring)."""
     if context is None:
         return
-    context.log.warning(f"skipped: {skip.line}")
+    (context.log.error if skip.status == REFUSED else context.log.warning)(f"skipped: {skip.line}")
     partition = context.partition_key if context.has_partition_key else None
     metadata = {"skipped": MetadataValue.text(skip.line), "status": MetadataValue.text(skip.status)}
     context.log_event(AssetObservation(asset_key=context.asset_key, partition=partition, metadata=metadata))
-    context.instance.add_run_tags(context.run_id, {SKIPPED_TAG: skip.status})
+    # a tag's value is at most 4096 characters (Dagster's limit); the observation keeps the whole line
+    context.instance.add_run_tags(context.run_id, {SKIPPED_TAG: skip.status, REASON_TAG: skip.line[:4000]})

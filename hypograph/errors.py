@@ -19,6 +19,11 @@ class NotDone(HypographError):
     exit_code = 2
 
 
+class SettingRefused(HypographError):
+    """A setting out of its range, given where no model checked it first (the Launchpad): exit 1,
+    and in a run, its step ends with no output rather than a failure (nothing has run yet)."""
+
+
 class Interrupted(HypographError):
     """The command was interrupted (Ctrl-C, SIGTERM) while its run went on: exit 130."""
 
@@ -26,6 +31,34 @@ class Interrupted(HypographError):
 
 
 _BOUNDS = {"ge": "≥", "gt": ">", "le": "≤", "lt": "<"}
+
+# A settings field -> the command-line flag that sets it, so a line names what the user typed
+# (the command's) or both names (the Launchpad's: ``graph_threshold (--threshold)``).
+FLAGS = {
+    "graph_threshold": "--threshold",
+    "dupe_threshold": "--dupe-threshold",
+    "backend": "--backend",
+    "model": "--model",
+    "n_behaviors": "--n-behaviors",
+    "banlist_budget": "--banlist-budget",
+    "behavior_source": "--behavior-source",
+    "behavior": "--behavior",
+    "strategies_file": "--strategies",
+    "embedder": "--embedder",
+    "search_url": "--search-url",
+    "openalex_url": "--openalex-url",
+    "confirm_topic": "--confirm-topic",
+    "new_library": "--new-library",
+    "topic": "--topic",
+    "config_file": "--config",
+    "attempt": "--attempt",
+    "vault": "--into",
+}
+
+
+def both_names(field: str) -> str:
+    """``graph_threshold (--threshold)``: a setting as the Launchpad and the command name it."""
+    return f"{field} ({FLAGS[field]})" if field in FLAGS else field
 
 
 def settings_line(model, error, names: dict[str, str] | None = None) -> str:

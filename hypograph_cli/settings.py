@@ -4,28 +4,7 @@ and the models are imported when a command is validated, so ``--help`` loads nei
 
 from __future__ import annotations
 
-from hypograph.errors import HypographError, settings_line
-
-# field -> the flag that sets it, so an error names what the user typed
-FLAGS = {
-    "graph_threshold": "--threshold",
-    "dupe_threshold": "--dupe-threshold",
-    "backend": "--backend",
-    "model": "--model",
-    "n_behaviors": "--n-behaviors",
-    "banlist_budget": "--banlist-budget",
-    "behavior_source": "--behavior-source",
-    "behavior": "--behavior",
-    "strategies_file": "--strategies",
-    "embedder": "--embedder",
-    "search_url": "--search-url",
-    "openalex_url": "--openalex-url",
-    "confirm_topic": "--confirm-topic",
-    "topic": "--topic",
-    "config_file": "--config",
-    "attempt": "--attempt",
-    "vault": "--into",
-}
+from hypograph.errors import FLAGS, HypographError, settings_line
 
 
 def validated(model, /, **values):

@@ -14,7 +14,9 @@ from typing import Any, NamedTuple
 
 from dagster import ConfigurableIOManager, InputContext, MetadataValue, OutputContext
 
+from assets.errors import REFUSED, Missing, failure
 from hypograph.atomic import write_atomic
+from hypograph.errors import HypographError
 from hypograph.hypotheses import Corpus, corpus_from_json, corpus_json
 from hypograph.paths import TEXTS_SNAPSHOT
 from hypograph.proximity import store
@@ -26,6 +28,7 @@ TEXTS = TEXTS_SNAPSHOT
 class Codec(NamedTuple):
     write: Callable[[Path, Any], list[Path]]  # (input root, value) -> files written
     read: Callable[[Path], Any]  # input root -> value
+    file: str  # the file whose absence means the asset was never made for this input
 
 
 def _write_texts(root: Path, corpus: Corpus) -> list[Path]:
@@ -61,14 +64,19 @@ def _identity(path: Path) -> tuple:
 
 
 CODECS: dict[str, Codec] = {
-    "hypothesis_texts": Codec(_write_texts, _read_texts),
-    "hypothesis_embeddings": Codec(store.write_embeddings, store.read_embeddings),
-    "similarity_graph": Codec(lambda r, g: [store.write_graph(r, g)], lambda r: store.load_graph(r)[0]),
-    "proximity_clusters": Codec(store.write_clusters, store.read_clusters),
-    "duplicate_pairs": Codec(lambda r, p: [store.write_dupes(r, p)], store.read_dupes),
-    "dedup_verdicts": Codec(lambda r, v: [store.write_verdicts(r, v)], store.read_verdicts),
-    "cluster_labels": Codec(lambda r, n: [store.write_cluster_names(r, n)], store.read_cluster_names),
+    "hypothesis_texts": Codec(_write_texts, _read_texts, TEXTS),
+    "hypothesis_embeddings": Codec(store.write_embeddings, store.read_embeddings, "proximity/embeddings.npz"),
+    "similarity_graph": Codec(
+        lambda r, g: [store.write_graph(r, g)], lambda r: store.load_graph(r)[0], "proximity/graph.json"
+    ),
+    "proximity_clusters": Codec(store.write_clusters, store.read_clusters, "proximity/clusters.json"),
+    "duplicate_pairs": Codec(lambda r, p: [store.write_dupes(r, p)], store.read_dupes, "proximity/dupes.json"),
+    "dedup_verdicts": Codec(lambda r, v: [store.write_verdicts(r, v)], store.read_verdicts, "proximity/verdicts.json"),
+    "cluster_labels": Codec(
+        lambda r, n: [store.write_cluster_names(r, n)], store.read_cluster_names, "proximity/cluster-labels.json"
+    ),
 }
+MAKER = "proximity"  # the job that makes every asset above (the command: `hypograph proximity`)
 
 
 class HypographIOManager(ConfigurableIOManager):
@@ -84,11 +92,34 @@ class HypographIOManager(ConfigurableIOManager):
         )
 
     def load_input(self, context: InputContext):
-        root, name = self.inputs.root(context.partition_key), context.upstream_output.asset_key.path[-1]
-        return _codec(name).read(root)
+        """The upstream asset's value, read from its files. Never made for this input (a job
+        launched before the one that makes it): a ``Missing`` naming that job, for an input
+        declared ``dagster_type=Any`` to take it (its step then ends with no output, nothing red),
+        else a failure of that one line. A file that cannot be read: a failure of its one line."""
+        key, name = context.partition_key, context.upstream_output.asset_key.path[-1]
+        try:
+            root = self.inputs.root(key)
+            missing = never_made(root, key, name)
+            if missing is not None and context.dagster_type.key != "Any":
+                raise HypographError(missing.line)
+            return missing or _codec(name).read(root)
+        except HypographError as e:
+            raise failure(str(e), type(e).__name__, REFUSED) from None
 
     def teardown_after_execution(self, context) -> None:
         _LAST_TEXTS.clear()  # a long-lived worker process holds no corpus between runs
+
+
+def never_made(root: Path, key: str, name: str) -> Missing | None:
+    """``Missing`` when asset ``name`` was never made for input ``root`` (partition ``key``): its
+    line names the job that makes it and the command that runs that job."""
+    file = _codec(name).file
+    if (root / file).exists():
+        return None
+    return Missing(
+        f"{file}: missing — launch the `{MAKER}` job on {key} first (its Materialize button), "
+        f"or run `hypograph {MAKER} {root}`"
+    )
 
 
 def _codec(name: str) -> Codec:

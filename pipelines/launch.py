@@ -52,6 +52,7 @@ def execute(
         with open_instance() as shared:
             return execute(root, job_name, settings, offline, sub=sub, instance=shared)
     from assets.active_runs import PROCESS_TAG
+    from assets.errors import REFUSED
     from assets.sources import observe
     from hypograph.processes import this_process
     from pipelines.definitions import defs
@@ -78,8 +79,10 @@ def execute(
         tags={**TAGS, PROCESS_TAG: this_process()},  # a later command ends the run if this process dies
     )
     lines = skips(result)
-    if result.success and lines:  # the run did what it could: the rest is not done yet
-        raise NotDone("; ".join(lines) + f" ({job_name} run {result.run_id[:8]} skipped it: its events in `make ui`)")
+    if result.success and lines:  # the run did what it could: the rest is not done yet (or refused)
+        refused = any(status == REFUSED for _, _, status in _skip_records(result))
+        why = "; ".join(lines) + f" ({job_name} run {result.run_id[:8]} skipped it: its events in `make ui`)"
+        raise (HypographError if refused else NotDone)(why)
     return result
 
 
@@ -187,12 +190,16 @@ def _interrupted(result) -> bool:
 def skips(result) -> list[str]:
     """``step: reason`` of each step that ended with no output because its partition cannot run
     yet or never will: the ``skipped`` observations ``assets.errors`` records."""
+    return [f"{step}: {line}" for step, line, _ in _skip_records(result)]
+
+
+def _skip_records(result) -> list[tuple[str, str, str]]:
+    """(step, line, status) of each skip the run's steps recorded."""
     out = []
     for e in result.all_events:
-        if e.event_type_value == "ASSET_OBSERVATION":
-            skipped = e.event_specific_data.asset_observation.metadata.get("skipped")
-            if skipped is not None:
-                out.append(f"{e.step_key}: {skipped.value}")
+        metadata = e.event_specific_data.asset_observation.metadata if e.event_type_value == "ASSET_OBSERVATION" else {}
+        if "skipped" in metadata:
+            out.append((e.step_key, metadata["skipped"].value, metadata["status"].value))
     return out
 
 

@@ -2,10 +2,11 @@
 
 The fields are the core model's (one declaration: ``hypograph/<product>/settings.py``) with their
 types but without their ranges, so any value of the right type reaches ``settings()``, which
-validates it with the core model: a bad value is a ``HypographError`` of one line naming the
-field and its range, as the command line says it, which fails the first step that reads it as a
-``Failure`` with that line (``assets/errors.py``), instead of a resource that cannot be built (a
-pydantic trace, then Dagster's).
+validates it with the core model: a bad value is a ``SettingRefused`` of one line naming the field
+by both its names (``graph_threshold (--threshold)``) and its range, which ends the first step that
+reads it with no output and nothing red (``assets/errors.py: step``), instead of a resource that
+cannot be built (a pydantic trace, then Dagster's). Types and choices Dagster checks itself, in the
+Launchpad, before a run exists.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from dagster import ConfigurableResource
 from pydantic import BaseModel, Field, ValidationError, create_model
 
-from hypograph.errors import HypographError, settings_line
+from hypograph.errors import FLAGS, SettingRefused, both_names, settings_line
 
 
 class SettingsResource(ConfigurableResource):
@@ -23,7 +24,7 @@ class SettingsResource(ConfigurableResource):
         try:
             return self.MODEL.model_validate(self.model_dump())
         except ValidationError as e:
-            raise HypographError(settings_line(self.MODEL, e)) from None
+            raise SettingRefused(settings_line(self.MODEL, e, {f: both_names(f) for f in FLAGS})) from None
 
 
 def settings_resource(model: type[BaseModel], doc: str) -> type[SettingsResource]:

@@ -10,7 +10,7 @@ import asyncio
 
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 
-from assets.errors import SUPERSEDED, Skip, failure, project_errors
+from assets.errors import SUPERSEDED, Skip, failure, step
 from assets.groups import ASSET, CASEWORK
 from assets.partitions import revision_key
 from assets.sources import case_package
@@ -44,7 +44,7 @@ def _case(context: AssetExecutionContext, inputs: Inputs):
 
 
 @asset(**ASSET[CASEWORK], deps=[case_package], kinds={"openai"}, output_required=False)
-@project_errors
+@step
 def interpretation_draft(
     context: AssetExecutionContext, inputs: Inputs, case: CaseResource, llm: LLMResource
 ) -> MaterializeResult:
@@ -71,7 +71,7 @@ def interpretation_draft(
 
 
 @asset(**ASSET[CASEWORK], deps=[case_package, interpretation_draft], kinds={"json"}, output_required=False)
-@project_errors
+@step
 def case_interpretation(context: AssetExecutionContext, inputs: Inputs) -> MaterializeResult:
     """The revision's interpretation, confirmed by a person and verified against its case files; one
     not confirmed yet is skipped, saying what to do."""
@@ -94,7 +94,7 @@ def case_interpretation(context: AssetExecutionContext, inputs: Inputs) -> Mater
 
 
 @asset(**ASSET[CASEWORK], deps=[case_interpretation], kinds={"json"}, output_required=False)
-@project_errors
+@step
 def case_context(context: AssetExecutionContext, inputs: Inputs, case: CaseResource) -> MaterializeResult:
     """Phase 1: the policy pinned and the prompt context frozen (policy.json, context.json), no model call."""
     from hypograph.casework.builder import HypothesisBuilder
@@ -106,8 +106,8 @@ def case_context(context: AssetExecutionContext, inputs: Inputs, case: CaseResou
     )
 
 
-@asset(**ASSET[CASEWORK], deps=[case_context], kinds={"openai"})
-@project_errors
+@asset(**ASSET[CASEWORK], deps=[case_context], kinds={"openai"}, output_required=False)
+@step
 def hypothesis_batch(
     context: AssetExecutionContext, inputs: Inputs, case: CaseResource, llm: LLMResource
 ) -> MaterializeResult:
@@ -151,7 +151,7 @@ def _summary(paths: dict) -> dict:
 
 
 @asset(**ASSET[CASEWORK], deps=[hypothesis_batch], kinds={"markdown"}, output_required=False)
-@project_errors
+@step
 def batch_vault_nodes(context: AssetExecutionContext, inputs: Inputs, case: CaseResource):
     """The accepted hypotheses minted into the case's target vault as step-3 H nodes (idempotent),
     so the batch flows on into that vault's proximity and structure. The vault is the run's

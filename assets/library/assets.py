@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 
-from assets.errors import Skip, project_errors
+from assets.errors import Skip, step
 from assets.groups import ASSET, LIBRARY
 from hypograph.library.state import TRACE_TASK, round_keys, round_number
 from resources import Inputs, LibraryResource, LLMResource
@@ -39,16 +39,17 @@ def _traces(context: AssetExecutionContext, root, settings: "LibrarySettings") -
 
 
 @asset(**ROUND, pool="library_generation", output_required=False)
-@project_errors
+@step
 def round_candidates(
     context: AssetExecutionContext, inputs: Inputs, llm: LLMResource, library: LibraryResource
 ) -> MaterializeResult:
     """One generation call: behaviors and mechanisms for the round, the banlist built from the library
     as the earlier rounds left it (cached: a round never regenerates). A new round given a topic
-    passes the cross-topic guard first, whichever door it came in by (command, Launchpad, sensor).
+    passes the cross-topic guard first, whichever door it came in by (command, Launchpad, sensor),
+    unless ``new_library`` moves the old file aside to start a new library.
     A round given no topic, with no round before it to take its settings from, is skipped."""
     from hypograph.library.generate import generate_round
-    from hypograph.library.guard import check_topic
+    from hypograph.library.guard import check_topic, move_aside
     from hypograph.library.run import has_generated, settings_for_round
 
     root, key = inputs.sub_root(context.partition_key)
@@ -63,7 +64,11 @@ def round_candidates(
     client = llm.client(inputs.state_dir(root), TRACE_TASK)
     traces = _traces(context, root, settings)
     if given is not None and not has_generated(root, key):
-        check_topic(root, given.topic, confirm=settings.confirm_topic, client=client, traces=traces)
+        if settings.new_library:  # a person's decision: the old file renamed aside, never deleted
+            moved = move_aside(root)
+            context.log.info(f"previous library moved aside to {moved.name}" if moved else "no library to move aside")
+        else:
+            check_topic(root, given.topic, confirm=settings.confirm_topic, client=client, traces=traces)
     candidates = generate_round(root, key, settings_for_round(root, key, given), client, traces)
     yield MaterializeResult(
         metadata={
@@ -75,8 +80,8 @@ def round_candidates(
     )
 
 
-@asset(**ROUND, deps=[round_candidates])
-@project_errors
+@asset(**ROUND, deps=[round_candidates], output_required=False)
+@step
 def round_dedup(
     context: AssetExecutionContext, inputs: Inputs, llm: LLMResource, library: LibraryResource
 ) -> MaterializeResult:
@@ -105,7 +110,7 @@ def round_dedup(
 
 
 @asset(**ROUND, deps=[round_candidates, round_dedup], output_required=False)
-@project_errors
+@step
 def round_scores(
     context: AssetExecutionContext, inputs: Inputs, llm: LLMResource, library: LibraryResource
 ) -> MaterializeResult:
@@ -139,8 +144,8 @@ def round_scores(
     )
 
 
-@asset(**ASSET[LIBRARY], deps=[round_dedup, round_scores], kinds={"json"})
-@project_errors
+@asset(**ASSET[LIBRARY], deps=[round_dedup, round_scores], kinds={"json"}, output_required=False)
+@step
 def hypothesis_library(context: AssetExecutionContext, inputs: Inputs) -> MaterializeResult:
     """The round merged into hypothesis_library.json (ids minted max+1, never reused; atomic write),
     validated, with the report of the library's rounds up to this one."""

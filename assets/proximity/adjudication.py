@@ -2,7 +2,7 @@
 
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
-from assets.errors import project_errors
+from assets.errors import step
 from assets.groups import ASSET, PROXIMITY
 from assets.metadata import cluster_report, pair_table
 from hypograph.hypotheses import Corpus
@@ -22,8 +22,10 @@ from resources import Inputs, LLMResource, ProximityResource
 
 # The resources come from the context, not as parameters: with its three inputs they would be
 # seven (Dagster takes them one way or the other, not both).
-@asset(**ASSET[PROXIMITY], kinds={"openai"}, required_resource_keys={"inputs", "llm", "proximity"})
-@project_errors
+@asset(
+    **ASSET[PROXIMITY], kinds={"openai"}, required_resource_keys={"inputs", "llm", "proximity"}, output_required=False
+)
+@step
 def dedup_verdicts(
     context: AssetExecutionContext,
     duplicate_pairs: list[DuplicatePair],
@@ -68,8 +70,8 @@ def dedup_verdicts(
     )
 
 
-@asset(**ASSET[PROXIMITY], kinds={"openai"})
-@project_errors
+@asset(**ASSET[PROXIMITY], kinds={"openai"}, output_required=False)
+@step
 def cluster_labels(
     context: AssetExecutionContext,
     proximity_clusters: Clusters,

@@ -4,7 +4,7 @@ Embeddings and the graph are in ``sharded.py`` (each can be split over processes
 
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
-from assets.errors import project_errors
+from assets.errors import step
 from assets.groups import ASSET as GROUP_ASSET
 from assets.groups import PROXIMITY
 from assets.metadata import cluster_table, pair_table
@@ -20,8 +20,8 @@ from resources import Inputs, ProximityResource
 ASSET = GROUP_ASSET[PROXIMITY]
 
 
-@asset(**ASSET, deps=[hypotheses], kinds={"python"})
-@project_errors
+@asset(**ASSET, deps=[hypotheses], kinds={"python"}, output_required=False)
+@step
 def hypothesis_texts(context: AssetExecutionContext, inputs: Inputs, proximity: ProximityResource) -> Output[Corpus]:
     """Every hypothesis of the input (run dir, vault, or a library's behaviors and mechanisms),
     validated; bad files skipped or fatal. The run's settings are validated first: a bad one fails
@@ -41,8 +41,8 @@ def hypothesis_texts(context: AssetExecutionContext, inputs: Inputs, proximity: 
     )
 
 
-@asset(**ASSET, kinds={"igraph"})
-@project_errors
+@asset(**ASSET, kinds={"igraph"}, output_required=False)
+@step
 def proximity_clusters(
     similarity_graph: SimilarityGraph,
     hypothesis_texts: Corpus,
@@ -63,8 +63,8 @@ def proximity_clusters(
     )
 
 
-@asset(**ASSET, kinds={"python"})
-@project_errors
+@asset(**ASSET, kinds={"python"}, output_required=False)
+@step
 def duplicate_pairs(
     similarity_graph: SimilarityGraph,
     hypothesis_embeddings: Embeddings,

@@ -8,13 +8,14 @@ automation sensor, when on, builds them once after each proximity run that chang
 
 from dagster import AssetExecutionContext, AutomationCondition, MaterializeResult, asset
 
-from assets.errors import project_errors
+from assets.errors import Skip, step
 from assets.groups import PROXIMITY
 from assets.metadata import report_metadata
 from assets.partitions import hypothesis_inputs
 from assets.proximity.adjudication import cluster_labels
 from assets.proximity.assets import duplicate_pairs
 from hypograph.report import write_report
+from io_managers.hypograph import never_made
 from resources import Inputs, ProximityResource
 
 
@@ -24,12 +25,17 @@ from resources import Inputs, ProximityResource
     deps=[cluster_labels, duplicate_pairs],
     kinds={"plotly"},
     automation_condition=AutomationCondition.eager(),
+    output_required=False,
 )
-@project_errors
+@step
 def proximity_report(context: AssetExecutionContext, inputs: Inputs, proximity: ProximityResource) -> MaterializeResult:
     """proximity/report.html (interactive, offline), cluster-map.png, vault-map.png (vaults),
     thresholds.png and report.json: what the clusters look like and what each threshold would give.
     Each input's pictures are in its own partition's materialization: pick the input on the
     Partitions tab (the Overview shows whichever input was drawn last)."""
-    report = write_report(inputs.root(context.partition_key), proximity.settings().dupe_threshold)
+    root = inputs.root(context.partition_key)
+    missing = never_made(root, context.partition_key, "similarity_graph")  # launched before proximity
+    if missing is not None:
+        raise Skip(missing.line)
+    report = write_report(root, proximity.settings().dupe_threshold)
     return MaterializeResult(metadata=report_metadata(report, context.partition_key))

@@ -12,9 +12,17 @@ again (``hypograph structure`` does it at once, the sensor on its next tick). Th
 in ``checks.py`` beside this module.
 """
 
-from dagster import AssetExecutionContext, AssetIn, IdentityPartitionMapping, MaterializeResult, MetadataValue, asset
+from dagster import (
+    Any,
+    AssetExecutionContext,
+    AssetIn,
+    IdentityPartitionMapping,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+)
 
-from assets.errors import project_errors
+from assets.errors import step
 from assets.groups import ASSET, STRUCTURE
 from assets.sources import report_rewrite
 from hypograph.proximity.adjudicate import Decision
@@ -35,11 +43,12 @@ def _lines(items) -> MetadataValue:
 @asset(
     **STRUCTURED,
     ins={
-        "dedup_verdicts": AssetIn(partition_mapping=SAME_INPUT),
-        "hypothesis_embeddings": AssetIn(partition_mapping=SAME_INPUT),
+        "dedup_verdicts": AssetIn(partition_mapping=SAME_INPUT, dagster_type=Any),
+        "hypothesis_embeddings": AssetIn(partition_mapping=SAME_INPUT, dagster_type=Any),
     },
+    output_required=False,
 )
-@project_errors
+@step
 def hypothesis_dispositions(
     context: AssetExecutionContext,
     dedup_verdicts: list[Decision],
@@ -76,8 +85,8 @@ def hypothesis_dispositions(
     )
 
 
-@asset(**STRUCTURED, deps=[hypothesis_dispositions])
-@project_errors
+@asset(**STRUCTURED, deps=[hypothesis_dispositions], output_required=False)
+@step
 def hypothesis_clusters(context: AssetExecutionContext, inputs: Inputs, llm: LLMResource) -> MaterializeResult:
     """4b: hypothesis-cluster nodes, and each active H's cluster backlink. A cluster whose members
     may not cover every answer gets a residual: a minted catch-all member, "the answer is not listed
@@ -102,8 +111,8 @@ def hypothesis_clusters(context: AssetExecutionContext, inputs: Inputs, llm: LLM
     )
 
 
-@asset(**STRUCTURED, deps=[hypothesis_clusters])
-@project_errors
+@asset(**STRUCTURED, deps=[hypothesis_clusters], output_required=False)
+@step
 def structure_map(context: AssetExecutionContext, inputs: Inputs) -> MaterializeResult:
     """agent-notes/structure.md: the cluster inventory and counts (rewritten only on change); the
     vault's hypotheses as step 4 left them reported as a new observation."""

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from hypograph.errors import HypographError, NotDone
+from hypograph.errors import HypographError, NotDone, both_names
 from hypograph.library.embedder import sbert_rows, sentence_model
 from hypograph.library.prompts import prompt
 from hypograph.library.schema import LIBRARY_FILE, library_path, read_library, slugify
@@ -42,7 +42,7 @@ SAME_WITHOUT_ASKING = 0.90  # sentence-embedding cosine of one topic worded twic
 
 
 class TopicMismatch(NotDone):
-    """The run's topic is not the library's: a person decides (--confirm-topic or --new-library), exit 2."""
+    """The run's topic is not the library's: a person decides (confirm_topic or new_library), exit 2."""
 
 
 @dataclass
@@ -119,8 +119,8 @@ def check_topic(
     if not check.same and not confirm:
         why = f"{check.decided_by}: {check.reason}" if check.reason else check.decided_by
         raise TopicMismatch(
-            f"{library_path(root)} is about {existing!r}, not {topic!r} ({why}): pass --new-library to move it "
-            "aside and start a new library, or --confirm-topic to add to it anyway"
+            f"{library_path(root)} is about {existing!r}, not {topic!r} ({why}): set {both_names('new_library')} "
+            f"to move it aside and start a new library, or {both_names('confirm_topic')} to add to it anyway"
         )
     return check
 

@@ -50,12 +50,17 @@ class RoundSettings(BaseModel):
 class LibrarySettings(RoundSettings):
     """A round's settings as a run is given them. ``topic`` empty: follow the previous round's
     settings (what the sensor does); a round that already generated always keeps its own. The
-    cross-topic guard refuses a topic the library is not about unless ``confirm_topic``."""
+    cross-topic guard refuses a topic the library is not about unless ``confirm_topic``;
+    ``new_library`` moves the old file aside instead (a round given a topic, not yet generated)."""
 
     model_config = ConfigDict(extra="forbid")
 
     topic: str | None = Field(default=None, description="the library's topic; empty: as the previous round")
     confirm_topic: bool = Field(default=False, description="add to the library despite a topic mismatch")
+    new_library: bool = Field(
+        default=False,
+        description="move the library file aside (renamed, never deleted) and start a new library with this topic",
+    )
     search_url: str | None = Field(default=None, description="arXiv Atom endpoint (default arXiv's)")
     openalex_url: str | None = Field(default=None, description="OpenAlex works endpoint (default OpenAlex's)")
 
@@ -63,5 +68,5 @@ class LibrarySettings(RoundSettings):
         """The settings a new round stores, or None to follow the previous round's."""
         if not self.topic or not self.topic.strip():
             return None
-        fields = self.model_dump(include=set(RoundSettings.model_fields) - {"invocation"})
+        fields = self.model_dump(include=set(RoundSettings.model_fields) - {"invocation"})  # new_library: not stored
         return RoundSettings(**{**fields, "topic": self.topic.strip()}, invocation=self.invocation)
