@@ -20,13 +20,20 @@ from hypograph.skips import BAD_INPUT, registered, skip_line
 from resources import Inputs
 
 DRAFT = AssetSelection.assets(interpretation_draft)
+# What every case job's partitions are, and why a cell stays grey.
+REVISIONS = (
+    " Partitions: <case id>/r0001, … — each analysis revision of a registered case (`hypograph case new`/`add`, "
+    "or the inputs_discovered sensor). A revision not yet confirmed, or superseded by a later `case add`, ends "
+    "without running and stays grey (Missing), its reason on the run (tag hypograph/reason) and on the "
+    "partition's page."
+)
 
 case_interpret_job = define_asset_job(
     "case_interpret",
     selection=[interpretation_draft],
     partitions_def=case_revisions,
     description="The model's draft interpretation of a case revision, saved unconfirmed (`hypograph case "
-    "interpret`); with no model, a template. A person then confirms it (`hypograph case confirm`).",
+    "interpret`); with no model, a template. A person then confirms it (`hypograph case confirm`)." + REVISIONS,
 )
 
 case_confirmed_job = define_asset_job(
@@ -34,7 +41,7 @@ case_confirmed_job = define_asset_job(
     selection=[case_interpretation],
     partitions_def=case_revisions,
     description="The interpretation a person confirmed, verified against the case files (`hypograph case "
-    "confirm` runs it); fails while the revision is unconfirmed.",
+    "confirm` runs it); while the revision is unconfirmed it ends without running, saying so." + REVISIONS,
 )
 
 case_batch_job = define_asset_job(
@@ -43,7 +50,7 @@ case_batch_job = define_asset_job(
     partitions_def=case_revisions,
     description="Observe the case package, then the initial hypothesis batch of one revision: the confirmed "
     "interpretation checked, the context frozen, one model round, hypotheses and registry published "
-    "together. Needs a model unless the batch is already published.",
+    "together. Needs a model unless the batch is already published." + REVISIONS,
 )
 
 case_into_vault_job = define_asset_job(
@@ -51,7 +58,7 @@ case_into_vault_job = define_asset_job(
     selection=AssetSelection.groups(CASEWORK) - DRAFT,
     partitions_def=case_revisions,
     description="The case batch, then its hypotheses minted as step-3 H nodes into the vault the case names "
-    "(made from it, or given to batch --into); skipped with its reason when it names none.",
+    "(made from it, or given to batch --into); skipped with its reason when it names none." + REVISIONS,
 )
 
 

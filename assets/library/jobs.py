@@ -16,6 +16,7 @@ from dagster import (
 from assets.groups import LIBRARY, described
 from assets.library.assets import hypothesis_library, round_scores
 from assets.library.observed import library_file
+from assets.partition_keys import model_configured
 from assets.partitions import ROUNDS, libraries, library_rounds
 from hypograph.errors import HypographError
 from hypograph.inputs import sub_key
@@ -23,14 +24,28 @@ from hypograph.library.run import round_to_run, settings_for_round
 from hypograph.skips import BAD_INPUT, registered, skip_line
 from resources import Inputs
 
+# What the UI says of the round partitions, as the code location loads (its environment's model).
+ROUND_KEYS = (
+    "Partitions: <library id>/r0001, … — each round a registered library has, and the round it runs next, "
+    "offered as soon as the library is registered with a model configured (the partition_keys sensor keeps them; "
+    "a key typed by hand that names no such round is removed, saying why)."
+)
+NO_MODEL = (
+    " No model is configured where this code location runs (HYPOGRAPH_LLM_MODEL unset, or HYPOGRAPH_LLM=offline), "
+    "so no round can run and none is offered: set the model for the web server and daemon (docs/llm.md)."
+)
+MODEL_STATE = "" if model_configured() else NO_MODEL
+
 library_round_job = define_asset_job(
     "library_round",
     selection=AssetSelection.groups(LIBRARY) - AssetSelection.assets(library_file),
     partitions_def=library_rounds,
     description="One library round: generate behaviors and mechanisms, dedup them against the library by "
-    "meaning, score impact and novelty, merge into hypothesis_library.json. Needs a model: with none "
-    "configured there is no round to run, so no partition here until one is started (`hypograph library "
-    "DIR --topic …` with a model, or the next_library_round sensor). The library as it is: library_observe.",
+    "meaning, score impact and novelty, merge into hypothesis_library.json. Pick the library's next round; its "
+    "first needs resources.library.config.topic in the Launchpad (later ones follow the previous round's settings). "
+    "A topic the library is not about ends without running, asking for confirm_topic or new_library. "
+    + ROUND_KEYS
+    + MODEL_STATE,
 )
 
 rescore_job = define_asset_job(
@@ -38,8 +53,9 @@ rescore_job = define_asset_job(
     selection=[round_scores, hypothesis_library],
     partitions_def=library_rounds,
     description="Re-score rounds (another model, web grounding on) without regenerating; ids unchanged. "
-    "Backfill it over one library's rounds or all of them. Needs a model, and rounds made by this tool: "
-    "a library none has run for has no partition here.",
+    "Backfill it over one library's rounds or all of them; a round not generated yet ends without running, saying so. "
+    + ROUND_KEYS
+    + MODEL_STATE,
 )
 
 observe_job = define_asset_job(

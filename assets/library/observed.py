@@ -51,8 +51,10 @@ DESCRIPTION = (
     "Each registered library's hypothesis_library.json as it is on disk: its topic, behaviors and "
     "mechanisms (the `tree` table) and the library's key rules as checks. Observed offline, no model, "
     "nothing written (`hypograph library DIR --report` or `--check`, or Observe here). Data version: "
-    "a digest of the file. New rounds (round_candidates … hypothesis_library, the library_round job) "
-    "need a model; a library none has run for has no round partitions yet."
+    'a digest of the file. Observed, never materialized: the Partitions page\'s "0% filled" counts '
+    "materializations only; each library's observation and its checks are on its partition's page. "
+    "Partitions: every registered library. New rounds (round_candidates … hypothesis_library, the "
+    "library_round job) need a model: with one configured, each library's next round is offered there."
 )
 TREE = TableSchema(
     columns=[

@@ -25,7 +25,9 @@ proximity_job = define_asset_job(
     partitions_def=hypothesis_inputs,
     description="Observe the input's hypotheses, then embed, graph, cluster, list and adjudicate its "
     "near-duplicates and name its clusters (proximity/ in the input). Runs on any run directory, "
-    "vault or library; a no-op on disk when nothing changed. The pictures are the report job's.",
+    "vault or library; a no-op on disk when nothing changed. The pictures are the report job's. "
+    "Partitions: every registered run directory, vault and library (`hypograph add`, or the inputs_discovered "
+    "sensor).",
 )
 
 report_job = define_asset_job(
@@ -33,7 +35,8 @@ report_job = define_asset_job(
     selection=REPORT,
     partitions_def=hypothesis_inputs,
     description="The pictures of the input's proximity files (report.html, cluster-map.png, vault-map.png, "
-    "thresholds.png): run by `hypograph report`, from here, or by `pictures_after_proximity`.",
+    "thresholds.png): run by `hypograph report`, from here, or by `pictures_after_proximity`. Launched before "
+    "the proximity job on an input, it ends without running and says so.",
 )
 
 pictures_after_proximity = AutomationConditionSensorDefinition(

@@ -10,6 +10,8 @@ structure_job = define_asset_job(
     selection=AssetSelection.groups(STRUCTURE),
     partitions_def=vaults,
     description="Step 4 on a vault whose proximity is materialized: merge near-duplicates and drop the off-topic "
-    "(4a), hypothesis clusters with residuals (4b), the structure map; the six blocking checks. "
-    "Run proximity on the vault first, and again after (hypograph structure does both).",
+    "(4a), hypothesis clusters with residuals (4b), the structure map; the seven blocking checks. "
+    "Launch the proximity job on the vault first, and again after (`hypograph structure VAULT` does all three, "
+    "as the hypotheses_changed sensor does); launched before proximity, it ends without running and says so. "
+    "Partitions: every registered vault.",
 )
