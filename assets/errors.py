@@ -1,6 +1,6 @@
 """How a step ends when it cannot do its work, the same whichever door started the run.
 
-* A project error (``HypographError``: bad input, a setting out of range, a refusal) leaves the
+* A project error (``HypographError``: bad input, a file that cannot be read) leaves the
   step as a Dagster ``Failure`` whose description is the error's own line (the file, node or field
   it names), with the error's kind, status and what it names as metadata, and that line logged at
   ERROR (what the ``make ui`` terminal shows). Its cause chain is dropped (``from None``) and no
@@ -10,10 +10,10 @@
   later one superseded, a round with nothing to take its settings from), and whatever the command
   calls exit 2 (a ``NotDone``: a person's decision, a model needed or down, a retry not yet due), a
   Launchpad setting out of range (``SettingRefused``) and a step launched before the job that makes
-  its inputs (``Missing``) end the step with no output: nothing downstream runs, the run succeeds,
-  no cell or check turns red and earlier materializations stay as they were. The reason is logged
-  (WARNING; ERROR for a refused setting), recorded as an observation of the asset's partition
-  (``skipped``, ``status``) and as the run's tags ``hypograph/skipped`` (the status) and
+  its inputs (``io_managers.hypograph.Unloaded``) end the step with no output: nothing downstream
+  runs, the run succeeds, no cell or check turns red and earlier materializations stay as they
+  were. The reason is logged (WARNING; ERROR for a refused setting), recorded as an observation
+  of the asset's partition (``skipped``, ``status``) and as the run's tags ``hypograph/skipped`` (the status) and
   ``hypograph/reason`` (the line, shown in the Runs list); ``pipelines/launch.py`` turns it into
   the command's exit 2 (not done yet), or 1 for a refused setting. Assets get this through
   ``step`` (a generator asset declared ``output_required=False``); checks and ops keep
@@ -25,7 +25,6 @@ from __future__ import annotations
 import functools
 import inspect
 from pathlib import Path
-from typing import NamedTuple
 
 from dagster import (
     AssetCheckExecutionContext,
@@ -39,6 +38,7 @@ from dagster._core.errors import DagsterUserCodeProcessError
 from dagster._utils.error import SerializableErrorInfo
 
 from hypograph.errors import HypographError, NotDone, SettingRefused
+from io_managers.hypograph import Unloaded
 
 NOT_DONE = "NOT_DONE"
 REFUSED = "REFUSED"
@@ -58,16 +58,9 @@ class Skip(Exception):
         self.status = status
 
 
-class Missing(NamedTuple):
-    """What the IO manager gives an input declared ``dagster_type=Any`` whose upstream was never
-    made (a job launched before the one that makes it): ``line`` names the job to launch."""
-
-    line: str
-
-
 def step(fn):
     """Wrap an asset function (plain or a generator) declared ``output_required=False``: its result
-    is yielded; a ``Skip``, a ``NotDone``, a ``SettingRefused`` or a ``Missing`` input ends it with
+    is yielded; a ``Skip``, a ``NotDone``, a ``SettingRefused`` or an input never made ends it with
     no output, recorded (see the module docstring); another ``HypographError`` leaves it as
     ``failure(...)``; anything else (a bug) keeps its trace."""
 
@@ -75,9 +68,9 @@ def step(fn):
     def steps(*args, **kwargs):
         context = _context(args)
         try:
-            missing = [v.line for v in (*args, *kwargs.values()) if isinstance(v, Missing)]
-            if missing:
-                raise Skip(missing[0])
+            for value in (*args, *kwargs.values()):
+                if isinstance(value, Unloaded):  # never made: not done yet; unreadable: its failure
+                    raise Skip(value.line) if value.missing else HypographError(value.line)
             if inspect.isgeneratorfunction(fn):
                 yield from fn(*args, **kwargs)
             else:

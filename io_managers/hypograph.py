@@ -14,7 +14,6 @@ from typing import Any, NamedTuple
 
 from dagster import ConfigurableIOManager, InputContext, MetadataValue, OutputContext
 
-from assets.errors import REFUSED, Missing, failure
 from hypograph.atomic import write_atomic
 from hypograph.errors import HypographError
 from hypograph.hypotheses import Corpus, corpus_from_json, corpus_json
@@ -23,6 +22,15 @@ from hypograph.proximity import store
 from resources.inputs import Inputs
 
 TEXTS = TEXTS_SNAPSHOT
+
+
+class Unloaded(NamedTuple):
+    """An input's value that could not be loaded, for a step to end on (``assets.errors.step``):
+    ``missing``, the asset was never made for this input (a job launched before the one that
+    makes it: ``line`` names that job), else its file cannot be read (``line`` says why)."""
+
+    line: str
+    missing: bool
 
 
 class Codec(NamedTuple):
@@ -92,33 +100,32 @@ class HypographIOManager(ConfigurableIOManager):
         )
 
     def load_input(self, context: InputContext):
-        """The upstream asset's value, read from its files. Never made for this input (a job
-        launched before the one that makes it): a ``Missing`` naming that job, for an input
-        declared ``dagster_type=Any`` to take it (its step then ends with no output, nothing red),
-        else a failure of that one line. A file that cannot be read: a failure of its one line."""
+        """The upstream asset's value, read from its files. An input declared ``dagster_type=Any``
+        (one made by another job) is given ``Unloaded`` instead of an error, so its step ends in
+        one line: nothing red when the asset was never made for this input."""
         key, name = context.partition_key, context.upstream_output.asset_key.path[-1]
+        root = self.inputs.root(key)
+        if context.dagster_type.key != "Any":
+            return _codec(name).read(root)
         try:
-            root = self.inputs.root(key)
-            missing = never_made(root, key, name)
-            if missing is not None and context.dagster_type.key != "Any":
-                raise HypographError(missing.line)
-            return missing or _codec(name).read(root)
+            return never_made(root, key, name) or _codec(name).read(root)
         except HypographError as e:
-            raise failure(str(e), type(e).__name__, REFUSED) from None
+            return Unloaded(str(e), missing=False)
 
     def teardown_after_execution(self, context) -> None:
         _LAST_TEXTS.clear()  # a long-lived worker process holds no corpus between runs
 
 
-def never_made(root: Path, key: str, name: str) -> Missing | None:
-    """``Missing`` when asset ``name`` was never made for input ``root`` (partition ``key``): its
+def never_made(root: Path, key: str, name: str) -> Unloaded | None:
+    """``Unloaded`` when asset ``name`` was never made for input ``root`` (partition ``key``): its
     line names the job that makes it and the command that runs that job."""
     file = _codec(name).file
     if (root / file).exists():
         return None
-    return Missing(
+    return Unloaded(
         f"{file}: missing — launch the `{MAKER}` job on {key} first (its Materialize button), "
-        f"or run `hypograph {MAKER} {root}`"
+        f"or run `hypograph {MAKER} {root}`",
+        missing=True,
     )
 
 

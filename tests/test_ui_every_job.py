@@ -166,3 +166,63 @@ def test_case_jobs_on_every_revision_state(instance, tmp_path):
     for job in ("case_confirmed", "case_batch", "case_batch_into_vault"):
         assert_decided(instance, launch(instance, job, second), "NOT_DONE", "confirm")
         assert_decided(instance, launch(instance, job, first), "SUPERSEDED")
+
+
+def tick(instance):
+    """One evaluation of the partition_keys sensor, its requests applied as the daemon applies them."""
+    from dagster import build_sensor_context
+    from dagster._core.definitions.dynamic_partitions_request import DeleteDynamicPartitionsRequest
+
+    from assets.partition_keys import partition_keys
+    from resources import Inputs
+
+    result = partition_keys(build_sensor_context(instance=instance), inputs=Inputs())
+    for request in getattr(result, "dynamic_partitions_requests", None) or []:
+        if isinstance(request, DeleteDynamicPartitionsRequest):
+            for key in request.partition_keys:
+                instance.delete_dynamic_partition(request.partitions_def_name, key)
+        else:
+            instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    return result
+
+
+def test_a_registered_library_offers_its_next_round_once_a_model_is_configured(instance, tmp_path, monkeypatch):
+    """Offline: no round partition (the job's description says why). With a model named: registering
+    the library adds <id>/r0001 at once; after a round exists on disk the sensor offers r0002."""
+    library = copy_tree(EXAMPLE_LIBRARY, tmp_path / "library")
+    record = register(instance, library)
+    assert instance.get_dynamic_partitions("library_rounds") == []
+    tick(instance)
+    assert instance.get_dynamic_partitions("library_rounds") == []
+    monkeypatch.delenv("HYPOGRAPH_LLM")
+    monkeypatch.setenv("HYPOGRAPH_LLM_MODEL", "m")
+    register(instance, library)
+    assert instance.get_dynamic_partitions("library_rounds") == [sub_key(record.id, "r0001")]
+    (library / ".hypograph" / "library" / "rounds" / "r0001").mkdir(parents=True)  # a round with state: pending
+    tick(instance)
+    assert instance.get_dynamic_partitions("library_rounds") == [sub_key(record.id, "r0001")]
+
+
+def test_keys_typed_by_hand_that_name_no_input_are_removed_saying_why(instance, tmp_path):
+    from assets.partition_keys import stray_keys
+    from pipelines.instance import registry
+
+    library = register(instance, copy_tree(EXAMPLE_LIBRARY, tmp_path / "library"))
+    run = register(instance, copy_tree(EXAMPLE_RUN, tmp_path / "run"))
+    typed = {
+        "library_rounds": ["foo/r0001", f"{library.id}/r0009", f"{library.id}/x", f"{run.id}/r0001"],
+        "hypothesis_inputs": ["foo"],
+        "vaults": [run.id],
+        "case_revisions": [f"{library.id}/r0001"],
+    }
+    for name, keys in typed.items():
+        instance.add_dynamic_partitions(name, keys)
+    records = {r.id: r for r in registry().records()}
+    why = {key: line for name, keys in typed.items() for key, line in stray_keys(name, keys, records, print).items()}
+    assert set(why) == {k for keys in typed.values() for k in keys}
+    assert why["foo/r0001"].startswith("'foo' is no registered library: register its folder with `hypograph add")
+    assert why[f"{library.id}/r0009"] == f"'r0009' is no round {library.id} has or runs next (its next: r0001)"
+    tick(instance)
+    for name, keys in typed.items():
+        assert not set(keys) & set(instance.get_dynamic_partitions(name)), name
+    assert set(instance.get_dynamic_partitions("hypothesis_inputs")) == {library.id, run.id}  # registered: kept

@@ -34,26 +34,27 @@ def error_logs(result, instance) -> list[str]:
     return [e.user_message for e in instance.all_logs(result.run_id) if e.level >= 40 and e.dagster_event is None]
 
 
-def test_a_setting_out_of_range_fails_its_step_with_the_line_and_no_cause_chain(tmp_path):
+def test_a_setting_out_of_range_ends_its_first_step_with_the_line_and_nothing_red(tmp_path):
     """A Launchpad value the settings model refuses (not validated before the run, as the UI's
-    is not): the first step's Failure is the model's line, the field it names as metadata, no
-    retry, no cause chain, no frame of the project's core; the same line logged at ERROR."""
+    is not): the first step ends with no output, nothing downstream runs, the run succeeds (no
+    partition turns red); the line names the field by both names and its range, as the step's
+    skip (status REFUSED), the run's tags and an ERROR log line; the command's door says exit 1."""
+    from assets.errors import REASON_TAG
+
     vault = copy_tree(EXAMPLE_VAULT, tmp_path / "vault")
     with DagsterInstance.ephemeral() as instance:
         bad = ProximitySettings.model_construct(graph_threshold=30.0)  # as typed in the Launchpad
-        result = execute(vault, "proximity", {"proximity": bad}, offline=True, instance=instance)
-        assert not result.success
-        failed = step_failures(result)
-        assert list(failed) == ["hypothesis_texts"]  # nothing downstream ran
-        data = failed["hypothesis_texts"]
-        line = "graph_threshold: must be ≥ -1 and ≤ 1 (got 30.0)"
-        assert data.user_failure_data.description == line
-        meta = {k: v.value for k, v in data.user_failure_data.metadata.items()}
-        assert meta["names"] == "graph_threshold" and meta["status"] == "REFUSED" and meta["line"] == line
-        error = data.error
-        assert error.message.splitlines() == [line]  # the cause, alone
-        assert error.stack == [] and error.cause is None and error.context is None  # no trace, no chain
-        assert line in error_logs(result, instance)  # what the `make ui` terminal prints
+        line = "graph_threshold (--threshold): must be ≥ -1 and ≤ 1 (got 30.0)"
+        with pytest.raises(HypographError, match=r"^hypothesis_texts: graph_threshold \(--threshold\)") as raised:
+            execute(vault, "proximity", {"proximity": bad}, offline=True, instance=instance)
+        assert not isinstance(raised.value, NotDone)  # exit 1: refused, not "not done yet"
+        [run] = instance.get_runs()
+        assert run.is_success and run.tags[SKIPPED_TAG] == "REFUSED" and run.tags[REASON_TAG] == line
+        ran = {e.step_key for e in instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_SUCCESS)}
+        assert ran == {"hypothesis_texts"}  # nothing downstream ran
+        errors = [e.user_message for e in instance.all_logs(run.run_id) if e.level >= 40 and e.dagster_event is None]
+        assert f"skipped: {line}" in errors  # what the `make ui` terminal prints
+        assert not (vault / "proximity").exists()
 
 
 def test_a_refused_input_names_its_file_in_the_failure(tmp_path):
