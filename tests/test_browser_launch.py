@@ -129,7 +129,10 @@ def launchpad(page, ui, job: str, partition: str, config: str | None = None) -> 
     given, the run config replaced by ``config`` (YAML, as a person edits it)."""
     page.goto(f"{ui.url}/locations/hypograph/jobs/{job}/playground")
     page.get_by_text("Use Ctrl+Space").wait_for()
-    page.get_by_placeholder("Partition").click()
+    chooser = page.get_by_placeholder("Partition")
+    chooser.click()
+    chooser.press("Control+A")  # the Launchpad remembers the last partition picked: cleared, the list is whole
+    chooser.press("Backspace")
     page.get_by_role("menuitem", name=partition, exact=True).click()
     page.get_by_text(f"partition: {partition}").wait_for()
     if config is not None:
