@@ -13,8 +13,8 @@
   its inputs (``io_managers.hypograph.Unloaded``) end the step with no output: nothing downstream
   runs, the run succeeds, no cell or check turns red and earlier materializations stay as they
   were. The reason is logged (WARNING; ERROR for a refused setting), recorded as an observation
-  of the asset's partition (``skipped``, ``status``) and as the run's tags ``hypograph/skipped`` (the status) and
-  ``hypograph/reason`` (the line, shown in the Runs list); ``pipelines/launch.py`` turns it into
+  of the asset's partition (``skipped``, ``status``) and as the run's tags ``hypograph/skipped``
+  (the status) and ``hypograph/reason`` (the line, shown in the Runs list); ``pipelines/launch.py`` turns it into
   the command's exit 2 (not done yet), or 1 for a refused setting. Assets get this through
   ``step`` (a generator asset declared ``output_required=False``); checks and ops keep
   ``project_errors``, where any of these is a failure with its line.
@@ -186,5 +186,4 @@ def _skipped(context, skip: Skip) -> None:
     partition = context.partition_key if context.has_partition_key else None
     metadata = {"skipped": MetadataValue.text(skip.line), "status": MetadataValue.text(skip.status)}
     context.log_event(AssetObservation(asset_key=context.asset_key, partition=partition, metadata=metadata))
-    # a tag's value is at most 4096 characters (Dagster's limit); the observation keeps the whole line
-    context.instance.add_run_tags(context.run_id, {SKIPPED_TAG: skip.status, REASON_TAG: skip.line[:4000]})
+    context.instance.add_run_tags(context.run_id, {SKIPPED_TAG: skip.status, REASON_TAG: skip.line})
