@@ -254,7 +254,10 @@ def tune(tmp: Path) -> list[dict]:
     ties = [g for g in allowed if g != adopted and scores[g] == scores[adopted]]
     rows.append({"setting": f"settings scoring as the adopted one: {len(ties)} more", **scores[adopted]})
     if (adopted, fallback) != (carving.ADOPTED, carving.FALLBACK):
-        print(f"offline.ADOPTED / FALLBACK are {carving.ADOPTED} / {carving.FALLBACK}; the rule chose {adopted} / {fallback}")
+        raise SystemExit(
+            f"offline.ADOPTED / FALLBACK are {label(carving.ADOPTED)} / {label(carving.FALLBACK)}; "
+            f"the rule chose {label(adopted)} / {label(fallback)}"
+        )
     end_to_end = {name: ari(runs[name].truth, clusters_of(root)) for name, (root, _) in prepared.items()}
     rows.append({"setting": f"offline.ADOPTED end to end (run_clusters): {label(carving.ADOPTED)}", **end_to_end})
     return rows
@@ -274,7 +277,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="one JSON object per vault")
     parser.add_argument("--tfidf", action="store_true", help="the fallback: as if the sentence model were missing")
-    parser.add_argument("--tune", action="store_true", help="score every setting of GRID by the rule (module docstring)")
+    parser.add_argument("--tune", action="store_true", help="score GRID by the rule (docstring)")
     parser.add_argument("--cache", type=Path, default=Path("/tmp/hypograph-carving-cache"), help="--tune's embeddings")
     args = parser.parse_args()
     if args.tune:
