@@ -5,15 +5,17 @@
   joined first (transitively). A pair whose other member already sits in a frozen cluster cannot
   share the new one; that split is recorded in the new cluster's justification.
 * **Questions.** Units are joined by average linkage over the similarity of their question hints
-  (``QUESTION_LINK``): hints that mean the same sub-question, however worded.
+  (``Grouping.link``). At the adopted 0.90 this joins hints worded (almost) alike.
 * **Answers.** A hypothesis left alone joins the group of its best answer partner — the one whose
   statement best answers its question, and whose question its own statement best answers
-  (``ANSWER_JOIN``) — so a question worded unlike every other still lands where its answers are.
+  (``Grouping.join``) — so a question worded unlike every other still lands where its answers are.
 
-Similarities are cosines of sentence embeddings (``hypograph.proximity.embed``: all-MiniLM-L6-v2,
-offline, in the default install); where the sentence model cannot load they are TF-IDF cosines
-of the hints alone, with their own thresholds, and every justification says so. Each group
-becomes a cluster with one residual; every justification says plainly it is heuristic."""
+The hint similarity (``ADOPTED``) is the mean of the TF-IDF cosine of the hints and the cosine of
+their all-mpnet-base-v2 sentence embeddings (offline, in the default install); the answer
+similarity is that sentence model's, statements against hints. Both were chosen on the real
+step-4 runs (benchmarks/README.md, "Offline step 4 judged on real runs"). Where the sentence model
+cannot load, TF-IDF of the hints alone decides (``FALLBACK``), and every justification says so.
+Each group becomes a cluster with one residual; every justification says plainly it is heuristic."""
 
 from __future__ import annotations
 
