@@ -57,7 +57,7 @@ def test_demo_reworded_questions_are_one_cluster(demo):
 
 def test_demo_justifications_name_sentence_embeddings(demo):
     for hc in clusters(demo).values():
-        assert "sentence embeddings (all-MiniLM-L6-v2)" in hc.body
+        assert "the mean of TF-IDF and sentence embeddings (all-mpnet-base-v2)" in hc.body
 
 
 QUESTIONS = [

@@ -7,9 +7,9 @@
   statement naming the escape (or an exhaustiveness argument), plus constructed complements and
   stragglers to drop.
 * Offline (deterministic, heuristic; ``offline``): members grouped by what their questions mean
-  (sentence embeddings of the question hints and statements, TF-IDF when the sentence model is
-  missing, said in every justification), the proximity graph's near-duplicate pairs
-  (``proximity/dupes.json``) never split but for a recorded reason; one residual each;
+  (TF-IDF and sentence embeddings of the question hints, sentence embeddings of the statements;
+  TF-IDF alone when the sentence model is missing, said in every justification), the proximity
+  graph's near-duplicate pairs (``proximity/dupes.json``) never split but for a recorded reason; one residual each;
   justification lines say plainly they are heuristic. The carving is asked of a policy
   (``hypograph.llm.policy``): a rejected model answer falls back to this grouping, saying so.
 * The whole carve (plans, stragglers) is saved to ``.hypograph/carving.json`` before anything is
