@@ -10,6 +10,7 @@ from hypograph.errors import HypographError, settings_line
 FLAGS = {
     "graph_threshold": "--threshold",
     "dupe_threshold": "--dupe-threshold",
+    "skip_bad_files": "--skip-bad-files",
     "backend": "--backend",
     "model": "--model",
     "n_behaviors": "--n-behaviors",
@@ -47,6 +48,7 @@ def proximity(args):
         model=getattr(args, "model", None),
         graph_threshold=getattr(args, "threshold", None),
         dupe_threshold=getattr(args, "dupe_threshold", None),
+        skip_bad_files=getattr(args, "skip_bad_files", None) or None,
     )
 
 
