@@ -205,9 +205,13 @@ def copy_input(source: Path, dest: Path, sha256: str) -> None:
     write_atomic(dest, write)
 
 
-def confirm(case_dir: Path | str, by: str | None = None, now: dt.datetime | None = None) -> RevisionReport:
+def confirm(
+    case_dir: Path | str, by: str | None = None, now: dt.datetime | None = None, use_suggested: bool = False
+) -> RevisionReport:
     """Mark the current revision's interpretation confirmed (a person's decision, recorded with
-    who and when). Verifies the bindings first; confirming twice changes nothing."""
+    who and when), adopting the draft: its question the person's as typed, or the model's
+    ``suggested_question`` with ``use_suggested``. Verifies the bindings first; confirming twice
+    changes nothing."""
     pkg = CasePackage(Path(case_dir))
     if not pkg.exists():
         raise HypographError(f"{pkg.root / 'manifest.json'}: missing (not a case package)")
@@ -220,7 +224,7 @@ def confirm(case_dir: Path | str, by: str | None = None, now: dt.datetime | None
             return RevisionReport(pkg.root, m["package_id"], rev, False, f"revision {rev} was already confirmed")
         files: dict[str, str] = {}
         arts = dict(m["artifacts"])
-        adopted = adopt_draft(pkg, m, interp, pkg.catalogue(interp))
+        adopted = adopt_draft(pkg, m, interp, pkg.catalogue(interp), use_suggested)
         if adopted is not None:  # the draft (the model's or a person's) becomes the interpretation
             interp, catalogue = adopted
             cat_text = json_text(catalogue.model_dump(mode="json"))
@@ -252,6 +256,7 @@ def confirm(case_dir: Path | str, by: str | None = None, now: dt.datetime | None
         verified_interpretation(_Preview(pkg, files), manifest)
         pkg.write(files, manifest)
     how = f" (adopting {draft_path(rev)})" if adopted is not None else ""
+    how += "; the question as the model suggested it" if use_suggested else ""
     return RevisionReport(pkg.root, m["package_id"], rev, True, f"revision {rev} confirmed{how}")
 
 
