@@ -523,3 +523,24 @@ def test_no_suggestion_to_use_is_refused_in_one_line(tmp_path, raw, capsys, llm_
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and "draft.json: field 'suggested_question': none" in err[0], err
     assert files(case) == before
+
+
+def test_a_draft_edited_after_confirmation_is_refused_not_passed_over(tmp_path, raw, capsys, llm_server, llm_env):
+    """Issue 46: the person's files are part of "unchanged": a question edited in draft.json after
+    `case confirm` is not "already confirmed" (exit 0, the edit dropped) but one line naming the
+    file, the field and what to do; nothing is written. Confirming again unedited changes nothing."""
+    case = new_case(tmp_path, raw, capsys)
+    llm_env(llm_server)
+    llm_server.script(rewording_interpreter)
+    assert main(["case", "interpret", str(case)]) == 0
+    assert main(["case", "confirm", str(case), "--by", "ana"]) == 0
+    assert main(["case", "confirm", str(case), "--by", "ana"]) == 0
+    assert "already confirmed" in capsys.readouterr().out
+    draft = case / f"{I1}/draft.json"
+    doc = json.loads(draft.read_text())
+    draft.write_text(json.dumps({**doc, "question": "Why did house 3 wilt on 2 June only?"}))
+    before = files(case)
+    assert main(["case", "confirm", str(case), "--by", "ana"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and f"{draft}: field 'question' was edited after revision 1 was confirmed" in err[0], err
+    assert "hypograph case add" in err[0] and files(case) == before
