@@ -44,8 +44,8 @@ make the map's PNG and its page figure), so the page pins what the PNGs show. Th
 follow the rasteriser and the compressor, which nothing here can prove the same on every machine.
 The map's layout itself starts from rounded numbers (``hypograph.report.layout.START_DECIMALS``),
 so the BLAS kernels a processor gets and its thread count do not move a point; no comparison
-depends on the processor (``test_outputs_identical_on_other_kernels`` runs the ``run`` case with
-other BLAS kernels, one thread, another ``TMPDIR`` and ``PYTHONHASHSEED``). ``embeddings.npz`` and
+depends on the processor (``test_golden_outputs.py`` runs the commands with other BLAS kernels,
+one thread, another ``TMPDIR`` and ``PYTHONHASHSEED`` than the recording's: ``OTHER_MACHINE``). ``embeddings.npz`` and
 the other arrays are pinned by bytes: they follow only the versions of numpy, scipy and the other
 libraries in ``ENVIRONMENT`` (recorded beside the digests; the test names any that differ when it fails).
 """

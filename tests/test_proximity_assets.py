@@ -300,7 +300,7 @@ def test_a_bad_hypothesis_file_is_a_bad_input_exit_1_named_first_nothing_written
     assert "Traceback" not in result.stderr
     assert not (run / "proximity").exists()
 
-    skipped = hypograph("proximity", run, "--skip-bad-files", env=env)
+    skipped = in_process("proximity", run, "--skip-bad-files", env=env)  # what it prints
     assert skipped.returncode == 0, skipped.stderr
     assert skipped.stdout.splitlines()[0].startswith(f"{run}: 30 hypotheses")
     assert "(31 files read, 1 skipped: hypotheses/H-0031.json: skipped: " in skipped.stdout.splitlines()[0]
