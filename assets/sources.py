@@ -66,7 +66,8 @@ warnings.filterwarnings("ignore", message="Function `observable_source_asset`", 
 HYPOTHESES = (
     "The hypotheses of each registered input, as the user left them: hypotheses/ of a run directory "
     "or a vault, hypothesis_library.json of a library. Data version: a digest of their content. "
-    "Observe it to see which inputs changed; proximity is stale until it reads the new version."
+    "A person's proximity/review.json counts too. Observe it to see which inputs changed; proximity is "
+    "stale until it reads the new version."
 )
 CASE_PACKAGE = (
     "Each registered case package at its current analysis revision (manifest, interpretation, case "

@@ -37,6 +37,7 @@ _BOUNDS = {"ge": "≥", "gt": ">", "le": "≤", "lt": "<"}
 FLAGS = {
     "graph_threshold": "--threshold",
     "dupe_threshold": "--dupe-threshold",
+    "skip_bad_files": "--skip-bad-files",
     "backend": "--backend",
     "model": "--model",
     "n_behaviors": "--n-behaviors",

@@ -32,7 +32,9 @@ hidden file (``.x``, ``._x``)  ignored                     ignored
 no hypotheses at all           error                       error
 =============================  ==========================  =================================
 
-A run directory skips a bad file because that is prox's documented behaviour; a vault is a
+A run directory skips a bad file because that is prox's documented behaviour (``load_corpus``'s
+default; ``hypograph`` reads with ``skip_bad=False`` unless ``--skip-bad-files``: the first such
+file is then one error line naming it); a vault is a
 knowledge graph that later steps rewrite, so a node that cannot be read stops the run instead of
 silently leaving a hole in it.
 """
@@ -117,6 +119,7 @@ class Corpus:
     kind: Literal["run-dir", "vault", "library"]
     hypotheses: list[Hypothesis]
     warnings: list[str] = field(default_factory=list)
+    files_read: int | None = None  # the hypothesis files the reader listed and read (None: one library file)
 
     @property
     def ids(self) -> list[str]:
@@ -134,8 +137,10 @@ def strip_wikilinks(text: str) -> str:
     return WIKILINK_RE.sub(lambda m: (m.group(2) or m.group(1)).strip(), text)
 
 
-def load_corpus(root: Path | str) -> Corpus:
-    """Read every hypothesis under ``root`` (run dir or vault); raise HypographError on fatal input."""
+def load_corpus(root: Path | str, skip_bad: bool = True) -> Corpus:
+    """Read every hypothesis under ``root`` (run dir or vault); raise HypographError on fatal input.
+    ``skip_bad`` False (``hypograph``'s default; prox keeps the seed's skipping): a run directory's
+    file the table above skips is fatal too, one line naming it (``refuse_skipped``)."""
     root = Path(root)
     kind = detect_kind(root)
     warnings: list[str] = []
@@ -147,17 +152,37 @@ def load_corpus(root: Path | str) -> Corpus:
         with reading_lock(root):
             files = [rel for rel in node_files(root) if rel.parent == Path("hypotheses")]
             items = [_read_vault_node(root / rel, root, warnings) for rel in files]
+        count = len(files)
     else:
         names = _run_dir_files(root, warnings)
         raws = _read_files(root / "hypotheses", names)
         items = [_json_hypothesis(name, raw, warnings) for name, raw in zip(names, raws, strict=True)]
+        count = len(names)
+        if not skip_bad:
+            refuse_skipped(root, warnings)
     hyps = [h for h in items if h is not None]
     _reject_duplicate_ids(hyps)
     if not hyps:
         skipped = f" ({len(warnings)} file(s) skipped, first: {warnings[0]})" if warnings else ""
         raise HypographError(f"{root / 'hypotheses'}: no hypotheses found{skipped}")
     hyps.sort(key=lambda h: id_sort_key(h.id))
-    return Corpus(root=root, kind=kind, hypotheses=hyps, warnings=warnings)
+    return Corpus(root=root, kind=kind, hypotheses=hyps, warnings=warnings, files_read=count)
+
+
+SKIP_FLAG = "--skip-bad-files"  # hypograph's flag (skip_bad_files in the proximity settings)
+
+
+def refuse_skipped(root: Path, warnings: list[str]) -> None:
+    """A run directory's bad file is a bad input: one HypographError line naming the first (and
+    how many more), what to do, and that nothing was written."""
+    if not warnings:
+        return
+    rel, _, why = warnings[0].partition(": skipped: ")
+    more = f" ({len(warnings) - 1} more bad file(s) besides)" if len(warnings) > 1 else ""
+    raise HypographError(
+        f"{Path(root) / rel}: {why or warnings[0]}{more}; a bad input file stops the run, nothing written: "
+        f"fix it, or pass {SKIP_FLAG} (Launchpad: skip_bad_files) to skip it and go on"
+    )
 
 
 def _run_dir_files(root: Path, warnings: list[str]) -> list[str]:

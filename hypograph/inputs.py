@@ -157,15 +157,24 @@ def _carries(root: Path, input_id: str) -> bool:
         return False
 
 
+# A person's verdicts on pairs: proximity's adjudication and step 4 read them, so an edit of the file
+# is a change of the input (a decision is applied or refused by the next run, never passed over).
+REVIEW_FILE = "proximity/review.json"
+
+
 def fingerprint(root: Path, kind: Kind) -> str:
     """A digest of what the input's assets read, by content (names and bytes, not mtimes):
     ``hypotheses/`` of a run directory, and ``hypothesis-clusters/`` too of a vault, the library
-    file, every file of a case package outside ``.hypograph/``. Symlinks and special files are not followed or read."""
+    file, every file of a case package outside ``.hypograph/`` (its confirmation and the drafts a
+    person edits included); and a person's ``proximity/review.json`` of each kind with hypotheses.
+    Symlinks (but review.json's, which the adjudication follows) and special files are not followed or read."""
     root = Path(root)
     h = hashlib.sha256()
     for rel, path in _fingerprinted_files(root, kind):
         h.update(f"{rel}\0".encode())
-        fd = open_regular(path)  # a link or FIFO swapped in after the listing is refused, not read
+        # a link or FIFO swapped in after the listing is refused, not read; review.json is read
+        # through a link as the adjudication reads it
+        fd = open_regular(path, follow=rel == REVIEW_FILE)
         try:
             while block := os.read(fd, 1 << 20):
                 h.update(block)
@@ -185,7 +194,8 @@ def _fingerprinted_files(root: Path, kind: Kind) -> list[tuple[str, str]]:
             if kind == "library"
             else sorted(p for p in root.rglob("*") if OURS not in p.relative_to(root).parts)
         )
-        return [(str(p.relative_to(root)), str(p)) for p in paths if _regular(p)]
+        out = [(str(p.relative_to(root)), str(p)) for p in paths if _regular(p)]
+        return out + _review(root) if kind == "library" else out
     out = []
     for name in ("hypotheses", "hypothesis-clusters") if kind == "vault" else ("hypotheses",):
         folder = root / name
@@ -194,7 +204,14 @@ def _fingerprinted_files(root: Path, kind: Kind) -> list[tuple[str, str]]:
         with os.scandir(folder) as entries:
             found = sorted((e.name, e) for e in entries if not e.is_symlink() and e.is_file())
         out.extend((f"{name}/{file_name}", e.path) for file_name, e in found)
-    return out
+    return out + _review(root)
+
+
+def _review(root: Path) -> list[tuple[str, str]]:
+    """A person's review.json when there is one (absent, the usual case: the digest is the one it
+    was before the file was counted)."""
+    path = root / REVIEW_FILE
+    return [(REVIEW_FILE, str(path))] if os.path.isfile(path) else []
 
 
 def _regular(path: Path) -> bool:

@@ -5,7 +5,10 @@
     hypograph case from-vault VAULT CASE_DIR     a vault as a case package (new unconfirmed revision)
     hypograph case interpret CASE_DIR [--config F]   the model's draft (offline: a template to fill in)
     hypograph case show CASE_DIR                 what a person confirms
-    hypograph case confirm CASE_DIR [--by NAME]  a person confirms the current revision (adopting the draft)
+    hypograph case confirm CASE_DIR [--by NAME] [--use-suggested-question]
+                                                 a person confirms the current revision (adopting the
+                                                 draft; the question as typed unless the flag says
+                                                 take the model's suggested wording)
     hypograph batch CASE_DIR [--config F] [--attempt ID] [--into VAULT]
 
 Exit codes, the same for every ``hypograph`` command: 0 done; 1 refused input (the one line
@@ -153,6 +156,11 @@ def add_case_parsers(subparsers) -> dict[str, argparse.ArgumentParser]:
     )
     c.add_argument("path", type=Path, metavar="CASE_DIR")
     c.add_argument("--by", default=None, help="who confirms (default: the login name)")
+    c.add_argument(
+        "--use-suggested-question",
+        action="store_true",
+        help="take the model's wording of the question (`case show` prints it) instead of yours as typed",
+    )
     c.set_defaults(func=_confirm)
     b = parsers["batch"] = subparsers.add_parser(
         "batch", help="generate and publish the initial hypothesis batch of CASE_DIR"
@@ -219,7 +227,7 @@ def _show(args) -> int:
 
 @with_exit_codes
 def _confirm(args) -> int:
-    report = confirm(args.path, args.by)
+    report = confirm(args.path, args.by, use_suggested=args.use_suggested_question)
     args.changed = report.created  # already confirmed: nothing changed, so `hypograph` starts no run
     print(f"{report.case_dir} ({report.package_id}): {report.message}")
     return DONE

@@ -7,7 +7,7 @@ every input and its lineage. Commands that only read or check a vault (``check``
 
     hypograph add PATH...
     hypograph proximity PATH [--backend tfidf|sbert] [--model M] [--threshold 0.3] [--dupe-threshold 0.8]
-                             [--llm offline]
+                             [--llm offline] [--skip-bad-files]
     hypograph structure VAULT [--llm offline] [--backend tfidf|sbert] [--threshold 0.3]
     hypograph report PATH [--dupe-threshold 0.8]
     hypograph library DIR --topic "…" [--rounds R] [--behavior B3|"text"] [--no-web] [--report|--check]
@@ -90,8 +90,8 @@ def _proximity(args) -> int:
     from hypograph_cli import summaries
 
     root = args.path.resolve()
-    _job(args, root, "proximity", {"proximity": args.settings}, _offline(args))
-    summaries.print_proximity(root)
+    result = _job(args, root, "proximity", {"proximity": args.settings}, _offline(args))
+    summaries.print_proximity(root, read=summaries.asset_metadata(result, "hypothesis_texts"))
     return 0
 
 
@@ -298,6 +298,12 @@ def _run_commands(sub, common) -> None:
     c.add_argument("--threshold", type=float, default=0.30, help="similarity graph threshold (0 to 1)")
     c.add_argument("--dupe-threshold", type=float, default=0.80, help="duplicate pair threshold (0 to 1)")
     c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: never call a model")
+    c.add_argument(
+        "--skip-bad-files",
+        action="store_true",
+        help="skip a run directory's hypothesis file that cannot be read, naming it (prox's way); "
+        "without it such a file stops the run: exit 1, nothing written",
+    )
     c.set_defaults(func=_proximity, settings_of=settings.proximity)
     c = sub.add_parser("structure", parents=common, help="proximity, then step 4 (merge/drop, clusters, map) on VAULT")
     c.add_argument("path", type=Path, metavar="VAULT", help="vault")

@@ -26,6 +26,7 @@ def proximity(args):
         model=getattr(args, "model", None),
         graph_threshold=getattr(args, "threshold", None),
         dupe_threshold=getattr(args, "dupe_threshold", None),
+        skip_bad_files=getattr(args, "skip_bad_files", None) or None,
     )
 
 

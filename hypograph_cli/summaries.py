@@ -65,14 +65,26 @@ def print_warnings(result) -> None:
         print(f"hint: {hint}", file=sys.stderr)
 
 
+def _files_read(read: dict) -> str:
+    """`` (31 files read, 1 skipped: …)`` when the run skipped a file (``--skip-bad-files``), so the
+    count of hypotheses is never shown without the count of files the stages read."""
+    skipped = read.get("warnings") or []
+    if not skipped:
+        return ""
+    files = read.get("files_read")
+    first = skipped[0] + (f"; and {len(skipped) - 1} more" if len(skipped) > 1 else "")
+    return f" ({plural(files, 'file') + ' read, ' if files is not None else ''}{len(skipped)} skipped: {first})"
+
+
 def _title(hypotheses: dict, node_id: str, width: int = 70) -> str:
     title = hypotheses.get(node_id, "")
     return f'{node_id} "{title[: width - 1]}…"' if len(title) > width else f'{node_id} "{title}"'
 
 
-def print_proximity(root: Path, top: int = 10, top_clusters: int = 20) -> None:
+def print_proximity(root: Path, top: int = 10, top_clusters: int = 20, read: dict | None = None) -> None:
     """Counts, the ``top_clusters`` largest clusters with labels (and how many more), the ``top``
-    duplicate pairs with verdicts, the review queue, files."""
+    duplicate pairs with verdicts, the review queue, files. ``read``: the ``hypothesis_texts``
+    metadata of the run, whose file count and skips the first line gives beside the hypotheses."""
     from hypograph.proximity import store
     from hypograph.proximity.communities import report_lines
 
@@ -86,7 +98,7 @@ def print_proximity(root: Path, top: int = 10, top_clusters: int = 20) -> None:
         f"{root}: {plural(len(graph.ids), 'hypothesis', 'hypotheses')}, {plural(graph.num_edges, 'edge')} "
         f">= {graph.threshold}, {plural(clusters.num_clusters, 'cluster')} ({clusters.algorithm}), "
         f"{plural(len(pairs), 'duplicate pair')} "
-        f"[{graph.embedding.get('backend', '?')}]"
+        f"[{graph.embedding.get('backend', '?')}]" + _files_read(read or {})
     )
     print("clusters:")
     lines = report_lines(clusters, names)

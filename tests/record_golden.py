@@ -34,12 +34,20 @@ the copies' paths in what the commands write:
   host and the start time of the run that took it; ``.create_node.lock`` and
   ``.hypograph/case.lock`` are empty files whose presence is how the locking works, not an output.
 
-The PNG pictures and ``embeddings.npz`` are pinned: they are byte-stable run to run, but follow the
-versions of matplotlib, numpy and the other libraries in ``ENVIRONMENT`` (recorded beside the
-digests; the test names any that differ when it fails). The pictures (``PICTURES``: the PNGs and
-``report.html``) also follow the processor: the map's layout iterates from a truncated SVD whose
-last bits depend on the BLAS kernels the CPU gets, so on another processor than the recording's
-(``cpu``) the test compares their presence only, and says so.
+The pictures (``PICTURES``: the PNGs and ``report.html``) are pinned by what they show, not by
+their bytes (``shown``): a PNG by its signature, pixel size, bit depth and colour type; the page by
+its text with each figure's data decoded (plotly writes arrays as base64 typed arrays) and every
+number rounded to ``SHOWN_DECIMALS`` decimals — the points' coordinates (in [-1, 1]: 1e-4 is a
+tenth of a pixel on a 1,000-pixel map), the labels, the hover texts, the legend, the sweep. The
+PNGs are drawn from those same figures (``hypograph.report``: one MapPicture and its placed labels
+make the map's PNG and its page figure), so the page pins what the PNGs show. Their bytes would
+follow the rasteriser and the compressor, which nothing here can prove the same on every machine.
+The map's layout itself starts from rounded numbers (``hypograph.report.layout.START_DECIMALS``),
+so the BLAS kernels a processor gets and its thread count do not move a point; no comparison
+depends on the processor (``test_golden_outputs.py`` runs the commands with other BLAS kernels,
+one thread, another ``TMPDIR`` and ``PYTHONHASHSEED`` than the recording's: ``OTHER_MACHINE``). ``embeddings.npz`` and
+the other arrays are pinned by bytes: they follow only the versions of numpy, scipy and the other
+libraries in ``ENVIRONMENT`` (recorded beside the digests; the test names any that differ when it fails).
 """
 
 from __future__ import annotations
@@ -68,7 +76,8 @@ GOLDEN = REPO / "tests" / "data" / "golden_outputs.json"
 
 REMOVED_ENV_PREFIXES = ("HYPOGRAPH_", "OPENAI_", "DAGSTER_")  # models, endpoints, executors, instances
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HYPOGRAPH_LLM": "offline"}
-PICTURES = re.compile(r"(\.png|/report\.html)$")  # pinned on the recording's processor only
+PICTURES = re.compile(r"(\.png|/report\.html)$")  # pinned by what they show: ``shown``
+SHOWN_DECIMALS = 4  # the precision a picture's numbers are compared at (see the module docstring)
 EXCLUDED = re.compile(r"(^|/)[^/]*\.lock$")  # lock files: see the module docstring
 DATE_LINE = re.compile(rb"^generated: \d{4}-\d{2}-\d{2}$", re.M)
 FOLDER_LINE = re.compile(rb"^folder \d+:\d+\n", re.M)  # input-id: the copy's device and inode
@@ -164,8 +173,70 @@ def digests(roots: dict[str, Path]) -> dict[str, str]:
         for path in sorted(root.rglob("*")):
             rel = f"{label}/{path.relative_to(root).as_posix()}"
             if path.is_file() and not EXCLUDED.search(rel):
-                out[rel] = hashlib.sha256(_normalise(path.read_bytes(), roots)).hexdigest()
+                data = _normalise(path.read_bytes(), roots)
+                out[rel] = shown(rel, data) if PICTURES.search(rel) else hashlib.sha256(data).hexdigest()
     return out
+
+
+# -- what a picture shows ---------------------------------------------------------------------------
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+NEW_PLOT = re.compile(r"Plotly\.newPlot\(\s*")
+
+
+def shown(rel: str, data: bytes) -> str:
+    """What the picture ``rel`` shows, as a string to compare: a PNG's size and kind
+    (``png 1200x900 8-bit colour 6``), the page's ``shown sha256:`` of ``page_shown``."""
+    if rel.endswith(".png"):
+        if data[:8] != PNG_SIGNATURE or data[12:16] != b"IHDR":
+            return "not a PNG"
+        width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+        return f"png {width}x{height} {data[24]}-bit colour {data[25]}"
+    return "shown sha256:" + hashlib.sha256(page_shown(data.decode("utf-8")).encode()).hexdigest()
+
+
+def page_shown(page: str) -> str:
+    """``report.html`` with each ``Plotly.newPlot(id, data, layout, config)`` call's arguments
+    decoded (``_rounded``) and written back as sorted JSON: its text, labels and numbers, not the
+    bytes of their encoding."""
+    out, at = [], 0
+    decoder = json.JSONDecoder()
+    for m in NEW_PLOT.finditer(page):
+        out.append(page[at : m.end()])
+        pos, args = m.end(), []
+        while True:
+            value, pos = decoder.raw_decode(page, pos)
+            args.append(_rounded(value))
+            pos = len(page) - len(page[pos:].lstrip())
+            if page[pos] != ",":
+                break
+            pos = len(page) - len(page[pos + 1 :].lstrip())
+        out.append(json.dumps(args, sort_keys=True, ensure_ascii=False))
+        at = pos
+    out.append(page[at:])
+    return "".join(out)
+
+
+def _rounded(value):
+    """A figure's JSON value with plotly's typed arrays (``{"dtype", "bdata"[, "shape"]}``) decoded
+    and every float rounded to ``SHOWN_DECIMALS`` (``-0.0`` written ``0.0``)."""
+    import base64
+
+    import numpy as np
+
+    if isinstance(value, dict):
+        if "bdata" in value and "dtype" in value:
+            array = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+            if "shape" in value:
+                shape = value["shape"]
+                array = array.reshape([int(n) for n in str(shape).split(",")] if isinstance(shape, str) else shape)
+            return _rounded(array.tolist())
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    if isinstance(value, float):
+        return round(value, SHOWN_DECIMALS) + 0.0
+    return value
 
 
 def run_case(case: Case, workdir: Path, hypograph: list[str] | None = None, env: dict | None = None) -> dict:
@@ -209,18 +280,10 @@ def run_cases(
         return {name: future.result() for name, future in futures.items()}
 
 
-def _cpu() -> str:
-    """The processor's model name: BLAS picks its kernels by it, and their last bits move the map's points."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return "unknown"
-    names = (line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name"))
-    return next(names, "unknown")
-
-
 def environment() -> dict[str, str]:
-    versions = {"python": ".".join(map(str, sys.version_info[:3])), "cpu": _cpu()}
+    """The versions of Python and of the ``ENVIRONMENT`` libraries (no processor: nothing compared
+    depends on it)."""
+    versions = {"python": ".".join(map(str, sys.version_info[:3]))}
     for name in ENVIRONMENT:
         try:
             versions[name] = metadata.version(name)
@@ -232,17 +295,16 @@ def environment() -> dict[str, str]:
 # -- comparing ------------------------------------------------------------------------------------
 
 
-def differences(expected: dict, actual: dict, pictures: bool = True) -> list[str]:
-    """What differs between two records of one case, one line (or a stdout diff) per difference;
-    ``pictures=False`` leaves the bytes of ``PICTURES`` out (their presence still counts)."""
+def differences(expected: dict, actual: dict) -> list[str]:
+    """What differs between two records of one case, one line (or a stdout diff) per difference."""
     lines = []
     want, got = expected["files"], actual["files"]
     lines += [f"missing: {rel}" for rel in sorted(want.keys() - got.keys())]
     lines += [f"new:     {rel}" for rel in sorted(got.keys() - want.keys())]
     lines += [
-        f"differs: {rel}"
+        f"differs: {rel}" + (f" (recorded: {want[rel]}; now: {got[rel]})" if rel.endswith(".png") else "")
         for rel in sorted(want.keys() & got.keys())
-        if want[rel] != got[rel] and (pictures or not PICTURES.search(rel))
+        if want[rel] != got[rel]
     ]
     if [c["argv"] for c in expected["commands"]] != [c["argv"] for c in actual["commands"]]:
         lines.append("the commands differ from the recorded ones: re-record")

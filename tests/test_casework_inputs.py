@@ -460,3 +460,87 @@ def test_raw_inputs_to_a_structured_vault(tmp_path, raw, capsys, llm_server, llm
         for job in ("case_interpret", "case_confirmed", "case_batch", "case_batch_into_vault")
     )
     assert observed  # case new recorded the package's first version
+
+
+# -- a person's words (issue 46) ------------------------------------------------------------------------
+
+MODEL_QUESTION = "What makes the tomato plants of house 3 wilt in the afternoon?"
+
+
+def rewording_interpreter(body: dict):
+    """The careful reader, who also words the question its own way."""
+    doc = json.loads(interpreter(body).content)
+    return answer(json.dumps({**doc, "question": MODEL_QUESTION}))
+
+
+def test_the_persons_question_stays_as_typed_through_interpret_confirm_and_publish(
+    tmp_path, raw, capsys, llm_server, llm_env
+):
+    """The model's wording is kept beside the question as a suggestion (draft.json, `case show`),
+    never applied by itself: the confirmed interpretation and the published hypotheses.md carry
+    the question the person typed; the real client talks to the local stub server."""
+    case = new_case(tmp_path, raw, capsys)
+    llm_env(llm_server)
+    llm_server.script(rewording_interpreter, hypotheses)
+    assert main(["case", "interpret", str(case)]) == 0
+    draft = json.loads((case / f"{I1}/draft.json").read_text())
+    assert (draft["question"], draft["suggested_question"]) == (QUESTION, MODEL_QUESTION)
+    capsys.readouterr()
+    assert main(["case", "show", str(case)]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert f"question: {QUESTION}" in shown
+    assert any(line.startswith("suggested question") and line.endswith(MODEL_QUESTION) for line in shown)
+    assert "--use-suggested-question" in next(line for line in shown if line.startswith("suggested question"))
+    assert main(["case", "confirm", str(case), "--by", "ana"]) == 0
+    interp = json.loads((case / f"{I1}/interpretation.json").read_text())
+    assert interp["confirmed"] and interp["question"] == QUESTION
+    capsys.readouterr()
+    assert main(["batch", str(case)]) == 0
+    published = [p.read_text(encoding="utf-8") for p in case.glob("analysis/hypotheses/*/hypotheses.md")]
+    assert len(published) == 1 and QUESTION in published[0] and MODEL_QUESTION not in published[0]
+
+
+def test_the_models_question_is_used_only_by_a_persons_explicit_choice(tmp_path, raw, capsys, llm_server, llm_env):
+    case = new_case(tmp_path, raw, capsys)
+    llm_env(llm_server)
+    llm_server.script(rewording_interpreter)
+    assert main(["case", "interpret", str(case)]) == 0
+    assert main(["case", "confirm", str(case), "--by", "ana", "--use-suggested-question"]) == 0
+    assert "the question as the model suggested it" in capsys.readouterr().out
+    assert json.loads((case / f"{I1}/interpretation.json").read_text())["question"] == MODEL_QUESTION
+
+
+def test_no_suggestion_to_use_is_refused_in_one_line(tmp_path, raw, capsys, llm_server, llm_env):
+    """The model worded the question as the person did: nothing to take, said, nothing confirmed."""
+    case = new_case(tmp_path, raw, capsys)
+    llm_env(llm_server)
+    llm_server.script(interpreter)
+    assert main(["case", "interpret", str(case)]) == 0
+    assert "suggested_question" not in json.loads((case / f"{I1}/draft.json").read_text())
+    before = files(case)
+    capsys.readouterr()
+    assert main(["case", "confirm", str(case), "--use-suggested-question"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "draft.json: field 'suggested_question': none" in err[0], err
+    assert files(case) == before
+
+
+def test_a_draft_edited_after_confirmation_is_refused_not_passed_over(tmp_path, raw, capsys, llm_server, llm_env):
+    """Issue 46: the person's files are part of "unchanged": a question edited in draft.json after
+    `case confirm` is not "already confirmed" (exit 0, the edit dropped) but one line naming the
+    file, the field and what to do; nothing is written. Confirming again unedited changes nothing."""
+    case = new_case(tmp_path, raw, capsys)
+    llm_env(llm_server)
+    llm_server.script(rewording_interpreter)
+    assert main(["case", "interpret", str(case)]) == 0
+    assert main(["case", "confirm", str(case), "--by", "ana"]) == 0
+    assert main(["case", "confirm", str(case), "--by", "ana"]) == 0
+    assert "already confirmed" in capsys.readouterr().out
+    draft = case / f"{I1}/draft.json"
+    doc = json.loads(draft.read_text())
+    draft.write_text(json.dumps({**doc, "question": "Why did house 3 wilt on 2 June only?"}))
+    before = files(case)
+    assert main(["case", "confirm", str(case), "--by", "ana"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and f"{draft}: field 'question' was edited after revision 1 was confirmed" in err[0], err
+    assert "hypograph case add" in err[0] and files(case) == before

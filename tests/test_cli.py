@@ -84,12 +84,17 @@ def test_help_and_argument_errors_import_no_dagster_or_numpy(argv):
 
 
 def test_help_lists_every_command_and_takes_well_under_a_second():
-    started = time.perf_counter()
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run([HYPOGRAPH, "--help"], capture_output=True, text=True, check=True)
-    seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     for command in ("proximity", "structure", "check", "unmerge", "create-node", "library", "case", "batch", "ui"):
         assert command in proc.stdout
-    assert seconds < 2.0, seconds  # 0.05 s of CPU measured; the bound allows a loaded machine
+    # The CPU the process used (0.05 s measured), not the wall clock: a loaded machine (issue 46:
+    # a clean clone's suite under load) stretches the one, not the other.
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    assert cpu < 1.0, cpu
 
 
 def screen(written: str) -> list[str]:

@@ -115,3 +115,23 @@ def test_the_daemon_reads_the_run_queue_every_second_and_an_older_instance_file_
     monkeypatch.setenv("DAGSTER_HOME", str(edited))
     instance.dagster_home()
     assert (edited / "dagster.yaml").read_text() == "telemetry:\n  enabled: true\n"
+
+
+def test_a_persons_review_after_structuring_is_applied_not_passed_over(tmp_path):
+    """Issue 46: a MERGE a person records in proximity/review.json after a structuring is part of
+    what "unchanged" means: the next `hypograph structure` runs and applies it (or refuses it,
+    saying so), never "unchanged … no run started"."""
+    from test_merge_by_hand import review
+
+    vault = copy_tree(EXAMPLE_VAULT, tmp_path / "vault")
+    env = {**offline_env(), "DAGSTER_HOME": str(tmp_path / "home")}
+    assert in_process("structure", vault, "--llm", "offline", env=env).returncode == 0
+    runs = len(_runs(tmp_path / "home"))
+    review(vault, "H-1", "H-22")
+    proc = in_process("structure", vault, "--llm", "offline", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "unchanged since" not in proc.stdout
+    assert [job for job, _ in _runs(tmp_path / "home")][runs:][:2] == ["proximity", "structure"]
+    assert "MERGE H-1/H-22 from proximity/review.json applied: H-22 merged into H-1" in proc.stdout
+    again = in_process("structure", vault, "--llm", "offline", env=env)  # applied once: now unchanged
+    assert "unchanged since its last structuring with these settings: no run started" in again.stdout

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
-from cli_helper import hypograph, in_process
-from conftest import RUN_DUPLICATES, RUN_IDS, execute, snapshot
+from cli_helper import hypograph, in_process, prox
+from conftest import EXAMPLE_RUN, RUN_DUPLICATES, RUN_IDS, copy_tree, execute, offline_env, snapshot
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from hypograph.inputs import stored_id
@@ -272,14 +273,42 @@ def test_hypograph_proximity_error_line_names_the_problem(failed_hypograph_run):
     assert "no hypotheses found" in result.stderr.strip().splitlines()[-1]
 
 
-def test_hypograph_proximity_warns_about_each_skipped_file(run_dir):
+def test_hypograph_proximity_skips_each_bad_file_only_when_told_and_counts_it(run_dir):
     for n in (21, 22, 23):  # no "id": skipped, each named
         (run_dir / "hypotheses" / f"H-{n}.json").write_text(json.dumps({"title": f"orphan {n}"}))
-    result = in_process("proximity", run_dir)
+    result = in_process("proximity", run_dir, "--skip-bad-files")
     assert result.returncode == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
     assert len(warnings) == 3 and all(f"H-{n}.json" in w for n, w in zip((21, 22, 23), warnings, strict=True))
-    assert f"{run_dir.resolve()}: 6 hypotheses" in result.stdout
+    first = result.stdout.splitlines()[0]
+    assert first.startswith(f"{run_dir.resolve()}: 6 hypotheses")  # the count the summary gives ...
+    assert first.endswith("(9 files read, 3 skipped: hypotheses/H-21.json: skipped: field 'id': missing; and 2 more)")
+
+
+def test_a_bad_hypothesis_file_is_a_bad_input_exit_1_named_first_nothing_written(tmp_path):
+    """Issue 46: a malformed hypotheses/H-0031.json beside the example's 30 was exit 0 and "30
+    hypotheses" beside "read hypotheses: 31 files". Now exit 1, the file named in stderr's first
+    line with what to do, no proximity/ written; prox (the seed's drop-in) still skips it."""
+    run = copy_tree(EXAMPLE_RUN, tmp_path / "run")
+    bad = run / "hypotheses" / "H-0031.json"
+    bad.write_text('{"id": "H-0031", "title": "cut off', encoding="utf-8")
+    env = {**offline_env(), "DAGSTER_HOME": str(tmp_path / "home")}
+    result = hypograph("proximity", run, env=env)
+    assert result.returncode == 1, result.stderr
+    first = result.stderr.splitlines()[0]
+    assert str(bad) in first and "--skip-bad-files" in first and "nothing written" in first, first
+    assert "Traceback" not in result.stderr
+    assert not (run / "proximity").exists()
+
+    skipped = in_process("proximity", run, "--skip-bad-files", env=env)  # what it prints
+    assert skipped.returncode == 0, skipped.stderr
+    assert skipped.stdout.splitlines()[0].startswith(f"{run}: 30 hypotheses")
+    assert "(31 files read, 1 skipped: hypotheses/H-0031.json: skipped: " in skipped.stdout.splitlines()[0]
+    assert "warning: hypotheses/H-0031.json: skipped:" in skipped.stderr
+
+    shutil.rmtree(run / "proximity")
+    seed = prox("embed", "--run-dir", run)  # prox keeps the seed's behaviour: skip, warn, exit 0
+    assert seed.returncode == 0 and "hypotheses/H-0031.json: skipped:" in seed.stderr
 
 
 def test_graph_checks_read_the_npz_twin_and_graph_json_once_it_is_edited(run_dir):

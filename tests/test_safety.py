@@ -358,7 +358,7 @@ def test_prox_embed_skips_each_malformed_file_with_a_warning(tmp_path):
 
 def test_hypograph_proximity_prints_the_same_warnings(tmp_path):
     root = bad_run_dir(tmp_path / "run")
-    result = in_process("proximity", root, "--llm", "offline")  # what it prints, not how its process ends
+    result = in_process("proximity", root, "--llm", "offline", "--skip-bad-files")  # what it prints
     assert result.returncode == 0, result.stderr
     assert_each_bad_file_warned(result.stderr)
     assert (root / ".hypograph" / "assets" / "hypothesis_texts.json").is_file()

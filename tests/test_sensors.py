@@ -144,6 +144,25 @@ def test_an_edit_to_a_vault_runs_proximity_step4_proximity_then_nothing(two_inpu
     assert tick() == []
 
 
+def test_a_persons_review_requests_the_flow_and_the_launched_jobs_apply_it(two_inputs):
+    """Issue 46: a MERGE recorded in proximity/review.json after the vault was structured is a
+    change the sensor sees; the jobs it requests, launched on the instance as the UI launches them
+    (the job of the definitions, the vault's partition, the run config the Launchpad shows), apply it."""
+    from test_merge_by_hand import review
+
+    run, vault, tick = two_inputs
+    for _ in range(3):
+        tick(run=True)
+    assert tick() == []
+    review(vault, "H-1", "H-22")
+    assert tick(run=True) == [("proximity", "vault")]
+    assert tick(run=True) == [("structure", "vault")]
+    merged = [p.name for p in (vault / "hypotheses" / "merged").glob("H-22 - *.md")]
+    assert merged, "the person's MERGE was not applied"
+    tick(run=True)  # proximity of what step 4 left
+    assert tick() == []
+
+
 def test_a_new_run_dir_hypothesis_requests_proximity_only_for_it(two_inputs):
     run, vault, tick = two_inputs
     for _ in range(3):

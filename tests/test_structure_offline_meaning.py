@@ -136,3 +136,22 @@ def test_without_the_sentence_model_the_grouping_is_tfidf_and_says_so(hyps, monk
     plans = offline_plans(hyps, [Pair("H-1", "H-5", 0.85)])
     assert all("TF-IDF of the question hints (sentence embeddings unavailable: " in p.justification for p in plans)
     assert split_pairs(plans, [Pair("H-1", "H-5", 0.85)], {}) == []
+
+
+def test_the_central_question_of_equally_similar_hints_is_the_lowest_ids_whatever_the_last_bits():
+    """Issue 46: two hints equally similar to each other have similarity sums that differ in the
+    last bits of their float32 embeddings (the kernels a processor gets, its threads): the cluster's
+    question must not follow them (it flipped between runs of the golden vault case)."""
+    import numpy as np
+
+    from hypograph.structure.carving.offline import central_question
+    from hypograph.vault.nodes import Node
+
+    nodes = [
+        Node(path=Path(f"hypotheses/H-{n}.md"), meta={"id": f"H-{n}", "question": f"Question {n}?"}, body="")
+        for n in (12, 13)
+    ]
+    for noise in (2.5e-7, -2.5e-7):  # a float32 step or two at 1.0
+        sims = np.array([[1.0, 0.8], [0.8, 1.0 + noise]], dtype=np.float32)
+        assert central_question(nodes, sims) == "Question 12?"
+    assert central_question(nodes, np.array([[1.0, 0.8], [0.8, 1.1]])) == "Question 13?"  # a real difference

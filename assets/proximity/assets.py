@@ -24,16 +24,18 @@ ASSET = GROUP_ASSET[PROXIMITY]
 @step
 def hypothesis_texts(context: AssetExecutionContext, inputs: Inputs, proximity: ProximityResource) -> Output[Corpus]:
     """Every hypothesis of the input (run dir, vault, or a library's behaviors and mechanisms),
-    validated; bad files skipped or fatal. The run's settings are validated first: a bad one fails
-    here, in one line, before anything is written."""
-    proximity.settings()
-    corpus = input_corpus(inputs.root(context.partition_key))
+    validated; a bad file fails the run (nothing written) unless the settings say skip_bad_files.
+    The run's settings are validated first: a bad one fails here, in one line, before anything is
+    written."""
+    settings = proximity.settings()
+    corpus = input_corpus(inputs.root(context.partition_key), skip_bad=settings.skip_bad_files)
     for w in corpus.warnings:
         context.log.warning(w)
     return Output(
         corpus,
         metadata={
             "hypotheses": len(corpus.hypotheses),
+            "files_read": corpus.files_read if corpus.files_read is not None else len(corpus.hypotheses),
             "input_kind": corpus.kind,
             "skipped": MetadataValue.md("\n".join(f"- {w}" for w in corpus.warnings) or "none"),
             "warnings": MetadataValue.json(corpus.warnings),

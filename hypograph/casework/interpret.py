@@ -14,7 +14,9 @@ least one statement and one anchor; nothing the controller sets) and saved, unco
 With no model (``gateway`` None) a template with the same fields is saved there instead, for a
 person to fill in. An existing draft is never overwritten (a person may have edited it): a re-run
 changes nothing and costs no call; delete the file to draft again. ``case confirm`` adopts the
-draft (``adopt_draft``), and ``case show`` prints it (``show_text``).
+draft (``adopt_draft``), and ``case show`` prints it (``show_text``). The question stays the
+person's as typed: the model's wording of it is saved beside it as ``suggested_question``, shown by
+``case show``, and taken only by ``case confirm --use-suggested-question``.
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ TEMPLATE_NOTE = (
     "ids; first_known_divergence, failure_stage, reported_behavior (a statement or null; at least "
     "one); source_summaries {id: summary}; read: ids you have read. Blank statements are refused."
 )
+
+
+SUGGESTED = "suggested_question"  # draft.json: the model's wording of the question, never applied by itself
+USE_SUGGESTED = "--use-suggested-question"  # the `case confirm` flag that applies it
 
 
 def draft_path(revision: int) -> str:
@@ -278,6 +284,10 @@ def draft_interpretation(
             "confirmed": False,
             "bindings": {**bindings, "context_sha256": sha_text(json_text(context))},
             **_fields(answer.model_dump(mode="json")),
+            # The person's question is the case: kept as typed; the model's wording is only shown
+            # beside it, taken by `case confirm --use-suggested-question` (a person's choice).
+            "question": interp.question,
+            **({SUGGESTED: answer.question} if answer.question.strip() != interp.question.strip() else {}),
             "source_summaries": {s.source_id: s.summary for s in answer.source_summaries},
             "read": complete,
         }
@@ -340,18 +350,39 @@ class HumanDraft(BaseModel):
     reported_behavior: HumanStatement | None = None
     source_summaries: dict[str, str] = {}
     read: list[str] = []
+    suggested_question: str | None = None
 
 
-def adopt_draft(
-    pkg: CasePackage, m: dict, interp: Interpretation, catalogue: Catalogue
-) -> tuple[Interpretation, Catalogue] | None:
-    """(interpretation, catalogue) as the current revision's draft makes them, or None without a
-    draft. One HypographError line naming draft.json and the field when the draft cannot be adopted."""
+def suggested_question(pkg: CasePackage, m: dict) -> str | None:
+    """The model's wording of the question in the current revision's draft, when it differs from
+    the person's (None: no draft, or no other wording)."""
     rel = draft_path(m["analysis_revision"])
     if not os.path.lexists(pkg.root / rel):
         return None
+    return pkg.read_json(rel, HumanDraft, "the draft interpretation").suggested_question
+
+
+def adopt_draft(
+    pkg: CasePackage, m: dict, interp: Interpretation, catalogue: Catalogue, use_suggested: bool = False
+) -> tuple[Interpretation, Catalogue] | None:
+    """(interpretation, catalogue) as the current revision's draft makes them, or None without a
+    draft; its ``question`` (the person's, as typed) unless ``use_suggested`` takes the model's
+    ``suggested_question``. One HypographError line naming draft.json and the field when the draft
+    cannot be adopted."""
+    rel = draft_path(m["analysis_revision"])
+    if not os.path.lexists(pkg.root / rel):
+        if use_suggested:
+            raise HypographError(f"{pkg.root / rel}: missing, so no suggested question to use ({USE_SUGGESTED})")
+        return None
     draft = pkg.read_json(rel, HumanDraft, "the draft interpretation")
     where = pkg.root / rel
+    if use_suggested:
+        if not (draft.suggested_question or "").strip():
+            raise HypographError(
+                f"{where}: field '{SUGGESTED}': none (the draft keeps your question as typed); "
+                f"confirm without {USE_SUGGESTED}"
+            )
+        draft = draft.model_copy(update={"question": draft.suggested_question.strip()})
     if draft.analysis_revision != m["analysis_revision"]:
         raise HypographError(
             f"{where}: field 'analysis_revision': {draft.analysis_revision}, not the current "
@@ -394,8 +425,13 @@ def show_text(case_dir: Path | str) -> str:
     lines = [
         f"{pkg.root} revision {rev} ({state}; from {draft_path(rev) if adopted else 'interpretation.json'})",
         f"question: {shown.question}",
-        "statements:",
     ]
+    suggestion = None if interp.confirmed else suggested_question(pkg, m)
+    if suggestion:
+        lines.append(
+            f"suggested question (the model's wording; used only with `case confirm {USE_SUGGESTED}`): {suggestion}"
+        )
+    lines.append("statements:")
     lines += [f"  I{n}. {_cited(s)}" for n, s in enumerate(shown.statements, 1)]
     for name in ANCHORS:
         s = getattr(shown, name)

@@ -20,8 +20,8 @@ from pathlib import Path
 from hypograph.atomic import write_atomic
 from hypograph.casework.context import verified_interpretation
 from hypograph.casework.ingest import open_input
-from hypograph.casework.interpret import adopt_draft, draft_path
-from hypograph.casework.models import Bindings, Catalogue, Interpretation, Source, Statement
+from hypograph.casework.interpret import adopt_draft, draft_path, suggested_question
+from hypograph.casework.models import ANCHORS, Bindings, Catalogue, Interpretation, Source, Statement
 from hypograph.casework.package import (
     PHASE_INTERPRETED,
     TARGET_VAULT,
@@ -205,9 +205,13 @@ def copy_input(source: Path, dest: Path, sha256: str) -> None:
     write_atomic(dest, write)
 
 
-def confirm(case_dir: Path | str, by: str | None = None, now: dt.datetime | None = None) -> RevisionReport:
+def confirm(
+    case_dir: Path | str, by: str | None = None, now: dt.datetime | None = None, use_suggested: bool = False
+) -> RevisionReport:
     """Mark the current revision's interpretation confirmed (a person's decision, recorded with
-    who and when). Verifies the bindings first; confirming twice changes nothing."""
+    who and when), adopting the draft: its question the person's as typed, or the model's
+    ``suggested_question`` with ``use_suggested``. Verifies the bindings first; confirming twice
+    changes nothing."""
     pkg = CasePackage(Path(case_dir))
     if not pkg.exists():
         raise HypographError(f"{pkg.root / 'manifest.json'}: missing (not a case package)")
@@ -217,10 +221,11 @@ def confirm(case_dir: Path | str, by: str | None = None, now: dt.datetime | None
         interp = pkg.interpretation(m)
         rev = m["analysis_revision"]
         if interp.confirmed:
+            _refuse_a_later_edit(pkg, m, interp)
             return RevisionReport(pkg.root, m["package_id"], rev, False, f"revision {rev} was already confirmed")
         files: dict[str, str] = {}
         arts = dict(m["artifacts"])
-        adopted = adopt_draft(pkg, m, interp, pkg.catalogue(interp))
+        adopted = adopt_draft(pkg, m, interp, pkg.catalogue(interp), use_suggested)
         if adopted is not None:  # the draft (the model's or a person's) becomes the interpretation
             interp, catalogue = adopted
             cat_text = json_text(catalogue.model_dump(mode="json"))
@@ -252,7 +257,32 @@ def confirm(case_dir: Path | str, by: str | None = None, now: dt.datetime | None
         verified_interpretation(_Preview(pkg, files), manifest)
         pkg.write(files, manifest)
     how = f" (adopting {draft_path(rev)})" if adopted is not None else ""
+    how += "; the question as the model suggested it" if use_suggested else ""
     return RevisionReport(pkg.root, m["package_id"], rev, True, f"revision {rev} confirmed{how}")
+
+
+PERSONS_FIELDS = ("question", "statements", *ANCHORS)  # what a person confirms in draft.json
+
+
+def _refuse_a_later_edit(pkg: CasePackage, m: dict, interp: Interpretation) -> None:
+    """A draft a person edited after its revision was confirmed (the question, a statement, an
+    anchor) is neither applied nor passed over: one HypographError line naming draft.json and the
+    first field that differs from the confirmed interpretation."""
+    adopted = adopt_draft(pkg, m, interp.model_copy(update={"confirmed": False}), pkg.catalogue(interp))
+    if adopted is None:
+        return
+    draft, now = adopted[0].model_dump(mode="json"), interp.model_dump(mode="json")
+    taken = suggested_question(pkg, m)
+    if taken and now["question"] == taken:  # confirmed with --use-suggested-question: not an edit
+        draft["question"] = taken
+    changed = next((name for name in PERSONS_FIELDS if draft[name] != now[name]), None)
+    if changed is not None:
+        raise HypographError(
+            f"{pkg.root / draft_path(m['analysis_revision'])}: field '{changed}' was edited after revision "
+            f"{m['analysis_revision']} was confirmed; a confirmed revision is never rewritten, so the edit "
+            f"is not applied: undo it, or add inputs (`hypograph case add {pkg.root} PATH…`) for a new "
+            "revision to interpret and confirm"
+        )
 
 
 class _Preview(CasePackage):

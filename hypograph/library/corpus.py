@@ -26,6 +26,7 @@ def library_corpus(root: Path) -> Corpus:
     return Corpus(root=Path(root), kind="library", hypotheses=hypotheses)
 
 
-def input_corpus(root: Path) -> Corpus:
-    """The hypotheses of any input: a library's nodes, else a run directory's or a vault's."""
-    return library_corpus(root) if is_library(root) else load_corpus(root)
+def input_corpus(root: Path, skip_bad: bool = True) -> Corpus:
+    """The hypotheses of any input: a library's nodes, else a run directory's or a vault's
+    (``skip_bad``: see ``load_corpus``)."""
+    return library_corpus(root) if is_library(root) else load_corpus(root, skip_bad)

@@ -49,6 +49,11 @@ class ProximitySettings(BaseModel):
         description="MERGE without a model above this",
     )
     algorithm: Literal["louvain", "components"] = Field(default="louvain", description="community finder")
+    skip_bad_files: bool = Field(
+        default=False,
+        description="a run directory's hypothesis file that cannot be read is skipped, named in a warning "
+        "and in the summary, instead of stopping the run (exit 1, nothing written); a vault's never is",
+    )
     shards: int = Field(
         default=1,
         ge=1,

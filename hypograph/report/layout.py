@@ -18,6 +18,12 @@ import numpy as np
 
 MAP_MAX = 3000
 SEED = 0
+# The start and the weights of the force-directed layout, rounded: the layout iterates a chaotic
+# map, so a difference in the last bit of the SVD (the BLAS kernels a processor gets, the threads
+# it runs) would move points across the whole map; rounded, every machine starts from the same
+# numbers and, igraph's layout being plain C arithmetic, draws the same map.
+START_DECIMALS = 6
+WEIGHT_DECIMALS = 6
 STEPS = 150_000  # points x iterations of the force-directed layout: about 0.7 s whatever the size
 
 
@@ -46,11 +52,14 @@ def sample_points(ids: list[str], membership: dict[str, str], limit: int = MAP_M
 
 
 def initial_positions(rows) -> np.ndarray:
-    """The rows' coordinates on their two main directions (a truncated SVD, seeded), scaled to [-1, 1]."""
+    """The rows' coordinates on their two main directions (a truncated SVD, seeded), scaled to [-1, 1]
+    and rounded to ``START_DECIMALS`` (see there)."""
     n = rows.shape[0]
     if n < 3 or min(rows.shape) < 3:
-        return _scaled(np.column_stack([np.cos(np.arange(n) * 2.4), np.sin(np.arange(n) * 2.4)]))
-    return _scaled(_spread(_two_directions(rows)))
+        xy = _scaled(np.column_stack([np.cos(np.arange(n) * 2.4), np.sin(np.arange(n) * 2.4)]))
+    else:
+        xy = _scaled(_spread(_two_directions(rows)))
+    return np.round(xy, START_DECIMALS) + 0.0  # + 0.0: no -0.0
 
 
 def _two_directions(rows) -> np.ndarray:
@@ -94,7 +103,7 @@ def layout(rows, src: np.ndarray, dst: np.ndarray, sim: np.ndarray) -> np.ndarra
     igraph.set_random_number_generator(random.Random(SEED))
     try:
         coords = g.layout_fruchterman_reingold(
-            weights=sim.tolist(), seed=start.tolist(), niter=iterations(n), grid="auto"
+            weights=np.round(sim, WEIGHT_DECIMALS).tolist(), seed=start.tolist(), niter=iterations(n), grid="auto"
         )
     finally:
         igraph.set_random_number_generator(random)

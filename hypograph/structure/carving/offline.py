@@ -312,6 +312,11 @@ def _plan(nodes: list[Node], question: str, how: str, reasons: list[str]) -> Clu
 
 def central_question(nodes: list[Node], sims: np.ndarray) -> str:
     """The question hint of ``nodes`` most similar to the others' (``sims``: their hint
-    similarities; ties: lowest id)."""
-    best = max(range(len(nodes)), key=lambda k: (float(sims[k].sum()), -k))
+    similarities; ties, within ``TIE`` — the last bits of an embedding follow the processor's
+    kernels and threads, so two hints equally similar must not be told apart by them: lowest id)."""
+    sums = np.asarray(sims, dtype=np.float64).sum(axis=1)
+    best = next(k for k in range(len(nodes)) if sums[k] >= sums.max() - TIE)
     return hint(nodes[best])
+
+
+TIE = 1e-6  # similarity sums closer than this are equal (float32 embeddings carry about 7 digits)
