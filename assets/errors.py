@@ -32,6 +32,7 @@ from dagster._core.errors import DagsterUserCodeProcessError
 from dagster._utils.error import SerializableErrorInfo
 
 from hypograph.errors import HypographError, NotDone
+from io_managers.fleet import other_version
 
 NOT_DONE = "NOT_DONE"
 REFUSED = "REFUSED"
@@ -51,13 +52,16 @@ class Skip(Exception):
 
 
 def project_errors(fn):
-    """Wrap an asset, op or check function (a generator's too): a ``HypographError`` leaves it as
-    ``failure(...)``; in a generator, a ``Skip`` ends it with no output, recorded (see the module
-    docstring), elsewhere it is a failure with its line; anything else (a bug) keeps its trace."""
+    """Wrap an asset, op or check function (a generator's too): its first action refuses a step of a
+    run of another code version than this process runs (``io_managers/fleet.py``); a
+    ``HypographError`` leaves it as ``failure(...)``; in a generator, a ``Skip`` ends it with no
+    output, recorded (see the module docstring), elsewhere it is a failure with its line; anything
+    else (a bug) keeps its trace."""
     if inspect.isgeneratorfunction(fn):
 
         @functools.wraps(fn)
         def steps(*args, **kwargs):
+            _same_code(args)
             try:
                 yield from fn(*args, **kwargs)
             except Skip as s:
@@ -69,6 +73,7 @@ def project_errors(fn):
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
+        _same_code(args)
         try:
             return fn(*args, **kwargs)
         except Skip as s:  # a step that must give its output cannot skip: its reason, as a failure
@@ -77,6 +82,17 @@ def project_errors(fn):
             raise _project_failure(e, args) from None
 
     return run
+
+
+def _same_code(args: tuple) -> None:
+    """Refuse the running step (``REFUSED``, its line) if its run is of another code version."""
+    context = _context(args)
+    if context is None:
+        return
+    step = context.op_execution_context.get_step_execution_context().step.key
+    line = other_version(context.instance, context.run, step)
+    if line:
+        raise failure(line, "OtherCodeVersion", REFUSED, context=context) from None
 
 
 def _project_failure(e: HypographError, args: tuple) -> Failure:
