@@ -89,8 +89,7 @@ def _same_code(args: tuple) -> None:
     context = _context(args)
     if context is None:
         return
-    step = context.op_execution_context.get_step_execution_context().step.key
-    line = other_version(context.instance, context.run, step)
+    line = other_version(context.instance, context.run)
     if line:
         raise failure(line, "OtherCodeVersion", REFUSED, context=context) from None
 

@@ -35,9 +35,9 @@ def stale_run(instance, run_id: str, asset_key) -> str | None:
     run = instance.get_run_by_id(run_id)
     if run is None:
         return None
-    what = f"{asset_key.to_user_string()}: run {run_id[:8]}"
+    unwritten = f"{asset_key.to_user_string()} not written"
     if run.status not in RUNNING:
-        return f"{what} ended ({run.status.value}) before this step finished; its output is not written"
+        return f"run {run_id[:8]} ended ({run.status.value}) before this step finished; {unwritten}"
     partition = run.tags.get(PARTITION_TAG)
     if partition is None:
         return None
@@ -48,13 +48,13 @@ def stale_run(instance, run_id: str, asset_key) -> str | None:
         other = record.dagster_run
         if other.job_name == run.job_name or asset_key in (other.asset_selection or ()):
             return (
-                f"{what} is no longer the newest of partition {partition}: {other.job_name} run "
-                f"{other.run_id[:8]} ({other.status.value}) came after it; its output is not written"
+                f"run {run_id[:8]} is no longer the newest of partition {partition} ({other.job_name} run "
+                f"{other.run_id[:8]}, {other.status.value}, came after it); {unwritten}"
             )
     return None
 
 
-def other_version(instance, run, step_key: str) -> str | None:
+def other_version(instance, run) -> str | None:
     """One line when this process runs another code version than ``run`` carries; None when the
     same. A run carrying none is given this process's (the first step to run decides)."""
     mine = code_version()
@@ -68,7 +68,7 @@ def other_version(instance, run, step_key: str) -> str | None:
     if theirs == mine:
         return None
     return (
-        f"{step_key}: run {run.run_id[:8]} is of code version {theirs}; this worker ({socket.gethostname()}, pid "
-        f"{os.getpid()}) runs code version {mine}: step refused, nothing written (run it on workers of "
+        f"run {run.run_id[:8]} is of code version {theirs}, this worker ({socket.gethostname()}, pid "
+        f"{os.getpid()}) runs code version {mine}; step refused, nothing written (run it on workers of "
         f"version {theirs}, or launch it again)"
     )

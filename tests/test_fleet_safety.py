@@ -18,11 +18,14 @@ import json
 import os
 import pickle
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from conftest import REPO, build_run_dir, execute, offline_env, snapshot
+import pytest
+from conftest import REPO, VENV_BIN, build_run_dir, execute, offline_env, snapshot
 
 from hypograph.code_version import code_version
 
@@ -211,15 +214,15 @@ class _Planted:
 
 SHARDED = """
 import json, sys
-from dagster import DagsterInstance, ReexecutionOptions, execute_job, reconstructable
+from dagster import AssetKey, DagsterInstance, ReexecutionOptions, execute_job, reconstructable
 from fleet_jobs import proximity
 
 instance = DagsterInstance.get()
-config = {"resources": {"proximity": {"config": {"shards": 3}}, "llm": {"config": {"offline": True}}},
-          "execution": {"config": {"max_concurrent": 2}}}
-if sys.argv[1] == "run":
+config = {"resources": {"proximity": {"config": {"shards": 3}}}, "execution": {"config": {"max_concurrent": 2}}}
+if sys.argv[1] == "run":  # the graph and what it needs, its shards each in a process
     tags = {"dagster/partition": sys.argv[2]}
-    result = execute_job(reconstructable(proximity), instance, run_config=config, tags=tags)
+    graph = [AssetKey(k) for k in ("hypothesis_texts", "hypothesis_embeddings", "similarity_graph")]
+    result = execute_job(reconstructable(proximity), instance, run_config=config, tags=tags, asset_selection=graph)
 else:  # the merge step again, on the first run's shard files
     options = ReexecutionOptions(sys.argv[2], step_selection=["similarity_graph.merge_similarity_shards"])
     tags = {"dagster/partition": sys.argv[3]}
@@ -262,7 +265,7 @@ def test_item05_planted_pickle_in_shard_storage_is_refused(tmp_path, monkeypatch
             cwd=REPO,
             capture_output=True,
             text=True,
-            timeout=600,
+            timeout=1200,
             check=False,
         )
         assert done.returncode == 0, done.stderr[-3000:]
@@ -315,3 +318,114 @@ def test_item05_shard_values_come_back_bit_for_bit():
         assert getattr(back, name).dtype == getattr(block, name).dtype
         assert np.array_equal(getattr(back, name), getattr(block, name))
     assert shard_values.load(io.BytesIO(shard_values.dump((3, 9))), "x") == (3, 9)
+
+
+# -- on Celery, as the two items were found: Redis, a daemon and dagster-celery workers started here --
+
+celery = pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed")
+
+
+@pytest.fixture
+def broker(tmp_path):
+    """Redis and a daemon taking runs from the queue, on ``test_distributed``'s ``Cluster`` (its
+    instance, Celery settings file and environment); no worker started yet."""
+    import services
+    from test_distributed import Cluster
+
+    (tmp_path / "cluster").mkdir()
+    cluster = Cluster(tmp_path / "cluster")
+    try:
+        with cluster.instance() as instance:  # its storage made once, before other processes open it
+            instance.get_runs(limit=1)
+        cluster.start_redis()
+        daemon = [VENV_BIN / "dagster-daemon", "run", "-w", "workspace.yaml"]
+        cluster.daemon = services.start(daemon, cluster.base / "daemon.log", cluster.env, REPO)
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def launch(cluster, key: str, **proximity) -> str:
+    """The proximity job on partition ``key`` queued as the Launchpad queues it; the run's id."""
+    config = {"resources": {"proximity": {"config": proximity}}} if proximity else {}
+    done = subprocess.run(
+        [VENV_BIN / "dagster", "job", "launch", "-j", "proximity", "-w", "workspace.yaml"]
+        + ["--tags", json.dumps({"dagster/partition": key}), "--config-json", json.dumps(config)],
+        cwd=REPO,
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    with cluster.instance() as instance:
+        return instance.get_runs(limit=1)[0].run_id
+
+
+def queued(cluster, seconds: float = 300) -> None:
+    """Return once a step waits in the Celery queue ``dagster``."""
+    import redis
+
+    client = redis.Redis(port=cluster.redis_port)
+    deadline = time.monotonic() + seconds
+    while not any(client.llen(k) for k in client.keys("dagster*")):  # a step's priority is in the key
+        if time.monotonic() > deadline:
+            pytest.fail(f"no step queued in {seconds} s; logs:\n{cluster.logs()}")
+        time.sleep(0.2)
+
+
+@celery
+def test_item02_celery_step_of_a_failed_run_runs_late_and_writes_nothing(broker, tmp_path):
+    """Run A queues its first step while no worker is up; its run worker dies and the run is failed
+    (what a long broker outage ends in); run B follows. The worker that comes up takes A's step
+    first: fenced, in one line, and B's files are the input's."""
+    from dagster import AssetKey, DagsterEventType
+
+    root = build_run_dir(tmp_path / "run")
+    key = broker.add(root)
+    older = launch(broker, key, graph_threshold=0.5)
+    queued(broker)
+    with broker.instance() as instance:
+        (start,) = instance.all_logs(older, of_type=DagsterEventType.RUN_START)
+        os.kill(start.dagster_event.pid, signal.SIGKILL)  # the run's own process (the daemon started it)
+        instance.report_run_failed(instance.get_run_by_id(older), message="the broker was unreachable")
+    newer = launch(broker, key)
+    broker.start_worker("w1")
+    run = broker.wait(newer)
+    assert run.status.value == "SUCCESS", broker.failures(newer) + broker.logs()
+
+    with broker.instance() as instance:
+        failures = step_failures(instance, older)
+        assert list(failures) == ["hypothesis_texts"], failures  # the late step ran, and was fenced
+        (line,) = failures.values()
+        assert "\n" not in line and "ended (FAILURE)" in line, line
+        assert not instance.all_logs(older, of_type=DagsterEventType.ASSET_MATERIALIZATION)
+        for asset in ("hypothesis_texts", "similarity_graph"):
+            assert instance.get_latest_materialization_event(AssetKey(asset)).run_id == newer
+    assert json.loads((root / "proximity" / "graph.json").read_bytes())["threshold"] == 0.3
+
+
+@celery
+def test_item03_celery_worker_of_another_code_version_refuses_the_step(broker, tmp_path):
+    """The only worker runs another copy of the code (one file changed): a run queued from this
+    code fails at its first step in one line naming both versions; nothing is written."""
+    root = build_run_dir(tmp_path / "run")
+    key = broker.add(root)
+    env = broker.env
+    broker.env = {**env, "PYTHONPATH": str(other_code(tmp_path))}
+    broker.start_worker("other")
+    broker.env = env
+    run_id = launch(broker, key)
+    run = broker.wait(run_id)
+
+    assert run.status.value == "FAILURE"
+    assert run.tags[RUN_TAGS_KEY] == code_version()  # the job's tag, from the code that created the run
+    with broker.instance() as instance:
+        failures = step_failures(instance, run_id)
+    assert list(failures) == ["hypothesis_texts"], failures
+    (line,) = failures.values()
+    assert "\n" not in line and f"code version {code_version()}" in line and "refused" in line, line
+    other = line.split("runs code version ")[1].split(";")[0]
+    assert other != code_version()
+    assert not (root / "proximity").exists() and not (root / ".hypograph" / "assets").exists()
