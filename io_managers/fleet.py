@@ -7,9 +7,9 @@
   asks immediately before it writes an asset's files; a fenced step fails with that line and
   writes nothing. Newer means created later: the run storage's own order (``storage_id``).
 * **Code version.** Every run carries ``VERSION_TAG``, the ``hypograph.code_version`` of the
-  process that created it (``pipelines/launch.py`` for commands; a run tag of every job for runs
-  the UI, sensors and schedules create); a run created without it (a Launchpad materialization of
-  hand-picked assets) takes the version of the worker that runs its first step. ``other_version``
+  process that created it (``pipelines/launch.py`` for commands; ``assets.groups.RUN_TAGS`` on
+  every job for runs the UI, sensors and schedules create); a run created without it (a Launchpad
+  materialization of hand-picked assets) takes the version of the worker that runs its first step. ``other_version``
   -> a line naming both versions when this process runs another version than the step's run: the
   step is refused before it does anything (``assets.errors.project_errors``).
 """
