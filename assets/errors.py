@@ -38,6 +38,7 @@ from dagster._core.errors import DagsterUserCodeProcessError
 from dagster._utils.error import SerializableErrorInfo
 
 from hypograph.errors import HypographError, NotDone, SettingRefused
+from io_managers.fleet import other_version
 from io_managers.hypograph import Unloaded
 
 NOT_DONE = "NOT_DONE"
@@ -59,13 +60,15 @@ class Skip(Exception):
 
 
 def step(fn):
-    """Wrap an asset function (plain or a generator) declared ``output_required=False``: its result
-    is yielded; a ``Skip``, a ``NotDone``, a ``SettingRefused`` or an input never made ends it with
+    """Wrap an asset function (plain or a generator) declared ``output_required=False``: its first
+    action refuses a step of a run of another code version (a failure, as ``project_errors``); its
+    result is yielded; a ``Skip``, a ``NotDone``, a ``SettingRefused`` or an input never made ends it with
     no output, recorded (see the module docstring); another ``HypographError`` leaves it as
     ``failure(...)``; anything else (a bug) keeps its trace."""
 
     @functools.wraps(fn)
     def steps(*args, **kwargs):
+        _same_code(args)
         context = _context(args)
         try:
             for value in (*args, *kwargs.values()):
@@ -88,12 +91,15 @@ def step(fn):
 
 
 def project_errors(fn):
-    """Wrap an op or check function (a generator's too): a ``HypographError`` (a ``Skip`` too)
-    leaves it as ``failure(...)``; anything else (a bug) keeps its trace. Assets: ``step``."""
+    """Wrap an op or check function (a generator's too): its first action refuses a step of a run
+    of another code version than this process runs (``io_managers/fleet.py``); a
+    ``HypographError`` (a ``Skip`` too) leaves it as ``failure(...)``; anything else (a bug) keeps
+    its trace. Assets: ``step``."""
     if inspect.isgeneratorfunction(fn):
 
         @functools.wraps(fn)
         def steps(*args, **kwargs):
+            _same_code(args)
             try:
                 yield from fn(*args, **kwargs)
             except Skip as s:
@@ -105,6 +111,7 @@ def project_errors(fn):
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
+        _same_code(args)
         try:
             return fn(*args, **kwargs)
         except Skip as s:  # a step that must give its output cannot skip: its reason, as a failure
@@ -113,6 +120,16 @@ def project_errors(fn):
             raise _project_failure(e, args) from None
 
     return run
+
+
+def _same_code(args: tuple) -> None:
+    """Refuse the running step (``REFUSED``, its line) if its run is of another code version."""
+    context = _context(args)
+    if context is None:
+        return
+    line = other_version(context.instance, context.run)
+    if line:
+        raise failure(line, "OtherCodeVersion", REFUSED, context=context) from None
 
 
 def _project_failure(e: HypographError, args: tuple) -> Failure:

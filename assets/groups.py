@@ -4,6 +4,8 @@ the UI agree (``@asset(**ASSET[STRUCTURE], …)``)."""
 import inspect
 
 from assets.partitions import case_revisions, hypothesis_inputs, library_rounds, vaults
+from hypograph.code_version import code_version
+from io_managers.fleet import VERSION_TAG
 
 PROXIMITY = "proximity"
 STRUCTURE = "structure"
@@ -18,6 +20,10 @@ ASSET: dict[str, dict] = {
     LIBRARY: {"group_name": LIBRARY, "partitions_def": library_rounds},
     CASEWORK: {"group_name": CASEWORK, "partitions_def": case_revisions},
 }
+
+# Every job's runs carry the code version of the process that creates them (the web server's code
+# location, a sensor's, a command's): a worker of another version refuses their steps.
+RUN_TAGS = {VERSION_TAG: code_version()}
 
 
 def described(decorator, **kwargs):

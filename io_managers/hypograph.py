@@ -5,6 +5,9 @@ partition key (an input id) into the folder. It is the only writer of these file
 library and case assets write through their domain's journal instead and return
 ``MaterializeResult``. ``hypothesis_texts`` has no seed format: its snapshot goes to
 ``<input>/.hypograph/assets/hypothesis_texts.json``.
+
+A step of a run that is no longer the newest of its partition, or has ended, writes nothing: it
+fails with one line (``io_managers/fleet.py``), asked immediately before the files are written.
 """
 
 import os
@@ -19,6 +22,7 @@ from hypograph.errors import HypographError
 from hypograph.hypotheses import Corpus, corpus_from_json, corpus_json
 from hypograph.paths import TEXTS_SNAPSHOT
 from hypograph.proximity import store
+from io_managers.fleet import stale_run
 from resources.inputs import Inputs
 
 TEXTS = TEXTS_SNAPSHOT
@@ -94,7 +98,12 @@ class HypographIOManager(ConfigurableIOManager):
 
     def handle_output(self, context: OutputContext, obj) -> None:
         root, name = self.inputs.root(context.partition_key), context.asset_key.path[-1]
-        paths = _codec(name).write(root, obj)
+        codec = _codec(name)
+        fenced = stale_run(context.step_context.instance, context.run_id, context.asset_key)
+        if fenced:
+            context.log.error(fenced)
+            raise HypographError(fenced)
+        paths = codec.write(root, obj)
         context.add_output_metadata(
             {"path": MetadataValue.path(str(paths[0])), "files": MetadataValue.md("\n".join(f"- `{p}`" for p in paths))}
         )

@@ -19,12 +19,13 @@ import os
 
 from dagster import (
     ExecutorDefinition,
-    FilesystemIOManager,
     InMemoryIOManager,
     InputContext,
     in_process_executor,
     multiprocess_executor,
 )
+
+from io_managers.shards import ShardIOManager
 
 ENV = "HYPOGRAPH_EXECUTOR"
 SHARD_STORAGE_ENV = "HYPOGRAPH_SHARD_STORAGE"
@@ -92,12 +93,12 @@ class _RunMemory(InMemoryIOManager):
 
 def shard_io_manager():
     """Where the row ranges of a sharded step travel: in memory when the run is one process (nothing
-    written), else pickles under ``HYPOGRAPH_SHARD_STORAGE`` (any UPath: ``s3://…``, ``gs://…``, a
+    written), else files under ``HYPOGRAPH_SHARD_STORAGE`` (any UPath: ``s3://…``, ``gs://…``, a
     folder every worker mounts) or ``$DAGSTER_HOME/storage/<run id>/`` (delete a finished run's
-    folder at will)."""
+    folder at will), in a format loading cannot execute (``io_managers/shards.py``)."""
     if EXECUTOR is in_process_executor:
         return _RunMemory()
-    return FilesystemIOManager(base_dir=os.environ.get(SHARD_STORAGE_ENV) or None)
+    return ShardIOManager(base_dir=os.environ.get(SHARD_STORAGE_ENV) or None)
 
 
 EXECUTOR = job_executor()

@@ -54,7 +54,9 @@ def execute(
     from assets.active_runs import PROCESS_TAG
     from assets.errors import REFUSED
     from assets.sources import observe
+    from hypograph.code_version import code_version
     from hypograph.processes import this_process
+    from io_managers.fleet import VERSION_TAG
     from pipelines.definitions import defs
 
     kind = None if sub is None else ("case" if job_name.startswith("case_") else "library")
@@ -76,7 +78,8 @@ def execute(
         partition_key=key,
         raise_on_error=False,
         run_config=run_config(settings, offline),
-        tags={**TAGS, PROCESS_TAG: this_process()},  # a later command ends the run if this process dies
+        # a later command ends the run if this process dies; workers of other code refuse its steps
+        tags={**TAGS, PROCESS_TAG: this_process(), VERSION_TAG: code_version()},
     )
     lines = skips(result)
     if result.success and lines:  # the run did what it could: the rest is not done yet (or refused)

@@ -11,7 +11,7 @@ from dagster import (
 )
 
 from assets.casework.assets import batch_vault_nodes, case_interpretation, interpretation_draft
-from assets.groups import CASEWORK, described
+from assets.groups import CASEWORK, RUN_TAGS, described
 from assets.partitions import case_revisions, revision_key
 from hypograph.casework.dispatch import due_retry
 from hypograph.casework.package import CasePackage
@@ -30,6 +30,7 @@ REVISIONS = (
 
 case_interpret_job = define_asset_job(
     "case_interpret",
+    run_tags=RUN_TAGS,
     selection=[interpretation_draft],
     partitions_def=case_revisions,
     description="The model's draft interpretation of a case revision, saved unconfirmed (`hypograph case "
@@ -38,6 +39,7 @@ case_interpret_job = define_asset_job(
 
 case_confirmed_job = define_asset_job(
     "case_confirmed",
+    run_tags=RUN_TAGS,
     selection=[case_interpretation],
     partitions_def=case_revisions,
     description="The interpretation a person confirmed, verified against the case files (`hypograph case "
@@ -46,6 +48,7 @@ case_confirmed_job = define_asset_job(
 
 case_batch_job = define_asset_job(
     "case_batch",
+    run_tags=RUN_TAGS,
     selection=AssetSelection.groups(CASEWORK) - DRAFT - AssetSelection.assets(batch_vault_nodes),
     partitions_def=case_revisions,
     description="Observe the case package, then the initial hypothesis batch of one revision: the confirmed "
@@ -55,6 +58,7 @@ case_batch_job = define_asset_job(
 
 case_into_vault_job = define_asset_job(
     "case_batch_into_vault",
+    run_tags=RUN_TAGS,
     selection=AssetSelection.groups(CASEWORK) - DRAFT,
     partitions_def=case_revisions,
     description="The case batch, then its hypotheses minted as step-3 H nodes into the vault the case names "

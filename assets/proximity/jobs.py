@@ -11,7 +11,7 @@ from dagster import (
     schedule,
 )
 
-from assets.groups import PROXIMITY, described
+from assets.groups import PROXIMITY, RUN_TAGS, described
 from assets.partitions import HYPOTHESIS_INPUTS, hypothesis_inputs
 from hypograph.inputs import WITH_HYPOTHESES
 from hypograph.skips import registered
@@ -21,6 +21,7 @@ REPORT = AssetSelection.assets("proximity_report")
 
 proximity_job = define_asset_job(
     "proximity",
+    run_tags=RUN_TAGS,
     selection=AssetSelection.groups(PROXIMITY) - REPORT,
     partitions_def=hypothesis_inputs,
     description="Observe the input's hypotheses, then embed, graph, cluster, list and adjudicate its "
@@ -32,6 +33,7 @@ proximity_job = define_asset_job(
 
 report_job = define_asset_job(
     "report",
+    run_tags=RUN_TAGS,
     selection=REPORT,
     partitions_def=hypothesis_inputs,
     description="The pictures of the input's proximity files (report.html, cluster-map.png, vault-map.png, "

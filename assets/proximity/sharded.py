@@ -5,8 +5,8 @@ computes a range (mapped, one step per range), one joins the ranges into the ass
 ``proximity.shards: 1`` (default) there is one range and it uses this machine's cores; with N, the
 run's executor runs the N steps in parallel (``HYPOGRAPH_EXECUTOR=multiprocess`` on one machine,
 ``celery``: a task each on Celery workers, ``k8s``: a pod each). Ranges and their results pass
-between steps through ``shard_io_manager`` (in memory in a one-process run; else pickles under a
-UPath: local disk, or object storage for steps on other machines).
+between steps through ``shard_io_manager`` (in memory in a one-process run; else npz files, never
+pickles, under a UPath: local disk, or object storage for steps on other machines).
 """
 
 from dagster import DynamicOut, DynamicOutput, MetadataValue, OpExecutionContext, Out, Output, graph_asset, op

@@ -2,11 +2,12 @@
 
 from dagster import AssetSelection, define_asset_job
 
-from assets.groups import STRUCTURE
+from assets.groups import RUN_TAGS, STRUCTURE
 from assets.partitions import vaults
 
 structure_job = define_asset_job(
     "structure",
+    run_tags=RUN_TAGS,
     selection=AssetSelection.groups(STRUCTURE),
     partitions_def=vaults,
     description="Step 4 on a vault whose proximity is materialized: merge near-duplicates and drop the off-topic "

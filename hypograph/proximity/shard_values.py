@@ -1,0 +1,155 @@
+"""The values the steps of a sharded proximity run pass each other, as files loading cannot execute.
+
+A shard file is an uncompressed ``.npz`` (numpy's zip of ``.npy`` arrays, read with
+``allow_pickle=False``): one ``header`` array holding UTF-8 JSON that says which kind of value it
+is and its scalar fields, and the value's numeric arrays. Three kinds travel:
+
+=============  ====================================================  ==============================
+kind           header                                                arrays
+=============  ====================================================  ==============================
+``range``      ``start``, ``stop``: a fan-out step's row range       none
+``embeddings`` ``ids``, ``backend``, ``model``, ``vocabulary``,      dense: ``rows``; sparse (CSR):
+               ``notes``, ``digest``, ``shape`` (sparse only)        ``data``, ``indices``, ``indptr``
+``edges``      ``start``, ``stop``, ``capped``, ``info``: one        ``rows``, ``cols``, ``sims``
+               shard's ``(Block, info)``
+=============  ====================================================  ==============================
+
+``dump(value)`` -> bytes; ``load(file, where)`` -> the value, or one HypographError line naming
+``where`` (a pickle, an object array, another kind of file, a field of the wrong type): a file
+planted in the shard storage is data at worst, never code. Arrays keep their dtypes, so a value
+read back is the value written, bit for bit.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from typing import IO
+
+import numpy as np
+
+from hypograph.errors import HypographError
+from hypograph.proximity.embed import Embeddings
+from hypograph.proximity.similarity import Block
+
+ZIP_MAGIC = b"PK\x03\x04"  # an npz is a zip archive; np.load would take a .npy or a pickle too
+MAX_HEADER_BYTES = 1 << 30  # the ids and vocabulary of a few million rows
+
+
+def dump(value) -> bytes:
+    """The shard file of ``value``: a ``(start, stop)`` range, an ``Embeddings`` or a ``(Block,
+    info)`` pair; TypeError for anything else (a step returning another kind is a bug here)."""
+    header, arrays = _parts(value)
+    buf = io.BytesIO()
+    raw = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    np.savez(buf, header=np.frombuffer(raw, dtype=np.uint8), **arrays)
+    return buf.getvalue()
+
+
+def _parts(value) -> tuple[dict, dict[str, np.ndarray]]:
+    if isinstance(value, Embeddings):
+        header = {
+            "kind": "embeddings",
+            "ids": list(value.ids),
+            "backend": value.backend,
+            "model": value.model,
+            "vocabulary": value.vocabulary,
+            "notes": list(value.notes),
+            "digest": value.digest,
+        }
+        if isinstance(value.rows, np.ndarray):
+            return header, {"rows": value.rows}
+        m = value.rows
+        return {**header, "shape": list(m.shape)}, {"data": m.data, "indices": m.indices, "indptr": m.indptr}
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], Block) and isinstance(value[1], dict):
+        block, info = value
+        header = {"kind": "edges", "start": int(block.start), "stop": int(block.stop), "capped": int(block.capped)}
+        return {**header, "info": info}, {"rows": block.rows, "cols": block.cols, "sims": block.sims}
+    if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, int) for v in value):
+        return {"kind": "range", "start": int(value[0]), "stop": int(value[1])}, {}
+    raise TypeError(f"no shard format for a {type(value).__name__}")
+
+
+def load(file: IO[bytes], where: str):
+    """The value in shard file ``file`` (a seekable binary file; ``where`` names it in errors)."""
+    start = file.read(len(ZIP_MAGIC))
+    file.seek(0)
+    if start != ZIP_MAGIC:  # a pickle, a bare .npy, anything else: never handed to a loader
+        what = "a pickle" if start[:1] == b"\x80" else "not an npz archive"
+        raise HypographError(f"{where}: not a shard file ({what}); refused, nothing in it was run")
+    try:
+        with np.load(file, allow_pickle=False) as npz:
+            arrays = {name: npz[name] for name in npz.files}
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError) as e:
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise HypographError(f"{where}: not a shard file ({why}); refused, nothing in it was run") from None
+    if "header" not in arrays:
+        raise HypographError(f"{where}: not a shard file (no header); refused, nothing in it was run")
+    header = _header(arrays.pop("header"), where)
+    try:
+        return _value(header, arrays)
+    except (KeyError, TypeError, ValueError) as e:
+        raise HypographError(f"{where}: {header.get('kind')} shard: {e}; refused") from None
+
+
+def _header(array: np.ndarray, where: str) -> dict:
+    if array.dtype != np.uint8 or array.ndim != 1 or array.size > MAX_HEADER_BYTES:
+        raise HypographError(f"{where}: header: not UTF-8 JSON bytes; refused")
+    try:
+        header = json.loads(array.tobytes().decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise HypographError(f"{where}: header: not UTF-8 JSON; refused") from None
+    if not isinstance(header, dict) or header.get("kind") not in ("range", "embeddings", "edges"):
+        raise HypographError(f"{where}: header.kind: not range, embeddings or edges; refused")
+    return header
+
+
+def _value(header: dict, arrays: dict[str, np.ndarray]):
+    kind = header["kind"]
+    if kind == "range":
+        return (_int(header, "start"), _int(header, "stop"))
+    if kind == "edges":
+        info = header["info"]
+        if not isinstance(info, dict):
+            raise TypeError("info: not an object")
+        rows, cols, sims = (_numbers(arrays, name) for name in ("rows", "cols", "sims"))
+        block = Block(_int(header, "start"), _int(header, "stop"), rows, cols, sims, _int(header, "capped"))
+        return block, info
+    ids, vocabulary, notes = header["ids"], header["vocabulary"], header["notes"]
+    if not _strings(ids) or not _strings(notes) or not (vocabulary is None or _strings(vocabulary)):
+        raise TypeError("ids, notes, vocabulary: not lists of strings")
+    texts = [header[k] for k in ("backend", "model", "digest")]
+    if not all(isinstance(t, str) for t in texts):
+        raise TypeError("backend, model, digest: not strings")
+    if "shape" in header:
+        import scipy.sparse as sp
+
+        shape = header["shape"]
+        if not (isinstance(shape, list) and len(shape) == 2 and all(type(s) is int and s >= 0 for s in shape)):
+            raise TypeError("shape: not two counts")
+        parts = tuple(_numbers(arrays, name) for name in ("data", "indices", "indptr"))
+        rows = sp.csr_matrix(parts, shape=tuple(shape))
+    else:
+        rows = _numbers(arrays, "rows")
+    if rows.shape[0] != len(ids):
+        raise ValueError(f"{rows.shape[0]} rows for {len(ids)} ids")
+    return Embeddings(ids, rows, texts[0], texts[1], vocabulary, notes, texts[2])
+
+
+def _int(header: dict, name: str) -> int:
+    value = header[name]
+    if type(value) is not int:
+        raise TypeError(f"{name}: not an integer")
+    return value
+
+
+def _strings(values) -> bool:
+    return isinstance(values, list) and all(isinstance(v, str) for v in values)
+
+
+def _numbers(arrays: dict[str, np.ndarray], name: str) -> np.ndarray:
+    array = arrays[name]
+    if array.dtype.kind not in "iuf":
+        raise TypeError(f"{name}: {array.dtype} array, not numbers")
+    return array

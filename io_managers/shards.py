@@ -1,0 +1,46 @@
+"""Where the values between the steps of a sharded run travel when steps run in processes of their
+own: files under ``HYPOGRAPH_SHARD_STORAGE`` (any UPath) or ``$DAGSTER_HOME/storage/``, one per
+step output, at the paths Dagster's ``FilesystemIOManager`` gives them (``<run id>/<step>/…``), in
+``hypograph.proximity.shard_values``' format instead of pickles: a file someone with write access
+to the storage plants between two steps is refused in one line, never run as code.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dagster import FilesystemIOManager, InitResourceContext, InputContext, OutputContext
+from dagster._core.storage.fs_io_manager import PickledObjectFilesystemIOManager  # its paths; not exported
+
+from hypograph.atomic import write_atomic
+from hypograph.errors import HypographError
+from hypograph.proximity import shard_values
+
+MAX_SHARD_BYTES = 16 << 30  # an edge block or the embeddings of millions of rows; a larger file is not read
+
+
+class ShardFiles(PickledObjectFilesystemIOManager):
+    """``FilesystemIOManager``'s layout, ``shard_values``' format."""
+
+    def dump_to_path(self, context: OutputContext, obj, path) -> None:
+        data = shard_values.dump(obj)
+        if path.protocol in ("", "file"):  # a shared folder: a reader sees the whole file or none
+            write_atomic(Path(path.path), lambda fh: fh.write(data))
+        else:  # object storage: an object appears whole when written
+            with path.open("wb") as f:
+                f.write(data)
+
+    def load_from_path(self, context: InputContext, path):
+        with path.open("rb") as f:
+            size = f.seek(0, 2)
+            if size > MAX_SHARD_BYTES:
+                raise HypographError(f"{path}: {size} bytes, over the {MAX_SHARD_BYTES}-byte shard limit; not read")
+            f.seek(0)
+            return shard_values.load(f, str(path))
+
+
+class ShardIOManager(FilesystemIOManager):
+    """``FilesystemIOManager`` (same ``base_dir`` setting and default) writing ``ShardFiles``."""
+
+    def create_io_manager(self, context: InitResourceContext) -> ShardFiles:
+        return ShardFiles(base_dir=self.base_dir or context.instance.storage_directory())

@@ -1,0 +1,407 @@
+"""Issue 47, items 2, 3 and 5: runs own their outputs, run on one version of the code, and shard
+files are data, never code.
+
+* 2: a step of a run that is no longer the newest of its partition (a newer run succeeded since),
+  or of a run that has ended (failed during a broker outage, its step delivered later), writes
+  nothing into the input: it fails with one line.
+* 3: a worker started from another copy of the code (one source file changed, on its
+  ``PYTHONPATH``) refuses the steps of a run made by this code, in one line naming both versions,
+  and writes nothing.
+* 5: a pickle planted in the shard storage between two steps of a sharded run on the multiprocess
+  executor (steps in processes of their own, ranges passed as files: what Celery workers do) is
+  refused in one line, and what it would have run does not run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, VENV_BIN, build_run_dir, execute, offline_env, snapshot
+
+from hypograph.code_version import code_version
+
+RUN_TAGS_KEY = "hypograph/code_version"
+
+
+def local_instance(path: Path):
+    from dagster import DagsterInstance
+
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+    return DagsterInstance.from_config(str(path))
+
+
+def proximity_run(instance, root: Path, **settings):
+    """A proximity run of ``root``'s partition created (as the Launchpad or a command creates one)
+    and not started: (job, run)."""
+    from hypograph.proximity.settings import ProximitySettings
+    from pipelines.definitions import defs
+    from pipelines.instance import register
+    from pipelines.launch import run_config
+
+    key = register(instance, root).id
+    job = defs.resolve_job_def("proximity")
+    config = run_config({"proximity": ProximitySettings(**settings)}, offline=True)
+    run = instance.create_run_for_job(job, run_config=config, tags={"dagster/partition": key})
+    return job, run
+
+
+def step_failures(instance, run_id: str) -> dict[str, str]:
+    """step key -> its failure's innermost line."""
+    from dagster import DagsterEventType
+
+    from pipelines.launch import error_line
+
+    out = {}
+    for record in instance.all_logs(run_id, of_type=DagsterEventType.STEP_FAILURE):
+        data = record.dagster_event.step_failure_data
+        user = data.user_failure_data
+        out[record.step_key] = user.description if user is not None and user.description else error_line(data.error)
+    return out
+
+
+def proximity_files(root: Path) -> dict:
+    return snapshot(root / "proximity")
+
+
+# -- 2. a step of a run that is not the newest never writes into the input --------------------------
+
+
+def test_item02_stale_run_step_never_publishes(tmp_path):
+    """Run A is created, then run B of the same partition runs and succeeds; A's steps execute
+    afterwards (as a delayed Celery task does) with other settings: nothing of A is written."""
+    from dagster import AssetKey
+    from dagster._core.definitions.job_base import InMemoryJob
+    from dagster._core.execution.api import execute_run
+
+    root = build_run_dir(tmp_path / "run")
+    with local_instance(tmp_path / "home") as instance:
+        job, older = proximity_run(instance, root, graph_threshold=0.5, dupe_threshold=0.5)
+        newer = execute(root, "proximity", instance=instance)  # the default thresholds: 0.3 and 0.8
+        assert newer.success
+        before = proximity_files(root)
+        texts = (root / ".hypograph" / "assets" / "hypothesis_texts.json").stat().st_mtime_ns
+
+        result = execute_run(InMemoryJob(job), instance.get_run_by_id(older.run_id), instance)
+
+        assert not result.success
+        failures = step_failures(instance, older.run_id)
+        assert list(failures) == ["hypothesis_texts"], failures  # its first write: nothing after it ran
+        (line,) = failures.values()
+        assert "\n" not in line and "no longer the newest" in line and newer.run_id[:8] in line, line
+        assert proximity_files(root) == before  # same bytes, same mtimes
+        assert (root / ".hypograph" / "assets" / "hypothesis_texts.json").stat().st_mtime_ns == texts
+        for asset in ("hypothesis_texts", "similarity_graph", "duplicate_pairs"):
+            latest = instance.get_latest_materialization_event(AssetKey(asset))
+            assert latest.run_id == newer.run_id, asset  # the newer run stays the latest producer
+
+
+def test_item02_a_failed_run_s_step_delivered_late_writes_nothing(tmp_path):
+    """A run failed (its broker went away); later one of its steps is delivered to a worker, which
+    executes it as a Celery worker does (``dagster_celery.tasks``: the step's plan, then
+    ``execute_plan_iterator``): the step fails with one line and the input keeps its files."""
+    from dagster import DagsterRunStatus
+    from dagster._core.definitions.job_base import InMemoryJob
+    from dagster._core.execution.api import create_execution_plan, execute_plan_iterator
+
+    root = build_run_dir(tmp_path / "run")
+    with local_instance(tmp_path / "home") as instance:
+        assert execute(root, "proximity", instance=instance).success  # dupes at 0.8
+        job, failed = proximity_run(instance, root, dupe_threshold=0.3)  # more pairs, if it were written
+        instance.report_run_failed(failed, message="the broker was unreachable")
+        before = proximity_files(root)
+
+        run = instance.get_run_by_id(failed.run_id)
+        assert run.status == DagsterRunStatus.FAILURE
+        plan = create_execution_plan(InMemoryJob(job), run.run_config, step_keys_to_execute=["duplicate_pairs"])
+        events = list(execute_plan_iterator(plan, InMemoryJob(job), run, instance=instance, run_config=run.run_config))
+
+        kinds = [e.event_type_value for e in events if e.step_key == "duplicate_pairs"]
+        assert "STEP_FAILURE" in kinds and "ASSET_MATERIALIZATION" not in kinds, kinds
+        (line,) = step_failures(instance, failed.run_id).values()
+        assert "\n" not in line and "ended (FAILURE)" in line and "not written" in line, line
+        assert proximity_files(root) == before
+
+
+# -- 3. a worker of another code version refuses the run's steps --------------------------------------
+
+
+WORKER = """
+import sys
+from dagster import DagsterInstance
+from dagster._core.definitions.job_base import InMemoryJob
+from dagster._core.execution.api import execute_run
+from pipelines.definitions import defs
+from hypograph.code_version import code_version
+
+instance = DagsterInstance.from_config(sys.argv[1])
+run = instance.get_run_by_id(sys.argv[2])
+result = execute_run(InMemoryJob(defs.resolve_job_def(run.job_name)), run, instance)
+print(code_version(), result.success)
+"""
+
+
+def other_code(tmp_path: Path) -> Path:
+    """A copy of the code location's packages with one source file changed (a rolling update's
+    other side): the graph module's threshold comparison given a tolerance of zero."""
+    copy = tmp_path / "other-code"
+    for package in ("hypograph", "resources", "io_managers", "assets", "pipelines"):
+        shutil.copytree(REPO / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
+    graph = copy / "hypograph" / "proximity" / "similarity.py"
+    graph.write_text(graph.read_text(encoding="utf-8") + "\n# the other side of a rolling update\n", encoding="utf-8")
+    return copy
+
+
+def test_item03_worker_of_another_code_version_refuses_the_step(tmp_path, monkeypatch):
+    root = build_run_dir(tmp_path / "run")
+    home = tmp_path / "home"
+    monkeypatch.setenv("DAGSTER_HOME", str(home))  # the input registry the worker reads
+    with local_instance(home) as instance:
+        job, run = proximity_run(instance, root)
+        instance.add_run_tags(run.run_id, {RUN_TAGS_KEY: code_version()})  # as the launcher tags it
+    copy = other_code(tmp_path)
+    env = {**offline_env(), "PYTHONPATH": str(copy), "DAGSTER_HOME": str(home)}
+    done = subprocess.run(
+        [sys.executable, "-c", WORKER, str(home), run.run_id],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    worker_version, success = done.stdout.split()
+    assert worker_version != code_version() and success == "False", done.stdout
+
+    with local_instance(home) as instance:
+        failures = step_failures(instance, run.run_id)
+    assert list(failures) == ["hypothesis_texts"], failures  # the first step; no other ran
+    (line,) = failures.values()
+    assert "\n" not in line and code_version() in line and worker_version in line and "refused" in line, line
+    assert not (root / "proximity").exists() and not (root / ".hypograph" / "assets").exists()
+
+
+def test_item03_commands_tag_their_runs_with_the_code_version(tmp_path):
+    root = build_run_dir(tmp_path / "run")
+    with local_instance(tmp_path / "home") as instance:
+        result = execute(root, "proximity", instance=instance)
+        assert result.success
+        assert instance.get_run_by_id(result.run_id).tags[RUN_TAGS_KEY] == code_version()
+
+
+# -- 5. the shard store carries data, never code ----------------------------------------------------
+
+
+class _Planted:
+    """Unpickling this creates the file ``path`` (what a planted pickle could do, harmlessly)."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+SHARDED = """
+import json, sys
+from dagster import AssetKey, DagsterInstance, ReexecutionOptions, execute_job, reconstructable
+from fleet_jobs import proximity
+
+instance = DagsterInstance.get()
+config = {"resources": {"proximity": {"config": {"shards": 3}}}, "execution": {"config": {"max_concurrent": 2}}}
+if sys.argv[1] == "run":  # the graph and what it needs, its shards each in a process
+    tags = {"dagster/partition": sys.argv[2]}
+    graph = [AssetKey(k) for k in ("hypothesis_texts", "hypothesis_embeddings", "similarity_graph")]
+    result = execute_job(reconstructable(proximity), instance, run_config=config, tags=tags, asset_selection=graph)
+else:  # the merge step again, on the first run's shard files
+    options = ReexecutionOptions(sys.argv[2], step_selection=["similarity_graph.merge_similarity_shards"])
+    tags = {"dagster/partition": sys.argv[3]}
+    result = execute_job(reconstructable(proximity), instance, reexecution_options=options, tags=tags)
+print(json.dumps({"run": result.run_id, "success": result.success}))
+"""
+
+JOBS = """
+def proximity():
+    from pipelines.definitions import defs
+    return defs.resolve_job_def("proximity")
+"""
+
+
+def test_item05_planted_pickle_in_shard_storage_is_refused(tmp_path, monkeypatch):
+    from dagster import DagsterInstance
+
+    root = build_run_dir(tmp_path / "run")
+    home, storage, scripts = tmp_path / "home", tmp_path / "shards", tmp_path / "scripts"
+    monkeypatch.setenv("DAGSTER_HOME", str(home))  # the input registry the steps read
+    home.mkdir()
+    scripts.mkdir()
+    (scripts / "fleet_jobs.py").write_text(JOBS, encoding="utf-8")
+    env = {
+        **offline_env(),
+        "DAGSTER_HOME": str(home),
+        "HYPOGRAPH_EXECUTOR": "multiprocess",
+        "HYPOGRAPH_SHARD_STORAGE": str(storage),
+        "PYTHONPATH": os.pathsep.join([str(REPO), str(scripts)]),
+    }
+    with local_instance(home) as instance:
+        from pipelines.instance import register
+
+        key = register(instance, root).id
+
+    def driver(*args):
+        done = subprocess.run(
+            [sys.executable, "-c", SHARDED, *args],
+            env=env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=1200,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    first = driver("run", key)
+    assert first["success"]
+    shard_files = sorted((storage / first["run"]).glob("similarity_graph.similarity_shard[[]*/result"))
+    assert len(shard_files) >= 2
+    written = [f.read_bytes() for f in shard_files[1:]]
+    before = proximity_files(root)
+
+    marker = tmp_path / "ran-as-code"
+    shard_files[0].write_bytes(pickle.dumps(_Planted(str(marker))))
+    again = driver("again", first["run"], key)
+
+    assert not again["success"]
+    assert not marker.exists()  # the pickle was never unpickled
+    with DagsterInstance.from_config(str(home)) as instance:
+        failures = step_failures(instance, again["run"])
+    (line,) = failures.values()
+    assert "\n" not in line and str(shard_files[0]) in line and "not a shard file" in line, line
+    assert proximity_files(root) == before  # the graph stays the first run's
+    assert all(data.startswith(b"PK") for data in written)  # the steps wrote npz archives, not pickles
+
+
+def test_item05_shard_values_come_back_bit_for_bit():
+    """Every kind a shard step returns, written and read back: the same arrays, dtypes, fields."""
+    import io
+
+    import numpy as np
+
+    from hypograph.proximity import shard_values, shards
+    from hypograph.proximity.embed import embed
+    from hypograph.proximity.graph import plan_graph
+
+    ids = [f"H-{k}" for k in range(40)]
+    texts = [f"mites virus colony {k % 5} winter {k % 3}" for k in range(40)]
+    sparse = embed(ids, texts)
+    dense = embed(ids, texts)
+    dense.rows = dense.rows.toarray().astype(np.float32)
+    for emb in (sparse, dense):
+        back = shard_values.load(io.BytesIO(shard_values.dump(emb)), "x")
+        assert back.ids == emb.ids and back.vocabulary == emb.vocabulary and back.backend == emb.backend
+        a, b = (back.rows, emb.rows) if isinstance(emb.rows, np.ndarray) else (back.rows.data, emb.rows.data)
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    block, info = shards.range_edges(plan_graph(sparse.rows, 0.3, 0), 0, 40)
+    back, back_info = shard_values.load(io.BytesIO(shard_values.dump((block, info))), "x")
+    assert back_info == info and (back.start, back.stop, back.capped) == (block.start, block.stop, block.capped)
+    for name in ("rows", "cols", "sims"):
+        assert getattr(back, name).dtype == getattr(block, name).dtype
+        assert np.array_equal(getattr(back, name), getattr(block, name))
+    assert shard_values.load(io.BytesIO(shard_values.dump((3, 9))), "x") == (3, 9)
+
+
+# -- on Celery, as the two items were found: Redis, a daemon and dagster-celery workers started here --
+
+celery = pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed")
+
+
+@pytest.fixture
+def broker(tmp_path):
+    """Redis and a daemon taking runs from the queue, on ``test_distributed``'s ``Cluster`` (its
+    instance, Celery settings file and environment); no worker started yet."""
+    import services
+    from test_distributed import Cluster
+
+    (tmp_path / "cluster").mkdir()
+    cluster = Cluster(tmp_path / "cluster")
+    try:
+        with cluster.instance() as instance:  # its storage made once, before other processes open it
+            instance.get_runs(limit=1)
+        cluster.start_redis()
+        daemon = [VENV_BIN / "dagster-daemon", "run", "-w", "workspace.yaml"]
+        cluster.daemon = services.start(daemon, cluster.base / "daemon.log", cluster.env, REPO)
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def launch(cluster, key: str, **proximity) -> str:
+    """The proximity job on partition ``key`` queued as the Launchpad queues it; the run's id."""
+    config = {"resources": {"proximity": {"config": proximity}}} if proximity else {}
+    done = subprocess.run(
+        [VENV_BIN / "dagster", "job", "launch", "-j", "proximity", "-w", "workspace.yaml"]
+        + ["--tags", json.dumps({"dagster/partition": key}), "--config-json", json.dumps(config)],
+        cwd=REPO,
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    with cluster.instance() as instance:
+        return instance.get_runs(limit=1)[0].run_id
+
+
+def queued(cluster, seconds: float = 300) -> None:
+    """Return once a step waits in the Celery queue ``dagster``."""
+    import redis
+
+    client = redis.Redis(port=cluster.redis_port)
+    deadline = time.monotonic() + seconds
+    while not any(client.llen(k) for k in client.keys("dagster*")):  # a step's priority is in the key
+        if time.monotonic() > deadline:
+            pytest.fail(f"no step queued in {seconds} s; logs:\n{cluster.logs()}")
+        time.sleep(0.2)
+
+
+@celery
+def test_item02_celery_step_of_a_failed_run_runs_late_and_writes_nothing(broker, tmp_path):
+    """Run A queues its first step while no worker is up; its run worker dies and the run is failed
+    (what a long broker outage ends in); run B follows. The worker that comes up takes A's step
+    first: fenced, in one line, and B's files are the input's."""
+    from dagster import AssetKey, DagsterEventType
+
+    root = build_run_dir(tmp_path / "run")
+    key = broker.add(root)
+    older = launch(broker, key, graph_threshold=0.5)
+    queued(broker)
+    with broker.instance() as instance:
+        (start,) = instance.all_logs(older, of_type=DagsterEventType.RUN_START)
+        os.kill(start.dagster_event.pid, signal.SIGKILL)  # the run's own process (the daemon started it)
+        instance.report_run_failed(instance.get_run_by_id(older), message="the broker was unreachable")
+    newer = launch(broker, key)
+    broker.start_worker("w1")
+    run = broker.wait(newer)
+    assert run.status.value == "SUCCESS", broker.failures(newer) + broker.logs()
+
+    with broker.instance() as instance:
+        failures = step_failures(instance, older)
+        assert list(failures) == ["hypothesis_texts"], failures  # the late step ran, and was fenced
+        (line,) = failures.values()
+        assert "\n" not in line and "ended (FAILURE)" in line, line
+        assert not instance.all_logs(older, of_type=DagsterEventType.ASSET_MATERIALIZATION)
+        for asset in ("hypothesis_texts", "similarity_graph"):
+            assert instance.get_latest_materialization_event(AssetKey(asset)).run_id == newer
+    assert json.loads((root / "proximity" / "graph.json").read_bytes())["threshold"] == 0.3
