@@ -6,7 +6,8 @@ library round or a case revision (see ``assets/partitions.py``). Settings are re
 editable per run in the Launchpad and validated by the product's settings model.
 
 The environment is checked first, before any product is imported: a bad ``HYPOGRAPH_*`` value
-fails the load with one line naming the variable, its value and its range (``hypograph/environment.py``).
+(or a Celery settings file that cannot be used) fails the load with one line naming the variable,
+its value and its range (``hypograph/environment.py``).
 """
 
 import logging
@@ -15,8 +16,9 @@ import time
 from hypograph import environment
 from hypograph.errors import HypographError
 
-try:
+try:  # the variables, then the executor they name (its package, a Celery settings file)
     environment.current()
+    from pipelines.executor import EXECUTOR, shard_io_manager
 except HypographError as e:  # raised here, from None: the UI and `dagster definitions validate` show this one frame
     raise HypographError(f"the code location cannot load: {e}") from None
 
@@ -28,7 +30,6 @@ import assets.proximity
 import assets.structure
 from assets.sources import inputs_discovered, register_inputs
 from io_managers import HypographIOManager
-from pipelines.executor import EXECUTOR, shard_io_manager
 from resources import Inputs, LLMResource
 
 
