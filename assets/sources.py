@@ -12,7 +12,6 @@ requests (``register_inputs``), which writes the registry and each folder's id f
 partitions; a folder's partitions are added once it is registered, never before."""
 
 import hashlib
-import os
 import warnings
 from pathlib import Path
 
@@ -53,6 +52,7 @@ from assets.partitions import (
     revision_key,
     vaults,
 )
+from hypograph import environment
 from hypograph.casework.package import CasePackage
 from hypograph.errors import HypographError
 from hypograph.inputs import KINDS, WITH_HYPOTHESES, InputRecord, fingerprint, input_kind, sub_key
@@ -215,7 +215,7 @@ def _workspace_inputs(workspace: Path, log=None) -> list[Path]:
 
 # On by default only where a workspace is configured: without one there is nothing to discover,
 # and a running sensor would log its skip every 30 s in the `make ui` terminal.
-DISCOVERY = DefaultSensorStatus.RUNNING if os.environ.get("HYPOGRAPH_WORKSPACE") else DefaultSensorStatus.STOPPED
+DISCOVERY = DefaultSensorStatus.RUNNING if environment.current().workspace else DefaultSensorStatus.STOPPED
 
 
 @described(sensor, job=register_inputs, minimum_interval_seconds=30, default_status=DISCOVERY)

@@ -57,6 +57,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 import llm_stub  # noqa: E402
 
+from hypograph.environment import llm_config  # noqa: E402
 from hypograph.hypotheses import load_corpus  # noqa: E402
 from hypograph.llm import LLMClient, LLMConfig, ModelPolicy  # noqa: E402
 from hypograph.paths import OURS  # noqa: E402
@@ -415,7 +416,7 @@ def cost_row(name: str, net: Net, batch: int, work: Workload, stub) -> dict:
     n, root, families, emb, verdicts = work.n, work.root, work.families, work.emb, work.verdicts
     stub.reset()
     state = root / OURS
-    config = LLMConfig.from_env()
+    config = llm_config()
     a, b = LLMClient(config, state, "4a"), LLMClient(config, state, "4b")
     t0 = time.perf_counter()
     report = run_dispositions(open_vault(root), verdicts, emb, ModelPolicy(a), net=net, batch_size=batch)

@@ -31,6 +31,7 @@ class Interrupted(HypographError):
 
 
 _BOUNDS = {"ge": "≥", "gt": ">", "le": "≤", "lt": "<"}
+_NOT_A_NUMBER = {"float_parsing": "a number", "int_parsing": "a whole number", "int_from_float": "a whole number"}
 
 # A settings field -> the command-line flag that sets it, so a line names what the user typed
 # (the command's) or both names (the Launchpad's: ``graph_threshold (--threshold)``).
@@ -81,6 +82,8 @@ def settings_line(model, error, names: dict[str, str] | None = None) -> str:
             "finite_number",
         ):
             what = f"must be {allowed}"
+        elif allowed and e["type"] in _NOT_A_NUMBER:  # text that is no number: what it must be, with its range
+            what = f"must be {_NOT_A_NUMBER[e['type']]} {allowed}"
         else:
             what = e["msg"][:1].lower() + e["msg"][1:]
         parts.append(
@@ -93,9 +96,14 @@ def _allowed(model, field: str) -> str:
     """``≥ -1 and ≤ 1``: the bounds declared on ``model.field`` (empty when it has none)."""
     info = getattr(model, "model_fields", {}).get(field)
     bounds = [
-        f"{sign} {getattr(m, attr):g}"
+        f"{sign} {_number(getattr(m, attr))}"
         for m in (info.metadata if info else [])
         for attr, sign in _BOUNDS.items()
         if getattr(m, attr, None) is not None
     ]
     return " and ".join(bounds)
+
+
+def _number(value: float) -> str:
+    """``10000000`` for a whole bound (not ``1e+07``), else as ``:g`` writes it (``0.3``)."""
+    return str(value) if isinstance(value, int) else f"{value:g}"

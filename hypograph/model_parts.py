@@ -19,6 +19,7 @@ import zipfile
 import zlib
 from pathlib import Path
 
+from hypograph import environment
 from hypograph.errors import HypographError
 from hypograph.locks import file_lock
 
@@ -107,7 +108,7 @@ def _unpack(paths: list[Path], into: Path) -> None:
 
 
 def models_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hypograph" / "models"
+    return Path(environment.other("XDG_CACHE_HOME") or Path.home() / ".cache") / "hypograph" / "models"
 
 
 def mpnet_path() -> Path:

@@ -84,7 +84,10 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        from hypograph import environment
         from hypograph.paths import check_input
+
+        environment.current()  # every HYPOGRAPH_* variable parsed and bounded before any file is read
 
         # No command reads or writes through a forbidden symlink. A run dir's hypotheses/ is
         # scanned by load_corpus in the commands that read it (100k files: 0.25 s per scan).
@@ -198,9 +201,10 @@ def _dupes(args) -> int:
 
 
 def _llm_client(args, task: str):
-    from hypograph.llm import LLMClient, LLMConfig
+    from hypograph.environment import llm_config
+    from hypograph.llm import LLMClient
 
-    return LLMClient(LLMConfig.from_env(offline=args.llm == "offline"), args.run_dir / OURS, task)
+    return LLMClient(llm_config(offline=args.llm == "offline"), args.run_dir / OURS, task)
 
 
 def _adjudicate(args) -> int:

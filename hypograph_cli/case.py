@@ -78,6 +78,7 @@ def _run(root: Path, job: str, case: CaseSettings):
 def interpret(args) -> int:
     """The draft interpretation through the ``case_interpret`` job; prints what was drafted."""
     root = args.path.resolve()
+    _policy(args)  # a bad config is refused in one line naming the file and the key, before any run
     config = validated(CaseSettings, config_file=str(args.config.resolve()) if args.config else None)
     result = _run(root, "case_interpret", config)
     meta = summaries.asset_metadata(result, "interpretation_draft")

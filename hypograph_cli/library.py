@@ -96,10 +96,10 @@ def _dispatch(args) -> int:
             raise HypographError(f"{library_path(args.dir)}: no library here yet")
         report = build_report(args.dir, round_keys(args.dir))
     else:
-        from hypograph.llm import LLMConfig
+        from hypograph.environment import llm_config
         from pipelines.launch import run_library
 
-        llm = LLMConfig.from_env(offline=args.llm == "offline")
+        llm = llm_config(offline=args.llm == "offline")
         report = run_library(args.dir, args.settings, args.rounds, args.new_library, llm, args.notes)
     print(json.dumps(report.metadata(), indent=2, ensure_ascii=False) if args.json else report.text())
     return 0

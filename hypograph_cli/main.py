@@ -396,6 +396,19 @@ def _quiet_pipe() -> int:
     return 0
 
 
+def _environment_problem() -> str | None:
+    """The environment's ``HYPOGRAPH_*`` variables parsed and bounded (``hypograph/environment.py``),
+    or the one line that refuses them."""
+    from hypograph import environment
+    from hypograph.errors import HypographError
+
+    try:
+        environment.current()
+    except HypographError as e:
+        return str(e)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parser(argv).parse_args(argv)
@@ -404,8 +417,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from hypograph.text import printable_lines  # the lines below may quote a path given as an argument
 
-    problem = None if args.command == "library" else _missing_directory(args)
-    if problem:  # library checks its own arguments, with its exit codes
+    # the environment before any run, file or import of Dagster; library checks its own arguments
+    problem = _environment_problem() or (None if args.command == "library" else _missing_directory(args))
+    if problem:
         print(printable_lines(f"hypograph {args.command}: {problem}"), file=sys.stderr)
         return 1
     problem = _settings_problem(args)

@@ -4,11 +4,23 @@ assets, checks, jobs, sensors and settings resource) joined with what they share
 Nothing here is bound to one input: a partition key is an input's id, or ``<id>/r0001`` for a
 library round or a case revision (see ``assets/partitions.py``). Settings are resource config,
 editable per run in the Launchpad and validated by the product's settings model.
+
+The environment is checked first, before any product is imported: a bad ``HYPOGRAPH_*`` value
+(or a Celery settings file that cannot be used) fails the load with one line naming the variable,
+its value and its range (``hypograph/environment.py``).
 """
 
 import logging
-import os
 import time
+
+from hypograph import environment
+from hypograph.errors import HypographError
+
+try:  # the variables, then the executor they name (its package, a Celery settings file)
+    environment.current()
+    from pipelines.executor import EXECUTOR, shard_io_manager
+except HypographError as e:  # raised here, from None: the UI and `dagster definitions validate` show this one frame
+    raise HypographError(f"the code location cannot load: {e}") from None
 
 from dagster import Definitions, default_loggers, logger
 
@@ -19,7 +31,6 @@ import assets.structure
 from assets.partition_keys import partition_keys
 from assets.sources import inputs_discovered, register_inputs
 from io_managers import HypographIOManager
-from pipelines.executor import EXECUTOR, shard_io_manager
 from resources import Inputs, LLMResource
 
 
@@ -70,7 +81,7 @@ def step_stages(_init_context) -> logging.Logger:
     return out
 
 
-inputs_resource = Inputs(workspace=os.environ.get("HYPOGRAPH_WORKSPACE") or None)
+inputs_resource = Inputs(workspace=environment.current().workspace)
 
 # What every product shares: where inputs live, the model, the IO managers, the executor, loggers.
 # (Not a module-level name of its own: a code location holds one Definitions at module scope.)

@@ -12,10 +12,11 @@
 * ``k8s``: one Kubernetes job per step (``dagster-k8s``). See ``deploy/README-deployment.md``.
 
 Every process that imports the code location chooses again from its own environment: the web
-server, the daemon, each run and each Celery worker must be given the same variables.
+server, the daemon, each run and each Celery worker must be given the same variables. The
+variables are parsed and bounded in ``hypograph/environment.py`` (a bad one was refused there).
 """
 
-import os
+from pathlib import Path
 
 from dagster import (
     ExecutorDefinition,
@@ -25,17 +26,21 @@ from dagster import (
     multiprocess_executor,
 )
 
+from hypograph import environment
+from hypograph.atomic import read_utf8
+from hypograph.errors import HypographError
 from io_managers.shards import ShardIOManager
 
 ENV = "HYPOGRAPH_EXECUTOR"
-SHARD_STORAGE_ENV = "HYPOGRAPH_SHARD_STORAGE"
 CELERY_CONFIG_ENV = "HYPOGRAPH_CELERY_CONFIG"
+CELERY_CONFIG_MAX = 1 << 20  # the workers' YAML is a few hundred bytes; a larger file is refused unread
 
 
 def job_executor() -> ExecutorDefinition:
-    """The executor ``HYPOGRAPH_EXECUTOR`` names; raises ValueError, in one line, for another name, a
-    missing package or an unreadable Celery settings file."""
-    name = os.environ.get(ENV, "").strip() or "in_process"
+    """The executor ``HYPOGRAPH_EXECUTOR`` names (one of four: ``hypograph.environment`` refused
+    another); raises HypographError, in one line, for a missing package or an unreadable Celery
+    settings file."""
+    name = environment.current().executor
     if name == "in_process":
         return in_process_executor
     if name == "multiprocess":
@@ -50,30 +55,30 @@ def job_executor() -> ExecutorDefinition:
 
             return celery_executor.configured(celery_settings(), name="celery")
     except ImportError:
-        raise ValueError(f"{ENV}={name} needs the dagster-{name} package installed next to hypograph") from None
-    raise ValueError(f"{ENV}={name!r}: choose in_process, multiprocess, k8s or celery")
+        raise HypographError(f"{ENV}={name} needs the dagster-{name} package installed next to hypograph") from None
+    raise AssertionError(name)  # unreachable: Environment.executor has the four names above
 
 
 def celery_settings() -> dict:
     """The ``execution: config:`` block of the YAML file ``HYPOGRAPH_CELERY_CONFIG`` names (broker,
-    backend, config_source, retries: ``celery_executor``'s config); ValueError in one line naming
-    the file and what is wrong."""
+    backend, config_source, retries: ``celery_executor``'s config), read bounded (a regular file
+    of at most 1 MiB: a FIFO never blocks the import); HypographError in one line naming the file
+    and what is wrong."""
     import yaml
 
-    path = os.environ.get(CELERY_CONFIG_ENV, "").strip()
+    path = environment.current().celery_config
     if not path:
-        raise ValueError(
+        raise HypographError(
             f"{ENV}=celery needs {CELERY_CONFIG_ENV}: the YAML file the Celery workers start with "
             "(deploy/celery.yaml shows one)"
         )
     try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f) or {}
+        data = yaml.safe_load(read_utf8(Path(path), CELERY_CONFIG_MAX, f"{CELERY_CONFIG_ENV}={path}")) or {}
     except (OSError, yaml.YAMLError) as exc:
-        raise ValueError(f"{CELERY_CONFIG_ENV}={path}: cannot be read ({type(exc).__name__})") from None
+        raise HypographError(f"{CELERY_CONFIG_ENV}={path}: cannot be read ({type(exc).__name__})") from None
     config = data.get("execution", {}).get("config") if isinstance(data, dict) else None
     if not isinstance(config, dict) or not config.get("broker"):
-        raise ValueError(f"{path}: execution.config.broker: missing (the broker's URL, e.g. redis://host:6379/0)")
+        raise HypographError(f"{path}: execution.config.broker: missing (the broker's URL, e.g. redis://host:6379/0)")
     return config
 
 
@@ -98,7 +103,7 @@ def shard_io_manager():
     folder at will), in a format loading cannot execute (``io_managers/shards.py``)."""
     if EXECUTOR is in_process_executor:
         return _RunMemory()
-    return ShardIOManager(base_dir=os.environ.get(SHARD_STORAGE_ENV) or None)
+    return ShardIOManager(base_dir=environment.current().shard_storage)
 
 
 EXECUTOR = job_executor()

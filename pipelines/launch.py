@@ -134,16 +134,17 @@ def run_library(root: Path, settings, rounds: int = 1, new_library: bool = False
     first), stopping after one that adds nothing (the topic is saturated); the library report.
     ``settings``: ``LibrarySettings`` with a topic; ``llm``: the ``LLMConfig`` (default: the
     environment's); ``notes``: the command's own, for the report."""
+    from hypograph.environment import llm_config
     from hypograph.library.report import RunSummary, build_report
     from hypograph.library.run import next_round, phase0, round_survivors
     from hypograph.library.state import TRACE_TASK, state_dir
     from hypograph.library.traces import TraceRun
-    from hypograph.llm import LLMClient, LLMConfig
+    from hypograph.llm import LLMClient
 
     root = Path(root).resolve()
     if not settings.topic or not settings.topic.strip():
         raise HypographError('a topic is required: --topic "…"')
-    client = LLMClient(llm or LLMConfig.from_env(), state_dir(root), TRACE_TASK)
+    client = LLMClient(llm or llm_config(), state_dir(root), TRACE_TASK)
     offline = True if client.offline else None
     invocation = settings.invocation or uuid.uuid4().hex  # one trace folder and batch index for all rounds
     settings = settings.model_copy(update={"invocation": invocation})

@@ -1,11 +1,11 @@
 """Where each input lives: a partition key is a registered input's id (``hypograph/inputs.py``)."""
 
-import os
 from pathlib import Path
 
 from dagster import ConfigurableResource
 from pydantic import Field
 
+from hypograph import environment
 from hypograph.inputs import InputRecord, Registry, split_sub_key
 from hypograph.paths import OURS
 from hypograph.paths import state_dir as checked_state_dir
@@ -16,7 +16,7 @@ REGISTRY_FILE = "inputs.json"
 def dagster_home() -> Path:
     """``$DAGSTER_HOME`` if set, else ``~/.hypograph/dagster``: the instance every command and the
     UI share, and beside it the input registry."""
-    return Path(os.environ.get("DAGSTER_HOME") or Path.home() / OURS / "dagster").resolve()
+    return Path(environment.other("DAGSTER_HOME") or Path.home() / OURS / "dagster").resolve()
 
 
 class Inputs(ConfigurableResource):

@@ -1,27 +1,20 @@
 """The LLM resource: hands each asset an ``LLMClient`` built from its fields over the environment.
 
-The environment is read once, when a step asks for its client (``LLMConfig.from_env``, in the run's
-own process: a command's, the daemon's, a worker's). A field set in the run config overrides it;
+The environment is read through ``hypograph.environment`` (``llm_config``, in the run's own
+process: a command's, the daemon's, a worker's; a bad value was refused when the code location
+loaded). A field set in the run config overrides it;
 empty, the environment's value holds. Model, endpoint and key are ``EnvVar`` fields when the variable
 is set where the code location loads, so the UI shows the variable's name and never its value.
 Without a model, the offline policy.
 """
 
-import os
 from pathlib import Path
 
 from dagster import ConfigurableResource, EnvVar
 from pydantic import Field
 
+from hypograph import environment
 from hypograph.llm import LLMClient, LLMConfig
-
-# field -> the variables it is read from, first set wins (as LLMConfig.from_env reads them)
-SECRET_ENV = {
-    "model": ("HYPOGRAPH_LLM_MODEL",),
-    "base_url": ("HYPOGRAPH_LLM_BASE_URL", "OPENAI_BASE_URL"),
-    "api_key": ("HYPOGRAPH_LLM_API_KEY", "OPENAI_API_KEY"),
-}
-OFFLINE_ENV = "HYPOGRAPH_LLM"  # "offline": every run offline unless its config says otherwise
 
 
 class LLMResource(ConfigurableResource):
@@ -43,20 +36,13 @@ class LLMResource(ConfigurableResource):
     @classmethod
     def from_environment(cls) -> "LLMResource":
         """The resource the code location loads: each secret set where it loads bound as ``EnvVar``."""
-        return cls(
-            **{
-                field: EnvVar(name)
-                for field, names in SECRET_ENV.items()
-                for name in [next((n for n in names if os.environ.get(n)), None)]
-                if name
-            }
-        )
+        return cls(**{field: EnvVar(name) for field, name in environment.llm_secret_variables().items()})
 
     def config(self) -> LLMConfig:
         """The client settings: the environment's, with every field set here over it."""
-        offline = self.offline if self.offline is not None else os.environ.get(OFFLINE_ENV) == "offline"
+        offline = self.offline if self.offline is not None else environment.current().offline
         given = {f: v for f in type(self).model_fields if f != "offline" and (v := getattr(self, f)) is not None}
-        return LLMConfig.model_validate({**dict(LLMConfig.from_env(offline=offline)), **given})
+        return LLMConfig.model_validate({**dict(environment.llm_config(offline=offline)), **given})
 
     def client(self, state_dir: Path, task: str) -> LLMClient:
         return LLMClient(self.config(), state_dir, task)

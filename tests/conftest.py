@@ -337,3 +337,15 @@ def example_run(tmp_path) -> Path:
 def example_vault(tmp_path) -> Path:
     """A private copy of examples/vault."""
     return _example_copy(EXAMPLE_VAULT, tmp_path / "example-vault")
+
+
+def env_config(monkeypatch, env: dict[str, str], offline: bool = False):
+    """The ``LLMConfig`` of a process whose only LLM variables are ``env`` (``hypograph.environment``
+    reads the process environment: ``env`` is set for the test only)."""
+    from hypograph.environment import llm_config
+
+    for key in [k for k in os.environ if k.startswith("HYPOGRAPH_") or k.startswith("OPENAI_")]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return llm_config(offline=offline)

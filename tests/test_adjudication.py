@@ -31,9 +31,10 @@ from llm_stub import (  # noqa: F401  (fixtures)
     unused_port,
 )
 
+from hypograph.environment import llm_config
 from hypograph.errors import HypographError
 from hypograph.hypotheses import Hypothesis, load_corpus
-from hypograph.llm import LLMClient, LLMConfig
+from hypograph.llm import LLMClient
 from hypograph.prox_cli import main as prox
 from hypograph.proximity.adjudicate import adjudicate, read_reviews, verdict_violations, verdicts_document
 from hypograph.proximity.cluster_names import name_clusters
@@ -149,7 +150,7 @@ def stub(llm_server, llm_env):
 @pytest.fixture
 def make_client(tmp_path):
     def make(task: str = "dedup_verdicts") -> LLMClient:
-        return LLMClient(LLMConfig.from_env(), tmp_path / "state", task)
+        return LLMClient(llm_config(), tmp_path / "state", task)
 
     return make
 

@@ -27,7 +27,7 @@ base_url = "http://127.0.0.1:8766/v1"
 def test_endpoint_settings_reach_the_gateway(tmp_path):
     path = tmp_path / "analysis.local.toml"
     path.write_text(LOCAL)
-    gateway = CaseGateway.from_config(HypothesisConfig.load(path), env={})
+    gateway = CaseGateway.from_config(HypothesisConfig.load(path))
     first, second = gateway.endpoints
     assert (first.model, first.timeout, first.context_length, first.max_tokens, first.structured_output) == (
         "smollm2",
@@ -43,9 +43,11 @@ def test_endpoint_settings_reach_the_gateway(tmp_path):
 @pytest.mark.parametrize(
     "line, message",
     [
-        ("context_length = 100", "endpoints[0].context_length: must be a whole number of at least 256, got 100"),
-        ("max_tokens = 'many'", "endpoints[0].max_tokens: must be a whole number of at least 16, got 'many'"),
-        ("max_tokens = true", "endpoints[0].max_tokens: must be a whole number of at least 16, got True"),
+        ("context_length = 100", "endpoints[0].context_length: must be ≥ 256 and ≤ 10000000 (got 100)"),
+        ("max_tokens = 'many'", "endpoints[0].max_tokens: must be a whole number, got 'many'"),
+        ("max_tokens = true", "endpoints[0].max_tokens: must be a whole number, got True"),
+        ("timeout_seconds = inf", "endpoints[0].timeout_seconds: must be > 0 and ≤ 3600 (got inf)"),
+        ("timeout_seconds = nan", "endpoints[0].timeout_seconds: must be > 0 and ≤ 3600 (got nan)"),
         ("structured_output = 'grammar'", "endpoints[0].structured_output: one of auto, json_schema"),
     ],
 )

@@ -34,6 +34,8 @@ LAYERS: dict[str, list[str]] = {
         "hypograph.journal",
         "hypograph.locks",
         "hypograph.inputs",
+        "hypograph.environment",  # every environment variable, parsed once (below the readers of them)
+        "hypograph.llm.config",  # pydantic alone: the LLM settings' ranges, which the environment's use
     ],
     "vault": ["hypograph.vault"],
     "corpus": ["hypograph.hypotheses"],

@@ -22,6 +22,7 @@ from conftest import REPO, snapshot
 from library_stub import EMPTY_FEED, AtomServer, LibraryModel, LibraryRun, OpenAlexServer, behavior, run_library
 from llm_stub import llm_env, llm_server  # noqa: F401  (fixtures)
 
+from hypograph.environment import llm_config
 from hypograph.errors import HypographError
 from hypograph.library.dedup import dedup_round, neighbour_items
 from hypograph.library.generate import generate_round
@@ -32,7 +33,7 @@ from hypograph.library.schema import read_library
 from hypograph.library.score import score_round
 from hypograph.library.search import parse_atom, parse_openalex, web_search
 from hypograph.library.traces import CAP_BYTES, TraceRun
-from hypograph.llm import LLMClient, LLMConfig
+from hypograph.llm import LLMClient
 from hypograph.llm.trace import TRACE_KEEP
 from hypograph.text import normalise
 from hypograph_cli.main import main as hypograph
@@ -108,7 +109,7 @@ def files(root: Path) -> dict:
 
 
 def client(root: Path) -> LLMClient:
-    return LLMClient(LLMConfig.from_env(), root / ".hypograph", "hypothesis-batch")
+    return LLMClient(llm_config(), root / ".hypograph", "hypothesis-batch")
 
 
 def verdict(root: Path, key: str, text: str):

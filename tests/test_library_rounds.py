@@ -14,6 +14,7 @@ import pytest
 from library_stub import AtomServer, LibraryModel, LibraryRun, OpenAlexServer, behavior, given, run_library
 from llm_stub import llm_env, llm_server, unused_port  # noqa: F401  (fixtures)
 
+from hypograph.environment import llm_config
 from hypograph.errors import HypographError
 from hypograph.library import dedup as dedup_mod
 from hypograph.library.checks import run_checks
@@ -24,7 +25,7 @@ from hypograph.library.persist import persist_round
 from hypograph.library.rounds import RoundDedup
 from hypograph.library.schema import read_library
 from hypograph.library.score import score_round
-from hypograph.llm import LLMClient, LLMConfig
+from hypograph.llm import LLMClient
 
 TOPIC = "LLM sycophancy"
 S1 = "Language models agree with a user's stated opinion more often when the user claims expertise."
@@ -60,7 +61,7 @@ def model(llm_server, llm_env):
 
 
 def client(root: Path) -> LLMClient:
-    return LLMClient(LLMConfig.from_env(), root / ".hypograph", "hypothesis-batch")
+    return LLMClient(llm_config(), root / ".hypograph", "hypothesis-batch")
 
 
 def test_three_discover_rounds_catch_a_reworded_duplicate_and_stop_early(tmp_path, model, llm_server):

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import env_config
 from llm_stub import (  # noqa: F401  (fixtures)
     API_KEY,
     MODEL,
@@ -33,6 +34,7 @@ from llm_stub import (  # noqa: F401  (fixtures)
 )
 from pydantic import BaseModel
 
+from hypograph.environment import llm_config
 from hypograph.errors import HypographError
 from hypograph.llm import LLMClient, LLMConfig, Rejected
 from hypograph.llm.client import UNTRUSTED_NOTE, Request
@@ -65,7 +67,7 @@ def make_client(state):
     """``make_client(task="test")``: a client configured from the (monkeypatched) environment."""
 
     def make(task: str = "test") -> LLMClient:
-        return LLMClient(LLMConfig.from_env(), state, task)
+        return LLMClient(llm_config(), state, task)
 
     return make
 
@@ -92,8 +94,9 @@ def cache_entries(state: Path) -> list[dict]:
 # -- configuration ------------------------------------------------------------------------------------
 
 
-def test_config_reads_hypograph_variables():
-    cfg = LLMConfig.from_env(
+def test_config_reads_hypograph_variables(monkeypatch):
+    cfg = env_config(
+        monkeypatch,
         {
             "HYPOGRAPH_LLM_MODEL": "m1",
             "HYPOGRAPH_LLM_BASE_URL": "http://127.0.0.1:9/v1",
@@ -101,7 +104,7 @@ def test_config_reads_hypograph_variables():
             "HYPOGRAPH_LLM_TIMEOUT": "2.5",
             "HYPOGRAPH_LLM_MAX_RETRIES": "0",
             "HYPOGRAPH_LLM_CONCURRENCY": "3",
-        }
+        },
     )
     assert (cfg.model, cfg.base_url, cfg.timeout, cfg.max_retries, cfg.concurrency) == (
         "m1",
@@ -116,8 +119,8 @@ def test_config_reads_hypograph_variables():
     assert API_KEY not in repr(cfg) and API_KEY not in str(cfg.model_dump())
 
 
-def test_config_defaults():
-    cfg = LLMConfig.from_env({"HYPOGRAPH_LLM_MODEL": "m1"})
+def test_config_defaults(monkeypatch):
+    cfg = env_config(monkeypatch, {"HYPOGRAPH_LLM_MODEL": "m1"})
     assert (cfg.base_url, cfg.api_key.get_secret_value(), cfg.timeout, cfg.max_retries, cfg.concurrency) == (
         None,
         "none",
@@ -128,15 +131,16 @@ def test_config_defaults():
     assert cfg.describe() == "m1@api.openai.com"
 
 
-def test_config_reads_the_budget_context_format_and_retry_settings():
-    cfg = LLMConfig.from_env(
+def test_config_reads_the_budget_context_format_and_retry_settings(monkeypatch):
+    cfg = env_config(
+        monkeypatch,
         {
             "HYPOGRAPH_LLM_MODEL": "m1",
             "HYPOGRAPH_LLM_MAX_TOKENS": "900",
             "HYPOGRAPH_LLM_CONTEXT_LENGTH": "8192",
             "HYPOGRAPH_LLM_STRUCTURED_OUTPUT": "json_object",
             "HYPOGRAPH_LLM_RETRY_REJECTED": "1",
-        }
+        },
     )
     assert (cfg.max_tokens, cfg.context_length, cfg.structured_output, cfg.retry_rejected) == (
         900,
@@ -152,26 +156,32 @@ def test_config_reads_the_budget_context_format_and_retry_settings():
         False,
     )
     with pytest.raises(HypographError, match="HYPOGRAPH_LLM_STRUCTURED_OUTPUT"):
-        LLMConfig.from_env({"HYPOGRAPH_LLM_MODEL": "m1", "HYPOGRAPH_LLM_STRUCTURED_OUTPUT": "xml"})
+        env_config(monkeypatch, {"HYPOGRAPH_LLM_MODEL": "m1", "HYPOGRAPH_LLM_STRUCTURED_OUTPUT": "xml"})
 
 
-def test_config_falls_back_to_openai_variables():
-    cfg = LLMConfig.from_env(
-        {"HYPOGRAPH_LLM_MODEL": "m1", "OPENAI_BASE_URL": "http://127.0.0.1:8/v1", "OPENAI_API_KEY": "sk-openai-key-123"}
+def test_config_falls_back_to_openai_variables(monkeypatch):
+    cfg = env_config(
+        monkeypatch,
+        {
+            "HYPOGRAPH_LLM_MODEL": "m1",
+            "OPENAI_BASE_URL": "http://127.0.0.1:8/v1",
+            "OPENAI_API_KEY": "sk-openai-key-123",
+        },
     )
     assert cfg.base_url == "http://127.0.0.1:8/v1"
     assert cfg.api_key.get_secret_value() == "sk-openai-key-123"
 
 
-def test_hypograph_variables_win_over_openai_variables():
-    cfg = LLMConfig.from_env(
+def test_hypograph_variables_win_over_openai_variables(monkeypatch):
+    cfg = env_config(
+        monkeypatch,
         {
             "HYPOGRAPH_LLM_MODEL": "m1",
             "HYPOGRAPH_LLM_BASE_URL": "http://127.0.0.1:9/v1",
             "HYPOGRAPH_LLM_API_KEY": API_KEY,
             "OPENAI_BASE_URL": "http://127.0.0.1:8/v1",
             "OPENAI_API_KEY": "sk-openai-key-123",
-        }
+        },
     )
     assert cfg.base_url == "http://127.0.0.1:9/v1"
     assert cfg.api_key.get_secret_value() == API_KEY
@@ -180,8 +190,8 @@ def test_hypograph_variables_win_over_openai_variables():
 @pytest.mark.parametrize(
     "env", [{}, {"HYPOGRAPH_LLM_MODEL": ""}, {"OPENAI_API_KEY": API_KEY, "OPENAI_BASE_URL": "http://127.0.0.1:8/v1"}]
 )
-def test_offline_when_model_unset(env, tmp_path):
-    cfg = LLMConfig.from_env(env)
+def test_offline_when_model_unset(env, tmp_path, monkeypatch):
+    cfg = env_config(monkeypatch, env)
     assert cfg.offline
     assert cfg.describe() == "offline (HYPOGRAPH_LLM_MODEL not set)"
     client = LLMClient(cfg, tmp_path, "test")
@@ -191,32 +201,32 @@ def test_offline_when_model_unset(env, tmp_path):
         client.ask(question())
 
 
-def test_forced_offline_beats_a_configured_model(tmp_path):
-    cfg = LLMConfig.from_env({"HYPOGRAPH_LLM_MODEL": "m1"}, offline=True)
+def test_forced_offline_beats_a_configured_model(tmp_path, monkeypatch):
+    cfg = env_config(monkeypatch, {"HYPOGRAPH_LLM_MODEL": "m1"}, offline=True)
     assert cfg.offline and cfg.describe() == "offline (forced)"
     assert LLMClient(cfg, tmp_path, "test").offline
 
 
 def test_offline_from_the_process_environment(llm_offline):
-    assert LLMConfig.from_env().offline
+    assert llm_config().offline
 
 
 @pytest.mark.parametrize(
     "name, raw",
     [("HYPOGRAPH_LLM_TIMEOUT", "soon"), ("HYPOGRAPH_LLM_MAX_RETRIES", "2.5"), ("HYPOGRAPH_LLM_CONCURRENCY", "many")],
 )
-def test_unparseable_number_names_the_variable(name, raw):
-    with pytest.raises(HypographError, match=f"{name}: '{raw}' is not a"):
-        LLMConfig.from_env({"HYPOGRAPH_LLM_MODEL": "m1", name: raw})
+def test_unparseable_number_names_the_variable(name, raw, monkeypatch):
+    with pytest.raises(HypographError, match=f"{name}: must be a (whole )?number .*got '{raw}'"):
+        env_config(monkeypatch, {"HYPOGRAPH_LLM_MODEL": "m1", name: raw})
 
 
 @pytest.mark.parametrize(
     "name, raw",
     [("HYPOGRAPH_LLM_TIMEOUT", "0"), ("HYPOGRAPH_LLM_MAX_RETRIES", "-1"), ("HYPOGRAPH_LLM_CONCURRENCY", "0")],
 )
-def test_out_of_range_number_names_the_variable(name, raw):
+def test_out_of_range_number_names_the_variable(name, raw, monkeypatch):
     with pytest.raises(HypographError, match=name):
-        LLMConfig.from_env({"HYPOGRAPH_LLM_MODEL": "m1", name: raw})
+        env_config(monkeypatch, {"HYPOGRAPH_LLM_MODEL": "m1", name: raw})
 
 
 # -- a valid answer -----------------------------------------------------------------------------------------

@@ -14,9 +14,11 @@ from pathlib import Path
 
 import llm_stub
 import pytest
+from conftest import env_config
 from llm_stub import API_KEY, MODEL, Reply, answer, bad_request, llm_env, llm_server, rate_limited, sleeping  # noqa: F401
 from pydantic import BaseModel
 
+from hypograph.environment import llm_config
 from hypograph.errors import HypographError
 from hypograph.llm import LLMClient, LLMConfig, Rejected
 from hypograph.llm.client import Request, untrusted
@@ -66,7 +68,7 @@ def stub(llm_server, llm_env):
 
 
 def client(state: Path, task: str = "test") -> LLMClient:
-    return LLMClient(LLMConfig.from_env(), state, task)
+    return LLMClient(llm_config(), state, task)
 
 
 def traces(state: Path, task: str = "test") -> list[dict]:
@@ -76,14 +78,15 @@ def traces(state: Path, task: str = "test") -> list[dict]:
 # -- configuration ---------------------------------------------------------------------------------
 
 
-def test_an_empty_variable_means_its_default():
-    cfg = LLMConfig.from_env(
+def test_an_empty_variable_means_its_default(monkeypatch):
+    cfg = env_config(
+        monkeypatch,
         {
             "HYPOGRAPH_LLM_MODEL": "m",
             "HYPOGRAPH_LLM_TIMEOUT": "",
             "HYPOGRAPH_LLM_MAX_RETRIES": "",
             "HYPOGRAPH_LLM_CONCURRENCY": "",
-        }
+        },
     )
     assert (cfg.timeout, cfg.max_retries, cfg.concurrency) == (120.0, 3, 4)
 

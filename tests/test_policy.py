@@ -22,6 +22,7 @@ from llm_stub import MODEL, answer, invalid_json, llm_env, llm_server, merge_ans
 from pydantic import BaseModel
 from test_structure import build_bee_vault, survivors
 
+from hypograph.environment import llm_config
 from hypograph.errors import HypographError
 from hypograph.hypotheses import load_corpus
 from hypograph.llm import Ask, LLMClient, LLMConfig, ModelPolicy, OfflinePolicy, policy_for
@@ -62,7 +63,7 @@ def ask(name: str, log: list) -> Ask:
 @pytest.fixture
 def client(llm_server, llm_env, tmp_path):
     llm_env(llm_server)
-    return LLMClient(LLMConfig.from_env(), tmp_path / "state", "policy-test")
+    return LLMClient(llm_config(), tmp_path / "state", "policy-test")
 
 
 def test_offline_policy_decides_every_ask_offline(tmp_path):

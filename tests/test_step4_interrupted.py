@@ -196,7 +196,6 @@ def test_a_step_run_per_process_interleaved_with_another_run_ends_as_one(world, 
 def test_a_reader_during_a_structuring_waits_then_refuses_in_one_line_naming_the_run(world, tmp_path, monkeypatch):
     from hypograph.errors import HypographError
     from hypograph.hypotheses import load_corpus
-    from hypograph.vault import locking
     from hypograph.vault.vault import open_vault
 
     step3, _, _, _ = world
@@ -219,7 +218,7 @@ def test_a_reader_during_a_structuring_waits_then_refuses_in_one_line_naming_the
     )
     try:
         assert holder.stdout.readline().strip() == "held"
-        monkeypatch.setattr(locking, "READ_WAIT", 0.3)
+        monkeypatch.setenv("HYPOGRAPH_READ_WAIT", "0.3")
         for read in (lambda: open_vault(root), lambda: load_corpus(root)):
             with pytest.raises(HypographError) as err:
                 read()

@@ -42,8 +42,9 @@ from llm_stub import (  # noqa: F401
 
 import hypograph.journal as journal_module
 import hypograph.structure.carving.apply as carving_apply
+from hypograph.environment import llm_config
 from hypograph.journal import JOURNAL
-from hypograph.llm import LLMClient, LLMConfig, OfflinePolicy, policy_for
+from hypograph.llm import LLMClient, OfflinePolicy, policy_for
 from hypograph.proximity.adjudicate import Decision
 from hypograph.proximity.store import read_verdicts
 from hypograph.structure.baseline import read_baseline
@@ -677,7 +678,7 @@ def assert_4b_one_cluster(sahul: Path, hyps: dict) -> None:
 def structure_4b_with_model(root: Path) -> None:
     """4a offline (everything stays active), then 4b with the configured model."""
     run_dispositions(open_vault(root), [], None, OfflinePolicy())
-    run_clusters(open_vault(root), policy_for(LLMClient(LLMConfig.from_env(), root / ".hypograph", "4b")))
+    run_clusters(open_vault(root), policy_for(LLMClient(llm_config(), root / ".hypograph", "4b")))
 
 
 def test_carving_naming_unknown_hypothesis_is_asked_again(sahul, llm_server, llm_env):

@@ -35,24 +35,32 @@ structured_output = "auto"  # optional: json_schema | json_object | prompt (auto
 ```
 
 Every value is checked; a bad one is one ``HypographError`` line naming the file and the key.
+Numbers are finite (TOML's ``nan`` and ``inf`` are refused); the retry delays are at most
+``MAX_DELAY`` (a week: a round due later is a typo, not a plan) and the factor at most
+``MAX_FACTOR``; an endpoint's numbers and ``model.reasks`` have ``LLMConfig``'s ranges (checked
+through it, the one place they live).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
+from pydantic import ValidationError
+
+from hypograph import environment
 from hypograph.atomic import read_regular
-from hypograph.errors import HypographError
-from hypograph.llm.config import StructuredOutput
+from hypograph.errors import HypographError, settings_line
+from hypograph.llm.config import LLMConfig, StructuredOutput
 
 UNIT = "investigation_units"
 CONFIG_MAX = 1 << 20  # a config file is a few kB; a larger one is refused unread
+MAX_DELAY = 7 * 86400.0  # seconds: retry.first_delay_seconds and retry.max_delay_seconds
+MAX_FACTOR = 10.0  # retry.factor
 
 
 @dataclass(frozen=True)
@@ -177,7 +185,7 @@ class HypothesisConfig:
         retry = RetryPolicy(
             rounds=_positive_int(rt, "rounds", RetryPolicy.rounds, where, "retry."),
             first_delay_seconds=_positive_number(rt, "first_delay_seconds", RetryPolicy.first_delay_seconds, where),
-            factor=_positive_number(rt, "factor", RetryPolicy.factor, where),
+            factor=_positive_number(rt, "factor", RetryPolicy.factor, where, MAX_FACTOR),
             max_delay_seconds=_positive_number(rt, "max_delay_seconds", RetryPolicy.max_delay_seconds, where),
         )
         model = _table(data, "model", where)
@@ -185,6 +193,7 @@ class HypothesisConfig:
         reasks = model.get("reasks", 0)
         if isinstance(reasks, bool) or not isinstance(reasks, int) or reasks < 0:
             raise HypographError(f"{where}: model.reasks: must be a non-negative integer, got {reasks!r}")
+        _llm_ranges({"validation_retries": reasks}, {"validation_retries": "model.reasks"}, where)
         at = _table(data, "archives", where)
         _only(at, set(ArchiveLimits.__dataclass_fields__), where, "archives.")
         archives = ArchiveLimits(
@@ -225,11 +234,20 @@ def _positive_int(table: Mapping, key: str, default: int, where: str, prefix: st
     return value
 
 
-def _positive_number(table: Mapping, key: str, default: float, where: str) -> float:
+def _positive_number(table: Mapping, key: str, default: float, where: str, most: float = MAX_DELAY) -> float:
+    """A finite number above 0 and at most ``most`` (TOML's ``nan`` and ``inf`` are refused)."""
     value = table.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise HypographError(f"{where}: retry.{key}: must be a positive number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= most:  # nan: False
+        raise HypographError(f"{where}: retry.{key}: must be a finite number > 0 and ≤ {most:g}, got {value!r}")
     return float(value)
+
+
+def _llm_ranges(values: dict, names: dict[str, str], where: str) -> None:
+    """``values`` (LLMConfig fields) within LLMConfig's ranges, else one line naming ``names``' keys."""
+    try:
+        LLMConfig(**values)
+    except ValidationError as e:
+        raise HypographError(f"{where}: {settings_line(LLMConfig, e, names)}") from None
 
 
 def _endpoints(raw: Any, where: str) -> tuple[Endpoint, ...]:
@@ -247,9 +265,11 @@ def _endpoints(raw: Any, where: str) -> tuple[Endpoint, ...]:
             if k in e and not isinstance(e[k], str):
                 raise HypographError(f"{where}: {key}.{k}: must be a string")
         timeout = e.get("timeout_seconds", 60.0)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise HypographError(f"{where}: {key}.timeout_seconds: must be a positive number, got {timeout!r}")
-        tokens = {k: _tokens(e, k, floor, where, key) for k, floor in (("context_length", 256), ("max_tokens", 16))}
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            raise HypographError(f"{where}: {key}.timeout_seconds: must be a number, got {timeout!r}")
+        tokens = {k: _tokens(e, k, where, key) for k in ("context_length", "max_tokens")}
+        names = {"timeout": f"{key}.timeout_seconds", "context_length": f"{key}.context_length"}
+        _llm_ranges({"timeout": timeout, **tokens}, {**names, "max_tokens": f"{key}.max_tokens"}, where)
         mode = e.get("structured_output", "auto")
         if mode not in STRUCTURED_OUTPUT:
             raise HypographError(
@@ -266,15 +286,14 @@ def _endpoints(raw: Any, where: str) -> tuple[Endpoint, ...]:
 STRUCTURED_OUTPUT = get_args(StructuredOutput)
 
 
-def _tokens(e: Mapping, name: str, floor: int, where: str, key: str) -> int | None:
-    """A token count of an endpoint (absent: None), a whole number of at least ``floor``."""
+def _tokens(e: Mapping, name: str, where: str, key: str) -> int | None:
+    """A token count of an endpoint (absent: None), a whole number (its range: ``LLMConfig``'s)."""
     value = e.get(name)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < floor):
-        raise HypographError(f"{where}: {key}.{name}: must be a whole number of at least {floor}, got {value!r}")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise HypographError(f"{where}: {key}.{name}: must be a whole number, got {value!r}")
     return value
 
 
-def env_key(endpoint: Endpoint, env: Mapping[str, str] | None = None) -> str:
+def env_key(endpoint: Endpoint) -> str:
     """The endpoint's key from the environment (``"none"`` when it takes none)."""
-    env = os.environ if env is None else env
-    return (env.get(endpoint.api_key_env) if endpoint.api_key_env else None) or "none"
+    return (environment.other(endpoint.api_key_env) if endpoint.api_key_env else None) or "none"

@@ -9,13 +9,12 @@ builder turns into a retry round with a persisted due time.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import SecretStr
 
+from hypograph import environment
 from hypograph.casework.config import HypothesisConfig, env_key
 from hypograph.errors import HypographError, NotDone
 from hypograph.llm.client import LLMClient, Rejected, Request
@@ -62,9 +61,7 @@ class CaseGateway:
         ]
 
     @classmethod
-    def from_config(
-        cls, config: HypothesisConfig, env: Mapping[str, str] | None = None, default: LLMConfig | None = None
-    ) -> CaseGateway | None:
+    def from_config(cls, config: HypothesisConfig, default: LLMConfig | None = None) -> CaseGateway | None:
         """Endpoints from ``[[endpoints]]``, else ``default`` (the Dagster resource's model), else the
         HYPOGRAPH_LLM_* environment (the CLI outside Dagster); None if no model."""
         if config.endpoints:
@@ -73,7 +70,7 @@ class CaseGateway:
                     LLMConfig(
                         model=e.model,
                         base_url=e.base_url,
-                        api_key=SecretStr(env_key(e, env)),
+                        api_key=SecretStr(env_key(e)),
                         timeout=e.timeout_seconds,
                         context_length=e.context_length,
                         max_tokens=e.max_tokens,
@@ -83,7 +80,7 @@ class CaseGateway:
                 ],
                 config.reasks,
             )
-        fallback = default if default is not None else LLMConfig.from_env(env)
+        fallback = default if default is not None else environment.llm_config()
         return None if fallback.offline else cls([fallback], config.reasks)
 
     @classmethod
@@ -99,7 +96,7 @@ class CaseGateway:
     def optional(cls, config: HypothesisConfig, default: LLMConfig | None = None) -> CaseGateway | None:
         """The gateway of ``config`` (as ``required``), or None when no model is configured or
         ``HYPOGRAPH_LLM=offline``: a published batch is reused, and minted, without one."""
-        offline = default.forced_offline if default is not None else os.environ.get("HYPOGRAPH_LLM") == "offline"
+        offline = default.forced_offline if default is not None else environment.current().offline
         return None if offline else cls.from_config(config, default=default)
 
     def describe(self) -> list[str]:

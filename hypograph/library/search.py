@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import re
 import threading
 import time
@@ -34,6 +33,7 @@ import urllib.request
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
+from hypograph import environment
 from hypograph.library.rounds import Paper
 
 DEFAULT_URL = "https://export.arxiv.org/api/query"
@@ -163,7 +163,7 @@ class ArxivSearch(_Http):
         down: dict[str, str] | None = None,
     ):
         super().__init__(
-            base_url or os.environ.get("HYPOGRAPH_ARXIV_URL") or os.environ.get("HYPOGRAPH_SEARCH_URL") or DEFAULT_URL,
+            base_url or environment.current().search_endpoint or DEFAULT_URL,
             timeout,
             max_results,
             down,
@@ -213,14 +213,15 @@ class OpenAlexSearch(_Http):
         down: dict[str, str] | None = None,
     ):
         super().__init__(
-            base_url or os.environ.get("HYPOGRAPH_OPENALEX_URL") or DEFAULT_OPENALEX_URL, timeout, max_results, down
+            base_url or environment.current().openalex_url or DEFAULT_OPENALEX_URL, timeout, max_results, down
         )
 
     def search(self, query: str | list[str]) -> SearchOutcome:
         text = " ".join(_terms(query))
         params = {"search": text, "per-page": self.max_results}
-        if os.environ.get("HYPOGRAPH_OPENALEX_MAILTO"):  # OpenAlex's polite pool
-            params["mailto"] = os.environ["HYPOGRAPH_OPENALEX_MAILTO"]
+        mailto = environment.current().openalex_mailto
+        if mailto:  # OpenAlex's polite pool
+            params["mailto"] = mailto
         body, failed = self._get(params, text)
         if failed:
             return failed

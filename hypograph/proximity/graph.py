@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from hypograph import environment
 from hypograph.errors import HypographError
 from hypograph.proximity.defaults import DEFAULT_DUPE_THRESHOLD, DEFAULT_MAX_NEIGHBOURS, DEFAULT_THRESHOLD
 
@@ -207,22 +207,12 @@ def estimated_entries(plan: sim_.Plan, sample_rows: int = 256) -> float:
     return seen / max(rows, 1) * n
 
 
-MEMORY_LIMIT_ENV = "HYPOGRAPH_MEMORY_LIMIT"
-
-
 def available_memory() -> int:
     """Bytes a graph may use (0 if unknown): ``HYPOGRAPH_MEMORY_LIMIT`` (e.g. ``512M``, ``4G``) when
     set, else the smaller of the kernel's MemAvailable and the container's (cgroup v2) headroom."""
-    limit = os.environ.get(MEMORY_LIMIT_ENV, "").strip()
+    limit = environment.current().memory_limit  # parsed and bounded there
     if limit:
-        try:
-            return (
-                int(float(limit[:-1]) * 1024 ** "KMGT".index(limit[-1].upper()) * 1024)
-                if limit[-1].upper() in "KMGT"
-                else int(float(limit))
-            )
-        except ValueError:
-            raise HypographError(f"{MEMORY_LIMIT_ENV}={limit!r}: expected bytes or a size like 512M or 4G") from None
+        return limit
     found = [v for v in (_meminfo_available(), _cgroup_headroom()) if v]
     return min(found) if found else 0
 

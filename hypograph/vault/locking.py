@@ -6,11 +6,12 @@
   The holder writes who it is into the lock file (pid, host, start time, run), for the refusals below.
 * ``reading_lock``: the shared form, held while a vault's files are read (``open_vault``, the
   hypothesis corpus of proximity): a reader never lists a file a writer then moves, nor the same
-  node in two folders. It waits ``READ_WAIT`` seconds for a structuring to end, then refuses in
-  one line naming it. It creates no file: a vault never structured has no lock file, and a read
-  of it takes none (nor does a read-only look at a vault that is not ours, like ``case from-vault``).
+  node in two folders. It waits ``HYPOGRAPH_READ_WAIT`` seconds (``hypograph.environment``) for a
+  structuring to end, then refuses in one line naming it. It creates no file: a vault never
+  structured has no lock file, and a read of it takes none (nor does a read-only look at a vault
+  that is not ours, like ``case from-vault``).
 
-Bottom layer: imports only ``atomic``, ``locks``, ``journal`` and ``errors``.
+Bottom layer: imports only ``atomic``, ``locks``, ``journal``, ``environment`` and ``errors``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from hypograph import environment
 from hypograph.atomic import remove_stale_temps
 from hypograph.errors import NotDone
 from hypograph.journal import Journal
@@ -39,7 +41,6 @@ STRUCTURING_WRITES = (
     f"{OURS}/traces/hypothesis_clusters/**/*",
 )
 MINTED = ("hypotheses/**/*", "hypothesis-clusters/**/*")  # nodes, written by minters too
-READ_WAIT = float(os.environ.get("HYPOGRAPH_READ_WAIT", "30"))  # seconds a reader waits for a structuring
 _run_label: dict[str, str] = {}  # vault root -> the run label of this process's structuring
 
 
@@ -118,11 +119,12 @@ def reading_lock(root: Path, roll_forward: bool = True) -> Iterator[None]:
     root = Path(root)
     if roll_forward and Journal(root).pending() and not holds_structuring(root):
         # a live writer finishes its own plan; a dead one's is ours to finish, alone
-        with structuring_lock(root, wait=READ_WAIT):
+        with structuring_lock(root, wait=environment.current().read_wait):
             Journal(root).roll_forward()
             yield
         return
     if roll_forward and holds_structuring(root):
         Journal(root).roll_forward()
-    with file_lock(root / LOCK, busy_error(root), shared=True, wait=READ_WAIT, create=False, reentrant=True):
+    wait = environment.current().read_wait  # seconds a reader waits for a structuring
+    with file_lock(root / LOCK, busy_error(root), shared=True, wait=wait, create=False, reentrant=True):
         yield
