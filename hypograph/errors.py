@@ -19,6 +19,10 @@ class NotDone(HypographError):
     exit_code = 2
 
 
+class ModelRequired(NotDone):
+    """Raised, before anything is written, when a step needs a model and none is configured."""
+
+
 class Interrupted(HypographError):
     """The command was interrupted (Ctrl-C, SIGTERM) while its run went on: exit 130."""
 

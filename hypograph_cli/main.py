@@ -108,14 +108,16 @@ def _structure(args) -> int:
     if detect_kind(root) != "vault":
         raise HypographError(f"{root}: not a vault (structure needs step-3 nodes in hypotheses/*.md)")
     started = [time.perf_counter()]
+    why: list[tuple[str, str]] = []  # (job, the reason it ran), in order
 
-    def ran(job: str, result) -> None:
+    def ran(job: str, result, reason: str) -> None:
+        why.append((job, reason))
         _ran(args, job, result, started[0])
         started[0] = time.perf_counter()
 
     results = run_structure(root, args.settings, _offline(args), on_run=ran)
     step4 = next((r for r in results if r.job_def.name == "structure"), None)
-    summaries.print_structure(root, step4, tuple(r.job_def.name for r in results))
+    summaries.print_structure(root, step4, tuple(why))
     return 0
 
 
@@ -229,20 +231,24 @@ def _ui(args) -> int:
 def _library(args) -> int:
     from hypograph_cli.library import library_command
 
-    if (args.report or args.check) and Path(args.dir).is_dir():  # rounds register it through their runs
+    if args.report or args.check:  # rounds register it through their runs
         _register_library(Path(args.dir).resolve())
     return library_command(args)
 
 
 def _register_library(root: Path) -> None:
     """Register ``root`` first (its report may be cut short by ``| head``); a folder that is no
-    library is left to the command's own one-line error."""
+    library is left to the command's own one-line error, without loading Dagster first."""
     from hypograph.errors import HypographError
-    from pipelines.instance import open_instance, register
+    from hypograph.inputs import input_kind
 
     try:
+        if input_kind(root) != "library":
+            return
+        from pipelines.instance import open_instance, register
+
         with open_instance() as instance:
-            register(instance, root)  # its kind as the folder shows it: none, for a folder with no library
+            register(instance, root)
     except HypographError:
         pass
 
@@ -348,10 +354,26 @@ def parser(argv: list[str]) -> argparse.ArgumentParser:
     return p
 
 
+# Commands whose PATHs are registered as inputs: a folder that is none is refused before Dagster
+# loads, by the registry's own rule (``hypograph.inputs.input_kind``), in a fraction of a second.
+INPUT_COMMANDS = ("add", "ui", "proximity", "report")
+
+
 def _missing_directory(args) -> str | None:
-    for path in getattr(args, "paths", None) or [getattr(args, "path", None)]:
-        if path is not None and not path.is_dir():
+    """Why a PATH of the command line cannot be used (no such directory, or not an input), or None."""
+    paths = [p for p in getattr(args, "paths", None) or [getattr(args, "path", None)] if p is not None]
+    for path in paths:
+        if not path.is_dir():
             return f"{path}: {'not a directory' if path.exists() else 'no such directory'}"
+    if args.command in INPUT_COMMANDS:
+        from hypograph.errors import HypographError
+        from hypograph.inputs import input_kind
+
+        for path in paths:
+            try:
+                input_kind(path)
+            except HypographError as e:
+                return str(e)
     return None
 
 

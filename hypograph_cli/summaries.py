@@ -151,9 +151,10 @@ MINTED = (
 )
 
 
-def print_structure(root: Path, result, ran: tuple[str, ...] = ()) -> None:
+def print_structure(root: Path, result, ran: tuple[tuple[str, str], ...] = ()) -> None:
     """What this run changed (``result``: step 4's; None when step 4 did not run, ``ran``: the
-    jobs that did), the vault's clusters, the six checks by name, the review queue."""
+    jobs that did, each with the reason it ran), the vault's clusters, the six checks by name, the
+    review queue."""
     a = asset_metadata(result, "hypothesis_dispositions") if result is not None else {}
     b = asset_metadata(result, "hypothesis_clusters") if result is not None else {}
     changed = [
@@ -167,7 +168,7 @@ def print_structure(root: Path, result, ran: tuple[str, ...] = ()) -> None:
         if n
     ]
     if result is None:  # nothing read beyond what the runs' records and the review queue need
-        started = f"only {', '.join(ran)} ran (its files were gone)" if ran else "no run started"
+        started = "; ".join(f"only {job} ran ({why})" for job, why in ran) or "no run started"
         print(
             f"{root}: unchanged since its last structuring with these settings: {started} "
             f"(its checks passed then; `hypograph check {root}` runs them again)"
