@@ -40,7 +40,7 @@ def settings_line(model, error, names: dict[str, str] | None = None) -> str:
     for e in error.errors():
         field = ".".join(str(x) for x in e["loc"]) or "settings"
         name = (names or {}).get(field, field)
-        allowed = _allowed(model, field)
+        allowed = allowed_range(model, field)
         if e["type"] == "extra_forbidden":
             what = f"not a setting of {model.__name__} (it has {', '.join(model.model_fields)})"
         elif allowed and e["type"] in (
@@ -59,8 +59,9 @@ def settings_line(model, error, names: dict[str, str] | None = None) -> str:
     return "; ".join(parts) or str(error).splitlines()[0]
 
 
-def _allowed(model, field: str) -> str:
-    """``≥ -1 and ≤ 1``: the bounds declared on ``model.field`` (empty when it has none)."""
+def allowed_range(model, field: str) -> str:
+    """``≥ -1 and ≤ 1``: the bounds declared on ``model.field`` (empty when it has none); what a
+    refusal says and what ``--help`` shows, read from the model so neither can drift from it."""
     info = getattr(model, "model_fields", {}).get(field)
     bounds = [
         f"{sign} {getattr(m, attr):g}"

@@ -183,7 +183,7 @@ def _read(root: Path) -> _Inputs:
     if missing:
         raise HypographError(
             f"{d / 'embedding-ids.json'}: {len(missing)} graph node(s) not embedded (e.g. {missing[0]}) — "
-            "run proximity again"
+            f"run `hypograph proximity {root}` again"
         )
     matrix = emb.rows if emb.ids == graph.ids else emb.rows[np.asarray([row[i] for i in graph.ids])]
     clusters = store.read_clusters(root)
