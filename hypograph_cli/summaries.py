@@ -70,6 +70,12 @@ def _title(hypotheses: dict, node_id: str, width: int = 70) -> str:
     return f'{node_id} "{title[: width - 1]}…"' if len(title) > width else f'{node_id} "{title}"'
 
 
+def _of_two(clusters) -> str:
+    """``6 of 2 or more, 2 of one``: the split the report's threshold table shows."""
+    sizes = [len(m) for m in clusters.clusters.values()]
+    return f"{sum(s >= 2 for s in sizes)} of 2 or more, {sum(s == 1 for s in sizes)} of one"
+
+
 def print_proximity(root: Path, top: int = 10, top_clusters: int = 20) -> None:
     """Counts, the ``top_clusters`` largest clusters with labels (and how many more), the ``top``
     duplicate pairs with verdicts, the review queue, files."""
@@ -84,7 +90,8 @@ def print_proximity(root: Path, top: int = 10, top_clusters: int = 20) -> None:
     d = store.proximity_dir(root)
     print(
         f"{root}: {plural(len(graph.ids), 'hypothesis', 'hypotheses')}, {plural(graph.num_edges, 'edge')} "
-        f">= {graph.threshold}, {plural(clusters.num_clusters, 'cluster')} ({clusters.algorithm}), "
+        f">= {graph.threshold}, {plural(clusters.num_clusters, 'cluster')} ({clusters.algorithm}: "
+        f"{_of_two(clusters)}), "
         f"{plural(len(pairs), 'duplicate pair')} "
         f"[{graph.embedding.get('backend', '?')}]"
     )
