@@ -114,14 +114,16 @@ def png_md(png: bytes, alt: str, caption: str = "") -> MetadataValue:
 
 
 def report_metadata(report: Report, input_id: str) -> dict:
-    """The pictures of ``input_id`` (the partition) inline, each captioned with the input and the
-    headline; first, a short note naming the input and the pictures (short enough for the UI to
+    """The pictures of ``input_id`` (the partition) inline, each captioned with the input and what
+    it shows (``Report.captions``); first, a short note naming the input and the pictures (short enough for the UI to
     show in place: Dagster 1.13 has no image metadata, and shows a markdown entry of 1,000
     characters or more behind [Show Markdown]); files as paths, counts and seconds as numbers."""
     files = {f"{name}_file": MetadataValue.path(str(path)) for name, path in report.files.items()}
     shown = {"cluster_map": "cluster map", "vault_map": "hypothesis clusters", "thresholds": "threshold sweep"}
-    caption = f"input `{input_id}`: {report.headline}"
-    pictures = {name: png_md(png, f"{shown[name]} of {input_id}", caption) for name, png in report.pngs.items()}
+    pictures = {
+        name: png_md(png, f"{shown[name]} of {input_id}", f"input `{input_id}`: {report.captions[name]}")
+        for name, png in report.pngs.items()
+    }
     pictures["threshold_sweep"] = pictures.pop("thresholds")
     names = ", ".join(f"`{name}`" for name in pictures)
     note = (
@@ -144,7 +146,14 @@ def report_metadata(report: Report, input_id: str) -> dict:
 def sweep_table(rows: list[dict]) -> MetadataValue:
     """The threshold sweep, one row per threshold (a blank cell: not computed at this size). Every
     record keeps every column (Dagster refuses records of different fields), a blank one as None."""
-    kinds = {"threshold": "float", "edges": "int", "pairs": "float", "clusters": "int", "alone": "int"}
+    kinds = {
+        "threshold": "float",
+        "edges": "int",
+        "pairs": "float",
+        "all_clusters": "int",
+        "clusters": "int",
+        "alone": "int",
+    }
     schema = TableSchema(columns=[TableColumn(name, kind) for name, kind in kinds.items()])
     records = [TableRecord({k: row.get(k) for k in kinds}) for row in rows]
     return MetadataValue.table(records, schema=schema)

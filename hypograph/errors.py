@@ -24,6 +24,10 @@ class SettingRefused(HypographError):
     and in a run, its step ends with no output rather than a failure (nothing has run yet)."""
 
 
+class ModelRequired(NotDone):
+    """Raised, before anything is written, when a step needs a model and none is configured."""
+
+
 class Interrupted(HypographError):
     """The command was interrupted (Ctrl-C, SIGTERM) while its run went on: exit 130."""
 
@@ -71,7 +75,7 @@ def settings_line(model, error, names: dict[str, str] | None = None) -> str:
     for e in error.errors():
         field = ".".join(str(x) for x in e["loc"]) or "settings"
         name = (names or {}).get(field, field)
-        allowed = _allowed(model, field)
+        allowed = allowed_range(model, field)
         if e["type"] == "extra_forbidden":
             what = f"not a setting of {model.__name__} (it has {', '.join(model.model_fields)})"
         elif allowed and e["type"] in (
@@ -92,8 +96,9 @@ def settings_line(model, error, names: dict[str, str] | None = None) -> str:
     return "; ".join(parts) or str(error).splitlines()[0]
 
 
-def _allowed(model, field: str) -> str:
-    """``≥ -1 and ≤ 1``: the bounds declared on ``model.field`` (empty when it has none)."""
+def allowed_range(model, field: str) -> str:
+    """``≥ -1 and ≤ 1``: the bounds declared on ``model.field`` (empty when it has none); what a
+    refusal says and what ``--help`` shows, read from the model so neither can drift from it."""
     info = getattr(model, "model_fields", {}).get(field)
     bounds = [
         f"{sign} {_number(getattr(m, attr))}"

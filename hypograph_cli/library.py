@@ -25,6 +25,7 @@ from pathlib import Path
 
 from hypograph.errors import HypographError
 from hypograph.text import printable_lines
+from hypograph_cli.settings import bounded
 
 # The parser needs only argparse: `hypograph --help` and argument errors import no domain module;
 # ``_dispatch`` imports what the command runs.
@@ -36,7 +37,10 @@ def add_library_parser(subparsers) -> argparse.ArgumentParser:
     c.add_argument("dir", type=Path, help="project directory holding hypothesis_library.json")
     c.add_argument("--topic", help="the library's topic (required to run rounds)")
     c.add_argument("--rounds", type=int, default=1, help="rounds to run in this invocation (default 1)")
-    c.add_argument("--n-behaviors", type=int, default=10, help="new behaviors per round, discover only (default 10)")
+    n = c.add_argument(
+        "--n-behaviors", type=int, default=10, help="new behaviors per round, discover only (default 10)"
+    )
+    bounded(n, "library", "n_behaviors")
     c.add_argument("--behavior", help="given mode: an existing node id (B3) or a one-sentence behavior")
     c.add_argument("--behavior-source", choices=["discover", "given"], help="the only mode selector (default: derived)")
     c.add_argument("--mode", help=argparse.SUPPRESS)  # accepted and ignored, with a note (library rounds)
@@ -48,7 +52,10 @@ def add_library_parser(subparsers) -> argparse.ArgumentParser:
     g = c.add_mutually_exclusive_group()
     g.add_argument("--new-library", action="store_true", help="move the existing library aside and start a new one")
     g.add_argument("--confirm-topic", action="store_true", help="add to the existing library despite a topic mismatch")
-    c.add_argument("--banlist-budget", type=int, help="tokens of banlist pasted per generation prompt (default 6000)")
+    budget = c.add_argument(
+        "--banlist-budget", type=int, help="tokens of banlist pasted per generation prompt (default 6000)"
+    )
+    bounded(budget, "library", "banlist_budget")
     c.add_argument("--strategies", help="JSON file of discovery lenses and combination strategies")
     c.add_argument(
         "--embedder",

@@ -108,14 +108,16 @@ def _structure(args) -> int:
     if detect_kind(root) != "vault":
         raise HypographError(f"{root}: not a vault (structure needs step-3 nodes in hypotheses/*.md)")
     started = [time.perf_counter()]
+    why: list[tuple[str, str]] = []  # (job, the reason it ran), in order
 
-    def ran(job: str, result) -> None:
+    def ran(job: str, result, reason: str) -> None:
+        why.append((job, reason))
         _ran(args, job, result, started[0])
         started[0] = time.perf_counter()
 
     results = run_structure(root, args.settings, _offline(args), on_run=ran)
     step4 = next((r for r in results if r.job_def.name == "structure"), None)
-    summaries.print_structure(root, step4, tuple(r.job_def.name for r in results))
+    summaries.print_structure(root, step4, tuple(why))
     return 0
 
 
@@ -229,22 +231,39 @@ def _ui(args) -> int:
 def _library(args) -> int:
     from hypograph_cli.library import library_command
 
-    if (args.report or args.check) and Path(args.dir).is_dir():  # rounds register it through their runs
+    if args.report or args.check:  # rounds register it through their runs
         _register_library(Path(args.dir).resolve())
     return library_command(args)
 
 
 def _register_library(root: Path) -> None:
     """Register ``root`` first (its report may be cut short by ``| head``); a folder that is no
-    library is left to the command's own one-line error."""
+    library is left to the command's own one-line error, without loading Dagster first."""
     from hypograph.errors import HypographError
-    from pipelines.instance import open_instance, register
+    from hypograph.inputs import input_kind
 
     try:
+        if input_kind(root) != "library":
+            return
+        from pipelines.instance import open_instance, register
+
         with open_instance() as instance:
-            register(instance, root)  # its kind as the folder shows it: none, for a folder with no library
+            register(instance, root)
     except HypographError:
         pass
+
+
+class _Help(argparse.HelpFormatter):
+    """An option marked by ``settings.bounded`` ends its help with the bounds its settings model
+    declares, read only when help is shown (an argument error or a run never imports the model)."""
+
+    def _expand_help(self, action) -> str:
+        text = super()._expand_help(action)
+        of = getattr(action, "bounds_of", None)
+        bounds = settings.help_bounds(*of) if of else ""
+        if not bounds:
+            return text
+        return f"{text[:-1]}; {bounds})" if text.endswith(")") else f"{text} ({bounds})"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -253,6 +272,10 @@ class _Parser(argparse.ArgumentParser):
     the second, exit 1 (2 is "not done yet"). Every subcommand's parser is one of these."""
 
     command: str | None = None  # the subcommand the command line names (its errors are named by it)
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _Help)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         prog = f"{self.prog} {self.command}" if self.command else self.prog
@@ -295,8 +318,10 @@ def _run_commands(sub, common) -> None:
     c.add_argument("path", type=Path, metavar="PATH", help="run directory or vault")
     c.add_argument("--backend", choices=["tfidf", "sbert"], default="tfidf")
     c.add_argument("--model", default=None)
-    c.add_argument("--threshold", type=float, default=0.30, help="similarity graph threshold (0 to 1)")
-    c.add_argument("--dupe-threshold", type=float, default=0.80, help="duplicate pair threshold (0 to 1)")
+    threshold = c.add_argument("--threshold", type=float, default=0.30, help="similarity graph threshold")
+    settings.bounded(threshold, "proximity", "graph_threshold")
+    dupe = c.add_argument("--dupe-threshold", type=float, default=0.80, help="duplicate pair threshold")
+    settings.bounded(dupe, "proximity", "dupe_threshold")
     c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: never call a model")
     c.add_argument(
         "--skip-bad-files",
@@ -308,12 +333,14 @@ def _run_commands(sub, common) -> None:
     c = sub.add_parser("structure", parents=common, help="proximity, then step 4 (merge/drop, clusters, map) on VAULT")
     c.add_argument("path", type=Path, metavar="VAULT", help="vault")
     c.add_argument("--backend", choices=["tfidf", "sbert"], default="tfidf")
-    c.add_argument("--threshold", type=float, default=0.30, help="similarity graph threshold (0 to 1)")
+    threshold = c.add_argument("--threshold", type=float, default=0.30, help="similarity graph threshold")
+    settings.bounded(threshold, "proximity", "graph_threshold")
     c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: never call a model")
     c.set_defaults(func=_structure, settings_of=settings.proximity)
     c = sub.add_parser("report", parents=common, help="cluster map, similarity histogram, threshold sweep of PATH")
     c.add_argument("path", type=Path, metavar="PATH", help="run directory, vault or library with a proximity/")
-    c.add_argument("--dupe-threshold", type=float, default=0.80, help="the duplicate pair threshold to mark")
+    dupe = c.add_argument("--dupe-threshold", type=float, default=0.80, help="the duplicate pair threshold to mark")
+    settings.bounded(dupe, "proximity", "dupe_threshold")
     c.set_defaults(func=_report, settings_of=settings.proximity)
     c = sub.add_parser(
         "ui", parents=common, help="the Dagster web UI and daemon for every input (PATHs registered first)"
@@ -354,10 +381,26 @@ def parser(argv: list[str]) -> argparse.ArgumentParser:
     return p
 
 
+# Commands whose PATHs are registered as inputs: a folder that is none is refused before Dagster
+# loads, by the registry's own rule (``hypograph.inputs.input_kind``), in a fraction of a second.
+INPUT_COMMANDS = ("add", "ui", "proximity", "report")
+
+
 def _missing_directory(args) -> str | None:
-    for path in getattr(args, "paths", None) or [getattr(args, "path", None)]:
-        if path is not None and not path.is_dir():
+    """Why a PATH of the command line cannot be used (no such directory, or not an input), or None."""
+    paths = [p for p in getattr(args, "paths", None) or [getattr(args, "path", None)] if p is not None]
+    for path in paths:
+        if not path.is_dir():
             return f"{path}: {'not a directory' if path.exists() else 'no such directory'}"
+    if args.command in INPUT_COMMANDS:
+        from hypograph.errors import HypographError
+        from hypograph.inputs import input_kind
+
+        for path in paths:
+            try:
+                input_kind(path)
+            except HypographError as e:
+                return str(e)
     return None
 
 

@@ -6,6 +6,28 @@ from __future__ import annotations
 
 from hypograph.errors import FLAGS, HypographError, settings_line
 
+MODELS = {  # the settings model of each product, imported only when a command's help is shown
+    "proximity": ("hypograph.proximity.settings", "ProximitySettings"),
+    "library": ("hypograph.library.settings", "LibrarySettings"),
+}
+
+
+def bounded(action, product: str, field: str):
+    """Mark ``action`` (an argparse option) as setting ``field`` of ``product``'s settings model:
+    its ``--help`` line then ends with the bounds the model declares (``help_bounds``)."""
+    action.bounds_of = (product, field)
+    return action
+
+
+def help_bounds(product: str, field: str) -> str:
+    """``≥ -1 and ≤ 1``: what the model's field allows, read from its constraints."""
+    import importlib
+
+    from hypograph.errors import allowed_range
+
+    module, name = MODELS[product]
+    return allowed_range(getattr(importlib.import_module(module), name), field)
+
 
 def validated(model, /, **values):
     """``model`` from the flags given (None: the model's default); HypographError in one line."""

@@ -81,6 +81,12 @@ def _title(hypotheses: dict, node_id: str, width: int = 70) -> str:
     return f'{node_id} "{title[: width - 1]}…"' if len(title) > width else f'{node_id} "{title}"'
 
 
+def _of_two(clusters) -> str:
+    """``6 of 2 or more, 2 of one``: the split the report's threshold table shows."""
+    sizes = [len(m) for m in clusters.clusters.values()]
+    return f"{sum(s >= 2 for s in sizes)} of 2 or more, {sum(s == 1 for s in sizes)} of one"
+
+
 def print_proximity(root: Path, top: int = 10, top_clusters: int = 20, read: dict | None = None) -> None:
     """Counts, the ``top_clusters`` largest clusters with labels (and how many more), the ``top``
     duplicate pairs with verdicts, the review queue, files. ``read``: the ``hypothesis_texts``
@@ -96,7 +102,8 @@ def print_proximity(root: Path, top: int = 10, top_clusters: int = 20, read: dic
     d = store.proximity_dir(root)
     print(
         f"{root}: {plural(len(graph.ids), 'hypothesis', 'hypotheses')}, {plural(graph.num_edges, 'edge')} "
-        f">= {graph.threshold}, {plural(clusters.num_clusters, 'cluster')} ({clusters.algorithm}), "
+        f">= {graph.threshold}, {plural(clusters.num_clusters, 'cluster')} ({clusters.algorithm}: "
+        f"{_of_two(clusters)}), "
         f"{plural(len(pairs), 'duplicate pair')} "
         f"[{graph.embedding.get('backend', '?')}]" + _files_read(read or {})
     )
@@ -163,9 +170,10 @@ MINTED = (
 )
 
 
-def print_structure(root: Path, result, ran: tuple[str, ...] = ()) -> None:
+def print_structure(root: Path, result, ran: tuple[tuple[str, str], ...] = ()) -> None:
     """What this run changed (``result``: step 4's; None when step 4 did not run, ``ran``: the
-    jobs that did), the vault's clusters, the six checks by name, the review queue."""
+    jobs that did, each with the reason it ran), the vault's clusters, the six checks by name, the
+    review queue."""
     a = asset_metadata(result, "hypothesis_dispositions") if result is not None else {}
     b = asset_metadata(result, "hypothesis_clusters") if result is not None else {}
     changed = [
@@ -179,7 +187,7 @@ def print_structure(root: Path, result, ran: tuple[str, ...] = ()) -> None:
         if n
     ]
     if result is None:  # nothing read beyond what the runs' records and the review queue need
-        started = f"only {', '.join(ran)} ran (its files were gone)" if ran else "no run started"
+        started = "; ".join(f"only {job} ran ({why})" for job, why in ran) or "no run started"
         print(
             f"{root}: unchanged since its last structuring with these settings: {started} "
             f"(its checks passed then; `hypograph check {root}` runs them again)"

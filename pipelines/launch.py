@@ -102,11 +102,11 @@ def run_structure(root: Path, proximity, offline: bool | None = None, instance=N
     """Proximity, step 4, and proximity again if step 4 rewrote the vault, as ``flow.next_job``
     plans them (a job whose settings differ from its last run's runs at least once); the results,
     in order: none when the vault's results are current. Stops at a failed run (its result is the
-    last). ``on_run(job, result)`` is called after each run."""
+    last). ``on_run(job, result, why)`` is called after each run (``why``: the reason it ran)."""
     if instance is None:
         with open_instance() as shared:
             return run_structure(root, proximity, offline, shared, on_run)
-    from assets.next_job import FLOW, next_job, settings_changed
+    from assets.next_job import FLOW, next_step, settings_changed
     from hypograph.inputs import fingerprint
 
     record = register(instance, root)
@@ -116,14 +116,15 @@ def run_structure(root: Path, proximity, offline: bool | None = None, instance=N
     rerun = settings_changed(instance, record.id, run_config(settings, offline)["resources"])
     results = []
     while len(results) <= len(FLOW) + 1:  # proximity, step 4, proximity: never more
-        job = next_job(instance, record, fingerprint(record.path, record.kind), rerun)
-        if job is None:
+        step = next_step(instance, record, fingerprint(record.path, record.kind), rerun)
+        if step is None:
             break
+        job, why = step
         result = execute(root, job, settings, offline, instance=instance)
         results.append(result)
-        rerun = tuple(j for j in rerun if j != job)
+        rerun.pop(job, None)
         if on_run is not None:
-            on_run(job, result)
+            on_run(job, result, why)
         if not result.success:
             break
     return results

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import pytest
 from casework_support import (
@@ -197,9 +198,10 @@ def test_reopening_attempts(tmp_path, llm_server):
     llm_server.script(reply(changed(valid_answer(), 1, source_ids=["NOPE"])))
     first = build(case, [llm_server.url])
     assert first.status is Status.ERROR and (case / f"{H}/errors/1.json").exists()
-    with pytest.raises(HypographError, match="attempt 1 of revision 1 was rejected; pass a new attempt id"):
+    named = re.escape(f"`hypograph batch {case} --attempt ID`")  # the flag, word for word
+    with pytest.raises(HypographError, match="attempt 1 of revision 1 was rejected; .*new attempt id: " + named):
         build(case, [llm_server.url])
-    with pytest.raises(HypographError, match="attempt 1 was rejected; a correction needs a new attempt id"):
+    with pytest.raises(HypographError, match="attempt 1 was rejected; a correction needs a new attempt id: " + named):
         build(case, [llm_server.url], attempt="1")
     llm_server.script(reply(valid_answer()))
     assert build(case, [llm_server.url], attempt="fix-1").status is Status.COMPLETED

@@ -83,6 +83,16 @@ def test_case_new_copies_inputs_byte_for_byte_and_catalogues_each(tmp_path, raw,
     assert "already a case package" in capsys.readouterr().err
 
 
+def test_show_of_a_new_case_says_to_interpret_it_before_confirming(tmp_path, raw, capsys):
+    """No statement yet and every source unread: the next step is ``case interpret``, not confirm."""
+    case = new_case(tmp_path, raw, capsys)
+    assert main(["case", "show", str(case)]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("nothing to confirm yet (no statement; 4 of 4 sources unread): draft the interpretation")
+    assert f"hypograph case interpret {case}, then" in last
+    assert not last.startswith("confirm it with")
+
+
 def test_case_add_is_a_new_revision_that_keeps_the_prior_package(tmp_path, raw, capsys):
     case = new_case(tmp_path, raw, capsys)
     before = files(case)

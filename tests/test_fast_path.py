@@ -93,7 +93,27 @@ def test_structure_reruns_what_a_person_deleted(tmp_path):
     assert again.returncode == 0, again.stderr
     assert [job for job, _ in _runs(tmp_path / "home")][runs:] == ["proximity"]
     assert (vault / "proximity" / "verdicts.json").is_file()
-    assert "only proximity ran (its files were gone)" in again.stdout
+    assert "only proximity ran (proximity/graph.json was gone, and 3 more of its files)" in again.stdout
+
+
+def test_structure_says_the_reason_a_job_ran_when_it_was_other_settings(tmp_path):
+    """Every file there, the records current, but proximity's last run had another threshold (as
+    after a UI backfill with the Launchpad's config): structure runs proximity again and says that
+    run had other settings, naming the run and the setting, never that files were gone."""
+    vault = copy_tree(EXAMPLE_VAULT, tmp_path / "vault")
+    env = {**offline_env(), "DAGSTER_HOME": str(tmp_path / "home")}
+    assert in_process("structure", vault, "--llm", "offline", env=env).returncode == 0
+    assert in_process("proximity", vault, "--llm", "offline", "--threshold", "0.35", env=env).returncode == 0
+    with open_instance(tmp_path / "home") as instance:
+        other = instance.get_runs(dg.RunsFilter(job_name="proximity"), limit=1)[0].run_id[:8]
+    again = in_process("structure", vault, "--llm", "offline", env=env)
+    assert again.returncode == 0, again.stderr
+    assert [job for job, _ in _runs(tmp_path / "home")][-1:] == ["proximity"]
+    assert (
+        f"only proximity ran (its last successful run, {other} (launched by a command), had other settings: "
+        "proximity.config.graph_threshold)"
+    ) in again.stdout
+    assert "gone" not in again.stdout
 
 
 def test_the_daemon_reads_the_run_queue_every_second_and_an_older_instance_file_is_brought_up_to_date(

@@ -29,7 +29,7 @@ from hypograph.casework.config import HypothesisConfig
 from hypograph.casework.context import build_context, verified_interpretation
 from hypograph.casework.dispatch import DispatchState, Status
 from hypograph.casework.gateway import CaseGateway, NeedsModel
-from hypograph.casework.guards import attempt_for, pinned_policy, refuse_undeclared
+from hypograph.casework.guards import attempt_for, new_attempt, pinned_policy, refuse_undeclared
 from hypograph.casework.models import Answer
 from hypograph.casework.package import (
     HYPOTHESIS_POINTERS,
@@ -142,7 +142,7 @@ class HypothesisBuilder:
             return result(
                 Status.BLOCKED,
                 f"attempt {attempt}: {state.failed_rounds} rounds failed "
-                f"({state.last_failure}); start a new attempt id to try again",
+                f"({state.last_failure}); try again with a new attempt id: {new_attempt(pkg.root)}",
                 attempt_id=attempt,
             )
         if state.status == "RETRY_PENDING" and self.clock() < state.due():

@@ -2,8 +2,8 @@
 
 A dispatch never waits: an unreachable model ends it with ``RETRY_PENDING`` and a due time
 saved here; a dispatch before that time returns at once without a call; after the retry
-policy's last round the case is ``BLOCKED`` until a person starts a new attempt id. A sensor
-calls ``due_retries`` to find the cases to dispatch again.
+policy's last round the case is ``BLOCKED`` until a person starts a new attempt (``hypograph
+batch CASE_DIR --attempt ID``). A sensor calls ``due_retries`` to find the cases to dispatch again.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ is an explicit new id). Each raises one HypographError naming the file."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from hypograph.casework.batch import paths
 from hypograph.casework.config import HypothesisPolicy
@@ -67,7 +68,7 @@ def attempt_for(pkg: CasePackage, rev: int, state: DispatchState | None, request
         if requested in rejected:
             raise HypographError(
                 f"{errors / (requested + '.json')}: attempt {requested} was rejected; "
-                "a correction needs a new attempt id"
+                f"a correction needs a new attempt id: {new_attempt(pkg.root)}"
             )
         return requested
     if state is not None and state.attempt_id not in rejected:
@@ -77,5 +78,13 @@ def attempt_for(pkg: CasePackage, rev: int, state: DispatchState | None, request
     last = state.attempt_id if state else sorted(rejected)[-1]
     raise HypographError(
         f"{errors / (last + '.json')}: attempt {last} of revision {rev} was rejected; "
-        "pass a new attempt id to correct it under the same policy"
+        f"correct it under the same policy with a new attempt id: {new_attempt(pkg.root)}"
+    )
+
+
+def new_attempt(root: Path) -> str:
+    """How a person starts a new attempt, from the command line and from the UI, word for word."""
+    return (
+        f"`hypograph batch {root} --attempt ID` (ID: letters, digits, '.', '_', '-'; in the UI, the "
+        "run config's resources.case.config.attempt)"
     )

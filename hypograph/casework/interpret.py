@@ -439,8 +439,21 @@ def show_text(case_dir: Path | str) -> str:
     lines.append("sources:")
     lines += [f"  {_source_line(s)}" for s in cat.sources]
     if not interp.confirmed:
-        lines.append("confirm it with: hypograph case confirm " + str(pkg.root))
+        lines.append(_next_step(pkg.root, shown, cat))
     return "\n".join(printable(line) for line in lines)  # a name's ESC or newline escaped, on its line
+
+
+def _next_step(root: Path, shown, cat) -> str:
+    """What a person does next with an unconfirmed revision: confirm it once it has statements;
+    before that, draft them (``interpret`` reads the sources, or writes a template to fill in)."""
+    if shown.statements:
+        return f"confirm it with: hypograph case confirm {root}"
+    unread = sum(not s.read for s in cat.sources)
+    sources = f"{unread} of {len(cat.sources)} sources unread" if unread else "sources read"
+    return (
+        f"nothing to confirm yet (no statement; {sources}): draft the interpretation with: "
+        f"hypograph case interpret {root}, then review it here and confirm it with: hypograph case confirm {root}"
+    )
 
 
 def _cited(s: Statement) -> str:

@@ -290,7 +290,8 @@ class _Judge:
         raise Unjudged(
             f"round {self.key}: {len(unjudged)} of {len(verdicts)} candidate {layer}s unjudged{later}: "
             f"the model's dedup answer was rejected ({why}); nothing of the round was kept and it is not "
-            "saturated: run it again to judge them (valid answers are cached, only these are asked again)"
+            "saturated: run it again to judge them (`hypograph library DIR --topic …` completes a pending round "
+            "first; valid answers are cached, only these are asked again)"
         )
 
     def decide(self, items: list[Item], layer: str) -> list[Verdict]:

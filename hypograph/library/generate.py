@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hypograph.errors import HypographError, NotDone
+from hypograph.errors import HypographError, ModelRequired
 from hypograph.library.banlist import build_banlist
 from hypograph.library.checks import require_sound
 from hypograph.library.landscape import read_landscape
@@ -40,10 +40,6 @@ from hypograph.llm.client import LLMClient, Rejected, Request, untrusted
 
 GIVEN_LENS = "User-supplied"
 GIVEN_DETAIL = "Taken as given from --behavior (no five-bars mining)."
-
-
-class ModelRequired(NotDone):
-    """Raised, before anything is written, when a step needs a model and none is configured."""
 
 
 def require_model(client: LLMClient, what: str) -> None:

@@ -4,15 +4,15 @@ semantically from this run's topic, halt and ask").
 ``check_topic(L, topic, client=…)`` compares the run's topic with the file's by meaning:
 
 1. equal after normalisation: the same topic, nothing asked;
-2. the two topics' sentence embeddings (the ``semantic`` extra's MiniLM; character n-gram TF-IDF
-   where it is absent, said in ``TopicCheck.decided_by``): at cosine >= ``SAME_WITHOUT_ASKING``
-   they are one topic worded twice;
-3. below that, with a model configured, **the model judges** (prompt ``topic.v1``): embeddings
-   alone cannot tell "sycophancy in language models" from "hallucination in language models"
-   (MiniLM cosine 0.61, while "LLM sycophancy" vs "sycophancy in large language models" is 0.50);
-   the answer is cached, so a re-run costs no call;
-4. with no model, the embedding cosine against ``THRESHOLDS`` decides (such a run cannot generate
-   anyway; the guard still refuses what is plainly another topic).
+2. with a model configured, **the model judges** (prompt ``topic.v1``): embeddings alone cannot
+   tell "sycophancy in language models" from "hallucination in language models" (MiniLM cosine
+   0.61, while "LLM sycophancy" vs "sycophancy in large language models" is 0.50); the answer is
+   cached, so a re-run costs no call. No sentence model is loaded first: loading it (torch) took
+   most of the 40 s a refusal used to take, to save one cached call on a topic worded twice;
+3. with no model, the two topics' sentence embeddings (the ``semantic`` extra's MiniLM; character
+   n-gram TF-IDF where it is absent, said in ``TopicCheck.decided_by``) against ``THRESHOLDS``
+   decide (such a run cannot generate anyway; the guard still refuses what is plainly another
+   topic).
 
 A mismatch halts with one line naming both topics and what decided, and nothing is written.
 ``move_aside`` (the explicit ``--new-library`` flag) renames the old file and its tool state out
@@ -30,7 +30,6 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from hypograph.errors import HypographError, NotDone, both_names
-from hypograph.library.embedder import sbert_rows, sentence_model
 from hypograph.library.prompts import prompt
 from hypograph.library.schema import LIBRARY_FILE, library_path, read_library, slugify
 from hypograph.library.state import library_state
@@ -38,7 +37,6 @@ from hypograph.llm.client import Rejected, Request, untrusted
 from hypograph.text import normalise
 
 THRESHOLDS = {"tfidf": 0.30, "sbert": 0.40}
-SAME_WITHOUT_ASKING = 0.90  # sentence-embedding cosine of one topic worded twice
 
 
 class TopicMismatch(NotDone):
@@ -48,7 +46,7 @@ class TopicMismatch(NotDone):
 @dataclass
 class TopicCheck:
     library_topic: str | None
-    similarity: float
+    similarity: float | None  # the embeddings' cosine; None when the model judged (none computed)
     same: bool
     decided_by: str = "no library yet"
     reason: str = ""
@@ -64,6 +62,8 @@ def topic_similarity(a: str, b: str, backend: str = "tfidf") -> float:
     if normalise(a) == normalise(b):
         return 1.0
     if backend == "sbert":
+        from hypograph.library.embedder import sbert_rows  # numpy and scipy: only when embeddings decide
+
         m = sbert_rows([a, b])
         return float(m[0] @ m[1])
     if backend != "tfidf":
@@ -81,6 +81,8 @@ def topic_similarity(a: str, b: str, backend: str = "tfidf") -> float:
 
 def guard_backend() -> str:
     """``sbert`` when the sentence model loads offline, else ``tfidf``."""
+    from hypograph.library.embedder import sentence_model
+
     try:
         sentence_model()
     except HypographError:
@@ -101,15 +103,13 @@ def check_topic(
     existing = loaded[0].topic
     if normalise(existing) == normalise(topic):
         return TopicCheck(existing, 1.0, True, "equal after normalisation")
-    backend = backend or guard_backend()
-    sim = round(topic_similarity(existing, topic, backend), 3)
-    if backend == "sbert" and sim >= SAME_WITHOUT_ASKING:
-        check = TopicCheck(existing, sim, True, f"sbert cosine {sim:.2f} >= {SAME_WITHOUT_ASKING}")
-    elif client is not None and not client.offline:
+    if client is not None and not client.offline:
         if traces is not None:
             client.trace_to(traces.dir / "phase0")
-        check = _ask_model(existing, topic, sim, client)
+        check = _ask_model(existing, topic, client)
     else:
+        backend = backend or guard_backend()
+        sim = round(topic_similarity(existing, topic, backend), 3)
         check = TopicCheck(
             existing,
             sim,
@@ -125,7 +125,7 @@ def check_topic(
     return check
 
 
-def _ask_model(existing: str, topic: str, sim: float, client) -> TopicCheck:
+def _ask_model(existing: str, topic: str, client) -> TopicCheck:
     user = "Are these the same research topic?\n" + untrusted(
         "topics", {}, {"library_topic": existing, "run_topic": topic}
     )
@@ -133,7 +133,7 @@ def _ask_model(existing: str, topic: str, sim: float, client) -> TopicCheck:
     if isinstance(answer, Rejected):
         raise HypographError(f"the topic guard's model answer was rejected ({answer.reason}); nothing was changed")
     reason = " ".join(answer.reason.split())
-    return TopicCheck(existing, sim, answer.same, f"judged by model {client.config.model}", reason)
+    return TopicCheck(existing, None, answer.same, f"judged by model {client.config.model}", reason)
 
 
 def move_aside(root: Path) -> Path | None:

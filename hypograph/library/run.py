@@ -21,9 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hypograph.errors import HypographError
+from hypograph.errors import HypographError, ModelRequired
 from hypograph.library.checks import require_sound
-from hypograph.library.generate import ModelRequired
 from hypograph.library.guard import check_topic, move_aside
 from hypograph.library.modes import resolve_target
 from hypograph.library.persist import load_round, round_persisted

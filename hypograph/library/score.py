@@ -162,7 +162,8 @@ def _require_scored(key: str, result: RoundScores) -> None:
     raise Unscored(
         f"round {key}: {len(rejected)} of {len(result.behaviors)} surviving behaviors unscored: the model's "
         f"scoring answer was rejected ({why}); nothing of the round was kept: run it again to score them "
-        "(valid answers are cached, only these are asked again)"
+        "(`hypograph library DIR --topic …` completes a pending round first; valid answers are cached, only "
+        "these are asked again)"
     )
 
 

@@ -141,21 +141,29 @@ class LLMClient:
         self._down: str | None = None  # why the endpoint is out for the rest of this run
         self._missed = 0  # deadlines missed in a row
         self._modes_used: set[str] = set()
-        self._openai = None
-        if not config.offline:
-            from openai import OpenAI  # heavy: only when a model is configured
-
-            self._openai = OpenAI(
-                api_key=config.api_key.get_secret_value(),
-                base_url=config.base_url,
-                timeout=config.timeout,
-                max_retries=config.max_retries,
-                http_client=self._exchange.http_client(),
-            )
+        self._client = None  # the openai client, made at the first call: ``_openai``
+        self._making = threading.Lock()  # not ``_lock``: ``_openai`` may be read while that is held
 
     @property
     def offline(self) -> bool:
-        return self._openai is None
+        return self.config.offline
+
+    @property
+    def _openai(self):
+        """The openai client, made when a request first goes out: importing openai takes about a
+        second, which an answer from the cache (e.g. a topic the guard judged before) never needs."""
+        with self._making:
+            if self._client is None and not self.config.offline:
+                from openai import OpenAI
+
+                self._client = OpenAI(
+                    api_key=self.config.api_key.get_secret_value(),
+                    base_url=self.config.base_url,
+                    timeout=self.config.timeout,
+                    max_retries=self.config.max_retries,
+                    http_client=self._exchange.http_client(),
+                )
+            return self._client
 
     @property
     def decider(self) -> str:

@@ -63,6 +63,7 @@ class Report:
     counts: dict[str, int] = field(default_factory=dict)
     headline: str = ""
     seconds: float = 0.0
+    captions: dict[str, str] = field(default_factory=dict)  # by picture name: what it shows, in words
 
 
 @dataclass
@@ -84,7 +85,7 @@ def write_report(root: Path | str, dupe_threshold: float = DEFAULT_DUPE_THRESHOL
     check_folder(root, "proximity")  # the pictures are written there: never through a link out
     data = _read(root)
     graph = data.graph
-    sweep = threshold_sweep(graph, data.matrix, data.clusters.algorithm, dupe_threshold)
+    sweep = threshold_sweep(graph, data.matrix, data.clusters.algorithm, dupe_threshold, data.clusters)
     maps = _maps(root, data)
     vault = maps.get("vault_map")
     jobs = [("map", picture) for picture in maps.values()] + [("sweep", (sweep, graph.threshold, dupe_threshold))]
@@ -92,6 +93,9 @@ def write_report(root: Path | str, dupe_threshold: float = DEFAULT_DUPE_THRESHOL
     pngs = {name: png for name, (png, _) in drawn.items()}
     labels = {name: placed for name, (_, placed) in drawn.items() if name in maps}
     headline = figures.headline(sweep, graph.threshold, dupe_threshold)
+    # each picture's caption names only what it draws: the threshold lines' styles are the sweep's
+    captions = {name: headline for name in maps}
+    captions["thresholds"] = figures.headline(sweep, graph.threshold, dupe_threshold, styles=True)
     d = store.proximity_dir(root)
     files = {"cluster_map": d / CLUSTER_MAP_PNG, "thresholds": d / THRESHOLDS_PNG}
     if vault is not None:
@@ -118,7 +122,9 @@ def write_report(root: Path | str, dupe_threshold: float = DEFAULT_DUPE_THRESHOL
     content[d / PLOTLY_JS] = _plotly_js()
     written = [path for path, payload in content.items() if write_atomic(path, lambda fh, p=payload: fh.write(p))]
     seconds = time.perf_counter() - started
-    return Report(root, files, written, pngs, sweep, graph.threshold, dupe_threshold, counts, headline, seconds)
+    return Report(
+        root, files, written, pngs, sweep, graph.threshold, dupe_threshold, counts, headline, seconds, captions
+    )
 
 
 def _render_all(jobs: list[tuple[str, object]]) -> list[tuple[bytes, list]]:
@@ -183,7 +189,7 @@ def _read(root: Path) -> _Inputs:
     if missing:
         raise HypographError(
             f"{d / 'embedding-ids.json'}: {len(missing)} graph node(s) not embedded (e.g. {missing[0]}) — "
-            "run proximity again"
+            f"run `hypograph proximity {root}` again"
         )
     matrix = emb.rows if emb.ids == graph.ids else emb.rows[np.asarray([row[i] for i in graph.ids])]
     clusters = store.read_clusters(root)
@@ -207,9 +213,16 @@ def _hover(ids: list[str], titles: dict[str, str], picked: np.ndarray, where: di
     return out
 
 
-def _subtitle(data: _Inputs, picked: np.ndarray) -> str:
+def _subtitle(data: _Inputs, picked: np.ndarray, residuals: int = 0) -> str:
+    """What the map draws: its points (every embedded hypothesis or a sample, and the residuals
+    drawn beside them: the count of points the map's ids line counts too), graph and layout."""
     n = len(data.ids)
     drawn = f"all {n} hypotheses" if picked.size == n else f"{picked.size} of {n} hypotheses (a sample by cluster)"
+    if residuals:
+        drawn = (
+            f"{picked.size + residuals} points: {drawn} and {residuals} residual{'s' if residuals != 1 else ''} "
+            "(◇; not embedded: each drawn at its cluster's middle)"
+        )
     return f"{drawn}; graph threshold {data.graph.threshold:g}, {data.graph.num_edges} edges; layout: graph (igraph)"
 
 
@@ -258,7 +271,7 @@ def _vault_picture(root: Path, data: _Inputs, picked: np.ndarray, xy: np.ndarray
     ids = ids + extra_ids
     return figures.MapPicture(
         title=f"Hypothesis clusters of {root.name}",
-        subtitle=_subtitle(data, picked) + "; ◇ residual (not embedded: drawn at its cluster's middle)",
+        subtitle=_subtitle(data, picked, len(extra_ids)),
         xy=np.vstack([xy, extra_xy]) if extra_ids else xy,
         ids=ids,
         hover=hover,
@@ -386,11 +399,14 @@ def _html(root: Path, maps: dict, labels: dict, sweep: Sweep, threshold: float, 
 
 
 def _table(sweep: Sweep) -> str:
-    head = "<tr><th>threshold</th><th>edges</th><th>pairs ≥ t</th><th>clusters (2+)</th><th>in no edge</th></tr>"
+    head = (
+        "<tr><th>threshold</th><th>edges</th><th>pairs ≥ t</th><th>clusters (all)</th><th>of 2 or more</th>"
+        "<th>of one (in no edge)</th></tr>"
+    )
     cell = lambda v: "–" if v is None else f"{v:g}" if isinstance(v, float) else str(v)  # noqa: E731
     rows = [
         f"<tr><td>{r['threshold']:.2f}</td><td>{cell(r['edges'])}</td><td>{cell(r['pairs'])}</td>"
-        f"<td>{cell(r['clusters'])}</td><td>{cell(r['alone'])}</td></tr>"
+        f"<td>{cell(r['all_clusters'])}</td><td>{cell(r['clusters'])}</td><td>{cell(r['alone'])}</td></tr>"
         for r in sweep.rows()
     ]
     return "<table>" + head + "".join(rows) + "</table>"

@@ -174,8 +174,10 @@ def sweep_figure(sweep: Sweep, threshold: float, dupe_threshold: float):
     )
     lo, hi = _histogram_range(sweep)
     centres = (BINS[:-1] + 0.005)[lo:hi]
-    fig.add_trace(go.Bar(x=centres, y=sweep.counts[lo:hi], name="pairs", marker_color="#1f77b4"), row=1, col=1)
-    fig.update_yaxes(type="log", title_text="pairs", row=1, col=1)
+    bars = go.Bar(x=centres, y=sweep.counts[lo:hi], name="pairs in each 0.01 of similarity", marker_color="#1f77b4")
+    fig.add_trace(bars.update(legend="legend"), row=1, col=1)
+    # log axes ticked at each power of ten only (1, 10, 100), not plotly's 1 2 5 10 2 5
+    fig.update_yaxes(type="log", dtick=1, title_text="pairs", row=1, col=1)
     plotly_style = [
         {"color": "#2ca02c", "width": 8},
         {"color": "#d62728", "dash": "dash", "width": 2},
@@ -185,18 +187,29 @@ def sweep_figure(sweep: Sweep, threshold: float, dupe_threshold: float):
     for (values, name, row), line in zip(sweep_curves(sweep), plotly_style, strict=True):
         ys = [None if v is None else v for v in values]
         mode, opacity = ("lines", 0.4) if line.get("width") == 8 else ("lines+markers", 1.0)
-        trace = go.Scatter(x=sweep.thresholds, y=ys, mode=mode, name=_html_lines(name, 30), line=line, opacity=opacity)
+        trace = go.Scatter(
+            x=sweep.thresholds, y=ys, mode=mode, name=_html_lines(name, 30), line=line, opacity=opacity,
+            legend=LEGENDS[row],
+        )  # fmt: skip
         fig.add_trace(trace, row=row + 1, col=1)
-    fig.update_yaxes(type="log", title_text="count (log)", row=2, col=1)
+    fig.update_yaxes(type="log", dtick=1, title_text="count (log)", row=2, col=1)
     fig.update_yaxes(title_text="count", row=3, col=1)
+    marks = ((threshold, "black", "dash", "threshold"), (dupe_threshold, LINK, "dot", "dupe threshold"))
     for row in (1, 2, 3):
-        fig.add_vline(x=threshold, line={"color": "black", "dash": "dash"}, row=row, col=1)
-        fig.add_vline(x=dupe_threshold, line={"color": LINK, "dash": "dot"}, row=row, col=1)
+        for x, colour, dash, name in marks:
+            fig.add_vline(x=x, line={"color": colour, "dash": dash}, row=row, col=1)
+            key = {"color": colour, "dash": dash}  # a shape has no legend entry: a line of no points keys it
+            fig.add_trace(
+                go.Scatter(x=[None], y=[None], mode="lines", line=key, name=f"{name} {x:.2f}", legend=LEGENDS[row - 1]),
+                row=row, col=1,
+            )  # fmt: skip
     fig.update_xaxes(title_text="cosine similarity", range=[min(0.0, float(BINS[lo])), 1.0])
+    styled = headline(sweep, threshold, dupe_threshold, styles=True)
+    for row, legend in enumerate(LEGENDS):  # each panel's legend beside it, at its top
+        top = fig.layout[f"yaxis{row + 1 if row else ''}"].domain[1]
+        fig.update_layout({legend: {"x": 1.02, "xanchor": "left", "y": top, "yanchor": "top", "font": {"size": 10}}})
     fig.update_layout(
-        title={
-            "text": f"Thresholds<br><sup>{_html_lines(headline(sweep, threshold, dupe_threshold), TITLE_WRAP)}</sup>"
-        },
+        title={"text": f"Thresholds<br><sup>{_html_lines(styled, TITLE_WRAP)}</sup>"},
         width=WIDTH,
         height=1000,
         margin={"t": 150},
@@ -205,23 +218,28 @@ def sweep_figure(sweep: Sweep, threshold: float, dupe_threshold: float):
     return fig
 
 
+LEGENDS = ("legend", "legend2", "legend3")  # the thresholds figure's panels, top to bottom
+
+
 def _histogram_range(sweep: Sweep) -> tuple[int, int]:
     filled = np.flatnonzero(sweep.counts)
     return (int(filled[0]), sweep.counts.size) if filled.size else (100, sweep.counts.size)
 
 
-def headline(sweep: Sweep, threshold: float, dupe_threshold: float) -> str:
-    """One line: what the threshold in force gives, and the most similar pair."""
+def headline(sweep: Sweep, threshold: float, dupe_threshold: float, styles: bool = False) -> str:
+    """One line: what the threshold in force gives, and the most similar pair; with ``styles``,
+    the line style that marks each threshold in the thresholds figure (only there are they drawn)."""
     best = (
         f"the most similar pair, {sweep.best[0]} and {sweep.best[1]}, is at {sweep.best[2]:.2f}" if sweep.best else ""
     )
     if sweep.at_threshold == 0 and sweep.best:
         return f"none of the {sweep.total_pairs} pairs reaches the threshold {threshold:.2f}: {best}"
     edges, pairs = _count(sweep.at_threshold, "edge"), _count(sweep.total_pairs, "pair")
-    said = f"threshold {threshold:.2f} (dashed): {edges} among {pairs}"
+    said = f"threshold {threshold:.2f}{' (dashed)' if styles else ''}: {edges} among {pairs}"
     kd = _index(sweep, dupe_threshold)
+    dotted = " (dotted)" if styles else ""
     dupes = (
-        f"; dupe threshold {dupe_threshold:.2f} (dotted): {_count(round(sweep.pairs[kd]), 'pair')}"
+        f"; dupe threshold {dupe_threshold:.2f}{dotted}: {_count(round(sweep.pairs[kd]), 'pair')}"
         if kd is not None
         else ""
     )
@@ -575,7 +593,7 @@ def sweep_plot(sweep: Sweep, threshold: float, dupe_threshold: float):
     height = 1000
     fig = _new_figure(height)
     title = fig.suptitle(
-        _wrap(headline(sweep, threshold, dupe_threshold), TITLE_WRAP), fontsize=10, y=1 - PAD / height, va="top"
+        _wrap(headline(sweep, threshold, dupe_threshold, True), TITLE_WRAP), fontsize=10, y=1 - PAD / height, va="top"
     )
     below = title.get_window_extent(fig.canvas.get_renderer()).y0
     # the legends in the right quarter, beside their panels; the first panel's title under the headline
@@ -594,17 +612,16 @@ def sweep_plot(sweep: Sweep, threshold: float, dupe_threshold: float):
     axes[2].set_ylabel("count")
     axes[1].set_title("Edges and pairs at each threshold", fontsize=10)
     axes[2].set_title("Clusters at each threshold", fontsize=10)
-    for k, ax in enumerate(axes):
+    for ax in axes:
         ax.axvline(
             threshold,
             color="black",
             linestyle="--",
             linewidth=1,
-            label=f"threshold {threshold:.2f}" if k == 0 else None,
+            label=f"threshold {threshold:.2f}",
         )
         ax.axvline(
-            dupe_threshold, color=LINK, linestyle=":", linewidth=1.5,
-            label=f"dupe threshold {dupe_threshold:.2f}" if k == 0 else None,
+            dupe_threshold, color=LINK, linestyle=":", linewidth=1.5, label=f"dupe threshold {dupe_threshold:.2f}",
         )  # fmt: skip
         ax.set_xlim(min(0.0, float(BINS[lo])), 1.0)
         ax.grid(alpha=0.3)

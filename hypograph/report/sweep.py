@@ -57,17 +57,29 @@ class Sweep:
     at_threshold: int = 0  # the graph's edges, at its own threshold
 
     def rows(self) -> list[dict]:
-        """One dict per threshold (for tables and JSON)."""
+        """One dict per threshold (for tables and JSON); ``all_clusters``: those of 2 or more and
+        those of one hypothesis (alone), as ``clusters.json`` and the command count them."""
         return [
-            {"threshold": t, "edges": e, "clusters": c, "alone": a, "pairs": round(p, 1) if not self.exact else int(p)}
+            {
+                "threshold": t,
+                "edges": e,
+                "all_clusters": None if c is None else c + a,
+                "clusters": c,
+                "alone": a,
+                "pairs": round(p, 1) if not self.exact else int(p),
+            }
             for t, e, c, a, p in zip(self.thresholds, self.edges, self.clusters, self.alone, self.pairs, strict=True)
         ]
 
 
-def threshold_sweep(graph: SimilarityGraph, matrix, algorithm: str = "louvain", dupe_threshold: float = 0.80) -> Sweep:
+def threshold_sweep(
+    graph: SimilarityGraph, matrix, algorithm: str = "louvain", dupe_threshold: float = 0.80, found=None
+) -> Sweep:
     """The sweep of ``graph`` (built from the rows of ``matrix``, L2-normalised, in ``graph.ids``
     order); ``algorithm`` clusters as proximity does; ``dupe_threshold``: the level the graph keeps
-    every pair at whatever its cap (the rebuild below the threshold keeps the same)."""
+    every pair at whatever its cap (the rebuild below the threshold keeps the same). ``found``:
+    proximity's own (``clusters.json``), counted at the graph's threshold instead of clustering
+    again, so that row is the clustering the command reported."""
     n = len(graph.ids)
     if matrix.shape[0] != n:
         raise HypographError(f"{matrix.shape[0]} embedding rows for the graph's {n} nodes")
@@ -90,6 +102,9 @@ def threshold_sweep(graph: SimilarityGraph, matrix, algorithm: str = "louvain", 
     for t in THRESHOLDS:
         source = graph if t >= graph.threshold else low
         e, c, a = _graph_at(source, t, algorithm, built) if source is not None else (None, None, None)
+        if found is not None and abs(t - graph.threshold) < 1e-9:
+            sizes = [len(m) for m in found.clusters.values()]
+            c, a = sum(s >= 2 for s in sizes), sum(s == 1 for s in sizes)
         edges.append(e)
         clusters.append(c)
         alone.append(a)

@@ -104,7 +104,7 @@ def refuse_if_4a_interrupted(root: Path) -> None:
     if marker and marker["phase"] == "4a":
         raise HypographError(
             f"{root}: 4a of {who(marker)} was interrupted before its decisions were recorded; "
-            "run step 4 again from 4a (hypograph structure) before carving clusters"
+            f"run step 4 again from 4a (`hypograph structure {root}`) before carving clusters"
         )
 
 

@@ -83,7 +83,10 @@ def candidate_pairs(
             )
     if len(ids) >= 2 and net.k:
         if embeddings is None:
-            raise HypographError("4a needs the hypotheses' embeddings to find nearest neighbours: run proximity first")
+            raise HypographError(
+                "4a needs the hypotheses' embeddings to find nearest neighbours: run `hypograph proximity VAULT` "
+                "first (`hypograph structure VAULT` runs it before step 4)"
+            )
         for i, j, s in net_pairs(rows(embeddings, hypotheses), [_hint(h) for h in hypotheses], net):
             key = pair_key(ids[i], ids[j])
             if key not in out:

@@ -1,0 +1,91 @@
+"""Simple refusals answer before the heavy parts load (issue 46): another topic with a model
+configured, a folder that is not an input, a library report of a folder with no library. Each is
+exit code, one line, no run recorded and nothing heavy imported first, asserted on the process's
+behaviour, never on its time (the times are in benchmarks/README.md)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from cli_helper import run
+from conftest import EXAMPLE_LIBRARY, copy_tree, offline_env, snapshot
+from llm_stub import answer, llm_server  # noqa: F401
+
+# main() as the console script runs it, then the top-level packages it imported, on stdout
+CODE = (
+    "import sys\n"
+    "from hypograph_cli.main import main\n"
+    "code = main(sys.argv[1:])\n"
+    "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))\n"
+    "sys.exit(code)\n"
+)
+HEAVY = {"dagster", "torch", "sentence_transformers", "transformers", "openai"}
+
+
+def command(*argv, env: dict) -> tuple[int, str, set[str]]:
+    """``hypograph ARGV`` in a process of its own: (exit code, stderr, the packages it imported)."""
+    proc = run(sys.executable, "-c", CODE, *argv, env=env)
+    lines = proc.stdout.splitlines()
+    return proc.returncode, proc.stderr, set(lines[-1].split()) if lines else set()
+
+
+def _no_runs(home) -> bool:
+    """No run was recorded: the instance was never even created, or holds none."""
+    if not (home / "storage").exists():
+        return True
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        return not instance.get_runs()
+
+
+def test_another_topic_is_refused_by_the_model_before_a_sentence_model_or_dagster_loads(tmp_path, llm_server):  # noqa: F811
+    lib = copy_tree(EXAMPLE_LIBRARY, tmp_path / "library")
+    llm_server.always(answer({"same": False, "reason": "another field"}))
+    env = {k: v for k, v in offline_env().items() if k != "HYPOGRAPH_LLM"}
+    env.update(
+        DAGSTER_HOME=str(tmp_path / "home"),
+        HYPOGRAPH_LLM_MODEL="stub-model",
+        HYPOGRAPH_LLM_BASE_URL=llm_server.url,
+        HYPOGRAPH_LLM_API_KEY="sk-test",
+        HYPOGRAPH_LLM_MAX_RETRIES="0",
+    )
+    before = snapshot(lib, exclude=(".hypograph",))
+    for attempt in (1, 2):  # the model asked once; the second refusal from its cached answer
+        code, err, loaded = command("library", lib, "--topic", "something else", env=env)
+        assert code == 2, err
+        assert err.count("\n") == 1 and "not 'something else' (judged by model stub-model: another field)" in err
+        assert "--new-library" in err and "--confirm-topic" in err
+        assert not loaded & (HEAVY - {"openai"}), loaded & HEAVY  # no sentence model, no Dagster
+        if attempt == 2:
+            assert "openai" not in loaded  # a cached answer needs no client
+    assert len(llm_server.requests) == 1
+    assert snapshot(lib, exclude=(".hypograph",)) == before
+    assert _no_runs(tmp_path / "home")
+
+
+@pytest.mark.parametrize("argv", [["add"], ["proximity"], ["report"], ["ui"]], ids=lambda a: a[0])
+def test_a_folder_that_is_not_an_input_is_refused_before_dagster_loads(tmp_path, argv):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "readme.txt").write_text("not an input\n")
+    env = {**offline_env(), "DAGSTER_HOME": str(tmp_path / "home")}
+    code, err, loaded = command(*argv, folder, env=env)
+    assert code == 1
+    assert err == (
+        f"hypograph {argv[0]}: {folder}: not an input (no hypotheses/, hypothesis_library.json or manifest.json)\n"
+    )
+    assert not loaded & HEAVY, loaded & HEAVY
+    assert not (tmp_path / "home").exists()  # no instance opened, no run, no registry written
+    assert not (folder / ".hypograph").exists()
+
+
+def test_a_library_report_of_a_folder_with_no_library_is_refused_before_dagster_loads(tmp_path):
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    env = {**offline_env(), "DAGSTER_HOME": str(tmp_path / "home")}
+    code, err, loaded = command("library", folder, "--report", env=env)
+    assert code == 1 and err == f"hypograph library: {folder / 'hypothesis_library.json'}: no library here yet\n"
+    assert "dagster" not in loaded
+    assert not (tmp_path / "home").exists()
