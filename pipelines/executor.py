@@ -59,7 +59,7 @@ def celery_settings() -> dict:
     the file and what is wrong."""
     import yaml
 
-    path = os.environ.get(CELERY_CONFIG_ENV, "").strip()
+    path = config_path()
     if not path:
         raise ValueError(
             f"{ENV}=celery needs {CELERY_CONFIG_ENV}: the YAML file the Celery workers start with "
@@ -74,6 +74,12 @@ def celery_settings() -> dict:
     if not isinstance(config, dict) or not config.get("broker"):
         raise ValueError(f"{path}: execution.config.broker: missing (the broker's URL, e.g. redis://host:6379/0)")
     return config
+
+
+def config_path() -> str:
+    """The path ``HYPOGRAPH_CELERY_CONFIG`` names ("" when unset): the Celery workers'
+    (``pipelines/celery_worker.py``) and the runs' settings file."""
+    return os.environ.get(CELERY_CONFIG_ENV, "").strip()
 
 
 class _RunMemory(InMemoryIOManager):
