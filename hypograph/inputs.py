@@ -35,9 +35,9 @@ import json
 import os
 import re
 import stat
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from contextlib import AbstractContextManager
 from typing import Literal, NamedTuple, Protocol
 
 from hypograph.atomic import open_regular, read_regular, write_json, write_text

@@ -39,8 +39,8 @@ def unit_settings(*paths: Path) -> dict[str, list[str]]:
     for path in paths:
         text = re.sub(r"\\\n\s*", " ", path.read_text(encoding="utf-8"))
         section = None
-        for line in text.splitlines():
-            line = line.strip()
+        for raw in text.splitlines():
+            line = raw.strip()
             if not line or line.startswith(("#", ";")):
                 continue
             if line.startswith("["):
@@ -57,8 +57,8 @@ def unit_settings(*paths: Path) -> dict[str, list[str]]:
 
 def environment_file(path: Path) -> dict[str, str]:
     out = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
         if line and not line.startswith("#"):
             key, _, value = line.partition("=")
             out[key.strip()] = shlex.split(value)[0] if value.strip() else ""
@@ -154,8 +154,8 @@ def test_the_redis_drop_in_and_the_worker_unit_start_as_written(tmp_path, monkey
         )
     )
     (etc / "env").chmod(0o600)
-    redis_unit = [Path("/lib/systemd/system/redis-server.service"), SYSTEMD / "redis-server.service.d" / "hypograph.conf"]
-    redis_unit = [p for p in redis_unit if p.exists()]
+    debian = Path("/lib/systemd/system/redis-server.service")  # its ExecStart is replaced by the drop-in
+    redis_unit = [p for p in (debian, SYSTEMD / "redis-server.service.d" / "hypograph.conf") if p.exists()]
     redis, _ = start_unit(redis_unit, install, tmp_path / "redis.log")
     worker = None
     try:
@@ -254,4 +254,3 @@ def test_the_install_line_carries_every_extra_the_recipe_needs():
     pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
     extras = re.search(r"(?m)^s3 = \[(.*)\]", pyproject)
     assert extras and "s3fs" in extras.group(1) and "dagster-aws" in extras.group(1)
-

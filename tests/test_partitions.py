@@ -183,7 +183,7 @@ def test_an_unregistered_folder_or_a_broken_registry_is_one_line(tmp_path, home)
         with pytest.raises(HypographError, match="is not registered"):
             registry.resolve("nowhere")
         instance.run_storage.set_cursor_values({REGISTRY_KEY: "{ not json"})
-        with pytest.raises(HypographError, match="registry in the Dagster instance .key hypograph/inputs.: not valid JSON"):
+        with pytest.raises(HypographError, match="in the Dagster instance .key hypograph/inputs.: not valid JSON"):
             registry.records()
     with pytest.raises(HypographError, match="not an input"):
         Registry(tmp_path / "other.json").add(tmp_path)
