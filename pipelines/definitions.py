@@ -16,6 +16,7 @@ import assets.casework
 import assets.library
 import assets.proximity
 import assets.structure
+from assets.shard_files import shard_files_removed
 from assets.sources import inputs_discovered, register_inputs
 from io_managers import HypographIOManager
 from pipelines.executor import EXECUTOR, shard_io_manager
@@ -74,7 +75,7 @@ inputs_resource = Inputs(workspace=os.environ.get("HYPOGRAPH_WORKSPACE") or None
 # What every product shares: where inputs live, the model, the IO managers, the executor, loggers.
 # (Not a module-level name of its own: a code location holds one Definitions at module scope.)
 defs = Definitions(
-    sensors=[inputs_discovered],
+    sensors=[inputs_discovered, shard_files_removed],
     jobs=[register_inputs],  # what inputs_discovered requests: registering happens in a run
     executor=EXECUTOR,
     loggers={**default_loggers(), "step_stages": step_stages},

@@ -106,4 +106,10 @@ def shard_io_manager():
     return FilesystemIOManager(base_dir=os.environ.get(SHARD_STORAGE_ENV) or None)
 
 
+def shard_storage(instance) -> str:
+    """Where ``shard_io_manager`` writes a run's ranges when not in memory: ``HYPOGRAPH_SHARD_STORAGE``,
+    else the instance's ``storage/`` folder (``FilesystemIOManager``'s default)."""
+    return os.environ.get(SHARD_STORAGE_ENV) or instance.storage_directory()
+
+
 EXECUTOR = job_executor()

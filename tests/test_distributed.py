@@ -304,9 +304,19 @@ def test_a_queued_sharded_run_on_two_celery_workers_writes_the_in_process_files(
     shard_steps = [k for k in hosts if k.startswith("similarity_graph.similarity_shard[")]
     assert len(shard_steps) == SHARDS
     assert {h.split("@")[0] for hs in hosts.values() for h in hs} == set(WORKERS)  # both workers ran steps
-    # the shards travelled between the workers as files under the shard storage, by run
-    stored = {p.name for p in (Path(cluster.env["HYPOGRAPH_SHARD_STORAGE"]) / run_id).iterdir()}
-    assert set(shard_steps) | {"similarity_graph.similarity_shards"} <= stored
+    # the shards travelled between the workers through the shard storage...
+    handled = {
+        e.step_key
+        for e in cluster.events(run_id)
+        if e.dagster_event.event_type_value == "HANDLED_OUTPUT" and "shard_io_manager" in e.dagster_event.message
+    }
+    assert set(shard_steps) | {"similarity_graph.similarity_shards"} <= handled
+    # ...and are removed once the run has succeeded (the daemon's shard_files_removed sensor)
+    folder = Path(cluster.env["HYPOGRAPH_SHARD_STORAGE"]) / run_id
+    deadline = time.monotonic() + 120
+    while folder.exists() and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not folder.exists(), sorted(p.name for p in folder.iterdir())
 
 
 def wait_for_step_start(cluster: Cluster, run_id: str, prefix: str, seconds: float = RUN_SECONDS) -> str:
