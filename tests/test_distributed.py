@@ -1,13 +1,16 @@
 """Issue 36: the sharded proximity job on a real distributed executor, as a team deploys it.
 
-A Redis server (Debian's ``redis-server``) is the Celery broker and result backend, two
-``dagster-celery`` workers are processes of their own, and a Dagster daemon takes runs from the run
+A Redis server (Debian's ``redis-server``, with a password) is the Celery broker and result
+backend, two Celery workers started as deploy/systemd/hypograph-worker@.service starts them
+(``celery -A pipelines.celery_worker``, deploy/celery.yaml as it is) are processes of their own, and a Dagster daemon takes runs from the run
 queue (QueuedRunCoordinator) on a throwaway instance; a run is submitted the way the Launchpad
 submits it (``dagster job launch``: the instance's run coordinator, so the queue) and the daemon
 starts it. Every step is a Celery task; the shards travel between workers as files under
 ``HYPOGRAPH_SHARD_STORAGE``. The proximity files must be byte-identical to an in-process run's,
-also when a worker is killed during a shard step (its task is redelivered to the other worker:
-``task_acks_late``, see ``deploy/celery.yaml``) and when the broker restarts in the middle of a run.
+also when a worker is killed during a shard step (its task is redelivered to the other worker
+within 2 minutes: ``task_acks_late`` and the recipe's 60 s ``visibility_timeout``) and when the
+broker restarts in the middle of a run. Issue 44: a broker down for 5 minutes leaves the workers up
+and runs no step of an ended run; issue 47 item 12: a frozen broker is a socket error in seconds.
 
 Every service runs in its own process group (``tests/services.py``) and is killed with its group
 when the module ends, passed or failed.

@@ -115,8 +115,9 @@ def instance_yaml(s3_endpoint: str) -> str:
 class Machines:
     """The services, machine A (daemon, worker serving ``dagster``) and B, C (workers serving ``shards``)."""
 
-    def __init__(self, base: Path):
+    def __init__(self, base: Path, remote: tuple[str, ...] = ("b", "c")):
         self.base = base
+        self.remote = remote  # the machines whose worker serves only `shards`
         self.processes: list[subprocess.Popen] = []
         self.stops = []
         self.password = "redis-" + os.urandom(6).hex()
@@ -149,11 +150,11 @@ class Machines:
             "AWS_ENDPOINT_URL": self.s3_endpoint,
         }
         self.s3_client().create_bucket(Bucket=BUCKET)
-        self.env = {name: self.machine_env(name) for name in ("a", "b", "c")}
+        self.env = {name: self.machine_env(name) for name in ("a", *self.remote)}
         with self.instance() as instance:  # the tables made once, before four processes open them
             instance.get_runs(limit=1)
         self.service([VENV_BIN / "dagster-daemon", "run", "-w", "workspace.yaml"], "daemon-a", self.env["a"], REPO)
-        for name, queues in (("a", "dagster"), ("b", "shards"), ("c", "shards")):
+        for name, queues in (("a", "dagster"), *((r, "shards") for r in self.remote)):
             args = [VENV_BIN / "celery", "-A", "pipelines.celery_worker", "worker", "--pool", "solo"]
             args += ["-Q", queues, "-n", f"{name}@%h", "--loglevel", "INFO"]
             self.service(args, f"worker-{name}", self.env[name], self.base / name / "work")
@@ -268,8 +269,14 @@ def test_a_sharded_run_with_workers_on_two_other_machines_writes_the_in_process_
     assert all(hosts[k] == {"a"} for k in hosts if k not in shard_steps), hosts  # the rest on A
 
     # step logs in the object store, readable from any machine; B's and C's folders hold no shard
-    logs = machines.keys(f"hypograph/logs/storage/{run.run_id}/")
-    assert any("similarity_shard" in k for k in logs), logs
+    logs = set(machines.keys(f"hypograph/logs/storage/{run.run_id}/compute_logs/"))
+    captured = [
+        e.dagster_event.event_specific_data for e in events if e.dagster_event.event_type_value == "LOGS_CAPTURED"
+    ]
+    shard_logs = [c.file_key for c in captured if any("_shard[" in k for k in c.step_keys)]
+    assert shard_logs, captured
+    for key in shard_logs:  # what B and C printed, on the object store, where the UI reads it from any machine
+        assert f"hypograph/logs/storage/{run.run_id}/compute_logs/{key}.err" in logs, (key, sorted(logs))
     for name in ("b", "c"):
         local = [p for p in (machines.base / name).rglob("*") if p.is_file() and run.run_id in str(p)]
         assert not [p for p in local if "shard" in p.name], local
