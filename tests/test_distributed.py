@@ -2,10 +2,11 @@
 
 A Redis server (Debian's ``redis-server``, with a password) is the Celery broker and result
 backend, two Celery workers started as deploy/systemd/hypograph-worker@.service starts them
-(``celery -A pipelines.celery_worker``, deploy/celery.yaml as it is) are processes of their own, and a Dagster daemon takes runs from the run
-queue (QueuedRunCoordinator) on a throwaway instance; a run is submitted the way the Launchpad
-submits it (``dagster job launch``: the instance's run coordinator, so the queue) and the daemon
-starts it. Every step is a Celery task; the shards travel between workers as files under
+(``celery -A pipelines.celery_worker``, deploy/celery.yaml as it is) are processes of their own,
+and a Dagster daemon takes runs from the run queue (QueuedRunCoordinator) on a throwaway
+instance; a run is submitted the way the Launchpad submits it (``dagster job launch``: the
+instance's run coordinator, so the queue) and the daemon starts it. Every step is a Celery task;
+the shards travel between workers as files under
 ``HYPOGRAPH_SHARD_STORAGE``. The proximity files must be byte-identical to an in-process run's,
 also when a worker is killed during a shard step (its task is redelivered to the other worker
 within 2 minutes: ``task_acks_late`` and the recipe's 60 s ``visibility_timeout``) and when the
