@@ -213,7 +213,7 @@ class Cluster:
         lines = []
         for e in self.events(run_id):
             event = e.dagster_event
-            if event.event_type_value in ("STEP_FAILURE", "RUN_FAILURE") or (
+            if event.event_type_value in ("STEP_FAILURE", "RUN_FAILURE", "PIPELINE_FAILURE") or (
                 event.is_engine_event and event.engine_event_data and event.engine_event_data.error
             ):
                 error = getattr(event.event_specific_data, "error", None)
@@ -467,7 +467,9 @@ def test_a_worker_killed_during_a_shard_step_is_replaced_by_the_other(cluster, r
 
 
 def run_end(events: list) -> float:
-    (end,) = [e.timestamp for e in events if e.dagster_event.event_type_value in ("RUN_SUCCESS", "RUN_FAILURE")]
+    # a run's end events keep their old names: PIPELINE_SUCCESS, PIPELINE_FAILURE
+    ends = ("PIPELINE_SUCCESS", "PIPELINE_FAILURE")
+    (end,) = [e.timestamp for e in events if e.dagster_event.event_type_value in ends]
     return end
 
 
@@ -488,7 +490,10 @@ def test_a_five_minute_broker_outage_leaves_the_workers_up_and_runs_no_step_of_a
     if run.status.value == "SUCCESS":
         assert_identical(root, reference)
     else:
-        assert "Connection" in cluster.failures(run_id), cluster.failures(run_id) + cluster.logs()
+        tail = [
+            f"{e.dagster_event.event_type_value} {e.step_key}: {e.message[:300]}" for e in cluster.events(run_id)[-15:]
+        ]
+        assert "Connection" in cluster.failures(run_id), f"{run.status}\n" + "\n".join(tail) + cluster.logs()
     time.sleep(VISIBILITY + 20)  # what Redis still held of the run is handed out again by now
     assert all(w.poll() is None for w in cluster.workers.values()), cluster.logs()
     events = cluster.events(run_id)
