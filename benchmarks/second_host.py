@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -40,6 +41,7 @@ BIN = Path(sys.executable).parent
 
 def one_run(corpus: Path, remote: int, shards: int) -> dict:
     base = Path(tempfile.mkdtemp(prefix="hypograph-2host-"))
+    os.environ["DAGSTER_HOME"] = str(base / "bench-home")  # this process's own (the machines have theirs)
     machines = Machines(base, remote=tuple("bcdefg"[:remote]))
     try:
         machines.start()
