@@ -6,6 +6,8 @@ logs Dagster keeps in the same folder on one machine stay. A failed run's files 
 re-executing it from its failure finds them. A run of the ``in_process`` executor wrote none.
 """
 
+import contextlib
+
 import fsspec
 from dagster import DagsterRunStatus, DefaultSensorStatus, RunStatusSensorContext, run_status_sensor
 
@@ -15,17 +17,21 @@ KEEP = {"compute_logs"}  # LocalComputeLogManager's folder beside the shards on 
 
 
 def remove_run_shards(base: str, run_id: str) -> list[str]:
-    """Remove ``<base>/<run_id>/*`` but ``KEEP``; the paths removed."""
+    """Remove the files under ``<base>/<run_id>/`` but ``KEEP``'s (and the folders they leave, on a
+    file system); the files removed. An object store has no folders: its files are listed whole
+    (``find``) and removed in one call."""
     fs, root = fsspec.core.url_to_fs(base)
     folder = f"{root.rstrip('/')}/{run_id}"
-    if not fs.exists(folder):
-        return []
-    removed = [p for p in fs.ls(folder, detail=False) if p.rstrip("/").rsplit("/", 1)[-1] not in KEEP]
-    for path in removed:
-        fs.rm(path, recursive=True)
-    if not fs.ls(folder, detail=False):
-        fs.rm(folder, recursive=True)
-    return removed
+    fs.invalidate_cache()
+    files = [p for p in fs.find(folder) if not KEEP & set(p[len(folder) :].split("/"))]
+    if files:
+        fs.rm(files)
+    fs.invalidate_cache()
+    for entry in fs.ls(folder, detail=False) if fs.isdir(folder) else []:
+        if entry.rstrip("/").rsplit("/", 1)[-1] not in KEEP:
+            with contextlib.suppress(FileNotFoundError):
+                fs.rm(entry, recursive=True)
+    return files
 
 
 @run_status_sensor(
