@@ -184,7 +184,7 @@ class Cluster:
             env=self.env,
             capture_output=True,
             text=True,
-            timeout=180,
+            timeout=600,  # loading the code location takes minutes on a loaded 2-core machine
             check=False,
         )
         assert launched.returncode == 0, launched.stderr[-3000:]
