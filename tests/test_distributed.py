@@ -493,7 +493,9 @@ def test_a_five_minute_broker_outage_leaves_the_workers_up_and_runs_no_step_of_a
         tail = [
             f"{e.dagster_event.event_type_value} {e.step_key}: {e.message[:300]}" for e in cluster.events(run_id)[-15:]
         ]
-        assert "Connection" in cluster.failures(run_id), f"{run.status}\n" + "\n".join(tail) + cluster.logs()
+        # one line naming the broker's failure (the retries in deploy/celery.yaml used up)
+        failed = cluster.failures(run_id)
+        assert "failed to get meta" in failed or "Connection" in failed, f"{run.status}\n" + "\n".join(tail)
     time.sleep(VISIBILITY + 20)  # what Redis still held of the run is handed out again by now
     assert all(w.poll() is None for w in cluster.workers.values()), cluster.logs()
     events = cluster.events(run_id)
