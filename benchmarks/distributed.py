@@ -1,7 +1,7 @@
 """Benchmark the sharded proximity job on Celery workers (issue 36): whole processes, this machine.
 
 For a corpus (``benchmarks/proximity_corpus.py``: ``--profile``, ``--size``) and each worker count
-of ``--workers``, it starts a Redis server and that many ``dagster-celery`` workers (one task at a
+of ``--workers``, it starts a Redis server and that many Celery workers (one task at a
 time each, ``--pool solo`` as ``deploy/`` starts them; each step's peak memory is measured by
 ``celery_peaks.py``), then runs the
 whole ``proximity`` job on the corpus with ``shards`` ranges (``dagster job execute``: the run's
@@ -102,9 +102,10 @@ def services(tmp: Path, root: Path, workers: int) -> tuple[dict, list[subprocess
     )
     procs = [redis]
     for k in range(workers):
-        args = [BIN / "dagster-celery", "worker", "start", "-A", "dagster_celery.app", "-y", config, "-n", f"w{k}"]
-        args += ["-i", "celery_peaks", "-i", "pipelines.definitions", "--"]
-        args += ["--pool", "solo"]  # as deploy/ starts them: one step at a time, free to fork
+        # as deploy/systemd/hypograph-worker@.service starts them: one step at a time, free to fork,
+        # both queues (the range steps go to `shards`)
+        args = [BIN / "celery", "-A", "pipelines.celery_worker", "worker", "--pool", "solo", "-Q", "dagster,shards"]
+        args += ["-n", f"w{k}@%h", "-I", "celery_peaks,pipelines.definitions"]
         procs.append(start(args, tmp / f"w{k}.log", env))
     time.sleep(3)
     return env, procs

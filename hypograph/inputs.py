@@ -3,8 +3,10 @@
 An input is a folder Hypograph works on: a prox run directory, a vault, a library, or a case
 package. Each gets an id (its folder's name made safe, plus a short suffix when two collide) that
 is written into the input itself (``.hypograph/input-id``), so a folder moved and registered again
-keeps its id, and with it its history. The registry (one JSON file, id -> path and kind) is how an
-id is turned back into a folder.
+keeps its id, and with it its history. The registry (one JSON object, id -> path and kind) is how
+an id is turned back into a folder; it lives in a ``RegistryStore``: a JSON file (``JsonFileStore``,
+what a path given to ``Registry`` means) or, for the Dagster code location, the instance's own
+storage (``resources/inputs.py``), so that a process on another machine finds it.
 
 Which folder an id belongs to: the id file records, besides the id, the folder it was written for
 (``folder <device>:<inode>`` of the input folder). Registering a folder at a new path keeps the id
@@ -33,9 +35,10 @@ import json
 import os
 import re
 import stat
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, Protocol
 
 from hypograph.atomic import open_regular, read_regular, write_json, write_text
 from hypograph.errors import HypographError
@@ -221,12 +224,47 @@ def _regular(path: Path) -> bool:
         return False
 
 
-class Registry:
-    """id -> (path, kind) of every registered input, kept in one JSON file (written atomically
-    under its lock)."""
+class RegistryStore(Protocol):
+    """Where the registry's JSON object is kept: ``read`` its bytes (None when there is none yet),
+    ``write`` a new object whole, ``lock`` around a read-modify-write; ``name`` is what an error
+    line calls it."""
+
+    name: str
+
+    def read(self) -> bytes | None: ...
+
+    def write(self, entries: dict) -> None: ...
+
+    def lock(self) -> AbstractContextManager: ...
+
+
+class JsonFileStore:
+    """The registry as one JSON file, read bounded (``REGISTRY_MAX``), written atomically, under
+    the lock file beside it."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
+        self.name = str(self.path)
+
+    def read(self) -> bytes | None:
+        try:
+            return read_regular(self.path, REGISTRY_MAX, f"{self.path} (the input registry)")
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def write(self, entries: dict) -> None:
+        write_json(self.path, entries)
+
+    def lock(self) -> AbstractContextManager:
+        return file_lock(self.path.with_name(self.path.name + ".lock"))
+
+
+class Registry:
+    """id -> (path, kind) of every registered input, kept in ``store`` (a path: that JSON file),
+    written whole under the store's lock."""
+
+    def __init__(self, store: RegistryStore | Path | str):
+        self.store = JsonFileStore(store) if isinstance(store, (str, os.PathLike)) else store
         self.ignored: list[str] = []  # one line per malformed entry the last read passed over
 
     def records(self) -> list[InputRecord]:
@@ -259,7 +297,7 @@ class Registry:
         """``add`` for many folders with one read and at most one write of the registry. A
         symlinked ``.hypograph/`` (or id file) is refused before anything is written."""
         resolved = [(Path(root).resolve(), kind) for root, kind in roots]
-        with file_lock(self.path.with_name(self.path.name + ".lock")):
+        with self.store.lock():
             entries = self._read()
             before = dict(entries)
             out = []
@@ -273,7 +311,7 @@ class Registry:
                 entries[input_id] = {"path": str(root), "kind": kind}
                 out.append(InputRecord(input_id, root, kind, note))
             if entries != before:
-                write_json(self.path, dict(sorted(entries.items())))
+                self.store.write(dict(sorted(entries.items())))
         return out
 
     def new_folders(self, folders: list[Path]) -> list[Path]:
@@ -319,18 +357,18 @@ class Registry:
         raise HypographError(f"{root}: no free input id")  # pragma: no cover - 2^24 collisions
 
     def _read(self) -> dict:
+        name = self.store.name
         try:
-            raw = json.loads(read_regular(self.path, REGISTRY_MAX, f"{self.path} (the input registry)").decode("utf-8"))
-        except (FileNotFoundError, NotADirectoryError):
-            return {}
+            raw = self.store.read()
+            raw = json.loads(raw.decode("utf-8")) if raw is not None else {}
         except RecursionError:
-            raise HypographError(f"{self.path}: not usable JSON (nested too deep); move it aside") from None
+            raise HypographError(f"{name}: not usable JSON (nested too deep); move it aside") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise HypographError(f"{self.path}: not valid JSON ({e}); move it aside, then `hypograph add`") from None
+            raise HypographError(f"{name}: not valid JSON ({e}); move it aside, then `hypograph add`") from None
         if not isinstance(raw, dict):
-            raise HypographError(f"{self.path}: not an input registry (expected id -> {{path, kind}})")
+            raise HypographError(f"{name}: not an input registry (expected id -> {{path, kind}})")
         bad = _malformed(raw)
-        self.ignored = [f"{self.path}: entry {i!r}: {why}; ignored" for i, why in bad.items()]
+        self.ignored = [f"{name}: entry {i!r}: {why}; ignored" for i, why in bad.items()]
         return {i: e for i, e in raw.items() if i not in bad}
 
 

@@ -29,6 +29,7 @@ import assets.library
 import assets.proximity
 import assets.structure
 from assets.partition_keys import partition_keys
+from assets.shard_files import shard_files_removed
 from assets.sources import inputs_discovered, register_inputs
 from io_managers import HypographIOManager
 from resources import Inputs, LLMResource
@@ -86,7 +87,7 @@ inputs_resource = Inputs(workspace=environment.current().workspace)
 # What every product shares: where inputs live, the model, the IO managers, the executor, loggers.
 # (Not a module-level name of its own: a code location holds one Definitions at module scope.)
 defs = Definitions(
-    sensors=[inputs_discovered, partition_keys],
+    sensors=[inputs_discovered, partition_keys, shard_files_removed],
     jobs=[register_inputs],  # what inputs_discovered requests: registering happens in a run
     executor=EXECUTOR,
     loggers={**default_loggers(), "step_stages": step_stages},

@@ -66,7 +66,7 @@ def celery_settings() -> dict:
     and what is wrong."""
     import yaml
 
-    path = environment.current().celery_config
+    path = config_path()
     if not path:
         raise HypographError(
             f"{ENV}=celery needs {CELERY_CONFIG_ENV}: the YAML file the Celery workers start with "
@@ -80,6 +80,12 @@ def celery_settings() -> dict:
     if not isinstance(config, dict) or not config.get("broker"):
         raise HypographError(f"{path}: execution.config.broker: missing (the broker's URL, e.g. redis://host:6379/0)")
     return config
+
+
+def config_path() -> str:
+    """The path ``HYPOGRAPH_CELERY_CONFIG`` names ("" when unset): the Celery workers'
+    (``pipelines/celery_worker.py``) and the runs' settings file."""
+    return (environment.current().celery_config or "").strip()
 
 
 class _RunMemory(InMemoryIOManager):
@@ -104,6 +110,12 @@ def shard_io_manager():
     if EXECUTOR is in_process_executor:
         return _RunMemory()
     return ShardIOManager(base_dir=environment.current().shard_storage)
+
+
+def shard_storage(instance) -> str:
+    """Where ``shard_io_manager`` writes a run's ranges when not in memory: ``HYPOGRAPH_SHARD_STORAGE``,
+    else the instance's ``storage/`` folder (``FilesystemIOManager``'s default)."""
+    return environment.current().shard_storage or instance.storage_directory()
 
 
 EXECUTOR = job_executor()

@@ -102,11 +102,11 @@ def open_instance() -> Iterator:
         yield instance
 
 
-def registry() -> Registry:
-    """The input registry of the shared instance (``$DAGSTER_HOME/inputs.json``)."""
-    from resources.inputs import REGISTRY_FILE
+def registry(instance) -> Registry:
+    """The input registry kept in ``instance`` (``resources/inputs.py``)."""
+    from resources.inputs import instance_registry
 
-    return Registry(dagster_home() / REGISTRY_FILE)
+    return instance_registry(instance)
 
 
 def register(instance, root: Path, kind: Kind | None = None) -> InputRecord:
@@ -114,7 +114,7 @@ def register(instance, root: Path, kind: Kind | None = None) -> InputRecord:
     package's revisions (idempotent); returns its record."""
     from assets.sources import partition_requests
 
-    record = registry().add(root, kind)
+    record = registry(instance).add(root, kind)
     if record.note:  # the id file it carried was not taken (a copy): said once, on stderr
         print(f"hypograph: {record.note}", file=sys.stderr)
     for request in partition_requests(instance, [record]):

@@ -119,17 +119,26 @@ def test_an_id_file_that_is_a_device_a_fifo_or_huge_is_refused_unread(tmp_path):
 
 
 def test_a_registry_that_is_a_device_or_huge_is_refused_unread(tmp_path):
+    """The registry file an earlier version left (moved into the instance at first use) is read
+    bounded, never through a link; the registry in the instance is bounded too."""
     run = build_run_dir(tmp_path / "run")
     env = own_home(tmp_path)
-    assert in_process("add", run, env=env).returncode == 0  # the instance and a registry exist
     registry = tmp_path / "home" / "inputs.json"
-    registry.unlink()
+    registry.parent.mkdir()
     registry.symlink_to("/dev/zero")
     one_line(in_process("add", run, env=env), str(registry), "symlink")
     registry.unlink()
     with open(registry, "wb") as fh:
         fh.truncate(200 << 20)
     one_line(in_process("add", run, env=env), str(registry), f"over the {REGISTRY_MAX}-byte limit")
+    registry.unlink()
+    from dagster import DagsterInstance
+
+    from resources.inputs import REGISTRY_KEY
+
+    with DagsterInstance.from_config(str(registry.parent)) as instance:
+        instance.run_storage.set_cursor_values({REGISTRY_KEY: "{" + " " * REGISTRY_MAX + "}"})
+    one_line(in_process("add", run, env=env), "the input registry in the Dagster instance", f"over {REGISTRY_MAX}")
 
 
 def test_a_huge_vault_node_is_refused_unread_and_nothing_is_written(tmp_path):
@@ -227,8 +236,13 @@ def test_a_copy_never_takes_the_originals_id_even_once_the_original_moved(tmp_pa
     assert "written for another folder" in added.stderr and str(copy / ID_FILE) in added.stderr
     back = in_process("add", moved, env=env)  # the original, moved: its id and history
     assert back.returncode == 0 and back.stdout.startswith("orig: run-dir"), back
-    registry = Registry(tmp_path / "home" / "inputs.json")
-    assert registry.resolve("orig") == moved.resolve() and registry.resolve("copy") == copy.resolve()
+    from dagster import DagsterInstance
+
+    from resources.inputs import instance_registry
+
+    with DagsterInstance.from_config(str(tmp_path / "home")) as instance:
+        registry = instance_registry(instance)
+        assert registry.resolve("orig") == moved.resolve() and registry.resolve("copy") == copy.resolve()
     assert stored_id(copy) == "copy" and stored_id(moved) == "orig"
 
 

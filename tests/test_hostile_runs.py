@@ -188,6 +188,6 @@ def test_a_malformed_registry_entry_is_ignored_in_one_line(tmp_path):
     from hypograph.inputs import Registry
 
     registry = Registry(tmp_path / "inputs.json")
-    poison_registry(registry.path)
+    poison_registry(registry.store.path)
     assert registry.records() == []
-    assert registry.ignored == [f"{registry.path}: entry 'numbered': field 'path': 5 is not a path; ignored"]
+    assert registry.ignored == [f"{registry.store.path}: entry 'numbered': field 'path': 5 is not a path; ignored"]

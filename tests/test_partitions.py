@@ -26,6 +26,7 @@ from hypograph.library.settings import LibrarySettings
 from pipelines.definitions import defs
 from pipelines.launch import execute, register, run_config
 from resources import Inputs
+from resources.inputs import REGISTRY_KEY, instance_registry
 
 NEW_BEHAVIOR = "Reward models score an answer higher when it repeats the opinion the user stated first."
 EXAMPLES = ("run", "vault", "library", "case")
@@ -167,23 +168,40 @@ def test_a_moved_folder_keeps_its_id_and_its_runs_and_a_copy_gets_its_own(tmp_pa
         assert register(instance, moved).id == "run"
         assert register(instance, copy).id.startswith("run-")
         assert [r.job_name for r in instance.get_runs()] == ["proximity"]  # its history, under its id
-    registry = Registry(home / "inputs.json")
-    assert registry.resolve("run") == moved.resolve()
+        registry = instance_registry(instance)
+        assert registry.resolve("run") == moved.resolve()
+        assert registry.get("run").kind == "run-dir"
     assert stored_id(moved) == "run" and stored_id(copy) != "run"
-    assert json.loads((home / "inputs.json").read_text())["run"]["kind"] == "run-dir"
+    assert not (home / "inputs.json").exists()  # kept in the instance's storage, not a local file
 
 
 def test_an_unregistered_folder_or_a_broken_registry_is_one_line(tmp_path, home):
     from hypograph.errors import HypographError
 
-    registry = Registry(home / "inputs.json")
-    with pytest.raises(HypographError, match="is not registered"):
-        registry.resolve("nowhere")
-    (home / "inputs.json").write_text("{ not json")
-    with pytest.raises(HypographError, match="inputs.json: not valid JSON"):
-        registry.records()
+    with DagsterInstance.from_config(str(home)) as instance:
+        registry = instance_registry(instance)
+        with pytest.raises(HypographError, match="is not registered"):
+            registry.resolve("nowhere")
+        instance.run_storage.set_cursor_values({REGISTRY_KEY: "{ not json"})
+        with pytest.raises(HypographError, match="in the Dagster instance .key hypograph/inputs.: not valid JSON"):
+            registry.records()
     with pytest.raises(HypographError, match="not an input"):
         Registry(tmp_path / "other.json").add(tmp_path)
+
+
+def test_an_earlier_versions_registry_file_moves_into_the_instance_once(tmp_path, home):
+    """Issue 44: a worker on another host sees the registry because it lives in the instance's
+    storage; a $DAGSTER_HOME/inputs.json of an earlier version is moved there at first use."""
+    root = copy_tree(REPO / "examples" / "run", tmp_path / "run")
+    Registry(home / "inputs.json").add(root)  # what an earlier version wrote
+    with DagsterInstance.from_config(str(home)) as instance:
+        assert instance_registry(instance).resolve("run") == root.resolve()
+        assert not (home / "inputs.json").exists() and (home / "inputs.json.moved-to-instance").is_file()
+        stored = json.loads(instance.run_storage.get_cursor_values({REGISTRY_KEY})[REGISTRY_KEY])
+        assert stored == {"run": {"path": str(root.resolve()), "kind": "run-dir"}}
+    # another process opening the same storage (as a worker does, with no inputs.json at all) finds it
+    with DagsterInstance.from_config(str(home)) as instance:
+        assert instance_registry(instance).resolve("run") == root.resolve()
 
 
 def test_the_data_version_is_the_content_not_the_mtime(tmp_path):

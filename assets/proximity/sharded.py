@@ -7,6 +7,13 @@ run's executor runs the N steps in parallel (``HYPOGRAPH_EXECUTOR=multiprocess``
 ``celery``: a task each on Celery workers, ``k8s``: a pod each). Ranges and their results pass
 between steps through ``shard_io_manager`` (in memory in a one-process run; else npz files, never
 pickles, under a UPath: local disk, or object storage for steps on other machines).
+
+Where each step may run (``dagster-celery``'s queue per step, op tag ``dagster-celery/queue``): the
+fan-out and join ops read or write the input's folder (through the ``io_manager``), so they stay on
+the default queue ``dagster``, served by workers that mount the inputs. The per-range ops read and
+write nothing but the shard store -- the fan-out op puts the corpus (or the embeddings) there for
+them -- so they go to the queue ``shards``, which any worker that reaches the shard store may serve.
+Other executors ignore the tag.
 """
 
 from dagster import DynamicOut, DynamicOutput, MetadataValue, OpExecutionContext, Out, Output, graph_asset, op
@@ -24,22 +31,29 @@ from resources import ProximityResource
 
 SHARDS = "shard_io_manager"
 GRAPH_ASSET = dict(group_name=PROXIMITY, partitions_def=hypothesis_inputs)
+# dagster-celery's queue for a step that needs no input folder (deploy/README-deployment.md)
+ANY_HOST = {"dagster-celery/queue": "shards"}
+FAN_OUT = {"rows": DynamicOut(io_manager_key=SHARDS), "data": Out(io_manager_key=SHARDS)}
 
 
-def _fan_out(ranges: list[tuple[int, int]]):
+def _fan_out(ranges: list[tuple[int, int]], data):
+    """``data`` (what every range step reads) once into the shard store, then one output per range."""
+    yield Output(data, "data")
     for a, b in ranges:
-        yield DynamicOutput((a, b), mapping_key=f"rows_{a}_{b}")
+        yield DynamicOutput((a, b), mapping_key=f"rows_{a}_{b}", output_name="rows")
 
 
-@op(out=DynamicOut(io_manager_key=SHARDS))
+@op(out=FAN_OUT)
 @project_errors
 def embedding_shards(hypothesis_texts: Corpus, proximity: ProximityResource):
-    """Row ranges to embed separately (one for tfidf, whose IDF needs the whole corpus)."""
+    """Row ranges to embed separately (one for tfidf, whose IDF needs the whole corpus), and the
+    corpus for the steps that embed them."""
     settings = proximity.settings()
-    yield from _fan_out(embedding_ranges(len(hypothesis_texts.ids), settings.backend, settings.shards))
+    ranges = embedding_ranges(len(hypothesis_texts.ids), settings.backend, settings.shards)
+    yield from _fan_out(ranges, hypothesis_texts)
 
 
-@op(out=Out(io_manager_key=SHARDS))
+@op(out=Out(io_manager_key=SHARDS), tags=ANY_HOST)
 @project_errors
 def embed_shard(hypothesis_texts: Corpus, rows, proximity: ProximityResource) -> Embeddings:
     """The embeddings of hypotheses [a, b)."""
@@ -70,7 +84,8 @@ def join_embedding_shards(parts: list[Embeddings]) -> Output[Embeddings]:
 def hypothesis_embeddings(hypothesis_texts):
     """L2-normalised rows, one per hypothesis: TF-IDF (sparse) or sentence-transformers (dense),
     sbert embedded in ``shards`` row ranges."""
-    parts = embedding_shards(hypothesis_texts).map(lambda rows: embed_shard(hypothesis_texts, rows))
+    ranges, corpus = embedding_shards(hypothesis_texts)
+    parts = ranges.map(lambda rows: embed_shard(corpus, rows))
     return join_embedding_shards(parts.collect())
 
 
@@ -79,14 +94,16 @@ def _plan(emb: Embeddings, proximity: ProximityResource):
     return plan_graph(emb.rows, settings.graph_threshold, settings.max_neighbours, settings.dupe_threshold)
 
 
-@op(out=DynamicOut(io_manager_key=SHARDS))
+@op(out=FAN_OUT)
 @project_errors
 def similarity_shards(hypothesis_embeddings: Embeddings, proximity: ProximityResource):
-    """Position ranges of about equal work (the plan is deterministic: every step rebuilds it)."""
-    yield from _fan_out(shards.shard_ranges(_plan(hypothesis_embeddings, proximity), proximity.settings().shards))
+    """Position ranges of about equal work (the plan is deterministic: every step rebuilds it), and
+    the embeddings for the steps that search them."""
+    ranges = shards.shard_ranges(_plan(hypothesis_embeddings, proximity), proximity.settings().shards)
+    yield from _fan_out(ranges, hypothesis_embeddings)
 
 
-@op(out=Out(io_manager_key=SHARDS))
+@op(out=Out(io_manager_key=SHARDS), tags=ANY_HOST)
 @project_errors
 def similarity_shard(hypothesis_embeddings: Embeddings, rows, proximity: ProximityResource):
     """The edges found from one range: (block, how). One shard uses every core here; one of
@@ -143,5 +160,6 @@ def _cap_note(cap: int, dupe_threshold: float) -> str:
 @graph_asset(**GRAPH_ASSET, kinds={"python"})
 def similarity_graph(hypothesis_embeddings):
     """Cosine similarity graph, computed in ``shards`` row ranges merged into one."""
-    parts = similarity_shards(hypothesis_embeddings).map(lambda rows: similarity_shard(hypothesis_embeddings, rows))
+    ranges, embeddings = similarity_shards(hypothesis_embeddings)
+    parts = ranges.map(lambda rows: similarity_shard(embeddings, rows))
     return merge_similarity_shards(hypothesis_embeddings, parts.collect())
