@@ -82,7 +82,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from hypograph.text import printable_output
+
     args = _parser().parse_args(argv)
+    with printable_output():  # what a command prints from data (titles, ids, paths, errors): escaped
+        return _main(args)
+
+
+def _main(args) -> int:
     try:
         from hypograph.paths import check_input
 

