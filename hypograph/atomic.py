@@ -25,6 +25,11 @@ from typing import IO, Any
 
 from hypograph.errors import HypographError
 
+# The tool's own state files (ledgers, journals, caches, run records) are read through
+# ``read_regular`` with at most this many bytes: a FIFO or device planted there is refused, never
+# waited on, and a file grown beyond what the tool writes is refused unread.
+STATE_MAX = 256 << 20
+
 
 def _umask() -> int:
     mask = os.umask(0)

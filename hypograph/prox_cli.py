@@ -224,7 +224,7 @@ def _adjudicate(args) -> int:
 
     pairs = read_dupes(args.run_dir)
     hypotheses = {h.id: h for h in load_corpus(args.run_dir).hypotheses}
-    reviews = read_reviews(args.run_dir)
+    reviews = read_reviews(args.run_dir, hypotheses)
     for line in unapplied_reviews(reviews, hypotheses):
         print(f"warning: {line}", file=sys.stderr)
     client = _llm_client(args, "dedup_verdicts")

@@ -51,3 +51,52 @@ def test_item10_hostile_titles_never_reach_the_terminal(example_run):
         result = prox(command[0], "--run-dir", run, *command[1:])
         assert result.returncode == 0, result.stderr
         _clean(result, f"prox {command[0]}")
+
+
+# -- items 1 and 11: a person's decisions, validated as a whole ----------------------------------------------------
+
+
+def _review(vault: Path, *entries: tuple[str, str, str]) -> Path:
+    path = vault / "proximity" / "review.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = [{"pair": [a, b], "verdict": v, "rationale": f"{v} by the supervisor"} for a, b, v in entries]
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+def _refused(result, path: Path, *needles: str) -> None:
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1, (result.returncode, result.stdout, result.stderr)
+    assert str(path) in lines[0] and all(n in lines[0] for n in needles), lines[0]
+
+
+def _hypotheses(vault: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(vault)): p.read_bytes() for p in sorted((vault / "hypotheses").rglob("*.md"))}
+
+
+def test_item01_conflicting_review_refused(example_vault):
+    path = _review(example_vault, ("H-1", "H-2", "KEEP"), ("H-3", "H-4", "KEEP"), ("H-1", "H-2", "MERGE"))
+    before = _hypotheses(example_vault)
+    _refused(hypograph("structure", example_vault, "--llm", "offline"), path, "entries 0 and 2", "H-1/H-2")
+    assert _hypotheses(example_vault) == before, "nothing moved"
+    _refused(hypograph("check", example_vault), path, "entries 0 and 2", "KEEP and MERGE")
+    # the file corrected, the vault structures and its checks pass: nothing was left half-done
+    _review(example_vault, ("H-1", "H-2", "KEEP"), ("H-3", "H-4", "KEEP"))
+    result = hypograph("structure", example_vault, "--llm", "offline")
+    assert result.returncode == 0, result.stderr
+    assert hypograph("check", example_vault).returncode == 0
+
+
+def test_item11_self_pair_and_unknown_id_refused(example_vault):
+    path = _review(example_vault, ("H-1", "H-1", "MERGE"), ("H-2", "H-9999", "KEEP"))
+    before = _hypotheses(example_vault)
+    for command in ("structure", "proximity"):
+        _refused(
+            hypograph(command, example_vault, "--llm", "offline"),
+            path,
+            "entry 0 pairs H-1 with itself",
+            "entry 1 (H-2/H-9999) names H-9999",
+        )
+    _refused(hypograph("check", example_vault), path, "entry 0 pairs H-1 with itself")
+    _refused(prox("adjudicate", "--run-dir", example_vault, "--llm", "offline"), path, "entry 0 pairs H-1")
+    assert _hypotheses(example_vault) == before
