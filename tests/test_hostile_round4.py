@@ -14,9 +14,21 @@ it was found on (the ``hypograph`` and ``prox`` commands, started as a user star
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from cli_helper import hypograph, prox
+from conftest import EXAMPLE_LIBRARY, copy_tree, offline_env
+from llm_stub import (  # noqa: F401 - llm_server, llm_env: fixtures
+    MODEL,
+    adjudication_responder,
+    asked_clusters,
+    bad_request,
+    cluster_label_responder,
+    llm_env,
+    llm_server,
+    routed,
+)
 
 # Each sequence a title could use to take over a terminal: ESC + CSI (recolour, clear, move the
 # cursor), an OSC window-title sequence ended by BEL, a C1 CSI, a right-to-left override.
@@ -100,3 +112,61 @@ def test_item11_self_pair_and_unknown_id_refused(example_vault):
     _refused(hypograph("check", example_vault), path, "entry 0 pairs H-1 with itself")
     _refused(prox("adjudicate", "--run-dir", example_vault, "--llm", "offline"), path, "entry 0 pairs H-1")
     assert _hypotheses(example_vault) == before
+
+
+# -- items 6 and 8: a FIFO where the tool reads is refused in one line, never waited on -----------------------------
+
+
+def _fifo(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        path.unlink()
+    os.mkfifo(path)
+    return path
+
+
+def _refused_fifo(result, path: Path) -> None:
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1, (result.returncode, result.stderr)
+    assert str(path) in lines[0] and "FIFO" in lines[0], lines[0]
+
+
+def test_item06_fifo_review_json_refused_by_check(example_vault):
+    assert hypograph("structure", example_vault, "--llm", "offline").returncode == 0
+    path = _fifo(example_vault / "proximity" / "review.json")
+    _refused_fifo(hypograph("check", example_vault, timeout=120), path)
+
+
+def test_item08_fifo_in_the_tools_own_files_refused(example_vault, example_run, tmp_path):
+    assert hypograph("structure", example_vault, "--llm", "offline").returncode == 0
+    path = _fifo(example_vault / ".hypograph" / "dispositions.json")
+    _refused_fifo(hypograph("check", example_vault, timeout=120), path)
+
+    assert hypograph("proximity", example_run, "--llm", "offline").returncode == 0
+    path = _fifo(example_run / "proximity" / "graph.json")
+    _refused_fifo(hypograph("report", example_run, timeout=120), path)
+
+    library = copy_tree(EXAMPLE_LIBRARY, tmp_path / "library")
+    path = _fifo(library / ".hypograph" / "library" / "ids.json")
+    _refused_fifo(hypograph("library", library, "--check", timeout=120), path)
+
+
+# -- item 9: a context length learnt from one refusal is asked again ------------------------------------------------
+
+
+def test_item09_learnt_context_length_is_asked_again(example_run, llm_server, llm_env):
+    env = {**{k: v for k, v in offline_env().items() if k != "HYPOGRAPH_LLM"}, **llm_env(llm_server, max_retries=0)}
+    small = bad_request("This model's maximum context length is 400 tokens. However, you requested 9000 tokens.")
+    llm_server.always(routed(small, cluster_label_responder()))
+    first = hypograph("proximity", example_run, env=env)
+    learnt = [json.loads(p.read_text()) for p in (example_run / ".hypograph").rglob("endpoints/*.json")]
+    assert [f.get("context_length") for f in learnt] == [400], (first.stderr, learnt)
+    asked = len([r for r in llm_server.requests if not asked_clusters(r.body)])
+    assert asked >= 1
+
+    # The server is restarted with a larger context: the next run asks it again, and its answers count.
+    llm_server.always(routed(adjudication_responder("KEEP"), cluster_label_responder()))
+    again = hypograph("proximity", example_run, env=env)
+    assert again.returncode == 0, again.stderr
+    verdicts = json.loads((example_run / "proximity" / "verdicts.json").read_text())
+    assert {v["decided_by"] for v in verdicts if v["decided_by"] != "auto"} == {f"model:{MODEL}"}, verdicts
