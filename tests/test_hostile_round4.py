@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import time
 from pathlib import Path
 
-from cli_helper import hypograph, prox
+import pytest
+from cli_helper import hypograph, prox, start_hypograph
 from conftest import EXAMPLE_LIBRARY, copy_tree, offline_env
 from llm_stub import (  # noqa: F401 - llm_server, llm_env: fixtures
     MODEL,
@@ -170,3 +173,52 @@ def test_item09_learnt_context_length_is_asked_again(example_run, llm_server, ll
     assert again.returncode == 0, again.stderr
     verdicts = json.loads((example_run / "proximity" / "verdicts.json").read_text())
     assert {v["decided_by"] for v in verdicts if v["decided_by"] != "auto"} == {f"model:{MODEL}"}, verdicts
+
+
+# -- item 7: forked render workers die with their parent ------------------------------------------------------------
+
+
+def _children(pid: int) -> list[int]:
+    """The live (not zombie) processes whose parent is ``pid``."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            fields = stat.rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid and fields[0] != "Z":
+                out.append(int(entry))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_item07_kill_9_of_report_leaves_no_worker(example_run):
+    assert hypograph("proximity", example_run, "--llm", "offline").returncode == 0
+    for _ in range(3):  # the workers live for about a second: a try that missed them starts again
+        proc = start_hypograph("report", example_run)
+        workers: list[int] = []
+        while proc.poll() is None and not workers:
+            workers = [c for c in _children(proc.pid) if c]
+            time.sleep(0.005)
+        if not workers:
+            proc.wait()
+            continue
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 10
+        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        survivors = [w for w in workers if _alive(w)]
+        for w in survivors:  # never leave them behind, even when the test fails
+            os.kill(w, signal.SIGKILL)
+        assert not survivors, f"render workers {survivors} outlived their killed parent"
+        return
+    pytest.fail("hypograph report never showed a forked worker")
