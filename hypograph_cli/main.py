@@ -72,11 +72,14 @@ def _job(args, root: Path, job: str, settings: dict, offline: bool | None):
 def _ran(args, job: str, result, started: float) -> None:
     """After a run: its warnings and model use, and on a terminal its id (a failed run: one line;
     exit 2 when it is not done yet, e.g. a model outage, 1 otherwise)."""
-    from hypograph_cli import summaries
+    from hypograph.errors import Interrupted
+    from hypograph_cli import signals, summaries
     from pipelines.launch import run_error
 
     if not result.success:
         raise run_error(job, result)
+    if signals.interrupted():  # received while Dagster only noted it (between steps): never lost
+        raise Interrupted(f"{job} run {result.run_id[:8]}: {INTERRUPTED}")
     summaries.print_warnings(result)
     summaries.print_model_usage(result)
     _run_line(args, job, result, started)
@@ -393,8 +396,28 @@ def _quiet_pipe() -> int:
     return 0
 
 
+INTERRUPTED = (
+    "interrupted (Ctrl-C or SIGTERM): the files it had not finished were never put in place; run the command again"
+)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The command's exit code; 130 when it was interrupted (Ctrl-C, SIGTERM), at any moment."""
+    from hypograph_cli import signals
+
     argv = sys.argv[1:] if argv is None else argv
+    with signals.counted():
+        try:
+            code = _main(argv)
+        except KeyboardInterrupt:
+            code = None
+        if code is None or (code != 130 and signals.interrupted()):  # else its line is said already
+            print(f"hypograph {argv[0] if argv else ''}: {INTERRUPTED}".replace("  ", " "), file=sys.stderr)
+            code = 130
+    return code
+
+
+def _main(argv: list[str]) -> int:
     args = parser(argv).parse_args(argv)
     if getattr(args, "func", None) is None:  # only a lazy placeholder's name: never reached normally
         print(f"hypograph {args.command}: see `hypograph {args.command} --help`", file=sys.stderr)
