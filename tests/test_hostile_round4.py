@@ -228,27 +228,27 @@ def test_item07_kill_9_of_report_leaves_no_worker(example_run):
 # -- item 4: SIGTERM at any moment ends the command with 130 -------------------------------------------------------
 
 
-def test_item04_sigterm_at_any_moment_ends_structure_with_130(vault):
+def test_item04_sigterm_at_any_moment_ends_structure_with_130(example_vault):
     """SIGTERM sent at a spread of moments of ``hypograph structure`` (importing, opening the
     instance, inside steps, between steps and runs, writing the summary): each that arrives while
     the command runs ends it with 130 and one ``interrupted`` line; afterwards the vault structures
     and checks clean (nothing half-written was left in place)."""
     env = {**offline_env()}
     started = time.monotonic()
-    assert hypograph("structure", vault, "--llm", "offline").returncode == 0
+    assert hypograph("structure", example_vault, "--llm", "offline").returncode == 0
     whole = time.monotonic() - started
     delivered = []
-    for k in range(8):
-        shutil.rmtree(vault / "proximity", ignore_errors=True)  # each run does the whole work again
-        proc = start_hypograph("structure", vault, "--llm", "offline", env=env)
-        time.sleep(0.4 + whole * k / 8)
+    for k in range(5):
+        shutil.rmtree(example_vault / "proximity", ignore_errors=True)  # each run does the whole work again
+        proc = start_hypograph("structure", example_vault, "--llm", "offline", env=env)
+        time.sleep(0.4 + whole * k / 5)
         if proc.poll() is not None:
             proc.communicate()
             continue
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=120)
         delivered.append((proc.returncode, err.strip().splitlines()[-1:] if err.strip() else []))
-    assert len(delivered) >= 4, delivered
+    assert len(delivered) >= 3, delivered
     assert all(code == 130 and lines and "interrupted" in lines[0] for code, lines in delivered), delivered
-    assert hypograph("structure", vault, "--llm", "offline").returncode == 0
-    assert hypograph("check", vault).returncode == 0
+    assert hypograph("structure", example_vault, "--llm", "offline").returncode == 0
+    assert hypograph("check", example_vault).returncode == 0
