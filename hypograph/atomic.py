@@ -25,6 +25,14 @@ from typing import IO, Any
 
 from hypograph.errors import HypographError
 
+# The tool's own state files (ledgers, journals, caches, run records) are read through
+# ``read_regular`` with at most this many bytes: a FIFO or device planted there is refused, never
+# waited on, and a file grown beyond what the tool writes is refused unread.
+STATE_MAX = 256 << 20
+# The proximity files (embeddings, graph.json, graph.npz ...) grow with the input: a larger one is
+# refused unread (10,000 nodes write well under 1 GB).
+DATA_MAX = 8 << 30
+
 
 def _umask() -> int:
     mask = os.umask(0)
@@ -78,7 +86,8 @@ def _write_atomic(path: Path, write: Callable[[IO[bytes]], None], fsync: bool = 
 
 
 def _same_bytes(a: Path, b: Path) -> bool:
-    if a.stat().st_size != b.stat().st_size:
+    st = b.stat()
+    if not stat.S_ISREG(st.st_mode) or a.stat().st_size != st.st_size:  # a FIFO is never opened
         return False
     with open(a, "rb") as fa, open(b, "rb") as fb:
         while True:

@@ -35,7 +35,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
-from hypograph.atomic import sync_tree, write_json, write_text
+from hypograph.atomic import STATE_MAX, open_regular, read_regular, sync_tree, write_json, write_text
 from hypograph.errors import HypographError
 from hypograph.paths import OURS, check_folder, unsafe, write_target
 
@@ -63,8 +63,9 @@ def sha_text(text: str) -> str:
 
 def file_state(path: Path) -> str:
     """sha256 of the file's bytes, or ``"absent"``."""
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+    try:  # a regular file only: a FIFO there is one line, never waited on
+        with os.fdopen(open_regular(path, follow=True), "rb") as fh:
+            return hashlib.file_digest(fh, "sha256").hexdigest()
     except FileNotFoundError:
         return ABSENT
 
@@ -138,7 +139,7 @@ class Journal:
 
     def _load(self) -> list[dict] | None:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            data = json.loads(read_regular(self.path, STATE_MAX, follow=True))
         except FileNotFoundError:
             return None
         except (json.JSONDecodeError, UnicodeDecodeError):

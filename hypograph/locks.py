@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from hypograph.atomic import FILE_MODE
+from hypograph.atomic import FILE_MODE, open_regular
 from hypograph.errors import HypographError
 
 POLL = 0.05  # seconds between two tries of a lock waited for with a timeout
@@ -36,10 +36,10 @@ def held(path: Path) -> str | None:
 
 def holder(path: Path) -> str:
     """What the holder of an exclusive lock wrote into the lock file (``owner``), or ``""``."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read(2000).strip()
-    except OSError:
+    try:  # never waits on a FIFO planted there
+        with os.fdopen(open_regular(path, follow=True), "rb") as fh:
+            return fh.read(2000).decode("utf-8", errors="replace").strip()
+    except (OSError, HypographError):
         return ""
 
 

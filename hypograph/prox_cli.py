@@ -82,7 +82,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from hypograph.text import printable_output
+
     args = _parser().parse_args(argv)
+    with printable_output():  # what a command prints from data (titles, ids, paths, errors): escaped
+        return _main(args)
+
+
+def _main(args) -> int:
     try:
         from hypograph import environment
         from hypograph.paths import check_input
@@ -221,7 +228,7 @@ def _adjudicate(args) -> int:
 
     pairs = read_dupes(args.run_dir)
     hypotheses = {h.id: h for h in load_corpus(args.run_dir).hypotheses}
-    reviews = read_reviews(args.run_dir)
+    reviews = read_reviews(args.run_dir, hypotheses)
     for line in unapplied_reviews(reviews, hypotheses):
         print(f"warning: {line}", file=sys.stderr)
     client = _llm_client(args, "dedup_verdicts")

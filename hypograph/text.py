@@ -10,7 +10,10 @@ line of a terminal (control characters escaped)."""
 from __future__ import annotations
 
 import re
+import sys
 import unicodedata
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 def normalise(text: str) -> str:
@@ -36,3 +39,36 @@ def printable(text: str) -> str:
 def printable_lines(text: str) -> str:
     """``printable`` line by line: a message's own line breaks stay, whatever a name in it holds is escaped."""
     return "\n".join(printable(line) for line in text.split("\n"))
+
+
+class PrintableStream:
+    """A text stream (``sys.stdout``, ``sys.stderr``) whose writes pass through ``printable_lines``:
+    whatever a command prints from data (a title, an id, a path, a model's words) reaches the
+    terminal with its control characters and bidirectional overrides escaped, wherever it is printed
+    from. Everything but ``write`` is the wrapped stream's (``isatty``, ``fileno``, ``flush`` ...)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(printable_lines(text))
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for text in lines:
+            self.write(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def printable_output() -> Iterator[None]:
+    """``sys.stdout`` and ``sys.stderr`` as ``PrintableStream``s while the block runs (a command's
+    handler: the one place a CLI's output from data is made printable), restored after."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = PrintableStream(out), PrintableStream(err)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err

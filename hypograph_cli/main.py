@@ -72,11 +72,14 @@ def _job(args, root: Path, job: str, settings: dict, offline: bool | None):
 def _ran(args, job: str, result, started: float) -> None:
     """After a run: its warnings and model use, and on a terminal its id (a failed run: one line;
     exit 2 when it is not done yet, e.g. a model outage, 1 otherwise)."""
-    from hypograph_cli import summaries
+    from hypograph.errors import Interrupted
+    from hypograph_cli import signals, summaries
     from pipelines.launch import run_error
 
     if not result.success:
         raise run_error(job, result)
+    if signals.interrupted():  # received while Dagster only noted it (between steps): never lost
+        raise Interrupted(f"{job} run {result.run_id[:8]}: {INTERRUPTED}")
     summaries.print_warnings(result)
     summaries.print_model_usage(result)
     _run_line(args, job, result, started)
@@ -406,10 +409,13 @@ def _missing_directory(args) -> str | None:
 
 def _dispatch(args) -> int:
     from hypograph.errors import HypographError
-    from hypograph.text import printable_lines
+    from hypograph.text import printable_lines, printable_output
 
     try:
-        return args.func(args)
+        if args.command == "ui":  # replaces this process with Dagster's webserver, its own output
+            return args.func(args)
+        with printable_output():  # what a handler prints from data (titles, ids, paths): escaped
+            return args.func(args)
     except HypographError as e:  # a path or name in it may hold control characters: escaped
         print(printable_lines(f"hypograph {args.command}: {e}"), file=sys.stderr)
         return e.exit_code
@@ -452,8 +458,28 @@ def _environment_problem() -> str | None:
     return None
 
 
+INTERRUPTED = (
+    "interrupted (Ctrl-C or SIGTERM): the files it had not finished were never put in place; run the command again"
+)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The command's exit code; 130 when it was interrupted (Ctrl-C, SIGTERM), at any moment."""
+    from hypograph_cli import signals
+
     argv = sys.argv[1:] if argv is None else argv
+    with signals.counted():
+        try:
+            code = _main(argv)
+        except KeyboardInterrupt:
+            code = None
+        if code is None or (code != 130 and signals.interrupted()):  # else its line is said already
+            print(f"hypograph {argv[0] if argv else ''}: {INTERRUPTED}".replace("  ", " "), file=sys.stderr)
+            code = 130
+    return code
+
+
+def _main(argv: list[str]) -> int:
     args = parser(argv).parse_args(argv)
     if getattr(args, "func", None) is None:  # only a lazy placeholder's name: never reached normally
         print(f"hypograph {args.command}: see `hypograph {args.command} --help`", file=sys.stderr)

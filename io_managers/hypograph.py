@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from dagster import ConfigurableIOManager, InputContext, MetadataValue, OutputContext
 
-from hypograph.atomic import write_atomic
+from hypograph.atomic import DATA_MAX, read_regular, write_atomic
 from hypograph.errors import HypographError
 from hypograph.hypotheses import Corpus, corpus_from_json, corpus_json
 from hypograph.paths import TEXTS_SNAPSHOT
@@ -58,7 +58,7 @@ def _read_texts(root: Path) -> Corpus:
     path = root / TEXTS
     key = _identity(path)
     if key not in _LAST_TEXTS:
-        corpus = corpus_from_json(path.read_bytes())
+        corpus = corpus_from_json(read_regular(path, DATA_MAX, follow=True))
         _LAST_TEXTS.clear()
         _LAST_TEXTS[key] = corpus
     return _LAST_TEXTS[key]

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from hypograph.atomic import write_text
+from hypograph.atomic import read_utf8, write_text
 from hypograph.errors import HypographError
 from hypograph.inputs import InputRecord, Kind, Registry
 from hypograph.locks import file_lock
@@ -38,7 +38,7 @@ def dagster_home() -> Path:
     home = _home()
     home.mkdir(parents=True, exist_ok=True)
     path = home / "dagster.yaml"
-    if not path.exists() or path.read_text() in OLD_INSTANCE_YAMLS:  # ours, unedited: brought up to date
+    if not path.exists() or read_utf8(path, 1 << 20) in OLD_INSTANCE_YAMLS:  # ours, unedited: updated
         write_text(path, INSTANCE_YAML)
     return home
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from cli_helper import in_process
-from conftest import EXAMPLE_VAULT, copy_tree
+from conftest import EXAMPLE_VAULT, copy_tree, write_vault_node
 from test_structure import clusters, failures, hypotheses, members
 
 from hypograph.llm import OfflinePolicy
@@ -137,10 +137,14 @@ def test_a_merge_that_would_leave_a_cluster_with_one_member_is_refused(structure
 
 def test_a_review_naming_no_current_hypothesis_is_reported_not_dropped(structured, tmp_path):
     root = full_copy(structured, tmp_path / "vault")
-    review(root, "H-1", "H-99", "KEEP")
+    gone = "H-900"  # a hypothesis dropped since the review (an id no hypothesis has is refused: issue 47)
+    write_vault_node(
+        root, gone, "Cold snaps kill clusters", folder="hypotheses/dropped", state="dropped", drop_reason="off topic"
+    )
+    review(root, "H-1", gone, "KEEP")
     proc = in_process("structure", root, "--llm", "offline")
     assert proc.returncode == 0, proc.stderr
     assert (
-        "warning: proximity/review.json: KEEP H-1/H-99 decides nothing now: H-99 is not a current hypothesis"
+        f"warning: proximity/review.json: KEEP H-1/{gone} decides nothing now: {gone} is not a current hypothesis"
         in proc.stderr
     )

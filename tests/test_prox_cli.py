@@ -337,7 +337,8 @@ def test_the_seed_vectorizer_scores_the_vault_title_variants_lower(example_vault
 
 def test_adjudicate_applies_a_review_below_the_dupe_threshold_with_its_cosine_and_names_a_stale_one(run_dir):
     """As the dedup_verdicts asset does: a person's KEEP on a pair that is no duplicate pair is
-    written with the pair's real cosine, and a review naming no current hypothesis is said once."""
+    written with the pair's real cosine; a review naming an id no hypothesis has is refused, the
+    file whole (issue 47), until it is corrected."""
     prepare(run_dir, *CHAIN)
     reviews = [
         {"pair": ["H-1", "H-10"], "verdict": "KEEP", "rationale": "different topics", "reviewer": "ana"},
@@ -345,8 +346,10 @@ def test_adjudicate_applies_a_review_below_the_dupe_threshold_with_its_cosine_an
     ]
     (run_dir / "proximity" / "review.json").write_text(json.dumps(reviews), encoding="utf-8")
     result = prox("adjudicate", "--run-dir", run_dir, "--llm", "offline")
+    assert result.returncode == 1 and "entry 1 (H-1/H-99) names H-99" in result.stderr, result.stderr
+    (run_dir / "proximity" / "review.json").write_text(json.dumps(reviews[:1]), encoding="utf-8")
+    result = prox("adjudicate", "--run-dir", run_dir, "--llm", "offline")
     assert result.returncode == 0, result.stderr
-    assert "H-99 is not a current hypothesis" in result.stderr
     verdict = next(v for v in read_json(run_dir, "verdicts.json") if v["pair"] == ["H-1", "H-10"])
     assert (verdict["verdict"], verdict["decided_by"]) == ("KEEP", "human")
     assert 0.0 < verdict["similarity"] < 0.8  # its cosine, not 0.0

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from hypograph.errors import HypographError
 from hypograph.structure import checks
 from hypograph.structure.checks import (
     H_FIELDS_4,
@@ -959,17 +960,15 @@ LEDGER_DOC = {
     }
 }
 REVIEW_DOC = [
-    {"pair": ["H-2", "H-1"], "verdict": "KEEP"},
-    {"pair": ["H-6", "H-10"], "verdict": "KEEP"},
-    {"pair": ["H-1", "H-5"], "verdict": "MERGE"},
-    {"pair": ["H-11", "H-12", "H-13"], "verdict": "KEEP"},
-    5,
+    {"pair": ["H-2", "H-1"], "verdict": "KEEP", "rationale": "distinct"},
+    {"pair": ["H-6", "H-10"], "verdict": "KEEP", "rationale": "distinct"},
+    {"pair": ["H-1", "H-5"], "verdict": "MERGE", "rationale": "the same"},
 ]
 
 
 def test_recorded_keeps_reads_the_ledger_then_review_json(tmp_path):
     write_keeps(tmp_path, LEDGER_DOC, REVIEW_DOC)
-    assert checks.recorded_keeps(tmp_path) == {
+    assert checks.recorded_keeps(tmp_path, keep_vault(tmp_path).nodes) == {
         frozenset(("H-1", "H-2")): "human",
         frozenset(("H-2", "H-4")): "model:m",
         frozenset(("H-3", "H-4")): "?",
@@ -983,24 +982,49 @@ def test_a_ledger_keep_is_not_overwritten_by_review_json(tmp_path):
     write_keeps(
         tmp_path,
         {"pairs": {"a": {"pair": ["H-1", "H-2"], "decision": "KEEP", "decided_by": "model:m"}}},
-        [{"pair": ["H-1", "H-2"], "verdict": "KEEP"}],
+        [{"pair": ["H-1", "H-2"], "verdict": "KEEP", "rationale": "distinct"}],
     )
-    assert checks.recorded_keeps(tmp_path) == {frozenset(("H-1", "H-2")): "model:m"}
+    assert checks.recorded_keeps(tmp_path, keep_vault(tmp_path).nodes) == {frozenset(("H-1", "H-2")): "model:m"}
 
 
 @pytest.mark.parametrize(
     ("ledger", "review"),
     [
-        ("{not json", 5),  # unreadable JSON; a review that is no list
-        ([1, 2], {"pair": ["H-1", "H-2"], "verdict": "KEEP"}),  # a ledger that is no mapping; a review that is one
-        ({"pairs": None}, "null"),
-        ({"pairs": {"a": {"pair": ["H-1", "H-2"], "decision": "MERGE"}}}, []),
+        ("{not json", []),  # an unreadable ledger; no review
+        ([1, 2], []),  # a ledger that is no mapping
+        ({"pairs": None}, []),
+        (
+            {"pairs": {"a": {"pair": ["H-1", "H-2"], "decision": "MERGE"}}},
+            [{"pair": ["H-1", "H-2"], "verdict": "MERGE", "rationale": "the same"}],
+        ),
     ],
 )
 def test_a_file_that_holds_no_keep_adds_none(tmp_path, ledger, review):
     write_keeps(tmp_path, ledger, review)
-    assert checks.recorded_keeps(tmp_path) == {}
+    assert checks.recorded_keeps(tmp_path, keep_vault(tmp_path).nodes) == {}
     assert checks.check_7_keep_apart(keep_vault(tmp_path)) == []
+
+
+@pytest.mark.parametrize(
+    ("review", "message"),
+    [
+        (5, "expected a JSON list of reviews"),
+        ([{"pair": ["H-11", "H-12", "H-13"], "verdict": "KEEP", "rationale": "r"}], "entry 0, field 'pair'"),
+        ([{"pair": ["H-1", "H-1"], "verdict": "KEEP", "rationale": "r"}], "entry 0 pairs H-1 with itself"),
+        (
+            [
+                {"pair": ["H-1", "H-5"], "verdict": "KEEP", "rationale": "r"},
+                {"pair": ["H-5", "H-1"], "verdict": "MERGE", "rationale": "r"},
+            ],
+            "entries 0 and 1 decide H-5/H-1 both KEEP and MERGE",
+        ),
+    ],
+)
+def test_check_7_refuses_a_review_file_it_cannot_apply_whole(tmp_path, review, message):
+    """Check 7 reads review.json through its one reader: what proximity would refuse, it refuses too."""
+    write_keeps(tmp_path, {"pairs": {}}, review)
+    with pytest.raises(HypographError, match=message):
+        checks.check_7_keep_apart(keep_vault(tmp_path))
 
 
 def test_no_ledger_and_no_review_is_no_keep(tmp_path):

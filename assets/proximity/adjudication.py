@@ -39,8 +39,8 @@ def dedup_verdicts(
     proximity: ProximityResource = context.resources.proximity
     root = inputs.root(context.partition_key)
     client = llm.client(inputs.state_dir(root), "dedup_verdicts")
-    reviews = read_reviews(root)
     hypotheses = {h.id: h for h in hypothesis_texts.hypotheses}
+    reviews = read_reviews(root, hypotheses)
     decisions = adjudicate(
         duplicate_pairs,
         hypotheses,

@@ -10,6 +10,7 @@ from assets.partitions import hypothesis_inputs
 from assets.proximity.adjudication import dedup_verdicts
 from assets.proximity.assets import duplicate_pairs, proximity_clusters
 from assets.proximity.sharded import similarity_graph
+from hypograph.atomic import DATA_MAX, read_regular
 from hypograph.proximity import checks, graph_files, store
 from hypograph.proximity.adjudicate import verdict_violations
 from resources import Inputs, ProximityResource
@@ -33,7 +34,7 @@ def _stored_graph(root) -> tuple[list[str], list[str | None], list[tuple[str, st
 def graph_covers_embedded_ids(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
     """Every embedded id is a graph node, and every node was embedded."""
     root = inputs.root(context.partition_key)
-    ids = json.loads((store.proximity_dir(root) / "embedding-ids.json").read_text(encoding="utf-8"))
+    ids = json.loads(read_regular(store.proximity_dir(root) / "embedding-ids.json", DATA_MAX, follow=True))
     nodes, _, _, source = _stored_graph(root)
     return _result(checks.embedded_ids_in_graph(ids, nodes), embedded=len(ids), checked=source)
 
@@ -52,7 +53,7 @@ def clusters_partition_nodes(context: AssetCheckExecutionContext, inputs: Inputs
     """Clusters partition the graph's nodes, labelled C-01.. without gaps, matching graph.json."""
     root = inputs.root(context.partition_key)
     nodes, node_clusters, _, source = _stored_graph(root)
-    raw = json.loads((store.proximity_dir(root) / "clusters.json").read_text(encoding="utf-8"))
+    raw = json.loads(read_regular(store.proximity_dir(root) / "clusters.json", DATA_MAX, follow=True))
     violations = checks.clusters_partition(raw["clusters"], nodes, raw.get("num_clusters"))
     membership = {m: c for c, ms in raw["clusters"].items() for m in ms}
     violations += [
@@ -78,7 +79,7 @@ def duplicate_pairs_are_valid(
 def every_pair_has_one_verdict(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
     """verdicts.json holds exactly one valid MERGE/KEEP/FLAG decision per duplicate pair."""
     root = inputs.root(context.partition_key)
-    raw = json.loads((store.proximity_dir(root) / "verdicts.json").read_text(encoding="utf-8"))
+    raw = json.loads(read_regular(store.proximity_dir(root) / "verdicts.json", DATA_MAX, follow=True))
     return _result(verdict_violations(store.read_dupes(root), raw), decisions=len(raw))
 
 

@@ -25,6 +25,7 @@ from dagster import (
 from assets.errors import step
 from assets.groups import ASSET, STRUCTURE
 from assets.sources import report_rewrite
+from hypograph.atomic import STATE_MAX, read_utf8
 from hypograph.proximity.adjudicate import Decision
 from hypograph.proximity.embed import Embeddings
 from resources import Inputs, LLMResource
@@ -129,6 +130,6 @@ def structure_map(context: AssetExecutionContext, inputs: Inputs) -> Materialize
             "rewritten": written,
             **structure_counts(vault),
             "hypotheses_version": version,
-            "preview": MetadataValue.md(path.read_text(encoding="utf-8")),
+            "preview": MetadataValue.md(read_utf8(path, STATE_MAX)),
         }
     )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import re
 import threading
 import zipfile
@@ -31,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from hypograph.atomic import write_atomic
+from hypograph.atomic import open_regular, write_atomic
 from hypograph.errors import HypographError
 from hypograph.model_parts import MPNET
 from hypograph.proximity.embed import (
@@ -108,7 +109,8 @@ def _store_path(store: Path, name: str) -> Path:
 
 def _load_store(store: Path, name: str) -> dict[str, np.ndarray]:
     try:
-        with np.load(_store_path(store, name), allow_pickle=False) as data:
+        fd = open_regular(_store_path(store, name), follow=True)  # a FIFO there: one line, never waited on
+        with os.fdopen(fd, "rb") as fh, np.load(fh, allow_pickle=False) as data:
             return dict(zip(data["keys"].tolist(), data["rows"], strict=True))
     except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile):  # absent or damaged: embed again
         return {}

@@ -29,7 +29,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from hypograph.atomic import remove_stale_temps, write_json
+from hypograph.atomic import STATE_MAX, read_regular, remove_stale_temps, write_json
 from hypograph.errors import HypographError
 from hypograph.locks import file_lock
 from hypograph.paths import OURS
@@ -84,10 +84,10 @@ def digest(value) -> str:
 
 def read_model(path: Path, model: type[M]) -> M | None:
     """The model stored at ``path`` (None if absent); a corrupt state file is an error naming it."""
-    if not path.exists():
+    try:  # bounded: a FIFO or a device here is one line, never waited on
+        return model.model_validate_json(read_regular(path, STATE_MAX, follow=True))
+    except FileNotFoundError:
         return None
-    try:
-        return model.model_validate_json(path.read_text(encoding="utf-8"))
     except (ValidationError, UnicodeDecodeError, RecursionError) as e:
         why = " ".join(str(e).split())[:300] if isinstance(e, ValidationError) else (str(e).splitlines() or [""])[0]
         raise HypographError(

@@ -16,9 +16,10 @@ this cap is the tighter one for an answer that was of no use.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
-from hypograph.atomic import write_json
+from hypograph.atomic import STATE_MAX, open_regular, read_regular, write_json
 from hypograph.library.state import TRACE_TASK, library_state, state_dir, trace_round_dir
 from hypograph.llm.client import LLMClient, Rejected, new_run_dir
 from hypograph.locks import file_lock
@@ -49,7 +50,7 @@ class TraceRun:
         registry = library_state(self.root) / "invocations.json"
         with file_lock(library_state(self.root) / "invocations.lock"):
             try:
-                known = json.loads(registry.read_text(encoding="utf-8"))
+                known = json.loads(read_regular(registry, STATE_MAX, follow=True))
                 known = known if isinstance(known, dict) else {}
             except (FileNotFoundError, ValueError, RecursionError):
                 known = {}  # a lost or damaged registry only costs a new run folder
@@ -94,7 +95,7 @@ def cap_trace(path: Path, limit: int = CAP_BYTES) -> bool:
         size = path.stat().st_size
         if size <= limit:
             return False
-        with open(path, "rb") as f:
+        with os.fdopen(open_regular(path), "rb") as f:
             head = f.read(limit // 2)
             f.seek(max(size - limit // 2, limit // 2))
             tail = f.read(limit // 2)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from hypograph.atomic import write_json
+from hypograph.atomic import STATE_MAX, read_regular, write_json
 
 
 class AnswerCache:
@@ -28,7 +28,7 @@ class AnswerCache:
     def get(self, key: str) -> dict | None:
         """``{"answer": ...}`` or ``{"rejected": reason, "attempts": n, "kind": ...}``, or None."""
         try:
-            value = json.loads((self.root / key[:2] / f"{key}.json").read_text(encoding="utf-8"))
+            value = json.loads(read_regular(self.root / key[:2] / f"{key}.json", STATE_MAX, follow=True))
         except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
             return None
         return value if isinstance(value, dict) and ("answer" in value or "rejected" in value) else None

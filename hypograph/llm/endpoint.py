@@ -6,7 +6,13 @@ The response format is negotiated (``structured_output: auto``): ``json_schema``
 ``json_object`` with the schema, then plain JSON asked for in the prompt (the schema is always in
 the prompt too); a 4xx/5xx naming the response format moves one step down. A refusal naming
 ``max_completion_tokens`` switches the budget's parameter to it. The schema sent is
-grammar-friendly (``wire_schema``)."""
+grammar-friendly (``wire_schema``).
+
+A context length is the one fact a server changes by itself (restarted with a larger context): one
+learnt in an earlier run is recorded but not trusted, so a run's first prompt that would exceed it
+is sent whole; the server's refusal (one quick HTTP 400) teaches it again for the rest of this
+run, its answer means the limit is gone. So a recovered server is asked again on the next run,
+and a small one costs one refused call per run and task."""
 
 from __future__ import annotations
 
@@ -18,7 +24,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from hypograph.atomic import write_json
+from hypograph.atomic import STATE_MAX, read_regular, write_json
 from hypograph.llm.budget import wire_schema
 from hypograph.llm.config import LLMConfig
 from hypograph.llm.trace import safe_name
@@ -37,12 +43,13 @@ class Endpoint:
         self.path = cache_dir / "endpoints" / f"{hashlib.sha256(ident.encode()).hexdigest()[:24]}.json"
         self._facts: dict | None = None
         self._lock = threading.Lock()
+        self._context_confirmed = False  # the server named its context length in this run
 
     def facts(self) -> dict:
         with self._lock:
             if self._facts is None:
                 try:
-                    facts = json.loads(self.path.read_text(encoding="utf-8"))
+                    facts = json.loads(read_regular(self.path, STATE_MAX, follow=True))
                 except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
                     facts = {}
                 self._facts = facts if isinstance(facts, dict) else {}
@@ -51,6 +58,7 @@ class Endpoint:
     def learn(self, **facts) -> None:
         current = self.facts()
         with self._lock:
+            self._context_confirmed = self._context_confirmed or "context_length" in facts
             self._facts = {**current, **facts}
             record = {"endpoint": self.config.describe(), **self._facts}
         write_json(self.path, record)
@@ -63,7 +71,9 @@ class Endpoint:
         return mode if mode in MODES else MODES[0]
 
     def context_length(self) -> int | None:
-        learned = self.facts().get("context_length")
+        """The configured context length, else the one the server named in this run (one recorded
+        by an earlier run is asked again first: the module says why), else None."""
+        learned = self.facts().get("context_length") if self._context_confirmed else None
         return self.config.context_length or (learned if isinstance(learned, int) and learned > 0 else None)
 
     def kwargs(self, messages: list[dict], schema: type[BaseModel], items: int | None, mode: str, budget: int) -> dict:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -171,8 +171,9 @@ def _reviews_of_other_pairs(
 
 
 def unapplied_reviews(reviews: dict[frozenset, HumanReview], hypotheses: dict[str, Hypothesis]) -> list[str]:
-    """One line per review naming an id that is not a current hypothesis (merged or dropped since,
-    or mistyped): such a review decides nothing now, and the person is told so."""
+    """One line per review naming an id that is not a current hypothesis (merged or dropped since;
+    an id no hypothesis has is refused by ``read_reviews``): such a review decides nothing now, and
+    the person is told so."""
     out = []
     for key, review in reviews.items():
         missing = sorted((i for i in key if i not in hypotheses), key=id_sort_key)
@@ -180,7 +181,7 @@ def unapplied_reviews(reviews: dict[frozenset, HumanReview], hypotheses: dict[st
             pair = "/".join(sorted(key, key=id_sort_key))
             out.append(
                 f"proximity/review.json: {review.verdict} {pair} decides nothing now: {', '.join(missing)} "
-                "is not a current hypothesis (merged or dropped already, or no such id)"
+                "is not a current hypothesis (merged or dropped already)"
             )
     return out
 
@@ -281,8 +282,13 @@ def _flags(batch: list[DuplicatePair], note: str | None) -> list[Decision]:
 # -- files ------------------------------------------------------------------------------------------
 
 
-def read_reviews(root: Path) -> dict[frozenset, HumanReview]:
-    """Human verdicts from ``<root>/proximity/review.json`` (absent file: none)."""
+def read_reviews(root: Path, current: Collection[str] = ()) -> dict[frozenset, HumanReview]:
+    """Human verdicts from ``<root>/proximity/review.json`` (absent file: none), by pair: the one
+    reader of that file (proximity's adjudication, and so step 4a, and check 7). Read bounded, each
+    entry checked, then all of them together (``review_problems``): a file with any problem is
+    refused whole, in one HypographError line naming it and every entry at fault, so nothing a
+    person decided is applied in part. ``current``: the ids of the input's current hypotheses (the
+    input's files are scanned for the others only when an entry names one not among them)."""
     path = Path(root) / "proximity" / "review.json"
     if not path.exists():
         return {}
@@ -292,16 +298,55 @@ def read_reviews(root: Path) -> dict[frozenset, HumanReview]:
         raise HypographError(f"{path}: not valid JSON ({e})") from None
     if not isinstance(raw, list):
         raise HypographError(f"{path}: expected a JSON list of reviews")
-    reviews = {}
+    entries = []
     for k, item in enumerate(raw):
         try:
-            r = HumanReview.model_validate(item)
+            entries.append(HumanReview.model_validate(item))
         except ValidationError as e:
             err = e.errors()[0]
             field = ".".join(map(str, err["loc"])) or "entry"
             raise HypographError(f"{path}: entry {k}, field '{field}': {err['msg']}") from None
-        reviews[frozenset(r.pair)] = r
-    return reviews
+    named = {i for r in entries for i in r.pair}
+    known = set(current) if named <= set(current) else {*current, *input_ids(Path(root))}
+    problems = review_problems(entries, known)
+    if problems:
+        raise HypographError(
+            f"{path}: refused whole, nothing in it applied: {'; '.join(problems)}; correct the file and run again"
+        )
+    return {frozenset(r.pair): r for r in entries}
+
+
+def review_problems(entries: list[HumanReview], known: Collection[str]) -> list[str]:
+    """Why a person's decisions (the entries of ``review.json``, in order) cannot be applied
+    together, one phrase per fault naming the entries (0-based): an entry pairing an id with itself,
+    an entry naming an id that no hypothesis of the input has (``known``: current, merged or
+    dropped), two entries deciding one pair differently. [] when they can."""
+    out = []
+    first: dict[frozenset, int] = {}
+    for k, r in enumerate(entries):
+        a, b = r.pair
+        if a == b:
+            out.append(f"entry {k} pairs {a} with itself")
+            continue
+        unknown = [i for i in (a, b) if i not in known]
+        if unknown:
+            out.append(f"entry {k} ({a}/{b}) names {', '.join(unknown)}, which no hypothesis of the input has")
+            continue
+        j = first.setdefault(frozenset(r.pair), k)
+        if j != k and entries[j].verdict != r.verdict:
+            out.append(f"entries {j} and {k} decide {a}/{b} both {entries[j].verdict} and {r.verdict}")
+    return out
+
+
+def input_ids(root: Path) -> set[str]:
+    """The ids of every hypothesis file of the input at ``root``, current, merged or dropped: a
+    run directory's ``hypotheses/<id>.json``, a vault's ``hypotheses/**/<id> - <title>.md``."""
+    from hypograph.paths import detect_kind
+    from hypograph.vault.vault import node_files
+
+    if detect_kind(root) == "run-dir":
+        return {p.stem for p in (root / "hypotheses").glob("*.json")}
+    return {rel.stem.split(" - ", 1)[0] for rel in node_files(root) if rel.parts[0] == "hypotheses"}
 
 
 def verdicts_document(decisions: list[Decision]) -> list[dict]:

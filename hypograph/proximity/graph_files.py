@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from hypograph.atomic import write_atomic
+from hypograph.atomic import DATA_MAX, open_regular, read_regular, write_atomic
 from hypograph.errors import HypographError
 from hypograph.proximity.graph import SimilarityGraph
 
@@ -187,7 +187,9 @@ def write_graph_files(d: Path, graph: SimilarityGraph, clusters: list[str | None
 def set_clusters(d: Path, stored: StoredGraph, clusters: list[str | None]) -> list[Path]:
     """Set each node's cluster in graph.json and graph.npz, given the pair as read (``read_graph_npz``):
     the labels are spliced into graph.json's text, the edges are not written again."""
-    pieces, offsets = splice_clusters((d / GRAPH_JSON).read_bytes(), stored.offsets, stored.clusters, clusters)
+    pieces, offsets = splice_clusters(
+        read_regular(d / GRAPH_JSON, DATA_MAX, follow=True), stored.offsets, stored.clusters, clusters
+    )
     digest = hashlib.sha256()
 
     def write(fh) -> None:
@@ -246,7 +248,7 @@ def file_sha256(path: Path) -> str:
 
 def _hash_file(path: Path) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with os.fdopen(open_regular(path, follow=True), "rb") as f:  # a FIFO: one line, never waited on
         while chunk := f.read(1 << 22):
             h.update(chunk)
     return h.hexdigest()
@@ -268,7 +270,7 @@ def read_graph_npz(d: Path) -> StoredGraph | None:
     if not npz_path.exists() or not json_path.exists():
         return None
     try:
-        with np.load(npz_path, allow_pickle=False) as z:
+        with os.fdopen(open_regular(npz_path, follow=True), "rb") as fh, np.load(fh, allow_pickle=False) as z:
             meta = orjson.loads(z["meta"].tobytes())
             if meta.get("format") != FORMAT or meta.get("graph_json_sha256") != file_sha256(json_path):
                 return None
@@ -287,10 +289,10 @@ def read_graph_npz(d: Path) -> StoredGraph | None:
 def parse_graph_json(path: Path) -> tuple[SimilarityGraph, list[str | None], dict]:
     """A graph.json from any tool: the graph (ids in file order, each edge once), node clusters and
     the raw document. An edge listed on one endpoint only still counts once."""
-    if not path.exists():
-        raise HypographError(f"{path}: missing — run prox graph first")
     try:
-        doc = orjson.loads(path.read_bytes())
+        doc = orjson.loads(read_regular(path, DATA_MAX, follow=True))
+    except FileNotFoundError:
+        raise HypographError(f"{path}: missing — run prox graph first") from None
     except orjson.JSONDecodeError as e:
         raise HypographError(f"{path}: not valid JSON ({e})") from None
     try:

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import orjson
 
-from hypograph.atomic import write_atomic, write_json, write_text
+from hypograph.atomic import DATA_MAX, read_regular, read_utf8, write_atomic, write_json, write_text
 from hypograph.errors import HypographError
 from hypograph.proximity import graph_files
 from hypograph.proximity.communities import Clusters
@@ -59,10 +59,10 @@ def proximity_dir(root: Path | str) -> Path:
 
 
 def _load_json(path: Path, what: str):
-    if not path.exists():
-        raise HypographError(f"{path}: missing — run {what} first")
     try:
-        return orjson.loads(path.read_bytes())
+        return orjson.loads(read_regular(path, DATA_MAX, follow=True))
+    except FileNotFoundError:
+        raise HypographError(f"{path}: missing — run {what} first") from None
     except orjson.JSONDecodeError as e:
         raise HypographError(f"{path}: not valid JSON ({e})") from None
 
@@ -105,8 +105,8 @@ def write_embeddings(root: Path, emb: Embeddings) -> list[Path]:
 def _on_disk(d: Path, digest: str) -> bool:
     """Whether embeddings.npz and embedding-ids.json on disk already are the set with ``digest``."""
     try:
-        npz = (d / "embeddings.npz").read_bytes()
-        return _digest(npz, orjson.loads((d / "embedding-ids.json").read_bytes())) == digest
+        npz = read_regular(d / "embeddings.npz", DATA_MAX, follow=True)
+        return _digest(npz, orjson.loads(read_regular(d / "embedding-ids.json", DATA_MAX, follow=True))) == digest
     except (OSError, orjson.JSONDecodeError):
         return False
 
@@ -125,7 +125,7 @@ def read_embeddings(root: Path) -> Embeddings:
     if not path.exists():
         raise HypographError(f"{path}: missing — run prox embed first")
     ids = _load_json(d / "embedding-ids.json", "prox embed")
-    npz = path.read_bytes()
+    npz = read_regular(path, DATA_MAX, follow=True)
     with np.load(io.BytesIO(npz), allow_pickle=False) as z:
         if "embeddings" in z.files:
             rows = z["embeddings"]
@@ -147,7 +147,7 @@ def read_embeddings(root: Path) -> Embeddings:
         vocabulary = None
         vocab_path = d / "embedding-vocab.txt"
         if meta.get("backend") == "tfidf" and vocab_path.exists():
-            vocabulary = vocab_path.read_text(encoding="utf-8").splitlines()
+            vocabulary = read_utf8(vocab_path, DATA_MAX).splitlines()
             vocabulary = vocabulary if len(vocabulary) == rows.shape[1] else None
         return Embeddings(
             ids, rows, meta.get("backend", "unknown"), meta.get("model", "unknown"), vocabulary, digest=digest

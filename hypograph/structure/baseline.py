@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hypograph.atomic import write_json
+from hypograph.atomic import STATE_MAX, read_regular, write_json
 from hypograph.paths import OURS
 from hypograph.vault.node_view import NodeView
 from hypograph.vault.vault import Vault
@@ -20,10 +20,10 @@ BASELINE = Path(OURS) / "step3-baseline.json"
 
 
 def read_baseline(root: Path) -> dict[str, dict] | None:
-    path = Path(root) / BASELINE
-    if not path.exists():
+    try:  # bounded: a FIFO or a device here is one line, never waited on
+        return json.loads(read_regular(Path(root) / BASELINE, STATE_MAX, follow=True))["hypotheses"]
+    except FileNotFoundError:
         return None
-    return json.loads(path.read_text(encoding="utf-8"))["hypotheses"]
 
 
 def record_baseline(vault: Vault) -> dict[str, dict]:

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from pathlib import Path
 
+from hypograph.atomic import STATE_MAX, read_regular
 from hypograph.ids import id_number, id_sort_key
 from hypograph.paths import OURS
+from hypograph.proximity.adjudicate import read_reviews
 from hypograph.vault.node_view import STEP4_FIELDS, NodeView
 from hypograph.vault.nodes import Node, link_target
 from hypograph.vault.vault import Vault
@@ -370,23 +373,27 @@ def _under(vault: Vault, survivor: str, into: dict[str, list[str]]) -> list[str]
 LEDGER_FILE = Path(OURS) / "dispositions.json"  # 4a's ledger (``dispositions.ledger.LEDGER``)
 
 
-def recorded_keeps(root: Path) -> dict[frozenset, str]:
+def recorded_keeps(root: Path, current: Collection[str] = ()) -> dict[frozenset, str]:
     """Every pair recorded KEEP — on 4a's ledger (a model's, the offline policy's, a person's, an
-    unmerge) or in ``proximity/review.json`` (a person's) — with who decided it. Read as plain JSON
-    (a check reads what is there, and an unreadable file holds no KEEP to check)."""
+    unmerge) or in ``proximity/review.json`` (a person's) — with who decided it. The ledger is read
+    as plain JSON, bounded (a check reads what is there, and an unreadable ledger holds no KEEP to
+    check); review.json through its one reader, ``read_reviews``, which refuses a file that cannot
+    be applied as a whole in one line (``current``: the ids of the vault's nodes)."""
     out: dict[frozenset, str] = {}
     for d in _json_list(Path(root) / LEDGER_FILE, lambda doc: list((doc.get("pairs") or {}).values())):
         if _is_pair(d) and d.get("decision") == "KEEP":
             out[frozenset(d["pair"])] = str(d.get("decided_by") or "?")
-    for e in _json_list(Path(root) / "proximity" / "review.json", lambda doc: doc):
-        if _is_pair(e) and e.get("verdict") == "KEEP":
-            out.setdefault(frozenset(e["pair"]), "human")
+    for key, review in read_reviews(Path(root), current).items():
+        if review.verdict == "KEEP":
+            out.setdefault(key, "human")
     return out
 
 
 def _json_list(path: Path, items) -> list:
+    """``items(doc)`` of the JSON file ``path`` if it is a list, else []; a FIFO, a device or a file
+    over ``STATE_MAX`` is a HypographError line (never waited on, never read whole)."""
     try:
-        found = items(json.loads(path.read_text(encoding="utf-8")))
+        found = items(json.loads(read_regular(path, STATE_MAX, follow=True)))
     except (OSError, ValueError, AttributeError, TypeError):
         return []
     return found if isinstance(found, list) else []
@@ -400,7 +407,7 @@ def _is_pair(entry) -> bool:
 def check_7_keep_apart(vault: Vault, keeps: dict[frozenset, str] | None = None) -> list[Violation]:
     """No two hypotheses under one survivor (itself and its merged_from, transitively) are recorded
     KEEP, by a person or a model: a merge never joins, by chaining, what a decision kept apart."""
-    keeps = recorded_keeps(vault.root) if keeps is None else keeps
+    keeps = recorded_keeps(vault.root, vault.nodes) if keeps is None else keeps
     if not keeps:
         return []
     into = merged_into_ids(vault)

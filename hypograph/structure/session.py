@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from hypograph.atomic import write_json
+from hypograph.atomic import STATE_MAX, read_regular, write_json
 from hypograph.errors import HypographError
 from hypograph.ids import id_sort_key
 from hypograph.paths import OURS
@@ -46,7 +46,7 @@ def read_marker(root: Path) -> dict | None:
     """The marker of a structuring in progress (or interrupted), or None."""
     path = Path(root) / MARKER
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(path, STATE_MAX, follow=True))
     except FileNotFoundError:
         return None
     except (ValueError, UnicodeDecodeError):

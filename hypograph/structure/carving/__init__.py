@@ -33,7 +33,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from hypograph.atomic import write_json
+from hypograph.atomic import STATE_MAX, read_regular, write_json
 from hypograph.llm.policy import Ask, Policy
 from hypograph.paths import OURS
 from hypograph.proximity import store
@@ -146,8 +146,10 @@ def _frozen(vault: Vault) -> dict[str, str]:
 
 
 def _read_carve(root: Path) -> dict | None:
-    path = root / CARVE
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    try:  # bounded: a FIFO or a device here is one line, never waited on
+        return json.loads(read_regular(root / CARVE, STATE_MAX, follow=True))
+    except FileNotFoundError:
+        return None
 
 
 def _plan(vault: Vault, todo: list[Node], policy: Policy) -> tuple[list[ClusterPlan], dict[str, str]]:

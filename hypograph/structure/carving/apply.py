@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hypograph.atomic import STATE_MAX, read_utf8
 from hypograph.ids import id_number
 from hypograph.journal import Step
 from hypograph.structure.carving.plan import ClusterPlan, resolve
@@ -86,7 +87,7 @@ def _mint(vault: Vault, mint: Minter | None, node_type: str, title: str, meta: d
         node_id, rel = create_node(vault.root, node_type, title, meta, body)
     finally:
         _MINTERS.pop(key, None)
-    vault.add(rel, (vault.root / rel).read_text(encoding="utf-8"))
+    vault.add(rel, read_utf8(vault.root / rel, STATE_MAX))
     return node_id, rel
 
 

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from hypograph.atomic import write_json
+from hypograph.atomic import STATE_MAX, read_regular, write_json
 from hypograph.ids import id_sort_key
 from hypograph.paths import OURS
 
@@ -48,8 +48,12 @@ def pair_key(a: str, b: str) -> str:
 
 
 def read_ledger(root: Path) -> Ledger:
-    path = Path(root) / LEDGER
-    return Ledger.model_validate_json(path.read_text(encoding="utf-8")) if path.exists() else Ledger()
+    """The ledger of the input at ``root`` (none yet: an empty one), read bounded (``read_regular``:
+    a FIFO or a device there is one HypographError line, never waited on)."""
+    try:
+        return Ledger.model_validate_json(read_regular(Path(root) / LEDGER, STATE_MAX, follow=True))
+    except FileNotFoundError:
+        return Ledger()
 
 
 def write_ledger(root: Path, ledger: Ledger) -> None:
