@@ -11,7 +11,7 @@ import contextlib
 import fsspec
 from dagster import DagsterRunStatus, DefaultSensorStatus, RunStatusSensorContext, run_status_sensor
 
-from pipelines.executor import shard_storage
+from io_managers.shards import shard_storage
 
 KEEP = {"compute_logs"}  # LocalComputeLogManager's folder beside the shards on one machine
 

@@ -44,3 +44,11 @@ class ShardIOManager(FilesystemIOManager):
 
     def create_io_manager(self, context: InitResourceContext) -> ShardFiles:
         return ShardFiles(base_dir=self.base_dir or context.instance.storage_directory())
+
+
+def shard_storage(instance) -> str:
+    """Where ``shard_io_manager`` writes a run's ranges when not in memory: ``HYPOGRAPH_SHARD_STORAGE``,
+    else the instance's ``storage/`` folder (``FilesystemIOManager``'s default)."""
+    from hypograph import environment
+
+    return environment.current().shard_storage or instance.storage_directory()

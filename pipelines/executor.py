@@ -112,10 +112,4 @@ def shard_io_manager():
     return ShardIOManager(base_dir=environment.current().shard_storage)
 
 
-def shard_storage(instance) -> str:
-    """Where ``shard_io_manager`` writes a run's ranges when not in memory: ``HYPOGRAPH_SHARD_STORAGE``,
-    else the instance's ``storage/`` folder (``FilesystemIOManager``'s default)."""
-    return environment.current().shard_storage or instance.storage_directory()
-
-
 EXECUTOR = job_executor()

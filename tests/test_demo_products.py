@@ -222,7 +222,7 @@ def test_the_ui_shows_the_library_and_the_case(demo, ui):
     assert "## H1: " in summary["mdStr"]
     for job in ("library_round", "library_rescore"):  # the empty jobs say why they are empty
         selector = {**REPOSITORY, "pipelineName": job}
-        assert "Needs a model" in graphql(port, JOB, {"selector": selector})["pipelineOrError"]["description"]
+        assert "No model is configured" in graphql(port, JOB, {"selector": selector})["pipelineOrError"]["description"]
 
 
 def test_the_daemon_never_evaluates_inputs_discovered_without_a_workspace(ui):

@@ -266,5 +266,7 @@ def assert_jobs_and_automation_as_expected() -> None:
         "next_library_round",
         "case_retries_due",
         "pictures_after_proximity",  # the report job after proximity (an automation condition sensor)
+        "partition_keys",  # each partition set holds what its jobs can run (issue 43)
+        "shard_files_removed",  # a finished run's shard files removed (issue 44)
     }
     assert all(s.description for s in [*defs.schedules, *defs.sensors])

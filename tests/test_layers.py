@@ -47,6 +47,8 @@ LAYERS: dict[str, list[str]] = {
 # Modules allowed to import hypograph modules inside functions, and why.
 LAZY_HYPOGRAPH_IMPORTS = {
     "hypograph.casework.settings": "the policy reader only when asked: a command validates flags with pydantic alone",
+    "hypograph.library.guard": "the sentence model only where embeddings decide (no model): a refusal stays fast",
+    "hypograph.proximity.adjudicate": "the vault's node reader only when a review names ids to check against the input",
     "hypograph.prox_cli": "each prox subcommand imports only what it runs, so it starts fast",
     "hypograph.proximity.store": "owned by the proximity work; hides no cycle (checked below)",
     "hypograph.proximity.communities": "owned by the proximity work; hides no cycle (checked below)",

@@ -364,8 +364,8 @@ def test_a_sweep_with_blank_cells_is_one_table_of_whole_records():
     from assets.metadata import sweep_table
 
     rows = [
-        {"threshold": 0.2, "edges": None, "pairs": 12.5, "clusters": None, "alone": None},
-        {"threshold": 0.3, "edges": 4, "pairs": 4.0, "clusters": 2, "alone": 1},
+        {"threshold": 0.2, "edges": None, "pairs": 12.5, "all_clusters": None, "clusters": None, "alone": None},
+        {"threshold": 0.3, "edges": 4, "pairs": 4.0, "all_clusters": 3, "clusters": 2, "alone": 1},
     ]
     table = sweep_table(rows)
     assert [r.data for r in table.records] == rows

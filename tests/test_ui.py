@@ -128,8 +128,8 @@ def step_failures(run_id: str) -> list[tuple[str, str | None]]:
 
 def test_a_library_round_launched_from_the_ui_on_another_topic_is_refused_in_one_line(ui, tmp_path):
     """The cross-topic guard holds in the job the Launchpad and the sensor run, not only in the
-    command: a round of the sycophancy library asked for another topic fails at its first step with
-    the guard's line, and the library file is unchanged."""
+    command: a round of the sycophancy library asked for another topic ends at its first step with
+    the guard's line (a person's decision: skipped, nothing red), and the library file is unchanged."""
     library = copy_tree(EXAMPLE_LIBRARY, tmp_path / "library")
     before = (library / "hypothesis_library.json").read_bytes()
     added = in_process("add", library)
@@ -138,18 +138,24 @@ def test_a_library_round_launched_from_the_ui_on_another_topic_is_refused_in_one
     assert graphql(ui["port"], ADD_PARTITION, {"repo": REPOSITORY, "name": "library_rounds", "key": key})
     config = {"resources": {"library": {"config": {"topic": "hallucination in language models", "web": False}}}}
     run_id = launch_as_the_ui_does(ui["port"], "library_round", key, config)
-    [(step, line)] = step_failures(run_id)
+    assert step_failures(run_id) == []
+    [(step, line)] = skipped_steps(run_id)
     assert step == "round_candidates" and "hallucination in language models" in line and "\n" not in line, line
+    assert "confirm_topic (--confirm-topic)" in line and "new_library (--new-library)" in line, line
     assert "is about" in line and "sycophancy" in line.lower(), line
     assert (library / "hypothesis_library.json").read_bytes() == before
 
 
-def test_a_setting_out_of_range_launched_from_the_ui_fails_the_first_step_in_one_line(ui):
-    """A Launchpad value the settings model refuses: the run's first step fails with the model's
-    line as the Failure's description (no resource that cannot be built), nothing else runs."""
+def test_a_setting_out_of_range_launched_from_the_ui_ends_the_first_step_in_one_line(ui):
+    """A Launchpad value the settings model refuses: the run's first step ends with the model's
+    line, naming the field by both names (no resource that cannot be built, nothing red), nothing
+    else runs."""
     config = {"resources": {"proximity": {"config": {"graph_threshold": 30.0}}}}
     run_id = launch_as_the_ui_does(ui["port"], "proximity", ui["vault_id"], config)
-    assert step_failures(run_id) == [("hypothesis_texts", "graph_threshold: must be ≥ -1 and ≤ 1 (got 30.0)")]
+    assert step_failures(run_id) == []
+    assert skipped_steps(run_id) == [
+        ("hypothesis_texts", "graph_threshold (--threshold): must be ≥ -1 and ≤ 1 (got 30.0)")
+    ]
 
 
 def test_a_case_batch_launched_from_the_ui_before_a_person_confirmed_waits_in_one_line(ui, tmp_path):

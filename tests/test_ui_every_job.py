@@ -217,7 +217,7 @@ def test_keys_typed_by_hand_that_name_no_input_are_removed_saying_why(instance, 
     }
     for name, keys in typed.items():
         instance.add_dynamic_partitions(name, keys)
-    records = {r.id: r for r in registry().records()}
+    records = {r.id: r for r in registry(instance).records()}
     why = {key: line for name, keys in typed.items() for key, line in stray_keys(name, keys, records, print).items()}
     assert set(why) == {k for keys in typed.values() for k in keys}
     assert why["foo/r0001"].startswith("'foo' is no registered library: register its folder with `hypograph add")

@@ -2,7 +2,7 @@
 
 A shard file is an uncompressed ``.npz`` (numpy's zip of ``.npy`` arrays, read with
 ``allow_pickle=False``): one ``header`` array holding UTF-8 JSON that says which kind of value it
-is and its scalar fields, and the value's numeric arrays. Three kinds travel:
+is and its scalar fields, and the value's numeric arrays. Four kinds travel:
 
 =============  ====================================================  ==============================
 kind           header                                                arrays
@@ -12,6 +12,8 @@ kind           header                                                arrays
                ``notes``, ``digest``, ``shape`` (sparse only)        ``data``, ``indices``, ``indptr``
 ``edges``      ``start``, ``stop``, ``capped``, ``info``: one        ``rows``, ``cols``, ``sims``
                shard's ``(Block, info)``
+``corpus``     nothing more: the texts a fan-out step hands its     ``json``: ``corpus_json``'s
+               range steps                                          bytes
 =============  ====================================================  ==============================
 
 ``dump(value)`` -> bytes; ``load(file, where)`` -> the value, or one HypographError line naming
@@ -30,16 +32,18 @@ from typing import IO
 import numpy as np
 
 from hypograph.errors import HypographError
+from hypograph.hypotheses import Corpus, corpus_from_json, corpus_json
 from hypograph.proximity.embed import Embeddings
 from hypograph.proximity.similarity import Block
 
 ZIP_MAGIC = b"PK\x03\x04"  # an npz is a zip archive; np.load would take a .npy or a pickle too
 MAX_HEADER_BYTES = 1 << 30  # the ids and vocabulary of a few million rows
+KINDS = ("range", "embeddings", "edges", "corpus")
 
 
 def dump(value) -> bytes:
-    """The shard file of ``value``: a ``(start, stop)`` range, an ``Embeddings`` or a ``(Block,
-    info)`` pair; TypeError for anything else (a step returning another kind is a bug here)."""
+    """The shard file of ``value``: a ``(start, stop)`` range, an ``Embeddings``, a ``Corpus`` or a
+    ``(Block, info)`` pair; TypeError for anything else (a step returning another kind is a bug here)."""
     header, arrays = _parts(value)
     buf = io.BytesIO()
     raw = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -48,6 +52,8 @@ def dump(value) -> bytes:
 
 
 def _parts(value) -> tuple[dict, dict[str, np.ndarray]]:
+    if isinstance(value, Corpus):  # the texts a fan-out step hands its range steps: JSON bytes, no code
+        return {"kind": "corpus"}, {"json": np.frombuffer(corpus_json(value), dtype=np.uint8)}
     if isinstance(value, Embeddings):
         header = {
             "kind": "embeddings",
@@ -100,13 +106,18 @@ def _header(array: np.ndarray, where: str) -> dict:
         header = json.loads(array.tobytes().decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise HypographError(f"{where}: header: not UTF-8 JSON; refused") from None
-    if not isinstance(header, dict) or header.get("kind") not in ("range", "embeddings", "edges"):
-        raise HypographError(f"{where}: header.kind: not range, embeddings or edges; refused")
+    if not isinstance(header, dict) or header.get("kind") not in KINDS:
+        raise HypographError(f"{where}: header.kind: not one of {', '.join(KINDS)}; refused")
     return header
 
 
 def _value(header: dict, arrays: dict[str, np.ndarray]):
     kind = header["kind"]
+    if kind == "corpus":
+        raw = arrays["json"]
+        if raw.dtype != np.uint8 or raw.ndim != 1:
+            raise TypeError("json: not bytes")
+        return corpus_from_json(raw.tobytes())
     if kind == "range":
         return (_int(header, "start"), _int(header, "stop"))
     if kind == "edges":
