@@ -112,40 +112,52 @@ def _header(array: np.ndarray, where: str) -> dict:
 
 
 def _value(header: dict, arrays: dict[str, np.ndarray]):
-    kind = header["kind"]
-    if kind == "corpus":
-        raw = arrays["json"]
-        if raw.dtype != np.uint8 or raw.ndim != 1:
-            raise TypeError("json: not bytes")
-        return corpus_from_json(raw.tobytes())
-    if kind == "range":
-        return (_int(header, "start"), _int(header, "stop"))
-    if kind == "edges":
-        info = header["info"]
-        if not isinstance(info, dict):
-            raise TypeError("info: not an object")
-        rows, cols, sims = (_numbers(arrays, name) for name in ("rows", "cols", "sims"))
-        block = Block(_int(header, "start"), _int(header, "stop"), rows, cols, sims, _int(header, "capped"))
-        return block, info
+    """The value of a shard file's ``header`` and ``arrays``, by its kind."""
+    return {"corpus": _corpus, "range": _range, "edges": _edges, "embeddings": _embeddings}[header["kind"]](
+        header, arrays
+    )
+
+
+def _corpus(header: dict, arrays: dict[str, np.ndarray]) -> Corpus:
+    raw = arrays["json"]
+    if raw.dtype != np.uint8 or raw.ndim != 1:
+        raise TypeError("json: not bytes")
+    return corpus_from_json(raw.tobytes())
+
+
+def _range(header: dict, arrays: dict[str, np.ndarray]) -> tuple[int, int]:
+    return (_int(header, "start"), _int(header, "stop"))
+
+
+def _edges(header: dict, arrays: dict[str, np.ndarray]) -> tuple[Block, dict]:
+    info = header["info"]
+    if not isinstance(info, dict):
+        raise TypeError("info: not an object")
+    rows, cols, sims = (_numbers(arrays, name) for name in ("rows", "cols", "sims"))
+    return Block(_int(header, "start"), _int(header, "stop"), rows, cols, sims, _int(header, "capped")), info
+
+
+def _embeddings(header: dict, arrays: dict[str, np.ndarray]) -> Embeddings:
     ids, vocabulary, notes = header["ids"], header["vocabulary"], header["notes"]
     if not _strings(ids) or not _strings(notes) or not (vocabulary is None or _strings(vocabulary)):
         raise TypeError("ids, notes, vocabulary: not lists of strings")
     texts = [header[k] for k in ("backend", "model", "digest")]
     if not all(isinstance(t, str) for t in texts):
         raise TypeError("backend, model, digest: not strings")
-    if "shape" in header:
-        import scipy.sparse as sp
-
-        shape = header["shape"]
-        if not (isinstance(shape, list) and len(shape) == 2 and all(type(s) is int and s >= 0 for s in shape)):
-            raise TypeError("shape: not two counts")
-        parts = tuple(_numbers(arrays, name) for name in ("data", "indices", "indptr"))
-        rows = sp.csr_matrix(parts, shape=tuple(shape))
-    else:
-        rows = _numbers(arrays, "rows")
+    rows = _sparse_rows(header, arrays) if "shape" in header else _numbers(arrays, "rows")
     if rows.shape[0] != len(ids):
         raise ValueError(f"{rows.shape[0]} rows for {len(ids)} ids")
     return Embeddings(ids, rows, texts[0], texts[1], vocabulary, notes, texts[2])
+
+
+def _sparse_rows(header: dict, arrays: dict[str, np.ndarray]):
+    import scipy.sparse as sp
+
+    shape = header["shape"]
+    if not (isinstance(shape, list) and len(shape) == 2 and all(type(s) is int and s >= 0 for s in shape)):
+        raise TypeError("shape: not two counts")
+    parts = tuple(_numbers(arrays, name) for name in ("data", "indices", "indptr"))
+    return sp.csr_matrix(parts, shape=tuple(shape))
 
 
 def _int(header: dict, name: str) -> int:
