@@ -26,13 +26,13 @@ from dagster import DagsterInstance
 from library_stub import AtomServer, LibraryModel, OpenAlexServer, behavior, task
 from llm_stub import answer, llm_env, llm_server, unused_port  # noqa: F401  (fixtures)
 
+from assets.errors import SKIPPED_TAG
 from assets.partitions import ROUNDS
-from hypograph.errors import NotDone
 from hypograph.library.schema import library_path, read_library
 from hypograph.library.settings import LibrarySettings
 from pipelines.definitions import defs
 from pipelines.instance import register
-from pipelines.launch import run_config, run_error
+from pipelines.launch import run_config, skips
 
 TOPIC = "LLM sycophancy"
 S1 = "Chat models echo a user's stated political leaning when the user mentions their party first."
@@ -125,13 +125,10 @@ def test_the_library_job_ends_not_done_and_its_rerun_asks_only_what_was_rejected
     job = defs.resolve_job_def("library_round")
 
     result = job.execute_in_process(instance=instance, partition_key=key, run_config=config, raise_on_error=False)
-    assert not result.success
-    failed = [e for e in result.all_events if e.is_step_failure]
-    assert [e.step_key for e in failed] == ["round_dedup"]
-    failure = failed[0].step_failure_data.user_failure_data  # a Failure with the line, not a bare stack trace
-    assert failure.metadata["status"].value == "NOT_DONE"
-    assert "candidate mechanisms unjudged" in failure.description
-    assert isinstance(run_error("library_round", result), NotDone)  # the command's exit 2
+    assert result.success  # not done yet: the step ends with no output, nothing red (issue 43)
+    [line] = skips(result)  # its one line, which the command turns into exit 2
+    assert line.startswith("round_dedup: ") and "candidate mechanisms unjudged" in line, line
+    assert instance.get_run_by_id(result.run_id).tags[SKIPPED_TAG] == "NOT_DONE"
     assert not library_path(root).exists() and round_files(root) == ["candidates.json"]
     behaviors_asked = asked(llm_server, "dedup", of_layer="behavior")
     assert behaviors_asked >= 1 and asked(llm_server, "dedup", of_layer="mechanism") == 3
