@@ -39,6 +39,22 @@ REPO = HERE.parent
 BIN = Path(sys.executable).parent
 
 
+def watch(machines, run) -> tuple:
+    """The run once it has finished, and the most bytes its shard folder held meanwhile (polled)."""
+    most = 0
+    while True:
+        with machines.instance() as instance:
+            run = instance.get_run_by_id(run.run_id)
+        if run.is_finished:
+            return run, most
+        client = machines.s3_client()
+        pages = client.get_paginator("list_objects_v2").paginate(
+            Bucket="team-bucket", Prefix=f"hypograph/shards/{run.run_id}/"
+        )
+        most = max(most, sum(o["Size"] for page in pages for o in page.get("Contents", [])))
+        time.sleep(1)
+
+
 def one_run(corpus: Path, remote: int, shards: int) -> dict:
     base = Path(tempfile.mkdtemp(prefix="hypograph-2host-"))
     os.environ["DAGSTER_HOME"] = str(base / "bench-home")  # this process's own (the machines have theirs)
@@ -62,18 +78,7 @@ def one_run(corpus: Path, remote: int, shards: int) -> dict:
         )
         with machines.instance() as instance:
             (run,) = [r for r in instance.get_runs() if r.tags.get("dagster/partition") == key]
-        most = 0
-        while True:
-            with machines.instance() as instance:
-                run = instance.get_run_by_id(run.run_id)
-            if run.is_finished:
-                break
-            client = machines.s3_client()
-            pages = client.get_paginator("list_objects_v2").paginate(
-                Bucket="team-bucket", Prefix=f"hypograph/shards/{run.run_id}/"
-            )
-            most = max(most, sum(o["Size"] for page in pages for o in page.get("Contents", [])))
-            time.sleep(1)
+        run, most = watch(machines, run)
         wall = time.monotonic() - started
         with machines.instance() as instance:
             events = [e for e in instance.all_logs(run.run_id) if e.dagster_event is not None]

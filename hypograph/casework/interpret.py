@@ -374,29 +374,16 @@ def adopt_draft(
         if use_suggested:
             raise HypographError(f"{pkg.root / rel}: missing, so no suggested question to use ({USE_SUGGESTED})")
         return None
-    draft = pkg.read_json(rel, HumanDraft, "the draft interpretation")
     where = pkg.root / rel
+    draft = pkg.read_json(rel, HumanDraft, "the draft interpretation")
     if use_suggested:
-        if not (draft.suggested_question or "").strip():
-            raise HypographError(
-                f"{where}: field '{SUGGESTED}': none (the draft keeps your question as typed); "
-                f"confirm without {USE_SUGGESTED}"
-            )
-        draft = draft.model_copy(update={"question": draft.suggested_question.strip()})
+        draft = _with_suggested_question(draft, where)
     if draft.analysis_revision != m["analysis_revision"]:
         raise HypographError(
             f"{where}: field 'analysis_revision': {draft.analysis_revision}, not the current "
             f"revision {m['analysis_revision']}"
         )
-    known = catalogue.by_id()
-    named = [(f"statements.{i}", s) for i, s in enumerate(draft.statements)]
-    named += [(name, getattr(draft, name)) for name in ANCHORS if getattr(draft, name) is not None]
-    for field, s in named:
-        if not s.text.strip():
-            raise HypographError(f"{where}: field '{field}.text': blank; fill in the template")
-    for sid in [*draft.source_summaries, *draft.read]:
-        if sid not in known:
-            raise HypographError(f"{where}: field 'source_summaries/read': {sid!r} is not a source of the catalogue")
+    _check_filled(draft, where, catalogue.by_id())
     sources = [
         s.model_copy(
             update={"summary": draft.source_summaries.get(s.id, s.summary), "read": s.read or s.id in draft.read}
@@ -411,6 +398,28 @@ def adopt_draft(
         err = e.errors()[0]
         raise HypographError(f"{where}: field '{'.'.join(map(str, err['loc']))}': {err['msg']}") from None
     return new_interp, new_cat
+
+
+def _with_suggested_question(draft: HumanDraft, where: Path) -> HumanDraft:
+    """The draft with the model's suggested question taken (a person's explicit choice)."""
+    if not (draft.suggested_question or "").strip():
+        raise HypographError(
+            f"{where}: field '{SUGGESTED}': none (the draft keeps your question as typed); "
+            f"confirm without {USE_SUGGESTED}"
+        )
+    return draft.model_copy(update={"question": draft.suggested_question.strip()})
+
+
+def _check_filled(draft: HumanDraft, where: Path, known: dict) -> None:
+    """One line naming draft.json and the field: a blank statement, or a source the catalogue lacks."""
+    named = [(f"statements.{i}", s) for i, s in enumerate(draft.statements)]
+    named += [(name, getattr(draft, name)) for name in ANCHORS if getattr(draft, name) is not None]
+    for field, s in named:
+        if not s.text.strip():
+            raise HypographError(f"{where}: field '{field}.text': blank; fill in the template")
+    for sid in [*draft.source_summaries, *draft.read]:
+        if sid not in known:
+            raise HypographError(f"{where}: field 'source_summaries/read': {sid!r} is not a source of the catalogue")
 
 
 def show_text(case_dir: Path | str) -> str:

@@ -97,6 +97,18 @@ def threshold_sweep(
             f"{SAMPLE_ROWS} sample rows; edges and clusters below the graph's threshold {graph.threshold:g} "
             "not computed"
         )
+    edges, clusters, alone = _levels(graph, low, algorithm, found)
+    if best is None and graph.num_edges:
+        k = int(np.argmax(graph.sim))
+        best = (int(graph.src[k]), int(graph.dst[k]), float(graph.sim[k]))
+    named = (graph.ids[best[0]], graph.ids[best[1]], best[2]) if best else None
+    return Sweep(list(THRESHOLDS), edges, clusters, alone, pairs, counts, exact, total, named, notes, graph.num_edges)
+
+
+def _levels(graph: SimilarityGraph, low, algorithm: str, found) -> tuple[list, list, list]:
+    """Edges, clusters (of two or more) and singletons at each of ``THRESHOLDS``: from ``graph`` at
+    and above its threshold, from ``low`` below it (None: not computed); at the graph's own
+    threshold, ``found`` (proximity's clusters) when given, so that row is what the command said."""
     edges, clusters, alone = [], [], []
     built: dict[int, object] = {}  # each graph handed to igraph once, cut at every threshold
     for t in THRESHOLDS:
@@ -108,11 +120,7 @@ def threshold_sweep(
         edges.append(e)
         clusters.append(c)
         alone.append(a)
-    if best is None and graph.num_edges:
-        k = int(np.argmax(graph.sim))
-        best = (int(graph.src[k]), int(graph.dst[k]), float(graph.sim[k]))
-    named = (graph.ids[best[0]], graph.ids[best[1]], best[2]) if best else None
-    return Sweep(list(THRESHOLDS), edges, clusters, alone, pairs, counts, exact, total, named, notes, graph.num_edges)
+    return edges, clusters, alone
 
 
 def _graph_at(graph: SimilarityGraph, t: float, algorithm: str, built: dict | None = None) -> tuple[int, int, int]:
