@@ -235,7 +235,11 @@ def test_the_helm_worker_mounts_read_only_only_what_it_reads_and_takes_secrets_f
         if "configMap" in source or "secret" in source:  # read-only sources: a file mounted, not a folder
             assert "subPath" in mount or path.startswith("/etc/"), path
     assert any(m.get("subPath") == "dagster.yaml" for m in mounts.values())  # the instance's settings: the file
-    # passwords: from Secrets only
+    assert_secrets_from_secrets(container, volumes, env)
+
+
+def assert_secrets_from_secrets(container: dict, volumes: dict, env: dict) -> None:
+    """Passwords from Secrets only (never a ConfigMap); the worker started by its absolute path."""
     assert env["HYPOGRAPH_CELERY_BROKER"]["valueFrom"]["secretKeyRef"]
     assert env["DAGSTER_PG_PASSWORD"]["valueFrom"]["secretKeyRef"]
     configmap_text = "\n".join(str(v) for v in volumes.values() if "configMap" in v)

@@ -237,6 +237,17 @@ def test_a_sharded_run_with_workers_on_two_other_machines_writes_the_in_process_
     expected = proximity_files(reference)
 
     root = write_corpus(machines.base / "a" / "inputs" / "corpus", 1200)  # only machine A has it
+    run = launch_sharded(machines, root)
+    with machines.instance() as instance:
+        events = [e for e in instance.all_logs(run.run_id) if e.dagster_event is not None]
+    assert run.status.value == "SUCCESS", machines.logs()
+    assert_identical(root, expected)
+    assert_routed(events)
+    assert_logs_on_the_store(machines, run, events)
+
+
+def launch_sharded(machines, root: Path):
+    """`hypograph add` on machine A, then the proximity job launched to the queue; the finished run."""
     env = machines.env["a"]
     added = hypograph("add", root, env=env, timeout=180)
     assert added.returncode == 0, added.stderr
@@ -255,12 +266,11 @@ def test_a_sharded_run_with_workers_on_two_other_machines_writes_the_in_process_
     assert launched.returncode == 0, launched.stderr[-3000:]
     with machines.instance() as instance:
         (run,) = [r for r in instance.get_runs() if r.tags.get("dagster/partition") == key]
-    run = machines.wait(run.run_id)
-    with machines.instance() as instance:
-        events = [e for e in instance.all_logs(run.run_id) if e.dagster_event is not None]
-    assert run.status.value == "SUCCESS", machines.logs()
-    assert_identical(root, expected)
+    return machines.wait(run.run_id)
 
+
+def assert_routed(events) -> None:
+    """The range steps ran on machines B and C (both), every other step on A."""
     hosts = {step: {h.split("@")[0] for h in hs} for step, hs in celery_hosts(events).items()}
     shard_steps = [k for k in hosts if "_shard[" in k]
     assert len(shard_steps) >= SHARDS
@@ -268,7 +278,9 @@ def test_a_sharded_run_with_workers_on_two_other_machines_writes_the_in_process_
     assert {"b", "c"} <= set().union(*(hosts[k] for k in shard_steps)), hosts  # both ran some
     assert all(hosts[k] == {"a"} for k in hosts if k not in shard_steps), hosts  # the rest on A
 
-    # step logs in the object store, readable from any machine; B's and C's folders hold no shard
+
+def assert_logs_on_the_store(machines, run, events) -> None:
+    """Step logs in the object store, readable from any machine; B's and C's folders hold no shard."""
     logs = set(machines.keys(f"hypograph/logs/storage/{run.run_id}/compute_logs/"))
     captured = [
         e.dagster_event.event_specific_data for e in events if e.dagster_event.event_type_value == "LOGS_CAPTURED"
