@@ -368,7 +368,7 @@ def queued(cluster, seconds: float = 300) -> None:
     """Return once a step waits in the Celery queue ``dagster``."""
     import redis
 
-    client = redis.Redis(port=cluster.redis_port)
+    client = redis.Redis(port=cluster.redis_port, password=cluster.password)
     deadline = time.monotonic() + seconds
     while not any(client.llen(k) for k in client.keys("dagster*")):  # a step's priority is in the key
         if time.monotonic() > deadline:
