@@ -87,7 +87,7 @@ def test_the_sensor_serves_an_input_whose_command_was_killed_mid_run(tmp_path, m
     [(killed, status, key)] = _runs(tmp_path / "home")
     assert status == "STARTED"
     monkeypatch.setenv("DAGSTER_HOME", env["DAGSTER_HOME"])
-    inputs = Inputs(registry_file=str(tmp_path / "home" / "inputs.json"))
+    inputs = Inputs()  # the registry the command wrote: in the instance
     with DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
         result = hypotheses_changed(build_sensor_context(instance=instance), inputs=inputs)
     assert isinstance(result, SensorResult) and [r.partition_key for r in result.run_requests] == [key]
