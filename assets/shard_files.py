@@ -31,6 +31,9 @@ def remove_run_shards(base: str, run_id: str) -> list[str]:
         if entry.rstrip("/").rsplit("/", 1)[-1] not in KEEP:
             with contextlib.suppress(FileNotFoundError):
                 fs.rm(entry, recursive=True)
+    with contextlib.suppress(OSError):  # the run's folder itself once empty (an object store has none)
+        if fs.isdir(folder) and not fs.ls(folder, detail=False):
+            fs.rmdir(folder)
     return files
 
 
