@@ -465,12 +465,12 @@ INTERRUPTED = (
 
 def main(argv: list[str] | None = None) -> int:
     """The command's exit code; 130 when it was interrupted (Ctrl-C, SIGTERM), at any moment."""
-    from hypograph_cli import signals
+    from hypograph_cli import EARLY_SIGNALS, signals
 
     argv = sys.argv[1:] if argv is None else argv
     with signals.counted():
         try:
-            code = _main(argv)
+            code = None if EARLY_SIGNALS else _main(argv)  # a SIGTERM while importing: nothing started
         except KeyboardInterrupt:
             code = None
         if code is None or (code != 130 and signals.interrupted()):  # else its line is said already
