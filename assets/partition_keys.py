@@ -20,6 +20,7 @@ from dagster import DefaultSensorStatus, SensorEvaluationContext, SensorResult, 
 from assets.groups import described
 from assets.partitions import HYPOTHESIS_INPUTS, LIBRARIES, REVISIONS, ROUNDS, VAULTS
 from hypograph.errors import HypographError
+from hypograph.ids import key_number, numbered_key
 from hypograph.inputs import InputRecord, split_sub_key, sub_key
 from hypograph.skips import BAD_INPUT, skip_line
 from resources import Inputs
@@ -84,7 +85,7 @@ def _why_stray(name: str, key: str, records: dict[str, InputRecord]) -> str | No
     number = _number(part)
     if number is None or number > last:
         what = "round" if name == ROUNDS else "revision"
-        return f"{part!r} is no {what} {input_id} has or runs next (its next: r{last:04d})"
+        return f"{part!r} is no {what} {input_id} has or runs next (its next: {numbered_key(last)})"
     return None
 
 
@@ -95,16 +96,15 @@ def _last_sub(record: InputRecord) -> int:
 
         return CasePackage(record.path).manifest()["analysis_revision"]
     from hypograph.library.run import round_to_run
-    from hypograph.library.state import round_number
 
-    return round_number(round_to_run(record.path))
+    return key_number(round_to_run(record.path))
 
 
 def _number(part: str) -> int | None:
-    from hypograph.library.state import ROUND_RE
-
-    m = ROUND_RE.match(part)
-    return int(m.group(1)) if m and int(m.group(1)) >= 1 else None
+    try:
+        return key_number(part)
+    except HypographError:
+        return None
 
 
 @described(sensor, minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING)

@@ -40,7 +40,3 @@ SETS_OF_KIND = {
     "library": [HYPOTHESIS_INPUTS, LIBRARIES],
     "case": [],
 }
-
-
-def revision_key(revision: int) -> str:
-    return f"r{revision:04d}"

@@ -49,12 +49,12 @@ from assets.partitions import (
     hypothesis_inputs,
     libraries,
     library_rounds,
-    revision_key,
     vaults,
 )
 from hypograph import environment
 from hypograph.casework.package import CasePackage
 from hypograph.errors import HypographError
+from hypograph.ids import numbered_key
 from hypograph.inputs import KINDS, WITH_HYPOTHESES, InputRecord, fingerprint, input_kind, sub_key
 from hypograph.skips import BAD_INPUT, registered, skip_line
 from resources import Inputs
@@ -98,7 +98,7 @@ def case_package(context, inputs: Inputs) -> DataVersionsByPartition:
         except (HypographError, OSError, KeyError, TypeError) as e:
             context.log.warning(f"{r.id}: {r.path}: not observed: {e}")
             continue
-        versions[sub_key(r.id, revision_key(revision))] = DataVersion(fingerprint(r.path, "case"))
+        versions[sub_key(r.id, numbered_key(revision))] = DataVersion(fingerprint(r.path, "case"))
     return DataVersionsByPartition(versions)
 
 
@@ -152,7 +152,7 @@ def partition_requests(instance, records: list[InputRecord], log=None) -> list:
     for r in records:
         if r.kind == "case":
             try:  # a case whose revisions cannot be listed is skipped, saying so; the others are added
-                wanted[REVISIONS] += [sub_key(r.id, revision_key(n)) for n in CasePackage(r.path).revisions()]
+                wanted[REVISIONS] += [sub_key(r.id, numbered_key(n)) for n in CasePackage(r.path).revisions()]
             except BAD_INPUT as e:
                 (log or print)(skip_line(f"{r.id}: {r.path}", e))
                 continue

@@ -23,7 +23,7 @@ from pipelines.launch import execute, failed_line
 
 def revision_key(revision: int) -> str:
     """``r0001``: imported when a case step runs, so ``hypograph case --help`` loads no Dagster."""
-    from assets.partitions import revision_key as key
+    from hypograph.ids import numbered_key as key
 
     return key(revision)
 

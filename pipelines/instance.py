@@ -128,8 +128,8 @@ def observe_case(root: Path) -> None:
 
     with open_instance() as instance:
         record = register(instance, root, "case")
-        from assets.partitions import revision_key
         from hypograph.casework.package import CasePackage
+        from hypograph.ids import numbered_key
         from hypograph.inputs import sub_key
 
-        observe(instance, record, sub_key(record.id, revision_key(CasePackage(root).manifest()["analysis_revision"])))
+        observe(instance, record, sub_key(record.id, numbered_key(CasePackage(root).manifest()["analysis_revision"])))

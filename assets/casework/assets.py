@@ -12,9 +12,9 @@ from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, ass
 
 from assets.errors import SUPERSEDED, Skip, failure, step
 from assets.groups import ASSET, CASEWORK
-from assets.partitions import revision_key
 from assets.sources import case_package
 from hypograph.errors import HypographError
+from hypograph.ids import key_number, numbered_key
 from resources import CaseResource, Inputs, LLMResource
 
 # The casework domain modules are imported inside the assets that use them: every run of any job
@@ -29,8 +29,8 @@ def _case(context: AssetExecutionContext, inputs: Inputs):
     root, revision = inputs.sub_root(context.partition_key)
     store, case_id = CaseStore.for_dir(root)
     manifest = store.package(case_id).manifest()
-    current = revision_key(manifest["analysis_revision"])
-    if int(revision[1:]) < manifest["analysis_revision"]:
+    current = numbered_key(manifest["analysis_revision"])
+    if key_number(revision) < manifest["analysis_revision"]:
         raise Skip(
             f"{root}: revision {revision} is superseded by {current} (`hypograph case add`); "
             "its results stay as they were",

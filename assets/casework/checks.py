@@ -8,6 +8,7 @@ from assets.metadata import check_result as _result
 from assets.partitions import case_revisions
 from hypograph.casework import checks as case_checks
 from hypograph.casework.package import CasePackage
+from hypograph.ids import key_number
 from resources import Inputs
 
 
@@ -20,7 +21,7 @@ def _case_check(name: str, description: str):
     @project_errors
     def _check(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
         root, revision = inputs.sub_root(context.partition_key)
-        return _result(case_checks.run_checks(CasePackage(root), int(revision[1:]))[name])
+        return _result(case_checks.run_checks(CasePackage(root), key_number(revision))[name])
 
     return _check
 

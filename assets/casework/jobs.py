@@ -12,9 +12,10 @@ from dagster import (
 
 from assets.casework.assets import batch_vault_nodes, case_interpretation, interpretation_draft
 from assets.groups import CASEWORK, RUN_TAGS, described
-from assets.partitions import case_revisions, revision_key
+from assets.partitions import case_revisions
 from hypograph.casework.dispatch import due_retry
 from hypograph.casework.package import CasePackage
+from hypograph.ids import numbered_key
 from hypograph.inputs import sub_key
 from hypograph.skips import BAD_INPUT, registered, skip_line
 from resources import Inputs
@@ -79,7 +80,7 @@ def case_retries_due(context: SensorEvaluationContext, inputs: Inputs):
             context.log.warning(skip_line(f"{r.id}: {r.path}", e))
             continue
         if due is not None:
-            key = sub_key(r.id, revision_key(due.analysis_revision))
+            key = sub_key(r.id, numbered_key(due.analysis_revision))
             requests.append(RunRequest(partition_key=key, run_key=f"{key}|{due.attempt_id}|{due.due_at}"))
     return requests or SkipReason("no case retry is due")
 

@@ -18,7 +18,8 @@ from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, ass
 
 from assets.errors import Skip, step
 from assets.groups import ASSET, LIBRARY
-from hypograph.library.state import TRACE_TASK, round_keys, round_number
+from hypograph.ids import key_number
+from hypograph.library.state import TRACE_TASK, round_keys
 from resources import Inputs, LibraryResource, LLMResource
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def round_candidates(
     settings = library.settings()
     given = settings.round_settings()
     if given is None and not any(
-        has_generated(root, k) for k in {*round_keys(root), key} if round_number(k) <= round_number(key)
+        has_generated(root, k) for k in {*round_keys(root), key} if key_number(k) <= key_number(key)
     ):
         raise Skip(
             f"{root}: round {key}: no topic given and no earlier round to follow (`hypograph library DIR --topic …`)"
@@ -155,7 +156,7 @@ def hypothesis_library(context: AssetExecutionContext, inputs: Inputs) -> Materi
     root, key = inputs.sub_root(context.partition_key)
     plan = persist_round(root, key)
     ledger = round_ledger(root, key)
-    report = build_report(root, [k for k in round_keys(root) if round_number(k) <= round_number(key)])
+    report = build_report(root, [k for k in round_keys(root) if key_number(k) <= key_number(key)])
     return MaterializeResult(
         metadata={
             "added_behaviors": plan.added_behaviors,

@@ -20,6 +20,7 @@ from hypograph.casework.checks import run_checks
 from hypograph.casework.package import TARGET_VAULT, CasePackage
 from hypograph.casework.rules import describe
 from hypograph.errors import HypographError, NotDone
+from hypograph.ids import numbered_key
 from hypograph.vault.mint import create_node
 from hypograph.vault.vault import open_vault, require_vault
 
@@ -71,7 +72,7 @@ def mint_batch(case_dir: Path | str, vault_root: Path | str | None = None) -> Mi
 
 def _mint(pkg: CasePackage, root: Path, package_id: str, rev: int, hyp_doc: dict, context: dict) -> MintReport:
     vault = open_vault(root)
-    key = f"{package_id}/r{rev:04d}"
+    key = f"{package_id}/{numbered_key(rev)}"
     report = MintReport(root)
     registry_path = paths(rev)["hypothesis_registry"]
     source = next((n for n in vault.of_type("source") if n.meta.get("case_batch") == key), None)

@@ -44,6 +44,7 @@ from hypograph.casework.package import (
 from hypograph.casework.prompt import build_request
 from hypograph.casework.publish import Hook, prefixed
 from hypograph.errors import HypographError
+from hypograph.ids import numbered_key
 from hypograph.journal import Step
 
 log = logging.getLogger("hypograph.casework")
@@ -72,7 +73,7 @@ class BuildResult:
     llm: dict = field(default_factory=dict)
 
     def line(self) -> str:
-        return f"{self.case_id} r{self.analysis_revision:04d}: {self.status.value}: {self.message}"
+        return f"{self.case_id} {numbered_key(self.analysis_revision)}: {self.status.value}: {self.message}"
 
 
 @dataclass

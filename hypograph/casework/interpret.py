@@ -36,6 +36,7 @@ from hypograph.casework.ingest import archive_members, read_member
 from hypograph.casework.models import ANCHORS, CONTROLLER_FIELDS, Catalogue, Interpretation, Source, Statement
 from hypograph.casework.package import CasePackage, json_text, rev_dir, sha_text
 from hypograph.errors import HypographError, NotDone
+from hypograph.ids import numbered_key
 from hypograph.journal import Step
 from hypograph.llm.client import Request, untrusted
 from hypograph.text import printable
@@ -250,7 +251,7 @@ def draft_interpretation(
         if revision is not None and revision != rev:
             raise HypographError(
                 f"{pkg.root / 'manifest.json'}: revision {revision} is not the current one "
-                f"(r{rev:04d}); earlier revisions stay as they were"
+                f"({numbered_key(rev)}); earlier revisions stay as they were"
             )
         rel = draft_path(rev)
         report = lambda by, msg, llm=None: DraftReport(pkg.root, rev, pkg.root / rel, by, msg, llm or {})  # noqa: E731

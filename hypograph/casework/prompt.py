@@ -12,6 +12,7 @@ from string import Template
 
 from hypograph.casework.models import Answer
 from hypograph.casework.rules import candidate_violations, describe
+from hypograph.ids import numbered_key
 from hypograph.llm.client import Request, untrusted
 
 
@@ -63,7 +64,7 @@ def build_request(context: dict, attempt_id: str, rejections: list[dict]) -> Req
             raise ValueError(describe(violations))
 
     return Request(
-        name=f"hypotheses-r{context['analysis_revision']:04d}-{attempt_id}",
+        name=f"hypotheses-{numbered_key(context['analysis_revision'])}-{attempt_id}",
         system=Template(system_t).substitute(values),
         user=Template(user_t).substitute(values),
         schema=Answer,

@@ -32,6 +32,7 @@ from hypograph.casework.package import (
     sha_text,
 )
 from hypograph.errors import HypographError
+from hypograph.ids import numbered_key
 
 
 @dataclass
@@ -84,7 +85,7 @@ def add_revision(
         pkg.roll_forward()
         m = pkg.manifest() if pkg.exists() else _first_manifest(pkg)
         rev = m["analysis_revision"] + 1
-        base = f"{revision.input_folder}/r{rev:04d}"
+        base = f"{revision.input_folder}/{numbered_key(rev)}"
         files = {f"{base}/{rel}": text for rel, text in sorted(revision.inputs.items())}
         copied = {f"{base}/{c.rel}": c for c in revision.copies}
         _refuse_existing(pkg, base, files, copied)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from hypograph.atomic import read_utf8, write_json, write_text
 from hypograph.errors import HypographError
+from hypograph.ids import key_number, numbered_key
 from hypograph.library.checks import require_sound
 from hypograph.library.ledger import Minter, absorb, read_ledger, write_ledger
 from hypograph.library.rounds import (
@@ -42,9 +43,7 @@ from hypograph.library.state import (
     library_lock,
     read_model,
     round_dir,
-    round_key,
     round_keys,
-    round_number,
     write_model,
 )
 
@@ -60,10 +59,10 @@ def round_persisted(root: Path, key: str) -> bool:
 
 def require_previous_rounds(root: Path, key: str) -> None:
     """HypographError unless every round before ``key`` has persisted (rounds build on each other)."""
-    for n in range(1, round_number(key)):
-        if not round_persisted(root, round_key(n)):
+    for n in range(1, key_number(key)):
+        if not round_persisted(root, numbered_key(n)):
             raise HypographError(
-                f"round {key} cannot be generated before round {round_key(n)} has persisted "
+                f"round {key} cannot be generated before round {numbered_key(n)} has persisted "
                 "(each round's banlist is the library the earlier rounds left)"
             )
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hypograph.errors import HypographError, ModelRequired
+from hypograph.ids import key_number, numbered_key
 from hypograph.library.checks import require_sound
 from hypograph.library.guard import check_topic, move_aside
 from hypograph.library.modes import resolve_target
@@ -29,7 +30,7 @@ from hypograph.library.persist import load_round, round_persisted
 from hypograph.library.rounds import RoundCandidates, RoundDedup, RoundSettings
 from hypograph.library.schema import read_library
 from hypograph.library.settings import LibrarySettings
-from hypograph.library.state import read_model, round_dir, round_key, round_keys, round_number
+from hypograph.library.state import read_model, round_dir, round_keys
 
 
 def pending_rounds(root: Path) -> list[str]:
@@ -39,7 +40,7 @@ def pending_rounds(root: Path) -> list[str]:
 
 def next_round(root: Path) -> str:
     keys = round_keys(root)
-    return round_key(round_number(keys[-1]) + 1 if keys else 1)
+    return numbered_key(key_number(keys[-1]) + 1 if keys else 1)
 
 
 def round_to_run(root: Path) -> str:
@@ -61,7 +62,7 @@ def settings_for_round(root: Path, key: str, given: RoundSettings | None) -> Rou
         return cached.settings
     if given is not None:
         return given
-    for earlier in reversed([k for k in round_keys(root) if round_number(k) < round_number(key)]):
+    for earlier in reversed([k for k in round_keys(root) if key_number(k) < key_number(key)]):
         previous = read_model(round_dir(root, earlier) / "candidates.json", RoundCandidates)
         if previous is not None:
             return previous.settings

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,10 +30,10 @@ from pydantic import BaseModel, ValidationError
 
 from hypograph.atomic import STATE_MAX, read_regular, remove_stale_temps, write_json
 from hypograph.errors import HypographError
+from hypograph.ids import NUMBERED_KEY_RE, key_number
 from hypograph.locks import file_lock
 from hypograph.paths import OURS
 
-ROUND_RE = re.compile(r"^r(\d{4,})$")
 TRACE_TASK = "hypothesis-batch"
 M = TypeVar("M", bound=BaseModel)
 
@@ -48,19 +47,8 @@ def library_state(root: Path) -> Path:
     return state_dir(root) / "library"
 
 
-def round_number(round_key: str) -> int:
-    m = ROUND_RE.match(round_key)
-    if not m or int(m.group(1)) < 1:
-        raise HypographError(f"round key {round_key!r}: expected r0001, r0002, …")
-    return int(m.group(1))
-
-
-def round_key(n: int) -> str:
-    return f"r{n:04d}"
-
-
 def round_dir(root: Path, key: str) -> Path:
-    round_number(key)
+    key_number(key)
     return library_state(root) / "rounds" / key
 
 
@@ -69,12 +57,12 @@ def round_keys(root: Path) -> list[str]:
     d = library_state(root) / "rounds"
     if not d.is_dir():
         return []
-    return sorted((p.name for p in d.iterdir() if p.is_dir() and ROUND_RE.match(p.name)), key=round_number)
+    return sorted((p.name for p in d.iterdir() if p.is_dir() and NUMBERED_KEY_RE.match(p.name)), key=key_number)
 
 
 def trace_round_dir(run_dir: Path, key: str) -> Path:
     """``<run_dir>/r<NN>`` (the seed's two-digit round folder; wider past 99)."""
-    return Path(run_dir) / f"r{round_number(key):02d}"
+    return Path(run_dir) / f"r{key_number(key):02d}"
 
 
 def digest(value) -> str:
