@@ -55,7 +55,8 @@ from hypograph import environment
 from hypograph.casework.package import CasePackage
 from hypograph.errors import HypographError
 from hypograph.ids import numbered_key
-from hypograph.inputs import KINDS, WITH_HYPOTHESES, InputRecord, fingerprint, input_kind, sub_key
+from hypograph.inputs import InputRecord, fingerprint, sub_key
+from hypograph.paths import KINDS, WITH_HYPOTHESES, input_kind
 from hypograph.skips import BAD_INPUT, registered, skip_line
 from resources import Inputs
 

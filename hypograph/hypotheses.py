@@ -56,7 +56,7 @@ import orjson
 from hypograph.errors import HypographError
 from hypograph.ids import ID_RE, canonical_id, id_sort_key
 from hypograph.limits import data_problem, encodable
-from hypograph.paths import RUN_DIR_FOLDERS, detect_kind, scan_names
+from hypograph.paths import HYPOTHESIS_FOLDERS, RUN_DIR_FOLDERS, input_kind, scan_names
 
 # The vault's modules (YAML) are imported by the vault branch of load_corpus: prox on a run dir
 # starts without them.
@@ -142,7 +142,7 @@ def load_corpus(root: Path | str, skip_bad: bool = True) -> Corpus:
     ``skip_bad`` False (``hypograph``'s default; prox keeps the seed's skipping): a run directory's
     file the table above skips is fatal too, one line naming it (``refuse_skipped``)."""
     root = Path(root)
-    kind = detect_kind(root)
+    kind = input_kind(root, HYPOTHESIS_FOLDERS)
     warnings: list[str] = []
     if kind == "vault":
         from hypograph.vault.locking import reading_lock

@@ -38,21 +38,16 @@ import stat
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 from hypograph.atomic import open_regular, read_regular, write_json, write_text
 from hypograph.errors import HypographError
 from hypograph.locks import file_lock
-from hypograph.paths import OURS, detect_kind, state_dir
+from hypograph.paths import KINDS, LIBRARY_FILE, OURS, Kind, input_kind, state_dir
 
-Kind = Literal["run-dir", "vault", "library", "case"]
-KINDS: tuple[Kind, ...] = ("run-dir", "vault", "library", "case")
-WITH_HYPOTHESES: tuple[Kind, ...] = ("run-dir", "vault", "library")  # the kinds proximity embeds
 ID_FILE = Path(OURS) / "input-id"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _VALID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-LIBRARY_FILE = "hypothesis_library.json"
-CASE_MANIFEST = "manifest.json"
 ID_FILE_MAX = 256  # bytes: an id (<= 64) and the folder record it was written for
 REGISTRY_MAX = 16 << 20  # bytes: ~100,000 inputs; a larger registry file is refused, not read
 
@@ -85,21 +80,6 @@ def split_sub_key(key: str) -> Sub:
     if not sep or not input_id or not sub:
         raise HypographError(f"partition {key!r}: expected <input id>/rNNNN")
     return Sub(input_id, sub)
-
-
-def input_kind(root: Path) -> Kind:
-    """What ``root`` is: a case package (``manifest.json``), a run directory or a vault
-    (``hypotheses/``), or a library (``hypothesis_library.json``); a one-line error otherwise."""
-    root = Path(root)
-    if not root.is_dir():
-        raise HypographError(f"{root}: no such directory")
-    if (root / CASE_MANIFEST).is_file():
-        return "case"
-    if (root / "hypotheses").is_dir():
-        return detect_kind(root)
-    if (root / LIBRARY_FILE).is_file() or (root / OURS / "library").is_dir():
-        return "library"
-    raise HypographError(f"{root}: not an input (no hypotheses/, {LIBRARY_FILE} or {CASE_MANIFEST})")
 
 
 def safe_id(name: str) -> str:

@@ -170,13 +170,36 @@ def _scan(root: Path, here: Path, rel_dir: Path, bad, hidden_dirs: bool, only) -
 RUN_DIR_FOLDERS = ("hypotheses", "proximity", OURS)  # all prox reads or writes in a run dir
 
 
-def detect_kind(root: Path) -> Literal["run-dir", "vault"]:
-    """A directory whose ``hypotheses/`` holds ``H-*.json`` files is a run dir; else ``.md`` files make a vault."""
-    hyp = root / "hypotheses"
+Kind = Literal["run-dir", "vault", "library", "case"]
+KINDS: tuple[Kind, ...] = ("run-dir", "vault", "library", "case")
+WITH_HYPOTHESES: tuple[Kind, ...] = ("run-dir", "vault", "library")  # the kinds proximity embeds
+HYPOTHESIS_FOLDERS: tuple[Kind, ...] = ("run-dir", "vault")  # the kinds with a hypotheses/ folder
+LIBRARY_FILE = "hypothesis_library.json"
+CASE_MANIFEST = "manifest.json"
+
+
+def input_kind(root: Path | str, among: tuple[Kind, ...] = KINDS) -> Kind:
+    """The one rule of what an input folder is, the first of these that holds: a case package
+    (``manifest.json``); a run directory or a vault (``hypotheses/``: ``H-*.json`` files make a run
+    directory, else ``.md`` files a vault); a library (``hypothesis_library.json``, or its tool
+    state). Only the kinds ``among`` are tried (proximity's readers: ``HYPOTHESIS_FOLDERS``);
+    a folder of none of them is one ``HypographError`` line."""
+    root = Path(root)
     if not root.is_dir():
-        raise HypographError(f"{root}: not a directory")
-    if not hyp.is_dir():
+        raise HypographError(f"{root}: {'not a directory' if root.exists() else 'no such directory'}")
+    if "case" in among and (root / CASE_MANIFEST).is_file():
+        return "case"
+    if (root / "hypotheses").is_dir():
+        return _run_dir_or_vault(root / "hypotheses")
+    if "library" in among and ((root / LIBRARY_FILE).is_file() or (root / OURS / "library").is_dir()):
+        return "library"
+    if among == HYPOTHESIS_FOLDERS:
         raise HypographError(f"{root}: no hypotheses/ directory (expected a prox run directory or a vault)")
+    raise HypographError(f"{root}: not an input (no hypotheses/, {LIBRARY_FILE} or {CASE_MANIFEST})")
+
+
+def _run_dir_or_vault(hyp: Path) -> Kind:
+    """``hypotheses/`` holding an ``H-*.json`` makes a run directory; else ``.md`` files a vault."""
     markdown = False
     with os.scandir(hyp) as entries:  # stops at the first H-*.json: no listing of 100k names
         for e in entries:
@@ -192,7 +215,7 @@ def check_input(root: Path | str, folders: tuple[str, ...] = RUN_DIR_FOLDERS) ->
     ``.hypograph/``; a file there leading outside is only skipped, with the warning ``load_corpus``
     gives)."""
     root = Path(root)
-    run_dir = not (root / "hypotheses").is_dir() or detect_kind(root) == "run-dir"
+    run_dir = not (root / "hypotheses").is_dir() or input_kind(root, HYPOTHESIS_FOLDERS) == "run-dir"
     for _ in scan_names(root, only=folders if run_dir else None, bad=(lambda *_: None) if run_dir else None):
         pass
 

@@ -11,7 +11,7 @@ from hypograph.atomic import read_regular
 from hypograph.errors import HypographError
 from hypograph.hypotheses import _json_hypothesis, _read_files, _run_dir_files
 from hypograph.library.corpus import input_corpus
-from hypograph.paths import TEXTS_SNAPSHOT, detect_kind
+from hypograph.paths import HYPOTHESIS_FOLDERS, TEXTS_SNAPSHOT, input_kind
 
 SNAPSHOT_MAX = 256 << 20  # a courtesy read: past this the ids' own files are read instead
 
@@ -28,7 +28,7 @@ def titles_of(root: Path, ids: list[str]) -> dict[str, str]:
     if titles and all(i in titles for i in ids):
         return titles
     try:
-        if detect_kind(root) == "run-dir":
+        if input_kind(root, HYPOTHESIS_FOLDERS) == "run-dir":
             return _run_dir_titles(root, ids)
         corpus = input_corpus(root)
     except HypographError:

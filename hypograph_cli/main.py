@@ -103,12 +103,12 @@ def _structure(args) -> int:
     hypotheses (so proximity/ describes the structured vault): the flow of
     ``assets/next_job.py``, each run on the vault's partitions."""
     from hypograph.errors import HypographError
-    from hypograph.paths import detect_kind
+    from hypograph.paths import input_kind
     from hypograph_cli import summaries
     from pipelines.launch import run_structure
 
     root = args.path.resolve()
-    if detect_kind(root) != "vault":
+    if input_kind(root) != "vault":
         raise HypographError(f"{root}: not a vault (structure needs step-3 nodes in hypotheses/*.md)")
     started = [time.perf_counter()]
     why: list[tuple[str, str]] = []  # (job, the reason it ran), in order

@@ -14,8 +14,9 @@ from pathlib import Path
 
 from hypograph.atomic import read_utf8, write_text
 from hypograph.errors import HypographError
-from hypograph.inputs import InputRecord, Kind, Registry
+from hypograph.inputs import InputRecord, Registry
 from hypograph.locks import file_lock
+from hypograph.paths import Kind
 
 # Pools limit concurrent steps: library rounds generate one at a time (pool library_generation).
 # python_logs: a run's console (the `hypograph ui` terminal) at INFO, not DEBUG, and the domain's

@@ -17,7 +17,8 @@ from hypograph.hypotheses import (
     load_corpus,
     strip_wikilinks,
 )
-from hypograph.paths import detect_kind
+from hypograph.ids import key_number, numbered_key
+from hypograph.paths import HYPOTHESIS_FOLDERS, input_kind
 
 
 def by_id(corpus) -> dict[str, Hypothesis]:
@@ -58,13 +59,13 @@ def test_run_dir_reads_a_long_hypothesis_file_whole(run_dir, add_hypothesis, siz
     assert by_id(load_corpus(run_dir))["H-99"].text == f"Long {statement.strip()}"
 
 
-def test_detect_kind_looks_past_other_files(tmp_path, add_hypothesis, add_node):
+def test_input_kind_looks_past_other_files(tmp_path, add_hypothesis, add_node):
     (tmp_path / "hypotheses").mkdir()
     for k in range(50):
         (tmp_path / "hypotheses" / f"note-{k}.md").write_text("x")
-    assert detect_kind(tmp_path) == "vault"
+    assert input_kind(tmp_path) == "vault"
     add_hypothesis(tmp_path, "H-1", title="A hypothesis")
-    assert detect_kind(tmp_path) == "run-dir"
+    assert input_kind(tmp_path) == "run-dir"
 
 
 def test_run_dir_keeps_extra_fields(run_dir):
@@ -147,7 +148,7 @@ def test_run_dir_with_only_bad_files_is_an_error(tmp_path, add_hypothesis):
 def test_input_without_hypotheses_dir_is_an_error(tmp_path):
     with pytest.raises(HypographError, match="no hypotheses/ directory"):
         load_corpus(tmp_path)
-    with pytest.raises(HypographError, match="not a directory"):
+    with pytest.raises(HypographError, match="no such directory"):
         load_corpus(tmp_path / "missing")
 
 
@@ -258,9 +259,36 @@ def test_vault_with_only_skipped_nodes_is_an_error(tmp_path, add_node):
 # -- helpers ------------------------------------------------------------------------------------
 
 
-def test_detect_kind(run_dir, vault):
-    assert detect_kind(run_dir) == "run-dir"
-    assert detect_kind(vault) == "vault"
+def test_input_kind(run_dir, vault):
+    assert input_kind(run_dir) == "run-dir"
+    assert input_kind(vault) == "vault"
+
+
+def test_input_kind_is_one_rule_for_every_kind(tmp_path, run_dir):
+    """Registration, proximity's corpus and a library's corpus all ask ``input_kind``: a manifest
+    makes a case, ``hypotheses/`` a run directory or vault (before a library file), a library file
+    a library; ``among`` narrows what a reader accepts, with its own line."""
+    (run_dir / "hypothesis_library.json").write_text("{}")
+    assert input_kind(run_dir) == "run-dir"
+    (run_dir / "manifest.json").write_text("{}")
+    assert input_kind(run_dir) == "case"
+    assert input_kind(run_dir, HYPOTHESIS_FOLDERS) == "run-dir"
+    library = tmp_path / "lib"
+    library.mkdir()
+    (library / "hypothesis_library.json").write_text("{}")
+    assert input_kind(library) == "library"
+    with pytest.raises(HypographError, match="no hypotheses/ directory"):
+        input_kind(library, HYPOTHESIS_FOLDERS)
+    with pytest.raises(HypographError, match=r"not an input \(no hypotheses/"):
+        input_kind(tmp_path)
+
+
+def test_numbered_keys_both_ways():
+    assert [numbered_key(n) for n in (1, 42, 12345)] == ["r0001", "r0042", "r12345"]
+    assert [key_number(k) for k in ("r0001", "r0042", "r12345")] == [1, 42, 12345]
+    for bad in ("r0000", "r1", "0001", "r0001x", "lib/r0001"):
+        with pytest.raises(HypographError, match="expected r0001"):
+            key_number(bad)
 
 
 def test_id_sort_key_is_natural():

@@ -13,7 +13,7 @@ from dagster import (
 
 from assets.groups import PROXIMITY, RUN_TAGS, described
 from assets.partitions import HYPOTHESIS_INPUTS, hypothesis_inputs
-from hypograph.inputs import WITH_HYPOTHESES
+from hypograph.paths import WITH_HYPOTHESES
 from hypograph.skips import registered
 from resources import Inputs
 

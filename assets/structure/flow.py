@@ -12,7 +12,8 @@ from assets.partitions import HYPOTHESIS_INPUTS
 from assets.proximity.jobs import proximity_job
 from assets.sources import observed
 from assets.structure.jobs import structure_job
-from hypograph.inputs import WITH_HYPOTHESES, fingerprint
+from hypograph.inputs import fingerprint
+from hypograph.paths import WITH_HYPOTHESES
 from hypograph.skips import BAD_INPUT, registered, skip_line
 from resources import Inputs
 

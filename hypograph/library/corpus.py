@@ -8,11 +8,7 @@ from pathlib import Path
 from hypograph.errors import HypographError
 from hypograph.hypotheses import Corpus, Hypothesis, load_corpus
 from hypograph.library.schema import LIBRARY_FILE, library_path, read_library
-
-
-def is_library(root: Path) -> bool:
-    """A folder holding ``hypothesis_library.json`` and no ``hypotheses/`` of its own."""
-    return library_path(root).is_file() and not (Path(root) / "hypotheses").is_dir()
+from hypograph.paths import WITH_HYPOTHESES, input_kind
 
 
 def library_corpus(root: Path) -> Corpus:
@@ -29,4 +25,4 @@ def library_corpus(root: Path) -> Corpus:
 def input_corpus(root: Path, skip_bad: bool = True) -> Corpus:
     """The hypotheses of any input: a library's nodes, else a run directory's or a vault's
     (``skip_bad``: see ``load_corpus``)."""
-    return library_corpus(root) if is_library(root) else load_corpus(root, skip_bad)
+    return library_corpus(root) if input_kind(root, WITH_HYPOTHESES) == "library" else load_corpus(root, skip_bad)

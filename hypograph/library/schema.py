@@ -22,8 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hypograph.atomic import read_regular
 from hypograph.errors import HypographError
+from hypograph.paths import LIBRARY_FILE
 
-LIBRARY_FILE = "hypothesis_library.json"
 LIBRARY_MAX = 512 << 20  # a 10,000-behavior library is tens of MB; a larger file is refused unread
 DATE = r"^\d{4}-\d{2}-\d{2}$"
 BEHAVIOR_ID_RE = re.compile(r"^B([1-9]\d*)$")

@@ -341,10 +341,10 @@ def review_problems(entries: list[HumanReview], known: Collection[str]) -> list[
 def input_ids(root: Path) -> set[str]:
     """The ids of every hypothesis file of the input at ``root``, current, merged or dropped: a
     run directory's ``hypotheses/<id>.json``, a vault's ``hypotheses/**/<id> - <title>.md``."""
-    from hypograph.paths import detect_kind
+    from hypograph.paths import HYPOTHESIS_FOLDERS, input_kind
     from hypograph.vault.vault import node_files
 
-    if detect_kind(root) == "run-dir":
+    if input_kind(root, HYPOTHESIS_FOLDERS) == "run-dir":
         return {p.stem for p in (root / "hypotheses").glob("*.json")}
     return {rel.stem.split(" - ", 1)[0] for rel in node_files(root) if rel.parts[0] == "hypotheses"}
 

@@ -253,10 +253,10 @@ def _links(ids: list[str], dupes: list) -> list[tuple[int, int, float]]:
 
 def _vault_picture(root: Path, data: _Inputs, picked: np.ndarray, xy: np.ndarray) -> figures.MapPicture | None:
     """The map by hypothesis cluster (HC nodes), residuals marked; None for an input with no HC node."""
-    from hypograph.paths import detect_kind
+    from hypograph.paths import HYPOTHESIS_FOLDERS, input_kind
 
     try:
-        if detect_kind(root) != "vault":
+        if input_kind(root, HYPOTHESIS_FOLDERS) != "vault":
             return None
     except HypographError:
         return None

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from hypograph.errors import HypographError
 from hypograph.llm.policy import Policy
-from hypograph.paths import detect_kind
+from hypograph.paths import HYPOTHESIS_FOLDERS, input_kind
 from hypograph.proximity.adjudicate import Decision
 from hypograph.proximity.embed import Embeddings
 from hypograph.structure import session
@@ -103,7 +103,7 @@ def run_dispositions(
     has clustered them, judges none of them again (it applies the ledger, which changes nothing).
     """
     root = Path(vault.root if isinstance(vault, Vault) else vault)
-    if detect_kind(root) != "vault":
+    if input_kind(root, HYPOTHESIS_FOLDERS) != "vault":
         raise HypographError(f"{root}: step 4 structures a vault (hypotheses/*.md), not a run directory")
     with structuring_lock(root):
         try:
