@@ -35,7 +35,13 @@ class Interrupted(HypographError):
 
 
 _BOUNDS = {"ge": "≥", "gt": ">", "le": "≤", "lt": "<"}
-_NOT_A_NUMBER = {"float_parsing": "a number", "int_parsing": "a whole number", "int_from_float": "a whole number"}
+_NOT_A_NUMBER = {
+    "float_parsing": "a number",
+    "float_type": "a number",
+    "int_parsing": "a whole number",
+    "int_from_float": "a whole number",
+    "int_type": "a whole number",
+}
 
 # A settings field -> the command-line flag that sets it, so a line names what the user typed
 # (the command's) or both names (the Launchpad's: ``graph_threshold (--threshold)``).
@@ -73,11 +79,16 @@ def settings_line(model, error, names: dict[str, str] | None = None) -> str:
     value given: ``--threshold: must be ≥ -1 and ≤ 1 (got 30.0)``."""
     parts = []
     for e in error.errors():
-        field = ".".join(str(x) for x in e["loc"]) or "settings"
+        field = _dotted(e["loc"])
         name = (names or {}).get(field, field)
         allowed = allowed_range(model, field)
         if e["type"] == "extra_forbidden":
-            what = f"not a setting of {model.__name__} (it has {', '.join(model.model_fields)})"
+            owner = _owner(model, field)
+            known = ", ".join(f.alias or n for n, f in owner.model_fields.items())
+            what = f"not a setting of {owner.__name__} (it has {known})"
+        elif e["type"] == "value_error":  # a rule of the model's own: its sentence, as it says it
+            parts.append(f"{name}: {e['ctx']['error']}")
+            continue
         elif allowed and e["type"] in (
             "greater_than",
             "greater_than_equal",
@@ -99,7 +110,8 @@ def settings_line(model, error, names: dict[str, str] | None = None) -> str:
 def allowed_range(model, field: str) -> str:
     """``≥ -1 and ≤ 1``: the bounds declared on ``model.field`` (empty when it has none); what a
     refusal says and what ``--help`` shows, read from the model so neither can drift from it."""
-    info = getattr(model, "model_fields", {}).get(field)
+    owner = _owner(model, field)
+    info = getattr(owner, "model_fields", {}).get(field.rpartition(".")[2])
     bounds = [
         f"{sign} {_number(getattr(m, attr))}"
         for m in (info.metadata if info else [])
@@ -112,3 +124,28 @@ def allowed_range(model, field: str) -> str:
 def _number(value: float) -> str:
     """``10000000`` for a whole bound (not ``1e+07``), else as ``:g`` writes it (``0.3``)."""
     return str(value) if isinstance(value, int) else f"{value:g}"
+
+
+def _dotted(loc: tuple) -> str:
+    """``("endpoints", 0, "max_tokens")`` -> ``endpoints[0].max_tokens``: a key as a TOML user writes it."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else f"{'.' if out else ''}{part}"
+    return out or "settings"
+
+
+def _owner(model, field: str):
+    """The (nested) model that declares the last part of ``field`` (``endpoints[0].max_tokens``:
+    the endpoint's model); ``model`` itself for a plain field."""
+    for part in field.split(".")[:-1]:
+        name = part.split("[")[0]
+        fields = getattr(model, "model_fields", {})
+        info = fields.get(name) or next((f for f in fields.values() if f.alias == name), None)
+        if info is None:
+            return model
+        # the model inside ``X``, ``X | None`` or ``tuple[X, ...]``
+        inner = [a for a in (info.annotation, *getattr(info.annotation, "__args__", ())) if hasattr(a, "model_fields")]
+        if not inner:
+            return model
+        model = inner[0]
+    return model

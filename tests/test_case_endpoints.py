@@ -44,11 +44,11 @@ def test_endpoint_settings_reach_the_gateway(tmp_path):
     "line, message",
     [
         ("context_length = 100", "endpoints[0].context_length: must be ≥ 256 and ≤ 10000000 (got 100)"),
-        ("max_tokens = 'many'", "endpoints[0].max_tokens: must be a whole number, got 'many'"),
-        ("max_tokens = true", "endpoints[0].max_tokens: must be a whole number, got True"),
+        ("max_tokens = 'many'", "endpoints[0].max_tokens: must be a whole number ≥ 16 and ≤ 1000000 (got 'many')"),
+        ("max_tokens = true", "endpoints[0].max_tokens: must be a whole number ≥ 16 and ≤ 1000000 (got True)"),
         ("timeout_seconds = inf", "endpoints[0].timeout_seconds: must be > 0 and ≤ 3600 (got inf)"),
         ("timeout_seconds = nan", "endpoints[0].timeout_seconds: must be > 0 and ≤ 3600 (got nan)"),
-        ("structured_output = 'grammar'", "endpoints[0].structured_output: one of auto, json_schema"),
+        ("structured_output = 'grammar'", "endpoints[0].structured_output: input should be 'auto', 'json_schema'"),
     ],
 )
 def test_a_bad_endpoint_setting_is_one_line_naming_the_file_and_key(tmp_path, line, message):

@@ -34,23 +34,23 @@ max_tokens = 1024         # optional: the answer's budget (default: sized from t
 structured_output = "auto"  # optional: json_schema | json_object | prompt (auto tries them in turn)
 ```
 
-Every value is checked; a bad one is one ``HypographError`` line naming the file and the key.
-Numbers are finite (TOML's ``nan`` and ``inf`` are refused); the retry delays are at most
-``MAX_DELAY`` (a week: a round due later is a typo, not a plan) and the factor at most
-``MAX_FACTOR``; an endpoint's numbers and ``model.reasks`` have ``LLMConfig``'s ranges (checked
-through it, the one place they live).
+Declared once, as the pydantic models below (``extra="forbid"``, strict numbers: TOML's ``true``
+is no count, ``nan`` and ``inf`` no number): a bad value is one ``HypographError`` line naming the
+file and the key (``analysis.toml: hypotheses.min_hypotheses: must be ≥ 1 (got 0)``). The retry
+delays are at most ``MAX_DELAY`` (a week: a round due later is a typo, not a plan) and the factor
+at most ``MAX_FACTOR``; an endpoint's fields and ``model.reasks`` are ``LLMConfig``'s own fields
+(their ranges declared there, the one place they live). ``CaseSettings`` validates its config file
+through ``load`` before any run of a case step, whichever door it comes in by.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import tomllib
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, get_args
+from typing import Annotated, Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from hypograph import environment
 from hypograph.atomic import read_regular
@@ -62,14 +62,34 @@ CONFIG_MAX = 1 << 20  # a config file is a few kB; a larger one is refused unrea
 MAX_DELAY = 7 * 86400.0  # seconds: retry.first_delay_seconds and retry.max_delay_seconds
 MAX_FACTOR = 10.0  # retry.factor
 
+Count = Annotated[int, Field(ge=1, strict=True)]  # a positive whole number (TOML's true is none)
+Seconds = Annotated[float, Field(gt=0, le=MAX_DELAY, strict=True)]
 
-@dataclass(frozen=True)
-class HypothesisPolicy:
+
+def _llm(field: str, default: Any = None) -> Any:
+    """``LLMConfig.field``'s type and range (declared there), under this model's default."""
+    info = LLMConfig.model_fields[field]
+    return Annotated[info.annotation, Field(default, strict=True), *info.metadata]
+
+
+class _Table(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class HypothesisPolicy(_Table):
     """The counts and budget a revision's batch is generated under (saved as policy.json)."""
 
-    min_hypotheses: int = 3
-    max_hypotheses: int = 5
-    initial_budget: int = 100
+    min_hypotheses: Count = 3
+    max_hypotheses: Annotated[int, Field(ge=1, strict=True, validate_default=True)] = 5
+    initial_budget: Count = 100
+
+    @field_validator("max_hypotheses")
+    @classmethod
+    def _at_least_min(cls, value: int, info):
+        least = info.data.get("min_hypotheses")
+        if least is not None and value < least:
+            raise ValueError(f"{value} is below hypotheses.min_hypotheses {least}")
+        return value
 
     def document(self, revision: int, prompt_version: str) -> dict:
         return {
@@ -83,66 +103,93 @@ class HypothesisPolicy:
 
     @classmethod
     def from_document(cls, doc: dict) -> HypothesisPolicy:
-        return cls(doc["min_hypotheses"], doc["max_hypotheses"], doc["initial_budget"])
+        return cls(
+            min_hypotheses=doc["min_hypotheses"],
+            max_hypotheses=doc["max_hypotheses"],
+            initial_budget=doc["initial_budget"],
+        )
 
 
-@dataclass(frozen=True)
-class HypothesisLimits:
+class HypothesisLimits(_Table):
     """Operational limits (bytes, documents); independent of the package format."""
 
-    context_bytes: int = 1 << 20
-    prior_documents: int = 32
-    output_bytes: int = 2 << 20
-    summary_bytes: int = 2 << 20
+    context_bytes: Count = 1 << 20
+    prior_documents: Count = 32
+    output_bytes: Count = 2 << 20
+    summary_bytes: Count = 2 << 20
 
 
-@dataclass(frozen=True)
-class ArchiveLimits:
+class ArchiveLimits(_Table):
     """What a ZIP input may hold, checked from its central directory before anything is extracted.
     Absolute or ``..`` member names and links are always refused (no key turns that off)."""
 
-    max_members: int = 10000
-    max_total_bytes: int = 1 << 30
-    max_member_bytes: int = 256 << 20
-    max_ratio: int = 100
+    max_members: Count = 10000
+    max_total_bytes: Count = 1 << 30
+    max_member_bytes: Count = 256 << 20
+    max_ratio: Count = 100
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
+class RetryPolicy(_Table):
     """``rounds`` dispatches may fail on an unreachable model; after round k < rounds the next is
     due ``min(first_delay * factor**(k-1), max_delay)`` seconds later; after the last, BLOCKED."""
 
-    rounds: int = 10
-    first_delay_seconds: float = 60.0
-    factor: float = 2.0
-    max_delay_seconds: float = 3600.0
+    rounds: Count = 10
+    first_delay_seconds: Seconds = 60.0
+    factor: Annotated[float, Field(gt=0, le=MAX_FACTOR, strict=True)] = 2.0
+    max_delay_seconds: Seconds = 3600.0
 
     def delay(self, failed_round: int) -> dt.timedelta:
         seconds = self.first_delay_seconds * self.factor ** (failed_round - 1)
         return dt.timedelta(seconds=min(seconds, self.max_delay_seconds))
 
 
-@dataclass(frozen=True)
-class Endpoint:
-    """One OpenAI-compatible endpoint; the key is read from ``api_key_env`` at call time."""
+class Endpoint(_Table):
+    """One OpenAI-compatible endpoint: ``LLMConfig``'s fields (``timeout`` as ``timeout_seconds``,
+    the key read from ``api_key_env`` at call time)."""
 
-    model: str
-    base_url: str | None = None
-    api_key_env: str | None = None
-    timeout_seconds: float = 60.0
-    context_length: int | None = None  # tokens the server takes (llama.cpp's --n_ctx): larger prompts are refused
-    max_tokens: int | None = None  # the answer's budget, instead of the one sized from its schema
-    structured_output: str = "auto"  # auto | json_schema | json_object | prompt
+    model: Annotated[str, Field(strict=True)]
+    base_url: _llm("base_url")
+    api_key_env: Annotated[str | None, Field(None, strict=True)]
+    timeout_seconds: _llm("timeout", 60.0)
+    context_length: _llm("context_length")  # tokens the server takes (llama.cpp's --n_ctx)
+    max_tokens: _llm("max_tokens")  # the answer's budget, instead of the one sized from its schema
+    structured_output: StructuredOutput = "auto"
+
+    @field_validator("model")
+    @classmethod
+    def _named(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("a model name is required")
+        return value
+
+    def llm_config(self) -> LLMConfig:
+        """The client settings of this endpoint, its key taken from the environment now."""
+        return LLMConfig(
+            **self.model_dump(exclude={"api_key_env", "timeout_seconds"}),
+            timeout=self.timeout_seconds,
+            api_key=SecretStr(env_key(self)),
+        )
 
 
-@dataclass(frozen=True)
-class HypothesisConfig:
-    policy: HypothesisPolicy = field(default_factory=HypothesisPolicy)
-    limits: HypothesisLimits = field(default_factory=HypothesisLimits)
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+class ModelTable(_Table):
+    reasks: _llm("validation_retries", 0)  # re-asks of an invalid answer inside one attempt (0: rejected)
+
+
+class HypothesisConfig(_Table):
+    """The analysis config: the TOML's tables, each a model above (``[hypotheses]`` is ``policy``)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    policy: HypothesisPolicy = Field(default_factory=HypothesisPolicy, alias="hypotheses")
+    limits: HypothesisLimits = Field(default_factory=HypothesisLimits)
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
     endpoints: tuple[Endpoint, ...] = ()
-    reasks: int = 0  # re-asks of an invalid answer inside one attempt (0: the attempt is rejected)
-    archives: ArchiveLimits = field(default_factory=ArchiveLimits)
+    model: ModelTable = Field(default_factory=ModelTable)
+    archives: ArchiveLimits = Field(default_factory=ArchiveLimits)
+
+    @property
+    def reasks(self) -> int:
+        return self.model.reasks
 
     @classmethod
     def load(cls, path: str | Path) -> HypothesisConfig:
@@ -157,141 +204,20 @@ class HypothesisConfig:
         return cls.from_mapping(data, str(path))
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], where: str = "config") -> HypothesisConfig:
-        _only(data, {"hypotheses", "limits", "retry", "endpoints", "model", "archives"}, where, "")
-        h = _table(data, "hypotheses", where)
-        _only(h, {f for f in HypothesisPolicy.__dataclass_fields__}, where, "hypotheses.")
-        policy = HypothesisPolicy(
-            **{
-                k: _positive_int(h, k, getattr(HypothesisPolicy, k), where, "hypotheses.")
-                for k in HypothesisPolicy.__dataclass_fields__
-            }
-        )
-        if policy.min_hypotheses > policy.max_hypotheses:
-            raise HypographError(
-                f"{where}: hypotheses.min_hypotheses: {policy.min_hypotheses} exceeds "
-                f"hypotheses.max_hypotheses {policy.max_hypotheses}"
-            )
-        lt = _table(data, "limits", where)
-        _only(lt, set(HypothesisLimits.__dataclass_fields__), where, "limits.")
-        limits = HypothesisLimits(
-            **{
-                k: _positive_int(lt, k, getattr(HypothesisLimits, k), where, "limits.")
-                for k in HypothesisLimits.__dataclass_fields__
-            }
-        )
-        rt = _table(data, "retry", where)
-        _only(rt, set(RetryPolicy.__dataclass_fields__), where, "retry.")
-        retry = RetryPolicy(
-            rounds=_positive_int(rt, "rounds", RetryPolicy.rounds, where, "retry."),
-            first_delay_seconds=_positive_number(rt, "first_delay_seconds", RetryPolicy.first_delay_seconds, where),
-            factor=_positive_number(rt, "factor", RetryPolicy.factor, where, MAX_FACTOR),
-            max_delay_seconds=_positive_number(rt, "max_delay_seconds", RetryPolicy.max_delay_seconds, where),
-        )
-        model = _table(data, "model", where)
-        _only(model, {"reasks"}, where, "model.")
-        reasks = model.get("reasks", 0)
-        if isinstance(reasks, bool) or not isinstance(reasks, int) or reasks < 0:
-            raise HypographError(f"{where}: model.reasks: must be a non-negative integer, got {reasks!r}")
-        _llm_ranges({"validation_retries": reasks}, {"validation_retries": "model.reasks"}, where)
-        at = _table(data, "archives", where)
-        _only(at, set(ArchiveLimits.__dataclass_fields__), where, "archives.")
-        archives = ArchiveLimits(
-            **{
-                k: _positive_int(at, k, getattr(ArchiveLimits, k), where, "archives.")
-                for k in ArchiveLimits.__dataclass_fields__
-            }
-        )
-        return cls(policy, limits, retry, _endpoints(data.get("endpoints", []), where), reasks, archives)
+    def from_mapping(cls, data: Any, where: str = "config") -> HypothesisConfig:
+        try:
+            return cls.model_validate(data)
+        except ValidationError as e:
+            raise HypographError(f"{where}: {settings_line(cls, e)}") from None
 
     def describe(self) -> dict:
         return {
-            "policy": asdict(self.policy),
-            "limits": asdict(self.limits),
-            "retry": asdict(self.retry),
-            "archives": asdict(self.archives),
+            "policy": self.policy.model_dump(),
+            "limits": self.limits.model_dump(),
+            "retry": self.retry.model_dump(),
+            "archives": self.archives.model_dump(),
             "endpoints": [f"{e.model}@{e.base_url or 'default'}" for e in self.endpoints],
         }
-
-
-def _table(data: Mapping, key: str, where: str) -> Mapping:
-    value = data.get(key, {})
-    if not isinstance(value, Mapping):
-        raise HypographError(f"{where}: {key}: must be a table")
-    return value
-
-
-def _only(table: Mapping, allowed: set[str], where: str, prefix: str) -> None:
-    unknown = sorted(set(table) - allowed)
-    if unknown:
-        raise HypographError(f"{where}: {prefix}{unknown[0]}: unknown key (allowed: {', '.join(sorted(allowed))})")
-
-
-def _positive_int(table: Mapping, key: str, default: int, where: str, prefix: str) -> int:
-    value = table.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise HypographError(f"{where}: {prefix}{key}: must be a positive integer, got {value!r}")
-    return value
-
-
-def _positive_number(table: Mapping, key: str, default: float, where: str, most: float = MAX_DELAY) -> float:
-    """A finite number above 0 and at most ``most`` (TOML's ``nan`` and ``inf`` are refused)."""
-    value = table.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= most:  # nan: False
-        raise HypographError(f"{where}: retry.{key}: must be a finite number > 0 and ≤ {most:g}, got {value!r}")
-    return float(value)
-
-
-def _llm_ranges(values: dict, names: dict[str, str], where: str) -> None:
-    """``values`` (LLMConfig fields) within LLMConfig's ranges, else one line naming ``names``' keys."""
-    try:
-        LLMConfig(**values)
-    except ValidationError as e:
-        raise HypographError(f"{where}: {settings_line(LLMConfig, e, names)}") from None
-
-
-def _endpoints(raw: Any, where: str) -> tuple[Endpoint, ...]:
-    if not isinstance(raw, list):
-        raise HypographError(f"{where}: endpoints: must be an array of tables ([[endpoints]])")
-    out = []
-    for i, e in enumerate(raw):
-        key = f"endpoints[{i}]"
-        if not isinstance(e, Mapping):
-            raise HypographError(f"{where}: {key}: must be a table")
-        _only(e, set(Endpoint.__dataclass_fields__), where, f"{key}.")
-        if not isinstance(e.get("model"), str) or not e["model"].strip():
-            raise HypographError(f"{where}: {key}.model: a model name is required")
-        for k in ("base_url", "api_key_env"):
-            if k in e and not isinstance(e[k], str):
-                raise HypographError(f"{where}: {key}.{k}: must be a string")
-        timeout = e.get("timeout_seconds", 60.0)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-            raise HypographError(f"{where}: {key}.timeout_seconds: must be a number, got {timeout!r}")
-        tokens = {k: _tokens(e, k, where, key) for k in ("context_length", "max_tokens")}
-        names = {"timeout": f"{key}.timeout_seconds", "context_length": f"{key}.context_length"}
-        _llm_ranges({"timeout": timeout, **tokens}, {**names, "max_tokens": f"{key}.max_tokens"}, where)
-        mode = e.get("structured_output", "auto")
-        if mode not in STRUCTURED_OUTPUT:
-            raise HypographError(
-                f"{where}: {key}.structured_output: one of {', '.join(STRUCTURED_OUTPUT)}, got {mode!r}"
-            )
-        out.append(
-            Endpoint(
-                e["model"], e.get("base_url"), e.get("api_key_env"), float(timeout), **tokens, structured_output=mode
-            )
-        )
-    return tuple(out)
-
-
-STRUCTURED_OUTPUT = get_args(StructuredOutput)
-
-
-def _tokens(e: Mapping, name: str, where: str, key: str) -> int | None:
-    """A token count of an endpoint (absent: None), a whole number (its range: ``LLMConfig``'s)."""
-    value = e.get(name)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-        raise HypographError(f"{where}: {key}.{name}: must be a whole number, got {value!r}")
-    return value
 
 
 def env_key(endpoint: Endpoint) -> str:

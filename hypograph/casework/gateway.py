@@ -12,10 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import SecretStr
-
 from hypograph import environment
-from hypograph.casework.config import HypothesisConfig, env_key
+from hypograph.casework.config import HypothesisConfig
 from hypograph.errors import HypographError, NotDone
 from hypograph.llm.client import LLMClient, Rejected, Request
 from hypograph.llm.config import LLMConfig
@@ -65,21 +63,7 @@ class CaseGateway:
         """Endpoints from ``[[endpoints]]``, else ``default`` (the Dagster resource's model), else the
         HYPOGRAPH_LLM_* environment (the CLI outside Dagster); None if no model."""
         if config.endpoints:
-            return cls(
-                [
-                    LLMConfig(
-                        model=e.model,
-                        base_url=e.base_url,
-                        api_key=SecretStr(env_key(e)),
-                        timeout=e.timeout_seconds,
-                        context_length=e.context_length,
-                        max_tokens=e.max_tokens,
-                        structured_output=e.structured_output,
-                    )
-                    for e in config.endpoints
-                ],
-                config.reasks,
-            )
+            return cls([e.llm_config() for e in config.endpoints], config.reasks)
         fallback = default if default is not None else environment.llm_config()
         return None if fallback.offline else cls([fallback], config.reasks)
 
