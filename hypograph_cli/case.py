@@ -14,11 +14,9 @@ from hypograph.casework.config import HypothesisConfig
 from hypograph.casework.package import CasePackage
 from hypograph.casework.settings import CaseSettings
 from hypograph.errors import HypographError, NotDone
-from hypograph_cli import summaries
+from hypograph_cli import settings
 from hypograph_cli.case_args import BatchPlan, add_case_parsers, batch_preflight, with_exit_codes
 from hypograph_cli.settings import validated
-from pipelines.instance import observe_case
-from pipelines.launch import execute, failed_line
 
 
 def revision_key(revision: int) -> str:
@@ -40,6 +38,8 @@ def add_parsers(subparsers) -> None:
         func=_then_observed(parsers["confirm"].get_default("func"), "path", job="case_confirmed")
     )
     parsers["interpret"].set_defaults(func=with_exit_codes(interpret))
+    for name in ("new", "add", "interpret", "batch"):  # --config checked before any run or import of Dagster
+        parsers[name].set_defaults(settings_of=settings.case)
     parsers["batch"].set_defaults(func=with_exit_codes(batch))
 
 
@@ -52,6 +52,8 @@ def _then_observed(handler, where: str, job: str | None = None):
         if code == 0 and getattr(args, "changed", True):  # an unchanged revision: no asset changes, no run
             root = Path(getattr(args, where)).resolve()
             if job is None:
+                from pipelines.instance import observe_case
+
                 observe_case(root)
             else:
                 _run(root, job, CaseSettings())
@@ -65,6 +67,8 @@ def _policy(args) -> HypothesisConfig:
 
 
 def _run(root: Path, job: str, case: CaseSettings):
+    from pipelines.launch import execute, failed_line
+
     revision = CasePackage(root).manifest()["analysis_revision"]
     result = execute(root, job, {"case": case}, sub=revision_key(revision))
     if not result.success:
@@ -80,6 +84,8 @@ def interpret(args) -> int:
     root = args.path.resolve()
     _policy(args)  # a bad config is refused in one line naming the file and the key, before any run
     config = validated(CaseSettings, config_file=str(args.config.resolve()) if args.config else None)
+    from hypograph_cli import summaries
+
     result = _run(root, "case_interpret", config)
     meta = summaries.asset_metadata(result, "interpretation_draft")
     print(f"{root} {revision_key(CasePackage(root).manifest()['analysis_revision'])}: {meta['line']}")
@@ -89,6 +95,9 @@ def interpret(args) -> int:
 def batch(args) -> int:
     """Check what the batch needs first (nothing written), then run the batch job on the current
     revision: a published batch is reused (no model needed), and minted ``--into`` a vault."""
+    from hypograph_cli import summaries
+    from pipelines.launch import execute, failed_line
+
     plan: BatchPlan = batch_preflight(args.path, _policy(args), args.into)
     case = validated(
         CaseSettings,

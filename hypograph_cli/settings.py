@@ -80,3 +80,11 @@ def library(args):
         search_url=args.search_url,
         openalex_url=args.openalex_url,
     )
+
+
+def case(args):
+    """The case settings of a case command's ``--config`` (the file read and checked now)."""
+    from hypograph.casework.settings import CaseSettings
+
+    config = getattr(args, "config", None)
+    return validated(CaseSettings, config_file=str(config.resolve()) if config else None)
