@@ -202,3 +202,25 @@ def test_the_module_table_lists_every_variable():
     names = [environment.variable(field) for field in environment.Environment.model_fields]
     assert [n for n in names if not re.search(rf"^{n}\s", table, re.MULTILINE)] == []
     assert len(names) == 21  # and OPENAI_BASE_URL, OPENAI_API_KEY: the fallbacks of two of them
+
+
+# -- the LLM resource: LLMConfig's fields, declared once ----------------------------------------------------
+
+
+def test_llm_resource_is_llm_config_field_for_field(monkeypatch):
+    """Every LLMConfig field is a run-config field of the resource (``forced_offline`` as ``offline``)
+    with its description; a field set overrides the environment, an empty one takes it; a value out of
+    LLMConfig's range is one line naming the field."""
+    from hypograph.errors import SettingRefused
+    from hypograph.llm.config import LLMConfig
+    from resources.llm import LLMResource
+
+    names = {"offline" if n == "forced_offline" else n for n in LLMConfig.model_fields}
+    assert set(LLMResource.model_fields) == names
+    assert LLMResource.model_fields["timeout"].description == LLMConfig.model_fields["timeout"].description
+    monkeypatch.setenv("HYPOGRAPH_LLM_MODEL", "from-env")
+    monkeypatch.setenv("HYPOGRAPH_LLM_TIMEOUT", "30")
+    config = LLMResource(timeout=5.0, validation_retries=0).config()
+    assert (config.model, config.timeout, config.validation_retries) == ("from-env", 5.0, 0)
+    with pytest.raises(SettingRefused, match=r"^timeout: must be > 0 and ≤ 3600 \(got 9000.0\)$"):
+        LLMResource(timeout=9000.0).config()

@@ -36,18 +36,26 @@ class LLMConfig(BaseModel):
 
     model_config = ConfigDict(allow_inf_nan=False)
 
-    model: str | None = None
-    base_url: str | None = None
-    api_key: SecretStr = SecretStr("none")
-    timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0, le=3600)
-    max_retries: int = Field(default=3, ge=0, le=10)
-    concurrency: int = Field(default=4, ge=1, le=64)
+    model: str | None = Field(default=None, description="model name; none anywhere means the offline policy")
+    base_url: str | None = Field(default=None, description="endpoint, e.g. http://localhost:8000/v1")
+    api_key: SecretStr = Field(default=SecretStr("none"), description="key (shown in the UI only as its variable name)")
+    timeout: float = Field(
+        default=DEFAULT_TIMEOUT, gt=0, le=3600, description="deadline per request, total wall seconds"
+    )
+    max_retries: int = Field(default=3, ge=0, le=10, description="retries of a transient failure")
+    concurrency: int = Field(default=4, ge=1, le=64, description="requests in flight at once (1 for llama.cpp)")
     validation_retries: int = Field(default=2, ge=0, le=10, description="re-asks after an invalid answer")
-    max_tokens: int | None = Field(default=None, ge=16, le=1_000_000)
-    context_length: int | None = Field(default=None, ge=256, le=10_000_000)
-    structured_output: StructuredOutput = "auto"
-    retry_rejected: bool = False
-    forced_offline: bool = False
+    max_tokens: int | None = Field(
+        default=None, ge=16, le=1_000_000, description="answer budget of every task (else per schema)"
+    )
+    context_length: int | None = Field(
+        default=None, ge=256, le=10_000_000, description="the endpoint's context, in tokens"
+    )
+    structured_output: StructuredOutput = Field(
+        default="auto", description="auto, json_schema, json_object or prompt (auto tries them in turn)"
+    )
+    retry_rejected: bool = Field(default=False, description="ask again what the cache holds as a rejected answer")
+    forced_offline: bool = Field(default=False, description="force the offline policy")
 
     @property
     def offline(self) -> bool:
