@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 
 from hypograph.errors import HypographError
 from hypograph.paths import OURS
+from hypograph.proximity.defaults import AUTO_MERGE_THRESHOLD, DEFAULT_DUPE_THRESHOLD, DEFAULT_THRESHOLD
 from hypograph.proximity.embed import BACKENDS
 
 # Each subcommand imports the modules it runs inside its function, so `prox` starts fast.
@@ -58,22 +60,25 @@ def _parser() -> argparse.ArgumentParser:
         "(default all-MiniLM-L6-v2, offline)",
     )
     c = command("graph", "similarity graph -> proximity/graph.json (and graph.npz for the next steps)")
-    c.add_argument("--threshold", type=float, default=0.30, help="edge when cosine >= this; 0: every pair")
+    c.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD, help="edge when cosine >= this; 0: every pair")
     c.add_argument(
         "--max-neighbours",
         type=int,
         default=0,
         metavar="K",
-        help="keep only each node's K strongest edges, and every pair >= 0.80 whatever K "
+        help=f"keep only each node's K strongest edges, and every pair >= {DEFAULT_DUPE_THRESHOLD:.2f} whatever K "
         "(default 0: every edge at or above the threshold, the seed's graph)",
     )
     c = command("clusters", "communities -> proximity/clusters.json, cluster fields in graph.json")
     c.add_argument("--algorithm", choices=["louvain", "components"], default="louvain")
     c = command("dupes", "near-duplicate pairs as a JSON array on stdout (and proximity/dupes.json)")
-    c.add_argument("--threshold", type=float, default=0.80)
+    c.add_argument("--threshold", type=float, default=DEFAULT_DUPE_THRESHOLD)
     c = command("adjudicate", "MERGE/KEEP/FLAG each duplicate pair -> proximity/verdicts.json")
     c.add_argument(
-        "--auto-merge", type=float, default=0.92, help="similarity above which a pair merges without a model"
+        "--auto-merge",
+        type=float,
+        default=AUTO_MERGE_THRESHOLD,
+        help="similarity above which a pair merges without a model",
     )
     c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: never call a model")
     c = command("label", "descriptive cluster names -> proximity/cluster-labels.json")
@@ -83,6 +88,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from hypograph.text import printable_output
+
+    # hypograph_cli's package import holds a SIGTERM for the hypograph command; prox has no run to
+    # end cleanly, so a SIGTERM ends it as before (and one that came while importing, now).
+    from hypograph_cli import EARLY_SIGNALS
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if EARLY_SIGNALS:
+        os.kill(os.getpid(), signal.SIGTERM)
 
     args = _parser().parse_args(argv)
     with printable_output():  # what a command prints from data (titles, ids, paths, errors): escaped

@@ -4,6 +4,4 @@
 from hypograph.proximity.settings import ProximitySettings
 from resources.settings import settings_resource
 
-ProximityResource = settings_resource(
-    ProximitySettings, "Embedding backend and the seed's thresholds (graph 0.30, dupes 0.80, auto-merge 0.92)."
-)
+ProximityResource = settings_resource(ProximitySettings, ProximitySettings.__doc__)

@@ -35,11 +35,11 @@ from hypograph.environment import llm_config
 from hypograph.errors import HypographError
 from hypograph.hypotheses import Hypothesis, load_corpus
 from hypograph.llm import LLMClient
-from hypograph_cli.prox import main as prox
 from hypograph.proximity.adjudicate import adjudicate, read_reviews, verdict_violations, verdicts_document
 from hypograph.proximity.cluster_names import name_clusters
 from hypograph.proximity.communities import Clusters
 from hypograph.proximity.dupes import DuplicatePair
+from hypograph_cli.prox import main as prox
 
 DECIDER = f"model:{MODEL}"
 SEED_KEYS = {"pair", "similarity", "verdict", "rationale", "recommended_action", "decided_by"}

@@ -187,3 +187,17 @@ def test_the_import_reader_sees_what_it_must(tmp_path, monkeypatch, source, expe
     monkeypatch.setitem(MODULES, "hypograph.structure.probe", tmp_path / "probe.py")
     (tmp_path / "probe.py").write_text(source, encoding="utf-8")
     assert imports("hypograph.structure.probe") == expected
+
+
+def test_prox_stays_outside_dagster():
+    """``prox`` (``hypograph_cli/prox.py``) calls the core directly: no Dagster, no Dagster layer, no
+    ``hypograph`` command module (whose handlers launch runs), at module level or inside a function."""
+    name = "hypograph_cli.prox"
+    bad = [
+        imp
+        for imp, _ in imports(name, PROJECT)
+        if imp.split(".")[0].startswith("dagster")
+        or (imp in PROJECT and level(imp) in (1, 2, 3))
+        or (imp.startswith("hypograph_cli.") and imp != name)
+    ]
+    assert bad == []

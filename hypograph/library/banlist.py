@@ -22,10 +22,11 @@ import numpy as np
 from hypograph.library.embedder import backend_of, make_embedder
 from hypograph.library.rounds import BanlistStats
 from hypograph.proximity.communities import labelled_clusters
+from hypograph.proximity.defaults import DEFAULT_THRESHOLD
 from hypograph.proximity.embed import DEFAULT_SBERT_MODEL, Embeddings, embed
 from hypograph.proximity.graph import similarity_graph
 
-CLUSTER_THRESHOLD = 0.30  # the proximity graph's default edge threshold (TF-IDF)
+CLUSTER_THRESHOLD = DEFAULT_THRESHOLD  # the proximity graph's default edge threshold (TF-IDF)
 SBERT_CLUSTER_THRESHOLD = 0.55  # sentence embeddings are dense: a higher edge cosine keeps themes apart
 
 

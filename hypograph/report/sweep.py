@@ -28,6 +28,7 @@ import numpy as np
 
 from hypograph.errors import HypographError
 from hypograph.proximity.communities import SEED
+from hypograph.proximity.defaults import DEFAULT_DUPE_THRESHOLD
 from hypograph.proximity.graph import DIGITS, SimilarityGraph
 
 THRESHOLDS = tuple(round(0.10 + 0.05 * k, 2) for k in range(17))
@@ -73,7 +74,11 @@ class Sweep:
 
 
 def threshold_sweep(
-    graph: SimilarityGraph, matrix, algorithm: str = "louvain", dupe_threshold: float = 0.80, found=None
+    graph: SimilarityGraph,
+    matrix,
+    algorithm: str = "louvain",
+    dupe_threshold: float = DEFAULT_DUPE_THRESHOLD,
+    found=None,
 ) -> Sweep:
     """The sweep of ``graph`` (built from the rows of ``matrix``, L2-normalised, in ``graph.ids``
     order); ``algorithm`` clusters as proximity does; ``dupe_threshold``: the level the graph keeps
