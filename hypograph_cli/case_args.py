@@ -29,11 +29,10 @@ from pathlib import Path
 from hypograph.casework.batch import paths
 from hypograph.casework.config import HypothesisConfig
 from hypograph.casework.context import verified_interpretation
-from hypograph.casework.dispatch import Status
 from hypograph.casework.from_vault import case_from_vault
 from hypograph.casework.gateway import NEEDS_MODEL, CaseGateway, NeedsModel
 from hypograph.casework.ingest import DEFAULT_KIND
-from hypograph.casework.interpret import run_draft, show_text
+from hypograph.casework.interpret import show_text
 from hypograph.casework.models import SOURCE_KINDS
 from hypograph.casework.new_case import case_add, case_new
 from hypograph.casework.package import CaseBusy, CasePackage
@@ -45,16 +44,6 @@ from hypograph.vault.vault import require_vault
 DONE, REFUSED, NOT_DONE = 0, 1, 2
 # The CLI says where the config comes from; the domain's line (also shown in the UI) names no flag.
 CLI_NEEDS_MODEL = NEEDS_MODEL.replace("the analysis config", "the --config file")
-
-
-def exit_code(error: BaseException) -> int:
-    """The exit code of an error reaching ``hypograph``: 2 for NotDone, 1 for other HypographErrors."""
-    return getattr(error, "exit_code", REFUSED) if isinstance(error, HypographError) else REFUSED
-
-
-def status_exit(status: Status | str) -> int:
-    """A dispatch result's exit code: COMPLETED 0; RETRY_PENDING, DEFERRED, BLOCKED, ERROR 2."""
-    return DONE if Status(status) is Status.COMPLETED else NOT_DONE
 
 
 def cli_message(error: HypographError) -> str:
@@ -147,7 +136,6 @@ def add_case_parsers(subparsers) -> dict[str, argparse.ArgumentParser]:
     )
     c.add_argument("path", type=Path, metavar="CASE_DIR")
     c.add_argument("--config", type=Path, default=None, help="analysis TOML (endpoints, limits)")
-    c.set_defaults(func=_interpret)
     c = parsers["show"] = sub.add_parser("show", help="print what `case confirm` would confirm")
     c.add_argument("path", type=Path, metavar="CASE_DIR")
     c.set_defaults(func=_show)
@@ -209,13 +197,6 @@ def _add(args) -> int:
 def _from_vault(args) -> int:
     report = case_from_vault(args.path, args.case_dir)
     print(f"{report.case_dir} ({report.package_id}): {report.message}")
-    return DONE
-
-
-@with_exit_codes
-def _interpret(args) -> int:
-    report = run_draft(args.path, _config(args))
-    print(f"{report.case_dir} r{report.analysis_revision:04d}: {report.message}")
     return DONE
 
 

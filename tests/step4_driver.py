@@ -3,7 +3,7 @@
     python tests/step4_driver.py VAULT INPUTS.pickle [--steps 4a,4b,map] [--whole] [--run NAME]
 
 ``INPUTS.pickle``: proximity's (embeddings, verdicts). Offline policies; the map dated 2000-01-01.
-``--whole``: the three steps inside one ``structuring`` block (``run_step4``), else each on its own.
+``--whole``: the three steps inside one ``structuring`` block, else each on its own.
 
 ``HYPOGRAPH_TEST_KILL_AT=N``: SIGKILL this process just before its N-th write (counted from 1 over
 every atomic file write, journal step and mint); ``HYPOGRAPH_TEST_EVENTS=FILE``: append one line

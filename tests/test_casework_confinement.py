@@ -25,7 +25,7 @@ from hypograph.casework.models import Answer
 from hypograph.casework.package import CaseBusy
 from hypograph.casework.revision import confirm
 from hypograph.errors import HypographError
-from hypograph_cli.case_args import CLI_NEEDS_MODEL, batch_preflight, cli_message, exit_code, status_exit
+from hypograph_cli.case_args import CLI_NEEDS_MODEL, batch_preflight, cli_message
 from hypograph_cli.main import main
 
 H = "analysis/hypotheses/0001"
@@ -332,9 +332,9 @@ def test_busy_case_is_deferred_exit_2(case, llm_env, llm_server):
     try:
         with pytest.raises(CaseBusy) as e:
             batch_preflight(case, HypothesisConfig())
-        assert exit_code(e.value) == 2 and cli_message(e.value).startswith("DEFERRED: ")
+        assert e.value.exit_code == 2 and cli_message(e.value).startswith("DEFERRED: ")
         result = asyncio.run(builder_for(case, [llm_server.url]).build(case.name, package_id(case)))
-        assert result.status is Status.DEFERRED and status_exit(result.status) == 2
+        assert result.status is Status.DEFERRED
     finally:
         release.set()
         t.join()
@@ -346,11 +346,11 @@ def test_not_confirmed_comes_before_needs_a_model(tmp_path, llm_offline):
     before = files(case)
     with pytest.raises(NotConfirmed, match="is not confirmed") as e:
         batch_preflight(case, HypothesisConfig())
-    assert exit_code(e.value) == 2
+    assert e.value.exit_code == 2
     confirm(case, by="ana")
     with pytest.raises(NeedsModel) as e:
         batch_preflight(case, HypothesisConfig())
-    assert exit_code(e.value) == 2 and "--config" in str(e.value)
+    assert e.value.exit_code == 2 and "--config" in str(e.value)
     assert "--config" not in NEEDS_MODEL and "--config" in CLI_NEEDS_MODEL  # flags only on the CLI
     assert files(case) != before  # (the confirmation) ...
     after = files(case)

@@ -53,7 +53,6 @@ LAZY_HYPOGRAPH_IMPORTS = {
     "hypograph.proximity.communities": "owned by the proximity work; hides no cycle (checked below)",
     "hypograph.proximity.shards": "the kNN index (faiss) is imported only for large dense inputs",
     "hypograph.proximity.embed": "each backend's code is imported only when it is used (prox embed starts fast)",
-    "hypograph.proximity.tfidf": "row sums and the forked tokenisers imported only when embedding; hides no cycle",
     "hypograph.proximity.graph": "the builders (similarity, shards: scipy) only when building: readers start light",
     "hypograph.proximity.graph_files": "the writers' helpers (forked chunks, edge order) only when writing",
     "hypograph.hypotheses": "the vault's modules (YAML) only when reading a vault: prox on a run dir starts light",

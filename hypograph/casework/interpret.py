@@ -322,12 +322,6 @@ def _template(rev: int, interp: Interpretation, catalogue: Catalogue, bindings: 
     }
 
 
-def run_draft(case_dir: Path | str, config: HypothesisConfig | None = None) -> DraftReport:
-    """``draft_interpretation`` with the configured model, or the template when there is none."""
-    config = config or HypothesisConfig()
-    return draft_interpretation(case_dir, config, CaseGateway.optional(config))
-
-
 # -- the person's step: adopt the draft at confirmation ----------------------------------------------------
 
 

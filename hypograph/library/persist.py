@@ -43,7 +43,6 @@ from hypograph.library.state import (
     library_lock,
     read_model,
     round_dir,
-    round_keys,
     write_model,
 )
 
@@ -101,15 +100,6 @@ def persist_round(
         plan.complete, plan.scores_digest = True, scores.digest
         write_model(round_dir(root, key) / "persist.json", plan)
         return plan
-
-
-def assemble_library(root: Path) -> Library | None:
-    """Persist every round that has scores but is not (fully) persisted, in round order; the library."""
-    for key in round_keys(root):
-        if (round_dir(root, key) / "scores.json").exists():
-            persist_round(root, key)
-    loaded = read_library(root)
-    return loaded[0] if loaded else None
 
 
 def _extend_plan(

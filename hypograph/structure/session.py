@@ -5,7 +5,7 @@ Step 4 is three domain functions run in order — ``run_dispositions`` (4a), ``r
 the vault under it. Two guarantees hold together:
 
 * **Over the whole step**: ``structuring(root)`` holds the same lock (re-entrant) around a block,
-  so a caller running the three in one process (``run_step4`` does) keeps every other structuring
+  so a caller running the three in one process (``tests/step4_driver.py --whole`` does) keeps every other structuring
   and every reader out from 4a's first read to the map's write.
 * **Between the steps**, when each runs in its own process (one Dagster step each): the marker
   ``.hypograph/structuring.json`` makes interleaving harmless. 4a writes it before its first
@@ -19,7 +19,6 @@ the vault under it. Two guarantees hold together:
   second run started meanwhile, ends as the uninterrupted run would have.
 
 The map is derived from the vault and written under the lock, so the last one written is the vault's.
-``hypograph.structure.step4.run_step4`` runs the three in one block.
 """
 
 from __future__ import annotations
@@ -60,12 +59,6 @@ def read_marker(root: Path) -> dict | None:
     ):
         raise HypographError(f"{path}: unreadable marker of an interrupted structuring; inspect and remove it")
     return data
-
-
-def frozen_ids(root: Path) -> set[str]:
-    """Hypotheses an unfinished structuring's 4a judged: no later 4a judges them again."""
-    marker = read_marker(root)
-    return set(marker.get("judged", [])) if marker else set()
 
 
 def who(marker: dict) -> str:
