@@ -46,7 +46,7 @@ from hypograph.paths import OURS  # noqa: E402
 from hypograph.proximity.settings import ProximitySettings  # noqa: E402
 from pipelines.launch import run_config  # noqa: E402
 
-JOBS = ("proximity", "structure", "proximity")  # the flow of assets/next_job.py on a new vault
+JOBS = ("proximity", "structure", "proximity")  # the flow of assets/structure/next_job.py on a new vault
 # The command's resources (``hypograph structure``'s defaults: --backend tfidf --threshold 0.30, --llm
 # offline); its loggers are the CLI's own, so the Launchpad's runs keep Dagster's default ones.
 COMMAND_SETTINGS = {"proximity": ProximitySettings(backend="tfidf", graph_threshold=0.30)}

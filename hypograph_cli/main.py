@@ -101,7 +101,7 @@ def _proximity(args) -> int:
 def _structure(args) -> int:
     """Proximity on the vault, step 4, then proximity again if step 4 rewrote the vault's
     hypotheses (so proximity/ describes the structured vault): the flow of
-    ``assets/next_job.py``, each run on the vault's partitions."""
+    ``assets/structure/next_job.py``, each run on the vault's partitions."""
     from hypograph.errors import HypographError
     from hypograph.paths import input_kind
     from hypograph_cli import summaries

@@ -3,7 +3,7 @@ goes through (``hypograph`` commands and the tests; the UI, sensors and backfill
 jobs through Dagster's daemon). Settings arrive as the products' validated settings models.
 
 ``execute`` runs one job on one input's partition; ``run_structure`` runs proximity -> step 4 ->
-proximity as ``assets/next_job.py`` plans it; ``run_library`` runs a command's library
+proximity as ``assets/structure/next_job.py`` plans it; ``run_library`` runs a command's library
 rounds, each a partition of the ``library_round`` job, stopping at the first that adds nothing.
 """
 
@@ -104,14 +104,14 @@ def run_job(root: Path, job_name: str, settings: dict[str, BaseModel] | None = N
 
 
 def run_structure(root: Path, proximity, offline: bool | None = None, instance=None, on_run=None) -> list:
-    """Proximity, step 4, and proximity again if step 4 rewrote the vault, as ``flow.next_job``
+    """Proximity, step 4, and proximity again if step 4 rewrote the vault, as ``next_job``
     plans them (a job whose settings differ from its last run's runs at least once); the results,
     in order: none when the vault's results are current. Stops at a failed run (its result is the
     last). ``on_run(job, result, why)`` is called after each run (``why``: the reason it ran)."""
     if instance is None:
         with open_instance() as shared:
             return run_structure(root, proximity, offline, shared, on_run)
-    from assets.next_job import FLOW, next_step, settings_changed
+    from assets.structure.next_job import FLOW, next_step, settings_changed
     from hypograph.inputs import fingerprint
 
     record = register(instance, root)

@@ -1,5 +1,5 @@
 """The ``hypotheses_changed`` sensor: keeps each registered input's proximity and step 4 current,
-one job per tick, as ``assets/next_job.py`` plans them (the plan ``hypograph structure`` follows)."""
+one job per tick, as ``assets/structure/next_job.py`` plans them (the plan ``hypograph structure`` follows)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from dagster import DefaultSensorStatus, RunRequest, SensorEvaluationContext, Se
 
 from assets.active_runs import has_active_run
 from assets.groups import described
-from assets.next_job import latest, next_job, version_of
 from assets.partitions import HYPOTHESIS_INPUTS
 from assets.proximity.jobs import proximity_job
 from assets.sources import observed
 from assets.structure.jobs import structure_job
+from assets.structure.next_job import latest, next_job, version_of
 from hypograph.inputs import fingerprint
 from hypograph.paths import WITH_HYPOTHESES
 from hypograph.skips import BAD_INPUT, registered, skip_line

@@ -1,4 +1,4 @@
-"""The step-4 job (proximity before and after it: ``assets/next_job.py``)."""
+"""The step-4 job (proximity before and after it: ``assets/structure/next_job.py``)."""
 
 from dagster import AssetSelection, define_asset_job
 

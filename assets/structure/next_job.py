@@ -9,7 +9,7 @@ An edit to a vault thus runs proximity (its texts were read before the latest ve
 (the hypotheses are not at the version step 4 last left), then proximity again when step 4
 rewrote them (its structure map reports the version it left, a new observation), then nothing.
 
-Light on purpose (no asset module imported): a command asks it before deciding to run anything.
+It imports no asset module itself; it lives beside the sensor that asks it (``flow.py``), the one owner of the flow.
 """
 
 from __future__ import annotations
