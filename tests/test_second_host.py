@@ -292,6 +292,9 @@ def assert_logs_on_the_store(machines, run, events) -> None:
     for name in ("b", "c"):
         local = [p for p in (machines.base / name).rglob("*") if p.is_file() and run.run_id in str(p)]
         assert not [p for p in local if "shard" in p.name], local
-    # Not asserted: the run's shard files removed from the object store by the daemon's
-    # shard_files_removed sensor. In two runs of this test some were left (10, then 4 objects) with
-    # no error in the daemon's log; the removal is checked on a folder by tests/test_distributed.py.
+    # the run's shard files removed from the object store once it succeeded (the daemon's
+    # shard_files_removed sensor, every 30 s at most)
+    deadline = time.monotonic() + 120
+    while machines.keys(f"hypograph/shards/{run.run_id}/") and time.monotonic() < deadline:
+        time.sleep(2)
+    assert machines.keys(f"hypograph/shards/{run.run_id}/") == []
