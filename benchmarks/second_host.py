@@ -59,6 +59,17 @@ def watch(machines, run) -> tuple:
         time.sleep(1)
 
 
+def steps(machines, run_id: str) -> dict:
+    """The run's longest step (its seconds) and the machines that ran the range steps."""
+    with machines.instance() as instance:
+        events = [e for e in instance.all_logs(run_id) if e.dagster_event is not None]
+    starts = {e.step_key: e.timestamp for e in events if e.dagster_event.event_type_value == "STEP_START"}
+    ends = {e.step_key: e.timestamp for e in events if e.dagster_event.event_type_value == "STEP_SUCCESS"}
+    longest = max(ends, key=lambda k: ends[k] - starts.get(k, ends[k]))
+    hosts = sorted({h.split("@")[0] for k, hs in celery_hosts(events).items() if "_shard[" in k for h in hs})
+    return {"longest_step": f"{longest} {ends[longest] - starts[longest]:.1f} s", "range_steps_on": hosts}
+
+
 def one_run(corpus: Path, remote: int, shards: int) -> dict:
     base = Path(tempfile.mkdtemp(prefix="hypograph-2host-"))
     os.environ["DAGSTER_HOME"] = str(base / "bench-home")  # this process's own (the machines have theirs)
@@ -87,22 +98,14 @@ def one_run(corpus: Path, remote: int, shards: int) -> dict:
         wall = time.monotonic() - started
         if machines.network:  # what each remote machine's veth carried during the run, both ways
             moved = {name: machines.network.moved(name) - before for name, before in moved.items()}
-        with machines.instance() as instance:
-            events = [e for e in instance.all_logs(run.run_id) if e.dagster_event is not None]
-        starts = {e.step_key: e.timestamp for e in events if e.dagster_event.event_type_value == "STEP_START"}
-        ends = {e.step_key: e.timestamp for e in events if e.dagster_event.event_type_value == "STEP_SUCCESS"}
-        longest = max(ends, key=lambda k: ends[k] - starts.get(k, ends[k]))
-        hosts = sorted({h.split("@")[0] for k, hs in celery_hosts(events).items() if "_shard[" in k for h in hs})
-        digest = hashlib.sha256((root / "proximity" / "graph.json").read_bytes()).hexdigest()[:12]
         return {
             "remote": remote,
             "status": run.status.value,
             "wall_s": round(wall, 1),
             "shard_store_bytes": most,
             "bytes_through_remote_veths": moved or "no network namespaces here: " + str(netns.unavailable()),
-            "longest_step": f"{longest} {ends[longest] - starts[longest]:.1f} s",
-            "range_steps_on": hosts,
-            "graph_json": digest,
+            **steps(machines, run.run_id),
+            "graph_json": hashlib.sha256((root / "proximity" / "graph.json").read_bytes()).hexdigest()[:12],
         }
     finally:
         machines.stop()

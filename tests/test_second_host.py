@@ -265,6 +265,7 @@ def test_a_sharded_run_with_workers_on_two_other_machines_writes_the_in_process_
     assert_identical(root, expected)
     assert_routed(events)
     assert_logs_on_the_store(machines, run, events)
+    assert_shards_removed_from_the_store(machines, run)
 
 
 def test_machines_b_and_c_are_namespaces_that_reach_the_services_by_address_only(machines):
@@ -356,8 +357,11 @@ def assert_logs_on_the_store(machines, run, events) -> None:
     for name in ("b", "c"):
         local = [p for p in (machines.base / name).rglob("*") if p.is_file() and run.run_id in str(p)]
         assert not [p for p in local if "shard" in p.name], local
-    # the run's shard files removed from the object store once it succeeded (the daemon's
-    # shard_files_removed sensor, every 30 s at most)
+
+
+def assert_shards_removed_from_the_store(machines, run) -> None:
+    """The run's shard files removed from the object store once it succeeded (the daemon's
+    shard_files_removed sensor, every 30 s at most)."""
     deadline = time.monotonic() + 120
     while machines.keys(f"hypograph/shards/{run.run_id}/") and time.monotonic() < deadline:
         time.sleep(2)
