@@ -17,23 +17,23 @@ KEEP = {"compute_logs"}  # LocalComputeLogManager's folder beside the shards on 
 
 
 def remove_run_shards(base: str, run_id: str) -> list[str]:
-    """Remove the files under ``<base>/<run_id>/`` but ``KEEP``'s (and the folders they leave, on a
-    file system); the files removed. An object store has no folders: its files are listed whole
-    (``find``) and removed in one call."""
+    """Remove the files under ``<base>/<run_id>/`` but ``KEEP``'s, then the folders they leave (on a
+    file system; an object store has none); the files removed, in no particular order."""
     fs, root = fsspec.core.url_to_fs(base)
     folder = f"{root.rstrip('/')}/{run_id}"
     fs.invalidate_cache()
-    files = [p for p in fs.find(folder) if not KEEP & set(p[len(folder) :].split("/"))]
-    if files:
-        fs.rm(files)
+    entries = fs.find(folder, withdirs=True, detail=True)
+    kept = [p for p in entries if KEEP & set(p[len(folder) :].split("/"))]
+    files = [p for p, info in entries.items() if info["type"] != "directory" and p not in kept]
+    # One call per file: a step's key holds brackets (``similarity_shard[rows_0_245]``), which ``rm``
+    # reads as a glob, matching nothing; on S3 every range's file was left behind that way.
+    for path in files:
+        fs.rm_file(path)
+    folders = [p for p, info in entries.items() if info["type"] == "directory" and p not in kept]
+    for path in sorted(folders, key=len, reverse=True):  # the deepest first; the run's own folder last
+        with contextlib.suppress(OSError):  # one that holds a kept folder is not empty: it stays
+            fs.rmdir(path)
     fs.invalidate_cache()
-    for entry in fs.ls(folder, detail=False) if fs.isdir(folder) else []:
-        if entry.rstrip("/").rsplit("/", 1)[-1] not in KEEP:
-            with contextlib.suppress(FileNotFoundError):
-                fs.rm(entry, recursive=True)
-    with contextlib.suppress(OSError):  # the run's folder itself once empty (an object store has none)
-        if fs.isdir(folder) and not fs.ls(folder, detail=False):
-            fs.rmdir(folder)
     return files
 
 

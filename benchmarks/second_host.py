@@ -3,12 +3,15 @@
 The simulated second host of ``tests/test_second_host.py``: machine A runs the daemon and the
 worker of the queue ``dagster`` (the steps that read or write the input, which only A has); 1 or 2
 other machines each run a worker of the queue ``shards`` (the range steps); all share only Redis,
-PostgreSQL and an S3 emulator (``moto_server``) on 127.0.0.1, each with its own ``DAGSTER_HOME``
-and working folder, with deploy/dagster.yaml and deploy/celery.yaml as they are. For each count of
-``--remote`` it queues one ``proximity`` run on the corpus (``benchmarks/proximity_corpus.py``) with
-``--shards`` ranges and prints: the run's wall seconds (queued to ended), the bytes the shard store
-held for the run (its largest total, polled every second), the step that took longest, the machines
-that ran the range steps, and the digest of ``graph.json``.
+PostgreSQL and an S3 emulator (``moto_server``), each with its own ``DAGSTER_HOME`` and working
+folder, with deploy/dagster.yaml and deploy/celery.yaml as they are; where the machine allows, each
+remote machine is a network namespace reaching the services by address (``tests/netns.py``). For
+each count of ``--remote`` it queues one ``proximity`` run on the corpus
+(``benchmarks/proximity_corpus.py``) with ``--shards`` ranges and prints: the run's wall seconds
+(queued to ended), the bytes the shard store held for the run (its largest total, polled every
+second), the bytes each remote machine's veth carried during the run (both ways: shards, the
+instance's events, the broker, logs), the step that took longest, the machines that ran the range
+steps, and the digest of ``graph.json``.
 
 Usage::
 
@@ -31,6 +34,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
+import netns  # noqa: E402
 from proximity_corpus import PROFILES, ensure_run_dir  # noqa: E402
 from test_distributed import celery_hosts  # noqa: E402
 from test_second_host import Machines  # noqa: E402
@@ -53,6 +57,17 @@ def watch(machines, run) -> tuple:
         )
         most = max(most, sum(o["Size"] for page in pages for o in page.get("Contents", [])))
         time.sleep(1)
+
+
+def steps(machines, run_id: str) -> dict:
+    """The run's longest step (its seconds) and the machines that ran the range steps."""
+    with machines.instance() as instance:
+        events = [e for e in instance.all_logs(run_id) if e.dagster_event is not None]
+    starts = {e.step_key: e.timestamp for e in events if e.dagster_event.event_type_value == "STEP_START"}
+    ends = {e.step_key: e.timestamp for e in events if e.dagster_event.event_type_value == "STEP_SUCCESS"}
+    longest = max(ends, key=lambda k: ends[k] - starts.get(k, ends[k]))
+    hosts = sorted({h.split("@")[0] for k, hs in celery_hosts(events).items() if "_shard[" in k for h in hs})
+    return {"longest_step": f"{longest} {ends[longest] - starts[longest]:.1f} s", "range_steps_on": hosts}
 
 
 def one_run(corpus: Path, remote: int, shards: int) -> dict:
@@ -78,23 +93,19 @@ def one_run(corpus: Path, remote: int, shards: int) -> dict:
         )
         with machines.instance() as instance:
             (run,) = [r for r in instance.get_runs() if r.tags.get("dagster/partition") == key]
+        moved = {name: machines.network.moved(name) for name in machines.remote} if machines.network else {}
         run, most = watch(machines, run)
         wall = time.monotonic() - started
-        with machines.instance() as instance:
-            events = [e for e in instance.all_logs(run.run_id) if e.dagster_event is not None]
-        starts = {e.step_key: e.timestamp for e in events if e.dagster_event.event_type_value == "STEP_START"}
-        ends = {e.step_key: e.timestamp for e in events if e.dagster_event.event_type_value == "STEP_SUCCESS"}
-        longest = max(ends, key=lambda k: ends[k] - starts.get(k, ends[k]))
-        hosts = sorted({h.split("@")[0] for k, hs in celery_hosts(events).items() if "_shard[" in k for h in hs})
-        digest = hashlib.sha256((root / "proximity" / "graph.json").read_bytes()).hexdigest()[:12]
+        if machines.network:  # what each remote machine's veth carried during the run, both ways
+            moved = {name: machines.network.moved(name) - before for name, before in moved.items()}
         return {
             "remote": remote,
             "status": run.status.value,
             "wall_s": round(wall, 1),
             "shard_store_bytes": most,
-            "longest_step": f"{longest} {ends[longest] - starts[longest]:.1f} s",
-            "range_steps_on": hosts,
-            "graph_json": digest,
+            "bytes_through_remote_veths": moved or "no network namespaces here: " + str(netns.unavailable()),
+            **steps(machines, run.run_id),
+            "graph_json": hashlib.sha256((root / "proximity" / "graph.json").read_bytes()).hexdigest()[:12],
         }
     finally:
         machines.stop()

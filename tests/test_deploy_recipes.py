@@ -56,12 +56,22 @@ def unit_settings(*paths: Path) -> dict[str, list[str]]:
 
 
 def environment_file(path: Path) -> dict[str, str]:
+    return environment_text(path.read_text(encoding="utf-8"))
+
+
+def environment_text(text: str) -> dict[str, str]:
+    """An ``EnvironmentFile=`` as systemd reads it: lines starting with ``#`` or ``;`` skipped, the
+    whitespace around a value stripped, a value wholly in quotes unquoted; a ``#`` after a value is
+    part of it (systemd has no inline comments)."""
     out = {}
-    for raw in path.read_text(encoding="utf-8").splitlines():
+    for raw in text.splitlines():
         line = raw.strip()
-        if line and not line.startswith("#"):
+        if line and not line.startswith(("#", ";")):
             key, _, value = line.partition("=")
-            out[key.strip()] = shlex.split(value)[0] if value.strip() else ""
+            value = value.strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+                value = value[1:-1]
+            out[key.strip()] = value
     return out
 
 
@@ -86,16 +96,25 @@ def start_unit(paths: list[Path], install: dict[str, str], log: Path, instance: 
 
     settings = unit_settings(*paths)
     env: dict[str, str] = {}
-    for name in settings.get("EnvironmentFile", []):
-        env.update(environment_file(Path(mapped(name.lstrip("-")))))
     for value in settings.get("Environment", []):
         for pair in shlex.split(mapped(value)):
             key, _, val = pair.partition("=")
             env[key] = val
+    for name in settings.get("EnvironmentFile", []):  # its values win over Environment='s, as in systemd
+        env.update(environment_file(Path(mapped(name.lstrip("-")))))
     (command,) = settings["ExecStart"]
     args = expand(mapped(command), env, instance)
     cwd = mapped(settings.get("WorkingDirectory", ["/"])[0])
     return services.start(args, log, env, cwd=Path(cwd)), env
+
+
+def guide_environment() -> dict[str, str]:
+    """What deploy/README-deployment.md puts in ``/etc/hypograph/env`` of a second host: its ``ini``
+    blocks that are not unit files (the instance's variables, every machine's, the second host's),
+    read as systemd reads them."""
+    guide = (REPO / "deploy" / "README-deployment.md").read_text(encoding="utf-8")
+    blocks = [b for b in re.findall(r"```ini\n(.*?)```", guide, re.S) if not re.search(r"(?m)^\[", b)]
+    return environment_text("\n".join(blocks))
 
 
 def install_map(tmp: Path) -> dict[str, str]:
@@ -147,12 +166,12 @@ def test_the_redis_drop_in_and_the_worker_unit_start_as_written(tmp_path, monkey
     home = tmp_path / "dagster-home"
     home.mkdir()
     broker = f"redis://:{password}@127.0.0.1:{port}/0"
-    (etc / "env").write_text(
-        f"DAGSTER_HOME={home}\nHYPOGRAPH_EXECUTOR=celery\n"
-        f"HYPOGRAPH_CELERY_CONFIG=/opt/hypograph/deploy/celery.yaml\nHYPOGRAPH_CELERY_BROKER={broker}\n".replace(
-            "/opt/hypograph", str(REPO)
-        )
-    )
+    # the guide's /etc/hypograph/env of a second host, with this machine's folders and broker
+    guide = guide_environment()
+    assert not {k: v for k, v in guide.items() if "#" in v}, "a note after a value is part of it in systemd"
+    here = {"DAGSTER_HOME": str(home), "HYPOGRAPH_CELERY_BROKER": broker, "HYPOGRAPH_WORKSPACE": str(tmp_path)}
+    lines = [f"{k}={here.get(k, v)}".replace("/opt/hypograph", str(REPO)) for k, v in guide.items()]
+    (etc / "env").write_text("\n".join(lines) + "\n")
     (etc / "env").chmod(0o600)
     debian = Path("/lib/systemd/system/redis-server.service")  # its ExecStart is replaced by the drop-in
     redis_unit = [p for p in (debian, SYSTEMD / "redis-server.service.d" / "hypograph.conf") if p.exists()]
@@ -175,6 +194,11 @@ def test_the_redis_drop_in_and_the_worker_unit_start_as_written(tmp_path, monkey
         app = build_app()
         answers = wait_until(lambda: app.control.ping(timeout=2), 120, worker, tmp_path / "worker.log")
         assert any(name.startswith("hypograph-1@") and a == {"ok": "pong"} for r in answers for name, a in r.items())
+        # a second host's worker serves only the range steps (the guide's CELERY_WORKER_QUEUES=shards)
+        queues = app.control.inspect(timeout=5).active_queues()
+        assert [sorted(q["name"] for q in qs) for name, qs in queues.items() if name.startswith("hypograph-1@")] == [
+            ["shards"]
+        ], queues
         # the worker wrote no file holding the password (dagster-celery's `worker start` wrote one,
         # world-readable, under $DAGSTER_HOME at every start)
         assert files_holding(home, password) == []
@@ -255,6 +279,9 @@ def test_the_install_line_carries_every_extra_the_recipe_needs():
     guide = (REPO / "deploy" / "README-deployment.md").read_text(encoding="utf-8")
     installs = re.findall(r"pip install ([^`\n]+)", guide)
     assert installs and all("[celery,s3]" in line or "[celery, s3]" in line for line in installs), installs
-    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
-    extras = re.search(r"(?m)^s3 = \[(.*)\]", pyproject)
-    assert extras and "s3fs" in extras.group(1) and "dagster-aws" in extras.group(1)
+    import tomllib
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    s3 = " ".join(extras["s3"])
+    assert "s3fs" in s3 and "dagster-aws" in s3, s3
+    assert any(d.startswith("dagster-celery") for d in extras["celery"]), extras["celery"]
