@@ -132,6 +132,141 @@ def test_item02_a_failed_run_s_step_delivered_late_writes_nothing(tmp_path):
         assert proximity_files(root) == before
 
 
+# -- 2. the fence's window: the answer and the move under the input's publish lock ------------------
+
+
+def lock_opens(pid: int, lock: Path) -> int:
+    """How many descriptors of process ``pid`` have ``lock`` open (Linux ``/proc``): a step at the
+    publish lock has it open, waiting or holding."""
+    count = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            count += os.readlink(fd) == str(lock)
+        except OSError:  # closed since it was listed
+            continue
+    return count
+
+
+def wait_until(condition, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not seen in {seconds} s")
+        time.sleep(0.01)
+
+
+EXECUTE_RUN = """
+import sys
+from dagster import DagsterInstance
+from dagster._core.definitions.job_base import InMemoryJob
+from dagster._core.execution.api import execute_run
+from pipelines.definitions import defs
+
+with DagsterInstance.from_config(sys.argv[1]) as instance:
+    run = instance.get_run_by_id(sys.argv[2])
+    print(execute_run(InMemoryJob(defs.resolve_job_def(run.job_name)), run, instance).success)
+"""
+
+
+def test_item02_a_newer_run_created_while_the_older_step_waits_to_publish_fences_it(tmp_path, monkeypatch):
+    """Run A's first step has its value and is at its publish point; the lock is held (here by the
+    test, as a newer run's step holds it while it writes). Run B of the same partition is created
+    in that moment. When the lock is free, A's step asks the fence under it: refused, nothing of A
+    written (before the fix, A asked, then wrote, without a lock: it wrote)."""
+    from hypograph.locks import file_lock
+    from io_managers.fleet import PUBLISH_LOCK
+
+    root = build_run_dir(tmp_path / "run")
+    home = tmp_path / "home"
+    monkeypatch.setenv("DAGSTER_HOME", str(home))  # the input registry the step reads
+    lock = root / ".hypograph" / PUBLISH_LOCK
+    with local_instance(home) as instance:
+        _, older = proximity_run(instance, root)
+    env = {**offline_env(), "DAGSTER_HOME": str(home), "PYTHONPATH": str(REPO)}
+    with file_lock(lock):
+        step = subprocess.Popen(
+            [sys.executable, "-c", EXECUTE_RUN, str(home), older.run_id],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            wait_until(lambda: step.poll() is not None or lock_opens(step.pid, lock) > 0, 600, "A at the lock")
+            assert step.poll() is None, step.communicate()
+            with local_instance(home) as instance:
+                _, newer = proximity_run(instance, root)
+        except BaseException:
+            step.kill()
+            raise
+    out, err = step.communicate(timeout=600)
+    assert out.split() == ["False"], err[-3000:]
+    with local_instance(home) as instance:
+        failures = step_failures(instance, older.run_id)
+    assert list(failures) == ["hypothesis_texts"], failures
+    (line,) = failures.values()
+    assert "\n" not in line and "no longer the newest" in line and newer.run_id[:8] in line, line
+    assert not (root / "proximity").exists() and not (root / ".hypograph" / "assets").exists()
+
+
+def test_item02_a_newer_run_s_write_waits_for_the_older_step_s_move(tmp_path):
+    """The other order: run A's step has been answered "still the newest" and holds the lock; run B
+    is created and B's step comes to publish before A's files are moved into place. B waits on the
+    lock until A's move is done, then writes: B's file is the one left, and B wrote after A."""
+    import threading
+
+    from dagster import AssetKey, DagsterRunStatus
+
+    from io_managers.fleet import PUBLISH_LOCK, publish
+
+    root = build_run_dir(tmp_path / "run")
+    target = root / "proximity" / "graph.json"
+    lock = root / ".hypograph" / PUBLISH_LOCK
+    key = AssetKey("similarity_graph")
+    order: list[str] = []
+    newer_step: dict = {}
+
+    def write(who: str) -> list[Path]:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(who, encoding="utf-8")
+        order.append(who)
+        return [target]
+
+    def newer_publishes(instance, run_id: str) -> None:
+        try:
+            newer_step["paths"] = publish(instance, run_id, key, root, lambda: write("newer"))
+        except BaseException as e:  # noqa: BLE001 - reported by the test's thread below
+            newer_step["error"] = e
+
+    with local_instance(tmp_path / "home") as instance:
+        _, older = proximity_run(instance, root)
+        instance.handle_run_event(older.run_id, _started(older))
+
+        def older_write() -> list[Path]:  # between the fence's answer and the move
+            _, newer = proximity_run(instance, root)
+            instance.handle_run_event(newer.run_id, _started(newer))
+            thread = threading.Thread(target=newer_publishes, args=(instance, newer.run_id))
+            thread.start()
+            newer_step["thread"] = thread
+            wait_until(lambda: lock_opens(os.getpid(), lock) == 2, 60, "B at the lock")  # A's and B's
+            assert not target.exists() and order == []  # B waits: nothing of it written
+            return write("older")
+
+        publish(instance, older.run_id, key, root, older_write)
+        newer_step["thread"].join(60)
+        assert "error" not in newer_step, newer_step
+        assert order == ["older", "newer"] and target.read_text(encoding="utf-8") == "newer"
+        assert instance.get_run_by_id(older.run_id).status == DagsterRunStatus.STARTED
+
+
+def _started(run):
+    """The event that marks ``run`` started (what the run worker reports when it begins)."""
+    from dagster import DagsterEvent, DagsterEventType
+
+    return DagsterEvent(event_type_value=DagsterEventType.RUN_START.value, job_name=run.job_name)
+
+
 # -- 3. a worker of another code version refuses the run's steps --------------------------------------
 
 
