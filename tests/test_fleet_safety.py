@@ -285,14 +285,18 @@ print(code_version(), result.success)
 """
 
 
-def other_code(tmp_path: Path) -> Path:
-    """A copy of the code location's packages with one source file changed (a rolling update's
-    other side): the graph module's threshold comparison given a tolerance of zero."""
+def other_code(tmp_path: Path, old: str = "", new: str = "") -> Path:
+    """A copy of the code location's packages (a checkout of its own, as on another host); with
+    ``old`` given, the graph module's ``old`` text replaced by ``new`` (one source file changed: a
+    rolling update's other side)."""
     copy = tmp_path / "other-code"
     for package in ("hypograph", "resources", "io_managers", "assets", "pipelines"):
         shutil.copytree(REPO / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
-    graph = copy / "hypograph" / "proximity" / "similarity.py"
-    graph.write_text(graph.read_text(encoding="utf-8") + "\n# the other side of a rolling update\n", encoding="utf-8")
+    if old:
+        graph = copy / "hypograph" / "proximity" / "similarity.py"
+        text = graph.read_text(encoding="utf-8")
+        assert text.count(old) == 1, old
+        graph.write_text(text.replace(old, new), encoding="utf-8")
     return copy
 
 
@@ -303,7 +307,7 @@ def test_item03_worker_of_another_code_version_refuses_the_step(tmp_path, monkey
     with local_instance(home) as instance:
         job, run = proximity_run(instance, root)
         instance.add_run_tags(run.run_id, {RUN_TAGS_KEY: code_version()})  # as the launcher tags it
-    copy = other_code(tmp_path)
+    copy = other_code(tmp_path, "keep = sims >= plan.threshold\n", "keep = sims >= plan.threshold + 0.05\n")
     env = {**offline_env(), "PYTHONPATH": str(copy), "DAGSTER_HOME": str(home)}
     done = subprocess.run(
         [sys.executable, "-c", WORKER, str(home), run.run_id],
@@ -542,3 +546,69 @@ def test_item02_celery_step_of_a_failed_run_runs_late_and_writes_nothing(broker,
         for asset in ("hypothesis_texts", "similarity_graph"):
             assert instance.get_latest_materialization_event(AssetKey(asset)).run_id == newer
     assert json.loads((root / "proximity" / "graph.json").read_bytes())["threshold"] == 0.3
+
+
+def version_of(checkout: Path) -> str:
+    """The code version a process started from ``checkout`` computes."""
+    done = subprocess.run(
+        [sys.executable, "-c", "from hypograph.code_version import code_version; print(code_version())"],
+        env={**offline_env(), "PYTHONPATH": str(checkout)},
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def wait_ready(cluster, name: str, seconds: float = 600) -> None:
+    """Return once worker ``name`` says it is ready (Celery's ``ready.`` line: its app and code loaded)."""
+    log = cluster.base / f"worker-{name}.log"
+    wait_until(lambda: log.exists() and " ready." in log.read_text(errors="replace"), seconds, f"worker {name} ready")
+
+
+@celery
+def test_item03_celery_worker_updated_in_place_refuses_the_new_code_s_steps(broker, tmp_path):
+    """A rolling update as it happens on a host: a worker runs from its checkout (the old code: the
+    graph's threshold comparison changed in one source file), the checkout is updated in place to
+    the new code (as ``git pull`` does; the worker is not restarted yet) and the new code queues a
+    run. The old worker takes its first step and refuses it in one line naming both versions:
+    nothing is written, the run fails. A worker of the new code then writes the graph the new code
+    writes in process. (Before the fix the worker took its version from the files at its first
+    step, the new ones, while it still held the old graph module it had imported at start: the run
+    succeeded with a graph missing edges.)"""
+    root = build_run_dir(tmp_path / "run")
+    reference = build_run_dir(tmp_path / "reference")
+    assert execute(reference, "proximity").success
+    key = broker.add(root)
+
+    checkout = other_code(tmp_path, "keep = sims >= plan.threshold\n", "keep = sims >= plan.threshold + 0.05\n")
+    old = version_of(checkout)
+    broker.start_worker("old", checkout)
+    wait_ready(broker, "old")
+    updated = other_code(tmp_path / "update")  # the new code, written over the old worker's files
+    shutil.copytree(updated, checkout, dirs_exist_ok=True)
+    new = code_version()
+    assert version_of(checkout) == new != old
+
+    refused = launch(broker, key)
+    run = broker.wait(refused)
+    assert run.status.value == "FAILURE", broker.failures(refused) + broker.logs()
+    with broker.instance() as instance:
+        assert instance.get_run_by_id(refused).tags[RUN_TAGS_KEY] == new
+        failures = step_failures(instance, refused)
+    assert list(failures) == ["hypothesis_texts"], failures  # the first step; no other ran
+    (line,) = failures.values()
+    assert "\n" not in line and f"run {refused[:8]} is of code version {new}" in line, line
+    assert f"runs code version {old}; step refused, nothing written" in line, line
+    assert not (root / "proximity").exists() and not (root / ".hypograph" / "assets").exists()
+
+    broker.kill_worker("old")
+    broker.start_worker("new")
+    accepted = launch(broker, key)
+    run = broker.wait(accepted)
+    assert run.status.value == "SUCCESS", broker.failures(accepted) + broker.logs()
+    assert proximity_files(root).keys() == proximity_files(reference).keys()
+    for name in ("graph.json", "dupes.json", "clusters.json"):
+        assert (root / "proximity" / name).read_bytes() == (reference / "proximity" / name).read_bytes(), name
