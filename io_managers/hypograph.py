@@ -7,7 +7,7 @@ library and case assets write through their domain's journal instead and return
 ``<input>/.hypograph/assets/hypothesis_texts.json``.
 
 A step of a run that is no longer the newest of its partition, or has ended, writes nothing: it
-fails with one line (``io_managers/fleet.py``), asked immediately before the files are written.
+fails with one line (``io_managers/fleet.py``), asked and written under the input's publish lock.
 """
 
 import os
@@ -22,7 +22,7 @@ from hypograph.errors import HypographError
 from hypograph.hypotheses import Corpus, corpus_from_json, corpus_json
 from hypograph.paths import TEXTS_SNAPSHOT
 from hypograph.proximity import store
-from io_managers.fleet import stale_run
+from io_managers.fleet import publish
 from resources.inputs import Inputs
 
 TEXTS = TEXTS_SNAPSHOT
@@ -99,11 +99,13 @@ class HypographIOManager(ConfigurableIOManager):
     def handle_output(self, context: OutputContext, obj) -> None:
         root, name = self.inputs.root(context.partition_key), context.asset_key.path[-1]
         codec = _codec(name)
-        fenced = stale_run(context.step_context.instance, context.run_id, context.asset_key)
-        if fenced:
-            context.log.error(fenced)
-            raise HypographError(fenced)
-        paths = codec.write(root, obj)
+        try:
+            paths = publish(
+                context.step_context.instance, context.run_id, context.asset_key, root, lambda: codec.write(root, obj)
+            )
+        except HypographError as e:
+            context.log.error(str(e))
+            raise
         context.add_output_metadata(
             {"path": MetadataValue.path(str(paths[0])), "files": MetadataValue.md("\n".join(f"- `{p}`" for p in paths))}
         )

@@ -7,12 +7,13 @@ to the storage plants between two steps is refused in one line, never run as cod
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from dagster import FilesystemIOManager, InitResourceContext, InputContext, OutputContext
 from dagster._core.storage.fs_io_manager import PickledObjectFilesystemIOManager  # its paths; not exported
 
-from hypograph.atomic import write_atomic
+from hypograph.atomic import open_regular, write_atomic
 from hypograph.errors import HypographError
 from hypograph.proximity import shard_values
 
@@ -20,10 +21,16 @@ MAX_SHARD_BYTES = 16 << 30  # an edge block or the embeddings of millions of row
 
 
 class ShardFiles(PickledObjectFilesystemIOManager):
-    """``FilesystemIOManager``'s layout, ``shard_values``' format."""
+    """``FilesystemIOManager``'s layout, ``shard_values``' format. Each file records where it belongs
+    (``<run id>/<step>/<output>`` under the storage), so a copy found at another run's or step's
+    place is refused; a local file is read only if it is a regular file (a FIFO never blocks a
+    step, a symlink is not followed out of the storage)."""
+
+    def _at(self, path) -> str:
+        return path.relative_to(self._base_path).as_posix()
 
     def dump_to_path(self, context: OutputContext, obj, path) -> None:
-        data = shard_values.dump(obj)
+        data = shard_values.dump(obj, self._at(path))
         if path.protocol in ("", "file"):  # a shared folder: a reader sees the whole file or none
             write_atomic(Path(path.path), lambda fh: fh.write(data))
         else:  # object storage: an object appears whole when written
@@ -31,12 +38,13 @@ class ShardFiles(PickledObjectFilesystemIOManager):
                 f.write(data)
 
     def load_from_path(self, context: InputContext, path):
-        with path.open("rb") as f:
+        local = path.protocol in ("", "file")
+        with os.fdopen(open_regular(Path(path.path)), "rb") if local else path.open("rb") as f:
             size = f.seek(0, 2)
             if size > MAX_SHARD_BYTES:
                 raise HypographError(f"{path}: {size} bytes, over the {MAX_SHARD_BYTES}-byte shard limit; not read")
             f.seek(0)
-            return shard_values.load(f, str(path))
+            return shard_values.load(f, str(path), self._at(path))
 
 
 class ShardIOManager(FilesystemIOManager):

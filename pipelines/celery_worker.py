@@ -26,6 +26,7 @@ What it adds to dagster-celery's task, both for faults of the broker or of a wor
 
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
 import time
@@ -43,6 +44,7 @@ from dagster_celery.make_app import make_app
 from dagster_celery.tasks import create_task
 from kombu import Queue
 
+from hypograph.code_version import code_version
 from pipelines.executor import CELERY_CONFIG_ENV, celery_settings, config_path
 
 log = logging.getLogger("hypograph.worker")
@@ -65,6 +67,14 @@ def build_app() -> Celery:
 
 
 app = build_app()
+
+# The code this worker runs, loaded now, at its start, from its own checkout (its working directory
+# or PYTHONPATH): a step's code pointer then finds it imported, and the version the worker is
+# judged by is taken now, from the files it loaded. (Loaded at the first step instead, a checkout
+# updated in place in between gave the new files' version to a worker still holding the modules it
+# had imported at start, the old code.)
+importlib.import_module("pipelines.definitions")
+WORKER_CODE_VERSION = code_version()
 
 
 def _dagster_task_body():

@@ -19,6 +19,7 @@ variables are parsed and bounded in ``hypograph/environment.py`` (a bad one was 
 from pathlib import Path
 
 from dagster import (
+    Executor,
     ExecutorDefinition,
     InMemoryIOManager,
     InputContext,
@@ -29,6 +30,7 @@ from dagster import (
 from hypograph import environment
 from hypograph.atomic import read_utf8
 from hypograph.errors import HypographError
+from io_managers.fleet import stamp_version
 from io_managers.shards import ShardIOManager
 
 ENV = "HYPOGRAPH_EXECUTOR"
@@ -49,14 +51,58 @@ def job_executor() -> ExecutorDefinition:
         if name == "k8s":
             from dagster_k8s import k8s_job_executor
 
-            return k8s_job_executor
+            return versioned(k8s_job_executor)
         if name == "celery":
             from dagster_celery import celery_executor
 
-            return celery_executor.configured(celery_settings(), name="celery")
+            return versioned(celery_executor.configured(celery_settings(), name="celery"))
     except ImportError:
         raise HypographError(f"{ENV}={name} needs the dagster-{name} package installed next to hypograph") from None
     raise AssertionError(name)  # unreachable: Environment.executor has the four names above
+
+
+def versioned(defn: ExecutorDefinition) -> ExecutorDefinition:
+    """``defn`` (an executor whose steps run elsewhere: Celery workers, Kubernetes pods) whose run
+    process first gives the run its own code version when the run carries none, before any step is
+    sent. A job's runs carry it from their creation (``assets.groups.RUN_TAGS``), but not every door
+    applies a job's run tags (``dagster job launch`` and the Launchpad's launch merge the job's
+    definition tags only; the asset graph's Materialize makes a run of no named job): without this,
+    the first worker to take a step gave the run its own version, whatever code it runs."""
+    inner = defn.executor_creation_fn
+
+    def create(init_context) -> Executor:
+        return _Versioned(inner(init_context))
+
+    return ExecutorDefinition(
+        name=defn.name,
+        config_schema=defn.config_schema,
+        requirements=defn.get_requirements,
+        executor_creation_fn=create,
+        description=defn.description,
+    )
+
+
+class _Versioned(Executor):
+    """An executor that tags the run with this process's code version, then hands it to ``inner``
+    (which reads its own settings from the run's executor, this one: they are passed through)."""
+
+    def __init__(self, inner: Executor):
+        self.inner = inner
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    @property
+    def retries(self):
+        return self.inner.retries
+
+    @property
+    def step_dependency_config(self):
+        return self.inner.step_dependency_config
+
+    def execute(self, plan_context, execution_plan):
+        stamp_version(plan_context.instance, plan_context.dagster_run)
+        yield from self.inner.execute(plan_context, execution_plan)
 
 
 def celery_settings() -> dict:

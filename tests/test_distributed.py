@@ -114,13 +114,16 @@ class Cluster:
         self.redis = services.start(args, log, self.env)
         wait_for_port(self.redis_port, self.redis, log)
 
-    def start_worker(self, name: str) -> None:
+    def start_worker(self, name: str, checkout: Path = REPO) -> None:
+        """A worker started from ``checkout`` (its working directory, and its ``PYTHONPATH`` when it
+        is not this repository: the code a worker of another host would have)."""
         log = self.base / f"worker-{name}.log"
         # as deploy/systemd/hypograph-worker@.service starts them: one step at a time, in the worker's
         # own process (free to fork), both queues
         args = [VENV_BIN / "celery", "-A", "pipelines.celery_worker", "worker", "--pool", "solo"]
         args += ["-Q", "dagster,shards", "-n", f"{name}@%h", "--loglevel", "INFO"]
-        self.workers[name] = services.start(args, log, self.env, cwd=REPO)
+        env = self.env if checkout == REPO else {**self.env, "PYTHONPATH": str(checkout)}
+        self.workers[name] = services.start(args, log, env, cwd=checkout)
 
     def start(self) -> None:
         with self.instance() as instance:  # its SQLite storage made once, before four processes open it

@@ -132,6 +132,141 @@ def test_item02_a_failed_run_s_step_delivered_late_writes_nothing(tmp_path):
         assert proximity_files(root) == before
 
 
+# -- 2. the fence's window: the answer and the move under the input's publish lock ------------------
+
+
+def lock_opens(pid: int, lock: Path) -> int:
+    """How many descriptors of process ``pid`` have ``lock`` open (Linux ``/proc``): a step at the
+    publish lock has it open, waiting or holding."""
+    count = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            count += os.readlink(fd) == str(lock)
+        except OSError:  # closed since it was listed
+            continue
+    return count
+
+
+def wait_until(condition, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not seen in {seconds} s")
+        time.sleep(0.01)
+
+
+EXECUTE_RUN = """
+import sys
+from dagster import DagsterInstance
+from dagster._core.definitions.job_base import InMemoryJob
+from dagster._core.execution.api import execute_run
+from pipelines.definitions import defs
+
+with DagsterInstance.from_config(sys.argv[1]) as instance:
+    run = instance.get_run_by_id(sys.argv[2])
+    print(execute_run(InMemoryJob(defs.resolve_job_def(run.job_name)), run, instance).success)
+"""
+
+
+def test_item02_a_newer_run_created_while_the_older_step_waits_to_publish_fences_it(tmp_path, monkeypatch):
+    """Run A's first step has its value and is at its publish point; the lock is held (here by the
+    test, as a newer run's step holds it while it writes). Run B of the same partition is created
+    in that moment. When the lock is free, A's step asks the fence under it: refused, nothing of A
+    written (before the fix, A asked, then wrote, without a lock: it wrote)."""
+    from hypograph.locks import file_lock
+    from io_managers.fleet import PUBLISH_LOCK
+
+    root = build_run_dir(tmp_path / "run")
+    home = tmp_path / "home"
+    monkeypatch.setenv("DAGSTER_HOME", str(home))  # the input registry the step reads
+    lock = root / ".hypograph" / PUBLISH_LOCK
+    with local_instance(home) as instance:
+        _, older = proximity_run(instance, root)
+    env = {**offline_env(), "DAGSTER_HOME": str(home), "PYTHONPATH": str(REPO)}
+    with file_lock(lock):
+        step = subprocess.Popen(
+            [sys.executable, "-c", EXECUTE_RUN, str(home), older.run_id],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            wait_until(lambda: step.poll() is not None or lock_opens(step.pid, lock) > 0, 600, "A at the lock")
+            assert step.poll() is None, step.communicate()
+            with local_instance(home) as instance:
+                _, newer = proximity_run(instance, root)
+        except BaseException:
+            step.kill()
+            raise
+    out, err = step.communicate(timeout=600)
+    assert out.split() == ["False"], err[-3000:]
+    with local_instance(home) as instance:
+        failures = step_failures(instance, older.run_id)
+    assert list(failures) == ["hypothesis_texts"], failures
+    (line,) = failures.values()
+    assert "\n" not in line and "no longer the newest" in line and newer.run_id[:8] in line, line
+    assert not (root / "proximity").exists() and not (root / ".hypograph" / "assets").exists()
+
+
+def test_item02_a_newer_run_s_write_waits_for_the_older_step_s_move(tmp_path):
+    """The other order: run A's step has been answered "still the newest" and holds the lock; run B
+    is created and B's step comes to publish before A's files are moved into place. B waits on the
+    lock until A's move is done, then writes: B's file is the one left, and B wrote after A."""
+    import threading
+
+    from dagster import AssetKey, DagsterRunStatus
+
+    from io_managers.fleet import PUBLISH_LOCK, publish
+
+    root = build_run_dir(tmp_path / "run")
+    target = root / "proximity" / "graph.json"
+    lock = root / ".hypograph" / PUBLISH_LOCK
+    key = AssetKey("similarity_graph")
+    order: list[str] = []
+    newer_step: dict = {}
+
+    def write(who: str) -> list[Path]:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(who, encoding="utf-8")
+        order.append(who)
+        return [target]
+
+    def newer_publishes(instance, run_id: str) -> None:
+        try:
+            newer_step["paths"] = publish(instance, run_id, key, root, lambda: write("newer"))
+        except BaseException as e:  # noqa: BLE001 - reported by the test's thread below
+            newer_step["error"] = e
+
+    with local_instance(tmp_path / "home") as instance:
+        _, older = proximity_run(instance, root)
+        instance.handle_run_event(older.run_id, _started(older))
+
+        def older_write() -> list[Path]:  # between the fence's answer and the move
+            _, newer = proximity_run(instance, root)
+            instance.handle_run_event(newer.run_id, _started(newer))
+            thread = threading.Thread(target=newer_publishes, args=(instance, newer.run_id))
+            thread.start()
+            newer_step["thread"] = thread
+            wait_until(lambda: lock_opens(os.getpid(), lock) == 2, 60, "B at the lock")  # A's and B's
+            assert not target.exists() and order == []  # B waits: nothing of it written
+            return write("older")
+
+        publish(instance, older.run_id, key, root, older_write)
+        newer_step["thread"].join(60)
+        assert "error" not in newer_step, newer_step
+        assert order == ["older", "newer"] and target.read_text(encoding="utf-8") == "newer"
+        assert instance.get_run_by_id(older.run_id).status == DagsterRunStatus.STARTED
+
+
+def _started(run):
+    """The event that marks ``run`` started (what the run worker reports when it begins)."""
+    from dagster import DagsterEvent, DagsterEventType
+
+    return DagsterEvent(event_type_value=DagsterEventType.RUN_START.value, job_name=run.job_name)
+
+
 # -- 3. a worker of another code version refuses the run's steps --------------------------------------
 
 
@@ -150,14 +285,23 @@ print(code_version(), result.success)
 """
 
 
-def other_code(tmp_path: Path) -> Path:
-    """A copy of the code location's packages with one source file changed (a rolling update's
-    other side): the graph module's threshold comparison given a tolerance of zero."""
+# The other side of a rolling update: the graph's plan made at 0.2 above the threshold asked for
+# (graph.json still says the threshold asked for: the issue's "missing edges, threshold 0.3").
+OLD_GRAPH_CODE = ("float(threshold), int(cap)", "float(threshold) + 0.2, int(cap)")
+
+
+def other_code(tmp_path: Path, old: str = "", new: str = "") -> Path:
+    """A copy of the code location's packages (a checkout of its own, as on another host); with
+    ``old`` given, the graph module's ``old`` text replaced by ``new`` (one source file changed: a
+    rolling update's other side)."""
     copy = tmp_path / "other-code"
     for package in ("hypograph", "resources", "io_managers", "assets", "pipelines"):
         shutil.copytree(REPO / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
-    graph = copy / "hypograph" / "proximity" / "similarity.py"
-    graph.write_text(graph.read_text(encoding="utf-8") + "\n# the other side of a rolling update\n", encoding="utf-8")
+    if old:
+        graph = copy / "hypograph" / "proximity" / "similarity.py"
+        text = graph.read_text(encoding="utf-8")
+        assert text.count(old) == 1, old
+        graph.write_text(text.replace(old, new), encoding="utf-8")
     return copy
 
 
@@ -168,7 +312,7 @@ def test_item03_worker_of_another_code_version_refuses_the_step(tmp_path, monkey
     with local_instance(home) as instance:
         job, run = proximity_run(instance, root)
         instance.add_run_tags(run.run_id, {RUN_TAGS_KEY: code_version()})  # as the launcher tags it
-    copy = other_code(tmp_path)
+    copy = other_code(tmp_path, *OLD_GRAPH_CODE)
     env = {**offline_env(), "PYTHONPATH": str(copy), "DAGSTER_HOME": str(home)}
     done = subprocess.run(
         [sys.executable, "-c", WORKER, str(home), run.run_id],
@@ -407,3 +551,72 @@ def test_item02_celery_step_of_a_failed_run_runs_late_and_writes_nothing(broker,
         for asset in ("hypothesis_texts", "similarity_graph"):
             assert instance.get_latest_materialization_event(AssetKey(asset)).run_id == newer
     assert json.loads((root / "proximity" / "graph.json").read_bytes())["threshold"] == 0.3
+
+
+def version_of(checkout: Path) -> str:
+    """The code version a process started from ``checkout`` computes."""
+    done = subprocess.run(
+        [sys.executable, "-c", "from hypograph.code_version import code_version; print(code_version())"],
+        env={**offline_env(), "PYTHONPATH": str(checkout)},
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def wait_ready(cluster, name: str, seconds: float = 600) -> None:
+    """Return once worker ``name`` says it is ready (Celery's ``ready.`` line: its app and code loaded)."""
+    log = cluster.base / f"worker-{name}.log"
+    wait_until(lambda: log.exists() and " ready." in log.read_text(errors="replace"), seconds, f"worker {name} ready")
+
+
+@celery
+def test_item03_celery_worker_updated_in_place_refuses_the_new_code_s_steps(broker, tmp_path):
+    """A rolling update as it happens on a host: a worker runs from its checkout (the old code: the
+    graph's threshold comparison changed in one source file), the checkout is updated in place to
+    the new code (as ``git pull`` does; the worker is not restarted yet) and the new code queues a
+    run. The old worker takes its first step and refuses it in one line naming both versions:
+    nothing is written, the run fails. A worker of the new code then writes the graph the new code
+    writes in process. (Before the fix the worker took its version from the files at its first
+    step, the new ones, while it still held the old graph module it had imported at start: the run
+    succeeded with a graph missing edges.)"""
+    root = build_run_dir(tmp_path / "run")
+    reference = build_run_dir(tmp_path / "reference")
+    assert execute(reference, "proximity").success
+    key = broker.add(root)
+
+    checkout = other_code(tmp_path, *OLD_GRAPH_CODE)
+    old = version_of(checkout)
+    broker.start_worker("old", checkout)
+    wait_ready(broker, "old")
+    updated = other_code(tmp_path / "update")  # the new code, written over the old worker's files
+    shutil.copytree(updated, checkout, dirs_exist_ok=True)
+    new = code_version()
+    assert version_of(checkout) == new != old
+
+    refused = launch(broker, key)
+    run = broker.wait(refused)
+    assert run.status.value == "FAILURE", broker.failures(refused) + broker.logs()
+    with broker.instance() as instance:
+        assert instance.get_run_by_id(refused).tags[RUN_TAGS_KEY] == new
+        failures = step_failures(instance, refused)
+    assert list(failures) == ["hypothesis_texts"], failures  # the first step; no other ran
+    (line,) = failures.values()
+    assert "\n" not in line and f"run {refused[:8]} is of code version {new}" in line, line
+    assert f"runs code version {old}; step refused, nothing written" in line, line
+    assert not (root / "proximity").exists() and not (root / ".hypograph" / "assets").exists()
+
+    broker.kill_worker("old")
+    broker.start_worker("new")
+    accepted = launch(broker, key)
+    run = broker.wait(accepted)
+    assert run.status.value == "SUCCESS", broker.failures(accepted) + broker.logs()
+    assert proximity_files(root).keys() == proximity_files(reference).keys()
+    for name in ("graph.json", "dupes.json", "clusters.json"):
+        assert (root / "proximity" / name).read_bytes() == (reference / "proximity" / name).read_bytes(), name
+    graph = json.loads((root / "proximity" / "graph.json").read_bytes())
+    sims = [e["similarity"] for node in graph["nodes"].values() for e in node["edges"]]
+    assert any(0.3 <= x < 0.5 for x in sims), sims  # edges the old code would have left out

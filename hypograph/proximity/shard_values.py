@@ -16,16 +16,21 @@ kind           header                                                arrays
                range steps                                          bytes
 =============  ====================================================  ==============================
 
-``dump(value)`` -> bytes; ``load(file, where)`` -> the value, or one HypographError line naming
-``where`` (a pickle, an object array, another kind of file, a field of the wrong type): a file
-planted in the shard storage is data at worst, never code. Arrays keep their dtypes, so a value
-read back is the value written, bit for bit.
+``dump(value, at)`` -> bytes; ``load(file, where, at)`` -> the value, or one HypographError line
+naming ``where`` (a pickle, an object array, another kind of file, a field of the wrong type or
+shape, an index outside its range, a compressed member, a member whose array header claims more
+bytes than it holds, a file written for another place ``at``): a file planted in the shard storage
+is data at worst, never code, and reading it takes no more memory than its size. ``at`` is where
+the file belongs (its run, step and output: the header records it and a copy found elsewhere, say
+another run's, is refused). Arrays keep their dtypes, so a value read back is the value written,
+bit for bit.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import math
 import zipfile
 from typing import IO
 
@@ -41,10 +46,12 @@ MAX_HEADER_BYTES = 1 << 30  # the ids and vocabulary of a few million rows
 KINDS = ("range", "embeddings", "edges", "corpus")
 
 
-def dump(value) -> bytes:
+def dump(value, at: str = "") -> bytes:
     """The shard file of ``value``: a ``(start, stop)`` range, an ``Embeddings``, a ``Corpus`` or a
-    ``(Block, info)`` pair; TypeError for anything else (a step returning another kind is a bug here)."""
+    ``(Block, info)`` pair; TypeError for anything else (a step returning another kind is a bug here).
+    ``at``: where the file is written (recorded; ``load`` compares)."""
     header, arrays = _parts(value)
+    header = {**header, "at": at}
     buf = io.BytesIO()
     raw = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     np.savez(buf, header=np.frombuffer(raw, dtype=np.uint8), **arrays)
@@ -77,26 +84,58 @@ def _parts(value) -> tuple[dict, dict[str, np.ndarray]]:
     raise TypeError(f"no shard format for a {type(value).__name__}")
 
 
-def load(file: IO[bytes], where: str):
-    """The value in shard file ``file`` (a seekable binary file; ``where`` names it in errors)."""
+def load(file: IO[bytes], where: str, at: str = ""):
+    """The value in shard file ``file`` (a seekable binary file; ``where`` names it in errors),
+    written for ``at`` (see ``dump``)."""
     start = file.read(len(ZIP_MAGIC))
     file.seek(0)
     if start != ZIP_MAGIC:  # a pickle, a bare .npy, anything else: never handed to a loader
         what = "a pickle" if start[:1] == b"\x80" else "not an npz archive"
         raise HypographError(f"{where}: not a shard file ({what}); refused, nothing in it was run")
     try:
-        with np.load(file, allow_pickle=False) as npz:
-            arrays = {name: npz[name] for name in npz.files}
+        arrays = _arrays(file, where)
     except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError) as e:
         why = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise HypographError(f"{where}: not a shard file ({why}); refused, nothing in it was run") from None
     if "header" not in arrays:
         raise HypographError(f"{where}: not a shard file (no header); refused, nothing in it was run")
     header = _header(arrays.pop("header"), where)
+    if header.get("at") != at:
+        raise HypographError(
+            f"{where}: written for {header.get('at')!r}, not for {at!r} (a copy from another run or step); refused"
+        )
     try:
         return _value(header, arrays)
     except (KeyError, TypeError, ValueError) as e:
         raise HypographError(f"{where}: {header.get('kind')} shard: {e}; refused") from None
+
+
+def _arrays(file: IO[bytes], where: str) -> dict[str, np.ndarray]:
+    """The archive's arrays, each member checked before it is read: stored (``np.savez`` compresses
+    nothing, so a deflated member is a bomb or not ours), named ``*.npy`` once, and holding exactly
+    the bytes its array header claims (a header claiming terabytes is refused, not allocated)."""
+    out: dict[str, np.ndarray] = {}
+    with zipfile.ZipFile(file) as archive:
+        for info in archive.infolist():
+            name = info.filename.removesuffix(".npy")
+            if info.compress_type != zipfile.ZIP_STORED:
+                raise ValueError(f"member {info.filename} is compressed")
+            if not info.filename.endswith(".npy") or name in out:
+                raise ValueError(f"member {info.filename}: not one array of its own")
+            with archive.open(info) as member:
+                version = np.lib.format.read_magic(member)
+                read_header = (
+                    np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+                )
+                shape, _, dtype = read_header(member)
+                if dtype.hasobject:
+                    raise ValueError(f"member {info.filename}: object array")
+                claimed, held = math.prod(shape) * dtype.itemsize, info.file_size - member.tell()
+                if claimed != held:
+                    raise ValueError(f"member {info.filename}: its header claims {claimed} bytes, it holds {held}")
+                member.seek(0)
+                out[name] = np.lib.format.read_array(member, allow_pickle=False)
+    return out
 
 
 def _header(array: np.ndarray, where: str) -> dict:
@@ -126,15 +165,29 @@ def _corpus(header: dict, arrays: dict[str, np.ndarray]) -> Corpus:
 
 
 def _range(header: dict, arrays: dict[str, np.ndarray]) -> tuple[int, int]:
-    return (_int(header, "start"), _int(header, "stop"))
+    start, stop = _int(header, "start"), _int(header, "stop")
+    if not 0 <= start <= stop:
+        raise ValueError(f"start, stop: not 0 <= {start} <= {stop}")
+    return start, stop
 
 
 def _edges(header: dict, arrays: dict[str, np.ndarray]) -> tuple[Block, dict]:
     info = header["info"]
     if not isinstance(info, dict):
         raise TypeError("info: not an object")
-    rows, cols, sims = (_numbers(arrays, name) for name in ("rows", "cols", "sims"))
-    return Block(_int(header, "start"), _int(header, "stop"), rows, cols, sims, _int(header, "capped")), info
+    start, stop = _range(header, arrays)
+    rows, cols = (_numbers(arrays, name, "iu") for name in ("rows", "cols"))
+    sims = _numbers(arrays, "sims", "f")
+    if not rows.shape == cols.shape == sims.shape:
+        raise ValueError(f"rows, cols, sims: {rows.size}, {cols.size}, {sims.size} values, not one each per edge")
+    if rows.size and (rows.min() < start or rows.max() >= stop or cols.min() < 0):
+        raise ValueError(f"rows, cols: a position outside rows [{start}, {stop}) or below 0")
+    if not np.isfinite(sims).all():
+        raise ValueError("sims: not finite")
+    capped = _int(header, "capped")
+    if capped < 0:
+        raise ValueError("capped: below 0")
+    return Block(start, stop, rows, cols, sims, capped), info
 
 
 def _embeddings(header: dict, arrays: dict[str, np.ndarray]) -> Embeddings:
@@ -144,7 +197,7 @@ def _embeddings(header: dict, arrays: dict[str, np.ndarray]) -> Embeddings:
     texts = [header[k] for k in ("backend", "model", "digest")]
     if not all(isinstance(t, str) for t in texts):
         raise TypeError("backend, model, digest: not strings")
-    rows = _sparse_rows(header, arrays) if "shape" in header else _numbers(arrays, "rows")
+    rows = _sparse_rows(header, arrays) if "shape" in header else _numbers(arrays, "rows", "f", ndim=2)
     if rows.shape[0] != len(ids):
         raise ValueError(f"{rows.shape[0]} rows for {len(ids)} ids")
     return Embeddings(ids, rows, texts[0], texts[1], vocabulary, notes, texts[2])
@@ -156,8 +209,10 @@ def _sparse_rows(header: dict, arrays: dict[str, np.ndarray]):
     shape = header["shape"]
     if not (isinstance(shape, list) and len(shape) == 2 and all(type(s) is int and s >= 0 for s in shape)):
         raise TypeError("shape: not two counts")
-    parts = tuple(_numbers(arrays, name) for name in ("data", "indices", "indptr"))
-    return sp.csr_matrix(parts, shape=tuple(shape))
+    parts = (_numbers(arrays, "data", "f"), _numbers(arrays, "indices", "iu"), _numbers(arrays, "indptr", "iu"))
+    matrix = sp.csr_matrix(parts, shape=tuple(shape))
+    matrix.check_format(full_check=True)  # indices in range, indptr ordered: ValueError otherwise
+    return matrix
 
 
 def _int(header: dict, name: str) -> int:
@@ -171,8 +226,10 @@ def _strings(values) -> bool:
     return isinstance(values, list) and all(isinstance(v, str) for v in values)
 
 
-def _numbers(arrays: dict[str, np.ndarray], name: str) -> np.ndarray:
+def _numbers(arrays: dict[str, np.ndarray], name: str, kinds: str, ndim: int = 1) -> np.ndarray:
+    """Array ``name``: of a dtype of ``kinds`` (``i``, ``u`` integers, ``f`` floats) and ``ndim``
+    dimensions (TypeError otherwise)."""
     array = arrays[name]
-    if array.dtype.kind not in "iuf":
-        raise TypeError(f"{name}: {array.dtype} array, not numbers")
+    if array.dtype.kind not in kinds or array.ndim != ndim:
+        raise TypeError(f"{name}: {array.dtype} array of {array.ndim} dimensions, not {ndim} of {kinds} numbers")
     return array
