@@ -3,7 +3,7 @@
 * ``offered_round``: a registered library's next round (its interrupted one, else a new one), the
   key its ``library_round`` runs next and its ``library_rescore`` re-scores once generated. It is
   offered only where a round could run: a model is configured (with none, no round can run, and
-  the jobs' descriptions say so). ``assets.sources.partition_requests`` adds it when a library is
+  the jobs' descriptions say so; ``assets.partitions``). ``assets.partitions.new_keys`` adds it when a library is
   registered; the ``partition_keys`` sensor adds it again after each round.
 * ``stray_keys``: keys a person typed in the UI's "Add a partition" (or left by an input since
   removed from the registry) that name no registered input of the set's kind, a malformed key, or
@@ -18,10 +18,10 @@ from __future__ import annotations
 from dagster import DefaultSensorStatus, SensorEvaluationContext, SensorResult, SkipReason, sensor
 
 from assets.groups import described
-from assets.partitions import HYPOTHESIS_INPUTS, LIBRARIES, REVISIONS, ROUNDS, VAULTS
+from assets.partitions import HYPOTHESIS_INPUTS, LIBRARIES, REVISIONS, ROUNDS, VAULTS, offered_round
 from hypograph.errors import HypographError
 from hypograph.ids import key_number, numbered_key
-from hypograph.inputs import InputRecord, split_sub_key, sub_key
+from hypograph.inputs import InputRecord, split_sub_key
 from hypograph.skips import BAD_INPUT, skip_line
 from resources import Inputs
 
@@ -33,22 +33,6 @@ KIND_OF_SET = {
     REVISIONS: ("case",),
 }
 ADD = "`hypograph add FOLDER` (or the inputs_discovered sensor)"
-
-
-def model_configured() -> bool:
-    """A model is named and not switched off where this process runs (the daemon's, a command's)."""
-    from resources.llm import LLMResource
-
-    return not LLMResource().config().offline
-
-
-def offered_round(record: InputRecord) -> str | None:
-    """``<library id>/rNNNN``: the round the library runs next, when a model is configured."""
-    from hypograph.library.run import round_to_run
-
-    if record.kind != "library" or not model_configured():
-        return None
-    return sub_key(record.id, round_to_run(record.path))
 
 
 def stray_keys(name: str, keys: list[str], records: dict[str, InputRecord], log) -> dict[str, str]:

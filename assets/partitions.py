@@ -19,7 +19,13 @@ Keys are added by ``hypograph add`` and every ``hypograph`` command on a new inp
 effect of evaluating a tick.
 """
 
+from __future__ import annotations
+
 from dagster import DynamicPartitionsDefinition
+
+from hypograph.ids import numbered_key
+from hypograph.inputs import InputRecord, sub_key
+from hypograph.skips import BAD_INPUT, skip_line
 
 HYPOTHESIS_INPUTS = "hypothesis_inputs"
 VAULTS = "vaults"
@@ -32,6 +38,13 @@ vaults = DynamicPartitionsDefinition(name=VAULTS)
 libraries = DynamicPartitionsDefinition(name=LIBRARIES)
 library_rounds = DynamicPartitionsDefinition(name=ROUNDS)
 case_revisions = DynamicPartitionsDefinition(name=REVISIONS)
+PARTITION_SETS = {
+    HYPOTHESIS_INPUTS: hypothesis_inputs,
+    VAULTS: vaults,
+    LIBRARIES: libraries,
+    ROUNDS: library_rounds,
+    REVISIONS: case_revisions,
+}
 
 # The partition sets an input of each kind belongs to (its own id as key).
 SETS_OF_KIND = {
@@ -40,3 +53,48 @@ SETS_OF_KIND = {
     "library": [HYPOTHESIS_INPUTS, LIBRARIES],
     "case": [],
 }
+
+
+def model_configured() -> bool:
+    """A model is named and not switched off where this process runs (the daemon's, a command's)."""
+    from hypograph import environment
+
+    return not environment.llm_config(offline=environment.current().offline).offline
+
+
+def offered_round(record: InputRecord) -> str | None:
+    """``<library id>/rNNNN``: the round the library runs next, when a model is configured."""
+    if record.kind != "library" or not model_configured():
+        return None
+    from hypograph.library.run import round_to_run  # the library modules only for a library
+
+    return sub_key(record.id, round_to_run(record.path))
+
+
+def new_keys(instance, records: list[InputRecord], log=None) -> dict[str, list[str]]:
+    """Partition set name -> the keys ``records`` belong under that ``instance`` lacks (sorted; sets
+    lacking none left out): each id in the sets of its kind, a case's revisions in ``case_revisions``,
+    a library's next round in ``library_rounds`` where a model is configured. A case whose revisions,
+    or a library whose round, cannot be read is skipped there, ``log`` (default ``print``) saying so.
+
+    Dagster's storage alone: ``hypograph add`` registers without loading the code location."""
+    wanted: dict[str, list[str]] = {name: [] for name in PARTITION_SETS}
+    for r in records:
+        if r.kind == "case":
+            from hypograph.casework.package import CasePackage  # the case modules only for a case
+
+            try:  # a case whose revisions cannot be listed is skipped, saying so; the others are added
+                wanted[REVISIONS] += [sub_key(r.id, numbered_key(n)) for n in CasePackage(r.path).revisions()]
+            except BAD_INPUT as e:
+                (log or print)(skip_line(f"{r.id}: {r.path}", e))
+                continue
+        for name in SETS_OF_KIND[r.kind]:
+            wanted[name].append(r.id)
+        try:  # a library's next round, where a model could run it
+            wanted[ROUNDS] += [key] if (key := offered_round(r)) else []
+        except BAD_INPUT as e:
+            (log or print)(skip_line(f"{r.id}: {r.path}", e))
+    new = {
+        name: sorted(set(keys) - set(instance.get_dynamic_partitions(name))) for name, keys in wanted.items() if keys
+    }
+    return {name: keys for name, keys in new.items() if keys}

@@ -37,19 +37,11 @@ from dagster import (
 from dagster._core.definitions.data_version import DATA_VERSION_TAG
 
 from assets.groups import CASEWORK, PROXIMITY, described
-from assets.partition_keys import offered_round
 from assets.partitions import (
-    HYPOTHESIS_INPUTS,
-    LIBRARIES,
-    REVISIONS,
-    ROUNDS,
-    SETS_OF_KIND,
-    VAULTS,
+    PARTITION_SETS,
     case_revisions,
     hypothesis_inputs,
-    libraries,
-    library_rounds,
-    vaults,
+    new_keys,
 )
 from hypograph import environment
 from hypograph.casework.package import CasePackage
@@ -139,37 +131,9 @@ def report_rewrite(context: AssetExecutionContext, inputs: Inputs) -> str:
 
 
 def partition_requests(instance, records: list[InputRecord], log=None) -> list:
-    """The add requests that would put each record's id in the partition sets of its kind (and a
-    case's current revision in ``case_revisions``, a library's next round in ``library_rounds``
-    where a model is configured: ``assets.partition_keys``), for those not there yet."""
-    defs = {
-        HYPOTHESIS_INPUTS: hypothesis_inputs,
-        VAULTS: vaults,
-        LIBRARIES: libraries,
-        REVISIONS: case_revisions,
-        ROUNDS: library_rounds,
-    }
-    wanted: dict[str, list[str]] = {name: [] for name in defs}
-    for r in records:
-        if r.kind == "case":
-            try:  # a case whose revisions cannot be listed is skipped, saying so; the others are added
-                wanted[REVISIONS] += [sub_key(r.id, numbered_key(n)) for n in CasePackage(r.path).revisions()]
-            except BAD_INPUT as e:
-                (log or print)(skip_line(f"{r.id}: {r.path}", e))
-                continue
-        for name in SETS_OF_KIND[r.kind]:
-            wanted[name].append(r.id)
-        try:  # a library's next round, where a model could run it
-            wanted[ROUNDS] += [key] if (key := offered_round(r)) else []
-        except BAD_INPUT as e:
-            (log or print)(skip_line(f"{r.id}: {r.path}", e))
-    requests = []
-    for name, keys in wanted.items():
-        known = set(instance.get_dynamic_partitions(name))
-        new = sorted(set(keys) - known)
-        if new:
-            requests.append(defs[name].build_add_request(new))
-    return requests
+    """The add requests that would put each record's keys in the partition sets it belongs to
+    (``assets.partitions.new_keys``), for those not there yet."""
+    return [PARTITION_SETS[name].build_add_request(keys) for name, keys in new_keys(instance, records, log).items()]
 
 
 class DiscoveredFolders(Config):

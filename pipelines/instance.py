@@ -7,6 +7,7 @@ the runs of every input, so one UI shows them all.
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -78,24 +79,44 @@ _COMMAND_OVERRIDES = {
 
 
 @contextmanager
+def _loading_dagster() -> Iterator[None]:
+    """Dagster and its storage load (at a process's first opening) with Python's cyclic garbage
+    collector paused, and are then frozen out of its reach (``gc.freeze``): their ~180k objects
+    live as long as the process, and the collector's passes over them cost a command about 1 s of
+    CPU, half while importing and half at exit (benchmarks/README.md). Nothing is left
+    uncollected but the garbage cycles of the loading itself; later collections run as usual."""
+    if getattr(_loading_dagster, "done", False) or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.enable()
+        _loading_dagster.done = True
+
+
+@contextmanager
 def open_instance() -> Iterator:
     """The shared instance. Opening is serialized by a file lock: two commands creating a fresh
     storage at once would otherwise race on its schema migrations."""
-    from dagster import DagsterInstance
-    from dagster._core.instance import InstanceRef  # its overrides: not exported (dagster is pinned <1.14)
-
-    _fast_sqlite_commits()
     home = dagster_home()
-    with file_lock(home / ".open.lock"):
-        try:
-            instance = DagsterInstance.from_ref(InstanceRef.from_dir(str(home), overrides=_COMMAND_OVERRIDES))
-            instance.get_dynamic_partitions("vaults")  # touches the storage now, under the lock
-        except Exception as e:  # noqa: BLE001 - any storage failure becomes one actionable line
-            raise HypographError(
-                f"Dagster storage in {home} is unreadable ({type(e).__name__}: "
-                f"{str(e).splitlines()[0] if str(e) else 'no detail'}); move the folder aside "
-                "and re-run (only run history is lost, no input file)"
-            ) from None
+    with _loading_dagster():
+        from dagster import DagsterInstance
+        from dagster._core.instance import InstanceRef  # its overrides: not exported (dagster is pinned <1.14)
+
+        _fast_sqlite_commits()
+        with file_lock(home / ".open.lock"):
+            try:
+                instance = DagsterInstance.from_ref(InstanceRef.from_dir(str(home), overrides=_COMMAND_OVERRIDES))
+                instance.get_dynamic_partitions("vaults")  # touches the storage now, under the lock
+            except Exception as e:  # noqa: BLE001 - any storage failure becomes one actionable line
+                raise HypographError(
+                    f"Dagster storage in {home} is unreadable ({type(e).__name__}: "
+                    f"{str(e).splitlines()[0] if str(e) else 'no detail'}); move the folder aside "
+                    "and re-run (only run history is lost, no input file)"
+                ) from None
     with instance:
         from assets.active_runs import end_orphaned_runs
 
@@ -113,13 +134,13 @@ def registry(instance) -> Registry:
 def register(instance, root: Path, kind: Kind | None = None) -> InputRecord:
     """Record ``root`` in the registry and add its id to the partition sets of its kind, and a case
     package's revisions (idempotent); returns its record."""
-    from assets.sources import partition_requests
+    from assets.partitions import new_keys  # not the definitions: registering loads no code location
 
     record = registry(instance).add(root, kind)
     if record.note:  # the id file it carried was not taken (a copy): said once, on stderr
         print(f"hypograph: {record.note}", file=sys.stderr)
-    for request in partition_requests(instance, [record]):
-        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    for name, keys in new_keys(instance, [record]).items():
+        instance.add_dynamic_partitions(name, keys)
     return record
 
 

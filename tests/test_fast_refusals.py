@@ -89,3 +89,32 @@ def test_a_library_report_of_a_folder_with_no_library_is_refused_before_dagster_
     assert code == 1 and err == f"hypograph library: {folder / 'hypothesis_library.json'}: no library here yet\n"
     assert "dagster" not in loaded
     assert not (tmp_path / "home").exists()
+
+
+@pytest.mark.parametrize("example", ["library", "run", "vault", "case"])
+def test_registering_a_small_input_opens_the_instance_without_loading_the_code_location(tmp_path, example):
+    """`hypograph add` writes the registry and the partition keys into the instance's storage (a
+    new process reads them there) with Dagster's storage alone: no definitions, no IO manager, no
+    numpy (they cost about a second of CPU in every `add`; benchmarks/README.md has the figures)."""
+    from conftest import REPO
+
+    from hypograph.inputs import input_kind
+
+    folder = copy_tree(REPO / "examples" / example, tmp_path / example)
+    env = {**offline_env(), "DAGSTER_HOME": str(tmp_path / "home")}
+    code, err, loaded = command("add", folder, env=env)
+    assert code == 0, err
+    assert "dagster" in loaded and not loaded & {"numpy", "scipy", "io_managers", "sklearn"}, loaded
+    import dagster as dg
+
+    from pipelines.instance import registry
+
+    with dg.DagsterInstance.from_config(str(tmp_path / "home")) as instance:
+        (record,) = registry(instance).records()
+        assert record.path == folder.resolve() and record.kind == input_kind(folder)
+        keys = {name: instance.get_dynamic_partitions(name) for name in ("hypothesis_inputs", "case_revisions")}
+        assert keys == (
+            {"hypothesis_inputs": [], "case_revisions": [f"{record.id}/r0001"]}
+            if example == "case"
+            else {"hypothesis_inputs": [record.id], "case_revisions": []}
+        )

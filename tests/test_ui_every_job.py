@@ -226,3 +226,45 @@ def test_keys_typed_by_hand_that_name_no_input_are_removed_saying_why(instance, 
     for name, keys in typed.items():
         assert not set(keys) & set(instance.get_dynamic_partitions(name)), name
     assert set(instance.get_dynamic_partitions("hypothesis_inputs")) == {library.id, run.id}  # registered: kept
+
+
+def test_a_case_question_edited_after_confirmation_is_refused_by_every_case_job(instance, tmp_path):
+    """Issue 46: a person's draft.json edited after `case confirm` (its question) is part of what the
+    case is: the case package's version changes (what the UI shows as the source's new version),
+    and each case job launched on the revision as the UI (or the retry sensor) launches it refuses
+    the edit in its one line naming the file and the field (a failed run, as `case confirm` exits
+    1), instead of building on the confirmed question with the person's words dropped."""
+    import json
+
+    from cli_helper import in_process
+
+    from hypograph.inputs import fingerprint
+
+    report = tmp_path / "inputs" / "grower-report.md"
+    report.parent.mkdir()
+    report.write_text("Plants in house 3 wilt every afternoon since 2 June.\n", encoding="utf-8")
+    case = tmp_path / "case"
+    question = "Why do the tomato plants in house 3 wilt every afternoon?"
+    assert in_process("case", "new", case, "--question", question, report).returncode == 0
+    assert in_process("case", "interpret", case).returncode == 0  # offline: a template a person fills in
+    draft = case / "analysis/interpretation/0001/draft.json"
+    filled = json.loads(draft.read_text())
+    filled["statements"] = [{"text": "Plants wilt every afternoon.", "source_ids": ["IN1"]}]
+    draft.write_text(json.dumps(filled, indent=2))
+    confirmed = in_process("case", "confirm", case, "--by", "ana")
+    assert confirmed.returncode == 0, confirmed.stderr
+    key = sub_key(register(instance, case).id, "r0001")
+    instance.add_dynamic_partitions("case_revisions", [key])
+    assert launch(instance, "case_confirmed", key).success  # unedited: verified as confirmed
+
+    before = fingerprint(case, "case")
+    draft.write_text(json.dumps({**filled, "question": "Why did house 3 wilt on 2 June only?"}, indent=2))
+    assert fingerprint(case, "case") != before
+    for job in ("case_confirmed", "case_batch", "case_batch_into_vault"):
+        result = launch(instance, job, key)
+        assert_clean(instance, result)
+        assert not result.success, job
+        assert [e.step_key for e in result.all_events if e.is_step_failure] == ["case_interpretation"], job
+        line = f"{draft}: field 'question' was edited after revision 1 was confirmed"
+        assert any(line in text for text in lines_of(instance, result)), job
+    assert not (case / "analysis/hypotheses").exists()  # nothing built on the confirmed question

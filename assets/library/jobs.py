@@ -16,8 +16,7 @@ from dagster import (
 from assets.groups import LIBRARY, RUN_TAGS, described
 from assets.library.assets import hypothesis_library, round_scores
 from assets.library.observed import library_file
-from assets.partition_keys import model_configured
-from assets.partitions import ROUNDS, libraries, library_rounds
+from assets.partitions import ROUNDS, libraries, library_rounds, model_configured
 from hypograph.errors import HypographError
 from hypograph.inputs import sub_key
 from hypograph.library.run import round_to_run, settings_for_round

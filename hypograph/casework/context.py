@@ -12,7 +12,8 @@ from __future__ import annotations
 from hypograph.casework.checks import SHAPES, shape_violations
 from hypograph.casework.config import HypothesisLimits, HypothesisPolicy
 from hypograph.casework.ingest import archive_members
-from hypograph.casework.models import OBSERVATION_KINDS, Catalogue, Interpretation
+from hypograph.casework.interpret import adopt_draft, draft_path, suggested_question
+from hypograph.casework.models import ANCHORS, OBSERVATION_KINDS, Catalogue, Interpretation
 from hypograph.casework.package import CasePackage, json_text, rev_dir, sha_text
 from hypograph.errors import HypographError, NotDone
 
@@ -42,6 +43,7 @@ def verified_interpretation(pkg: CasePackage, manifest: dict) -> tuple[Interpret
             f"{where}: revision {rev} is not confirmed; a person confirms it with "
             f"`hypograph case confirm {pkg.root}` (the builder never interprets a case itself)"
         )
+    refuse_a_later_edit(pkg, manifest, interp)
     cat_ptr = interp.bindings.catalogue
     if manifest["artifacts"].get("catalogue", {}).get("path") != cat_ptr.get("path"):
         raise HypographError(f"{where}: field 'bindings.catalogue': not the manifest's catalogue")
@@ -167,3 +169,28 @@ def build_context(
             f"limits.context_bytes={limits.context_bytes}; raise the limit (nothing is truncated)"
         )
     return context, policy_text
+
+
+PERSONS_FIELDS = ("question", "statements", *ANCHORS)  # what a person confirms in draft.json
+
+
+def refuse_a_later_edit(pkg: CasePackage, m: dict, interp: Interpretation) -> None:
+    """A draft a person edited after its revision was confirmed (the question, a statement, an
+    anchor) is neither applied nor passed over: one HypographError line naming draft.json and the
+    first field that differs from the confirmed interpretation. Every door checks it
+    (``verified_interpretation``: the case jobs, the batch; ``case confirm`` again)."""
+    adopted = adopt_draft(pkg, m, interp.model_copy(update={"confirmed": False}), pkg.catalogue(interp))
+    if adopted is None:
+        return
+    draft, now = adopted[0].model_dump(mode="json"), interp.model_dump(mode="json")
+    taken = suggested_question(pkg, m)
+    if taken and now["question"] == taken:  # confirmed with --use-suggested-question: not an edit
+        draft["question"] = taken
+    changed = next((name for name in PERSONS_FIELDS if draft[name] != now[name]), None)
+    if changed is not None:
+        raise HypographError(
+            f"{pkg.root / draft_path(m['analysis_revision'])}: field '{changed}' was edited after revision "
+            f"{m['analysis_revision']} was confirmed; a confirmed revision is never rewritten, so the edit "
+            f"is not applied: undo it, or add inputs (`hypograph case add {pkg.root} PATH…`) for a new "
+            "revision to interpret and confirm"
+        )

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hypograph.atomic import write_atomic
-from hypograph.casework.context import verified_interpretation
+from hypograph.casework.context import refuse_a_later_edit, verified_interpretation
 from hypograph.casework.ingest import open_input
-from hypograph.casework.interpret import adopt_draft, draft_path, suggested_question
-from hypograph.casework.models import ANCHORS, Bindings, Catalogue, Interpretation, Source, Statement
+from hypograph.casework.interpret import adopt_draft, draft_path
+from hypograph.casework.models import Bindings, Catalogue, Interpretation, Source, Statement
 from hypograph.casework.package import (
     PHASE_INTERPRETED,
     TARGET_VAULT,
@@ -222,7 +222,7 @@ def confirm(
         interp = pkg.interpretation(m)
         rev = m["analysis_revision"]
         if interp.confirmed:
-            _refuse_a_later_edit(pkg, m, interp)
+            refuse_a_later_edit(pkg, m, interp)
             return RevisionReport(pkg.root, m["package_id"], rev, False, f"revision {rev} was already confirmed")
         files: dict[str, str] = {}
         arts = dict(m["artifacts"])
@@ -260,30 +260,6 @@ def confirm(
     how = f" (adopting {draft_path(rev)})" if adopted is not None else ""
     how += "; the question as the model suggested it" if use_suggested else ""
     return RevisionReport(pkg.root, m["package_id"], rev, True, f"revision {rev} confirmed{how}")
-
-
-PERSONS_FIELDS = ("question", "statements", *ANCHORS)  # what a person confirms in draft.json
-
-
-def _refuse_a_later_edit(pkg: CasePackage, m: dict, interp: Interpretation) -> None:
-    """A draft a person edited after its revision was confirmed (the question, a statement, an
-    anchor) is neither applied nor passed over: one HypographError line naming draft.json and the
-    first field that differs from the confirmed interpretation."""
-    adopted = adopt_draft(pkg, m, interp.model_copy(update={"confirmed": False}), pkg.catalogue(interp))
-    if adopted is None:
-        return
-    draft, now = adopted[0].model_dump(mode="json"), interp.model_dump(mode="json")
-    taken = suggested_question(pkg, m)
-    if taken and now["question"] == taken:  # confirmed with --use-suggested-question: not an edit
-        draft["question"] = taken
-    changed = next((name for name in PERSONS_FIELDS if draft[name] != now[name]), None)
-    if changed is not None:
-        raise HypographError(
-            f"{pkg.root / draft_path(m['analysis_revision'])}: field '{changed}' was edited after revision "
-            f"{m['analysis_revision']} was confirmed; a confirmed revision is never rewritten, so the edit "
-            f"is not applied: undo it, or add inputs (`hypograph case add {pkg.root} PATH…`) for a new "
-            "revision to interpret and confirm"
-        )
 
 
 class _Preview(CasePackage):
