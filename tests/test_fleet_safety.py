@@ -573,6 +573,22 @@ def wait_ready(cluster, name: str, seconds: float = 600) -> None:
     wait_until(lambda: log.exists() and " ready." in log.read_text(errors="replace"), seconds, f"worker {name} ready")
 
 
+def assert_refused_by_the_old_worker(broker, key: str, root: Path, new: str, old: str) -> None:
+    """A run of partition ``key`` launched by the code of version ``new`` fails at its first step, in
+    one line naming ``new`` and the worker's ``old``, and writes nothing into ``root``."""
+    refused = launch(broker, key)
+    run = broker.wait(refused)
+    assert run.status.value == "FAILURE", broker.failures(refused) + broker.logs()
+    with broker.instance() as instance:
+        assert instance.get_run_by_id(refused).tags[RUN_TAGS_KEY] == new
+        failures = step_failures(instance, refused)
+    assert list(failures) == ["hypothesis_texts"], failures  # the first step; no other ran
+    (line,) = failures.values()
+    assert "\n" not in line and f"run {refused[:8]} is of code version {new}" in line, line
+    assert f"runs code version {old}; step refused, nothing written" in line, line
+    assert not (root / "proximity").exists() and not (root / ".hypograph" / "assets").exists()
+
+
 @celery
 def test_item03_celery_worker_updated_in_place_refuses_the_new_code_s_steps(broker, tmp_path):
     """A rolling update as it happens on a host: a worker runs from its checkout (the old code: the
@@ -597,17 +613,7 @@ def test_item03_celery_worker_updated_in_place_refuses_the_new_code_s_steps(brok
     new = code_version()
     assert version_of(checkout) == new != old
 
-    refused = launch(broker, key)
-    run = broker.wait(refused)
-    assert run.status.value == "FAILURE", broker.failures(refused) + broker.logs()
-    with broker.instance() as instance:
-        assert instance.get_run_by_id(refused).tags[RUN_TAGS_KEY] == new
-        failures = step_failures(instance, refused)
-    assert list(failures) == ["hypothesis_texts"], failures  # the first step; no other ran
-    (line,) = failures.values()
-    assert "\n" not in line and f"run {refused[:8]} is of code version {new}" in line, line
-    assert f"runs code version {old}; step refused, nothing written" in line, line
-    assert not (root / "proximity").exists() and not (root / ".hypograph" / "assets").exists()
+    assert_refused_by_the_old_worker(broker, key, root, new, old)
 
     broker.kill_worker("old")
     broker.start_worker("new")

@@ -131,7 +131,7 @@ def test_a_shard_copied_from_another_run_is_refused(store, tmp_path):
 BAD_VALUES = {
     "float positions": (EDGES, edges(rows=np.array([0.5, 1.5]))),
     "one position per edge": (EDGES, edges(rows=np.array([0, 1, 2], np.int32))),
-    "a row outside the block": (EDGES, edges(rows=np.array([0, 7], np.int32))),
+    "a negative row": (EDGES, edges(rows=np.array([0, -7], np.int32))),
     "a negative column": (EDGES, edges(cols=np.array([1, -2], np.int32))),
     "a similarity that is nan": (EDGES, edges(sims=np.array([0.5, np.nan], np.float32))),
     "positions of two dimensions": (EDGES, edges(rows=np.zeros((1, 2), np.int32))),

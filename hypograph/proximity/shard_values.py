@@ -180,8 +180,8 @@ def _edges(header: dict, arrays: dict[str, np.ndarray]) -> tuple[Block, dict]:
     sims = _numbers(arrays, "sims", "f")
     if not rows.shape == cols.shape == sims.shape:
         raise ValueError(f"rows, cols, sims: {rows.size}, {cols.size}, {sims.size} values, not one each per edge")
-    if rows.size and (rows.min() < start or rows.max() >= stop or cols.min() < 0):
-        raise ValueError(f"rows, cols: a position outside rows [{start}, {stop}) or below 0")
+    if rows.size and min(rows.min(), cols.min()) < 0:  # the upper bound is the graph's, checked where it is known
+        raise ValueError("rows, cols: a position below 0")
     if not np.isfinite(sims).all():
         raise ValueError("sims: not finite")
     capped = _int(header, "capped")
