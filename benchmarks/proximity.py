@@ -69,7 +69,7 @@ HERE = Path(__file__).resolve().parent
 
 def prox_command() -> list[str]:
     script = Path(sys.executable).parent / "prox"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "hypograph.prox_cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "hypograph_cli.prox"]
 
 
 # Linux carries a process's peak RSS into the children it forks (and across exec): a command

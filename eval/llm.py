@@ -257,7 +257,7 @@ def hypograph(*args) -> list[str]:
 
 
 def prox(*args) -> list[str]:
-    return [sys.executable, "-m", "hypograph.prox_cli", *map(str, args)]
+    return [sys.executable, "-m", "hypograph_cli.prox", *map(str, args)]
 
 
 def python_check(code: str, *args) -> list[str]:

@@ -13,9 +13,10 @@ from pathlib import Path
 from hypograph.casework.config import HypothesisConfig
 from hypograph.casework.package import CasePackage
 from hypograph.casework.settings import CaseSettings
-from hypograph.errors import HypographError, NotDone
+from hypograph.errors import NOT_DONE, HypographError, NotDone
 from hypograph_cli import summaries
-from hypograph_cli.case_args import BatchPlan, add_case_parsers, batch_preflight, with_exit_codes
+from hypograph_cli.case_args import BatchPlan, add_case_parsers, batch_preflight
+from hypograph_cli.records import Batch, Case
 from hypograph_cli.settings import validated
 from pipelines.instance import observe_case
 from pipelines.launch import execute, failed_line
@@ -28,9 +29,6 @@ def revision_key(revision: int) -> str:
     return key(revision)
 
 
-NOT_DONE = 2  # the dispatch ended RETRY_PENDING, DEFERRED, BLOCKED or ERROR, or the case needs a person first
-
-
 def add_parsers(subparsers) -> None:
     """``hypograph case …`` and ``hypograph batch …``, each step recorded on the case's partition."""
     parsers = add_case_parsers(subparsers)
@@ -39,8 +37,8 @@ def add_parsers(subparsers) -> None:
     parsers["confirm"].set_defaults(
         func=_then_observed(parsers["confirm"].get_default("func"), "path", job="case_confirmed")
     )
-    parsers["interpret"].set_defaults(func=with_exit_codes(interpret))
-    parsers["batch"].set_defaults(func=with_exit_codes(batch))
+    parsers["interpret"].set_defaults(func=interpret)
+    parsers["batch"].set_defaults(func=batch)
 
 
 def _then_observed(handler, where: str, job: str | None = None):
@@ -54,7 +52,7 @@ def _then_observed(handler, where: str, job: str | None = None):
             if job is None:
                 observe_case(root)
             else:
-                _run(root, job, CaseSettings())
+                args.draft.ran(job, _run(root, job, CaseSettings()))
         return code
 
     return run
@@ -65,11 +63,13 @@ def _policy(args) -> HypothesisConfig:
 
 
 def _run(root: Path, job: str, case: CaseSettings):
+    from assets.errors import NOT_DONE as NOT_DONE_STATUS
+
     revision = CasePackage(root).manifest()["analysis_revision"]
     result = execute(root, job, {"case": case}, sub=revision_key(revision))
     if not result.success:
         meta = _failure_metadata(result)
-        if meta.get("status") == "NOT_DONE":
+        if meta.get("status") == NOT_DONE_STATUS:
             raise NotDone(meta["line"])
         raise HypographError(failed_line(job, result))
     return result
@@ -81,8 +81,11 @@ def interpret(args) -> int:
     _policy(args)  # a bad config is refused in one line naming the file and the key, before any run
     config = validated(CaseSettings, config_file=str(args.config.resolve()) if args.config else None)
     result = _run(root, "case_interpret", config)
+    args.draft.ran("case_interpret", result)
     meta = summaries.asset_metadata(result, "interpretation_draft")
-    print(f"{root} {revision_key(CasePackage(root).manifest()['analysis_revision'])}: {meta['line']}")
+    revision = CasePackage(root).manifest()["analysis_revision"]
+    args.draft.result = Case(case_dir=str(root), revision=revision, message=meta["line"])
+    print(f"{root} {revision_key(revision)}: {meta['line']}")
     return 0
 
 
@@ -102,18 +105,26 @@ def batch(args) -> int:
         {"case": case},
         sub=revision_key(plan.analysis_revision),
     )
+    args.draft.ran(result.job_def.name, result)
     summaries.print_model_usage(result)
     meta = summaries.asset_metadata(result, "hypothesis_batch") or _failure_metadata(result)
+    args.draft.result = Batch(
+        case_dir=str(plan.case_dir),
+        status=meta.get("status"),
+        line=meta.get("line"),
+        paths={k: str(v) for k, v in (meta.get("paths") or {}).items()},
+    )
     if meta.get("line"):
         print(meta["line"])
         for name, path in (meta.get("paths") or {}).items():
             print(f"  {name}: {path}")
     if not result.success:
-        if meta.get("status"):
+        if meta.get("status"):  # the dispatch ended RETRY_PENDING, DEFERRED, BLOCKED or ERROR: its line said why
             return NOT_DONE
         raise HypographError(failed_line("batch", result))
     minted = summaries.asset_metadata(result, "batch_vault_nodes")
     if minted:
+        args.draft.result.minted = minted["line"]
         print(minted["line"])
     return 0
 

@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from hypograph.errors import HypographError
-from hypograph.text import printable_lines
 from hypograph_cli.settings import bounded
 
 # The parser needs only argparse: `hypograph --help` and argument errors import no domain module;
@@ -64,7 +62,6 @@ def add_library_parser(subparsers) -> argparse.ArgumentParser:
         help="how dedup picks the neighbours the model judges (sbert: MiniLM, TF-IDF if absent)",
     )
     c.add_argument("--llm", choices=["offline"], help="force offline (only --report and --check can then run)")
-    c.add_argument("--json", action="store_true", help="print the report as JSON")
     a = c.add_mutually_exclusive_group()
     a.add_argument("--report", action="store_true", help="print the report of every round so far (offline)")
     a.add_argument("--check", action="store_true", help="run the key-rule checks (offline); exit 1 on violations")
@@ -74,27 +71,29 @@ def add_library_parser(subparsers) -> argparse.ArgumentParser:
 
 def library_command(args: argparse.Namespace) -> int:
     """Run the subcommand (``args.settings``: the validated ``LibrarySettings``, None for
-    ``--report`` and ``--check``)."""
-    try:
-        return _dispatch(args)
-    except HypographError as e:
-        print(printable_lines(f"hypograph library: {e}"), file=sys.stderr)
-        return e.exit_code  # 1: refused input; 2: not done yet, needs something (a model)
-
-
-def _dispatch(args) -> int:
+    ``--report`` and ``--check``); its record is ``args.draft.result`` (``records.Library``)."""
     from hypograph.library.checks import run_checks
     from hypograph.library.report import build_report
     from hypograph.library.schema import library_path
     from hypograph.library.state import round_keys
+    from hypograph_cli.records import Check, Library, Violation
 
+    root = Path(args.dir).resolve()
     if (args.check or args.report) and library_path(args.dir).is_file():
         from pipelines.launch import run_job
 
-        run_job(Path(args.dir).resolve(), "library_observe")  # what the UI then shows: the file, checked
+        result = run_job(root, "library_observe")  # what the UI then shows: the file, checked
+        args.draft.ran("library_observe", result)
     if args.check:
         results = run_checks(args.dir)
         bad = sum(len(v) for v in results.values())
+        args.draft.result = Library(
+            path=str(root),
+            checks=[
+                Check(name=name, passed=not v, violations=[Violation(id=i, reason=r) for i, r in v])
+                for name, v in results.items()
+            ],
+        )
         for name, violations in results.items():
             print(f"{'FAIL' if violations else 'ok  '} {name}" + "".join(f"\n     {i}: {r}" for i, r in violations))
         return 1 if bad else 0
@@ -107,6 +106,9 @@ def _dispatch(args) -> int:
         from pipelines.launch import run_library
 
         llm = llm_config(offline=args.llm == "offline")
-        report = run_library(args.dir, args.settings, args.rounds, args.new_library, llm, args.notes)
-    print(json.dumps(report.metadata(), indent=2, ensure_ascii=False) if args.json else report.text())
+        report, runs = run_library(args.dir, args.settings, args.rounds, args.new_library, llm, args.notes)
+        for result in runs:
+            args.draft.ran("library_round", result)
+    args.draft.result = Library(path=str(root), report=json.loads(json.dumps(report.metadata(), default=str)))
+    print(report.text())
     return 0

@@ -139,7 +139,7 @@ def run_library(root: Path, settings, rounds: int = 1, new_library: bool = False
     """Phase 0, then up to ``rounds`` rounds of the ``library_round`` job (a crash's pending rounds
     first), stopping after one that adds nothing (the topic is saturated); the library report.
     ``settings``: ``LibrarySettings`` with a topic; ``llm``: the ``LLMConfig`` (default: the
-    environment's); ``notes``: the command's own, for the report."""
+    environment's); ``notes``: the command's own, for the report. Returns the report and the rounds' runs."""
     from hypograph.environment import llm_config
     from hypograph.library.report import RunSummary, build_report
     from hypograph.library.run import next_round, phase0, round_survivors
@@ -156,16 +156,16 @@ def run_library(root: Path, settings, rounds: int = 1, new_library: bool = False
     settings = settings.model_copy(update={"invocation": invocation})
     before = phase0(root, settings, rounds, new_library, client, TraceRun(root, invocation))
     pending = list(before.pending)
-    done, early_stop = [], None
+    done, early_stop, results = [], None, []
     for _ in range(rounds):
         key = pending.pop(0) if pending else next_round(root)
-        run_job(root, "library_round", {"library": settings}, offline, sub=key)
+        results.append(run_job(root, "library_round", {"library": settings}, offline, sub=key))
         done.append(key)
         if round_survivors(root, key) == 0:
             early_stop = key
             break
     summary = RunSummary(rounds, settings.behavior_source, early_stop, [*notes, *before.notes], settings.topic)
-    return build_report(root, done, summary)
+    return build_report(root, done, summary), results
 
 
 def failed_line(job_name: str, result) -> str:

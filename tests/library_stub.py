@@ -406,4 +406,5 @@ def run_library(root, run: dict):
     """The rounds through the ``library_round`` job, in this process (``pipelines/launch.py``)."""
     from pipelines.launch import run_library as launch
 
-    return launch(root, **run)
+    report, _runs = launch(root, **run)
+    return report

@@ -35,7 +35,7 @@ from hypograph.environment import llm_config
 from hypograph.errors import HypographError
 from hypograph.hypotheses import Hypothesis, load_corpus
 from hypograph.llm import LLMClient
-from hypograph.prox_cli import main as prox
+from hypograph_cli.prox import main as prox
 from hypograph.proximity.adjudicate import adjudicate, read_reviews, verdict_violations, verdicts_document
 from hypograph.proximity.cluster_names import name_clusters
 from hypograph.proximity.communities import Clusters

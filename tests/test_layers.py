@@ -42,14 +42,13 @@ LAYERS: dict[str, list[str]] = {
     "llm": ["hypograph.llm"],
     "proximity": ["hypograph.proximity"],
     "structure": ["hypograph.structure"],
-    "top": ["hypograph.library", "hypograph.casework", "hypograph.prox_cli", "hypograph.report", "hypograph.titles"],
+    "top": ["hypograph.library", "hypograph.casework", "hypograph.report", "hypograph.titles"],
 }
 # Modules allowed to import hypograph modules inside functions, and why.
 LAZY_HYPOGRAPH_IMPORTS = {
     "hypograph.casework.settings": "the policy reader only when asked: a command validates flags with pydantic alone",
     "hypograph.library.guard": "the sentence model only where embeddings decide (no model): a refusal stays fast",
     "hypograph.proximity.adjudicate": "the vault's node reader only when a review names ids to check against the input",
-    "hypograph.prox_cli": "each prox subcommand imports only what it runs, so it starts fast",
     "hypograph.proximity.store": "owned by the proximity work; hides no cycle (checked below)",
     "hypograph.proximity.communities": "owned by the proximity work; hides no cycle (checked below)",
     "hypograph.proximity.shards": "the kNN index (faiss) is imported only for large dense inputs",

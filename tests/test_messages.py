@@ -75,7 +75,7 @@ def _options(parser: argparse.ArgumentParser) -> set[str]:
 
 
 def all_options() -> set[str]:
-    from hypograph.prox_cli import _parser as prox_parser
+    from hypograph_cli.prox import _parser as prox_parser
 
     out = set().union(*(_options(p) for p in _subcommands(prox_parser()).values()))
     for name in _subcommands(cli.parser([])):

@@ -1,4 +1,4 @@
-"""The ``prox`` command line (hypograph/prox_cli.py), run as a subprocess exactly as an agent would
+"""The ``prox`` command line (hypograph_cli/prox.py), run as a subprocess exactly as an agent would
 (steps that only prepare the input for the step under test run in-process, to keep the suite fast)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from conftest import (
     snapshot,
 )
 
-from hypograph.prox_cli import main as prox_main
+from hypograph_cli.prox import main as prox_main
 
 CHAIN = ("embed", "graph", "clusters", "dupes")
 
@@ -217,7 +217,7 @@ def test_unknown_backend_is_rejected(run_dir):
 
 NO_DAGSTER_SCRIPT = """
 import json, sys
-from hypograph.prox_cli import main
+from hypograph_cli.prox import main
 codes = [main([command, "--run-dir", sys.argv[1]]) for command in ("embed", "graph", "clusters", "dupes")]
 print(json.dumps({"codes": codes, "dagster": sorted(m for m in sys.modules if m.split(".")[0] == "dagster")}))
 """
@@ -239,7 +239,7 @@ def test_prox_never_imports_dagster(run_dir):
 
 ONE_COMMAND_SCRIPT = """
 import json, sys
-from hypograph.prox_cli import main
+from hypograph_cli.prox import main
 code = main([sys.argv[2], "--run-dir", sys.argv[1]])
 heavy = {"scipy", "pydantic", "sklearn", "igraph", "matplotlib"}
 print(json.dumps([code, sorted({m.split(".")[0] for m in sys.modules if sys.modules[m] is not None} & heavy)]))

@@ -23,7 +23,7 @@ from sklearn.metrics.pairwise import cosine_similarity
 
 from hypograph.errors import HypographError
 from hypograph.hypotheses import load_corpus
-from hypograph.prox_cli import main as prox_main
+from hypograph_cli.prox import main as prox_main
 from hypograph.proximity import graph as graph_module
 from hypograph.proximity.embed import embed
 from hypograph.proximity.graph import similarity_graph

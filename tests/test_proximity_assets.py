@@ -14,7 +14,7 @@ from conftest import EXAMPLE_RUN, RUN_DUPLICATES, RUN_IDS, copy_tree, execute, o
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from hypograph.inputs import stored_id
-from hypograph.prox_cli import main as prox_main
+from hypograph_cli.prox import main as prox_main
 from hypograph.proximity import checks
 from hypograph.proximity.graph import DEFAULT_MAX_NEIGHBOURS
 

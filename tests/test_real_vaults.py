@@ -14,7 +14,7 @@ import yaml
 from conftest import SHARED_VAULTS, execute, snapshot
 
 from hypograph.hypotheses import id_sort_key, load_corpus
-from hypograph.prox_cli import main as prox_main
+from hypograph_cli.prox import main as prox_main
 from hypograph.proximity import checks, store
 
 EXPECTED_IDS = {
