@@ -290,10 +290,30 @@ def _fields(model: type[BaseModel]) -> list[str]:
     lines = [doc, ""] if doc and not doc.startswith("A base class") else []
     lines += ["| field | type | meaning |", "|---|---|---|"]
     for name, info in model.model_fields.items():
-        kind = str(info.annotation).replace("typing.", "").replace("hypograph_cli.records.", "")
-        kind = kind.replace("<class '", "").replace("'>", "")
-        lines.append(f"| `{name}` | `{kind}` | {info.description or ''} |")
+        lines.append(f"| `{name}` | {_type(info.annotation)} | {info.description or ''} |")
     return lines
+
+
+def _type(annotation) -> str:
+    """``list of Pair``, ``int or None``: a field's type in words (a table cell holds no ``|``)."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type(a) for a in args)
+    if origin is typing.Literal:
+        return " or ".join(f"`{a!r}`" for a in args)
+    if origin is list:
+        return f"list of {_type(args[0])}"
+    if origin is dict:
+        return f"object of {_type(args[0])} to {_type(args[1])}"
+    if annotation is type(None):
+        return "null"
+    if annotation is typing.Any:
+        return "any"
+    name = getattr(annotation, "__name__", str(annotation))
+    return f"[{name}](#{name.lower()})" if isinstance(annotation, type) and issubclass(annotation, BaseModel) else name
 
 
 if __name__ == "__main__":

@@ -68,6 +68,17 @@ def in_process(*args, env: dict | None = None, stdin: str = "") -> subprocess.Co
     session's instance by default); ``stdin`` is the command's standard input."""
     from hypograph_cli.main import main
 
+    return _captured(main, "hypograph", args, env, stdin)
+
+
+def prox_in_process(*args, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``prox ARGS`` through its ``main`` in this process, as ``in_process`` runs ``hypograph``."""
+    from hypograph_cli.prox import main
+
+    return _captured(main, "prox", args, env, "")
+
+
+def _captured(main, name: str, args, env: dict | None, stdin: str) -> subprocess.CompletedProcess:
     argv = [str(a) for a in args]
     out, err = io.StringIO(), io.StringIO()
     with pytest.MonkeyPatch.context() as mp:
@@ -79,4 +90,4 @@ def in_process(*args, env: dict | None = None, stdin: str = "") -> subprocess.Co
         mp.setattr(sys, "stdin", io.StringIO(stdin))
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(argv)
-    return subprocess.CompletedProcess(["hypograph", *argv], code, out.getvalue(), err.getvalue())
+    return subprocess.CompletedProcess([name, *argv], code, out.getvalue(), err.getvalue())
