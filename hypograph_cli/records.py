@@ -304,14 +304,11 @@ def _type(annotation) -> str:
         return " or ".join(_type(a) for a in args)
     if origin is typing.Literal:
         return " or ".join(f"`{a!r}`" for a in args)
-    if origin is list:
-        return f"list of {_type(args[0])}"
-    if origin is dict:
-        return f"object of {_type(args[0])} to {_type(args[1])}"
-    if annotation is type(None):
-        return "null"
-    if annotation is typing.Any:
-        return "any"
+    if origin in (list, dict):
+        return f"list of {_type(args[0])}" if origin is list else f"object of {_type(args[0])} to {_type(args[1])}"
+    name = {type(None): "null", typing.Any: "any"}.get(annotation)
+    if name:
+        return name
     name = getattr(annotation, "__name__", str(annotation))
     return f"[{name}](#{name.lower()})" if isinstance(annotation, type) and issubclass(annotation, BaseModel) else name
 

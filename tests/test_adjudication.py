@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cli_helper import prox_main as prox
 from llm_stub import (  # noqa: F401  (fixtures)
     API_KEY,
     MODEL,
@@ -35,7 +36,6 @@ from hypograph.environment import llm_config
 from hypograph.errors import HypographError
 from hypograph.hypotheses import Hypothesis, load_corpus
 from hypograph.llm import LLMClient
-from hypograph_cli.prox import main as prox
 from hypograph.proximity.adjudicate import adjudicate, read_reviews, verdict_violations, verdicts_document
 from hypograph.proximity.cluster_names import name_clusters
 from hypograph.proximity.communities import Clusters

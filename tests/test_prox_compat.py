@@ -16,14 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from cli_helper import prox
+from cli_helper import prox, prox_main
 from conftest import EXAMPLE_RUN, offline_env
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.metrics.pairwise import cosine_similarity
 
 from hypograph.errors import HypographError
 from hypograph.hypotheses import load_corpus
-from hypograph_cli.prox import main as prox_main
 from hypograph.proximity import graph as graph_module
 from hypograph.proximity.embed import embed
 from hypograph.proximity.graph import similarity_graph

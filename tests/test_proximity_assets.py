@@ -9,12 +9,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from cli_helper import hypograph, in_process, prox
+from cli_helper import hypograph, in_process, prox, prox_main
 from conftest import EXAMPLE_RUN, RUN_DUPLICATES, RUN_IDS, copy_tree, execute, offline_env, snapshot
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from hypograph.inputs import stored_id
-from hypograph_cli.prox import main as prox_main
 from hypograph.proximity import checks
 from hypograph.proximity.graph import DEFAULT_MAX_NEIGHBOURS
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_helper import prox_main
 from conftest import SHARED_VAULTS, execute, snapshot
 
 from hypograph.hypotheses import id_sort_key, load_corpus
-from hypograph_cli.prox import main as prox_main
 from hypograph.proximity import checks, store
 
 EXPECTED_IDS = {
