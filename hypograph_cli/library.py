@@ -69,6 +69,16 @@ def add_library_parser(subparsers) -> argparse.ArgumentParser:
     return c
 
 
+def observed(result) -> dict:
+    """The plain metadata values of the ``library_file`` observation ``result`` (a run) recorded."""
+    for event in result.all_events:
+        if event.event_type_value == "ASSET_OBSERVATION":
+            observation = event.event_specific_data.asset_observation
+            if observation.asset_key.to_user_string() == "library_file":
+                return {k: v.value for k, v in observation.metadata.items()}
+    return {}
+
+
 def library_command(args: argparse.Namespace) -> int:
     """Run the subcommand (``args.settings``: the validated ``LibrarySettings``, None for
     ``--report`` and ``--check``); its record is ``args.draft.result`` (``records.Library``)."""
@@ -79,13 +89,15 @@ def library_command(args: argparse.Namespace) -> int:
     from hypograph_cli.records import Check, Library, Violation
 
     root = Path(args.dir).resolve()
+    results = None
     if (args.check or args.report) and library_path(args.dir).is_file():
         from pipelines.launch import run_job
 
         result = run_job(root, "library_observe")  # what the UI then shows: the file, checked
         args.draft.ran("library_observe", result)
+        results = dict(observed(result)["key_rules"])  # the checks as that run found them
     if args.check:
-        results = run_checks(args.dir)
+        results = results if results is not None else run_checks(args.dir)  # no file: no run to read
         bad = sum(len(v) for v in results.values())
         args.draft.result = Library(
             path=str(root),

@@ -96,7 +96,7 @@ def _proximity(args) -> int:
 
     root = args.path.resolve()
     result = _job(args, root, "proximity", {"proximity": args.settings}, _offline(args))
-    args.draft.result = summaries.proximity_record(root, read=summaries.asset_metadata(result, "hypothesis_texts"))
+    args.draft.result = summaries.proximity_record(root, result)
     summaries.print_proximity(args.draft.result)
     return 0
 
@@ -108,22 +108,28 @@ def _structure(args) -> int:
     from hypograph.errors import HypographError
     from hypograph.paths import detect_kind
     from hypograph_cli import summaries
-    from pipelines.launch import run_structure
+    from pipelines.launch import latest_metadata, run_structure
 
     root = args.path.resolve()
     if detect_kind(root) != "vault":
         raise HypographError(f"{root}: not a vault (structure needs step-3 nodes in hypotheses/*.md)")
     started = [time.perf_counter()]
-    why: list[tuple[str, str]] = []  # (job, the reason it ran), in order
+    runs: list[tuple[str, object, str]] = []  # (job, its result, the reason it ran), in order
 
     def ran(job: str, result, reason: str) -> None:
-        why.append((job, reason))
+        runs.append((job, result, reason))
         _ran(args, job, result, started[0], reason)
         started[0] = time.perf_counter()
 
-    results = run_structure(root, args.settings, _offline(args), on_run=ran)
-    step4 = next((r for r in results if r.job_def.name == "structure"), None)
-    args.draft.result = summaries.structure_record(root, step4, tuple(why))
+    run_structure(root, args.settings, _offline(args), on_run=ran)
+    proximity = [result for job, result, _ in runs if job == "proximity"]
+    # the review queue of the vault's latest proximity run: this command's, else the last one recorded
+    queue = (
+        summaries.asset_metadata(proximity[-1], "dedup_verdicts")
+        if proximity
+        else latest_metadata(root, "dedup_verdicts")
+    )
+    args.draft.result = summaries.structure_record(root, runs, queue.get("summary"))
     summaries.print_structure(args.draft.result)
     return 0
 

@@ -21,7 +21,9 @@ import contextlib
 import io
 import json
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from hypograph.errors import HypographError
@@ -101,8 +103,13 @@ JSON_HELP = "print the command's record as one JSON document on stdout (docs/jso
 
 def main(argv: list[str] | None = None) -> int:
     """The exit code of ``prox ARGV``; with ``--json``, its record alone on stdout (its lines on stderr)."""
+    from hypograph_cli import EARLY_SIGNALS
     from hypograph_cli.outcome import Draft
 
+    if threading.current_thread() is threading.main_thread():  # prox dies by SIGTERM, as it always did
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if EARLY_SIGNALS:  # one that came while importing (the package's handler kept it)
+            os.kill(os.getpid(), signal.SIGTERM)
     argv = sys.argv[1:] if argv is None else argv
     words = [a for a in argv if not a.startswith("-")]
     draft = Draft(" ".join(["prox", *words[:1]]), "--json" in argv)

@@ -64,7 +64,8 @@ class Pair(_Model):
 class Cluster(_Model):
     id: str
     label: str
-    members: list[str]
+    size: int
+    members: list[str] = Field(description="its first members (12); all of them: proximity/clusters.json")
 
 
 class Proximity(_Model):
@@ -111,7 +112,9 @@ class Structure(_Model):
     vault_clusters: dict[str, list[str]] | None = Field(None, description="cluster node -> its hypotheses' links")
     merged_into: dict[str, str] | None = Field(None, description="merged hypothesis -> its survivor")
     dropped_why: dict[str, str] | None = Field(None, description="dropped hypothesis -> why")
-    checks: list[Check] | None = Field(None, description="the step-4 checks")
+    checks: list[Check] | None = Field(None, description="the step-4 checks the run evaluated")
+    top_pairs: list[Pair] = Field(description="the latest proximity run's most similar pairs (10)")
+    human_verdicts: list[Pair] = Field([], description="a person's verdicts on pairs not among top_pairs")
     review_waiting: int
     review_queue: list[Pair]
     structure_map: str

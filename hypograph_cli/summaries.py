@@ -92,51 +92,53 @@ PROXIMITY_FILES = (
 )
 
 
-def proximity_record(root: Path, top: int = 10, top_clusters: int = 20, read: dict | None = None):
-    """What ``hypograph proximity`` reports of ``root``'s run: counts, the ``top_clusters`` largest
-    clusters with labels, the ``top`` duplicate pairs with verdicts, a person's other verdicts, the
-    review queue, the files. ``read``: the ``hypothesis_texts`` metadata of the run (files read, skips)."""
-    from hypograph.proximity import store
+def proximity_record(root: Path, result):
+    """What ``hypograph proximity`` reports of ``root``'s proximity run ``result``, from the run's
+    own record (its assets' metadata; no file is read again): counts, the largest clusters with
+    labels, the top duplicate pairs with verdicts, a person's other verdicts, the review queue."""
     from hypograph_cli import records
 
-    graph, _ = store.load_graph(root)  # graph.npz when it is graph.json's twin: no JSON parse
-    clusters = store.read_clusters(root)
-    pairs = store.read_dupes(root)
-    verdicts = {frozenset(d.pair): d for d in store.read_verdicts(root)}
-    labels = {**clusters.keywords, **{c: n["label"] for c, n in store.read_cluster_names(root).items()}}
-    sizes = [len(m) for m in clusters.clusters.values()]
-    shown = {frozenset((p.a, p.b)) for p in pairs[:top]}
-
-    def pair(a: str, b: str, similarity: float) -> records.Pair:
-        v = verdicts.get(frozenset((a, b)))
-        return records.Pair(a=a, b=b, similarity=similarity, verdict=v and v.verdict, decided_by=v and v.decided_by)
-
-    read = read or {}
+    read = asset_metadata(result, "hypothesis_texts")
+    graph = asset_metadata(result, "similarity_graph")
+    clusters = asset_metadata(result, "proximity_clusters")
     return records.Proximity(
         path=str(root),
-        hypotheses=len(graph.ids),
+        hypotheses=graph["nodes"],
         files_read=read.get("files_read"),
         skipped=read.get("warnings") or [],
-        edges=graph.num_edges,
-        threshold=graph.threshold,
-        algorithm=clusters.algorithm,
-        clusters_total=clusters.num_clusters,
-        clusters_of_two_or_more=sum(s >= 2 for s in sizes),
-        singletons=sum(s == 1 for s in sizes),
+        edges=graph["edges"],
+        threshold=graph["graph_threshold"]["value"],
+        algorithm=clusters["algorithm"],
+        clusters_total=clusters["clusters"],
+        clusters_of_two_or_more=clusters["clusters"] - clusters["singletons"],
+        singletons=clusters["singletons"],
         clusters=[
-            records.Cluster(id=c, label=labels.get(c) or "", members=m)
-            for c, m in list(clusters.clusters.items())[:top_clusters]
+            records.Cluster(id=c, label=label, size=size, members=members)
+            for c, label, size, members in asset_metadata(result, "cluster_labels")["largest"]
         ],
-        backend=graph.embedding.get("backend", "?"),
-        duplicate_pairs=len(pairs),
-        top_pairs=[pair(p.a, p.b, p.similarity) for p in pairs[:top]],
-        human_verdicts=[
-            pair(*v.pair, v.similarity) for k, v in verdicts.items() if v.decided_by == "human" and k not in shown
-        ],
-        **review_queue(root),
-        directory=str(store.proximity_dir(root)),
+        backend=graph["backend"],
+        duplicate_pairs=asset_metadata(result, "duplicate_pairs")["pairs"],
+        **verdicts(asset_metadata(result, "dedup_verdicts")["summary"]),
+        directory=str(root / "proximity"),
         files=list(PROXIMITY_FILES),
     )
+
+
+def verdicts(summary: dict) -> dict:
+    """The ``summary`` metadata of a run's ``dedup_verdicts`` as the record's fields."""
+    from hypograph_cli import records
+
+    def pair(row: list) -> records.Pair:
+        a, b, similarity, verdict, decided_by, *titles = row
+        named = dict(zip(("a_title", "b_title"), titles, strict=False))
+        return records.Pair(a=a, b=b, similarity=similarity, verdict=verdict, decided_by=decided_by, **named)
+
+    return {
+        "top_pairs": [pair(r) for r in summary["top_pairs"]],
+        "human_verdicts": [pair(r) for r in summary["human_verdicts"]],
+        "review_waiting": summary["review_waiting"],
+        "review_queue": [pair(r) for r in summary["review_queue"]],
+    }
 
 
 def print_proximity(rec) -> None:
@@ -151,7 +153,7 @@ def print_proximity(rec) -> None:
     )
     print("clusters:")
     for c in rec.clusters:  # the largest first
-        members = ", ".join(c.members[:12]) + (", …" if len(c.members) > 12 else "")
+        members = ", ".join(c.members) + (", …" if c.size > len(c.members) else "")
         print(f"  {c.id}: {c.label or '(no label)'} ({members})")
     if rec.clusters_total > len(rec.clusters):
         print(f"  … and {rec.clusters_total - len(rec.clusters)} more, every one in {d / 'clusters.json'}")
@@ -166,32 +168,6 @@ def print_proximity(rec) -> None:
     print_review_queue(rec)
     print(f"files in {d}: " + ", ".join(rec.files))
     print(f"pictures (cluster map, thresholds, report.html): hypograph report {root}")
-
-
-def review_queue(root: Path, shown: int = 20) -> dict:
-    """The FLAG pairs waiting for a human verdict: ``review_waiting`` (how many) and ``review_queue``,
-    the ``shown`` most similar with both titles."""
-    from hypograph.proximity import store
-    from hypograph.titles import titles_of
-    from hypograph_cli import records
-
-    queue = sorted((v for v in store.read_verdicts(root) if v.verdict == "FLAG"), key=lambda v: -v.similarity)
-    titles = titles_of(root, sorted({i for v in queue[:shown] for i in v.pair})) if queue else {}
-    return {
-        "review_waiting": len(queue),
-        "review_queue": [
-            records.Pair(
-                a=v.pair[0],
-                b=v.pair[1],
-                similarity=v.similarity,
-                verdict="FLAG",
-                decided_by=v.decided_by,
-                a_title=titles.get(v.pair[0], ""),
-                b_title=titles.get(v.pair[1], ""),
-            )
-            for v in queue[:shown]
-        ],
-    }
 
 
 def print_review_queue(rec) -> None:
@@ -214,36 +190,53 @@ MINTED = (
 )
 
 
-def structure_record(root: Path, result, ran: tuple[tuple[str, str], ...] = ()):
-    """What ``hypograph structure`` reports (``result``: step 4's run, None when step 4 did not run;
-    ``ran``: the jobs that did, each with the reason it ran): what the run changed, the vault's
-    clusters and what left it, the checks by name, the review queue."""
+def structure_record(root: Path, runs: list, queue: dict):
+    """What ``hypograph structure`` reports, from the runs' own records (``runs``: (job, result,
+    why) of each run, in order; ``queue``: the ``dedup_verdicts`` summary of the vault's latest
+    proximity run): what step 4 changed, the vault after it and its checks (the blocking checks the
+    run evaluated), the review queue. Nothing of the vault is read again."""
     from hypograph_cli import records
 
-    a = asset_metadata(result, "hypothesis_dispositions") if result is not None else {}
-    b = asset_metadata(result, "hypothesis_clusters") if result is not None else {}
+    step4 = next((result for job, result, _ in runs if job == "structure"), None)
+    a = asset_metadata(step4, "hypothesis_dispositions") if step4 is not None else {}
+    b = asset_metadata(step4, "hypothesis_clusters") if step4 is not None else {}
     rec = records.Structure(
         path=str(root),
-        ran=[records.Step(job=job, why=why) for job, why in ran],
+        ran=[records.Step(job=job, why=why) for job, _, why in runs],
         merged=a.get("merged", 0),
         dropped=a.get("dropped", 0),
         clusters_created=b.get("created", 0),
         minted=b.get("minted_hypotheses", 0),
         by_hand=[*(a.get("merged_by_hand") or []), *(a.get("refused_by_hand") or []), *(a.get("amended") or [])],
-        **review_queue(root),
+        **(verdicts(queue) if queue else {"top_pairs": [], "review_waiting": 0, "review_queue": []}),
         structure_map=str(root / MAP),
     )
-    if result is None:  # nothing read beyond what the runs' records and the review queue need
+    if step4 is None:
         return rec
-    vault = open_vault(root)
-    hyps = vault.of_type("hypothesis")
-    rec.active = sum(h.meta.get("state") == "active" for h in hyps)
-    clusters = vault.of_type("hypothesis-cluster")
-    rec.vault_clusters = {hc.path.stem: list(hc.meta.get("hypotheses") or []) for hc in clusters}
-    rec.merged_into = {h.id: str(h.meta.get("merged_into")) for h in hyps if h.meta.get("state") == "merged"}
-    rec.dropped_why = {h.id: str(h.meta.get("drop_reason")) for h in hyps if h.meta.get("state") == "dropped"}
-    rec.checks = check_records(all_checks(vault, read_baseline(root)))
+    now = asset_metadata(step4, "structure_map")["vault_now"]
+    rec.active = now["active"]
+    rec.vault_clusters = dict(now["clusters"])
+    rec.merged_into = dict(now["merged"])
+    rec.dropped_why = dict(now["dropped"])
+    rec.checks = run_checks(step4)
     return rec
+
+
+def run_checks(result) -> list:
+    """The step-4 checks ``result`` evaluated (the latest of each: check 6 runs after 4a and 4b), by number."""
+    from hypograph_cli import records
+
+    latest = {}
+    for check in result.get_asset_check_evaluations():
+        latest[int(check.metadata["check"].value)] = check
+    out = []
+    for number in sorted(latest):
+        check = latest[number]
+        table = check.metadata.get("violation_list")
+        rows = [r.data for r in getattr(table, "records", None) or []]
+        violations = [records.Violation(id=str(r.get("id")), reason=str(r.get("reason"))) for r in rows]
+        out.append(records.Check(number=number, name=check.check_name, passed=check.passed, violations=violations))
+    return out
 
 
 def check_records(results: dict[int, list[tuple[str, str]]]) -> list:

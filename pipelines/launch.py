@@ -135,6 +135,22 @@ def run_structure(root: Path, proximity, offline: bool | None = None, instance=N
     return results
 
 
+def latest_metadata(root: Path, asset: str) -> dict:
+    """The plain metadata values of ``asset``'s latest materialization on ``root``'s partition, as
+    the instance recorded it ({} when it has none)."""
+    from dagster import AssetKey, AssetRecordsFilter
+
+    with open_instance() as instance:
+        key = register(instance, root).id
+        found = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[key]), limit=1
+        ).records
+    if not found:
+        return {}
+    materialization = found[0].event_log_entry.asset_materialization
+    return {k: v.value for k, v in materialization.metadata.items()}
+
+
 def run_library(root: Path, settings, rounds: int = 1, new_library: bool = False, llm=None, notes=()):
     """Phase 0, then up to ``rounds`` rounds of the ``library_round`` job (a crash's pending rounds
     first), stopping after one that adds nothing (the topic is saturated); the library report.
