@@ -1,6 +1,6 @@
 """``hypograph library …``: its arguments, and the command: Phase 0 and each round as its Dagster
-partition (``<library id>/rNNNN``) of the ``library_round`` job (``pipelines/launch.py``), so the
-UI shows every round's lineage; ``--report`` and ``--check`` first run the ``library_observe`` job
+partition (``<library id>/rNNNN``) of the ``library_round`` job (``run_library``), so the UI
+shows every round's lineage; ``--report`` and ``--check`` first run the ``library_observe`` job
 (the file observed and checked, offline, nothing written), so the UI shows the library as it is.
 
     hypograph library DIR --topic "…" [--rounds R] [--n-behaviors N] [--behavior B3|"free text"]
@@ -114,13 +114,49 @@ def library_command(args: argparse.Namespace) -> int:
             raise HypographError(f"{library_path(args.dir)}: no library here yet")
         report = build_report(args.dir, round_keys(args.dir))
     else:
-        from hypograph.environment import llm_config
-        from pipelines.launch import run_library
+        from resources import LLMResource
 
-        llm = llm_config(offline=args.llm == "offline")
+        llm = LLMResource(offline=True) if args.llm == "offline" else LLMResource()
         report, runs = run_library(args.dir, args.settings, args.rounds, args.new_library, llm, args.notes)
         for result in runs:
             args.draft.ran("library_round", result)
     args.draft.result = Library(path=str(root), report=json.loads(json.dumps(report.metadata(), default=str)))
     print(report.text())
     return 0
+
+
+def run_library(root: Path, settings, rounds: int = 1, new_library: bool = False, llm=None, notes=()):
+    """Phase 0 (``hypograph.library.run.phase0``: its refusals before Dagster loads), then up to
+    ``rounds`` rounds of the ``library_round`` job (a crash's pending rounds first), stopping after
+    one that adds nothing (the topic is saturated): the library report and the rounds' runs.
+    ``settings``: ``LibrarySettings`` with a topic; ``llm``: the ``LLMResource`` (default: the
+    environment's) whose client Phase 0 asks and which every round's run is configured with, so
+    both ask the same model; ``notes``: the command's own, for the report."""
+    import uuid
+
+    from hypograph.library.report import RunSummary, build_report
+    from hypograph.library.run import next_round, phase0, round_survivors
+    from hypograph.library.state import TRACE_TASK, state_dir
+    from hypograph.library.traces import TraceRun
+    from pipelines.launch import run_job
+    from resources import LLMResource
+
+    root = Path(root).resolve()
+    if not settings.topic or not settings.topic.strip():
+        raise HypographError('a topic is required: --topic "…"')
+    llm = llm if llm is not None else LLMResource()
+    client = llm.client(state_dir(root), TRACE_TASK)
+    invocation = settings.invocation or uuid.uuid4().hex  # one trace folder and batch index for all rounds
+    settings = settings.model_copy(update={"invocation": invocation})
+    before = phase0(root, settings, rounds, new_library, client, TraceRun(root, invocation))
+    pending = list(before.pending)
+    done, early_stop, results = [], None, []
+    for _ in range(rounds):
+        key = pending.pop(0) if pending else next_round(root)
+        results.append(run_job(root, "library_round", {"library": settings, "llm": llm}, sub=key))
+        done.append(key)
+        if round_survivors(root, key) == 0:
+            early_stop = key
+            break
+    summary = RunSummary(rounds, settings.behavior_source, early_stop, [*notes, *before.notes], settings.topic)
+    return build_report(root, done, summary), results

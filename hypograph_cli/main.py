@@ -103,12 +103,12 @@ def _proximity(args) -> int:
 
 def _structure(args) -> int:
     """Proximity on the vault, step 4, then proximity again if step 4 rewrote the vault's
-    hypotheses (so proximity/ describes the structured vault): the flow of
-    ``assets/next_job.py``, each run on the vault's partitions."""
+    hypotheses (so proximity/ describes the structured vault): ``hypograph_cli/structure.py``."""
     from hypograph.errors import HypographError
     from hypograph.paths import detect_kind
     from hypograph_cli import summaries
-    from pipelines.launch import latest_metadata, run_structure
+    from hypograph_cli.structure import run_structure
+    from pipelines.launch import latest_metadata
 
     root = args.path.resolve()
     if detect_kind(root) != "vault":
@@ -328,8 +328,11 @@ class _Parser(argparse.ArgumentParser):
 def _quiet() -> argparse.ArgumentParser:
     """``-q/--quiet`` on every subcommand (SUPPRESS: a subcommand without it keeps the top one's)."""
     p = argparse.ArgumentParser(add_help=False)
-    p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress on stderr")
+    p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP)
     return p
+
+
+QUIET_HELP = "no progress on stderr"
 
 
 JSON_HELP = "print the command's record as one JSON document on stdout (docs/json.md), the rest on stderr"
@@ -345,12 +348,14 @@ def _every_parser(p: argparse.ArgumentParser):
 
 
 def _with_json(p: argparse.ArgumentParser, draft) -> None:
-    """``--json`` on every command and sub-command (SUPPRESS: one given before the subcommand
-    stands), each parser's errors recorded in ``draft``."""
+    """``--json`` and ``-q`` on every command and sub-command (SUPPRESS: one given before the
+    subcommand stands), each parser's errors recorded in ``draft``."""
     for parser in _every_parser(p):
         parser.draft = draft
         if "--json" not in parser._option_string_actions:
             parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=JSON_HELP)
+        if "-q" not in parser._option_string_actions:  # library, case, batch: -q as on every command
+            parser.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP)
 
 
 def _vault_commands(sub, common) -> None:
