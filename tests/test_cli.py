@@ -384,12 +384,16 @@ def test_ui_on_a_busy_port_is_one_line_and_starts_nothing(tmp_path):
 
 def test_the_review_queue_lists_the_twenty_most_similar_pairs_and_says_how_many_more(tmp_path, capsys):
     """At scale the queue runs to thousands of pairs: the summary shows the 20 most similar with
-    their titles, read from those pairs' files only, and says where the rest are."""
+    their titles and says where the rest are, from what the run recorded (``dedup_verdicts``'
+    ``summary``), not from the files."""
+    from types import SimpleNamespace
+
     from conftest import write_json_hypothesis
 
-    from hypograph.proximity import store
+    from assets.metadata import verdict_summary
+    from hypograph.hypotheses import load_corpus
     from hypograph.proximity.adjudicate import Decision
-    from hypograph_cli.summaries import print_review_queue
+    from hypograph_cli.summaries import print_review_queue, verdicts
 
     root = tmp_path / "run"
     for i in range(50):
@@ -405,13 +409,8 @@ def test_the_review_queue_lists_the_twenty_most_similar_pairs_and_says_how_many_
         )
         for i in range(25)
     ]
-    store.write_verdicts(root, flags)
-    (root / "hypotheses" / "H-0000.json").write_text("{not json")  # a pair not shown: never read
-    outside = tmp_path / "elsewhere.json"  # a snapshot that is a link out of the input: never read
-    outside.write_text('{"hypotheses": [{"id": "H-0048", "title": "Planted"}]}')
-    (root / ".hypograph" / "assets").mkdir(parents=True)
-    (root / ".hypograph" / "assets" / "hypothesis_texts.json").symlink_to(outside)
-    print_review_queue(root)
+    summary = verdict_summary([], flags, load_corpus(root).hypotheses).value
+    print_review_queue(SimpleNamespace(path=str(root), **verdicts(summary)))
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("25 pair(s) wait for your review")
     shown = lines[1:21]

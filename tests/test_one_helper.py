@@ -37,20 +37,23 @@ def _names_a_script(node: ast.AST) -> bool:
 
 def violations(path: Path) -> list[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    out = []
-    for node in ast.walk(tree):
-        where = f"{path.name}:{getattr(node, 'lineno', '?')}"
-        if isinstance(node, ast.ImportFrom) and node.module in MAINS and any(a.name == "main" for a in node.names):
-            out.append(f"{where}: imports {node.module}.main")
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and SCRIPT_IMPORT.search(node.value):
-            out.append(f"{where}: a script that imports a command's main")
-        elif isinstance(node, ast.BinOp) and _names_a_script(node):
-            out.append(f"{where}: builds a console script's path")
-        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) in STARTERS:
-            first = node.args[0] if node.args else None
-            if isinstance(first, ast.List | ast.Tuple) and first.elts and _names_a_script(first.elts[0]):
-                out.append(f"{where}: starts a console script")
-    return out
+    found = ((node, _way_around(node)) for node in ast.walk(tree))
+    return [f"{path.name}:{getattr(node, 'lineno', '?')}: {why}" for node, why in found if why]
+
+
+def _way_around(node: ast.AST) -> str | None:
+    """How ``node`` starts a command outside the helper, or None."""
+    if isinstance(node, ast.ImportFrom) and node.module in MAINS and any(a.name == "main" for a in node.names):
+        return f"imports {node.module}.main"
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and SCRIPT_IMPORT.search(node.value):
+        return "a script that imports a command's main"
+    if isinstance(node, ast.BinOp) and _names_a_script(node):
+        return "builds a console script's path"
+    if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) in STARTERS:
+        first = node.args[0] if node.args else None
+        if isinstance(first, ast.List | ast.Tuple) and first.elts and _names_a_script(first.elts[0]):
+            return "starts a console script"
+    return None
 
 
 def test_no_test_starts_a_command_outside_the_helper():
