@@ -174,6 +174,8 @@ def report_metadata(report: Report, input_id: str) -> dict:
         "threshold": MetadataValue.text(f"{report.threshold:g}"),
         "dupe_threshold": MetadataValue.text(f"{report.dupe_threshold:g}"),
         **files,
+        "headline": MetadataValue.text(report.headline),  # what `hypograph report` prints, with the files
+        "files": MetadataValue.json([str(path) for path in report.files.values()]),
     }
 
 

@@ -136,13 +136,13 @@ def _structure(args) -> int:
 
 def _report(args) -> int:
     """The pictures of PATH's proximity files, written beside them: one run of the report job."""
-    from hypograph.report import report_on_disk
     from hypograph_cli.records import Report
+    from hypograph_cli.summaries import asset_metadata
 
     root = args.path.resolve()
-    _job(args, root, "report", {"proximity": args.settings}, None)
-    headline, files = report_on_disk(root)
-    args.draft.result = Report(path=str(root), headline=headline, files=[str(f) for f in files])
+    report = asset_metadata(_job(args, root, "report", {"proximity": args.settings}, None), "proximity_report")
+    headline, files = report["headline"], report["files"]  # the run's record, not the files again
+    args.draft.result = Report(path=str(root), headline=headline, files=files)
     print(headline)
     for path in files:
         print(path)
