@@ -130,6 +130,8 @@ def run_error(job_name: str, result) -> HypographError:
     every failed step failed for something not done yet (its ``Failure`` status ``NOT_DONE``: a
     model outage, a busy vault) and no check failed; ``Interrupted`` (exit 130) when a step was
     interrupted (Ctrl-C, SIGTERM); else a HypographError (exit 1)."""
+    from assets.errors import NOT_DONE as NOT_DONE_STATUS
+
     if _interrupted(result):
         return Interrupted(
             f"interrupted: {job_name} run {result.run_id[:8]} ended as failed; the files it had not finished "
@@ -138,7 +140,7 @@ def run_error(job_name: str, result) -> HypographError:
     failed = [e.step_failure_data.user_failure_data for e in result.all_events if e.is_step_failure]
     statuses = {getattr(f.metadata.get("status"), "value", None) if f else None for f in failed}
     checks_failed = any(not c.passed for c in result.get_asset_check_evaluations())
-    not_done = statuses == {"NOT_DONE"} and not checks_failed
+    not_done = statuses == {NOT_DONE_STATUS} and not checks_failed
     return (NotDone if not_done else HypographError)(failed_line(job_name, result))
 
 
