@@ -549,7 +549,11 @@ def main(argv: list[str] | None = None) -> int:
             print(line, file=sys.stderr)
             code = 130
     if draft.as_json:
-        out.write(draft.dumps(code))
+        try:
+            out.write(draft.dumps(code))
+            out.flush()
+        except BrokenPipeError:  # the reader went away: as without --json, quietly
+            _quiet_pipe()
     return code
 
 
