@@ -49,11 +49,17 @@ def _way_around(node: ast.AST) -> str | None:
         return "a script that imports a command's main"
     if isinstance(node, ast.BinOp) and _names_a_script(node):
         return "builds a console script's path"
-    if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) in STARTERS:
-        first = node.args[0] if node.args else None
-        if isinstance(first, ast.List | ast.Tuple) and first.elts and _names_a_script(first.elts[0]):
-            return "starts a console script"
+    if isinstance(node, ast.Call) and _starts_a_script(node):
+        return "starts a console script"
     return None
+
+
+def _starts_a_script(call: ast.Call) -> bool:
+    """``subprocess.run([HYPOGRAPH, …])`` and the like: a process whose command line begins with a script."""
+    if getattr(call.func, "attr", getattr(call.func, "id", None)) not in STARTERS or not call.args:
+        return False
+    first = call.args[0]
+    return isinstance(first, ast.List | ast.Tuple) and bool(first.elts) and _names_a_script(first.elts[0])
 
 
 def test_no_test_starts_a_command_outside_the_helper():
