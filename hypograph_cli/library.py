@@ -114,9 +114,9 @@ def library_command(args: argparse.Namespace) -> int:
             raise HypographError(f"{library_path(args.dir)}: no library here yet")
         report = build_report(args.dir, round_keys(args.dir))
     else:
-        from resources import LLMResource
+        from hypograph.environment import llm_config
 
-        llm = LLMResource(offline=True) if args.llm == "offline" else LLMResource()
+        llm = llm_config(offline=args.llm == "offline")
         report, runs = run_library(args.dir, args.settings, args.rounds, args.new_library, llm, args.notes)
         for result in runs:
             args.draft.ran("library_round", result)
@@ -129,23 +129,25 @@ def run_library(root: Path, settings, rounds: int = 1, new_library: bool = False
     """Phase 0 (``hypograph.library.run.phase0``: its refusals before Dagster loads), then up to
     ``rounds`` rounds of the ``library_round`` job (a crash's pending rounds first), stopping after
     one that adds nothing (the topic is saturated): the library report and the rounds' runs.
-    ``settings``: ``LibrarySettings`` with a topic; ``llm``: the ``LLMResource`` (default: the
-    environment's) whose client Phase 0 asks and which every round's run is configured with, so
-    both ask the same model; ``notes``: the command's own, for the report."""
+    ``settings``: ``LibrarySettings`` with a topic; ``llm``: the ``LLMConfig`` Phase 0 asks
+    (default: the environment's, which is what the rounds' ``LLMResource`` builds when the run sets
+    no field of it: the command sets only ``offline``; the resource itself is not imported here, it
+    loads Dagster, and a refusal answers before Dagster loads); ``notes``: the command's own."""
     import uuid
 
+    from hypograph.environment import llm_config
     from hypograph.library.report import RunSummary, build_report
     from hypograph.library.run import next_round, phase0, round_survivors
     from hypograph.library.state import TRACE_TASK, state_dir
     from hypograph.library.traces import TraceRun
+    from hypograph.llm import LLMClient
     from pipelines.launch import run_job
-    from resources import LLMResource
 
     root = Path(root).resolve()
     if not settings.topic or not settings.topic.strip():
         raise HypographError('a topic is required: --topic "…"')
-    llm = llm if llm is not None else LLMResource()
-    client = llm.client(state_dir(root), TRACE_TASK)
+    client = LLMClient(llm or llm_config(), state_dir(root), TRACE_TASK)
+    offline = True if client.offline else None
     invocation = settings.invocation or uuid.uuid4().hex  # one trace folder and batch index for all rounds
     settings = settings.model_copy(update={"invocation": invocation})
     before = phase0(root, settings, rounds, new_library, client, TraceRun(root, invocation))
@@ -153,7 +155,7 @@ def run_library(root: Path, settings, rounds: int = 1, new_library: bool = False
     done, early_stop, results = [], None, []
     for _ in range(rounds):
         key = pending.pop(0) if pending else next_round(root)
-        results.append(run_job(root, "library_round", {"library": settings, "llm": llm}, sub=key))
+        results.append(run_job(root, "library_round", {"library": settings}, offline, sub=key))
         done.append(key)
         if round_survivors(root, key) == 0:
             early_stop = key

@@ -405,12 +405,6 @@ def LibraryRun(topic: str, rounds: int = 1, new_library: bool = False, llm_confi
 def run_library(root, run: dict):
     """The rounds through the ``library_round`` job, in this process (``pipelines/launch.py``)."""
     from hypograph_cli.library import run_library as launch
-    from resources import LLMResource
 
-    config = run.pop("llm", None)
-    if config is not None:  # the LLMConfig a test spells: the resource the command and its rounds share
-        fields = {f: getattr(config, f, None) for f in LLMResource.model_fields}
-        fields["api_key"] = config.api_key.get_secret_value() if config.model else None
-        run["llm"] = LLMResource(**{f: v for f, v in fields.items() if v is not None})
     report, _runs = launch(root, **run)
     return report
