@@ -45,12 +45,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from hypograph.llm.policy import OfflinePolicy  # noqa: E402
-from hypograph_cli.prox import main as prox_main  # noqa: E402
 from hypograph.structure.carving import near_duplicates, run_clusters  # noqa: E402
 from hypograph.structure.carving import offline as carving  # noqa: E402
 from hypograph.structure.scope import active_hypotheses  # noqa: E402
 from hypograph.vault.node_view import NodeView  # noqa: E402
 from hypograph.vault.vault import open_vault  # noqa: E402
+from hypograph_cli.prox import main as prox_main  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures"
 DEMO = REPO / "examples" / "vault"
