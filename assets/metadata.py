@@ -89,6 +89,40 @@ def pair_table(pairs: list, hypotheses: list[Hypothesis], limit: int = 25) -> Me
     return MetadataValue.table(records, schema=PAIR_SCHEMA)
 
 
+def largest_clusters(clusters: Clusters, names: dict[str, dict], top: int = 20, members: int = 12) -> MetadataValue:
+    """The ``top`` largest clusters as ``[id, label, size, first members]``: what a command's
+    summary shows of them (read from the run's record, not from the files)."""
+    labels = {**clusters.keywords, **{c: n["label"] for c, n in names.items()}}
+    rows = [[c, labels.get(c) or "", len(m), m[:members]] for c, m in list(clusters.clusters.items())[:top]]
+    return MetadataValue.json(rows)
+
+
+def verdict_summary(pairs: list, decisions: list, hypotheses: list[Hypothesis], top: int = 10, shown: int = 20):
+    """What a command's summary shows of the verdicts, from the run's record: the ``top`` duplicate
+    pairs with their verdicts, a person's verdicts on other pairs, and the FLAG pairs waiting for a
+    person (how many; the ``shown`` most similar with both titles)."""
+    verdicts = {frozenset(d.pair): d for d in decisions}
+    listed = {frozenset((p.a, p.b)) for p in pairs[:top]}
+
+    def row(a: str, b: str, similarity: float) -> list:
+        d = verdicts.get(frozenset((a, b)))
+        return [a, b, float(similarity), d and d.verdict, d and d.decided_by]
+
+    queue = sorted((d for d in decisions if d.verdict == "FLAG"), key=lambda d: -d.similarity)
+    by_id = {h.id: h for h in hypotheses}
+    title = lambda i: " ".join(((by_id[i].title or by_id[i].statement) if i in by_id else "").split())  # noqa: E731
+    return MetadataValue.json(
+        {
+            "top_pairs": [row(p.a, p.b, p.similarity) for p in pairs[:top]],
+            "human_verdicts": [
+                row(*d.pair, d.similarity) for k, d in verdicts.items() if d.decided_by == "human" and k not in listed
+            ],
+            "review_waiting": len(queue),
+            "review_queue": [[*row(*d.pair, d.similarity), title(d.pair[0]), title(d.pair[1])] for d in queue[:shown]],
+        }
+    )
+
+
 def check_result(violations: list[tuple[str, str]], **metadata) -> AssetCheckResult:
     """A check's result: passed when nothing is violated, the violations as a table."""
     return AssetCheckResult(
@@ -140,6 +174,8 @@ def report_metadata(report: Report, input_id: str) -> dict:
         "threshold": MetadataValue.text(f"{report.threshold:g}"),
         "dupe_threshold": MetadataValue.text(f"{report.dupe_threshold:g}"),
         **files,
+        "headline": MetadataValue.text(report.headline),  # what `hypograph report` prints, with the files
+        "files": MetadataValue.json([str(path) for path in report.files.values()]),
     }
 
 

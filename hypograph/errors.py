@@ -1,4 +1,5 @@
-"""The one exception type the tool raises for bad input or bad state.
+"""The one exception type the tool raises for bad input or bad state, and the one mapping of an
+error to the exit code a command ends with (``exit_code``; ``STATUS`` names each code).
 
 ``exit_code`` is what ``hypograph`` exits with when the error reaches it: 1 for refused input
 (the default), 2 for ``NotDone`` — nothing wrong with the input, but the step is not done yet or
@@ -6,17 +7,20 @@ needs something first (a model, a person's confirmation, the lock another run ho
 ``Interrupted`` (Ctrl-C or SIGTERM during a run, as a shell reports an interrupted command).
 """
 
+DONE, REFUSED, NOT_DONE, INTERRUPTED = 0, 1, 2, 130
+STATUS = {DONE: "done", REFUSED: "refused", NOT_DONE: "not_done", INTERRUPTED: "interrupted"}
+
 
 class HypographError(Exception):
     """A user-facing error: the message names the file (and field) and what is wrong."""
 
-    exit_code = 1
+    exit_code = REFUSED
 
 
 class NotDone(HypographError):
     """Not done yet, or needs something first (a model, a confirmation, a free lock): exit 2."""
 
-    exit_code = 2
+    exit_code = NOT_DONE
 
 
 class SettingRefused(HypographError):
@@ -31,7 +35,12 @@ class ModelRequired(NotDone):
 class Interrupted(HypographError):
     """The command was interrupted (Ctrl-C, SIGTERM) while its run went on: exit 130."""
 
-    exit_code = 130
+    exit_code = INTERRUPTED
+
+
+def exit_code(error: BaseException) -> int:
+    """The exit code a command ends with when ``error`` reaches it: its class's, else 1."""
+    return error.exit_code if isinstance(error, HypographError) else REFUSED
 
 
 _BOUNDS = {"ge": "≥", "gt": ">", "le": "≤", "lt": "<"}

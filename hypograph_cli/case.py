@@ -13,9 +13,10 @@ from pathlib import Path
 from hypograph.casework.config import HypothesisConfig
 from hypograph.casework.package import CasePackage
 from hypograph.casework.settings import CaseSettings
-from hypograph.errors import HypographError, NotDone
-from hypograph_cli import settings
-from hypograph_cli.case_args import BatchPlan, add_case_parsers, batch_preflight, with_exit_codes
+from hypograph.errors import NOT_DONE, HypographError, NotDone
+from hypograph_cli import settings, summaries
+from hypograph_cli.case_args import BatchPlan, add_case_parsers, batch_preflight
+from hypograph_cli.records import Batch, Case
 from hypograph_cli.settings import validated
 
 
@@ -26,9 +27,6 @@ def revision_key(revision: int) -> str:
     return key(revision)
 
 
-NOT_DONE = 2  # the dispatch ended RETRY_PENDING, DEFERRED, BLOCKED or ERROR, or the case needs a person first
-
-
 def add_parsers(subparsers) -> None:
     """``hypograph case …`` and ``hypograph batch …``, each step recorded on the case's partition."""
     parsers = add_case_parsers(subparsers)
@@ -37,10 +35,10 @@ def add_parsers(subparsers) -> None:
     parsers["confirm"].set_defaults(
         func=_then_observed(parsers["confirm"].get_default("func"), "path", job="case_confirmed")
     )
-    parsers["interpret"].set_defaults(func=with_exit_codes(interpret))
+    parsers["interpret"].set_defaults(func=interpret)
     for name in ("new", "add", "interpret", "batch"):  # --config checked before any run or import of Dagster
         parsers[name].set_defaults(settings_of=settings.case)
-    parsers["batch"].set_defaults(func=with_exit_codes(batch))
+    parsers["batch"].set_defaults(func=batch)
 
 
 def _then_observed(handler, where: str, job: str | None = None):
@@ -56,7 +54,7 @@ def _then_observed(handler, where: str, job: str | None = None):
 
                 observe_case(root)
             else:
-                _run(root, job, CaseSettings())
+                args.draft.ran(job, _run(root, job, CaseSettings()))
         return code
 
     return run
@@ -67,13 +65,14 @@ def _policy(args) -> HypothesisConfig:
 
 
 def _run(root: Path, job: str, case: CaseSettings):
+    from assets.errors import NOT_DONE as NOT_DONE_STATUS
     from pipelines.launch import execute, failed_line
 
     revision = CasePackage(root).manifest()["analysis_revision"]
     result = execute(root, job, {"case": case}, sub=revision_key(revision))
     if not result.success:
         meta = _failure_metadata(result)
-        if meta.get("status") == "NOT_DONE":
+        if meta.get("status") == NOT_DONE_STATUS:
             raise NotDone(meta["line"])
         raise HypographError(failed_line(job, result))
     return result
@@ -84,18 +83,19 @@ def interpret(args) -> int:
     root = args.path.resolve()
     _policy(args)  # a bad config is refused in one line naming the file and the key, before any run
     config = validated(CaseSettings, config_file=str(args.config.resolve()) if args.config else None)
-    from hypograph_cli import summaries
 
     result = _run(root, "case_interpret", config)
+    args.draft.ran("case_interpret", result)
     meta = summaries.asset_metadata(result, "interpretation_draft")
-    print(f"{root} {revision_key(CasePackage(root).manifest()['analysis_revision'])}: {meta['line']}")
+    revision = CasePackage(root).manifest()["analysis_revision"]
+    args.draft.result = Case(case_dir=str(root), revision=revision, message=meta["line"])
+    print(f"{root} {revision_key(revision)}: {meta['line']}")
     return 0
 
 
 def batch(args) -> int:
     """Check what the batch needs first (nothing written), then run the batch job on the current
     revision: a published batch is reused (no model needed), and minted ``--into`` a vault."""
-    from hypograph_cli import summaries
     from pipelines.launch import execute, failed_line
 
     plan: BatchPlan = batch_preflight(args.path, _policy(args), args.into)
@@ -111,18 +111,26 @@ def batch(args) -> int:
         {"case": case},
         sub=revision_key(plan.analysis_revision),
     )
+    args.draft.ran(result.job_def.name, result)
     summaries.print_model_usage(result)
     meta = summaries.asset_metadata(result, "hypothesis_batch") or _failure_metadata(result)
+    args.draft.result = Batch(
+        case_dir=str(plan.case_dir),
+        status=meta.get("status"),
+        line=meta.get("line"),
+        paths={k: str(v) for k, v in (meta.get("paths") or {}).items()},
+    )
     if meta.get("line"):
         print(meta["line"])
         for name, path in (meta.get("paths") or {}).items():
             print(f"  {name}: {path}")
     if not result.success:
-        if meta.get("status"):
+        if meta.get("status"):  # the dispatch ended RETRY_PENDING, DEFERRED, BLOCKED or ERROR: its line said why
             return NOT_DONE
         raise HypographError(failed_line("batch", result))
     minted = summaries.asset_metadata(result, "batch_vault_nodes")
     if minted:
+        args.draft.result.minted = minted["line"]
         print(minted["line"])
     return 0
 

@@ -14,15 +14,14 @@
 Exit codes, the same for every ``hypograph`` command: 0 done; 1 refused input (the one line
 names the file and field); 2 not done yet or needs something first (a model, a person's
 confirmation, the lock another dispatch holds: ``DEFERRED``), nothing wrong with the input.
-Each handler returns the code; a ``NotDone`` error is printed here and gives 2, any other
-HypographError goes up to ``hypograph``'s main (one line, exit 1). ``batch``'s handler is
-``hypograph_cli.case.batch``; it calls ``batch_preflight`` before its Dagster run.
+Each handler returns 0 or raises; ``hypograph``'s main turns the error into its line and code
+(``hypograph_cli/outcome.py``). ``batch``'s handler is ``hypograph_cli.case.batch``; it calls
+``batch_preflight`` before its Dagster run.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,29 +29,15 @@ from hypograph.casework.batch import paths
 from hypograph.casework.config import HypothesisConfig
 from hypograph.casework.context import verified_interpretation
 from hypograph.casework.from_vault import case_from_vault
-from hypograph.casework.gateway import NEEDS_MODEL, CaseGateway, NeedsModel
+from hypograph.casework.gateway import CaseGateway, NeedsModel
 from hypograph.casework.ingest import DEFAULT_KIND
 from hypograph.casework.interpret import show_text
 from hypograph.casework.models import SOURCE_KINDS
 from hypograph.casework.new_case import case_add, case_new
-from hypograph.casework.package import CaseBusy, CasePackage
+from hypograph.casework.package import CasePackage
 from hypograph.casework.revision import confirm
-from hypograph.errors import HypographError, NotDone
-from hypograph.text import printable_lines
+from hypograph.errors import DONE, HypographError
 from hypograph.vault.vault import require_vault
-
-DONE, REFUSED, NOT_DONE = 0, 1, 2
-# The CLI says where the config comes from; the domain's line (also shown in the UI) names no flag.
-CLI_NEEDS_MODEL = NEEDS_MODEL.replace("the analysis config", "the --config file")
-
-
-def cli_message(error: HypographError) -> str:
-    """The error's line as the CLI prints it: a busy case is DEFERRED, the model hint names --config."""
-    if isinstance(error, CaseBusy):
-        return f"DEFERRED: {error}; nothing done"
-    if isinstance(error, NeedsModel) and str(error) == NEEDS_MODEL:
-        return CLI_NEEDS_MODEL
-    return str(error)
 
 
 @dataclass(frozen=True)
@@ -84,7 +69,7 @@ def batch_preflight(case_dir: Path | str, policy: HypothesisConfig, into: Path |
         if not published:
             verified_interpretation(pkg, m)  # "not confirmed" comes before "needs a model"
             if CaseGateway.optional(policy) is None:
-                raise NeedsModel(CLI_NEEDS_MODEL)
+                raise NeedsModel()
     vault = Path(into).resolve() if into is not None else None
     if vault is not None:
         require_vault(vault, "--into")  # before anything is written, here and in the job (mint_batch)
@@ -164,51 +149,42 @@ def _config(args) -> HypothesisConfig:
     return HypothesisConfig.load(args.config) if getattr(args, "config", None) else HypothesisConfig()
 
 
-def with_exit_codes(handler):
-    """``handler`` with NotDone printed as one line and exit 2 (other errors go up: exit 1); for
-    any ``hypograph`` handler, e.g. a Dagster-run ``case interpret``."""
+def _recorded(args, report) -> int:
+    """``report`` (a new revision's, a confirmation's) as the command's line and record."""
+    from hypograph_cli.records import Case
 
-    def run(args) -> int:
-        try:
-            return handler(args)
-        except NotDone as e:
-            command = getattr(args, "command", None) or "case"
-            print(printable_lines(f"hypograph {command}: {cli_message(e)}"), file=sys.stderr)
-            return NOT_DONE
+    args.draft.result = Case(
+        case_dir=str(report.case_dir),
+        package_id=report.package_id,
+        message=report.message,
+        created=getattr(report, "created", None),
+    )
+    print(f"{report.case_dir} ({report.package_id}): {report.message}")
+    return DONE
 
-    return run
 
-
-@with_exit_codes
 def _new(args) -> int:
-    report = case_new(args.case_dir, args.question, args.inputs, args.kind, _config(args))
-    print(f"{report.case_dir} ({report.package_id}): {report.message}")
-    return DONE
+    return _recorded(args, case_new(args.case_dir, args.question, args.inputs, args.kind, _config(args)))
 
 
-@with_exit_codes
 def _add(args) -> int:
-    report = case_add(args.path, args.inputs, args.kind, _config(args))
-    print(f"{report.case_dir} ({report.package_id}): {report.message}")
-    return DONE
+    return _recorded(args, case_add(args.path, args.inputs, args.kind, _config(args)))
 
 
-@with_exit_codes
 def _from_vault(args) -> int:
-    report = case_from_vault(args.path, args.case_dir)
-    print(f"{report.case_dir} ({report.package_id}): {report.message}")
-    return DONE
+    return _recorded(args, case_from_vault(args.path, args.case_dir))
 
 
-@with_exit_codes
 def _show(args) -> int:
-    print(show_text(args.path))
+    from hypograph_cli.records import Case
+
+    text = show_text(args.path)
+    args.draft.result = Case(case_dir=str(args.path.resolve()), message=text)
+    print(text)
     return DONE
 
 
-@with_exit_codes
 def _confirm(args) -> int:
     report = confirm(args.path, args.by, use_suggested=args.use_suggested_question)
     args.changed = report.created  # already confirmed: nothing changed, so `hypograph` starts no run
-    print(f"{report.case_dir} ({report.package_id}): {report.message}")
-    return DONE
+    return _recorded(args, report)

@@ -1,6 +1,6 @@
 """``hypograph library …``: its arguments, and the command: Phase 0 and each round as its Dagster
-partition (``<library id>/rNNNN``) of the ``library_round`` job (``pipelines/launch.py``), so the
-UI shows every round's lineage; ``--report`` and ``--check`` first run the ``library_observe`` job
+partition (``<library id>/rNNNN``) of the ``library_round`` job (``run_library``), so the UI
+shows every round's lineage; ``--report`` and ``--check`` first run the ``library_observe`` job
 (the file observed and checked, offline, nothing written), so the UI shows the library as it is.
 
     hypograph library DIR --topic "…" [--rounds R] [--n-behaviors N] [--behavior B3|"free text"]
@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from hypograph.errors import HypographError
-from hypograph.text import printable_lines
 from hypograph_cli.settings import bounded
 
 # The parser needs only argparse: `hypograph --help` and argument errors import no domain module;
@@ -64,7 +62,6 @@ def add_library_parser(subparsers) -> argparse.ArgumentParser:
         help="how dedup picks the neighbours the model judges (sbert: MiniLM, TF-IDF if absent)",
     )
     c.add_argument("--llm", choices=["offline"], help="force offline (only --report and --check can then run)")
-    c.add_argument("--json", action="store_true", help="print the report as JSON")
     a = c.add_mutually_exclusive_group()
     a.add_argument("--report", action="store_true", help="print the report of every round so far (offline)")
     a.add_argument("--check", action="store_true", help="run the key-rule checks (offline); exit 1 on violations")
@@ -72,29 +69,43 @@ def add_library_parser(subparsers) -> argparse.ArgumentParser:
     return c
 
 
+def observed(result) -> dict:
+    """The plain metadata values of the ``library_file`` observation ``result`` (a run) recorded."""
+    for event in result.all_events:
+        if event.event_type_value == "ASSET_OBSERVATION":
+            observation = event.event_specific_data.asset_observation
+            if observation.asset_key.to_user_string() == "library_file":
+                return {k: v.value for k, v in observation.metadata.items()}
+    return {}
+
+
 def library_command(args: argparse.Namespace) -> int:
     """Run the subcommand (``args.settings``: the validated ``LibrarySettings``, None for
-    ``--report`` and ``--check``)."""
-    try:
-        return _dispatch(args)
-    except HypographError as e:
-        print(printable_lines(f"hypograph library: {e}"), file=sys.stderr)
-        return e.exit_code  # 1: refused input; 2: not done yet, needs something (a model)
-
-
-def _dispatch(args) -> int:
+    ``--report`` and ``--check``); its record is ``args.draft.result`` (``records.Library``)."""
     from hypograph.library.checks import run_checks
     from hypograph.library.report import build_report
     from hypograph.library.schema import library_path
     from hypograph.library.state import round_keys
+    from hypograph_cli.records import Check, Library, Violation
 
+    root = Path(args.dir).resolve()
+    results = None
     if (args.check or args.report) and library_path(args.dir).is_file():
         from pipelines.launch import run_job
 
-        run_job(Path(args.dir).resolve(), "library_observe")  # what the UI then shows: the file, checked
+        result = run_job(root, "library_observe")  # what the UI then shows: the file, checked
+        args.draft.ran("library_observe", result)
+        results = dict(observed(result)["key_rules"])  # the checks as that run found them
     if args.check:
-        results = run_checks(args.dir)
+        results = results if results is not None else run_checks(args.dir)  # no file: no run to read
         bad = sum(len(v) for v in results.values())
+        args.draft.result = Library(
+            path=str(root),
+            checks=[
+                Check(name=name, passed=not v, violations=[Violation(id=i, reason=r) for i, r in v])
+                for name, v in results.items()
+            ],
+        )
         for name, violations in results.items():
             print(f"{'FAIL' if violations else 'ok  '} {name}" + "".join(f"\n     {i}: {r}" for i, r in violations))
         return 1 if bad else 0
@@ -104,9 +115,50 @@ def _dispatch(args) -> int:
         report = build_report(args.dir, round_keys(args.dir))
     else:
         from hypograph.environment import llm_config
-        from pipelines.launch import run_library
 
         llm = llm_config(offline=args.llm == "offline")
-        report = run_library(args.dir, args.settings, args.rounds, args.new_library, llm, args.notes)
-    print(json.dumps(report.metadata(), indent=2, ensure_ascii=False) if args.json else report.text())
+        report, runs = run_library(args.dir, args.settings, args.rounds, args.new_library, llm, args.notes)
+        for result in runs:
+            args.draft.ran("library_round", result)
+    args.draft.result = Library(path=str(root), report=json.loads(json.dumps(report.metadata(), default=str)))
+    print(report.text())
     return 0
+
+
+def run_library(root: Path, settings, rounds: int = 1, new_library: bool = False, llm=None, notes=()):
+    """Phase 0 (``hypograph.library.run.phase0``: its refusals before Dagster loads), then up to
+    ``rounds`` rounds of the ``library_round`` job (a crash's pending rounds first), stopping after
+    one that adds nothing (the topic is saturated): the library report and the rounds' runs.
+    ``settings``: ``LibrarySettings`` with a topic; ``llm``: the ``LLMConfig`` Phase 0 asks
+    (default: the environment's, which is what the rounds' ``LLMResource`` builds when the run sets
+    no field of it: the command sets only ``offline``; the resource itself is not imported here, it
+    loads Dagster, and a refusal answers before Dagster loads); ``notes``: the command's own."""
+    import uuid
+
+    from hypograph.environment import llm_config
+    from hypograph.library.report import RunSummary, build_report
+    from hypograph.library.run import next_round, phase0, round_survivors
+    from hypograph.library.state import TRACE_TASK, state_dir
+    from hypograph.library.traces import TraceRun
+    from hypograph.llm import LLMClient
+    from pipelines.launch import run_job
+
+    root = Path(root).resolve()
+    if not settings.topic or not settings.topic.strip():
+        raise HypographError('a topic is required: --topic "…"')
+    client = LLMClient(llm or llm_config(), state_dir(root), TRACE_TASK)
+    offline = True if client.offline else None
+    invocation = settings.invocation or uuid.uuid4().hex  # one trace folder and batch index for all rounds
+    settings = settings.model_copy(update={"invocation": invocation})
+    before = phase0(root, settings, rounds, new_library, client, TraceRun(root, invocation))
+    pending = list(before.pending)
+    done, early_stop, results = [], None, []
+    for _ in range(rounds):
+        key = pending.pop(0) if pending else next_round(root)
+        results.append(run_job(root, "library_round", {"library": settings}, offline, sub=key))
+        done.append(key)
+        if round_survivors(root, key) == 0:
+            early_stop = key
+            break
+    summary = RunSummary(rounds, settings.behavior_source, early_stop, [*notes, *before.notes], settings.topic)
+    return build_report(root, done, summary), results

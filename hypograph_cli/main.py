@@ -25,6 +25,7 @@ when stderr is not a terminal).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
@@ -60,22 +61,23 @@ def _run_line(args, job: str, result, started: float) -> None:
 def _job(args, root: Path, job: str, settings: dict, offline: bool | None):
     """One Dagster run of ``job`` on ``root``'s partition, its warnings and model use printed."""
     from hypograph.progress import stage
-    from pipelines.launch import run_job
+    from pipelines.launch import execute
 
     started = time.perf_counter()
     with stage(f"{job} run"):
-        result = run_job(root, job, settings, offline)
+        result = execute(root, job, settings, offline)
     _ran(args, job, result, started)
     return result
 
 
-def _ran(args, job: str, result, started: float) -> None:
-    """After a run: its warnings and model use, and on a terminal its id (a failed run: one line;
-    exit 2 when it is not done yet, e.g. a model outage, 1 otherwise)."""
+def _ran(args, job: str, result, started: float, why: str | None = None) -> None:
+    """After a run: recorded, its warnings and model use, and on a terminal its id (a failed run:
+    one line; exit 2 when it is not done yet, e.g. a model outage, 1 otherwise)."""
     from hypograph.errors import Interrupted
     from hypograph_cli import signals, summaries
     from pipelines.launch import run_error
 
+    args.draft.ran(job, result, why)
     if not result.success:
         raise run_error(job, result)
     if signals.interrupted():  # received while Dagster only noted it (between steps): never lost
@@ -94,43 +96,53 @@ def _proximity(args) -> int:
 
     root = args.path.resolve()
     result = _job(args, root, "proximity", {"proximity": args.settings}, _offline(args))
-    summaries.print_proximity(root, read=summaries.asset_metadata(result, "hypothesis_texts"))
+    args.draft.result = summaries.proximity_record(root, result)
+    summaries.print_proximity(args.draft.result)
     return 0
 
 
 def _structure(args) -> int:
     """Proximity on the vault, step 4, then proximity again if step 4 rewrote the vault's
-    hypotheses (so proximity/ describes the structured vault): the flow of
-    ``assets/structure/next_job.py``, each run on the vault's partitions."""
+    hypotheses (so proximity/ describes the structured vault): ``hypograph_cli/structure.py``."""
     from hypograph.errors import HypographError
     from hypograph.paths import input_kind
     from hypograph_cli import summaries
-    from pipelines.launch import run_structure
+    from hypograph_cli.structure import run_structure
+    from pipelines.launch import latest_metadata
 
     root = args.path.resolve()
     if input_kind(root) != "vault":
         raise HypographError(f"{root}: not a vault (structure needs step-3 nodes in hypotheses/*.md)")
     started = [time.perf_counter()]
-    why: list[tuple[str, str]] = []  # (job, the reason it ran), in order
+    runs: list[tuple[str, object, str]] = []  # (job, its result, the reason it ran), in order
 
     def ran(job: str, result, reason: str) -> None:
-        why.append((job, reason))
-        _ran(args, job, result, started[0])
+        runs.append((job, result, reason))
+        _ran(args, job, result, started[0], reason)
         started[0] = time.perf_counter()
 
-    results = run_structure(root, args.settings, _offline(args), on_run=ran)
-    step4 = next((r for r in results if r.job_def.name == "structure"), None)
-    summaries.print_structure(root, step4, tuple(why))
+    run_structure(root, args.settings, _offline(args), on_run=ran)
+    proximity = [result for job, result, _ in runs if job == "proximity"]
+    # the review queue of the vault's latest proximity run: this command's, else the last one recorded
+    queue = (
+        summaries.asset_metadata(proximity[-1], "dedup_verdicts")
+        if proximity
+        else latest_metadata(root, "dedup_verdicts")
+    )
+    args.draft.result = summaries.structure_record(root, runs, queue.get("summary"))
+    summaries.print_structure(args.draft.result)
     return 0
 
 
 def _report(args) -> int:
     """The pictures of PATH's proximity files, written beside them: one run of the report job."""
-    from hypograph.report import report_on_disk
+    from hypograph_cli.records import Report
+    from hypograph_cli.summaries import asset_metadata
 
     root = args.path.resolve()
-    _job(args, root, "report", {"proximity": args.settings}, None)
-    headline, files = report_on_disk(root)
+    report = asset_metadata(_job(args, root, "report", {"proximity": args.settings}, None), "proximity_report")
+    headline, files = report["headline"], report["files"]  # the run's record, not the files again
+    args.draft.result = Report(path=str(root), headline=headline, files=files)
     print(headline)
     for path in files:
         print(path)
@@ -139,12 +151,20 @@ def _report(args) -> int:
 
 def _check(args) -> int:
     from hypograph.journal import JOURNAL
-    from hypograph_cli.summaries import check_lines, vault_checks
+    from hypograph_cli.records import VaultCheck
+    from hypograph_cli.summaries import check_lines, check_records, vault_checks
 
     root = args.path.resolve()
     results = vault_checks(root)  # checking writes nothing
-    if (root / JOURNAL).exists():
-        print(f"note: {root / JOURNAL} holds an interrupted write; the next `hypograph structure` completes it")
+    journal = root / JOURNAL if (root / JOURNAL).exists() else None
+    args.draft.result = VaultCheck(
+        path=str(root),
+        passed=not any(results.values()),
+        checks=check_records(results),
+        journal=str(journal) if journal else None,
+    )
+    if journal:
+        print(f"note: {journal} holds an interrupted write; the next `hypograph structure` completes it")
     for line in check_lines(results):
         print(line)
     return 1 if any(results.values()) else 0
@@ -152,8 +172,11 @@ def _check(args) -> int:
 
 def _unmerge(args) -> int:
     from hypograph.structure.unmerge import unmerge_node
+    from hypograph_cli.records import Unmerge
 
-    print(unmerge_node(args.path.resolve(), args.id).summary())
+    summary = unmerge_node(args.path.resolve(), args.id).summary()
+    args.draft.result = Unmerge(path=str(args.path.resolve()), id=args.id, summary=summary)
+    print(summary)
     return 0
 
 
@@ -179,19 +202,24 @@ def node_text(text: str) -> str:
 
 def _create_node(args) -> int:
     from hypograph.vault.mint import create_node_from_text
+    from hypograph_cli.records import CreateNode
 
     node_id, rel = create_node_from_text(args.path.resolve(), args.type, args.title, node_text(sys.stdin.read()))
+    args.draft.result = CreateNode(id=node_id, path=str(args.path / rel))
     print(node_id)
     print(args.path / rel)
     return 0
 
 
 def _add(args) -> int:
+    from hypograph_cli.records import Add, Input
     from pipelines.instance import open_instance, register
 
+    args.draft.result = Add(inputs=[])
     with open_instance() as instance:
         for path in args.paths:
             record = register(instance, path)
+            args.draft.result.inputs.append(Input(id=record.id, kind=record.kind, path=str(record.path)))
             print(f"{record.id}: {record.kind} {record.path}")
     return 0
 
@@ -228,6 +256,14 @@ def _ui(args) -> int:
     workspace = Path(__file__).resolve().parent.parent / "workspace.yaml"
     dagster = Path(sys.executable).with_name("dagster")
     os.chdir(workspace.parent)
+    if args.draft.as_json:  # the record now, then Dagster's own output on stderr: stdout holds the one document
+        from hypograph_cli.records import Ui
+
+        url = f"http://{args.host}:{args.port}"
+        args.draft.result = Ui(url=url, inputs=[str(p) for p in args.paths])
+        sys.__stdout__.write(args.draft.dumps(0))
+        sys.__stdout__.flush()
+        os.dup2(sys.__stderr__.fileno(), sys.__stdout__.fileno())
     os.execv(dagster, [str(dagster), "dev", "-w", str(workspace), "-h", args.host, "-p", str(args.port)])
 
 
@@ -282,14 +318,44 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         prog = f"{self.prog} {self.command}" if self.command else self.prog
+        if self.draft is not None:
+            self.draft.error = message
         self.exit(1, f"{prog}: {message}\n  see `{prog} --help`\n")
+
+    draft = None  # the command's record (``outcome.Draft``), which keeps the error's line for --json
 
 
 def _quiet() -> argparse.ArgumentParser:
     """``-q/--quiet`` on every subcommand (SUPPRESS: a subcommand without it keeps the top one's)."""
     p = argparse.ArgumentParser(add_help=False)
-    p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress on stderr")
+    p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP)
     return p
+
+
+QUIET_HELP = "no progress on stderr"
+
+
+JSON_HELP = "print the command's record as one JSON document on stdout (docs/json.md), the rest on stderr"
+
+
+def _every_parser(p: argparse.ArgumentParser):
+    """``p`` and every sub-parser under it."""
+    yield p
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                yield from _every_parser(sub)
+
+
+def _with_json(p: argparse.ArgumentParser, draft) -> None:
+    """``--json`` and ``-q`` on every command and sub-command (SUPPRESS: one given before the
+    subcommand stands), each parser's errors recorded in ``draft``."""
+    for parser in _every_parser(p):
+        parser.draft = draft
+        if "--json" not in parser._option_string_actions:
+            parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=JSON_HELP)
+        if "-q" not in parser._option_string_actions:  # library, case, batch: -q as on every command
+            parser.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP)
 
 
 def _vault_commands(sub, common) -> None:
@@ -370,8 +436,9 @@ def _lazy_commands(sub, wanted: str | None) -> None:
             sub.add_parser(name, help=text)
 
 
-def parser(argv: list[str]) -> argparse.ArgumentParser:
-    """The ``hypograph`` parser for this command line (see ``_lazy_commands``)."""
+def parser(argv: list[str], draft=None) -> argparse.ArgumentParser:
+    """The ``hypograph`` parser for this command line (see ``_lazy_commands``); its errors are
+    recorded in ``draft`` (an ``outcome.Draft``) when one is given."""
     p = _Parser(prog="hypograph", description="Hypothesis structuring pipeline (Dagster).")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines or bars on stderr")
     sub = p.add_subparsers(dest="command", required=True)
@@ -381,6 +448,7 @@ def parser(argv: list[str]) -> argparse.ArgumentParser:
     wanted = next((a for a in argv if not a.startswith("-")), None)
     _lazy_commands(sub, wanted if wanted in LAZY else None)
     p.command = wanted if wanted in sub.choices else None  # `hypograph check V --x`: named by check
+    _with_json(p, draft)
     return p
 
 
@@ -408,23 +476,19 @@ def _missing_directory(args) -> str | None:
 
 
 def _dispatch(args) -> int:
+    """The handler's exit code; an error that reaches it is its one line and its code (``outcome``)."""
     from hypograph.errors import HypographError
-    from hypograph.text import printable_lines, printable_output
+    from hypograph.text import printable_output
 
     try:
         if args.command == "ui":  # replaces this process with Dagster's webserver, its own output
             return args.func(args)
         with printable_output():  # what a handler prints from data (titles, ids, paths): escaped
             return args.func(args)
-    except HypographError as e:  # a path or name in it may hold control characters: escaped
-        print(printable_lines(f"hypograph {args.command}: {e}"), file=sys.stderr)
-        return e.exit_code
-    except OSError as e:  # e.g. a DAGSTER_HOME that cannot be created: one line, not a traceback
+    except (HypographError, OSError) as e:
         if isinstance(e, BrokenPipeError):
             raise
-        where = f"{e.filename}: " if e.filename else ""
-        print(printable_lines(f"hypograph {args.command}: {where}{e.strerror or e}"), file=sys.stderr)
-        return 1
+        return args.draft.failed(e)
 
 
 def _settings_problem(args) -> str | None:
@@ -464,44 +528,57 @@ INTERRUPTED = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The command's exit code; 130 when it was interrupted (Ctrl-C, SIGTERM), at any moment."""
+    """The command's exit code; 130 when it was interrupted (Ctrl-C, SIGTERM), at any moment. With
+    ``--json``, what the command prints goes to stderr and its record alone to stdout."""
     from hypograph_cli import EARLY_SIGNALS, signals
+    from hypograph_cli.outcome import Draft
 
     argv = sys.argv[1:] if argv is None else argv
-    with signals.counted():
+    words = [a for a in argv if not a.startswith("-")]
+    case = words[1:2] if words[:1] == ["case"] else []
+    draft = Draft(" ".join(["hypograph", *words[:1], *case]), "--json" in argv, " ".join(["hypograph", *words[:1]]))
+    out = sys.stdout
+    with signals.counted(), contextlib.redirect_stdout(sys.stderr if draft.as_json else out):
         try:
-            code = None if EARLY_SIGNALS else _main(argv)  # a SIGTERM while importing: nothing started
+            code = None if EARLY_SIGNALS else _main(argv, draft)  # a SIGTERM while importing: nothing started
         except KeyboardInterrupt:
             code = None
         if code is None or (code != 130 and signals.interrupted()):  # else its line is said already
-            print(f"hypograph {argv[0] if argv else ''}: {INTERRUPTED}".replace("  ", " "), file=sys.stderr)
+            line = f"hypograph {argv[0] if argv else ''}: {INTERRUPTED}".replace("  ", " ")
+            draft.error = draft.error or INTERRUPTED
+            print(line, file=sys.stderr)
             code = 130
+    if draft.as_json:
+        try:
+            out.write(draft.dumps(code))
+            out.flush()
+        except BrokenPipeError:  # the reader went away: as without --json, quietly
+            _quiet_pipe()
     return code
 
 
-def _main(argv: list[str]) -> int:
-    args = parser(argv).parse_args(argv)
+def _main(argv: list[str], draft) -> int:
+    try:
+        args = parser(argv, draft).parse_args(argv)
+    except SystemExit as e:  # --help (0) or an argument error (1, its line said)
+        return e.code if isinstance(e.code, int) else 1
+    args.draft = draft
+    draft.command = " ".join(["hypograph", args.command, *filter(None, [getattr(args, "case_command", None)])])
+    draft.prefix = f"hypograph {args.command}"
     if getattr(args, "func", None) is None:  # only a lazy placeholder's name: never reached normally
-        print(f"hypograph {args.command}: see `hypograph {args.command} --help`", file=sys.stderr)
-        return 2
-    from hypograph.text import printable_lines  # the lines below may quote a path given as an argument
-
+        return draft.refuse(f"see `{draft.command} --help`", 2)
     # the environment before any run, file or import of Dagster; library checks its own arguments
     problem = _environment_problem() or (None if args.command == "library" else _missing_directory(args))
+    # then the flags as the product's settings model: before any run exists, before Dagster is imported
+    problem = problem or _settings_problem(args)
     if problem:
-        print(printable_lines(f"hypograph {args.command}: {problem}"), file=sys.stderr)
-        return 1
-    problem = _settings_problem(args)
-    if problem:  # before any run exists, before Dagster is imported
-        print(printable_lines(f"hypograph {args.command}: {problem}"), file=sys.stderr)
-        return 1
+        return draft.refuse(problem, 1)
     try:
         if not _progress_on(args) or args.command == "ui":  # ui: dagster's own output follows
             return _dispatch(args)
         from hypograph_cli import terminal
 
-        name = " ".join(["hypograph", args.command, *filter(None, [getattr(args, "case_command", None)])])
-        return terminal.run(name, lambda: _dispatch(args))
+        return terminal.run(draft.command, lambda: _dispatch(args))
     except BrokenPipeError:
         return _quiet_pipe()
 

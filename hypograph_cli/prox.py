@@ -8,15 +8,22 @@ so each command starts fast. Every error exits non-zero with one line on stderr.
     prox adjudicate --run-dir D [--auto-merge 0.92] [--llm offline]
     prox label    --run-dir D [--llm offline]
 
-``--run-dir`` is a prox run directory (hypotheses/H-*.json) or a vault (hypotheses/*.md).
+``--run-dir`` is a prox run directory (hypotheses/H-*.json) or a vault (hypotheses/*.md). Every
+subcommand takes ``--json``: its record (``hypograph_cli/records.py``: ``Prox``) as one JSON
+document on stdout, its lines on stderr; exit codes unchanged (``hypograph_cli/outcome.py``, but a
+usage error is 2, as the original tool's).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import json
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 
 from hypograph.errors import HypographError
@@ -27,11 +34,18 @@ from hypograph.proximity.embed import BACKENDS
 # Each subcommand imports the modules it runs inside its function, so `prox` starts fast.
 
 
+USAGE = 2  # prox's own code for a usage error (the original tool's, through argparse); a refusal is 1
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors as one line on stderr (exit 2), like every other prox error."""
 
+    draft = None  # the command's record (``outcome.Draft``): it keeps the line for --json
+
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: {message}\n")
+        if self.draft is not None:
+            self.draft.error, self.draft.status = message, "refused"  # 2 here is no "not done"
+        self.exit(USAGE, f"{self.prog}: {message}\n")
 
 
 def _run_dir(value: str) -> Path:
@@ -83,21 +97,49 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: never call a model")
     c = command("label", "descriptive cluster names -> proximity/cluster-labels.json")
     c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: keyword labels only")
+    for parser in (p, *sub.choices.values()):
+        parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=JSON_HELP)
     return p
 
 
+JSON_HELP = "print the command's record as one JSON document on stdout (docs/json.md), the rest on stderr"
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The exit code of ``prox ARGV``; with ``--json``, its record alone on stdout (its lines on stderr)."""
+    from hypograph_cli import EARLY_SIGNALS
+    from hypograph_cli.outcome import Draft
+
+    if threading.current_thread() is threading.main_thread():  # prox dies by SIGTERM, as it always did
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if EARLY_SIGNALS:  # one that came while importing (the package's handler kept it)
+            os.kill(os.getpid(), signal.SIGTERM)
+    argv = sys.argv[1:] if argv is None else argv
+    words = [a for a in argv if not a.startswith("-")]
+    draft = Draft(" ".join(["prox", *words[:1]]), "--json" in argv)
+    if not draft.as_json:
+        return _parsed(argv, draft)
+    out, lines = sys.stdout, io.StringIO()
+    with contextlib.redirect_stdout(lines):
+        code = _parsed(argv, draft)
+    sys.stderr.write(lines.getvalue())
+    if draft.result is not None:
+        draft.result.lines = lines.getvalue().splitlines()
+    out.write(draft.dumps(code))
+    return code
+
+
+def _parsed(argv: list[str], draft) -> int:
     from hypograph.text import printable_output
 
-    # hypograph_cli's package import holds a SIGTERM for the hypograph command; prox has no run to
-    # end cleanly, so a SIGTERM ends it as before (and one that came while importing, now).
-    from hypograph_cli import EARLY_SIGNALS
-
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    if EARLY_SIGNALS:
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    for p in (parser, *parser._subparsers._group_actions[0].choices.values()):
+        p.draft = draft
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help (0) or a usage error (2, its line said)
+        return e.code if isinstance(e.code, int) else USAGE
+    args.draft = draft
     with printable_output():  # what a command prints from data (titles, ids, paths, errors): escaped
         return _main(args)
 
@@ -116,11 +158,9 @@ def _main(args) -> int:
     except BrokenPipeError:  # `| head` stopped reading: the rest goes to /dev/null, quietly, exit 0
         return os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno()) and 0
     except HypographError as e:
-        print(f"prox {args.command}: {e}", file=sys.stderr)
-        return 1
+        return args.draft.failed(e)
     except Exception as e:  # a corrupt file deep in numpy or zipfile: still one line, no traceback
-        print(f"prox {args.command}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
-        return 1
+        return args.draft.refuse(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", 1)
 
 
 def _note(lines: list[str]) -> None:
@@ -138,6 +178,7 @@ def _embed(args) -> int:
         print(f"warning: {w}", file=sys.stderr)
     emb = embed(corpus.ids, corpus.texts, args.backend, args.model)
     paths = write_embeddings(args.run_dir, emb)
+    _record(args, paths[0], hypotheses=len(emb.ids), dim=emb.dim)
     print(f"embedded {len(emb.ids)} hypotheses with {emb.backend} ({emb.model}, dim {emb.dim}) -> {paths[0]}")
     return 0
 
@@ -152,6 +193,7 @@ def _graph(args) -> int:
     graph.embedding = emb.describe()
     path = write_graph(args.run_dir, graph)
     capped = graph.info.get("capped_rows", 0)
+    _record(args, path, nodes=len(graph.ids), edges=graph.num_edges, capped=capped)
     print(
         f"graph: {len(graph.ids)} nodes, {graph.num_edges} edges at similarity >= {graph.threshold} "
         f"({graph.info.get('method')}; "
@@ -175,6 +217,7 @@ def _clusters(args) -> int:
     terms, texts = _label_sources(args.run_dir, graph.ids)
     clusters.keywords = keyword_labels(graph, clusters, terms, texts)
     paths = write_clusters(args.run_dir, clusters, graph)
+    _record(args, paths[0], dict(clusters.clusters), clusters=clusters.num_clusters)
     print(f"{clusters.num_clusters} clusters ({clusters.algorithm}) -> {paths[0]}")
     for line in report_lines(clusters):
         print(line)
@@ -215,8 +258,10 @@ def _dupes(args) -> int:
 
     graph, _ = load_graph(args.run_dir)
     pairs = pairs_at(graph, embeddings, args.threshold)
-    write_dupes(args.run_dir, pairs)
-    print(dupes_json(pairs).decode())
+    path = write_dupes(args.run_dir, pairs)
+    text = dupes_json(pairs).decode()
+    _record(args, path, json.loads(text), pairs=len(pairs))
+    print(text)
     return 0
 
 
@@ -255,6 +300,10 @@ def _adjudicate(args) -> int:
         similarity=pair_similarity(read_embeddings(args.run_dir)),
     )
     path = write_verdicts(args.run_dir, decisions)
+    data = [
+        {"a": d.pair[0], "b": d.pair[1], "similarity": float(d.similarity), "verdict": d.verdict} for d in decisions
+    ]
+    _record(args, path, data, decisions=len(decisions), review_queue=len(review_queue(decisions)))
     usage = client.usage
     print(
         f"{len(decisions)} decisions (llm: {client.config.describe()}; {usage.calls} calls, {usage.cached} cached, "
@@ -279,11 +328,20 @@ def _label(args) -> int:
     client = _llm_client(args, "cluster_labels")
     names = name_clusters(clusters, {h.id: h for h in corpus.hypotheses}, client)
     path = write_cluster_names(args.run_dir, names)
+    _record(args, path, {label: n["label"] for label, n in names.items()}, clusters=len(names))
     print(f"{len(names)} cluster names (llm: {client.config.describe()}) -> {path}")
     for label, members in clusters.clusters.items():
         print(f"{label}: {names[label]['label']} ({', '.join(members)})")
     _usage(client)
     return 0
+
+
+def _record(args, path, data=None, **counts) -> None:
+    """The command's record for ``--json`` (its lines are added when it returns)."""
+    if args.draft.as_json:
+        from hypograph_cli.records import Prox
+
+        args.draft.result = Prox(run_dir=str(args.run_dir), path=str(path), counts=counts, lines=[], data=data)
 
 
 def _usage(client) -> None:

@@ -65,102 +65,122 @@ def print_warnings(result) -> None:
         print(f"hint: {hint}", file=sys.stderr)
 
 
-def _files_read(read: dict) -> str:
+def _files_read(rec) -> str:
     """`` (31 files read, 1 skipped: …)`` when the run skipped a file (``--skip-bad-files``), so the
     count of hypotheses is never shown without the count of files the stages read."""
-    skipped = read.get("warnings") or []
+    skipped = rec.skipped
     if not skipped:
         return ""
-    files = read.get("files_read")
+    files = rec.files_read
     first = skipped[0] + (f"; and {len(skipped) - 1} more" if len(skipped) > 1 else "")
     return f" ({plural(files, 'file') + ' read, ' if files is not None else ''}{len(skipped)} skipped: {first})"
 
 
-def _title(hypotheses: dict, node_id: str, width: int = 70) -> str:
-    title = hypotheses.get(node_id, "")
+def _title(node_id: str, title: str, width: int = 70) -> str:
     return f'{node_id} "{title[: width - 1]}…"' if len(title) > width else f'{node_id} "{title}"'
 
 
-def _of_two(clusters) -> str:
-    """``6 of 2 or more, 2 of one``: the split the report's threshold table shows."""
-    sizes = [len(m) for m in clusters.clusters.values()]
-    return f"{sum(s >= 2 for s in sizes)} of 2 or more, {sum(s == 1 for s in sizes)} of one"
+PROXIMITY_FILES = (
+    "embeddings.npz",
+    "embedding-ids.json",
+    "embedding-meta.json",
+    "graph.json",
+    "clusters.json",
+    "cluster-labels.json",
+    "dupes.json",
+    "verdicts.json",
+)
 
 
-def print_proximity(root: Path, top: int = 10, top_clusters: int = 20, read: dict | None = None) -> None:
-    """Counts, the ``top_clusters`` largest clusters with labels (and how many more), the ``top``
-    duplicate pairs with verdicts, the review queue, files. ``read``: the ``hypothesis_texts``
-    metadata of the run, whose file count and skips the first line gives beside the hypotheses."""
-    from hypograph.proximity import store
-    from hypograph.proximity.communities import report_lines
+def proximity_record(root: Path, result):
+    """What ``hypograph proximity`` reports of ``root``'s proximity run ``result``, from the run's
+    own record (its assets' metadata; no file is read again): counts, the largest clusters with
+    labels, the top duplicate pairs with verdicts, a person's other verdicts, the review queue."""
+    from hypograph_cli import records
 
-    graph, _ = store.load_graph(root)  # graph.npz when it is graph.json's twin: no JSON parse
-    clusters = store.read_clusters(root)
-    pairs = store.read_dupes(root)
-    verdicts = {frozenset(d.pair): d for d in store.read_verdicts(root)}
-    names = {c: n["label"] for c, n in store.read_cluster_names(root).items()}
-    d = store.proximity_dir(root)
+    read = asset_metadata(result, "hypothesis_texts")
+    graph = asset_metadata(result, "similarity_graph")
+    clusters = asset_metadata(result, "proximity_clusters")
+    return records.Proximity(
+        path=str(root),
+        hypotheses=graph["nodes"],
+        files_read=read.get("files_read"),
+        skipped=read.get("warnings") or [],
+        edges=graph["edges"],
+        threshold=graph["graph_threshold"]["value"],
+        algorithm=clusters["algorithm"],
+        clusters_total=clusters["clusters"],
+        clusters_of_two_or_more=clusters["clusters"] - clusters["singletons"],
+        singletons=clusters["singletons"],
+        clusters=[
+            records.Cluster(id=c, label=label, size=size, members=members)
+            for c, label, size, members in asset_metadata(result, "cluster_labels")["largest"]
+        ],
+        backend=graph["backend"],
+        duplicate_pairs=asset_metadata(result, "duplicate_pairs")["pairs"],
+        **verdicts(asset_metadata(result, "dedup_verdicts")["summary"]),
+        directory=str(root / "proximity"),
+        files=list(PROXIMITY_FILES),
+    )
+
+
+def verdicts(summary: dict) -> dict:
+    """The ``summary`` metadata of a run's ``dedup_verdicts`` as the record's fields."""
+    from hypograph_cli import records
+
+    def pair(row: list) -> records.Pair:
+        a, b, similarity, verdict, decided_by, *titles = row
+        named = dict(zip(("a_title", "b_title"), titles, strict=False))
+        return records.Pair(a=a, b=b, similarity=similarity, verdict=verdict, decided_by=decided_by, **named)
+
+    return {
+        "top_pairs": [pair(r) for r in summary["top_pairs"]],
+        "human_verdicts": [pair(r) for r in summary["human_verdicts"]],
+        "review_waiting": summary["review_waiting"],
+        "review_queue": [pair(r) for r in summary["review_queue"]],
+    }
+
+
+def print_proximity(rec) -> None:
+    """``rec`` (``proximity_record``) as the lines ``hypograph proximity`` prints."""
+    root, d = rec.path, Path(rec.directory)
     print(
-        f"{root}: {plural(len(graph.ids), 'hypothesis', 'hypotheses')}, {plural(graph.num_edges, 'edge')} "
-        f">= {graph.threshold}, {plural(clusters.num_clusters, 'cluster')} ({clusters.algorithm}: "
-        f"{_of_two(clusters)}), "
-        f"{plural(len(pairs), 'duplicate pair')} "
-        f"[{graph.embedding.get('backend', '?')}]" + _files_read(read or {})
+        f"{root}: {plural(rec.hypotheses, 'hypothesis', 'hypotheses')}, {plural(rec.edges, 'edge')} "
+        f">= {rec.threshold}, {plural(rec.clusters_total, 'cluster')} ({rec.algorithm}: "
+        f"{rec.clusters_of_two_or_more} of 2 or more, {rec.singletons} of one), "
+        f"{plural(rec.duplicate_pairs, 'duplicate pair')} "
+        f"[{rec.backend}]" + _files_read(rec)
     )
     print("clusters:")
-    lines = report_lines(clusters, names)
-    for line in lines[:top_clusters]:  # the largest first
-        print(f"  {line}")
-    if len(lines) > top_clusters:
-        print(f"  … and {len(lines) - top_clusters} more, every one in {d / 'clusters.json'}")
-    print("top duplicate pairs:" if pairs else "no duplicate pairs")
-    for p in pairs[:top]:
-        v = verdicts.get(frozenset((p.a, p.b)))
-        print(
-            f"  {p.similarity:.4f}  {p.a}  {p.b}  {v.verdict} [{v.decided_by}]"
-            if v
-            else f"  {p.similarity:.4f}  {p.a}  {p.b}"
-        )
-    shown = {frozenset((p.a, p.b)) for p in pairs[:top]}
-    yours = [v for key, v in verdicts.items() if v.decided_by == "human" and key not in shown]
-    if yours:  # a person's verdict on a pair not listed above: said, so it is never applied unseen
+    for c in rec.clusters:  # the largest first
+        members = ", ".join(c.members) + (", …" if c.size > len(c.members) else "")
+        print(f"  {c.id}: {c.label or '(no label)'} ({members})")
+    if rec.clusters_total > len(rec.clusters):
+        print(f"  … and {rec.clusters_total - len(rec.clusters)} more, every one in {d / 'clusters.json'}")
+    print("top duplicate pairs:" if rec.duplicate_pairs else "no duplicate pairs")
+    for p in rec.top_pairs:
+        verdict = f"  {p.verdict} [{p.decided_by}]" if p.verdict else ""
+        print(f"  {p.similarity:.4f}  {p.a}  {p.b}{verdict}")
+    if rec.human_verdicts:  # a person's verdict on a pair not listed above: said, so it is never applied unseen
         print("your verdicts from proximity/review.json on other pairs:")
-        for v in yours:
-            print(f"  {v.similarity:.4f}  {v.pair[0]}  {v.pair[1]}  {v.verdict} [human]")
-    print_review_queue(root)
-    files = (
-        "embeddings.npz",
-        "embedding-ids.json",
-        "embedding-meta.json",
-        "graph.json",
-        "clusters.json",
-        "cluster-labels.json",
-        "dupes.json",
-        "verdicts.json",
-    )
-    print(f"files in {d}: " + ", ".join(files))
+        for v in rec.human_verdicts:
+            print(f"  {v.similarity:.4f}  {v.a}  {v.b}  {v.verdict} [human]")
+    print_review_queue(rec)
+    print(f"files in {d}: " + ", ".join(rec.files))
     print(f"pictures (cluster map, thresholds, report.html): hypograph report {root}")
 
 
-def print_review_queue(root: Path, shown: int = 20) -> None:
-    """The FLAG pairs waiting for a human verdict, the ``shown`` most similar with both titles, and
-    where to record verdicts."""
-    from hypograph.proximity import store
-    from hypograph.titles import titles_of
-
-    queue = [v for v in store.read_verdicts(root) if v.verdict == "FLAG"]
-    if not queue:
+def print_review_queue(rec) -> None:
+    """The FLAG pairs of ``rec`` (a record with ``review_queue``) waiting for a human verdict, with
+    both titles, and where to record verdicts."""
+    if not rec.review_waiting:
         return
-    queue.sort(key=lambda v: -v.similarity)
-    titles = titles_of(root, sorted({i for v in queue[:shown] for i in v.pair}))
-    print(
-        f"{len(queue)} pair(s) wait for your review; record MERGE or KEEP in "
-        f"{store.proximity_dir(root) / 'review.json'}:"
-    )
-    for v in queue[:shown]:
-        print(f"  {v.similarity:.4f}  {_title(titles, v.pair[0])}  /  {_title(titles, v.pair[1])}")
-    if len(queue) > shown:
-        print(f"  … and {len(queue) - shown} more, every one in {store.proximity_dir(root) / 'verdicts.json'} (FLAG)")
+    d = Path(rec.path) / "proximity"
+    print(f"{rec.review_waiting} pair(s) wait for your review; record MERGE or KEEP in {d / 'review.json'}:")
+    for v in rec.review_queue:
+        print(f"  {v.similarity:.4f}  {_title(v.a, v.a_title)}  /  {_title(v.b, v.b_title)}")
+    if rec.review_waiting > len(rec.review_queue):
+        print(f"  … and {rec.review_waiting - len(rec.review_queue)} more, every one in {d / 'verdicts.json'} (FLAG)")
 
 
 # What step 4 mints, said where the count is shown (README says it too).
@@ -170,65 +190,117 @@ MINTED = (
 )
 
 
-def print_structure(root: Path, result, ran: tuple[tuple[str, str], ...] = ()) -> None:
-    """What this run changed (``result``: step 4's; None when step 4 did not run, ``ran``: the
-    jobs that did, each with the reason it ran), the vault's clusters, the six checks by name, the
-    review queue."""
-    a = asset_metadata(result, "hypothesis_dispositions") if result is not None else {}
-    b = asset_metadata(result, "hypothesis_clusters") if result is not None else {}
-    changed = [
-        f"{plural(n, one, many) if one else n} {what}"
-        for n, one, many, what in (
-            (a.get("merged", 0), "hypothesis", "hypotheses", "merged into a survivor"),
-            (a.get("dropped", 0), "", "", "dropped as off-topic"),
-            (b.get("created", 0), "cluster", "clusters", "created"),
-            (b.get("minted_hypotheses", 0), "hypothesis", "hypotheses", f"minted ({MINTED})"),
+def structure_record(root: Path, runs: list, queue: dict):
+    """What ``hypograph structure`` reports, from the runs' own records (``runs``: (job, result,
+    why) of each run, in order; ``queue``: the ``dedup_verdicts`` summary of the vault's latest
+    proximity run): what step 4 changed, the vault after it and its checks (the blocking checks the
+    run evaluated), the review queue. Nothing of the vault is read again."""
+    from hypograph_cli import records
+
+    step4 = next((result for job, result, _ in runs if job == "structure"), None)
+    a = asset_metadata(step4, "hypothesis_dispositions") if step4 is not None else {}
+    b = asset_metadata(step4, "hypothesis_clusters") if step4 is not None else {}
+    rec = records.Structure(
+        path=str(root),
+        ran=[records.Step(job=job, why=why) for job, _, why in runs],
+        merged=a.get("merged", 0),
+        dropped=a.get("dropped", 0),
+        clusters_created=b.get("created", 0),
+        minted=b.get("minted_hypotheses", 0),
+        by_hand=[*(a.get("merged_by_hand") or []), *(a.get("refused_by_hand") or []), *(a.get("amended") or [])],
+        **(verdicts(queue) if queue else {"top_pairs": [], "review_waiting": 0, "review_queue": []}),
+        structure_map=str(root / MAP),
+    )
+    if step4 is None:
+        return rec
+    now = asset_metadata(step4, "structure_map")["vault_now"]
+    rec.active = now["active"]
+    rec.vault_clusters = dict(now["clusters"])
+    rec.merged_into = dict(now["merged"])
+    rec.dropped_why = dict(now["dropped"])
+    rec.checks = run_checks(step4)
+    return rec
+
+
+def run_checks(result) -> list:
+    """The step-4 checks ``result`` evaluated (the latest of each: check 6 runs after 4a and 4b), by number."""
+    from hypograph_cli import records
+
+    latest = {}
+    for check in result.get_asset_check_evaluations():
+        latest[int(check.metadata["check"].value)] = check
+    out = []
+    for number in sorted(latest):
+        check = latest[number]
+        table = check.metadata.get("violation_list")
+        rows = [r.data for r in getattr(table, "records", None) or []]
+        violations = [records.Violation(id=str(r.get("id")), reason=str(r.get("reason"))) for r in rows]
+        out.append(records.Check(number=number, name=check.check_name, passed=check.passed, violations=violations))
+    return out
+
+
+def check_records(results: dict[int, list[tuple[str, str]]]) -> list:
+    """The step-4 checks' results (number -> violations) as the record's ``Check`` list."""
+    from hypograph_cli import records
+
+    return [
+        records.Check(
+            number=number,
+            name=CHECK_NAMES[number][0],
+            passed=not violations,
+            violations=[records.Violation(id=i, reason=r) for i, r in violations],
         )
-        if n
+        for number, violations in results.items()
     ]
-    if result is None:  # nothing read beyond what the runs' records and the review queue need
-        started = "; ".join(f"only {job} ran ({why})" for job, why in ran) or "no run started"
+
+
+def print_structure(rec) -> None:
+    """``rec`` (``structure_record``) as the lines ``hypograph structure`` prints."""
+    root = rec.path
+    if rec.checks is None:
+        started = "; ".join(f"only {s.job} ran ({s.why})" for s in rec.ran) or "no run started"
         print(
             f"{root}: unchanged since its last structuring with these settings: {started} "
             f"(its checks passed then; `hypograph check {root}` runs them again)"
         )
-        print_review_queue(root)
-        print(f"structure map: {root / MAP}")
+        print_review_queue(rec)
+        print(f"structure map: {rec.structure_map}")
         return
+    changed = [
+        f"{plural(n, one, many) if one else n} {what}"
+        for n, one, many, what in (
+            (rec.merged, "hypothesis", "hypotheses", "merged into a survivor"),
+            (rec.dropped, "", "", "dropped as off-topic"),
+            (rec.clusters_created, "cluster", "clusters", "created"),
+            (rec.minted, "hypothesis", "hypotheses", f"minted ({MINTED})"),
+        )
+        if n
+    ]
     print(f"{root}: this run: " + (", ".join(changed) if changed else "nothing to change (already structured)"))
-    for line in [*(a.get("merged_by_hand") or []), *(a.get("refused_by_hand") or []), *(a.get("amended") or [])]:
+    for line in rec.by_hand:
         print(f"  {line}")  # a person's MERGE applied or refused; a decision amended so the vault completes
-    vault = open_vault(root)
-    hyps = vault.of_type("hypothesis")
-    state = lambda s: sum(h.meta.get("state") == s for h in hyps)  # noqa: E731
-    clusters = vault.of_type("hypothesis-cluster")
     print(
-        f"vault now: {plural(state('active'), 'active hypothesis', 'active hypotheses')} in "
-        f"{plural(len(clusters), 'cluster')}; "
-        f"{state('merged')} merged, {state('dropped')} dropped (kept in hypotheses/merged/ and dropped/)"
+        f"vault now: {plural(rec.active, 'active hypothesis', 'active hypotheses')} in "
+        f"{plural(len(rec.vault_clusters), 'cluster')}; "
+        f"{len(rec.merged_into)} merged, {len(rec.dropped_why)} dropped (kept in hypotheses/merged/ and dropped/)"
     )
-    for hc in clusters:
-        print(f"  {hc.path.stem}")
-        for link in hc.meta.get("hypotheses") or []:
+    for stem, links in rec.vault_clusters.items():
+        print(f"  {stem}")
+        for link in links:
             print(f"    {link}")
-    _print_gone(hyps)
-    print_checks(all_checks(vault, read_baseline(root)))
-    print_review_queue(root)
-    print(f"structure map: {root / MAP}")
+    for node_id, survivor in rec.merged_into.items():
+        print(f"  merged: {node_id} -> {survivor}")
+    for node_id, why in rec.dropped_why.items():
+        print(f"  dropped: {node_id}: {why}")
+    print_checks(rec.checks)
+    print_review_queue(rec)
+    print(f"structure map: {rec.structure_map}")
 
 
-def _print_gone(hyps) -> None:
-    for h in (h for h in hyps if h.meta.get("state") == "merged"):
-        print(f"  merged: {h.id} -> {h.meta.get('merged_into')}")
-    for h in (h for h in hyps if h.meta.get("state") == "dropped"):
-        print(f"  dropped: {h.id}: {h.meta.get('drop_reason')}")
-
-
-def print_checks(results: dict[int, list[tuple[str, str]]]) -> None:
-    """Each check by name, pass or FAIL, and every violating node with its reason."""
+def print_checks(checks: list) -> None:
+    """Each check (``check_records``) by name, pass or FAIL, and every violating node with its reason."""
     print("checks:")
-    for number, violations in results.items():
-        name, _ = CHECK_NAMES[number]
-        print(f"  {name} (check {number}): " + ("pass" if not violations else f"FAIL ({len(violations)})"))
-        for node_id, reason in violations:  # as `hypograph check` names them
-            print(f"    {node_id}: {reason}")
+    for c in checks:
+        print(f"  {c.name} (check {c.number}): " + ("pass" if c.passed else f"FAIL ({len(c.violations)})"))
+        for v in c.violations:  # as `hypograph check` names them
+            print(f"    {v.id}: {v.reason}")

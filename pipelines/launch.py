@@ -1,16 +1,17 @@
-"""Launching the products' jobs: the one place every front door that runs a job in this process
-goes through (``hypograph`` commands and the tests; the UI, sensors and backfills launch the same
-jobs through Dagster's daemon). Settings arrive as the products' validated settings models.
+"""Launching a job: the one place every front door that runs a job in this process goes through
+(``hypograph`` commands and the tests; the UI, sensors and backfills launch the same jobs through
+Dagster's daemon). It knows no product: a job, an input's partition, the settings models of the
+resources it configures; a failed run becomes one error line (``run_error``). The products'
+command flows (structure: proximity -> step 4 -> proximity; a library's rounds) are their
+commands', in ``hypograph_cli``.
 
-``execute`` runs one job on one input's partition; ``run_structure`` runs proximity -> step 4 ->
-proximity as ``assets/structure/next_job.py`` plans it; ``run_library`` runs a command's library
-rounds, each a partition of the ``library_round`` job, stopping at the first that adds nothing.
+``execute`` runs one job on one input's partition; ``run_job`` raises for a failed run;
+``latest_metadata`` reads what an asset's latest run on an input recorded.
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -103,69 +104,20 @@ def run_job(root: Path, job_name: str, settings: dict[str, BaseModel] | None = N
     return result
 
 
-def run_structure(root: Path, proximity, offline: bool | None = None, instance=None, on_run=None) -> list:
-    """Proximity, step 4, and proximity again if step 4 rewrote the vault, as ``next_job``
-    plans them (a job whose settings differ from its last run's runs at least once); the results,
-    in order: none when the vault's results are current. Stops at a failed run (its result is the
-    last). ``on_run(job, result, why)`` is called after each run (``why``: the reason it ran)."""
-    if instance is None:
-        with open_instance() as shared:
-            return run_structure(root, proximity, offline, shared, on_run)
-    from assets.structure.next_job import FLOW, next_step, settings_changed
-    from hypograph.inputs import fingerprint
+def latest_metadata(root: Path, asset: str) -> dict:
+    """The plain metadata values of ``asset``'s latest materialization on ``root``'s partition, as
+    the instance recorded it ({} when it has none)."""
+    from dagster import AssetKey, AssetRecordsFilter
 
-    record = register(instance, root)
-    if record.kind != "vault":
-        raise HypographError(f"{root}: not a vault (structure needs step-3 nodes in hypotheses/*.md)")
-    settings = {"proximity": proximity}
-    rerun = settings_changed(instance, record.id, run_config(settings, offline)["resources"])
-    results = []
-    while len(results) <= len(FLOW) + 1:  # proximity, step 4, proximity: never more
-        step = next_step(instance, record, fingerprint(record.path, record.kind), rerun)
-        if step is None:
-            break
-        job, why = step
-        result = execute(root, job, settings, offline, instance=instance)
-        results.append(result)
-        rerun.pop(job, None)
-        if on_run is not None:
-            on_run(job, result, why)
-        if not result.success:
-            break
-    return results
-
-
-def run_library(root: Path, settings, rounds: int = 1, new_library: bool = False, llm=None, notes=()):
-    """Phase 0, then up to ``rounds`` rounds of the ``library_round`` job (a crash's pending rounds
-    first), stopping after one that adds nothing (the topic is saturated); the library report.
-    ``settings``: ``LibrarySettings`` with a topic; ``llm``: the ``LLMConfig`` (default: the
-    environment's); ``notes``: the command's own, for the report."""
-    from hypograph.environment import llm_config
-    from hypograph.library.report import RunSummary, build_report
-    from hypograph.library.run import next_round, phase0, round_survivors
-    from hypograph.library.state import TRACE_TASK, state_dir
-    from hypograph.library.traces import TraceRun
-    from hypograph.llm import LLMClient
-
-    root = Path(root).resolve()
-    if not settings.topic or not settings.topic.strip():
-        raise HypographError('a topic is required: --topic "…"')
-    client = LLMClient(llm or llm_config(), state_dir(root), TRACE_TASK)
-    offline = True if client.offline else None
-    invocation = settings.invocation or uuid.uuid4().hex  # one trace folder and batch index for all rounds
-    settings = settings.model_copy(update={"invocation": invocation})
-    before = phase0(root, settings, rounds, new_library, client, TraceRun(root, invocation))
-    pending = list(before.pending)
-    done, early_stop = [], None
-    for _ in range(rounds):
-        key = pending.pop(0) if pending else next_round(root)
-        run_job(root, "library_round", {"library": settings}, offline, sub=key)
-        done.append(key)
-        if round_survivors(root, key) == 0:
-            early_stop = key
-            break
-    summary = RunSummary(rounds, settings.behavior_source, early_stop, [*notes, *before.notes], settings.topic)
-    return build_report(root, done, summary)
+    with open_instance() as instance:
+        key = register(instance, root).id
+        found = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[key]), limit=1
+        ).records
+    if not found:
+        return {}
+    materialization = found[0].event_log_entry.asset_materialization
+    return {k: v.value for k, v in materialization.metadata.items()}
 
 
 def failed_line(job_name: str, result) -> str:
@@ -178,6 +130,8 @@ def run_error(job_name: str, result) -> HypographError:
     every failed step failed for something not done yet (its ``Failure`` status ``NOT_DONE``: a
     model outage, a busy vault) and no check failed; ``Interrupted`` (exit 130) when a step was
     interrupted (Ctrl-C, SIGTERM); else a HypographError (exit 1)."""
+    from assets.errors import NOT_DONE as NOT_DONE_STATUS
+
     if _interrupted(result):
         return Interrupted(
             f"interrupted: {job_name} run {result.run_id[:8]} ended as failed; the files it had not finished "
@@ -186,7 +140,7 @@ def run_error(job_name: str, result) -> HypographError:
     failed = [e.step_failure_data.user_failure_data for e in result.all_events if e.is_step_failure]
     statuses = {getattr(f.metadata.get("status"), "value", None) if f else None for f in failed}
     checks_failed = any(not c.passed for c in result.get_asset_check_evaluations())
-    not_done = statuses == {"NOT_DONE"} and not checks_failed
+    not_done = statuses == {NOT_DONE_STATUS} and not checks_failed
     return (NotDone if not_done else HypographError)(failed_line(job_name, result))
 
 

@@ -273,8 +273,8 @@ def execute(root: Path, job_name: str = "proximity", offline: bool | None = True
     from dagster import DagsterInstance
 
     from hypograph.proximity.settings import ProximitySettings
+    from hypograph_cli.structure import run_structure
     from pipelines.launch import execute as launch
-    from pipelines.launch import run_structure
 
     instance = instance or DagsterInstance.ephemeral()
     settings = ProximitySettings(**proximity)

@@ -404,6 +404,7 @@ def LibraryRun(topic: str, rounds: int = 1, new_library: bool = False, llm_confi
 
 def run_library(root, run: dict):
     """The rounds through the ``library_round`` job, in this process (``pipelines/launch.py``)."""
-    from pipelines.launch import run_library as launch
+    from hypograph_cli.library import run_library as launch
 
-    return launch(root, **run)
+    report, _runs = launch(root, **run)
+    return report

@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cli_helper import hypograph  # noqa: E402
 from conftest import (  # noqa: E402
     EXAMPLE_VAULT,
     RECORDED_STRUCTURE,
     SHARED_VAULTS,
-    VENV_BIN,
     copy_tree,
     offline_env,
     structure_record,
@@ -37,13 +36,8 @@ def main() -> None:
         os.environ["DAGSTER_HOME"] = str(Path(tmp) / "dagster")  # a throwaway instance
         for name, src in VAULTS.items():
             root = copy_tree(src, Path(tmp) / name)
-            proc = subprocess.run(
-                [str(VENV_BIN / "hypograph"), "structure", str(root), "--llm", "offline"],
-                capture_output=True,
-                text=True,
-                env=offline_env(),
-                check=True,
-            )
+            proc = hypograph("structure", root, "--llm", "offline", env=offline_env())
+            proc.check_returncode()
             record[name] = structure_record(root, proc.stdout)
     RECORDED_STRUCTURE.parent.mkdir(parents=True, exist_ok=True)
     RECORDED_STRUCTURE.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")

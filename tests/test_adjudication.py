@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cli_helper import prox_main as prox
 from llm_stub import (  # noqa: F401  (fixtures)
     API_KEY,
     MODEL,

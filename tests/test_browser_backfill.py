@@ -71,7 +71,7 @@ def ui(tmp_path, llm_server, monkeypatch):
     finally:
         atom.close(), openalex.close()
     calls = len(llm_server.requests)
-    from hypograph_cli.main import main
+    from cli_helper import hypograph_main as main
 
     assert main(["batch", str(roots[3]), "--into", str(roots[1])]) == 0  # the case now names its vault
     env = {**offline_env(), "DAGSTER_HOME": str(home), "HYPOGRAPH_LLM_MODEL": MODEL}

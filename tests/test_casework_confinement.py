@@ -14,6 +14,7 @@ import threading
 
 import pytest
 from casework_support import builder_for, candidate, files, make_case, package_id, reply, valid_answer
+from cli_helper import hypograph_main as main
 from llm_stub import llm_env, llm_offline, llm_server  # noqa: F401
 
 from hypograph.casework import CasePackage, CaseStore, HypothesisBuilder, HypothesisConfig, Status
@@ -24,9 +25,9 @@ from hypograph.casework.gateway import NEEDS_MODEL, NeedsModel
 from hypograph.casework.models import Answer
 from hypograph.casework.package import CaseBusy
 from hypograph.casework.revision import confirm
-from hypograph.errors import HypographError
-from hypograph_cli.case_args import CLI_NEEDS_MODEL, batch_preflight, cli_message
-from hypograph_cli.main import main
+from hypograph.errors import HypographError, exit_code
+from hypograph_cli.case_args import batch_preflight
+from hypograph_cli.outcome import error_line
 
 H = "analysis/hypotheses/0001"
 INTERP = "analysis/interpretation/0001/interpretation.json"
@@ -332,7 +333,7 @@ def test_busy_case_is_deferred_exit_2(case, llm_env, llm_server):
     try:
         with pytest.raises(CaseBusy) as e:
             batch_preflight(case, HypothesisConfig())
-        assert e.value.exit_code == 2 and cli_message(e.value).startswith("DEFERRED: ")
+        assert exit_code(e.value) == 2 and error_line(e.value).startswith("DEFERRED: ")
         result = asyncio.run(builder_for(case, [llm_server.url]).build(case.name, package_id(case)))
         assert result.status is Status.DEFERRED
     finally:
@@ -350,8 +351,8 @@ def test_not_confirmed_comes_before_needs_a_model(tmp_path, llm_offline):
     confirm(case, by="ana")
     with pytest.raises(NeedsModel) as e:
         batch_preflight(case, HypothesisConfig())
-    assert e.value.exit_code == 2 and "--config" in str(e.value)
-    assert "--config" not in NEEDS_MODEL and "--config" in CLI_NEEDS_MODEL  # flags only on the CLI
+    assert exit_code(e.value) == 2 and "--config" in error_line(e.value)  # the command's line names its flag
+    assert "--config" not in NEEDS_MODEL and "--config" not in str(e.value)  # the domain's (the UI's) does not
     assert files(case) != before  # (the confirmation) ...
     after = files(case)
     with pytest.raises(NeedsModel):  # the builder itself, without a gateway: refused before phase 1

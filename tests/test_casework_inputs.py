@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 from casework_support import files
+from cli_helper import hypograph_main as main
 from llm_stub import answer, llm_env, llm_offline, llm_server  # noqa: F401
 
 from hypograph.casework.config import HypothesisConfig
 from hypograph.casework.interpret import draft_interpretation
-from hypograph_cli.main import main
 
 I1 = "analysis/interpretation/0001"
 QUESTION = "Why do the tomato plants in house 3 wilt every afternoon?"

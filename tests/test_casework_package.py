@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from casework_support import builder_for, changed, files, make_case, package_id, reply, valid_answer
+from cli_helper import hypograph_main as main  # what `hypograph` runs: batch goes through Dagster
 from conftest import REPO
 from llm_stub import answer, llm_env, llm_offline, llm_server  # noqa: F401
 
@@ -18,7 +19,6 @@ from hypograph.casework.batch import escape
 from hypograph.casework.checks import run_checks
 from hypograph.casework.context import verified_interpretation
 from hypograph.errors import HypographError
-from hypograph_cli.main import main  # what `hypograph` runs: batch goes through Dagster
 
 H = "analysis/hypotheses/0001"
 EXAMPLE_CASE = REPO / "examples" / "case"

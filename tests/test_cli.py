@@ -4,8 +4,6 @@ the first line of a failure (an argument error's too, exit 1), a busy port refus
 from __future__ import annotations
 
 import io
-import os
-import pty
 import re
 import socket
 import subprocess
@@ -14,48 +12,14 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_helper import HYPOGRAPH as _HYPOGRAPH
-from cli_helper import hypograph, in_process
+from cli_helper import hypograph, in_process, in_shell, in_terminal
 from conftest import EXAMPLE_RUN, EXAMPLE_VAULT, REPO, copy_tree, offline_env, snapshot
 
-HYPOGRAPH = str(_HYPOGRAPH)
 HEAVY = ("dagster", "numpy", "scipy", "sklearn", "pydantic")
 
 
 def env(tmp_path: Path) -> dict[str, str]:
     return {**offline_env(), "DAGSTER_HOME": str(tmp_path / "dagster-home")}
-
-
-def in_terminal(
-    args: list[str], environ: dict, stdin: str | None = None, timeout: float = 600, stdout_too: bool = False
-) -> tuple[int, str, str]:
-    """Run ``hypograph ARGS`` with stderr on a pseudo-terminal (stdout a pipe, or the same terminal
-    with ``stdout_too``: then all of it is in the third item); (code, stdout, terminal)."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        [HYPOGRAPH, *args],
-        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-        stdout=slave if stdout_too else subprocess.PIPE,
-        stderr=slave,
-        env=environ,
-    )
-    os.close(slave)
-    if stdin is not None:
-        proc.stdin.write(stdin.encode())
-        proc.stdin.close()
-    chunks, deadline = [], time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    out = proc.stdout.read().decode() if proc.stdout is not None else ""
-    proc.wait(timeout=60)
-    os.close(master)
-    return proc.returncode, out, b"".join(chunks).decode(errors="replace")
 
 
 def loaded_modules(argv: list[str]) -> set[str]:
@@ -90,7 +54,7 @@ def test_help_lists_every_command_and_takes_well_under_a_second():
     import resource
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    proc = subprocess.run([HYPOGRAPH, "--help"], capture_output=True, text=True, check=True)
+    proc = hypograph("--help")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     for command in ("proximity", "structure", "check", "unmerge", "create-node", "library", "case", "batch", "ui"):
         assert command in proc.stdout
@@ -271,7 +235,7 @@ def test_a_failure_in_a_terminal_shows_its_cause_first_and_no_done(tmp_path, nam
 def test_an_argument_error_is_exit_1_with_its_cause_first(argv, first):
     """Exit 2 is "not done yet": an argument error is a refusal, exit 1, its cause the first line and
     where to read more the second (not argparse's usage block)."""
-    proc = subprocess.run([HYPOGRAPH, *argv], capture_output=True, check=False, text=True)
+    proc = hypograph(*argv)
     lines = proc.stderr.splitlines()
     assert (proc.returncode, proc.stdout) == (1, ""), proc.stderr
     assert lines[0].startswith(first) and len(lines) == 2 and lines[1].strip().endswith("--help`"), lines
@@ -328,14 +292,13 @@ def test_piping_into_head_ends_quietly(tmp_path):
     run = copy_tree(EXAMPLE_RUN, tmp_path / "run")
     environ = env(tmp_path)
     # a long output (the report of a run's clusters) cut after one line
-    shell = f'{HYPOGRAPH} proximity {run} --llm offline | head -1; echo "code=${{PIPESTATUS[0]}}"'
-    proc = subprocess.run(["bash", "-c", shell], capture_output=True, check=False, text=True, env=environ)
+    shell = f'{{hypograph}} proximity {run} --llm offline | head -1; echo "code=${{{{PIPESTATUS[0]}}}}"'
+    proc = in_shell(shell, environ)
     assert proc.stdout.splitlines()[0].startswith(f"{run}: 30 hypotheses")
     assert "code=0" in proc.stdout
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
     library = copy_tree(REPO / "examples" / "library", tmp_path / "library")
-    shell = f'{HYPOGRAPH} library {library} --report | head -1; echo "code=${{PIPESTATUS[0]}}"'
-    proc = subprocess.run(["bash", "-c", shell], capture_output=True, check=False, text=True, env=environ)
+    proc = in_shell(f'{{hypograph}} library {library} --report | head -1; echo "code=${{{{PIPESTATUS[0]}}}}"', environ)
     assert proc.stdout.startswith("topic: ") and "code=0" in proc.stdout, proc.stdout
     assert proc.stderr == "", proc.stderr
     assert (library / ".hypograph" / "input-id").is_file()  # registered, as every command registers its input
@@ -384,7 +347,7 @@ def test_a_setting_out_of_range_is_one_line_before_any_run_exists(tmp_path, argv
     roots = {"run": copy_tree(EXAMPLE_RUN, tmp_path / "run"), "vault": copy_tree(EXAMPLE_VAULT, tmp_path / "vault")}
     before = snapshot(tmp_path / "run")
     args = [a.format(**roots) for a in argv]
-    proc = subprocess.run([HYPOGRAPH, *args], capture_output=True, check=False, text=True, env=env(tmp_path))
+    proc = hypograph(*args, env=env(tmp_path))
     assert (proc.returncode, proc.stderr.splitlines(), proc.stdout) == (1, [line], "")
     assert not (tmp_path / "dagster-home").exists()
     assert snapshot(tmp_path / "run") == before
@@ -421,12 +384,16 @@ def test_ui_on_a_busy_port_is_one_line_and_starts_nothing(tmp_path):
 
 def test_the_review_queue_lists_the_twenty_most_similar_pairs_and_says_how_many_more(tmp_path, capsys):
     """At scale the queue runs to thousands of pairs: the summary shows the 20 most similar with
-    their titles, read from those pairs' files only, and says where the rest are."""
+    their titles and says where the rest are, from what the run recorded (``dedup_verdicts``'
+    ``summary``), not from the files."""
+    from types import SimpleNamespace
+
     from conftest import write_json_hypothesis
 
-    from hypograph.proximity import store
+    from assets.metadata import verdict_summary
+    from hypograph.hypotheses import load_corpus
     from hypograph.proximity.adjudicate import Decision
-    from hypograph_cli.summaries import print_review_queue
+    from hypograph_cli.summaries import print_review_queue, verdicts
 
     root = tmp_path / "run"
     for i in range(50):
@@ -442,13 +409,8 @@ def test_the_review_queue_lists_the_twenty_most_similar_pairs_and_says_how_many_
         )
         for i in range(25)
     ]
-    store.write_verdicts(root, flags)
-    (root / "hypotheses" / "H-0000.json").write_text("{not json")  # a pair not shown: never read
-    outside = tmp_path / "elsewhere.json"  # a snapshot that is a link out of the input: never read
-    outside.write_text('{"hypotheses": [{"id": "H-0048", "title": "Planted"}]}')
-    (root / ".hypograph" / "assets").mkdir(parents=True)
-    (root / ".hypograph" / "assets" / "hypothesis_texts.json").symlink_to(outside)
-    print_review_queue(root)
+    summary = verdict_summary([], flags, load_corpus(root).hypotheses).value
+    print_review_queue(SimpleNamespace(path=str(root), **verdicts(summary)))
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("25 pair(s) wait for your review")
     shown = lines[1:21]

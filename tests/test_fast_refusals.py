@@ -5,29 +5,18 @@ behaviour, never on its time (the times are in benchmarks/README.md)."""
 
 from __future__ import annotations
 
-import sys
-
 import pytest
-from cli_helper import run
+from cli_helper import modules_after
 from conftest import EXAMPLE_LIBRARY, copy_tree, offline_env, snapshot
 from llm_stub import answer, llm_server  # noqa: F401
 
-# main() as the console script runs it, then the top-level packages it imported, on stdout
-CODE = (
-    "import sys\n"
-    "from hypograph_cli.main import main\n"
-    "code = main(sys.argv[1:])\n"
-    "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))\n"
-    "sys.exit(code)\n"
-)
 HEAVY = {"dagster", "torch", "sentence_transformers", "transformers", "openai"}
 
 
 def command(*argv, env: dict) -> tuple[int, str, set[str]]:
     """``hypograph ARGV`` in a process of its own: (exit code, stderr, the packages it imported)."""
-    proc = run(sys.executable, "-c", CODE, *argv, env=env)
-    lines = proc.stdout.splitlines()
-    return proc.returncode, proc.stderr, set(lines[-1].split()) if lines else set()
+    codes, loaded, stderr = modules_after("hypograph", [argv], env=env)
+    return codes[0], stderr, loaded
 
 
 def _no_runs(home) -> bool:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cli_helper import hypograph
 from conftest import REPO, build_run_dir
 
 from hypograph.processes import gone, tag_of, this_process
@@ -63,14 +64,7 @@ def test_the_next_command_ends_a_killed_commands_run_and_runs_the_input(tmp_path
     run_dir, env = _killed_run(tmp_path)
     [(killed, status, _)] = _runs(tmp_path / "home")
     assert status == "STARTED"  # what kill -9 leaves: no process will ever end it
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "hypograph"), "proximity", str(run_dir), "-q"],
-        check=False,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = hypograph("proximity", run_dir, "-q", env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     runs = dict((r, s) for r, s, _ in _runs(tmp_path / "home"))
     assert runs.pop(killed) == "FAILURE" and list(runs.values()) == ["SUCCESS"]

@@ -18,6 +18,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from cli_helper import hypograph_main as hypograph
 from conftest import REPO, snapshot
 from library_stub import EMPTY_FEED, AtomServer, LibraryModel, LibraryRun, OpenAlexServer, behavior, run_library
 from llm_stub import llm_env, llm_server  # noqa: F401  (fixtures)
@@ -36,7 +37,6 @@ from hypograph.library.traces import CAP_BYTES, TraceRun
 from hypograph.llm import LLMClient
 from hypograph.llm.trace import TRACE_KEEP
 from hypograph.text import normalise
-from hypograph_cli.main import main as hypograph
 
 EXAMPLE = REPO / "examples" / "library"
 PAIRS = json.loads((Path(__file__).parent / "data" / "library_pairs.json").read_text())["pairs"]

@@ -327,7 +327,7 @@ def test_cli_check_report_and_one_line_errors(lib):
     bad = in_process("library", lib, "--check")
     assert bad.returncode == 1 and "B1: behavior has no impact" in bad.stdout
     rep = in_process("library", lib, "--report", "--json")
-    assert rep.returncode == 0 and json.loads(rep.stdout)["totals"]["behaviors"] == 3
+    assert rep.returncode == 0 and json.loads(rep.stdout)["result"]["report"]["totals"]["behaviors"] == 3
     given = cli(lib, "--topic", "LLM sycophancy", "--behavior-source", "given")
     assert given.returncode == 1 and given.stderr.count("\n") == 1 and "needs a behavior" in given.stderr
     nomodel = cli(lib, "--topic", "LLM sycophancy", "--mode", "x")

@@ -230,7 +230,7 @@ def test_the_data_version_is_the_content_not_the_mtime(tmp_path):
 
 def test_a_command_that_asked_a_model_says_how_it_did(tmp_path, home, llm_server, llm_env, capsys):
     """One line per task on stderr: calls, cached, the structured-output mode; a re-run is cached."""
-    from hypograph_cli.main import main
+    from cli_helper import hypograph_main as main
 
     root = copy_tree(REPO / "examples" / "run", tmp_path / "run")
     llm_env(llm_server, timeout=5.0)

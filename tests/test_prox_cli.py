@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from cli_helper import prox
+from cli_helper import modules_after, prox, prox_main
 from conftest import (
     EXAMPLE_RUN,
     EXAMPLE_VAULT,
@@ -22,8 +21,6 @@ from conftest import (
     offline_env,
     snapshot,
 )
-
-from hypograph_cli.prox import main as prox_main
 
 CHAIN = ("embed", "graph", "clusters", "dupes")
 
@@ -215,35 +212,13 @@ def test_unknown_backend_is_rejected(run_dir):
 
 # -- no Dagster ---------------------------------------------------------------------------------
 
-NO_DAGSTER_SCRIPT = """
-import json, sys
-from hypograph_cli.prox import main
-codes = [main([command, "--run-dir", sys.argv[1]]) for command in ("embed", "graph", "clusters", "dupes")]
-print(json.dumps({"codes": codes, "dagster": sorted(m for m in sys.modules if m.split(".")[0] == "dagster")}))
-"""
-
 
 def test_prox_never_imports_dagster(run_dir):
-    result = subprocess.run(
-        [sys.executable, "-c", NO_DAGSTER_SCRIPT, str(run_dir)],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=offline_env(),
-        timeout=300,
+    codes, modules, stderr = modules_after(
+        "prox", [[c, "--run-dir", run_dir] for c in ("embed", "graph", "clusters", "dupes")], env=offline_env()
     )
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert report == {"codes": [0, 0, 0, 0], "dagster": []}
-
-
-ONE_COMMAND_SCRIPT = """
-import json, sys
-from hypograph_cli.prox import main
-code = main([sys.argv[2], "--run-dir", sys.argv[1]])
-heavy = {"scipy", "pydantic", "sklearn", "igraph", "matplotlib"}
-print(json.dumps([code, sorted({m.split(".")[0] for m in sys.modules if sys.modules[m] is not None} & heavy)]))
-"""
+    assert codes == [0, 0, 0, 0], stderr
+    assert "dagster" not in modules
 
 
 def test_each_prox_command_starts_without_the_libraries_it_does_not_use(run_dir):
@@ -252,17 +227,9 @@ def test_each_prox_command_starts_without_the_libraries_it_does_not_use(run_dir)
     heavy in dupes (it reads graph.npz): four processes, each pays only for its own work."""
     heavy = {}
     for command in ("embed", "graph", "clusters", "dupes"):
-        result = subprocess.run(
-            [sys.executable, "-c", ONE_COMMAND_SCRIPT, str(run_dir), command],
-            check=False,
-            capture_output=True,
-            text=True,
-            env=offline_env(),
-            timeout=300,
-        )
-        assert result.returncode == 0, result.stderr
-        code, heavy[command] = json.loads(result.stdout.strip().splitlines()[-1])
-        assert code == 0
+        codes, modules, stderr = modules_after("prox", [[command, "--run-dir", run_dir]], env=offline_env())
+        assert codes == [0], stderr
+        heavy[command] = sorted(modules & {"scipy", "pydantic", "sklearn", "igraph", "matplotlib"})
     assert heavy == {  # pydantic: the environment is validated first (hypograph/environment.py)
         "embed": ["pydantic", "scipy", "sklearn"],
         "graph": ["pydantic", "scipy"],

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from cli_helper import prox
+from cli_helper import prox, prox_main
 from conftest import EXAMPLE_RUN, offline_env
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.metrics.pairwise import cosine_similarity

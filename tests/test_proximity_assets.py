@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from cli_helper import hypograph, in_process, prox
+from cli_helper import hypograph, in_process, prox, prox_main
 from conftest import EXAMPLE_RUN, RUN_DUPLICATES, RUN_IDS, copy_tree, execute, offline_env, snapshot
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
@@ -399,14 +399,15 @@ def test_the_summary_lists_the_twenty_largest_clusters_and_says_how_many_more(tm
     from conftest import write_json_hypothesis
 
     from hypograph.proximity import store
-    from hypograph_cli.summaries import print_proximity
+    from hypograph_cli.summaries import print_proximity, proximity_record
 
     root = tmp_path / "run"
     for i in range(26):  # no word shared: every hypothesis its own cluster
         write_json_hypothesis(root, f"H-{i + 1}", title=f"w{i}a w{i}b", statement=f"w{i}c w{i}d w{i}e.")
-    assert run_proximity_job(root).success
+    result = run_proximity_job(root)
+    assert result.success
     assert store.read_clusters(root).num_clusters == 26
-    print_proximity(root)
+    print_proximity(proximity_record(root, result))  # from the run's record
     lines = capsys.readouterr().out.splitlines()
     at = lines.index("clusters:")
     assert [line.split(":")[0].strip() for line in lines[at + 1 : at + 21]] == [f"C-{k:02d}" for k in range(1, 21)]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_helper import prox_main
 from conftest import SHARED_VAULTS, execute, snapshot
 
 from hypograph.hypotheses import id_sort_key, load_corpus

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 from cli_helper import hypograph
+from cli_helper import hypograph_main as cli_main
 from conftest import EXAMPLE_VAULT, SHARED_VAULTS, copy_tree, snapshot
 
 from hypograph.atomic import write_json
 from hypograph.structure.baseline import BASELINE, read_baseline
 from hypograph.structure.checks import all_checks
 from hypograph.vault.vault import open_vault
-from hypograph_cli.main import main as cli_main
 
 DELETE = object()
 

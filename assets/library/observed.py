@@ -104,7 +104,10 @@ def _observed(root) -> tuple[str, dict, dict]:
 
     results = run_checks(root)
     checks = {name: check_result(results[name]) for name in RULES}  # the checks declared
-    return fingerprint(root, "library"), _contents(root, results["file_validates"]), checks
+    metadata = _contents(root, results["file_validates"])
+    # every rule's violations, in order, as `hypograph library --check` prints them from this record
+    metadata["key_rules"] = MetadataValue.json([[name, [list(v) for v in found]] for name, found in results.items()])
+    return fingerprint(root, "library"), metadata, checks
 
 
 def _every_library(context: AssetExecutionContext, inputs: Inputs):

@@ -4,7 +4,7 @@ from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
 from assets.errors import step
 from assets.groups import ASSET, PROXIMITY
-from assets.metadata import cluster_report, pair_table
+from assets.metadata import cluster_report, largest_clusters, pair_table, verdict_summary
 from hypograph.hypotheses import Corpus
 from hypograph.proximity.adjudicate import (
     AdjudicationSettings,
@@ -65,6 +65,7 @@ def dedup_verdicts(
             "verdicts": pair_table(decisions, hypothesis_texts.hypotheses),
             "reviews_not_applied": MetadataValue.json(unapplied),
             "review_queue": pair_table(queue, hypothesis_texts.hypotheses) if queue else MetadataValue.text("empty"),
+            "summary": verdict_summary(duplicate_pairs, decisions, hypothesis_texts.hypotheses),
             **client.metadata(),
         },
     )
@@ -87,6 +88,7 @@ def cluster_labels(
         metadata={
             "clusters": len(names),
             "report": cluster_report(proximity_clusters, {c: n["label"] for c, n in names.items()}),
+            "largest": largest_clusters(proximity_clusters, names),
             **client.metadata(),
         },
     )

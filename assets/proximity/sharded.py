@@ -137,6 +137,7 @@ def merge_similarity_shards(
             "nodes": len(graph.ids),
             "edges": graph.num_edges,
             "threshold": MetadataValue.text(f"{graph.threshold:g}"),  # a setting: text, not plotted across runs
+            "graph_threshold": MetadataValue.json({"value": graph.threshold}),  # as the summary prints it
             "backend": emb.backend,
             "model": emb.model,
             "shards": len(parts),

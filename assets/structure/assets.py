@@ -117,7 +117,7 @@ def hypothesis_clusters(context: AssetExecutionContext, inputs: Inputs, llm: LLM
 def structure_map(context: AssetExecutionContext, inputs: Inputs) -> MaterializeResult:
     """agent-notes/structure.md: the cluster inventory and counts (rewritten only on change); the
     vault's hypotheses as step 4 left them reported as a new observation."""
-    from hypograph.structure.structure_map import structure_counts, write_map
+    from hypograph.structure.structure_map import structure_counts, vault_summary, write_map
     from hypograph.vault.vault import open_vault
 
     root = inputs.root(context.partition_key)
@@ -129,6 +129,7 @@ def structure_map(context: AssetExecutionContext, inputs: Inputs) -> Materialize
             "path": MetadataValue.path(str(path)),
             "rewritten": written,
             **structure_counts(vault),
+            "vault_now": MetadataValue.json(vault_summary(vault)),  # what `hypograph structure` prints of it
             "hypotheses_version": version,
             "preview": MetadataValue.md(read_utf8(path, STATE_MAX)),
         }

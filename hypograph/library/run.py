@@ -2,18 +2,20 @@
 settings it runs with, Phase 0 before any round of a command, and the report after.
 
 The rounds themselves run as the ``library_round`` job's partitions (``assets/library``), launched
-one after another by ``pipelines/launch.py:run_library`` (a command) or one a day by the
+one after another by ``hypograph_cli/library.py:run_library`` (a command) or one a day by the
 ``next_library_round`` sensor; nothing here calls back into them.
 
 Phase 0 writes nothing until it passes: the mode is resolved (seed's table), the library file is
-read and validated and must pass its own checks (``checks.require_sound``), the given behavior is
-resolved (an unknown id is an error), a model must be configured, and the cross-topic guard judges
-the topic by meaning (the model decides what embeddings do not settle). ``--new-library`` then
-moves the old file aside. A round left half-done by a crash is completed first from its cached
-steps (no new model call, no id minted twice). A round whose candidates all turn out duplicates
-adds nothing: the command stops there and the report says the topic is saturated. A round with a
-candidate the model's answers left unjudged is not done (``dedup.Unjudged``, exit 2), never
-saturated: it stays pending, and the next run judges it.
+read and validated, the given behavior is resolved (an unknown id is an error), the cross-topic
+guard judges the topic by meaning (the model decides what embeddings do not settle), and a model
+must be configured: each a refusal before Dagster loads (issue 46: a simple refusal is fast).
+``--new-library`` then moves the old file aside. That the library passes its own checks
+(``checks.require_sound``) is the round's own guard, in the job, before any model call. A round
+left half-done by a crash is completed first from its cached steps (no new model call, no id minted
+twice). A round whose candidates all turn out duplicates adds nothing: the command stops there and
+the report says the topic is saturated. A round with a candidate the model's answers left unjudged
+is not done (``dedup.Unjudged``, exit 2), never saturated: it stays pending, and the next run
+judges it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from pathlib import Path
 
 from hypograph.errors import HypographError, ModelRequired
 from hypograph.ids import key_number, numbered_key
-from hypograph.library.checks import require_sound
 from hypograph.library.guard import check_topic, move_aside
 from hypograph.library.modes import resolve_target
 from hypograph.library.persist import load_round, round_persisted
@@ -86,7 +87,7 @@ def phase0(root: Path, settings: LibrarySettings, rounds: int, new_library: bool
     """Phase 0's refusals, before anything is written: an invalid library file, an unknown given
     id, another topic (the cross-topic guard, asked with ``client``, traced under ``traces``;
     offline the embeddings decide, so it answers before "needs a model"), no model (``client``
-    offline), a library failing its own checks. Then ``new_library`` moves the old file aside."""
+    offline). Then ``new_library`` moves the old file aside."""
     loaded = read_library(root)  # an invalid file stops here, before anything is written
     if settings.behavior_source == "given":  # an unknown id is an error now, not after a model call
         resolve_target(None if new_library else (loaded[0] if loaded else None), settings.behavior)
@@ -100,5 +101,4 @@ def phase0(root: Path, settings: LibrarySettings, rounds: int, new_library: bool
     if new_library:
         moved = move_aside(root)
         return Phase0([], [f"previous library moved aside to {moved.name}"] if moved else [])
-    require_sound(root)  # a library failing its own checks is refused before a round starts
     return Phase0(pending_rounds(root))

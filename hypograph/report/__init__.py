@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hypograph.atomic import STATE_MAX, read_regular, write_atomic
+from hypograph.atomic import write_atomic
 from hypograph.errors import HypographError
 from hypograph.paths import check_folder
 from hypograph.proximity import store
@@ -163,18 +163,6 @@ def _maps(root: Path, data: _Inputs) -> dict[str, figures.MapPicture]:
     if vault is not None:
         maps["vault_map"] = vault
     return maps
-
-
-def report_on_disk(root: Path | str) -> tuple[str, list[Path]]:
-    """The headline of the report ``write_report`` last wrote under ``root``, and its files that
-    exist (pictures first, then the page and the numbers). Raises HypographError if there is none."""
-    d = store.proximity_dir(Path(root))
-    try:
-        headline = json.loads(read_regular(d / REPORT_JSON, STATE_MAX, follow=True))["headline"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise HypographError(f"{d / REPORT_JSON}: no report written ({e})") from e
-    names = (CLUSTER_MAP_PNG, THRESHOLDS_PNG, VAULT_MAP_PNG, REPORT_HTML, REPORT_JSON)
-    return headline, [d / name for name in names if (d / name).is_file()]
 
 
 def _read(root: Path) -> _Inputs:

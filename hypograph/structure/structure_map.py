@@ -25,6 +25,22 @@ MARK = "<!-- written by hypograph; rewritten when the clusters change -->"
 HC_LINK_RE = re.compile(r"\[\[(HC-\d+)\b")
 
 
+def vault_summary(vault: Vault) -> dict:
+    """What a command's summary shows of the vault after step 4 (read from the run's record): the
+    active hypotheses, each cluster node's hypotheses (its links, in order), each merged
+    hypothesis's survivor and each dropped one's reason."""
+    hyps = vault.of_type("hypothesis")
+    return {
+        "active": sum(h.meta.get("state") == "active" for h in hyps),
+        "clusters": [
+            [hc.path.stem, [str(x) for x in hc.meta.get("hypotheses") or []]]
+            for hc in vault.of_type("hypothesis-cluster")
+        ],
+        "merged": [[h.id, str(h.meta.get("merged_into"))] for h in hyps if h.meta.get("state") == "merged"],
+        "dropped": [[h.id, str(h.meta.get("drop_reason"))] for h in hyps if h.meta.get("state") == "dropped"],
+    }
+
+
 def structure_counts(vault: Vault) -> dict[str, int]:
     """H in (every H not minted at step 4: nothing is ever deleted), active, merged, dropped, the
     hypotheses minted at step 4 (residuals and constructed complements), clusters."""
