@@ -40,7 +40,6 @@ from hypograph.proximity.adjudicate import adjudicate, read_reviews, verdict_vio
 from hypograph.proximity.cluster_names import name_clusters
 from hypograph.proximity.communities import Clusters
 from hypograph.proximity.dupes import DuplicatePair
-from hypograph_cli.prox import main as prox
 
 DECIDER = f"model:{MODEL}"
 SEED_KEYS = {"pair", "similarity", "verdict", "rationale", "recommended_action", "decided_by"}

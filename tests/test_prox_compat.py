@@ -26,7 +26,6 @@ from hypograph.hypotheses import load_corpus
 from hypograph.proximity import graph as graph_module
 from hypograph.proximity.embed import embed
 from hypograph.proximity.graph import similarity_graph
-from hypograph_cli.prox import main as prox_main
 
 NEAR_COPY = {  # H-0031: H-0004 with a few words changed, a near-duplicate
     "id": "H-0031",

@@ -16,7 +16,6 @@ from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 from hypograph.inputs import stored_id
 from hypograph.proximity import checks
 from hypograph.proximity.graph import DEFAULT_MAX_NEIGHBOURS
-from hypograph_cli.prox import main as prox_main
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 SEED_FILES = (

@@ -16,7 +16,6 @@ from conftest import SHARED_VAULTS, execute, snapshot
 
 from hypograph.hypotheses import id_sort_key, load_corpus
 from hypograph.proximity import checks, store
-from hypograph_cli.prox import main as prox_main
 
 EXPECTED_IDS = {
     "covid1": ["H-1", "H-5"],  # H-2 is in merged/, H-3 and H-4 in dropped/, H-6 is a step-4 residual
