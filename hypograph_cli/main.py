@@ -467,15 +467,18 @@ def main(argv: list[str] | None = None) -> int:
     """The command's exit code; 130 when it was interrupted (Ctrl-C, SIGTERM), at any moment."""
     from hypograph_cli import EARLY_SIGNALS, signals
 
-    argv = sys.argv[1:] if argv is None else argv
+    console, argv = argv is None, (sys.argv[1:] if argv is None else argv)
+    line = f"hypograph {argv[0] if argv else ''}: {INTERRUPTED}".replace("  ", " ")
     with signals.counted():
         try:
             code = None if EARLY_SIGNALS else _main(argv)  # a SIGTERM while importing: nothing started
         except KeyboardInterrupt:
             code = None
         if code is None or (code != 130 and signals.interrupted()):  # else its line is said already
-            print(f"hypograph {argv[0] if argv else ''}: {INTERRUPTED}".replace("  ", " "), file=sys.stderr)
+            print(line, file=sys.stderr)
             code = 130
+    if console:
+        signals.exit_now(code, line)
     return code
 
 
