@@ -23,7 +23,7 @@ HYPOGRAPH_OPENALEX_URL             OpenAlex works endpoint, an http(s) URL      
 HYPOGRAPH_OPENALEX_MAILTO          address for OpenAlex's polite pool (has an @)        (none)
 HYPOGRAPH_LLM                      offline (every run offline) or auto                  auto
 HYPOGRAPH_LLM_MODEL                model name; unset means offline                      (offline)
-HYPOGRAPH_LLM_BASE_URL             endpoint, e.g. http://localhost:8000/v1              OPENAI_BASE_URL, else OpenAI
+HYPOGRAPH_LLM_BASE_URL             endpoint, an http(s) URL: http://localhost:8000/v1   OPENAI_BASE_URL, else OpenAI
 HYPOGRAPH_LLM_API_KEY              key                                                  OPENAI_API_KEY, else "none"
 HYPOGRAPH_LLM_TIMEOUT              deadline per request, wall seconds: >0, ≤3600        120
 HYPOGRAPH_LLM_MAX_RETRIES          retries of a transient failure: 0-10                 3
@@ -124,7 +124,7 @@ class Environment(BaseSettings):
     llm_structured_output: str | None = None
     llm_retry_rejected: str | None = None
 
-    check_urls = field_validator("arxiv_url", "search_url", "openalex_url")(_http_url)
+    check_urls = field_validator("arxiv_url", "search_url", "openalex_url", "llm_base_url")(_http_url)
 
     @field_validator("celery_config")
     @classmethod

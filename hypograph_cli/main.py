@@ -533,10 +533,11 @@ def main(argv: list[str] | None = None) -> int:
     from hypograph_cli import EARLY_SIGNALS, signals
     from hypograph_cli.outcome import Draft
 
-    argv = sys.argv[1:] if argv is None else argv
+    console, argv = argv is None, (sys.argv[1:] if argv is None else argv)
     words = [a for a in argv if not a.startswith("-")]
     case = words[1:2] if words[:1] == ["case"] else []
     draft = Draft(" ".join(["hypograph", *words[:1], *case]), "--json" in argv, " ".join(["hypograph", *words[:1]]))
+    line = f"hypograph {argv[0] if argv else ''}: {INTERRUPTED}".replace("  ", " ")
     out = sys.stdout
     with signals.counted(), contextlib.redirect_stdout(sys.stderr if draft.as_json else out):
         try:
@@ -544,7 +545,6 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             code = None
         if code is None or (code != 130 and signals.interrupted()):  # else its line is said already
-            line = f"hypograph {argv[0] if argv else ''}: {INTERRUPTED}".replace("  ", " ")
             draft.error = draft.error or INTERRUPTED
             print(line, file=sys.stderr)
             code = 130
@@ -554,6 +554,8 @@ def main(argv: list[str] | None = None) -> int:
             out.flush()
         except BrokenPipeError:  # the reader went away: as without --json, quietly
             _quiet_pipe()
+    if console:
+        signals.exit_now(code, line)
     return code
 
 

@@ -7,12 +7,19 @@ handled it, is also written to a pipe (``signal.set_wakeup_fd``: the C-level han
 signal's number for every Python-handled signal, whichever handler Dagster has installed); a
 command that finds one there after a run, or when it ends, stops with 130. The files a run writes
 go through temp files and ``os.replace``, so an interrupted write leaves none half-written.
+
+Once the command has its exit code, ``exit_now`` ends the process: Python's own teardown resets both
+signals to their defaults and then spends seconds freeing what a run imported, and a SIGTERM then
+killed the command with no line (exit -15, a probe of issue 47's fresh pass).
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -56,3 +63,29 @@ def interrupted() -> bool:
         except BlockingIOError:
             pass
     return _seen["interrupted"]
+
+
+def exit_now(code: int, line: str) -> None:
+    """End the console command with ``code`` (never returns): other threads joined, exit handlers
+    run, output flushed, then ``os._exit``; a SIGINT or SIGTERM from here on ends it with ``line``
+    and 130 instead of reaching Python's teardown, which resets both to their defaults first."""
+
+    def late(_signum, _frame) -> None:
+        _flush()
+        os.write(2, (line + "\n").encode("utf-8", errors="replace"))
+        os._exit(130)
+
+    signal.signal(signal.SIGTERM, late)
+    signal.signal(signal.SIGINT, late)
+    for thread in threading.enumerate():  # what the interpreter's exit waits for first
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()  # noqa: SLF001 - the handlers the interpreter's exit runs, run here first
+    _flush()
+    os._exit(code)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe or stream: nothing more to say there
+            stream.flush()

@@ -110,6 +110,14 @@ def test_item17_huge_max_retries_refused_before_the_down_server_is_asked(fresh_r
     assert not (fresh_run / "proximity").exists()
 
 
+@pytest.mark.parametrize("value", ["inf", "/tmp/a-fifo", "localhost:8000/v1"])
+def test_item15_a_base_url_that_is_no_url_is_refused_not_taken_for_an_outage(fresh_run, value):
+    """Found by the fresh pass: it was accepted, every call an "outage", the run done offline."""
+    result = hypograph("proximity", fresh_run, env=model_env(HYPOGRAPH_LLM_BASE_URL=value))
+    refused(result, f"HYPOGRAPH_LLM_BASE_URL: must be an http:// or https:// URL with a host (got '{value}')")
+    assert not (fresh_run / "proximity").exists()
+
+
 # -- item 18: how long a reader waits ---------------------------------------------------------------------
 
 

@@ -1,6 +1,12 @@
-"""Issue 47, the fresh hostile pass on what the issue changed: the shard files' format and store
-(what a file planted or mixed up in ``HYPOGRAPH_SHARD_STORAGE`` can do to a step that reads it),
-read through the IO manager a step reads them with (``io_managers/shards.py: ShardFiles``).
+"""Issue 47, the fresh hostile pass on what the issue changed.
+
+Signals: from the moment a ``hypograph`` command handles SIGTERM to its exit, it never stops
+handling it (Python's teardown, seconds long after a run, used to reset it to the default: a
+SIGTERM then killed ``hypograph proximity`` with no line, exit -15).
+
+The shard files' format and store (what a file planted or mixed up in ``HYPOGRAPH_SHARD_STORAGE``
+can do to a step that reads it), read through the IO manager a step reads them with
+(``io_managers/shards.py: ShardFiles``).
 
 Each is refused in one line naming the file, with no more memory than the file's size and no wait:
 a deflated member (a zip bomb: 2 MB that inflate to 2 GiB), a member whose array header claims
@@ -14,17 +20,47 @@ import io
 import json
 import os
 import resource
+import shutil
+import time
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_helper import start_hypograph
+from conftest import EXAMPLE_RUN
 from upath import UPath
 
 from hypograph.errors import HypographError
 from hypograph.proximity import shard_values
 from hypograph.proximity.similarity import Block
 from io_managers.shards import ShardFiles
+
+
+def sigterm_handled(pid: int) -> bool | None:
+    """Whether process ``pid`` catches SIGTERM (its ``SigCgt`` mask, Linux ``/proc``); None once gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    (mask,) = [line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")]
+    return bool(int(mask, 16) & (1 << 14))  # bit 14: signal 15
+
+
+def test_a_command_handles_sigterm_until_it_exits(tmp_path):
+    run = Path(shutil.copytree(EXAMPLE_RUN, tmp_path / "run", ignore=shutil.ignore_patterns("proximity", ".hypograph")))
+    proc = start_hypograph("proximity", run, "--llm", "offline")
+    seen: list[tuple[float, bool]] = []
+    started = time.monotonic()
+    while (state := sigterm_handled(proc.pid)) is not None and proc.poll() is None:
+        if not seen or seen[-1][1] != state:
+            seen.append((round(time.monotonic() - started, 2), state))
+        time.sleep(0.002)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    after = [s for _, s in seen[next(k for k, (_, s) in enumerate(seen) if s) :]]
+    assert all(after), f"SIGTERM back to its default before the exit: {seen}"
+
 
 RUN = "0f1e2d3c-aaaa-bbbb-cccc-000000000001"
 STEP = "similarity_graph.similarity_shard[0]"
