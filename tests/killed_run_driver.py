@@ -17,9 +17,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from cli_helper import hypograph_main as main  # noqa: E402
-
 import assets.proximity.assets as proximity_assets  # noqa: E402
+from hypograph_cli.main import main  # noqa: E402
 
 
 def kill(*_args, **_kwargs):
