@@ -208,6 +208,7 @@ UNRECORDED = (
     ".hypograph/assets/",
     ".hypograph/input-id",
     ".hypograph/structure.lock",
+    ".hypograph/proximity.lock",
     ".create_node.lock",
     "proximity/embeddings.npz",
     "proximity/report.html",
