@@ -1,6 +1,6 @@
 """The Dagster layer's software-defined assets, one package per product (``assets/<product>/``:
 its assets, checks, jobs, sensors and its ``Definitions``), over what they share (partitions,
-the input sources, metadata tables, errors). Each asset is a thin wrapper over ``hypograph``."""
+observing and registering inputs, a check's result, errors). Each asset is a thin wrapper over ``hypograph``."""
 
 import warnings
 
@@ -11,3 +11,6 @@ warnings.filterwarnings("ignore", message="Specifying a partitions_def on an Ass
 # Dagster re-creates each sensor with its owners when it binds resources to the sensor's job
 # (1.13 calls that parameter beta), whether or not a sensor names owners.
 warnings.filterwarnings("ignore", message="Parameter `owners` of initializer `SensorDefinition", category=BetaWarning)
+# Observable source assets are "beta" in Dagster 1.13; they are what a partitioned external input is
+# (``assets/proximity/source.py``, ``assets/casework/source.py``).
+warnings.filterwarnings("ignore", message="Function `observable_source_asset`", category=BetaWarning)

@@ -10,7 +10,7 @@
   later one superseded, a round with nothing to take its settings from), and whatever the command
   calls exit 2 (a ``NotDone``: a person's decision, a model needed or down, a retry not yet due), a
   Launchpad setting out of range (``SettingRefused``) and a step launched before the job that makes
-  its inputs (``io_managers.hypograph.Unloaded``) end the step with no output: nothing downstream
+  its inputs (``Unloaded``, what the IO manager gives such an input) end the step with no output: nothing downstream
   runs, the run succeeds, no cell or check turns red and earlier materializations stay as they
   were. The reason is logged (WARNING; ERROR for a refused setting), recorded as an observation
   of the asset's partition (``skipped``, ``status``) and as the run's tags ``hypograph/skipped``
@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import inspect
 from pathlib import Path
+from typing import NamedTuple
 
 from dagster import (
     AssetCheckExecutionContext,
@@ -39,13 +40,21 @@ from dagster._utils.error import SerializableErrorInfo
 
 from hypograph.errors import HypographError, NotDone, SettingRefused
 from io_managers.fleet import other_version
-from io_managers.hypograph import Unloaded
 
 NOT_DONE = "NOT_DONE"
 REFUSED = "REFUSED"
 SUPERSEDED = "SUPERSEDED"
 SKIPPED_TAG = "hypograph/skipped"
 REASON_TAG = "hypograph/reason"
+
+
+class Unloaded(NamedTuple):
+    """An input's value that could not be loaded, for a step to end on (``step``):
+    ``missing``, the asset was never made for this input (a job launched before the one that
+    makes it: ``line`` names that job), else its file cannot be read (``line`` says why)."""
+
+    line: str
+    missing: bool
 
 
 class Skip(Exception):

@@ -1,10 +1,10 @@
-"""The inputs themselves, as source assets Dagster observes: their data version is the content
-fingerprint of what the assets downstream read (``hypograph.inputs.fingerprint``), so staleness,
-the ``hypotheses_changed`` sensor and automation all work from Dagster's own data versions.
+"""What every input shares, whatever product reads it: its source's observation before a run, and
+its registration.
 
-An observation writes nothing. The structure assets report a new version of ``hypotheses``
-themselves when step 4 rewrites a vault's nodes, so their own writes are never taken for a
-person's edit.
+Each input kind has one source asset, observed by Dagster, whose data version is the content
+fingerprint of what the assets downstream read: ``hypotheses`` (a run directory, vault or library:
+``assets/proximity/source.py``) and ``case_package`` (``assets/casework/source.py``). ``observe``
+records an input's current version before a run reads it; an observation writes nothing.
 
 Evaluating ``inputs_discovered`` writes nothing either (a tick the UI previews must change
 nothing): it only reads the workspace and the registry. New folders are registered by the run it
@@ -12,17 +12,13 @@ requests (``register_inputs``), which writes the registry and each folder's id f
 partitions; a folder's partitions are added once it is registered, never before."""
 
 import hashlib
-import warnings
 from pathlib import Path
 
 from dagster import (
-    AssetExecutionContext,
+    AssetKey,
     AssetObservation,
     AssetRecordsFilter,
-    BetaWarning,
     Config,
-    DataVersion,
-    DataVersionsByPartition,
     DefaultSensorStatus,
     OpExecutionContext,
     RunRequest,
@@ -30,82 +26,36 @@ from dagster import (
     SensorResult,
     SkipReason,
     job,
-    observable_source_asset,
     op,
     sensor,
 )
 from dagster._core.definitions.data_version import DATA_VERSION_TAG
 
-from assets.groups import CASEWORK, PROXIMITY, described
-from assets.partitions import (
-    PARTITION_SETS,
-    case_revisions,
-    hypothesis_inputs,
-    new_keys,
-)
+from assets.groups import described
+from assets.partitions import PARTITION_SETS, new_keys
 from hypograph import environment
-from hypograph.casework.package import CasePackage
 from hypograph.errors import HypographError
-from hypograph.ids import numbered_key
-from hypograph.inputs import InputRecord, fingerprint, sub_key
-from hypograph.paths import KINDS, WITH_HYPOTHESES, input_kind
+from hypograph.inputs import InputRecord, fingerprint
+from hypograph.paths import KINDS, input_kind
 from hypograph.skips import BAD_INPUT, registered, skip_line
 from resources import Inputs
 
-# Observable source assets are "beta" in Dagster 1.13; they are what a partitioned external input is.
-warnings.filterwarnings("ignore", message="Function `observable_source_asset`", category=BetaWarning)
+# The source asset of each input kind (its products' folders declare them under these keys): a case
+# package's, else the hypotheses'. Keys, not the assets: observing before a run loads no product.
+HYPOTHESES = AssetKey("hypotheses")
+CASE_PACKAGE = AssetKey("case_package")
 
 
-HYPOTHESES = (
-    "The hypotheses of each registered input, as the user left them: hypotheses/ of a run directory "
-    "or a vault, hypothesis_library.json of a library. Data version: a digest of their content. "
-    "A person's proximity/review.json counts too. Observe it to see which inputs changed; proximity is "
-    "stale until it reads the new version."
-)
-CASE_PACKAGE = (
-    "Each registered case package at its current analysis revision (manifest, interpretation, case "
-    "files). Data version: a digest of the package's files, tool state aside."
-)
+def observed(input_id: str, version: str, asset: AssetKey = HYPOTHESES) -> AssetObservation:
+    """The observation of source ``asset`` at ``version`` for one partition (what a sensor, a
+    command about to run, or a step that rewrote the input reports)."""
+    return AssetObservation(asset_key=asset, partition=input_id, tags={DATA_VERSION_TAG: version})
 
 
-@observable_source_asset(partitions_def=hypothesis_inputs, group_name=PROXIMITY, description=HYPOTHESES)
-def hypotheses(inputs: Inputs) -> DataVersionsByPartition:
-    """The current version of every registered input with hypotheses (see HYPOTHESES)."""
-    return DataVersionsByPartition(
-        {
-            r.id: DataVersion(fingerprint(r.path, r.kind))
-            for r in inputs.registry().of_kind(*WITH_HYPOTHESES)
-            if r.path.is_dir()
-        }
-    )
-
-
-@observable_source_asset(partitions_def=case_revisions, group_name=CASEWORK, description=CASE_PACKAGE)
-def case_package(context, inputs: Inputs) -> DataVersionsByPartition:
-    """The current version of every registered case package (see CASE_PACKAGE); a package that
-    cannot be read is skipped with one logged line."""
-    versions = {}
-    for r in inputs.registry().of_kind("case"):
-        try:
-            revision = CasePackage(r.path).manifest()["analysis_revision"]
-        except (HypographError, OSError, KeyError, TypeError) as e:
-            context.log.warning(f"{r.id}: {r.path}: not observed: {e}")
-            continue
-        versions[sub_key(r.id, numbered_key(revision))] = DataVersion(fingerprint(r.path, "case"))
-    return DataVersionsByPartition(versions)
-
-
-def observed(input_id: str, version: str, asset=None) -> AssetObservation:
-    """The observation of ``hypotheses`` (or ``asset``) at ``version`` for one partition (what a
-    sensor, a command about to run, or a step that rewrote the input reports)."""
-    key = (asset or hypotheses).key
-    return AssetObservation(asset_key=key, partition=input_id, tags={DATA_VERSION_TAG: version})
-
-
-def latest_version(instance, asset, partition: str) -> str | None:
-    """The data version of ``asset``'s latest observation for ``partition`` (None if never observed)."""
+def latest_version(instance, asset: AssetKey, partition: str) -> str | None:
+    """The data version of source ``asset``'s latest observation for ``partition`` (None if never observed)."""
     records = instance.fetch_observations(
-        AssetRecordsFilter(asset_key=asset.key, asset_partitions=[partition]), limit=1
+        AssetRecordsFilter(asset_key=asset, asset_partitions=[partition]), limit=1
     ).records
     return records[0].asset_observation.tags.get(DATA_VERSION_TAG) if records else None
 
@@ -114,20 +64,10 @@ def observe(instance, record: InputRecord, partition: str | None = None) -> None
     """Record the input's current version before a run reads it (when it differs from the last
     observed), so the run's materializations name the version they read. ``partition``: the case
     revision key for a case."""
-    asset, key = (case_package, partition) if record.kind == "case" else (hypotheses, record.id)
+    asset, key = (CASE_PACKAGE, partition) if record.kind == "case" else (HYPOTHESES, record.id)
     version = fingerprint(record.path, record.kind)
     if key is not None and latest_version(instance, asset, key) != version:
         instance.report_runless_asset_event(observed(key, version, asset))
-
-
-def report_rewrite(context: AssetExecutionContext, inputs: Inputs) -> str:
-    """After a step that may have rewritten its input's hypotheses: their version, logged as a new
-    observation when it differs from the last one (proximity is then stale, and only then)."""
-    record = inputs.record(context.partition_key)
-    version = fingerprint(record.path, record.kind)
-    if latest_version(context.instance, hypotheses, record.id) != version:
-        context.log_event(observed(record.id, version))
-    return version
 
 
 def partition_requests(instance, records: list[InputRecord], log=None) -> list:

@@ -18,7 +18,7 @@ from hypograph.errors import HypographError
 
 try:  # the variables, then the executor they name (its package, a Celery settings file)
     environment.current()
-    from pipelines.executor import EXECUTOR, shard_io_manager
+    from pipelines.executor import EXECUTOR
 except HypographError as e:  # raised here, from None: the UI and `dagster definitions validate` show this one frame
     raise HypographError(f"the code location cannot load: {e}") from None
 
@@ -29,9 +29,7 @@ import assets.library
 import assets.proximity
 import assets.structure
 from assets.partition_keys import partition_keys
-from assets.shard_files import shard_files_removed
 from assets.sources import inputs_discovered, register_inputs
-from io_managers import HypographIOManager
 from resources import Inputs, LLMResource
 
 
@@ -84,17 +82,15 @@ def step_stages(_init_context) -> logging.Logger:
 
 inputs_resource = Inputs(workspace=environment.current().workspace)
 
-# What every product shares: where inputs live, the model, the IO managers, the executor, loggers.
+# What every product shares: where inputs live, the model, the executor, loggers.
 # (Not a module-level name of its own: a code location holds one Definitions at module scope.)
 defs = Definitions(
-    sensors=[inputs_discovered, partition_keys, shard_files_removed],
+    sensors=[inputs_discovered, partition_keys],
     jobs=[register_inputs],  # what inputs_discovered requests: registering happens in a run
     executor=EXECUTOR,
     loggers={**default_loggers(), "step_stages": step_stages},
     resources={
         "inputs": inputs_resource,
-        "io_manager": HypographIOManager(inputs=inputs_resource),
-        "shard_io_manager": shard_io_manager(),  # row ranges between the steps of a sharded asset
         "llm": LLMResource.from_environment(),
     },
 )

@@ -18,20 +18,12 @@ variables are parsed and bounded in ``hypograph/environment.py`` (a bad one was 
 
 from pathlib import Path
 
-from dagster import (
-    Executor,
-    ExecutorDefinition,
-    InMemoryIOManager,
-    InputContext,
-    in_process_executor,
-    multiprocess_executor,
-)
+from dagster import Executor, ExecutorDefinition, in_process_executor, multiprocess_executor
 
 from hypograph import environment
 from hypograph.atomic import read_utf8
 from hypograph.errors import HypographError
 from io_managers.fleet import stamp_version
-from io_managers.shards import ShardIOManager
 
 ENV = "HYPOGRAPH_EXECUTOR"
 CELERY_CONFIG_ENV = "HYPOGRAPH_CELERY_CONFIG"
@@ -132,30 +124,6 @@ def config_path() -> str:
     """The path ``HYPOGRAPH_CELERY_CONFIG`` names ("" when unset): the Celery workers'
     (``pipelines/celery_worker.py``) and the runs' settings file."""
     return (environment.current().celery_config or "").strip()
-
-
-class _RunMemory(InMemoryIOManager):
-    """The ranges of a one-process run, kept in memory; a step that finds none of its input ran in
-    another process than the step that made it, so the deployment's variables disagree."""
-
-    def load_input(self, context: InputContext) -> object:
-        try:
-            return super().load_input(context)
-        except KeyError:
-            raise RuntimeError(
-                f"{context.upstream_output.step_key}'s output is not in this process: every process of "
-                f"this deployment (daemon, web server, Celery workers) needs the same {ENV}"
-            ) from None
-
-
-def shard_io_manager():
-    """Where the row ranges of a sharded step travel: in memory when the run is one process (nothing
-    written), else files under ``HYPOGRAPH_SHARD_STORAGE`` (any UPath: ``s3://…``, ``gs://…``, a
-    folder every worker mounts) or ``$DAGSTER_HOME/storage/<run id>/`` (delete a finished run's
-    folder at will), in a format loading cannot execute (``io_managers/shards.py``)."""
-    if EXECUTOR is in_process_executor:
-        return _RunMemory()
-    return ShardIOManager(base_dir=environment.current().shard_storage)
 
 
 EXECUTOR = job_executor()

@@ -1,9 +1,7 @@
-"""Dagster resources: where each input lives, the LLM, and each product's settings."""
+"""Dagster resources every product shares: where each input lives, the LLM, and the base of each
+product's settings resource (``resources/settings.py``; the products' own are in ``assets/<product>/resource.py``)."""
 
-from resources.casework import CaseResource
 from resources.inputs import Inputs
-from resources.library import LibraryResource
 from resources.llm import LLMResource
-from resources.proximity import ProximityResource
 
-__all__ = ["CaseResource", "Inputs", "LLMResource", "LibraryResource", "ProximityResource"]
+__all__ = ["Inputs", "LLMResource"]

@@ -390,7 +390,7 @@ def test_the_review_queue_lists_the_twenty_most_similar_pairs_and_says_how_many_
 
     from conftest import write_json_hypothesis
 
-    from assets.metadata import verdict_summary
+    from assets.proximity.metadata import verdict_summary
     from hypograph.hypotheses import load_corpus
     from hypograph.proximity.adjudicate import Decision
     from hypograph_cli.summaries import print_review_queue, verdicts

@@ -173,8 +173,8 @@ def test_item02_a_newer_run_created_while_the_older_step_waits_to_publish_fences
     test, as a newer run's step holds it while it writes). Run B of the same partition is created
     in that moment. When the lock is free, A's step asks the fence under it: refused, nothing of A
     written (before the fix, A asked, then wrote, without a lock: it wrote)."""
+    from assets.proximity.fence import PUBLISH_LOCK
     from hypograph.locks import file_lock
-    from io_managers.fleet import PUBLISH_LOCK
 
     root = build_run_dir(tmp_path / "run")
     home = tmp_path / "home"
@@ -218,7 +218,7 @@ def test_item02_a_newer_run_s_write_waits_for_the_older_step_s_move(tmp_path):
 
     from dagster import AssetKey, DagsterRunStatus
 
-    from io_managers.fleet import PUBLISH_LOCK, publish
+    from assets.proximity.fence import PUBLISH_LOCK, publish
 
     root = build_run_dir(tmp_path / "run")
     target = root / "proximity" / "graph.json"
@@ -543,7 +543,7 @@ def test_item02_celery_step_of_a_failed_run_runs_late_and_writes_nothing(broker,
     with broker.instance() as instance:
         failures = step_failures(instance, older)
         # the worker drops the late step of an ended run before running it (pipelines/celery_worker.py);
-        # a step that does run is fenced before it writes (io_managers/fleet.py): either way, one line
+        # a step that does run is fenced before it writes (assets/proximity/fence.py): either way, one line
         assert list(failures) in ([], ["hypothesis_texts"]), failures
         for line in failures.values():
             assert "\n" not in line and "ended (FAILURE)" in line, line

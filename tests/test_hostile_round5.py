@@ -6,7 +6,7 @@ SIGTERM then killed ``hypograph proximity`` with no line, exit -15).
 
 The shard files' format and store (what a file planted or mixed up in ``HYPOGRAPH_SHARD_STORAGE``
 can do to a step that reads it), read through the IO manager a step reads them with
-(``io_managers/shards.py: ShardFiles``).
+(``assets/proximity/shard_io.py: ShardFiles``).
 
 Each is refused in one line naming the file, with no more memory than the file's size and no wait:
 a deflated member (a zip bomb: 2 MB that inflate to 2 GiB), a member whose array header claims
@@ -31,10 +31,10 @@ from cli_helper import start_hypograph
 from conftest import EXAMPLE_RUN
 from upath import UPath
 
+from assets.proximity.shard_io import ShardFiles
 from hypograph.errors import HypographError
 from hypograph.proximity import shard_values
 from hypograph.proximity.similarity import Block
-from io_managers.shards import ShardFiles
 
 
 def sigterm_handled(pid: int) -> bool | None:

@@ -1,4 +1,4 @@
-"""The Dagster code location (pipelines/, assets/, io_managers/): the ``proximity`` job on real
+"""The Dagster code location (pipelines/, assets/): the ``proximity`` job on real
 temporary inputs, its blocking checks, metadata, idempotence, the sensor and the ``hypograph`` CLI."""
 
 from __future__ import annotations
@@ -360,7 +360,7 @@ def test_the_report_job_above_the_exact_sweep_size(run_dir, monkeypatch):
 def test_a_sweep_with_blank_cells_is_one_table_of_whole_records():
     """Above ``sweep.EXACT_MAX`` hypotheses the sweep leaves the levels below the graph threshold blank: every
     record still has every column (Dagster refuses records of different fields)."""
-    from assets.metadata import sweep_table
+    from assets.proximity.metadata import sweep_table
 
     rows = [
         {"threshold": 0.2, "edges": None, "pairs": 12.5, "all_clusters": None, "clusters": None, "alone": None},
@@ -374,7 +374,7 @@ def test_a_run_parses_the_texts_snapshot_at_most_once_and_holds_no_corpus_after(
     """Five steps take the texts: the IO manager hands them the corpus it wrote (or parsed once)
     while the snapshot file is unchanged, and forgets it when the run ends. An edit of the snapshot
     between steps is read, not served stale."""
-    import io_managers.hypograph as io_manager
+    from assets.proximity import io_manager
 
     parsed = []
     real = io_manager.corpus_from_json

@@ -1,4 +1,4 @@
-"""A succeeded run's shard files removed (``assets/shard_files.py``, issue 44), on a folder and on
+"""A succeeded run's shard files removed (``assets/proximity/shard_files.py``, issue 44), on a folder and on
 an S3-compatible object store (``moto_server``, started here on 127.0.0.1), with the names the
 steps give them: a dynamic step's key holds brackets (``similarity_shard[rows_0_245]``), which
 fsspec's ``rm`` reads as a glob. Another run's files and the compute logs kept beside the shards
@@ -14,7 +14,7 @@ from conftest import VENV_BIN
 from services import free_port
 from test_distributed import wait_for_port
 
-from assets.shard_files import remove_run_shards
+from assets.proximity.shard_files import remove_run_shards
 
 RUN, OTHER = "7d43a8bc-8ebf-4b77-bb93-4baac06e0340", "0b1c2d3e-0000-4000-8000-000000000000"
 # what a sharded proximity run leaves, relative to its folder (tests/test_second_host.py saw these)

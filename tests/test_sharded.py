@@ -204,7 +204,8 @@ def test_a_range_kept_in_another_process_s_memory_fails_in_one_line_naming_the_v
     step that needs them, in another process, says what to set instead of a bare KeyError."""
     from dagster import build_input_context, build_output_context
 
-    from pipelines.executor import ENV, _RunMemory
+    from assets.proximity.shard_io import _RunMemory
+    from pipelines.executor import ENV
 
     step = "similarity_graph.similarity_shard[rows_0_10]"
     with (

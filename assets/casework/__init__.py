@@ -7,8 +7,8 @@ from dagster import Definitions
 from assets.casework import assets
 from assets.casework.checks import CHECKS
 from assets.casework.jobs import JOBS, case_retries_due
-from assets.sources import case_package
-from resources import CaseResource
+from assets.casework.resource import CaseResource
+from assets.casework.source import case_package
 
 defs = Definitions(
     assets=[

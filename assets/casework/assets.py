@@ -10,15 +10,19 @@ import asyncio
 
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 
+from assets.casework.resource import CaseResource
+from assets.casework.source import case_package
 from assets.errors import SUPERSEDED, Skip, failure, step
-from assets.groups import ASSET, CASEWORK
-from assets.sources import case_package
+from assets.groups import CASEWORK
+from assets.partitions import case_revisions
 from hypograph.errors import HypographError
 from hypograph.ids import key_number, numbered_key
-from resources import CaseResource, Inputs, LLMResource
+from resources import Inputs, LLMResource
 
 # The casework domain modules are imported inside the assets that use them: every run of any job
 # loads these definitions, a proximity run too.
+
+ASSET = {"group_name": CASEWORK, "partitions_def": case_revisions}  # what every case asset takes
 
 
 def _case(context: AssetExecutionContext, inputs: Inputs):
@@ -43,7 +47,7 @@ def _case(context: AssetExecutionContext, inputs: Inputs):
     return store, case_id, manifest
 
 
-@asset(**ASSET[CASEWORK], deps=[case_package], kinds={"openai"}, output_required=False)
+@asset(**ASSET, deps=[case_package], kinds={"openai"}, output_required=False)
 @step
 def interpretation_draft(
     context: AssetExecutionContext, inputs: Inputs, case: CaseResource, llm: LLMResource
@@ -70,7 +74,7 @@ def interpretation_draft(
     )
 
 
-@asset(**ASSET[CASEWORK], deps=[case_package, interpretation_draft], kinds={"json"}, output_required=False)
+@asset(**ASSET, deps=[case_package, interpretation_draft], kinds={"json"}, output_required=False)
 @step
 def case_interpretation(context: AssetExecutionContext, inputs: Inputs) -> MaterializeResult:
     """The revision's interpretation, confirmed by a person and verified against its case files; one
@@ -93,7 +97,7 @@ def case_interpretation(context: AssetExecutionContext, inputs: Inputs) -> Mater
     )
 
 
-@asset(**ASSET[CASEWORK], deps=[case_interpretation], kinds={"json"}, output_required=False)
+@asset(**ASSET, deps=[case_interpretation], kinds={"json"}, output_required=False)
 @step
 def case_context(context: AssetExecutionContext, inputs: Inputs, case: CaseResource) -> MaterializeResult:
     """Phase 1: the policy pinned and the prompt context frozen (policy.json, context.json), no model call."""
@@ -106,7 +110,7 @@ def case_context(context: AssetExecutionContext, inputs: Inputs, case: CaseResou
     )
 
 
-@asset(**ASSET[CASEWORK], deps=[case_context], kinds={"openai"}, output_required=False)
+@asset(**ASSET, deps=[case_context], kinds={"openai"}, output_required=False)
 @step
 def hypothesis_batch(
     context: AssetExecutionContext, inputs: Inputs, case: CaseResource, llm: LLMResource
@@ -150,7 +154,7 @@ def _summary(paths: dict) -> dict:
     return {"summary": MetadataValue.md(text[: 1 << 16])}
 
 
-@asset(**ASSET[CASEWORK], deps=[hypothesis_batch], kinds={"markdown"}, output_required=False)
+@asset(**ASSET, deps=[hypothesis_batch], kinds={"markdown"}, output_required=False)
 @step
 def batch_vault_nodes(context: AssetExecutionContext, inputs: Inputs, case: CaseResource):
     """The accepted hypotheses minted into the case's target vault as step-3 H nodes (idempotent),

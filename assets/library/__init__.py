@@ -9,7 +9,7 @@ from assets.library.assets import hypothesis_library, round_candidates, round_de
 from assets.library.checks import CHECKS
 from assets.library.jobs import library_round_job, next_library_round, observe_job, rescore_job
 from assets.library.observed import library_file
-from resources import LibraryResource
+from assets.library.resource import LibraryResource
 
 defs = Definitions(
     assets=[library_file, round_candidates, round_dedup, round_scores, hypothesis_library],

@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 
 from assets.errors import Skip, step
-from assets.groups import ASSET, LIBRARY
+from assets.groups import LIBRARY
+from assets.library.resource import LibraryResource
+from assets.partitions import library_rounds
 from hypograph.ids import key_number
 from hypograph.library.state import TRACE_TASK, round_keys
-from resources import Inputs, LibraryResource, LLMResource
+from resources import Inputs, LLMResource
 
 if TYPE_CHECKING:
     from hypograph.library.settings import LibrarySettings
@@ -29,7 +31,8 @@ if TYPE_CHECKING:
 # The library's domain modules (generation, dedup, scoring: ~0.25 s of imports) are imported inside
 # the assets that use them: every run of any job loads these definitions, a proximity run too.
 
-ROUND = {**ASSET[LIBRARY], "kinds": {"openai"}}
+ASSET = {"group_name": LIBRARY, "partitions_def": library_rounds}  # what every library asset takes
+ROUND = {**ASSET, "kinds": {"openai"}}
 
 
 def _traces(context: AssetExecutionContext, root, settings: "LibrarySettings") -> "TraceRun":
@@ -145,7 +148,7 @@ def round_scores(
     )
 
 
-@asset(**ASSET[LIBRARY], deps=[round_dedup, round_scores], kinds={"json"}, output_required=False)
+@asset(**ASSET, deps=[round_dedup, round_scores], kinds={"json"}, output_required=False)
 @step
 def hypothesis_library(context: AssetExecutionContext, inputs: Inputs) -> MaterializeResult:
     """The round merged into hypothesis_library.json (ids minted max+1, never reused; atomic write),

@@ -3,8 +3,9 @@
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
 from assets.errors import step
-from assets.groups import ASSET, PROXIMITY
-from assets.metadata import cluster_report, largest_clusters, pair_table, verdict_summary
+from assets.proximity.assets import ASSET
+from assets.proximity.metadata import cluster_report, largest_clusters, pair_table, verdict_summary
+from assets.proximity.resource import ProximityResource
 from hypograph.hypotheses import Corpus
 from hypograph.proximity.adjudicate import (
     AdjudicationSettings,
@@ -17,14 +18,12 @@ from hypograph.proximity.cluster_names import name_clusters
 from hypograph.proximity.communities import Clusters
 from hypograph.proximity.dupes import DuplicatePair
 from hypograph.proximity.embed import Embeddings, pair_similarity
-from resources import Inputs, LLMResource, ProximityResource
+from resources import Inputs, LLMResource
 
 
 # The resources come from the context, not as parameters: with its three inputs they would be
 # seven (Dagster takes them one way or the other, not both).
-@asset(
-    **ASSET[PROXIMITY], kinds={"openai"}, required_resource_keys={"inputs", "llm", "proximity"}, output_required=False
-)
+@asset(**ASSET, kinds={"openai"}, required_resource_keys={"inputs", "llm", "proximity"}, output_required=False)
 @step
 def dedup_verdicts(
     context: AssetExecutionContext,
@@ -71,7 +70,7 @@ def dedup_verdicts(
     )
 
 
-@asset(**ASSET[PROXIMITY], kinds={"openai"}, output_required=False)
+@asset(**ASSET, kinds={"openai"}, output_required=False)
 @step
 def cluster_labels(
     context: AssetExecutionContext,

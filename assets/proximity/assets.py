@@ -5,19 +5,22 @@ Embeddings and the graph are in ``sharded.py`` (each can be split over processes
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
 from assets.errors import step
-from assets.groups import ASSET as GROUP_ASSET
 from assets.groups import PROXIMITY
-from assets.metadata import cluster_table, pair_table
-from assets.sources import hypotheses
+from assets.partitions import hypothesis_inputs
+from assets.proximity.metadata import cluster_table, pair_table
+from assets.proximity.resource import ProximityResource
+from assets.proximity.source import hypotheses
 from hypograph.hypotheses import Corpus
 from hypograph.library.corpus import input_corpus
 from hypograph.proximity.communities import labelled_clusters
 from hypograph.proximity.dupes import pairs_at
 from hypograph.proximity.embed import Embeddings
 from hypograph.proximity.graph import SimilarityGraph
-from resources import Inputs, ProximityResource
+from resources import Inputs
 
-ASSET = GROUP_ASSET[PROXIMITY]
+# What every proximity asset takes: its group and partitions, and the IO manager that writes its
+# values in the seed formats (``io_manager.py``).
+ASSET = {"group_name": PROXIMITY, "partitions_def": hypothesis_inputs, "io_manager_key": "io_manager"}
 
 
 @asset(**ASSET, deps=[hypotheses], kinds={"python"}, output_required=False)

@@ -9,11 +9,12 @@ from assets.metadata import check_result as _result
 from assets.partitions import hypothesis_inputs
 from assets.proximity.adjudication import dedup_verdicts
 from assets.proximity.assets import duplicate_pairs, proximity_clusters
+from assets.proximity.resource import ProximityResource
 from assets.proximity.sharded import similarity_graph
 from hypograph.atomic import DATA_MAX, read_regular
 from hypograph.proximity import checks, graph_files, store
 from hypograph.proximity.adjudicate import verdict_violations
-from resources import Inputs, ProximityResource
+from resources import Inputs
 
 CHECK = dict(blocking=True, partitions_def=hypothesis_inputs)
 

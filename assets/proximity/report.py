@@ -10,13 +10,14 @@ from dagster import AssetExecutionContext, AutomationCondition, MaterializeResul
 
 from assets.errors import Skip, step
 from assets.groups import PROXIMITY
-from assets.metadata import report_metadata
 from assets.partitions import hypothesis_inputs
 from assets.proximity.adjudication import cluster_labels
 from assets.proximity.assets import duplicate_pairs
+from assets.proximity.io_manager import never_made
+from assets.proximity.metadata import report_metadata
+from assets.proximity.resource import ProximityResource
 from hypograph.report import write_report
-from io_managers.hypograph import never_made
-from resources import Inputs, ProximityResource
+from resources import Inputs
 
 
 @asset(

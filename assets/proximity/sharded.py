@@ -21,13 +21,13 @@ from dagster import DynamicOut, DynamicOutput, MetadataValue, OpExecutionContext
 from assets.errors import project_errors
 from assets.groups import PROXIMITY
 from assets.partitions import hypothesis_inputs
+from assets.proximity.resource import ProximityResource
 from hypograph.hypotheses import Corpus
 from hypograph.proximity import shards
 from hypograph.proximity.embed import Embeddings, embed, embedding_ranges, join_embeddings
 from hypograph.proximity.forks import available_cpus
 from hypograph.proximity.graph import SimilarityGraph, assemble_graph, plan_graph
 from hypograph.proximity.hints import sparse_graph_hint
-from resources import ProximityResource
 
 SHARDS = "shard_io_manager"
 GRAPH_ASSET = dict(group_name=PROXIMITY, partitions_def=hypothesis_inputs)

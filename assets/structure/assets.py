@@ -23,8 +23,9 @@ from dagster import (
 )
 
 from assets.errors import step
-from assets.groups import ASSET, STRUCTURE
-from assets.sources import report_rewrite
+from assets.groups import STRUCTURE
+from assets.partitions import vaults
+from assets.proximity.source import report_rewrite
 from hypograph.atomic import STATE_MAX, read_utf8
 from hypograph.proximity.adjudicate import Decision
 from hypograph.proximity.embed import Embeddings
@@ -33,7 +34,7 @@ from resources import Inputs, LLMResource
 # Step 4's domain modules are imported inside the assets that run them: every run of any job loads
 # these definitions, a proximity run too (the types the inputs are annotated with stay here).
 
-STRUCTURED = {**ASSET[STRUCTURE], "kinds": {"markdown"}}
+STRUCTURED = {"group_name": STRUCTURE, "partitions_def": vaults, "kinds": {"markdown"}}
 SAME_INPUT = IdentityPartitionMapping()  # a vault's id is its key in hypothesis_inputs too
 
 

@@ -1,7 +1,7 @@
 """Proximity -> step 4 -> proximity, written once: ``next_job`` says which job brings an input's
 results up to date next, from Dagster's own records. The ``hypotheses_changed`` sensor
 (``assets/structure/flow.py``) requests it one job per tick; ``hypograph structure``
-(``pipelines/launch.py``) runs it until it says none, each job at least once whose settings differ
+(``hypograph_cli/structure.py``) runs it until it says none, each job at least once whose settings differ
 from its last run's (``settings_changed``), so a second command on an unchanged vault with the same
 settings starts no run.
 

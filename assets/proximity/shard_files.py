@@ -11,7 +11,7 @@ import contextlib
 import fsspec
 from dagster import DagsterRunStatus, DefaultSensorStatus, RunStatusSensorContext, run_status_sensor
 
-from io_managers.shards import shard_storage
+from assets.proximity.shard_io import shard_storage
 
 KEEP = {"compute_logs"}  # LocalComputeLogManager's folder beside the shards on one machine
 

@@ -2,7 +2,8 @@
 own: files under ``HYPOGRAPH_SHARD_STORAGE`` (any UPath) or ``$DAGSTER_HOME/storage/``, one per
 step output, at the paths Dagster's ``FilesystemIOManager`` gives them (``<run id>/<step>/…``), in
 ``hypograph.proximity.shard_values``' format instead of pickles: a file someone with write access
-to the storage plants between two steps is refused in one line, never run as code.
+to the storage plants between two steps is refused in one line, never run as code. In a
+one-process run they stay in memory (``shard_io_manager``: the resource the sharded steps name).
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from dagster import FilesystemIOManager, InitResourceContext, InputContext, OutputContext
+from dagster import FilesystemIOManager, InitResourceContext, InMemoryIOManager, InputContext, OutputContext
 from dagster._core.storage.fs_io_manager import PickledObjectFilesystemIOManager  # its paths; not exported
 
+from hypograph import environment
 from hypograph.atomic import open_regular, write_atomic
 from hypograph.errors import HypographError
 from hypograph.proximity import shard_values
@@ -57,6 +59,28 @@ class ShardIOManager(FilesystemIOManager):
 def shard_storage(instance) -> str:
     """Where ``shard_io_manager`` writes a run's ranges when not in memory: ``HYPOGRAPH_SHARD_STORAGE``,
     else the instance's ``storage/`` folder (``FilesystemIOManager``'s default)."""
-    from hypograph import environment
-
     return environment.current().shard_storage or instance.storage_directory()
+
+
+class _RunMemory(InMemoryIOManager):
+    """The ranges of a one-process run, kept in memory; a step that finds none of its input ran in
+    another process than the step that made it, so the deployment's variables disagree."""
+
+    def load_input(self, context: InputContext) -> object:
+        try:
+            return super().load_input(context)
+        except KeyError:
+            raise RuntimeError(
+                f"{context.upstream_output.step_key}'s output is not in this process: every process of "
+                f"this deployment (daemon, web server, Celery workers) needs the same HYPOGRAPH_EXECUTOR"
+            ) from None
+
+
+def shard_io_manager():
+    """Where the row ranges of a sharded step travel: in memory when the run is one process (nothing
+    written), else files under ``HYPOGRAPH_SHARD_STORAGE`` (any UPath: ``s3://…``, ``gs://…``, a
+    folder every worker mounts) or ``$DAGSTER_HOME/storage/<run id>/`` (delete a finished run's
+    folder at will), in a format loading cannot execute (``ShardFiles``)."""
+    if environment.current().executor == "in_process":  # the executor ``pipelines/executor.py`` chose
+        return _RunMemory()
+    return ShardIOManager(base_dir=environment.current().shard_storage)

@@ -7,7 +7,7 @@ library and case assets write through their domain's journal instead and return
 ``<input>/.hypograph/assets/hypothesis_texts.json``.
 
 A step of a run that is no longer the newest of its partition, or has ended, writes nothing: it
-fails with one line (``io_managers/fleet.py``), asked and written under the input's publish lock.
+fails with one line (``fence.py``), asked and written under the input's publish lock.
 """
 
 import os
@@ -17,24 +17,16 @@ from typing import Any, NamedTuple
 
 from dagster import ConfigurableIOManager, InputContext, MetadataValue, OutputContext
 
+from assets.errors import Unloaded
+from assets.proximity.fence import publish
 from hypograph.atomic import DATA_MAX, read_regular, write_atomic
 from hypograph.errors import HypographError
 from hypograph.hypotheses import Corpus, corpus_from_json, corpus_json
 from hypograph.paths import TEXTS_SNAPSHOT
 from hypograph.proximity import store
-from io_managers.fleet import publish
 from resources.inputs import Inputs
 
 TEXTS = TEXTS_SNAPSHOT
-
-
-class Unloaded(NamedTuple):
-    """An input's value that could not be loaded, for a step to end on (``assets.errors.step``):
-    ``missing``, the asset was never made for this input (a job launched before the one that
-    makes it: ``line`` names that job), else its file cannot be read (``line`` says why)."""
-
-    line: str
-    missing: bool
 
 
 class Codec(NamedTuple):
