@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 INPUTS ?= $(wildcard demo/run demo/vault demo/library demo/case)
 
-.PHONY: demo test ui bench mutation eval-llm clean
+.PHONY: demo test test-fast test-system ui bench mutation eval-llm clean
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "make: $(PYTHON) not found (set PYTHON=python3)"; exit 1; }
@@ -53,6 +53,15 @@ test: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile
+
+# The same suite in two parts: without the system tests (those that start Chromium, the web server
+# and daemon, PostgreSQL, Redis and Celery, an object store or network namespaces, or kill
+# processes: tests/conftest.py SYSTEM_FILES), and only them.
+test-fast: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile -m "not system"
+
+test-system: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile -m system
 
 # The Dagster web UI and daemon on 127.0.0.1:$(PORT) (make ui PORT=3001), on the instance the CLI
 # writes to ($$DAGSTER_HOME, else ~/.hypograph/dagster); $(INPUTS) are registered first. A busy

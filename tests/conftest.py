@@ -41,6 +41,40 @@ for _key in [k for k in os.environ if k in UNSAFE_ENV or k.startswith(UNSAFE_ENV
     del os.environ[_key]
 import pipelines.definitions  # noqa: E402,F401 - loaded once, here, with no model variable bound
 
+# System tests start services of their own (Chromium, the web server and daemon, PostgreSQL, Redis
+# and Celery workers, an object store, network namespaces) or kill processes mid-write. They are
+# marked ``system`` here, in one place, so `make test-fast` (``-m "not system"``) runs the rest apart;
+# `make test` runs both.
+SYSTEM_FILES = {
+    "test_browser.py",
+    "test_browser_backfill.py",
+    "test_browser_launch.py",
+    "test_browser_report.py",
+    "test_ui.py",
+    "test_postgres.py",
+    "test_distributed.py",
+    "test_second_host.py",
+    "test_deploy_recipes.py",
+    "test_killed_runs.py",
+    "test_step4_interrupted.py",
+}
+SYSTEM_TESTS = {
+    "test_sensors.py::test_a_daemon_runs_what_the_sensor_requests_and_nothing_more",
+    "test_deployment.py::test_backfill_of_proximity_across_every_input_runs_with_the_daemon",
+    "test_fleet_safety.py::test_item02_celery_step_of_a_failed_run_runs_late_and_writes_nothing",
+    "test_fleet_safety.py::test_item03_celery_worker_updated_in_place_refuses_the_new_code_s_steps",
+    "test_shard_files.py::test_a_run_s_shard_files_are_removed_from_the_object_store_and_nothing_else",
+    "test_demo_products.py::test_the_ui_shows_the_library_and_the_case",
+    "test_demo_products.py::test_the_daemon_never_evaluates_inputs_discovered_without_a_workspace",
+}
+
+
+def pytest_collection_modifyitems(items):
+    """Marks the system tests listed above (tests/test_system_marks.py keeps the list true)."""
+    for item in items:
+        if item.path.name in SYSTEM_FILES or f"{item.path.name}::{item.originalname}" in SYSTEM_TESTS:
+            item.add_marker(pytest.mark.system)
+
 
 @pytest.fixture(autouse=True)
 def _no_instance_left_entered():
