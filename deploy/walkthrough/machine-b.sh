@@ -42,14 +42,14 @@ CELERY_WORKER_QUEUES=shards
 ENV
 ls -l /etc/hypograph/env
 [ "$(stat -c %a:%U /etc/hypograph/env)" = 600:root ]
-cat >> /var/lib/hypograph/dagster/dagster.yaml <<'EOF2'
+cat >> /var/lib/hypograph/dagster/dagster.yaml <<'EOF'
 compute_logs:
   module: dagster_aws.s3.compute_log_manager
   class: S3ComputeLogManager
   config:
     bucket: team-bucket
     prefix: hypograph/logs
-EOF2
+EOF
 # from here on, B's own network: A's services by address only
 NS="nsenter --net=/run/netns/$NS_B --"
 # What `systemctl start UNIT` runs, without systemd: the unit file's ExecStart (`\` lines joined, %i
@@ -91,7 +91,7 @@ grep -Eq -- '-> +hypograph-1@[^:]+: OK' <<<"$ping"
 grep -q pong <<<"$ping"
 queues=$($NS sh -c 'set -a; . /etc/hypograph/env; cd /opt/hypograph && exec .venv/bin/celery -A pipelines.celery_worker inspect active_queues' 2>&1)
 echo "$queues"
-[ "$(grep -o "'name': '[^']*'" <<<"$queues" | sort -u)" = "'name': 'shards'" ]
+[ "$(grep -Eo "^ +\* \{'name': '[^']*'" <<<"$queues" | sed 's/.*: //')" = "'shards'" ]  # the queues, not their exchange
 # --- the guide's daemon and web server units: in a team on the machine with the inputs; here on B, to
 # see them start as written against A's database (its tables made on first use). The daemon's unit
 # is the guide's ini block, written where its first line says; the web server's is "the same unit
