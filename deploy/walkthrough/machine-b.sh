@@ -49,6 +49,8 @@ compute_logs:
   config:
     bucket: team-bucket
     prefix: hypograph/logs
+    # where a step's or a sensor's output waits for its upload (Dagster's default: /tmp, every user's)
+    local_dir: /var/lib/hypograph/dagster/compute_logs
 EOF
 # from here on, B's own network: A's services by address only
 NS="nsenter --net=/run/netns/$NS_B --"
@@ -120,4 +122,8 @@ for k in $(seq 18); do
   sleep 10
 done
 $NS sh -c 'set -a; . /etc/hypograph/env; cd /opt/hypograph && exec .venv/bin/dagster-daemon liveness-check'
+# a sensor's tick writes its output through the compute log manager, into local_dir first
+for k in $(seq 12); do [ -d /var/lib/hypograph/dagster/compute_logs ] && break; sleep 5; done
+ls -lR /var/lib/hypograph/dagster/compute_logs
+if grep -E "Traceback|Exception|Error" $W/daemon.log $W/webserver.log; then exit 1; fi
 kill $WORKER_PID $DAEMON_PID $WEB_PID || true
