@@ -1,5 +1,5 @@
 """Every ``file.py`` and ``file.py:name`` the documentation cites exists: README.md, docs/*.md,
-deploy/*.md and benchmarks/README.md, read as text (nothing is imported).
+deploy/**/*.md and benchmarks/README.md, read as text (nothing is imported).
 
 A path with a folder is taken from the repository's root, else from the page's own folder; a bare
 file name (``step4.py`` in benchmarks/README.md) from the page's folder, else anywhere in the
@@ -20,7 +20,7 @@ PAGES = sorted(
         ROOT / "README.md",
         ROOT / "benchmarks" / "README.md",
         *(ROOT / "docs").glob("*.md"),
-        *(ROOT / "deploy").glob("*.md"),
+        *(ROOT / "deploy").rglob("*.md"),
     ]
 )
 # a path ending in .py (not part of a URL), then optionally ``:name`` or ``: name, name``

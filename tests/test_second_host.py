@@ -30,6 +30,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -111,14 +112,17 @@ def start_postgres(host: str, clients: str) -> tuple[dict[str, str], callable]:
 
 def instance_yaml(s3_endpoint: str) -> str:
     """deploy/dagster.yaml as it is, with the queue's coordinator polling each second and the step
-    logs on the object store (deploy/README-deployment.md, "Step logs")."""
+    logs on the object store (deploy/README-deployment.md, "Step logs"), staged in the machine's own
+    ``DAGSTER_HOME``: a worker runs a step with the settings of the run's instance (dagster-celery sends
+    them along), so a path written here would be machine A's on every machine; ``{env: …}`` is read
+    where the step runs. (The default, /tmp, would be a local path the machines share.)"""
     recipe = (REPO / "deploy" / "dagster.yaml").read_text(encoding="utf-8")
     return recipe + (
         "\nrun_coordinator:\n  module: dagster._core.run_coordinator\n  class: QueuedRunCoordinator\n"
         "  config:\n    dequeue_interval_seconds: 1\n"
         "compute_logs:\n  module: dagster_aws.s3.compute_log_manager\n  class: S3ComputeLogManager\n"
         f"  config:\n    bucket: {BUCKET}\n    prefix: hypograph/logs\n    endpoint_url: {s3_endpoint}\n"
-        "    use_ssl: false\n"
+        "    use_ssl: false\n    local_dir: {env: DAGSTER_HOME}\n"
     )
 
 
@@ -357,6 +361,9 @@ def assert_logs_on_the_store(machines, run, events) -> None:
     for name in ("b", "c"):
         local = [p for p in (machines.base / name).rglob("*") if p.is_file() and run.run_id in str(p)]
         assert not [p for p in local if "shard" in p.name], local
+    for name in ("a", "b", "c"):  # each staged its steps' output in its own DAGSTER_HOME (local_dir)
+        assert (machines.base / name / "home" / run.run_id / "compute_logs").is_dir(), name
+    assert not (Path(tempfile.gettempdir()) / run.run_id).exists()  # Dagster's default place: shared
 
 
 def assert_shards_removed_from_the_store(machines, run) -> None:

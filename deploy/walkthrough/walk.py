@@ -6,11 +6,12 @@ and each runs in a mount namespace of its own whose ``/etc`` is a copy of this m
 ``useradd``, ``/etc/hypograph``, ``/etc/postgresql``, ``/etc/redis`` are theirs) and whose
 ``/opt/hypograph``, ``/var/lib/hypograph``, ``/var/lib/postgresql``... are folders of the walk.
 ``machine-a.sh`` and ``machine-b.sh`` run the guide's commands as written, with this walk's
-addresses and passwords, and say where a command cannot run here (``systemctl``: no systemd) and
-what runs in its place. B's install uses the host's network (the package index); its worker, the
-bucket and the ping run in B's namespace. Needs root and ``ip netns``; takes as long as the
-``pip install`` (20 min on the loaded 2-core machine of 2026-12-07). The logs stay in the printed
-folder; nothing is left on this machine but Debian packages ``apt-get install`` upgraded.
+addresses and passwords; B's install uses the host's network (the package index), its worker, units,
+bucket and checks run in B's namespace. Exit status: B's (0 only if every check of machine-b.sh
+held). README.md beside this file: what each command of the guide was run by, and the timings.
+Needs root and ``ip netns``. Whatever happens, the namespaces, the mount points it made and the
+copies of ``/etc`` are removed; the logs stay in the printed folder; nothing is left on this machine
+but Debian packages ``apt-get install`` upgraded.
 
 Usage (from the checkout, as root): ``python3 deploy/walkthrough/walk.py``
 """
