@@ -10,7 +10,8 @@
   ``PUBLISH_LOCK``, which every run's step takes before it writes proximity's files: a newer run
   created after the question was answered writes after this step's last ``os.replace``, never
   before it, so the newest run's files are the ones left (there is no moment between the answer
-  and the move where another run's files can land).
+  and the move where another run's files can land). Step 4's assets, which write the vault
+  through its journal, ask ``fence`` under the vault's structuring lock, held to their last write.
 * **Code version.** Every run carries ``VERSION_TAG``, the ``hypograph.code_version`` of the
   process that created it (``pipelines/launch.py`` for commands; ``assets.groups.RUN_TAGS`` on
   every job for runs the UI, sensors and schedules create); a run created without it (a Launchpad
@@ -60,10 +61,18 @@ def publish(instance, run_id: str, asset_key, root: Path, write: Callable[[], li
         )
 
     with file_lock(lock, busy, wait=PUBLISH_WAIT, owner=owner):
-        fenced = stale_run(instance, run_id, asset_key)
-        if fenced:
-            raise HypographError(fenced)
+        fence(instance, run_id, asset_key)
         return write()
+
+
+def fence(instance, run_id: str, asset_key) -> None:
+    """HypographError with ``stale_run``'s line when run ``run_id`` may no longer write
+    ``asset_key``'s files. Ask it holding the lock every writer of those files takes, and keep it
+    until the last move: ``publish`` for proximity's files, the vault's structuring lock for step 4's
+    (``assets/structure/assets.py``)."""
+    fenced = stale_run(instance, run_id, asset_key)
+    if fenced:
+        raise HypographError(fenced)
 
 
 def stale_run(instance, run_id: str, asset_key) -> str | None:
