@@ -539,7 +539,13 @@ def main(argv: list[str] | None = None) -> int:
     draft = Draft(" ".join(["hypograph", *words[:1], *case]), "--json" in argv, " ".join(["hypograph", *words[:1]]))
     line = f"hypograph {argv[0] if argv else ''}: {INTERRUPTED}".replace("  ", " ")
     out = sys.stdout
-    with signals.counted(), contextlib.redirect_stdout(sys.stderr if draft.as_json else out):
+
+    def record() -> str:  # with --json, when interrupted where only the exit is left (``signals.counted``)
+        draft.error = draft.error or INTERRUPTED
+        return draft.dumps(130) if draft.as_json else ""
+
+    counted = signals.counted(line if console else None, record)
+    with counted, contextlib.redirect_stdout(sys.stderr if draft.as_json else out):
         try:
             code = None if EARLY_SIGNALS else _main(argv, draft)  # a SIGTERM while importing: nothing started
         except KeyboardInterrupt:

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, VENV_BIN, build_run_dir, execute, offline_env, snapshot
+from conftest import EXAMPLE_VAULT, REPO, VENV_BIN, build_run_dir, copy_tree, execute, offline_env, snapshot
 
 from hypograph.code_version import code_version
 
@@ -265,6 +265,127 @@ def _started(run):
     from dagster import DagsterEvent, DagsterEventType
 
     return DagsterEvent(event_type_value=DagsterEventType.RUN_START.value, job_name=run.job_name)
+
+
+# -- 2. step 4 behind the same fence: a stale structure run never writes into the vault ------------
+
+
+def structure_run(instance, root: Path):
+    """A structure run of vault ``root``'s partition created (as the Launchpad or the sensor creates
+    one) and not started: (job, run)."""
+    from pipelines.definitions import defs
+    from pipelines.instance import register
+    from pipelines.launch import run_config
+
+    key = register(instance, root).id
+    job = defs.resolve_job_def("structure")
+    run = instance.create_run_for_job(job, run_config=run_config(offline=True), tags={"dagster/partition": key})
+    return job, run
+
+
+def proximity_done(tmp_path: Path, instance) -> Path:
+    """A copy of examples/vault, its proximity made (step 4's inputs), not structured."""
+    root = copy_tree(EXAMPLE_VAULT, tmp_path / "vault")
+    assert execute(root, "proximity", instance=instance).success
+    return root
+
+
+def vault_files(root: Path) -> dict:
+    """Every file of the vault, bytes and mtime, but the lock file (a fenced step takes the lock to ask)."""
+    return {k: v for k, v in snapshot(root).items() if k != ".hypograph/structure.lock"}
+
+
+def test_item02_a_stale_structure_run_writes_nothing_into_the_vault(tmp_path):
+    """Structure run A is created, then run B of the same vault; A's steps execute first (a
+    delayed Celery task, a run the queue held): 4a fails with the fence's line and the vault keeps
+    every byte (before, A structured it: 4a, 4b and the map written by a run no longer the newest).
+    B then structures it."""
+    from dagster._core.definitions.job_base import InMemoryJob
+    from dagster._core.execution.api import execute_run
+
+    with local_instance(tmp_path / "home") as instance:
+        root = proximity_done(tmp_path, instance)
+        job, older = structure_run(instance, root)
+        _, newer = structure_run(instance, root)
+        before = vault_files(root)
+
+        result = execute_run(InMemoryJob(job), instance.get_run_by_id(older.run_id), instance)
+
+        assert not result.success
+        failures = step_failures(instance, older.run_id)
+        assert list(failures) == ["hypothesis_dispositions"], failures  # 4a; 4b and the map never ran
+        (line,) = failures.values()
+        assert "\n" not in line and "no longer the newest" in line and newer.run_id[:8] in line, line
+        assert vault_files(root) == before
+        assert execute_run(InMemoryJob(job), instance.get_run_by_id(newer.run_id), instance).success, step_failures(
+            instance, newer.run_id
+        )
+        assert (root / "agent-notes" / "structure.md").exists() and vault_files(root) != before
+
+
+def test_item02_a_failed_structure_run_s_step_delivered_late_writes_nothing(tmp_path):
+    """A structure run failed (its broker went away); later its 4a is delivered to a worker, which
+    executes it as a Celery worker does: one line, and the vault is not structured."""
+    from dagster._core.definitions.job_base import InMemoryJob
+    from dagster._core.execution.api import create_execution_plan, execute_plan_iterator
+
+    with local_instance(tmp_path / "home") as instance:
+        root = proximity_done(tmp_path, instance)
+        job, failed = structure_run(instance, root)
+        instance.report_run_failed(failed, message="the broker was unreachable")
+        before = vault_files(root)
+
+        run = instance.get_run_by_id(failed.run_id)
+        plan = create_execution_plan(InMemoryJob(job), run.run_config, step_keys_to_execute=["hypothesis_dispositions"])
+        events = list(execute_plan_iterator(plan, InMemoryJob(job), run, instance=instance, run_config=run.run_config))
+
+        kinds = [e.event_type_value for e in events if e.step_key == "hypothesis_dispositions"]
+        assert "STEP_FAILURE" in kinds and "ASSET_MATERIALIZATION" not in kinds, kinds
+        (line,) = step_failures(instance, failed.run_id).values()
+        assert "\n" not in line and "ended (FAILURE)" in line and "not written" in line, line
+        assert vault_files(root) == before
+
+
+def test_item02_a_structure_step_asks_the_fence_under_the_vault_s_lock(tmp_path, monkeypatch):
+    """Run A's 4a waits for the vault's structuring lock (held here by the test, as another run's
+    step holds it while it writes); run B of the vault is created in that moment. When the lock is
+    free, A's 4a asks the fence under it: refused, nothing of A written. (Asked before the lock, the
+    answer would have been "still the newest", and A would have written after B's files.)"""
+    from hypograph.vault.locking import LOCK, structuring_lock
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("DAGSTER_HOME", str(home))  # the input registry the step reads
+    with local_instance(home) as instance:
+        root = proximity_done(tmp_path, instance)
+        _, older = structure_run(instance, root)
+    before = vault_files(root)
+    env = {**offline_env(), "DAGSTER_HOME": str(home), "PYTHONPATH": str(REPO)}
+    lock = root / LOCK
+    with structuring_lock(root):
+        step = subprocess.Popen(
+            [sys.executable, "-c", EXECUTE_RUN, str(home), older.run_id],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            wait_until(lambda: step.poll() is not None or lock_opens(step.pid, lock) > 0, 600, "A at the lock")
+            assert step.poll() is None, step.communicate()
+            with local_instance(home) as instance:
+                _, newer = structure_run(instance, root)
+        except BaseException:
+            step.kill()
+            raise
+    out, err = step.communicate(timeout=600)
+    assert out.split() == ["False"], err[-3000:]
+    with local_instance(home) as instance:
+        failures = step_failures(instance, older.run_id)
+    assert list(failures) == ["hypothesis_dispositions"], failures
+    (line,) = failures.values()
+    assert "\n" not in line and "no longer the newest" in line and newer.run_id[:8] in line, line
+    assert vault_files(root) == before
 
 
 # -- 3. a worker of another code version refuses the run's steps --------------------------------------

@@ -2,7 +2,10 @@
 
 Signals: from the moment a ``hypograph`` command handles SIGTERM to its exit, it never stops
 handling it (Python's teardown, seconds long after a run, used to reset it to the default: a
-SIGTERM then killed ``hypograph proximity`` with no line, exit -15).
+SIGTERM then killed ``hypograph proximity`` with no line, exit -15). A SIGTERM that lands while a
+finalizer runs (a gc callback, a ``__del__``; in a step, under Dagster's own handler) ends the
+command with its one line and 130 too (Python printed a 6-line "Exception ignored in: ..." block
+and the command went on with its work).
 
 The shard files' format and store (what a file planted or mixed up in ``HYPOGRAPH_SHARD_STORAGE``
 can do to a step that reads it), read through the IO manager a step reads them with
@@ -27,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli_helper import start_hypograph
-from conftest import EXAMPLE_RUN
+from cli_helper import hypograph, start_hypograph
+from conftest import EXAMPLE_RUN, build_vault, offline_env
 from upath import UPath
 
 from assets.proximity.shard_io import ShardFiles
@@ -60,6 +63,88 @@ def test_a_command_handles_sigterm_until_it_exits(tmp_path):
     assert proc.returncode == 0, err
     after = [s for _, s in seen[next(k for k, (_, s) in enumerate(seen) if s) :]]
     assert all(after), f"SIGTERM back to its default before the exit: {seen}"
+
+
+# Loaded first by the command's Python (``sitecustomize`` on its PYTHONPATH). At the first garbage
+# collection once the command holds the signals (SIGNAL_WHEN=step: inside a step, Dagster's handler
+# installed), the process sends itself SIGTERM from a gc callback or from a ``__del__`` the
+# collection runs, and goes on there: Python handles the signal inside the finalizer.
+IN_A_FINALIZER = """
+import gc, os, signal, sys
+
+WHERE, WHEN, LOG = os.environ["SIGNAL_IN"], os.environ["SIGNAL_WHEN"], os.environ["SIGNAL_LOG"]
+
+
+def armed():
+    signals = sys.modules.get("hypograph_cli.signals")
+    if os.path.exists(LOG) or signals is None or "read" not in signals._pipe:
+        return False
+    handler = getattr(signal.getsignal(signal.SIGINT), "__qualname__", "")
+    return WHEN == "any" or handler.startswith("raise_interrupts_as")
+
+
+def terminate(where):
+    with open(LOG, "w") as log:
+        log.write(where)
+    os.kill(os.getpid(), signal.SIGTERM)
+    for _ in range(200_000):  # the handler runs here, in the finalizer
+        pass
+
+
+class Finalized:
+    def __del__(self):
+        terminate("__del__")
+
+
+def collecting(phase, info):
+    if phase == "start" and armed():
+        if WHERE == "gc callback":
+            terminate(WHERE)
+        else:  # garbage this collection frees, running its __del__
+            cycle = Finalized()
+            cycle.me = cycle
+
+
+gc.callbacks.append(collecting)
+"""
+
+
+@pytest.mark.parametrize(
+    "where, command",
+    [("gc callback", "check"), ("__del__", "check"), ("gc callback", "check --json"), ("gc callback", "proximity")],
+)
+def test_a_sigterm_in_a_finalizer_ends_the_command_in_one_line(tmp_path, where, command):
+    """Before: "Exception ignored in: <function collecting ...>", the traceback, ``KeyboardInterrupt``
+    (in a step: ``DagsterExecutionInterruptedError``) on stderr, the command went on to its end
+    (its output printed, the run succeeded), then exit 130."""
+    run = Path(shutil.copytree(EXAMPLE_RUN, tmp_path / "run", ignore=shutil.ignore_patterns("proximity", ".hypograph")))
+    target = run if command == "proximity" else build_vault(tmp_path / "vault")
+    inject, log = tmp_path / "inject", tmp_path / "signalled"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(IN_A_FINALIZER, encoding="utf-8")
+    env = {
+        **offline_env(),
+        "PYTHONPATH": str(inject),
+        "SIGNAL_IN": where,
+        "SIGNAL_WHEN": "step" if command == "proximity" else "any",
+        "SIGNAL_LOG": str(log),
+    }
+    name, *flags = command.split()
+    result = hypograph(name, target, *flags, env=env)
+
+    assert log.read_text() == where  # the signal was sent from inside the finalizer
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 130 and len(lines) == 1, (result.returncode, result.stderr[-3000:])
+    assert lines[0].startswith(f"hypograph {name}: interrupted"), lines[0]
+    if flags:  # the record, the one document on stdout
+        record = json.loads(result.stdout)
+        assert (record["exit_code"], record["status"]) == (130, "interrupted"), record
+    else:
+        assert result.stdout == ""  # it stopped there: the check's findings never printed
+    if command == "proximity":  # nothing half-written: the next run takes it up and ends as usual
+        again = hypograph("proximity", run, "--llm", "offline")
+        assert again.returncode == 0, again.stderr
+        json.loads((run / "proximity" / "graph.json").read_text(encoding="utf-8"))
 
 
 RUN = "0f1e2d3c-aaaa-bbbb-cccc-000000000001"

@@ -1,18 +1,11 @@
-"""Proximity's runs own their outputs, whatever worker executes a step.
+"""Proximity's files are written only by the newest run of their partition.
 
-``stale_run(instance, run_id, asset_key)`` -> a line when the run may no longer write into its
-input: it has ended (a step of a run failed during a broker outage, executed when the broker
-returns), or a newer run of its partition, of the same job or selecting the same asset, has been
-created since (its files are the newest's to write). ``HypographIOManager`` asks immediately
-before it writes an asset's files; a fenced step fails with that line and writes nothing. Newer
-means created later: the run storage's own order (``storage_id``).
-
-``publish(instance, run_id, asset_key, root, write)`` asks and writes under the input's
-``PUBLISH_LOCK``, which every run's step takes before it writes proximity's files: a newer run
-created after the question was answered writes after this step's last ``os.replace``, never
-before it, so the newest run's files are the ones left (there is no moment between the answer
-and the move where another run's files can land). That a worker runs the run's code version is
-``io_managers/fleet.py``.
+``publish(instance, run_id, asset_key, root, write)`` asks the run fence (``io_managers/fleet.py``)
+and writes under the input's ``PUBLISH_LOCK``, which every run's step takes before it writes
+proximity's files: a newer run created after the question was answered writes after this step's
+last ``os.replace``, never before it, so the newest run's files are the ones left.
+``HypographIOManager`` writes every asset's files through it; a fenced step fails with the fence's
+line and writes nothing.
 """
 
 from __future__ import annotations
@@ -23,15 +16,11 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
-from dagster import DagsterRunStatus, RunsFilter
-
 from hypograph.errors import HypographError
 from hypograph.locks import file_lock
 from hypograph.paths import state_dir
+from io_managers.fleet import fence
 
-PARTITION_TAG = "dagster/partition"
-RUNNING = (DagsterRunStatus.STARTING, DagsterRunStatus.STARTED)
-NEWER_RUNS_LOOKED_AT = 100  # runs of one partition created after a step's run: a handful, never thousands
 PUBLISH_LOCK = "proximity.lock"  # in <input>/.hypograph/: held while a step asks the fence and writes
 PUBLISH_WAIT = 600.0  # seconds a step waits for another's write (seconds long); longer is a frozen holder
 
@@ -51,32 +40,5 @@ def publish(instance, run_id: str, asset_key, root: Path, write: Callable[[], li
         )
 
     with file_lock(lock, busy, wait=PUBLISH_WAIT, owner=owner):
-        fenced = stale_run(instance, run_id, asset_key)
-        if fenced:
-            raise HypographError(fenced)
+        fence(instance, run_id, asset_key)
         return write()
-
-
-def stale_run(instance, run_id: str, asset_key) -> str | None:
-    """Why run ``run_id`` may not write ``asset_key``'s files any more, in one line; None when it may
-    (see the module docstring). A run the instance does not know (a test's ephemeral one) may."""
-    run = instance.get_run_by_id(run_id)
-    if run is None:
-        return None
-    unwritten = f"{asset_key.to_user_string()} not written"
-    if run.status not in RUNNING:
-        return f"run {run_id[:8]} ended ({run.status.value}) before this step finished; {unwritten}"
-    partition = run.tags.get(PARTITION_TAG)
-    if partition is None:
-        return None
-    newer = instance.get_run_records(
-        RunsFilter(tags={PARTITION_TAG: partition}), limit=NEWER_RUNS_LOOKED_AT, ascending=True, cursor=run_id
-    )
-    for record in newer:
-        other = record.dagster_run
-        if other.job_name == run.job_name or asset_key in (other.asset_selection or ()):
-            return (
-                f"run {run_id[:8]} is no longer the newest of partition {partition} ({other.job_name} run "
-                f"{other.run_id[:8]}, {other.status.value}, came after it); {unwritten}"
-            )
-    return None

@@ -10,7 +10,14 @@ map reports the new version of the vault's ``hypotheses`` it leaves, so the chan
 take step 4's own writes for a person's; the vault's proximity is then stale and is materialized
 again (``hypograph structure`` does it at once, the sensor on its next tick). The binary checks are
 in ``checks.py`` beside this module.
+
+Each step writes into the vault only while its run is the newest of the vault's partition and has
+not ended (``io_managers/fleet.py``): it asks under the vault's structuring lock and keeps the lock
+to its last write (``newest_only``), so a run created after the answer writes after this step.
 """
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from dagster import (
     Any,
@@ -29,6 +36,7 @@ from assets.proximity.source import report_rewrite
 from hypograph.atomic import STATE_MAX, read_utf8
 from hypograph.proximity.adjudicate import Decision
 from hypograph.proximity.embed import Embeddings
+from io_managers.fleet import fence
 from resources import Inputs, LLMResource
 
 # Step 4's domain modules are imported inside the assets that run them: every run of any job loads
@@ -36,6 +44,18 @@ from resources import Inputs, LLMResource
 
 STRUCTURED = {"group_name": STRUCTURE, "partitions_def": vaults, "kinds": {"markdown"}}
 SAME_INPUT = IdentityPartitionMapping()  # a vault's id is its key in hypothesis_inputs too
+
+
+@contextmanager
+def newest_only(context: AssetExecutionContext, root) -> Iterator[None]:
+    """The block (a step's whole work on vault ``root``) under the vault's structuring lock, which
+    4a, 4b and the map take for every write, after the fence: a run that is no longer the newest of
+    the partition, or has ended (a step delivered late), gets one HypographError and writes nothing."""
+    from hypograph.structure.session import structuring
+
+    with structuring(root, run=context.run_id[:8]):
+        fence(context.instance, context.run_id, context.asset_key)
+        yield
 
 
 def _lines(items) -> MetadataValue:
@@ -64,7 +84,8 @@ def hypothesis_dispositions(
 
     root = inputs.root(context.partition_key)
     client = llm.client(inputs.state_dir(root), "hypothesis_dispositions")
-    report = run_dispositions(root, dedup_verdicts, hypothesis_embeddings, policy_for(client))  # reads under the lock
+    with newest_only(context, root):
+        report = run_dispositions(root, dedup_verdicts, hypothesis_embeddings, policy_for(client))
     return MaterializeResult(
         metadata={
             "merged": sum(map(len, report.merged.values())),
@@ -99,7 +120,8 @@ def hypothesis_clusters(context: AssetExecutionContext, inputs: Inputs, llm: LLM
 
     root = inputs.root(context.partition_key)
     client = llm.client(inputs.state_dir(root), "hypothesis_clusters")
-    report = run_clusters(root, policy_for(client))
+    with newest_only(context, root):
+        report = run_clusters(root, policy_for(client))
     return MaterializeResult(
         metadata={
             "clusters": len(report.clusters),
@@ -122,8 +144,9 @@ def structure_map(context: AssetExecutionContext, inputs: Inputs) -> Materialize
     from hypograph.vault.vault import open_vault
 
     root = inputs.root(context.partition_key)
-    path, written = write_map(root)
-    vault = open_vault(root)
+    with newest_only(context, root):
+        path, written = write_map(root)
+        vault = open_vault(root)
     version = report_rewrite(context, inputs)
     return MaterializeResult(
         metadata={
