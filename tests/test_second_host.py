@@ -349,7 +349,7 @@ def assert_routed(events) -> None:
 
 
 def assert_logs_on_the_store(machines, run, events) -> None:
-    """Step logs in the object store, readable from any machine; B's and C's folders hold no shard."""
+    """Step logs in the object store, readable from any machine, and staged apart."""
     logs = set(machines.keys(f"hypograph/logs/storage/{run.run_id}/compute_logs/"))
     captured = [
         e.dagster_event.event_specific_data for e in events if e.dagster_event.event_type_value == "LOGS_CAPTURED"
@@ -358,12 +358,18 @@ def assert_logs_on_the_store(machines, run, events) -> None:
     assert shard_logs, captured
     for key in shard_logs:  # what B and C printed, on the object store, where the UI reads it from any machine
         assert f"hypograph/logs/storage/{run.run_id}/compute_logs/{key}.err" in logs, (key, sorted(logs))
+    assert_logs_staged_apart(machines, run)
+
+
+def assert_logs_staged_apart(machines, run) -> None:
+    """Each machine staged its steps' output in its own DAGSTER_HOME (local_dir), none in the shared
+    temp folder (Dagster's default place); B's and C's folders hold no shard file of the run."""
     for name in ("b", "c"):
         local = [p for p in (machines.base / name).rglob("*") if p.is_file() and run.run_id in str(p)]
         assert not [p for p in local if "shard" in p.name], local
-    for name in ("a", "b", "c"):  # each staged its steps' output in its own DAGSTER_HOME (local_dir)
+    for name in ("a", "b", "c"):
         assert (machines.base / name / "home" / run.run_id / "compute_logs").is_dir(), name
-    assert not (Path(tempfile.gettempdir()) / run.run_id).exists()  # Dagster's default place: shared
+    assert not (Path(tempfile.gettempdir()) / run.run_id).exists()
 
 
 def assert_shards_removed_from_the_store(machines, run) -> None:
