@@ -99,6 +99,15 @@ def test_a_human_merge_of_clustered_hypotheses_is_applied(merged):
     assert 'H-22 "Generations of failing' not in proc.stdout.split("wait for your review")[-1]
 
 
+def test_an_applied_merge_is_not_also_said_to_decide_nothing(merged):
+    """Step 4 applied the MERGE, then proximity ran again on the vault it left (H-22 merged): the
+    review is carried out, not a decision that 'decides nothing now' (which the command printed
+    first, above the line saying it was applied)."""
+    _, _, _, proc = merged
+    assert "MERGE H-1/H-22 from proximity/review.json applied" in proc.stdout
+    assert "decides nothing now" not in proc.stderr, proc.stderr
+
+
 def test_structuring_again_changes_nothing(merged, tmp_path):
     root = full_copy(merged[0], tmp_path / "vault")
     proc = in_process("structure", root, "--llm", "offline")

@@ -173,17 +173,30 @@ def _reviews_of_other_pairs(
 def unapplied_reviews(reviews: dict[frozenset, HumanReview], hypotheses: dict[str, Hypothesis]) -> list[str]:
     """One line per review naming an id that is not a current hypothesis (merged or dropped since;
     an id no hypothesis has is refused by ``read_reviews``): such a review decides nothing now, and
-    the person is told so."""
+    the person is told so. A MERGE already carried out (the retired member is in the other's
+    ``merged_from``: step 4 applied it) is no such review."""
     out = []
     for key, review in reviews.items():
         missing = sorted((i for i in key if i not in hypotheses), key=id_sort_key)
-        if missing:
+        if missing and not (review.verdict == "MERGE" and _merged(key, hypotheses)):
             pair = "/".join(sorted(key, key=id_sort_key))
             out.append(
                 f"proximity/review.json: {review.verdict} {pair} decides nothing now: {', '.join(missing)} "
                 "is not a current hypothesis (merged or dropped already)"
             )
     return out
+
+
+def _merged(pair: frozenset, hypotheses: dict[str, Hypothesis]) -> bool:
+    """True when one of ``pair`` is current and lists the other in its ``merged_from``."""
+    from hypograph.vault.nodes import link_target
+
+    for survivor, retired in (tuple(pair), tuple(pair)[::-1]):
+        h = hypotheses.get(survivor)
+        links = h.extra.get("merged_from") if h is not None else None
+        if isinstance(links, list) and retired in {link_target(link) for link in links}:
+            return True
+    return False
 
 
 def _human(p: DuplicatePair, r: HumanReview) -> Decision:
