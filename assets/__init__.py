@@ -12,5 +12,5 @@ warnings.filterwarnings("ignore", message="Specifying a partitions_def on an Ass
 # (1.13 calls that parameter beta), whether or not a sensor names owners.
 warnings.filterwarnings("ignore", message="Parameter `owners` of initializer `SensorDefinition", category=BetaWarning)
 # Observable source assets are "beta" in Dagster 1.13; they are what a partitioned external input is
-# (``assets/proximity/source.py``, ``assets/casework/source.py``).
+# (``assets/proximity/source.py``, ``assets/case/source.py``).
 warnings.filterwarnings("ignore", message="Function `observable_source_asset`", category=BetaWarning)

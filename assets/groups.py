@@ -10,7 +10,7 @@ from io_managers.fleet import VERSION_TAG
 PROXIMITY = "proximity"
 STRUCTURE = "structure"
 LIBRARY = "library"
-CASEWORK = "casework"
+CASE = "case"
 
 # Every job's runs carry the code version of the process that creates them (the web server's code
 # location, a sensor's, a command's): a worker of another version refuses their steps.

@@ -22,7 +22,7 @@ from assets.partitions import HYPOTHESIS_INPUTS, LIBRARIES, REVISIONS, ROUNDS, V
 from hypograph.errors import HypographError
 from hypograph.ids import key_number, numbered_key
 from hypograph.inputs import InputRecord, split_sub_key
-from hypograph.skips import BAD_INPUT, skip_line
+from hypograph.scans import BAD_INPUT, skip_line
 from resources import Inputs
 
 KIND_OF_SET = {
@@ -76,7 +76,7 @@ def _why_stray(name: str, key: str, records: dict[str, InputRecord]) -> str | No
 def _last_sub(record: InputRecord) -> int:
     """The highest round (a library: its next one) or revision (a case: its current) there is."""
     if record.kind == "case":
-        from hypograph.casework.package import CasePackage
+        from hypograph.case.package import CasePackage
 
         return CasePackage(record.path).manifest()["analysis_revision"]
     from hypograph.library.run import round_to_run

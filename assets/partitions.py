@@ -25,7 +25,7 @@ from dagster import DynamicPartitionsDefinition
 
 from hypograph.ids import numbered_key
 from hypograph.inputs import InputRecord, sub_key
-from hypograph.skips import BAD_INPUT, skip_line
+from hypograph.scans import BAD_INPUT, skip_line
 
 HYPOTHESIS_INPUTS = "hypothesis_inputs"
 VAULTS = "vaults"
@@ -81,7 +81,7 @@ def new_keys(instance, records: list[InputRecord], log=None) -> dict[str, list[s
     wanted: dict[str, list[str]] = {name: [] for name in PARTITION_SETS}
     for r in records:
         if r.kind == "case":
-            from hypograph.casework.package import CasePackage  # the case modules only for a case
+            from hypograph.case.package import CasePackage  # the case modules only for a case
 
             try:  # a case whose revisions cannot be listed is skipped, saying so; the others are added
                 wanted[REVISIONS] += [sub_key(r.id, numbered_key(n)) for n in CasePackage(r.path).revisions()]

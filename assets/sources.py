@@ -3,7 +3,7 @@ its registration.
 
 Each input kind has one source asset, observed by Dagster, whose data version is the content
 fingerprint of what the assets downstream read: ``hypotheses`` (a run directory, vault or library:
-``assets/proximity/source.py``) and ``case_package`` (``assets/casework/source.py``). ``observe``
+``assets/proximity/source.py``) and ``case_package`` (``assets/case/source.py``). ``observe``
 records an input's current version before a run reads it; an observation writes nothing.
 
 Evaluating ``inputs_discovered`` writes nothing either (a tick the UI previews must change
@@ -37,7 +37,7 @@ from hypograph import environment
 from hypograph.errors import HypographError
 from hypograph.inputs import InputRecord, fingerprint
 from hypograph.paths import KINDS, input_kind
-from hypograph.skips import BAD_INPUT, registered, skip_line
+from hypograph.scans import BAD_INPUT, registered, skip_line
 from resources import Inputs
 
 # The source asset of each input kind (its products' folders declare them under these keys): a case

@@ -1,8 +1,8 @@
 """Wall time and peak memory of the commands people run, as whole processes (issue 33): not the
-domain functions (``step4.py --time`` and ``proximity.py`` time those).
+domain functions (``structure.py --time`` and ``proximity.py`` time those).
 
 * ``structure``: ``hypograph structure VAULT --llm offline`` on generated vaults of N step-3
-  hypotheses (``step4.build``: the example's thirty claims, site variants and 30% paraphrases),
+  hypotheses (``structure.build``: the example's thirty claims, site variants and 30% paraphrases),
   a first run (proximity, step 4, proximity again) and a second on the unchanged vault (no run);
   then ``hypograph report VAULT`` (the report job: the pictures).
 * ``proximity``: ``hypograph proximity RUN --llm offline`` on a copy of examples/run against its
@@ -68,12 +68,12 @@ def environment(work: Path) -> dict:
 
 
 def structure_rows(sizes: list[int], work: Path) -> list[dict]:
-    import step4
+    import structure
 
     rows = []
     for n in sizes:
         vault = work / f"vault-{n}"
-        step4.build(vault, n)
+        structure.build(vault, n)
         env = environment(work)
         first = timed([BIN / "hypograph", "structure", vault, "--llm", "offline"], env)
         again = timed([BIN / "hypograph", "structure", vault, "--llm", "offline"], env)

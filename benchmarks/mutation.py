@@ -43,23 +43,23 @@ MODULES: dict[str, list[str]] = {
     "hypograph/atomic.py": ["tests/test_atomic_edges.py", "tests/test_guarantees.py", "tests/test_journal.py"],
     "hypograph/journal.py": ["tests/test_journal.py", "tests/test_journal_edges.py", "tests/test_guarantees.py"],
     "hypograph/vault/mint.py": ["tests/test_mint.py", "tests/test_guarantees.py", "tests/test_vault.py"],
-    "hypograph/structure/checks.py": ["tests/test_step4_checks_rules.py"],
+    "hypograph/structure/checks.py": ["tests/test_structure_checks_rules.py"],
     "hypograph/structure/dispositions/merge.py": ["tests/test_merge_bookkeeping.py"],
     "hypograph/structure/unmerge.py": ["tests/test_unmerge.py", "tests/test_guarantees.py"],
     "hypograph/llm/client.py": ["tests/test_llm_client.py", "tests/test_llm_edges.py", "tests/test_llm_hostile.py"],
     "hypograph/llm/config.py": ["tests/test_llm_client.py", "tests/test_llm_edges.py"],
-    "hypograph/casework/batch.py": [
-        "tests/test_casework_registry.py",
-        "tests/test_casework_package.py",
-        "tests/test_casework_builder.py",
-        "tests/test_casework_recovery.py",
+    "hypograph/case/batch.py": [
+        "tests/test_case_registry.py",
+        "tests/test_case_package.py",
+        "tests/test_case_builder.py",
+        "tests/test_case_recovery.py",
     ],
-    "hypograph/casework/publish.py": [
-        "tests/test_casework_registry.py",
-        "tests/test_casework_recovery.py",
-        "tests/test_casework_package.py",
+    "hypograph/case/publish.py": [
+        "tests/test_case_registry.py",
+        "tests/test_case_recovery.py",
+        "tests/test_case_package.py",
     ],
-    "hypograph/casework/checks.py": ["tests/test_casework_checks_rules.py"],
+    "hypograph/case/checks.py": ["tests/test_case_checks_rules.py"],
 }
 # Besides the package under test, what the tests import or read.
 ALSO_COPY = [".gitignore", "assets", "resources", "io_managers", "pipelines", "examples", "config", "workspace.yaml"]

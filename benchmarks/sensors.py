@@ -5,7 +5,7 @@ retry sensor quadratic: it read every sibling of every registered case), registe
 directory and a vault, and evaluates every sensor and schedule of the code location once on a
 fresh sqlite instance, in this process (what the daemon does per tick, without its scheduling). Beside the
 retry sensor it times the naive approach it replaced: for each registered case, every case of its
-parent folder (``due_retries(root.parent)``).
+parent folder (``due_retry`` of each case of ``CaseStore(root.parent)``).
 
     .venv/bin/python benchmarks/sensors.py --sizes 100,500,1000
 """
@@ -46,7 +46,8 @@ def measure(cases: int) -> dict[str, float]:
         from dagster import DagsterInstance, SensorResult, build_schedule_context, build_sensor_context
 
         from assets.sources import partition_requests
-        from hypograph.casework.dispatch import due_retries
+        from hypograph.case.dispatch import due_retry
+        from hypograph.case.package import CaseStore
         from pipelines.definitions import defs
         from resources import Inputs
 
@@ -69,7 +70,8 @@ def measure(cases: int) -> dict[str, float]:
             start = time.perf_counter()
             for r in records:
                 if r.kind == "case":
-                    due_retries(r.path.parent)
+                    store = CaseStore(r.path.parent)
+                    [due_retry(store.package(c)) for c in store.cases()]
             times["naive retry scan"] = time.perf_counter() - start
         return times
 

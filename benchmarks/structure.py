@@ -21,7 +21,7 @@ Two tables:
    (the narrow net of 3 neighbours, as before) against batched pairs (``PAIR_BATCH``), narrow and
    wide (``NET``): calls, prompt and completion tokens, recall, groups closed by chaining, wall time.
 
-    .venv/bin/python benchmarks/step4.py [--sizes 32,100,500] [--json]
+    .venv/bin/python benchmarks/structure.py [--sizes 32,100,500] [--json]
 
 3. ``--time``: wall time of step 4 offline (no model) on vaults of 500, 5,000 and 20,000 hypotheses,
    first run and a no-change re-run, through the domain functions the assets call, one after the
@@ -32,7 +32,7 @@ Two tables:
    inputs (TF-IDF embeddings, duplicate pairs at 0.80, offline verdicts) are computed first, timed
    apart. Each size runs in a process of its own:
 
-    .venv/bin/python benchmarks/step4.py --time [--sizes 500,5000,20000] [--json]
+    .venv/bin/python benchmarks/structure.py --time [--sizes 500,5000,20000] [--json]
 """
 
 from __future__ import annotations
@@ -479,7 +479,7 @@ def time_one(n: int, tmp: Path) -> dict:
         failed = [k for k, v in all_checks(open_vault(root), read_baseline(root)).items() if v]
         steps["checks"] = time.perf_counter() - t
         row.update({f"{run}_{k}_s": round(v, 2) for k, v in steps.items()})
-        row[f"{run}_step4_s"] = round(steps["4a"] + steps["4b"] + steps["map"], 2)
+        row[f"{run}_structure_s"] = round(steps["4a"] + steps["4b"] + steps["map"], 2)
         row[f"{run}_total_s"] = round(sum(steps.values()), 2)
         if run == "first":
             row.update(

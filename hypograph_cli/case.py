@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hypograph.casework.config import HypothesisConfig
-from hypograph.casework.package import CasePackage
-from hypograph.casework.settings import CaseSettings
+from hypograph.case.config import HypothesisConfig
+from hypograph.case.package import CasePackage
+from hypograph.case.settings import CaseSettings
 from hypograph.errors import NOT_DONE, HypographError, NotDone
 from hypograph_cli import settings, summaries
 from hypograph_cli.case_args import BatchPlan, add_case_parsers, batch_preflight

@@ -25,17 +25,17 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from hypograph.casework.batch import paths
-from hypograph.casework.config import HypothesisConfig
-from hypograph.casework.context import verified_interpretation
-from hypograph.casework.from_vault import case_from_vault
-from hypograph.casework.gateway import CaseGateway, NeedsModel
-from hypograph.casework.ingest import DEFAULT_KIND
-from hypograph.casework.interpret import show_text
-from hypograph.casework.models import SOURCE_KINDS
-from hypograph.casework.new_case import case_add, case_new
-from hypograph.casework.package import CasePackage
-from hypograph.casework.revision import confirm
+from hypograph.case.batch import paths
+from hypograph.case.config import HypothesisConfig
+from hypograph.case.context import verified_interpretation
+from hypograph.case.from_vault import case_from_vault
+from hypograph.case.gateway import CaseGateway, NeedsModel
+from hypograph.case.ingest import DEFAULT_KIND
+from hypograph.case.interpret import show_text
+from hypograph.case.models import SOURCE_KINDS
+from hypograph.case.new_case import case_add, case_new
+from hypograph.case.package import CasePackage
+from hypograph.case.revision import confirm
 from hypograph.errors import DONE, HypographError
 from hypograph.vault.vault import require_vault
 

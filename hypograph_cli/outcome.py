@@ -19,8 +19,8 @@ def error_line(error: BaseException) -> str:
     if isinstance(error, OSError):  # e.g. a DAGSTER_HOME that cannot be created
         return f"{error.filename}: {error.strerror or error}" if error.filename else str(error.strerror or error)
     if isinstance(error, NotDone):
-        from hypograph.casework.gateway import NEEDS_MODEL, NeedsModel
-        from hypograph.casework.package import CaseBusy
+        from hypograph.case.gateway import NEEDS_MODEL, NeedsModel
+        from hypograph.case.package import CaseBusy
 
         if isinstance(error, CaseBusy):
             return f"DEFERRED: {error}; nothing done"

@@ -69,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--model",
         default=None,
-        help="tfidf: seed (default: the seed tool's TfidfVectorizer() defaults) or tuned "
+        help="tfidf: seed (default: the original prox's TfidfVectorizer() defaults) or tuned "
         "(English stop words dropped, sublinear tf); sbert: model name or local path "
         "(default all-MiniLM-L6-v2, offline)",
     )
@@ -81,7 +81,7 @@ def _parser() -> argparse.ArgumentParser:
         default=0,
         metavar="K",
         help=f"keep only each node's K strongest edges, and every pair >= {DEFAULT_DUPE_THRESHOLD:.2f} whatever K "
-        "(default 0: every edge at or above the threshold, the seed's graph)",
+        "(default 0: every edge at or above the threshold, the original prox's graph)",
     )
     c = command("clusters", "communities -> proximity/clusters.json, cluster fields in graph.json")
     c.add_argument("--algorithm", choices=["louvain", "components"], default="louvain")

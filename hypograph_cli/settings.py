@@ -84,7 +84,7 @@ def library(args):
 
 def case(args):
     """The case settings of a case command's ``--config`` (the file read and checked now)."""
-    from hypograph.casework.settings import CaseSettings
+    from hypograph.case.settings import CaseSettings
 
     config = getattr(args, "config", None)
     return validated(CaseSettings, config_file=str(config.resolve()) if config else None)

@@ -197,9 +197,9 @@ def structure_record(root: Path, runs: list, queue: dict):
     run evaluated), the review queue. Nothing of the vault is read again."""
     from hypograph_cli import records
 
-    step4 = next((result for job, result, _ in runs if job == "structure"), None)
-    a = asset_metadata(step4, "hypothesis_dispositions") if step4 is not None else {}
-    b = asset_metadata(step4, "hypothesis_clusters") if step4 is not None else {}
+    structure = next((result for job, result, _ in runs if job == "structure"), None)
+    a = asset_metadata(structure, "hypothesis_dispositions") if structure is not None else {}
+    b = asset_metadata(structure, "hypothesis_clusters") if structure is not None else {}
     rec = records.Structure(
         path=str(root),
         ran=[records.Step(job=job, why=why) for job, _, why in runs],
@@ -211,14 +211,14 @@ def structure_record(root: Path, runs: list, queue: dict):
         **(verdicts(queue) if queue else {"top_pairs": [], "review_waiting": 0, "review_queue": []}),
         structure_map=str(root / MAP),
     )
-    if step4 is None:
+    if structure is None:
         return rec
-    now = asset_metadata(step4, "structure_map")["vault_now"]
+    now = asset_metadata(structure, "structure_map")["vault_now"]
     rec.active = now["active"]
     rec.vault_clusters = dict(now["clusters"])
     rec.merged_into = dict(now["merged"])
     rec.dropped_why = dict(now["dropped"])
-    rec.checks = run_checks(step4)
+    rec.checks = run_checks(structure)
     return rec
 
 

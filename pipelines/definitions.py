@@ -24,7 +24,7 @@ except HypographError as e:  # raised here, from None: the UI and `dagster defin
 
 from dagster import Definitions, default_loggers, logger
 
-import assets.casework
+import assets.case
 import assets.library
 import assets.proximity
 import assets.structure
@@ -95,4 +95,4 @@ defs = Definitions(
     },
 )
 
-defs = Definitions.merge(defs, assets.proximity.defs, assets.structure.defs, assets.library.defs, assets.casework.defs)
+defs = Definitions.merge(defs, assets.proximity.defs, assets.structure.defs, assets.library.defs, assets.case.defs)

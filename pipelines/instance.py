@@ -150,7 +150,7 @@ def observe_case(root: Path) -> None:
 
     with open_instance() as instance:
         record = register(instance, root, "case")
-        from hypograph.casework.package import CasePackage
+        from hypograph.case.package import CasePackage
         from hypograph.ids import numbered_key
         from hypograph.inputs import sub_key
 

@@ -11,9 +11,9 @@ from pathlib import Path
 from llm_stub import API_KEY, MODEL, answer
 from pydantic import SecretStr
 
-from hypograph.casework import CaseGateway, CaseStore, HypothesisBuilder, HypothesisConfig
-from hypograph.casework.models import Source, Statement
-from hypograph.casework.revision import NewRevision, add_revision, confirm
+from hypograph.case import CaseGateway, CaseStore, HypothesisBuilder, HypothesisConfig
+from hypograph.case.models import Source, Statement
+from hypograph.case.revision import NewRevision, add_revision, confirm
 from hypograph.llm.config import LLMConfig
 
 T0 = dt.datetime(2030, 1, 1, 12, 0, tzinfo=dt.UTC)

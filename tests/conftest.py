@@ -56,7 +56,7 @@ SYSTEM_FILES = {
     "test_second_host.py",
     "test_deploy_recipes.py",
     "test_killed_runs.py",
-    "test_step4_interrupted.py",
+    "test_structure_interrupted.py",
 }
 SYSTEM_TESTS = {
     "test_sensors.py::test_a_daemon_runs_what_the_sensor_requests_and_nothing_more",

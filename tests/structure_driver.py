@@ -1,6 +1,6 @@
 """Run step 4 on a vault in this process, as the assets do, for tests that kill it or run two at once.
 
-    python tests/step4_driver.py VAULT INPUTS.pickle [--steps 4a,4b,map] [--whole] [--run NAME]
+    python tests/structure_driver.py VAULT INPUTS.pickle [--steps 4a,4b,map] [--whole] [--run NAME]
 
 ``INPUTS.pickle``: proximity's (embeddings, verdicts). Offline policies; the map dated 2000-01-01.
 ``--whole``: the three steps inside one ``structuring`` block, else each on its own.

@@ -8,7 +8,7 @@ import json
 import re
 
 import pytest
-from casework_support import (
+from case_support import (
     ANCHOR,
     INPUTS,
     builder_for,
@@ -22,9 +22,9 @@ from casework_support import (
 )
 from llm_stub import llm_server  # noqa: F401
 
-from hypograph.casework import HypothesisConfig, Status
-from hypograph.casework.checks import run_checks
-from hypograph.casework.models import Source, Statement
+from hypograph.case import HypothesisConfig, Status
+from hypograph.case.checks import run_checks
+from hypograph.case.models import Source, Statement
 from hypograph.errors import HypographError
 
 H = "analysis/hypotheses/0001"
@@ -165,7 +165,7 @@ def test_refuses_unconfirmed_changed_inputs_and_no_observations(tmp_path, llm_se
         statements=[Statement(text="Moisture fell.", source_ids=["TEC1"])],
         anchors={},
     )
-    from hypograph.casework.revision import confirm
+    from hypograph.case.revision import confirm
 
     with pytest.raises(HypographError, match="no observations"):
         confirm(case)
@@ -223,9 +223,9 @@ def test_reopening_attempts(tmp_path, llm_server):
 
 
 def test_new_revision_allocates_afresh_and_keeps_old_allocations(tmp_path, llm_server):
-    from casework_support import ANCHORS, SOURCES, STATEMENTS
+    from case_support import ANCHORS, SOURCES, STATEMENTS
 
-    from hypograph.casework.revision import NewRevision, add_revision, confirm
+    from hypograph.case.revision import NewRevision, add_revision, confirm
 
     case = make_case(tmp_path)
     llm_server.script(reply(valid_answer(3)))
@@ -276,9 +276,9 @@ def test_limits_are_clear_errors(tmp_path, llm_server):
 
 
 def test_prior_documents_limit(tmp_path, llm_server):
-    from casework_support import ANCHORS, SOURCES, STATEMENTS
+    from case_support import ANCHORS, SOURCES, STATEMENTS
 
-    from hypograph.casework.revision import NewRevision, add_revision, confirm
+    from hypograph.case.revision import NewRevision, add_revision, confirm
 
     case = make_case(tmp_path)
     llm_server.always(reply(valid_answer()))

@@ -1,4 +1,4 @@
-"""The blocking checks of a published case batch (``hypograph.casework.checks``), rule by rule.
+"""The blocking checks of a published case batch (``hypograph.case.checks``), rule by rule.
 
 Starts from the example case's published batch (every check passes), breaks one thing and asserts
 the whole list of violations the check returns: what is named (a hypothesis id, ``registry`` or an
@@ -10,6 +10,7 @@ builder: fast enough for the mutation run.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -17,9 +18,9 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from hypograph.casework import CasePackage
-from hypograph.casework.batch import summary
-from hypograph.casework.checks import (
+from hypograph.case import CasePackage
+from hypograph.case.batch import summary
+from hypograph.case.checks import (
     ANY,
     CHECKS,
     SCALAR,
@@ -32,12 +33,11 @@ from hypograph.casework.checks import (
     run_checks,
     shape_violations,
 )
-from hypograph.casework.package import sha_file
 from hypograph.errors import HypographError
 
 EXAMPLE_CASE = REPO / "examples" / "case"
 H = "analysis/hypotheses/0001"
-HYP_SHA = sha_file(EXAMPLE_CASE / H / "hypotheses.json")
+HYP_SHA = hashlib.sha256((EXAMPLE_CASE / H / "hypotheses.json").read_bytes()).hexdigest()
 BUDGET = {"initial": 100, "unit": "investigation_units"}
 
 

@@ -13,18 +13,18 @@ import signal
 import threading
 
 import pytest
-from casework_support import builder_for, candidate, files, make_case, package_id, reply, valid_answer
+from case_support import builder_for, candidate, files, make_case, package_id, reply, valid_answer
 from cli_helper import hypograph_main as main
 from llm_stub import llm_env, llm_offline, llm_server  # noqa: F401
 
-from hypograph.casework import CasePackage, CaseStore, HypothesisBuilder, HypothesisConfig, Status
-from hypograph.casework.bridge import mint_batch
-from hypograph.casework.checks import CHECKS, run_checks
-from hypograph.casework.context import NotConfirmed
-from hypograph.casework.gateway import NEEDS_MODEL, NeedsModel
-from hypograph.casework.models import Answer
-from hypograph.casework.package import CaseBusy
-from hypograph.casework.revision import confirm
+from hypograph.case import CasePackage, CaseStore, HypothesisBuilder, HypothesisConfig, Status
+from hypograph.case.bridge import mint_batch
+from hypograph.case.checks import CHECKS, run_checks
+from hypograph.case.context import NotConfirmed
+from hypograph.case.gateway import NEEDS_MODEL, NeedsModel
+from hypograph.case.models import Answer
+from hypograph.case.package import CaseBusy
+from hypograph.case.revision import confirm
 from hypograph.errors import HypographError, exit_code
 from hypograph_cli.case_args import batch_preflight
 from hypograph_cli.outcome import error_line

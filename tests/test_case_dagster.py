@@ -6,14 +6,14 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 
-from casework_support import Clock, builder_for, make_case, package_id
+from case_support import Clock, builder_for, make_case, package_id
 from dagster import DagsterInstance, RunRequest, SensorResult, SkipReason, build_sensor_context
 from llm_stub import llm_server, unused_port  # noqa: F401  (fixtures)
 
-from assets.casework.jobs import case_retries_due
+from assets.case.jobs import case_retries_due
 from assets.partitions import REVISIONS
 from assets.sources import inputs_discovered, register_inputs
-from hypograph.casework import Status
+from hypograph.case import Status
 from resources import Inputs
 
 

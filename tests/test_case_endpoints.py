@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from hypograph.casework.config import HypothesisConfig
-from hypograph.casework.gateway import CaseGateway
+from hypograph.case.config import HypothesisConfig
+from hypograph.case.gateway import CaseGateway
 from hypograph.errors import HypographError
 
 LOCAL = """

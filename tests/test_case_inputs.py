@@ -12,12 +12,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from casework_support import files
+from case_support import files
 from cli_helper import hypograph_main as main
 from llm_stub import answer, llm_env, llm_offline, llm_server  # noqa: F401
 
-from hypograph.casework.config import HypothesisConfig
-from hypograph.casework.interpret import draft_interpretation
+from hypograph.case.config import HypothesisConfig
+from hypograph.case.interpret import draft_interpretation
 
 I1 = "analysis/interpretation/0001"
 QUESTION = "Why do the tomato plants in house 3 wilt every afternoon?"
@@ -182,7 +182,7 @@ def test_a_folder_with_a_special_file_or_a_link_out_is_refused(tmp_path, raw, ca
 
 
 def test_a_case_from_a_vault_names_it_as_its_target(example_vault, tmp_path, capsys):
-    from hypograph.casework import CasePackage
+    from hypograph.case import CasePackage
 
     case = tmp_path / "cases" / "lba"
     assert main(["case", "from-vault", str(example_vault), str(case)]) == 0
@@ -193,7 +193,7 @@ def test_a_case_from_a_vault_names_it_as_its_target(example_vault, tmp_path, cap
 def test_a_busy_case_is_deferred_on_the_cli(tmp_path, raw, capsys):
     import threading
 
-    from hypograph.casework import CasePackage
+    from hypograph.case import CasePackage
 
     case = new_case(tmp_path, raw, capsys)
     held, release = threading.Event(), threading.Event()
@@ -407,9 +407,9 @@ def test_offline_interpret_writes_a_template_a_person_fills_in(tmp_path, raw, ca
 
 
 def test_the_interpreters_context_stays_within_its_limit(tmp_path, raw, capsys, llm_server):
-    from casework_support import endpoint
+    from case_support import endpoint
 
-    from hypograph.casework.gateway import CaseGateway
+    from hypograph.case.gateway import CaseGateway
     from hypograph.errors import HypographError
 
     case = new_case(tmp_path, raw, capsys)

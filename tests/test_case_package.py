@@ -9,15 +9,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-from casework_support import builder_for, changed, files, make_case, package_id, reply, valid_answer
+from case_support import builder_for, changed, files, make_case, package_id, reply, valid_answer
 from cli_helper import hypograph_main as main  # what `hypograph` runs: batch goes through Dagster
 from conftest import REPO
 from llm_stub import answer, llm_env, llm_offline, llm_server  # noqa: F401
 
-from hypograph.casework import CasePackage, HypothesisConfig, Status
-from hypograph.casework.batch import escape
-from hypograph.casework.checks import run_checks
-from hypograph.casework.context import verified_interpretation
+from hypograph.case import CasePackage, HypothesisConfig, Status
+from hypograph.case.batch import escape
+from hypograph.case.checks import run_checks
+from hypograph.case.context import verified_interpretation
 from hypograph.errors import HypographError
 
 H = "analysis/hypotheses/0001"
@@ -288,7 +288,7 @@ def test_batch_without_a_model_says_so_in_one_line_and_changes_nothing(tmp_path,
 
 
 def test_prepare_and_due_retries(tmp_path, llm_server):
-    from hypograph.casework import CaseStore, due_retries
+    from hypograph.case import CaseStore, due_retry
 
     case = make_case(tmp_path / "cases", "a@r1")
     make_case(tmp_path / "cases", "b", confirmed=False)
@@ -300,4 +300,4 @@ def test_prepare_and_due_retries(tmp_path, llm_server):
     assert builder.prepare("a@r1", package_id(case)) == context
     with pytest.raises(HypographError, match="not confirmed"):
         builder_for(tmp_path / "cases" / "b", [llm_server.url]).prepare("b", package_id(tmp_path / "cases" / "b"))
-    assert due_retries(store) == []
+    assert [due_retry(store.package(c)) for c in store.cases()] == [None, None]

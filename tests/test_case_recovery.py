@@ -11,12 +11,12 @@ import shutil
 import threading
 
 import pytest
-from casework_support import Clock, builder_for, files, make_case, package_id, reply, valid_answer
+from case_support import Clock, builder_for, files, make_case, package_id, reply, valid_answer
 from llm_stub import answer, invalid_json, llm_server, server_error, sleeping, unused_port  # noqa: F401
 
-from hypograph.casework import Status, due_retries
-from hypograph.casework.package import JOURNAL, CaseStore
-from hypograph.casework.publish import CrashAt, SimulatedCrash
+from hypograph.case import CasePackage, Status, due_retry
+from hypograph.case.package import JOURNAL
+from hypograph.case.publish import CrashAt, SimulatedCrash
 from hypograph.journal import Journal
 
 H = "analysis/hypotheses/0001"
@@ -104,13 +104,13 @@ def test_unreachable_model_retries_with_persisted_due_times_then_blocks(template
         if round_ < 10:
             dues.append(_retry_due(case, result, round_, clock, llm_server, dead))
             clock.now = dues[-1]
-            assert [d.case_id for d in due_retries(CaseStore(case.parent), clock.now)] == [case.name]
+            assert due_retry(CasePackage(case), clock.now).case_id == case.name
         else:
             assert result.status is Status.BLOCKED
     assert json.loads((case / f"{H}/dispatch.json").read_text())["status"] == "BLOCKED"
     clock.advance(days=30)
     assert run(builder_for(case, [llm_server.url], clock=clock), case).status is Status.BLOCKED
-    assert len(llm_server.requests) == 10 and due_retries(case.parent, clock.now) == []
+    assert len(llm_server.requests) == 10 and due_retry(CasePackage(case), clock.now) is None
     assert not (case / f"{H}/registry.json").exists()
     llm_server.always(reply(valid_answer()))
     assert run(builder_for(case, [llm_server.url], clock=clock), case, attempt="2").status is Status.COMPLETED
@@ -124,7 +124,7 @@ def _retry_due(case, result, round_: int, clock, llm_server, dead: str) -> dt.da
     assert json.loads((case / f"{H}/dispatch.json").read_text())["due_at"] == result.due_at
     early = run(builder_for(case, [dead, llm_server.url], clock=clock), case)
     assert early.status is Status.RETRY_PENDING and len(llm_server.requests) == round_  # no call, no sleep
-    assert due_retries(CaseStore(case.parent), clock.now) == []
+    assert due_retry(CasePackage(case), clock.now) is None
     return due
 
 

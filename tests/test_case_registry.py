@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from casework_support import valid_answer
+from case_support import valid_answer
 
-from hypograph.casework.batch import assemble
-from hypograph.casework.config import UNIT
-from hypograph.casework.package import sha_text
-from hypograph.casework.publish import CrashAt, HookedJournal, SimulatedCrash
+from hypograph.case.batch import assemble
+from hypograph.case.config import UNIT
+from hypograph.case.package import sha_text
+from hypograph.case.publish import CrashAt, HookedJournal, SimulatedCrash
 from hypograph.journal import Step
 
 CONTEXT = {

@@ -355,7 +355,7 @@ def test_a_setting_out_of_range_is_one_line_before_any_run_exists(tmp_path, argv
 
 def test_structure_check_failure_names_the_node_and_reason(tmp_path):
     sys.path.insert(0, str(REPO / "tests"))
-    from test_step4_checks import Editor, cluster_with_one_member
+    from test_structure_checks import Editor, cluster_with_one_member
 
     vault = copy_tree(EXAMPLE_VAULT, tmp_path / "vault")
     environ = env(tmp_path)

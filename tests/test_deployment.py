@@ -172,12 +172,12 @@ EXPECTED_ASSETS = {
     "round_dedup": ("library", {"round_candidates"}, "library_rounds"),
     "round_scores": ("library", {"round_candidates", "round_dedup"}, "library_rounds"),
     "hypothesis_library": ("library", {"round_dedup", "round_scores"}, "library_rounds"),
-    "case_package": ("casework", set(), "case_revisions"),
-    "interpretation_draft": ("casework", {"case_package"}, "case_revisions"),
-    "case_interpretation": ("casework", {"case_package", "interpretation_draft"}, "case_revisions"),
-    "case_context": ("casework", {"case_interpretation"}, "case_revisions"),
-    "hypothesis_batch": ("casework", {"case_context"}, "case_revisions"),
-    "batch_vault_nodes": ("casework", {"hypothesis_batch"}, "case_revisions"),
+    "case_package": ("case", set(), "case_revisions"),
+    "interpretation_draft": ("case", {"case_package"}, "case_revisions"),
+    "case_interpretation": ("case", {"case_package", "interpretation_draft"}, "case_revisions"),
+    "case_context": ("case", {"case_interpretation"}, "case_revisions"),
+    "hypothesis_batch": ("case", {"case_context"}, "case_revisions"),
+    "batch_vault_nodes": ("case", {"hypothesis_batch"}, "case_revisions"),
 }
 EXPECTED_CHECKS = {
     ("similarity_graph", "graph_covers_embedded_ids"),

@@ -2,7 +2,7 @@
 deploy/**/*.md and benchmarks/README.md, read as text (nothing is imported).
 
 A path with a folder is taken from the repository's root, else from the page's own folder; a bare
-file name (``step4.py`` in benchmarks/README.md) from the page's folder, else anywhere in the
+file name (``structure.py`` in benchmarks/README.md) from the page's folder, else anywhere in the
 repository. ``file.py:name`` (or ``file.py: name, other``) also needs ``name`` defined in that file:
 a ``def``, a ``class`` or an assignment at the start of a line (``Holder.member``: its last part).
 """
@@ -80,13 +80,13 @@ def test_the_reader_sees_citations(tmp_path):
     page = tmp_path / "page.md"
     page.write_text(
         "see `assets/structure/flow.py:next_job`, (`hypograph/atomic.py: open_regular, read_regular`),\n"
-        "benchmarks' `step4.py --time`, and https://example.org/x/setup.py\n",
+        "benchmarks' `structure.py --time`, and https://example.org/x/setup.py\n",
         encoding="utf-8",
     )
     assert cited(page) == [
         ("assets/structure/flow.py", ["next_job"]),
         ("hypograph/atomic.py", ["open_regular", "read_regular"]),
-        ("step4.py", []),
+        ("structure.py", []),
     ]
     assert resolve(page, "assets/structure/flow.py") is not None and resolve(page, "nowhere/x.py") is None
     assert not defines(ROOT / "assets" / "structure" / "flow.py", "next_job")

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from casework_support import make_case
+from case_support import make_case
 from cli_helper import hypograph, prox, run
 from conftest import EXAMPLE_RUN, VENV_BIN, build_vault, offline_env, snapshot
 from llm_stub import unused_port

@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from casework_support import make_case
+from case_support import make_case
 from cli_helper import in_process
 from conftest import REPO, build_run_dir, build_vault, offline_env
 from dagster import DagsterInstance, SensorResult, build_sensor_context

@@ -22,7 +22,7 @@ import zipfile
 import zlib
 from pathlib import Path
 
-from casework_support import make_case
+from case_support import make_case
 from cli_helper import hypograph, in_process
 from conftest import EXAMPLE_LIBRARY, build_run_dir, build_vault, offline_env
 from dagster import DagsterInstance, build_schedule_context, build_sensor_context
@@ -233,7 +233,7 @@ def test_a_case_step_sweeps_under_the_case_lock_and_never_while_another_holds_it
     case = make_case(tmp_path / "cases")
     left = stale(case / "analysis" / "hypotheses" / "0001", "registry.json")
     holder = hold(
-        "from hypograph.casework.package import CasePackage\nwith CasePackage(sys.argv[1]).lock():\n"
+        "from hypograph.case.package import CasePackage\nwith CasePackage(sys.argv[1]).lock():\n"
         "    print('held', flush=True); time.sleep(60)\n",
         case,
     )
@@ -253,7 +253,7 @@ def test_a_case_step_sweeps_under_the_case_lock_and_never_while_another_holds_it
 
 
 def test_every_sensor_passes_over_a_deleted_input_in_one_logged_line(tmp_path, capfd):
-    from assets.casework.jobs import case_retries_due
+    from assets.case.jobs import case_retries_due
     from assets.library.jobs import next_library_round
     from assets.proximity.jobs import nightly_proximity
     from assets.sources import inputs_discovered

@@ -20,7 +20,7 @@ import pytest
 from cli_helper import in_process
 from conftest import offline_env
 from llm_stub import Reply, answer, llm_env, llm_server  # noqa: F401
-from test_casework_confinement import published  # noqa: F401  (fixture)
+from test_case_confinement import published  # noqa: F401  (fixture)
 from test_structure import SAHUL, sahul_model, system_of, tagged
 
 from hypograph.structure.dispositions import TOPIC_SYSTEM
@@ -117,8 +117,8 @@ def test_batch_into_a_folder_that_is_no_vault_is_refused_before_a_write(publishe
 
 def test_a_case_naming_a_folder_that_is_no_vault_mints_nothing_there(published, tmp_path):
     """The job's path (``mint_batch``, what ``batch_vault_nodes`` runs): the vault the case names."""
-    from hypograph.casework.bridge import mint_batch
-    from hypograph.casework.package import TARGET_VAULT, CasePackage
+    from hypograph.case.bridge import mint_batch
+    from hypograph.case.package import TARGET_VAULT, CasePackage
     from hypograph.errors import HypographError
 
     plain = tmp_path / "plain"
@@ -143,11 +143,11 @@ def poison_registry(registry: Path) -> None:
 
 
 def test_every_sensor_skips_one_bad_input_and_serves_the_good_one(tmp_path):
-    from casework_support import make_case
+    from case_support import make_case
     from conftest import build_run_dir, build_vault
     from dagster import DagsterInstance, SensorResult, build_sensor_context
 
-    from assets.casework.jobs import case_retries_due
+    from assets.case.jobs import case_retries_due
     from assets.library.jobs import next_library_round
     from assets.sources import inputs_discovered
     from assets.structure.flow import hypotheses_changed

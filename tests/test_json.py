@@ -13,7 +13,7 @@ import socket
 from pathlib import Path
 
 import pytest
-from casework_support import make_case
+from case_support import make_case
 from cli_helper import hypograph, in_process, prox_in_process
 from conftest import EXAMPLE_LIBRARY, EXAMPLE_RUN, EXAMPLE_VAULT, REPO, copy_tree
 

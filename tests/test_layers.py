@@ -42,11 +42,11 @@ LAYERS: dict[str, list[str]] = {
     "llm": ["hypograph.llm"],
     "proximity": ["hypograph.proximity"],
     "structure": ["hypograph.structure"],
-    "top": ["hypograph.library", "hypograph.casework", "hypograph.report", "hypograph.titles"],
+    "top": ["hypograph.library", "hypograph.case", "hypograph.report", "hypograph.titles"],
 }
 # Modules allowed to import hypograph modules inside functions, and why.
 LAZY_HYPOGRAPH_IMPORTS = {
-    "hypograph.casework.settings": "the policy reader only when asked: a command validates flags with pydantic alone",
+    "hypograph.case.settings": "the policy reader only when asked: a command validates flags with pydantic alone",
     "hypograph.library.guard": "the sentence model only where embeddings decide (no model): a refusal stays fast",
     "hypograph.proximity.adjudicate": "the vault's node reader only when a review names ids to check against the input",
     "hypograph.proximity.store": "owned by the proximity work; hides no cycle (checked below)",
@@ -111,7 +111,7 @@ def own(name: str) -> bool:
 
 def test_every_module_has_a_layer():
     assert [m for m in MODULES if layer_of(m) < 0] == []
-    assert layer_of("hypograph.library.rounds") == layer_of("hypograph.casework") == len(LAYERS) - 1
+    assert layer_of("hypograph.library.rounds") == layer_of("hypograph.case") == len(LAYERS) - 1
 
 
 def test_no_module_imports_dagster():

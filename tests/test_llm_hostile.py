@@ -297,9 +297,9 @@ def test_cluster_names_fall_back_to_keywords_per_batch_and_never_fail(llm_server
 
 
 def test_a_case_batch_against_an_html_page_is_a_retry_round_with_a_due_time(llm_server, tmp_path):
-    from casework_support import builder_for, make_case, package_id
+    from case_support import builder_for, make_case, package_id
 
-    from hypograph.casework import Status
+    from hypograph.case import Status
 
     case = make_case(tmp_path / "cases")
     llm_server.always(html_page())
@@ -339,9 +339,9 @@ def test_a_cut_off_answer_is_re_asked_within_the_context_and_rejected_when_it_ca
 
 
 def test_a_case_prompt_over_the_context_is_no_outage_retried_for_rounds(llm_server, tmp_path):
-    from casework_support import builder_for, make_case, package_id
+    from case_support import builder_for, make_case, package_id
 
-    from hypograph.casework import Status
+    from hypograph.case import Status
 
     case = make_case(tmp_path / "cases")
     llm_server.always(context_limited(100, 2048, answer("{}")))

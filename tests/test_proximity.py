@@ -382,7 +382,7 @@ def test_written_graph_has_no_clusters_until_clusters_are_written(run_dir):
 
 
 def test_graph_round_trips_through_graph_json(output):
-    graph, _ = store.read_graph(output.root)
+    graph, _ = store.load_graph(output.root)
     assert graph.ids == output.graph.ids
     assert graph.threshold == output.graph.threshold
     assert [(a, b) for a, b, _ in graph.edges()] == [(a, b) for a, b, _ in output.graph.edges()]
@@ -750,9 +750,11 @@ def test_dupes_check_fails_on_corrupted_pairs(output, corrupt, fragment):
 
 
 def test_graph_built_at_a_fine_threshold_passes_its_own_check():
+    from hypograph.proximity.graph_files import graph_json_bytes
+
     graph = similarity_graph(["H-1", "H-2"], sp.csr_matrix(pair_at_cosine(0.30012)), 0.30011)
     assert graph.num_edges == 1
-    assert checks.graph_symmetric(store.graph_document(graph)) == []
+    assert checks.graph_symmetric(json.loads(graph_json_bytes(graph, [None, None]))) == []
 
 
 # -- store --------------------------------------------------------------------------------------
@@ -779,7 +781,7 @@ def test_reading_missing_embeddings_says_to_run_embed(tmp_path):
 
 def test_reading_missing_graph_says_to_run_graph(tmp_path):
     with pytest.raises(HypographError, match="run prox graph first"):
-        store.read_graph(tmp_path)
+        store.load_graph(tmp_path)
 
 
 def test_embeddings_with_wrong_id_count_are_an_error(output):
@@ -795,7 +797,7 @@ def test_unreadable_graph_json_is_an_error(tmp_path, content):
     (tmp_path / "proximity").mkdir()
     (tmp_path / "proximity" / "graph.json").write_text(content)
     with pytest.raises(HypographError, match="graph.json"):
-        store.read_graph(tmp_path)
+        store.load_graph(tmp_path)
 
 
 def test_rewriting_unchanged_output_leaves_files_untouched(output):

@@ -129,7 +129,7 @@ def two_inputs(instance, tmp_path):
     return run, vault, tick
 
 
-def test_an_edit_to_a_vault_runs_proximity_step4_proximity_then_nothing(two_inputs):
+def test_an_edit_to_a_vault_runs_proximity_structure_proximity_then_nothing(two_inputs):
     run, vault, tick = two_inputs
     assert tick(run=True) == [("proximity", "run"), ("proximity", "vault")]
     assert tick(run=True) == [("structure", "vault")]  # proximity current, the vault never structured

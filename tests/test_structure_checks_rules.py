@@ -20,7 +20,6 @@ import pytest
 from hypograph.errors import HypographError
 from hypograph.structure import checks
 from hypograph.structure.checks import (
-    H_FIELDS_4,
     _numbers,
     all_checks,
     check_1_states,
@@ -31,6 +30,7 @@ from hypograph.structure.checks import (
     check_6_no_numbers,
     run_check,
 )
+from hypograph.vault.node_view import STEP4_FIELDS
 from hypograph.vault.nodes import Node
 from hypograph.vault.vault import Vault
 
@@ -722,7 +722,7 @@ def test_check_5_asks_no_source_of_merged_or_dropped_hypotheses():
 # -- check 6: no numbers in step-4 fields ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("key", H_FIELDS_4)
+@pytest.mark.parametrize("key", STEP4_FIELDS)
 def test_check_6_every_disposition_field_of_a_hypothesis_holds_no_number(key):
     v = good_vault()
     meta(v, "H-3")[key] = 3
@@ -776,7 +776,7 @@ def test_check_6_finds_probabilities_percentages_and_weights_in_text(text, found
         "x.5 and v1.0",
     ],
 )
-def test_check_6_counts_ids_and_linked_titles_are_no_step4_numbers(text):
+def test_check_6_counts_ids_and_linked_titles_are_not_numbers(text):
     assert _numbers(text, "exclusivity") == []
 
 

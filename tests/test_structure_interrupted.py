@@ -1,8 +1,8 @@
 """Step 4 killed anywhere, or run twice at once, ends exactly as one uninterrupted run does (issue 21).
 
-A vault of 400 step-3 hypotheses from ``benchmarks/step4.py`` (offline: proximity's auto-merge
+A vault of 400 step-3 hypotheses from ``benchmarks/structure.py`` (offline: proximity's auto-merge
 pairs that no observation separates are merged, the other pairs recorded KEEP; clusters by question
-hint). Step 4 runs in subprocesses (``tests/step4_driver.py``: the domain functions the assets call,
+hint). Step 4 runs in subprocesses (``tests/structure_driver.py``: the domain functions the assets call,
 no Dagster), killed with SIGKILL just before a chosen write: every kind of write of 4a and 4b (the
 marker, the baseline, the ledger, the journal's plan file, its first, middle and last step, the carve
 file, the first and a middle mint, the map), then run again to the end. Every file of the vault —
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-DRIVER = Path(__file__).parent / "step4_driver.py"
+DRIVER = Path(__file__).parent / "structure_driver.py"
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 N = 400
@@ -59,20 +59,20 @@ def drive(root: Path, inputs: Path, kill_at: int = 0, events: Path | None = None
 
 
 def proximity_inputs(root: Path, path: Path) -> Path:
-    import step4  # benchmarks/step4.py
+    import structure  # benchmarks/structure.py
 
-    path.write_bytes(pickle.dumps(step4.proximity(root)))
+    path.write_bytes(pickle.dumps(structure.proximity(root)))
     return path
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     """(step-3 vault, its proximity inputs, the uninterrupted result's digest, the write events)."""
-    import step4
+    import structure
 
     base = tmp_path_factory.mktemp("interrupted")
     step3 = base / "step3"
-    step4.build(step3, N)
+    structure.build(step3, N)
     inputs = proximity_inputs(step3, base / "inputs.pickle")
     reference = Path(shutil.copytree(step3, base / "reference"))
     events = base / "events.txt"

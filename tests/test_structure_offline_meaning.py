@@ -24,7 +24,8 @@ from test_structure import clusters, failures, members, write_node
 
 from hypograph.errors import HypographError
 from hypograph.proximity import embed
-from hypograph.structure.carving.offline import Pair, offline_plans, split_pairs
+from hypograph.structure.carving.offline import Pair, offline_plans
+from hypograph.structure.carving.plan import ClusterPlan
 from hypograph.vault.vault import open_vault
 
 REWORDED = ("H-19", "H-26")
@@ -103,6 +104,22 @@ def apart(hyps) -> dict[str, int]:
     plans = offline_plans(hyps)
     assert len(plans) >= 4
     return {m: k for k, p in enumerate(plans) for m in p.members}
+
+
+def split_pairs(plans: list[ClusterPlan], pairs: list[Pair], frozen: dict[str, str]) -> list[Pair]:
+    """The pairs ``plans`` split across two clusters with no recorded reason (the guarantee: none).
+    ``frozen``: id -> the existing cluster it is in."""
+    where = {m: k for k, p in enumerate(plans) for m in p.members}
+    where.update(frozen)
+    return [
+        p
+        for p in pairs
+        if p.a in where
+        and p.b in where
+        and where[p.a] != where[p.b]
+        and not any(f"{p.a} and {p.b} are near-duplicates" in plan.justification for plan in plans)
+        and not any(f"{p.b} and {p.a} are near-duplicates" in plan.justification for plan in plans)
+    ]
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -4,11 +4,11 @@ checks, jobs, the retry sensor and its settings resource."""
 
 from dagster import Definitions
 
-from assets.casework import assets
-from assets.casework.checks import CHECKS
-from assets.casework.jobs import JOBS, case_retries_due
-from assets.casework.resource import CaseResource
-from assets.casework.source import case_package
+from assets.case import assets
+from assets.case.checks import CHECKS
+from assets.case.jobs import JOBS, case_retries_due
+from assets.case.resource import CaseResource
+from assets.case.source import case_package
 
 defs = Definitions(
     assets=[

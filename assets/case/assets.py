@@ -10,25 +10,25 @@ import asyncio
 
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 
-from assets.casework.resource import CaseResource
-from assets.casework.source import case_package
+from assets.case.resource import CaseResource
+from assets.case.source import case_package
 from assets.errors import SUPERSEDED, Skip, failure, step
-from assets.groups import CASEWORK
+from assets.groups import CASE
 from assets.partitions import case_revisions
 from hypograph.errors import HypographError
 from hypograph.ids import key_number, numbered_key
 from resources import Inputs, LLMResource
 
-# The casework domain modules are imported inside the assets that use them: every run of any job
+# The case domain modules are imported inside the assets that use them: every run of any job
 # loads these definitions, a proximity run too.
 
-ASSET = {"group_name": CASEWORK, "partitions_def": case_revisions}  # what every case asset takes
+ASSET = {"group_name": CASE, "partitions_def": case_revisions}  # what every case asset takes
 
 
 def _case(context: AssetExecutionContext, inputs: Inputs):
     """(store, case id, manifest) of this partition; the revision must be the package's current one
     (an earlier one is skipped as superseded, a later one refused)."""
-    from hypograph.casework.package import CaseStore
+    from hypograph.case.package import CaseStore
 
     root, revision = inputs.sub_root(context.partition_key)
     store, case_id = CaseStore.for_dir(root)
@@ -56,8 +56,8 @@ def interpretation_draft(
     divergence, failure stage, behavior) from the catalogue and bounded excerpts, validated and
     saved unconfirmed for a person to confirm; with no model, a template to fill in. An existing
     draft is kept (no call); a revision confirmed without one (the example case) shows none."""
-    from hypograph.casework.gateway import CaseGateway
-    from hypograph.casework.interpret import draft_interpretation
+    from hypograph.case.gateway import CaseGateway
+    from hypograph.case.interpret import draft_interpretation
 
     store, case_id, manifest = _case(context, inputs)
     policy = case.settings().policy()
@@ -79,7 +79,7 @@ def interpretation_draft(
 def case_interpretation(context: AssetExecutionContext, inputs: Inputs) -> MaterializeResult:
     """The revision's interpretation, confirmed by a person and verified against its case files; one
     not confirmed yet is skipped, saying what to do."""
-    from hypograph.casework.context import NotConfirmed, verified_interpretation
+    from hypograph.case.context import NotConfirmed, verified_interpretation
 
     store, case_id, manifest = _case(context, inputs)
     try:
@@ -101,7 +101,7 @@ def case_interpretation(context: AssetExecutionContext, inputs: Inputs) -> Mater
 @step
 def case_context(context: AssetExecutionContext, inputs: Inputs, case: CaseResource) -> MaterializeResult:
     """Phase 1: the policy pinned and the prompt context frozen (policy.json, context.json), no model call."""
-    from hypograph.casework.builder import HypothesisBuilder
+    from hypograph.case.builder import HypothesisBuilder
 
     store, case_id, manifest = _case(context, inputs)
     frozen = HypothesisBuilder(store, None, case.settings().policy()).prepare(case_id, manifest["package_id"])
@@ -117,9 +117,9 @@ def hypothesis_batch(
 ) -> MaterializeResult:
     """Phases 2-3: one model round, then hypotheses, registry and summary published together.
     RETRY_PENDING, DEFERRED, BLOCKED and ERROR fail the run with the dispatch's own line."""
-    from hypograph.casework.builder import HypothesisBuilder
-    from hypograph.casework.dispatch import Status
-    from hypograph.casework.gateway import CaseGateway
+    from hypograph.case.builder import HypothesisBuilder
+    from hypograph.case.dispatch import Status
+    from hypograph.case.gateway import CaseGateway
 
     store, case_id, manifest = _case(context, inputs)
     policy = case.settings().policy()
@@ -161,7 +161,7 @@ def batch_vault_nodes(context: AssetExecutionContext, inputs: Inputs, case: Case
     so the batch flows on into that vault's proximity and structure. The vault is the run's
     ``case.vault``, else the one the case names (made from it, or given to ``batch --into``); with
     neither, the step is skipped with its reason logged."""
-    from hypograph.casework.bridge import mint_batch
+    from hypograph.case.bridge import mint_batch
 
     store, case_id, manifest = _case(context, inputs)
     vault = case.settings().vault or store.package(case_id).target_vault(manifest)

@@ -2,12 +2,12 @@
 
 from dagster import AssetCheckExecutionContext, AssetCheckResult, asset_check
 
-from assets.casework.assets import hypothesis_batch
+from assets.case.assets import hypothesis_batch
 from assets.errors import project_errors
 from assets.metadata import check_result as _result
 from assets.partitions import case_revisions
-from hypograph.casework import checks as case_checks
-from hypograph.casework.package import CasePackage
+from hypograph.case import checks as case_checks
+from hypograph.case.package import CasePackage
 from hypograph.ids import key_number
 from resources import Inputs
 

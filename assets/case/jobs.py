@@ -10,14 +10,14 @@ from dagster import (
     sensor,
 )
 
-from assets.casework.assets import batch_vault_nodes, case_interpretation, interpretation_draft
-from assets.groups import CASEWORK, RUN_TAGS, described
+from assets.case.assets import batch_vault_nodes, case_interpretation, interpretation_draft
+from assets.groups import CASE, RUN_TAGS, described
 from assets.partitions import case_revisions
-from hypograph.casework.dispatch import due_retry
-from hypograph.casework.package import CasePackage
+from hypograph.case.dispatch import due_retry
+from hypograph.case.package import CasePackage
 from hypograph.ids import numbered_key
 from hypograph.inputs import sub_key
-from hypograph.skips import BAD_INPUT, registered, skip_line
+from hypograph.scans import BAD_INPUT, registered, skip_line
 from resources import Inputs
 
 DRAFT = AssetSelection.assets(interpretation_draft)
@@ -50,7 +50,7 @@ case_confirmed_job = define_asset_job(
 case_batch_job = define_asset_job(
     "case_batch",
     run_tags=RUN_TAGS,
-    selection=AssetSelection.groups(CASEWORK) - DRAFT - AssetSelection.assets(batch_vault_nodes),
+    selection=AssetSelection.groups(CASE) - DRAFT - AssetSelection.assets(batch_vault_nodes),
     partitions_def=case_revisions,
     description="Observe the case package, then the initial hypothesis batch of one revision: the confirmed "
     "interpretation checked, the context frozen, one model round, hypotheses and registry published "
@@ -60,7 +60,7 @@ case_batch_job = define_asset_job(
 case_into_vault_job = define_asset_job(
     "case_batch_into_vault",
     run_tags=RUN_TAGS,
-    selection=AssetSelection.groups(CASEWORK) - DRAFT,
+    selection=AssetSelection.groups(CASE) - DRAFT,
     partitions_def=case_revisions,
     description="The case batch, then its hypotheses minted as step-3 H nodes into the vault the case names "
     "(made from it, or given to batch --into); skipped with its reason when it names none." + REVISIONS,

@@ -1,6 +1,6 @@
-"""Case step settings as run config; declared once, in ``hypograph/casework/settings.py``."""
+"""Case step settings as run config; declared once, in ``hypograph/case/settings.py``."""
 
-from hypograph.casework.settings import CaseSettings
+from hypograph.case.settings import CaseSettings
 from resources.settings import settings_resource
 
 CaseResource = settings_resource(

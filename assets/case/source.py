@@ -4,10 +4,10 @@ Observing before a run, and registering inputs: ``assets/sources.py``."""
 
 from dagster import DataVersion, DataVersionsByPartition, observable_source_asset
 
-from assets.groups import CASEWORK
+from assets.groups import CASE
 from assets.partitions import case_revisions
 from assets.sources import CASE_PACKAGE
-from hypograph.casework.package import CasePackage
+from hypograph.case.package import CasePackage
 from hypograph.errors import HypographError
 from hypograph.ids import numbered_key
 from hypograph.inputs import fingerprint, sub_key
@@ -19,7 +19,7 @@ DESCRIPTION = (
 )
 
 
-@observable_source_asset(key=CASE_PACKAGE, partitions_def=case_revisions, group_name=CASEWORK, description=DESCRIPTION)
+@observable_source_asset(key=CASE_PACKAGE, partitions_def=case_revisions, group_name=CASE, description=DESCRIPTION)
 def case_package(context, inputs: Inputs) -> DataVersionsByPartition:
     """The current version of every registered case package (see DESCRIPTION); a package that
     cannot be read is skipped with one logged line."""

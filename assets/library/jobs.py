@@ -20,7 +20,7 @@ from assets.partitions import ROUNDS, libraries, library_rounds, model_configure
 from hypograph.errors import HypographError
 from hypograph.inputs import sub_key
 from hypograph.library.run import round_to_run, settings_for_round
-from hypograph.skips import BAD_INPUT, registered, skip_line
+from hypograph.scans import BAD_INPUT, registered, skip_line
 from resources import Inputs
 
 # What the UI says of the round partitions, as the code location loads (its environment's model).

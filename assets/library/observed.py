@@ -40,7 +40,7 @@ from assets.metadata import check_result
 from assets.partitions import LIBRARIES, libraries
 from hypograph.errors import HypographError
 from hypograph.inputs import fingerprint
-from hypograph.skips import BAD_INPUT, registered, skip_line
+from hypograph.scans import BAD_INPUT, registered, skip_line
 from resources import Inputs
 
 # Observable assets are "beta" in Dagster 1.13; a file watched, never written, is what they are for.

@@ -14,7 +14,7 @@ from dagster import (
 from assets.groups import PROXIMITY, RUN_TAGS, described
 from assets.partitions import HYPOTHESIS_INPUTS, hypothesis_inputs
 from hypograph.paths import WITH_HYPOTHESES
-from hypograph.skips import registered
+from hypograph.scans import registered
 from resources import Inputs
 
 REPORT = AssetSelection.assets("proximity_report")

@@ -151,10 +151,10 @@ def merge_similarity_shards(
 def _cap_note(cap: int, dupe_threshold: float) -> str:
     """What the graph's neighbour cap is, said where the asset is shown (prox graph has none by default)."""
     if not cap:
-        return "none: every pair at or above the threshold (the seed's graph)"
+        return "none: every pair at or above the threshold (the original prox's graph)"
     return (
         f"{cap} strongest edges per node, and every pair >= {dupe_threshold} (proximity.max_neighbours; "
-        "0 gives the seed's graph, prox graph's default)"
+        "0 gives the original prox's graph, prox graph's default)"
     )
 
 

@@ -6,15 +6,15 @@ from assets.errors import project_errors
 from assets.metadata import check_result as _result
 from assets.partitions import vaults
 from assets.structure.assets import hypothesis_clusters, hypothesis_dispositions
-from hypograph.structure import checks as step4
+from hypograph.structure import checks as vault_checks
 from hypograph.structure.baseline import read_baseline
 from hypograph.vault.vault import open_vault
 from resources import Inputs
 
 
-def _step4_check(number: int, asset):
+def _blocking_check(number: int, asset):
     """A blocking check running the seed's step-4 check ``number`` on the partition's vault."""
-    name, what = step4.CHECK_NAMES[number]
+    name, what = vault_checks.CHECK_NAMES[number]
 
     @asset_check(
         asset=asset, name=name, description=f"Step-4 check {number}: {what}.", blocking=True, partitions_def=vaults
@@ -22,12 +22,12 @@ def _step4_check(number: int, asset):
     @project_errors
     def _check(context: AssetCheckExecutionContext, inputs: Inputs) -> AssetCheckResult:
         vault = open_vault(inputs.root(context.partition_key))
-        return _result(step4.run_check(number, vault, read_baseline(vault.root)), check=str(number))
+        return _result(vault_checks.run_check(number, vault, read_baseline(vault.root)), check=str(number))
 
     return _check
 
 
 CHECKS = [
-    *(_step4_check(n, hypothesis_dispositions) for n in (1, 5, 6, 7)),
-    *(_step4_check(n, hypothesis_clusters) for n in (2, 3, 4, 6)),
+    *(_blocking_check(n, hypothesis_dispositions) for n in (1, 5, 6, 7)),
+    *(_blocking_check(n, hypothesis_clusters) for n in (2, 3, 4, 6)),
 ]

@@ -14,7 +14,7 @@ from assets.structure.jobs import structure_job
 from assets.structure.next_job import latest, next_job, version_of
 from hypograph.inputs import fingerprint
 from hypograph.paths import WITH_HYPOTHESES
-from hypograph.skips import BAD_INPUT, registered, skip_line
+from hypograph.scans import BAD_INPUT, registered, skip_line
 from resources import Inputs
 
 
@@ -43,6 +43,7 @@ def hypotheses_changed(context: SensorEvaluationContext, inputs: Inputs):
         else:
             job = next_job(context.instance, r, version)
         if job is not None:
+            # "step4:" is the structure job's run-key prefix as stored: a new one would request each vault again
             step = "" if job == proximity_job.name else "step4:"
             requests.append(RunRequest(run_key=f"{r.id}:{step}{version}", partition_key=r.id, job_name=job))
     if not events and not requests:

@@ -63,7 +63,7 @@ def _due(instance, record: InputRecord, job: str, version: str) -> str | None:
         if texts is None or texts.storage_id < seen.storage_id:
             return "it had not read the hypotheses at their current version"
         return None
-    if _left_by_step4(instance, record.id) != version:
+    if _left_by_structure(instance, record.id) != version:
         return "the hypotheses are not at the version step 4 last left"
     return None
 
@@ -111,7 +111,7 @@ def latest(instance, asset: str, partition: str, observation: bool = False):
     return records[0] if records else None
 
 
-def _left_by_step4(instance, key: str) -> str | None:
+def _left_by_structure(instance, key: str) -> str | None:
     """The version of a vault's hypotheses its last structure map recorded (what step 4 left)."""
     record = latest(instance, "structure_map", key)
     if record is None or record.asset_materialization is None:

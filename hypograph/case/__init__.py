@@ -11,7 +11,7 @@ result = await builder.build(case_id, package_id)
 
 import importlib
 
-# name -> its module: imported on first use, so reading a case package (``casework.package``, which
+# name -> its module: imported on first use, so reading a case package (``case.package``, which
 # every job's definitions load) does not import the builder, the gateway and the model client too
 _HOME = {
     "BuildResult": "builder",
@@ -21,7 +21,7 @@ _HOME = {
     "HypothesisPolicy": "config",
     "RetryPolicy": "config",
     "Status": "dispatch",
-    "due_retries": "dispatch",
+    "due_retry": "dispatch",
     "CaseGateway": "gateway",
     "NeedsModel": "gateway",
     "DraftReport": "interpret",
@@ -57,5 +57,5 @@ __all__ = [
     "case_add",
     "case_new",
     "draft_interpretation",
-    "due_retries",
+    "due_retry",
 ]

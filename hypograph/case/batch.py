@@ -9,8 +9,8 @@ initial budget as an immutable creation allocation (``budget_accounting: not_sta
 
 from __future__ import annotations
 
-from hypograph.casework.config import UNIT
-from hypograph.casework.package import json_text, rev_dir, sha_text
+from hypograph.case.config import UNIT
+from hypograph.case.package import json_text, rev_dir, sha_text
 
 CANDIDATE_FIELDS = (
     "title",

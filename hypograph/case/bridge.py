@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hypograph.casework.batch import paths
-from hypograph.casework.checks import run_checks
-from hypograph.casework.package import TARGET_VAULT, CasePackage
-from hypograph.casework.rules import describe
+from hypograph.case.batch import paths
+from hypograph.case.checks import run_checks
+from hypograph.case.package import TARGET_VAULT, CasePackage
+from hypograph.case.rules import describe
 from hypograph.errors import HypographError, NotDone
 from hypograph.ids import numbered_key
 from hypograph.vault.mint import create_node

@@ -22,16 +22,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hypograph.atomic import write_text
-from hypograph.casework import rules
-from hypograph.casework.batch import assemble, paths
-from hypograph.casework.checks import SCALAR, run_checks, shape_violations
-from hypograph.casework.config import HypothesisConfig
-from hypograph.casework.context import build_context, verified_interpretation
-from hypograph.casework.dispatch import DispatchState, Status
-from hypograph.casework.gateway import CaseGateway, NeedsModel
-from hypograph.casework.guards import attempt_for, new_attempt, pinned_policy, refuse_undeclared
-from hypograph.casework.models import Answer
-from hypograph.casework.package import (
+from hypograph.case import rules
+from hypograph.case.batch import assemble, paths
+from hypograph.case.checks import SCALAR, run_checks, shape_violations
+from hypograph.case.config import HypothesisConfig
+from hypograph.case.context import build_context, verified_interpretation
+from hypograph.case.dispatch import DispatchState, Status
+from hypograph.case.gateway import CaseGateway, NeedsModel
+from hypograph.case.guards import attempt_for, new_attempt, pinned_policy, refuse_undeclared
+from hypograph.case.models import Answer
+from hypograph.case.package import (
     HYPOTHESIS_POINTERS,
     PHASE_GENERATING,
     CaseBusy,
@@ -41,13 +41,13 @@ from hypograph.casework.package import (
     rev_dir,
     sha_text,
 )
-from hypograph.casework.prompt import build_request
-from hypograph.casework.publish import Hook, prefixed
+from hypograph.case.prompt import build_request
+from hypograph.case.publish import Hook, prefixed
 from hypograph.errors import HypographError
 from hypograph.ids import numbered_key
 from hypograph.journal import Step
 
-log = logging.getLogger("hypograph.casework")
+log = logging.getLogger("hypograph.case")
 # What a recorded round must hold before it is verified (the answer itself is validated by pydantic).
 ROUND_SHAPE = {"attempt_id": SCALAR, "bindings": {"context": dict, "policy?": dict}, "answer": dict}
 

@@ -6,10 +6,10 @@ Dagster layer turns each list into a blocking asset check (empty list: passed).
 
 from __future__ import annotations
 
-from hypograph.casework import rules
-from hypograph.casework.batch import CANDIDATE_FIELDS, paths, summary
-from hypograph.casework.config import UNIT
-from hypograph.casework.package import CasePackage
+from hypograph.case import rules
+from hypograph.case.batch import CANDIDATE_FIELDS, paths, summary
+from hypograph.case.config import UNIT
+from hypograph.case.package import CasePackage
 from hypograph.errors import HypographError
 
 Violation = rules.Violation

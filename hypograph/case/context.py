@@ -9,12 +9,12 @@ policy, and earlier revisions' batches labelled as untested initial proposals.
 
 from __future__ import annotations
 
-from hypograph.casework.checks import SHAPES, shape_violations
-from hypograph.casework.config import HypothesisLimits, HypothesisPolicy
-from hypograph.casework.ingest import archive_members
-from hypograph.casework.interpret import adopt_draft, draft_path, suggested_question
-from hypograph.casework.models import ANCHORS, OBSERVATION_KINDS, Catalogue, Interpretation
-from hypograph.casework.package import CasePackage, json_text, rev_dir, sha_text
+from hypograph.case.checks import SHAPES, shape_violations
+from hypograph.case.config import HypothesisLimits, HypothesisPolicy
+from hypograph.case.ingest import archive_members
+from hypograph.case.interpret import adopt_draft, draft_path, suggested_question
+from hypograph.case.models import ANCHORS, OBSERVATION_KINDS, Catalogue, Interpretation
+from hypograph.case.package import CasePackage, json_text, rev_dir, sha_text
 from hypograph.errors import HypographError, NotDone
 
 PROMPT_VERSION = "hypotheses_v1"

@@ -3,7 +3,8 @@
 A dispatch never waits: an unreachable model ends it with ``RETRY_PENDING`` and a due time
 saved here; a dispatch before that time returns at once without a call; after the retry
 policy's last round the case is ``BLOCKED`` until a person starts a new attempt (``hypograph
-batch CASE_DIR --attempt ID``). A sensor calls ``due_retries`` to find the cases to dispatch again.
+batch CASE_DIR --attempt ID``). The ``case_retries_due`` sensor asks ``due_retry`` of each registered
+case whether to dispatch it again.
 """
 
 from __future__ import annotations
@@ -11,12 +12,11 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import asdict, dataclass
 from enum import StrEnum
-from pathlib import Path
 
 from hypograph.atomic import write_text
-from hypograph.casework.batch import paths
-from hypograph.casework.config import RetryPolicy
-from hypograph.casework.package import PHASE_GENERATING, CasePackage, CaseStore, json_text
+from hypograph.case.batch import paths
+from hypograph.case.config import RetryPolicy
+from hypograph.case.package import PHASE_GENERATING, CasePackage, json_text
 from hypograph.errors import HypographError
 
 
@@ -107,15 +107,6 @@ class DueCase:
     analysis_revision: int
     attempt_id: str
     due_at: str
-
-
-def due_retries(store: CaseStore | Path | str, now: dt.datetime | None = None) -> list[DueCase]:
-    """Cases of ``store`` whose current revision is RETRY_PENDING with a due time at or before
-    ``now`` (UTC now by default), by due time. Reads only; an unreadable package raises an
-    error naming its file rather than being skipped."""
-    store = store if isinstance(store, CaseStore) else CaseStore(store)
-    out = [due for case_id in store.cases() if (due := due_retry(store.package(case_id), now))]
-    return sorted(out, key=lambda d: (d.due_at, d.case_id))
 
 
 def due_retry(pkg: CasePackage, now: dt.datetime | None = None) -> DueCase | None:

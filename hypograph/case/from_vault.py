@@ -16,8 +16,8 @@ import re
 from pathlib import Path
 
 from hypograph.atomic import read_utf8
-from hypograph.casework.models import Source, Statement
-from hypograph.casework.revision import NewRevision, RevisionReport, add_revision
+from hypograph.case.models import Source, Statement
+from hypograph.case.revision import NewRevision, RevisionReport, add_revision
 from hypograph.errors import HypographError
 from hypograph.paths import OURS
 from hypograph.vault.node_view import NodeView

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hypograph import environment
-from hypograph.casework.config import HypothesisConfig
+from hypograph.case.config import HypothesisConfig
 from hypograph.errors import HypographError, NotDone
 from hypograph.llm.client import LLMClient, Rejected, Request
 from hypograph.llm.config import LLMConfig

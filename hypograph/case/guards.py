@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from hypograph.casework.batch import paths
-from hypograph.casework.config import HypothesisPolicy
-from hypograph.casework.dispatch import DispatchState
-from hypograph.casework.package import CasePackage, rev_dir
+from hypograph.case.batch import paths
+from hypograph.case.config import HypothesisPolicy
+from hypograph.case.dispatch import DispatchState
+from hypograph.case.package import CasePackage, rev_dir
 from hypograph.errors import HypographError
 
 ATTEMPT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")

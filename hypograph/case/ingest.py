@@ -28,8 +28,8 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from hypograph.casework.config import ArchiveLimits
-from hypograph.casework.models import SOURCE_KINDS, Source
+from hypograph.case.config import ArchiveLimits
+from hypograph.case.models import SOURCE_KINDS, Source
 from hypograph.errors import HypographError
 from hypograph.limits import encodable
 from hypograph.paths import name_problem, scan

@@ -30,11 +30,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from hypograph.casework.config import HypothesisConfig
-from hypograph.casework.gateway import CaseGateway
-from hypograph.casework.ingest import archive_members, read_member
-from hypograph.casework.models import ANCHORS, CONTROLLER_FIELDS, Catalogue, Interpretation, Source, Statement
-from hypograph.casework.package import CasePackage, json_text, rev_dir, sha_text
+from hypograph.case.config import HypothesisConfig
+from hypograph.case.gateway import CaseGateway
+from hypograph.case.ingest import archive_members, read_member
+from hypograph.case.models import ANCHORS, CONTROLLER_FIELDS, Catalogue, Interpretation, Source, Statement
+from hypograph.case.package import CasePackage, json_text, rev_dir, sha_text
 from hypograph.errors import HypographError, NotDone
 from hypograph.ids import numbered_key
 from hypograph.journal import Step
@@ -187,7 +187,7 @@ def interpreter_context(
 
 
 def build_request(context: dict, catalogue: Catalogue) -> Request[DraftAnswer]:
-    raw = resources.files("hypograph.casework").joinpath(f"{PROMPT_VERSION}.txt").read_text(encoding="utf-8")
+    raw = resources.files("hypograph.case").joinpath(f"{PROMPT_VERSION}.txt").read_text(encoding="utf-8")
     text = "\n".join(ln for ln in raw.splitlines() if not ln.startswith("#"))
     system, _, user = text.partition("=== system\n")[2].partition("=== user\n")
     values = {

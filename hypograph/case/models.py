@@ -84,13 +84,6 @@ class Source(BaseModel):
             data.pop("member", None)
         return data
 
-    @property
-    def weak(self) -> bool:
-        """True if this source alone may not ground a hypothesis."""
-        return self.kind in ("assumption", "external_expectation") or (
-            self.kind == "implementation_reference" and not self.read
-        )
-
 
 class Catalogue(BaseModel):
     model_config = ConfigDict(extra="forbid")

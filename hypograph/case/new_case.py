@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hypograph.casework.config import HypothesisConfig
-from hypograph.casework.ingest import DEFAULT_KIND, collect, next_number, sources_for
-from hypograph.casework.models import ANCHORS, Statement
-from hypograph.casework.package import CasePackage
-from hypograph.casework.revision import NewRevision, RevisionReport, add_revision
+from hypograph.case.config import HypothesisConfig
+from hypograph.case.ingest import DEFAULT_KIND, collect, next_number, sources_for
+from hypograph.case.models import ANCHORS, Statement
+from hypograph.case.package import CasePackage
+from hypograph.case.revision import NewRevision, RevisionReport, add_revision
 from hypograph.errors import HypographError
 
 

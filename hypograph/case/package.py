@@ -38,8 +38,8 @@ from pathlib import Path, PurePosixPath
 from pydantic import BaseModel, ValidationError
 
 from hypograph.atomic import open_regular, remove_stale_temps
-from hypograph.casework.models import Catalogue, Interpretation
-from hypograph.casework.publish import HookedJournal
+from hypograph.case.models import Catalogue, Interpretation
+from hypograph.case.publish import HookedJournal
 from hypograph.errors import HypographError, NotDone
 from hypograph.journal import Journal, Step
 from hypograph.limits import data_problem
@@ -80,16 +80,6 @@ def json_text(value) -> str:
 
 def sha_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def sha_file(path: Path) -> str | None:
-    """sha256 of the regular file ``path`` read in chunks (None if missing). Not confined: for
-    files outside a package; a package's own files go through ``CasePackage.sha``."""
-    try:
-        fd = _open_regular(Path(path), str(path))
-    except FileNotFoundError:
-        return None
-    return _stream_sha(fd)
 
 
 def _open_regular(path: Path, what: str) -> int:

@@ -10,15 +10,15 @@ from __future__ import annotations
 from importlib import resources
 from string import Template
 
-from hypograph.casework.models import Answer
-from hypograph.casework.rules import candidate_violations, describe
+from hypograph.case.models import Answer
+from hypograph.case.rules import candidate_violations, describe
 from hypograph.ids import numbered_key
 from hypograph.llm.client import Request, untrusted
 
 
 def prompt_text(version: str) -> tuple[str, str]:
     """(system, user) templates of ``<version>.txt`` shipped in this package."""
-    raw = resources.files("hypograph.casework").joinpath(f"{version}.txt").read_text(encoding="utf-8")
+    raw = resources.files("hypograph.case").joinpath(f"{version}.txt").read_text(encoding="utf-8")
     lines = [ln for ln in raw.splitlines() if not ln.startswith("#")]
     text = "\n".join(lines)
     _, _, rest = text.partition("=== system\n")

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hypograph.atomic import write_atomic
-from hypograph.casework.context import refuse_a_later_edit, verified_interpretation
-from hypograph.casework.ingest import open_input
-from hypograph.casework.interpret import adopt_draft, draft_path
-from hypograph.casework.models import Bindings, Catalogue, Interpretation, Source, Statement
-from hypograph.casework.package import (
+from hypograph.case.context import refuse_a_later_edit, verified_interpretation
+from hypograph.case.ingest import open_input
+from hypograph.case.interpret import adopt_draft, draft_path
+from hypograph.case.models import Bindings, Catalogue, Interpretation, Source, Statement
+from hypograph.case.package import (
     PHASE_INTERPRETED,
     TARGET_VAULT,
     CasePackage,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hypograph.casework.models import OBSERVATION_KINDS
+from hypograph.case.models import OBSERVATION_KINDS
 from hypograph.text import normalise
 
 Violation = tuple[str, str]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 if TYPE_CHECKING:
-    from hypograph.casework.config import HypothesisConfig
+    from hypograph.case.config import HypothesisConfig
 
 
 class CaseSettings(BaseModel):
@@ -18,7 +18,9 @@ class CaseSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    config_file: str | None = Field(default=None, description="analysis TOML (default: the seed's 3/5/100)")
+    config_file: str | None = Field(
+        default=None, description="analysis TOML (default: the hypothesis builder spec's 3/5/100)"
+    )
     attempt: str | None = Field(default=None, description="a new attempt id, to correct a rejected or blocked attempt")
     vault: str | None = Field(default=None, description="vault the accepted hypotheses are minted into as H nodes")
 
@@ -28,7 +30,7 @@ class CaseSettings(BaseModel):
         """The file read and checked now, so a bad one refuses the run before it exists (the
         command, the Launchpad, a sensor): one line naming the file and the key."""
         if value is not None:
-            from hypograph.casework.config import HypothesisConfig
+            from hypograph.case.config import HypothesisConfig
             from hypograph.errors import HypographError
 
             try:
@@ -38,6 +40,6 @@ class CaseSettings(BaseModel):
         return value
 
     def policy(self) -> HypothesisConfig:
-        from hypograph.casework.config import HypothesisConfig
+        from hypograph.case.config import HypothesisConfig
 
         return HypothesisConfig.load(Path(self.config_file)) if self.config_file else HypothesisConfig()

@@ -177,7 +177,7 @@ def tfidf_model(model: str | None) -> str:
         return SEED_TFIDF
     if model not in TFIDF_ALIASES:
         raise HypographError(
-            f"unknown tfidf model {model!r}: choose seed (the seed tool's TfidfVectorizer() defaults) or tuned"
+            f"unknown tfidf model {model!r}: choose seed (the original prox's TfidfVectorizer() defaults) or tuned"
         )
     return TFIDF_ALIASES[model]
 

@@ -22,12 +22,12 @@ __all__ = ["Backend", "ProximitySettings"]
 
 
 class ProximitySettings(BaseModel):
-    """Embedding backend, the seed's thresholds (graph 0.30, dupes 0.80, auto-merge 0.92), the
+    """Embedding backend, the original prox's thresholds (graph 0.30, dupes 0.80, auto-merge 0.92), the
     community finder and how many row ranges the embedding and the graph are split into."""
 
     model_config = ConfigDict(extra="forbid")
 
-    backend: Backend = Field(default="tfidf", description="tfidf (seed) or sbert (MiniLM, offline)")
+    backend: Backend = Field(default="tfidf", description="tfidf (as the original prox) or sbert (MiniLM, offline)")
     model: str | None = Field(default=None, description="tfidf: seed (default) or tuned; sbert: model name or path")
     graph_threshold: float = Field(
         default=DEFAULT_THRESHOLD, ge=-1.0, le=1.0, allow_inf_nan=False, description="edge at or above"
@@ -35,7 +35,7 @@ class ProximitySettings(BaseModel):
     max_neighbours: int = Field(
         default=DEFAULT_MAX_NEIGHBOURS,
         ge=0,
-        description="strongest edges kept per node (pairs >= dupe threshold always); 0: all, the seed's "
+        description="strongest edges kept per node (pairs >= dupe threshold always); 0: all, the original prox's "
         "graph (prox graph's default; here a cap, so a large input's graph stays small)",
     )
     dupe_threshold: float = Field(

@@ -180,7 +180,7 @@ def _foreign(path: Path, ids: list, rows, why: str, digest: str) -> Embeddings:
     if not np.isfinite(values).all():
         raise HypographError(f"{path}: holds values that are not finite numbers (NaN or infinity)")
     matrix, off = normalise_rows(rows)
-    note = f"{path}: written by another tool ({why}): read as the seed reads it, " + (
+    note = f"{path}: written by another tool ({why}): read as the original prox reads it, " + (
         f"{off} of {matrix.shape[0]} rows L2-normalised" if off else "rows already unit length"
     )
     backend = "dense" if isinstance(matrix, np.ndarray) else "tfidf"
@@ -188,12 +188,6 @@ def _foreign(path: Path, ids: list, rows, why: str, digest: str) -> Embeddings:
 
 
 # -- graph --------------------------------------------------------------------------------------
-
-
-def graph_document(graph: SimilarityGraph, membership: dict[str, str] | None = None) -> dict:
-    """graph.json as a dict (for tests and checks on small graphs)."""
-    membership = membership or {}
-    return orjson.loads(graph_files.graph_json_bytes(graph, [membership.get(i) for i in graph.ids]))
 
 
 def write_graph(root: Path, graph: SimilarityGraph) -> Path:
@@ -229,13 +223,6 @@ def load_graph(root: Path) -> tuple[SimilarityGraph, list[str | None]]:
         return fast.graph, fast.clusters
     graph, clusters, _ = graph_files.parse_graph_json(d / graph_files.GRAPH_JSON)
     return graph, clusters
-
-
-def read_graph(root: Path) -> tuple[SimilarityGraph, dict]:
-    """The graph (ids in file order, each undirected edge once) and the raw graph.json document."""
-    graph, _, doc = graph_files.parse_graph_json(proximity_dir(root) / graph_files.GRAPH_JSON)
-    fast = graph_files.read_graph_npz(proximity_dir(root))
-    return (fast.graph if fast is not None else graph), doc
 
 
 # -- clusters -----------------------------------------------------------------------------------

@@ -264,7 +264,6 @@ TITLE_WRAP = 110  # characters per line of a title or subtitle in a WIDTH-pixel 
 GROUP_TRY = 30  # members of a group tried, most central first, for a free side for its name
 LABEL_TRY = 3000  # points offered an id label, the most central of each cluster first (MAP_MAX: every drawn point)
 PAD = 8  # pixels between the figure's edge, its title, its legend and its axes
-GREY = "#777777"
 _IDS = "ids: …"  # the subtitle's last line until the ids are placed (same height as what replaces it)
 
 

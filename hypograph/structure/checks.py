@@ -16,7 +16,7 @@ from hypograph.atomic import STATE_MAX, read_regular
 from hypograph.ids import id_number, id_sort_key
 from hypograph.paths import OURS
 from hypograph.proximity.adjudicate import read_reviews
-from hypograph.vault.node_view import STEP4_FIELDS, NodeView
+from hypograph.vault.node_view import NodeView
 from hypograph.vault.nodes import Node, link_target
 from hypograph.vault.vault import Vault
 
@@ -24,7 +24,6 @@ Violation = tuple[str, str]
 LINK_TEXT_RE = re.compile(r"!?\[\[[^\]|]*")  # a link's target (a node's title); an |alias is text
 STATES = ("active", "merged", "dropped")
 FOLDER = {"active": Path("hypotheses"), "merged": Path("hypotheses/merged"), "dropped": Path("hypotheses/dropped")}
-H_FIELDS_4 = STEP4_FIELDS
 NUMBERISH = re.compile(
     r"(?<![\w.-])(?:0?\.\d+|1\.0+)(?!\w|\.\d)"  # 0.35, .2, 1.0 (a full stop after is fine)
     r"|\d+(?:\.\d+)?\s?(?:%|percent\b)"  # 35%, 35 percent

@@ -261,21 +261,6 @@ def split_reasons(members: set[str], pairs: list[Pair], frozen: dict[str, str]) 
     return out
 
 
-def split_pairs(plans: list[ClusterPlan], pairs: list[Pair], frozen: dict[str, str]) -> list[Pair]:
-    """The pairs ``plans`` split across two clusters with no recorded reason (the guarantee: none)."""
-    where = {m: k for k, p in enumerate(plans) for m in p.members}
-    where.update(frozen)
-    return [
-        p
-        for p in pairs
-        if p.a in where
-        and p.b in where
-        and where[p.a] != where[p.b]
-        and not any(f"{p.a} and {p.b} are near-duplicates" in plan.justification for plan in plans)
-        and not any(f"{p.b} and {p.a} are near-duplicates" in plan.justification for plan in plans)
-    ]
-
-
 def _plan(nodes: list[Node], question: str, how: str, reasons: list[str]) -> ClusterPlan:
     """The heuristic plan of one group, ``question`` its central question hint."""
     topic = question.rstrip("?").strip()

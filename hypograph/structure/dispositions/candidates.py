@@ -3,7 +3,7 @@ proximity produced (whatever their backend).
 
 Real duplicates are paraphrases across papers and rarely reach the lexical duplicate cutoff, so
 the net widens what a model is asked to judge (``Net``; the default ``NET`` chosen by measurement,
-``benchmarks/step4.py``):
+``benchmarks/structure.py``):
 
 * each hypothesis's ``k`` nearest neighbours (across ``question`` hints);
 * its ``hint_k`` nearest among the hypotheses posed against the same ``question`` hint;
@@ -48,7 +48,7 @@ class Net:
     transitive: int = 0
 
 
-# Measured (benchmarks/step4.py, TF-IDF): 5 neighbours with transitive pairs among each one's 4
+# Measured (benchmarks/structure.py, TF-IDF): 5 neighbours with transitive pairs among each one's 4
 # nearest recover 73 / 89 / 92% of the duplicate pairs at 32 / 100 / 500 hypotheses, against 55 /
 # 83 / 91% for the 3 neighbours asked before; neighbours within a hint and mutual neighbours added
 # candidates but recovered no more, so they are off by default.

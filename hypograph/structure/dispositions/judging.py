@@ -26,7 +26,7 @@ from hypograph.vault.nodes import Node
 from hypograph.vault.vault import Vault
 
 TOPIC_BATCH = 10  # hypotheses per topic question
-PAIR_BATCH = 8  # candidate pairs per merge question (benchmarks/step4.py)
+PAIR_BATCH = 8  # candidate pairs per merge question (benchmarks/structure.py)
 
 
 def separating_observations(a: Node, b: Node, obs: list[Node]) -> list[str]:
