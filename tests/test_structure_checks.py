@@ -1,5 +1,5 @@
-"""The seed's six binary step-4 checks (``hypograph check``) on the real vaults and on copies of them
-broken, one rule at a time, to violate exactly the check under test.
+"""The structuring spec's six binary checks (``hypograph check`` runs them and check 7) on the real
+vaults and on copies of them broken, one rule at a time, to violate exactly the check under test.
 
 Both real vaults were structured by hand (covid1: a merge survivor H-1 <- H-2, a dropped survivor
 H-3 <- H-4, one cluster HC-1 with residual H-6; eggs1: three clusters HC-1..HC-3, residuals H-11..H-13).

@@ -1,4 +1,4 @@
-"""Each rule of the six step-4 checks, one at a time, on a small vault built in memory.
+"""Each rule of the structuring spec's six checks, one at a time, on a small vault built in memory.
 
 The vault is a well-formed step-4 result (every check passes); each test breaks exactly one rule
 and asserts the whole list of violations that check returns: which node, and the one line a
