@@ -184,3 +184,20 @@ def test_a_bad_value_is_refused_by_the_model_naming_the_flag_and_its_range():
     args = cli.parser(["library"]).parse_args(["library", "X", "--topic", "t", "--rounds", "-1"])
     with pytest.raises(Exception, match=r"^--rounds: must be ≥ 0 \(got '-1'\)$"):
         args.settings_of(args)
+
+
+@pytest.mark.parametrize(
+    "command, seed",
+    [
+        ("embed", {"backend": "tfidf", "model": None}),
+        ("graph", {"threshold": 0.30, "max_neighbours": 0}),
+        ("clusters", {"algorithm": "louvain"}),
+        ("dupes", {"threshold": 0.80}),
+        ("adjudicate", {"auto_merge": 0.92}),
+    ],
+)
+def test_prox_defaults_are_the_seed_tools(command, seed, tmp_path):
+    """The numbers the seed's protocol states (graph 0.30, dupes 0.80, auto-merge 0.92, TF-IDF,
+    Louvain, every edge): what ``prox`` runs with when no flag is given, read from the model."""
+    args = prox_parser().parse_args([command, "--run-dir", str(tmp_path)])
+    assert {k: getattr(args, k) for k in seed} == seed
