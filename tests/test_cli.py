@@ -345,7 +345,19 @@ def test_piping_into_head_ends_quietly(tmp_path):
             "hypograph structure: --backend: input should be 'tfidf' or 'sbert' (got 'word2vec')",
         ),
     ],
-    ids=["threshold", "dupe", "nan", "structure", "report", "n-behaviors", "banlist", "rounds", "topic", "not-a-number", "not-a-choice"],
+    ids=[
+        "threshold",
+        "dupe",
+        "nan",
+        "structure",
+        "report",
+        "n-behaviors",
+        "banlist",
+        "rounds",
+        "topic",
+        "not-a-number",
+        "not-a-choice",
+    ],
 )
 def test_a_setting_out_of_range_is_one_line_before_any_run_exists(tmp_path, argv, line):
     """Every command that takes a ranged setting refuses a bad value through its product's settings

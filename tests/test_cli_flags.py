@@ -120,30 +120,40 @@ def _number(text: str) -> float:
     return float(text.rstrip(".,;)"))
 
 
+def help_problems(where: str, action, model, field: str) -> list[str]:
+    """What the help line of ``action`` (an option of ``field``) says that its model does not."""
+    info, name = model.model_fields[field], f"{where} {flag(action)}"
+    shown = settings.Help(prog="x")._expand_help(action)
+    own = SEED_DEFAULTS.get((where, flag(action)))
+    return [
+        f"{name}: {line}: {shown!r}" for line in (*range_problems(info, shown), *default_problems(info, own, shown))
+    ]
+
+
+def range_problems(info, shown: str) -> list[str]:
+    bounds = {SIGNS[a]: float(getattr(m, a)) for m in info.metadata for a in SIGNS if getattr(m, a, None) is not None}
+    stated = {sign: _number(n) for sign, n in re.findall(r"([≥≤<>]) (-?[\d.]+)", shown)}
+    wrong = [] if stated == bounds else [f"help states {stated}, the model {bounds}"]
+    if re.search(r"\d\s*(to|-|…)\s*-?\d", shown):
+        wrong.append("a range in words of its own")
+    return wrong
+
+
+def default_problems(info, own, shown: str) -> list[str]:
+    expected = [] if info.default is None or isinstance(info.default, bool) else [info.default]
+    expected = expected if own is None else [own]
+    defaults = [_number(d) for d in re.findall(r"default:? (-?\d[\d.]*)", shown)]
+    wrong = [] if defaults == [float(v) for v in expected if isinstance(v, int | float)] else [f"defaults {defaults}"]
+    if isinstance(info.default, str) and f"default {info.default}" not in shown:
+        wrong.append(f"default {info.default} not shown")
+    return wrong
+
+
 def test_help_states_the_range_and_default_the_model_declares():
     """Each such option's help names every bound of its field and its default (as ``--help``
     prints it), and states no other bound or default: a help text that says "0 to 1" or
     "(default 10)" of its own, or a model changed under it, fails here."""
-    wrong = []
-    for where, action, model, field in field_options():
-        info = model.model_fields[field]
-        shown = settings.Help(prog="x")._expand_help(action)
-        bounds = {
-            SIGNS[attr]: getattr(m, attr) for m in info.metadata for attr in SIGNS if getattr(m, attr, None) is not None
-        }
-        stated = {sign: _number(n) for sign, n in re.findall(r"([≥≤<>]) (-?[\d.]+)", shown)}
-        if stated != {sign: float(v) for sign, v in bounds.items()}:
-            wrong.append(f"{where} {flag(action)}: help states {stated}, the model {bounds}: {shown!r}")
-        if re.search(r"\d\s*(to|-|…)\s*-?\d", shown):
-            wrong.append(f"{where} {flag(action)}: a range in words of its own: {shown!r}")
-        defaults = re.findall(r"default:? (-?\d[\d.]*)", shown)
-        own = SEED_DEFAULTS.get((where, flag(action)))
-        expected = [] if info.default is None or isinstance(info.default, bool) else [info.default]
-        expected = expected if own is None else [own]
-        if [_number(d) for d in defaults] != [float(v) for v in expected if isinstance(v, int | float)]:
-            wrong.append(f"{where} {flag(action)}: help's defaults {defaults}, the model's {expected}: {shown!r}")
-        if isinstance(info.default, str) and f"default {info.default}" not in shown:
-            wrong.append(f"{where} {flag(action)}: default {info.default} not shown: {shown!r}")
+    wrong = [line for option in field_options() for line in help_problems(*option)]
     assert not wrong, "\n".join(wrong)
 
 
