@@ -38,11 +38,12 @@ from dagster import (
 from dagster._core.errors import DagsterUserCodeProcessError
 from dagster._utils.error import SerializableErrorInfo
 
-from hypograph.errors import HypographError, NotDone, SettingRefused
+from hypograph import errors
+from hypograph.errors import HypographError, NotDone, SettingRefused, step_status
 from io_managers.fleet import other_version
 
-NOT_DONE = "NOT_DONE"
-REFUSED = "REFUSED"
+NOT_DONE = step_status(errors.NOT_DONE)  # the step statuses of exit codes 2 and 1 (``hypograph.errors``)
+REFUSED = step_status(errors.REFUSED)
 SUPERSEDED = "SUPERSEDED"
 SKIPPED_TAG = "hypograph/skipped"
 REASON_TAG = "hypograph/reason"
@@ -142,7 +143,8 @@ def _same_code(args: tuple) -> None:
 
 
 def _project_failure(e: HypographError, args: tuple) -> Failure:
-    return failure(str(e), type(e).__name__, NOT_DONE if isinstance(e, NotDone) else REFUSED, context=_context(args))
+    code = errors.NOT_DONE if isinstance(e, NotDone) else errors.REFUSED
+    return failure(str(e), type(e).__name__, step_status(code), context=_context(args))
 
 
 def failure(line: str, kind: str, status: str, metadata: dict | None = None, context=None) -> Failure:

@@ -43,6 +43,12 @@ def exit_code(error: BaseException) -> int:
     return error.exit_code if isinstance(error, HypographError) else REFUSED
 
 
+def step_status(code: int) -> str:
+    """``NOT_DONE`` for 2, ``REFUSED`` for 1: the status a run's step records for an error of exit
+    code ``code`` (``assets/errors.py``), which the command reading the run turns back into it."""
+    return STATUS[code].upper()
+
+
 _BOUNDS = {"ge": "≥", "gt": ">", "le": "≤", "lt": "<"}
 _NOT_A_NUMBER = {
     "float_parsing": "a number",
@@ -71,6 +77,7 @@ FLAGS = {
     "confirm_topic": "--confirm-topic",
     "new_library": "--new-library",
     "topic": "--topic",
+    "rounds": "--rounds",
     "config_file": "--config",
     "attempt": "--attempt",
     "vault": "--into",

@@ -38,6 +38,7 @@ from hypograph.case.package import CasePackage
 from hypograph.case.revision import confirm
 from hypograph.errors import DONE, HypographError
 from hypograph.vault.vault import require_vault
+from hypograph_cli.settings import option
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def add_case_parsers(subparsers) -> dict[str, argparse.ArgumentParser]:
         metavar="KIND",
         help=f"catalogue kind of every input (default {DEFAULT_KIND}; one of {kinds})",
     )
-    c.add_argument("--config", type=Path, default=None, help="analysis TOML ([archives] limits)")
+    option(c, "--config", "case", "config_file", type=Path, help="analysis TOML ([archives] limits)")
     c.set_defaults(func=_new)
     c = parsers["add"] = sub.add_parser("add", help="more inputs as a new unconfirmed revision")
     c.add_argument("path", type=Path, metavar="CASE_DIR")
@@ -108,7 +109,7 @@ def add_case_parsers(subparsers) -> dict[str, argparse.ArgumentParser]:
         metavar="KIND",
         help=f"catalogue kind of every input (default {DEFAULT_KIND})",
     )
-    c.add_argument("--config", type=Path, default=None, help="analysis TOML ([archives] limits)")
+    option(c, "--config", "case", "config_file", type=Path, help="analysis TOML ([archives] limits)")
     c.set_defaults(func=_add)
     c = parsers["from-vault"] = sub.add_parser(
         "from-vault", help="record VAULT's observations and question as a new revision of CASE_DIR"
@@ -120,7 +121,7 @@ def add_case_parsers(subparsers) -> dict[str, argparse.ArgumentParser]:
         "interpret", help="the model's draft interpretation (no model: a template to fill in)"
     )
     c.add_argument("path", type=Path, metavar="CASE_DIR")
-    c.add_argument("--config", type=Path, default=None, help="analysis TOML (endpoints, limits)")
+    option(c, "--config", "case", "config_file", type=Path, help="analysis TOML (endpoints, limits)")
     c = parsers["show"] = sub.add_parser("show", help="print what `case confirm` would confirm")
     c.add_argument("path", type=Path, metavar="CASE_DIR")
     c.set_defaults(func=_show)
@@ -139,9 +140,9 @@ def add_case_parsers(subparsers) -> dict[str, argparse.ArgumentParser]:
         "batch", help="generate and publish the initial hypothesis batch of CASE_DIR"
     )
     b.add_argument("path", type=Path, metavar="CASE_DIR")
-    b.add_argument("--config", type=Path, default=None, help="analysis TOML (default: built-in defaults)")
-    b.add_argument("--attempt", default=None, help="a new attempt id, to correct a rejected or blocked attempt")
-    b.add_argument("--into", type=Path, default=None, metavar="VAULT", help="mint the batch into VAULT as H nodes")
+    option(b, "--config", "case", "config_file", type=Path)
+    option(b, "--attempt", "case", "attempt")
+    option(b, "--into", "case", "vault", type=Path, metavar="VAULT", help="mint the batch into VAULT as H nodes")
     return parsers
 
 

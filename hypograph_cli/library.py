@@ -23,7 +23,7 @@ import json
 from pathlib import Path
 
 from hypograph.errors import HypographError
-from hypograph_cli.settings import bounded
+from hypograph_cli.settings import option
 
 # The parser needs only argparse: `hypograph --help` and argument errors import no domain module;
 # ``_dispatch`` imports what the command runs.
@@ -33,34 +33,45 @@ def add_library_parser(subparsers) -> argparse.ArgumentParser:
     """Add the ``library`` subcommand to ``subparsers``; its handler is ``args.func(args) -> exit code``."""
     c = subparsers.add_parser("library", help="generate, dedup, score and persist hypothesis-library rounds in DIR")
     c.add_argument("dir", type=Path, help="project directory holding hypothesis_library.json")
-    c.add_argument("--topic", help="the library's topic (required to run rounds)")
-    c.add_argument("--rounds", type=int, default=1, help="rounds to run in this invocation (default 1)")
-    n = c.add_argument(
-        "--n-behaviors", type=int, default=10, help="new behaviors per round, discover only (default 10)"
+    option(c, "--topic", "library", "topic", help="the library's topic (required to run rounds)")
+    option(c, "--rounds", "library-command", "rounds")
+    option(c, "--n-behaviors", "library", "n_behaviors", help="new behaviors per round, discover only")
+    option(c, "--behavior", "library", "behavior")
+    option(
+        c,
+        "--behavior-source",
+        "library",
+        "behavior_source",
+        help="the only mode selector; without it: given when --behavior is given",
     )
-    bounded(n, "library", "n_behaviors")
-    c.add_argument("--behavior", help="given mode: an existing node id (B3) or a one-sentence behavior")
-    c.add_argument("--behavior-source", choices=["discover", "given"], help="the only mode selector (default: derived)")
     c.add_argument("--mode", help=argparse.SUPPRESS)  # accepted and ignored, with a note (library rounds)
-    c.add_argument(
-        "--no-web", dest="web", action="store_false", help="no literature search (arXiv, OpenAlex): method llm-chat"
+    option(
+        c,
+        "--no-web",
+        "library",
+        "web",
+        dest="web",
+        action="store_false",
+        help="no literature search (arXiv, OpenAlex): method llm-chat",
     )
-    c.add_argument("--search-url", help="arXiv Atom endpoint (default $HYPOGRAPH_ARXIV_URL or arXiv's)")
-    c.add_argument("--openalex-url", help="OpenAlex works endpoint (default $HYPOGRAPH_OPENALEX_URL or OpenAlex's)")
+    option(
+        c, "--search-url", "library", "search_url", help="arXiv Atom endpoint (default $HYPOGRAPH_ARXIV_URL or arXiv's)"
+    )
+    option(
+        c,
+        "--openalex-url",
+        "library",
+        "openalex_url",
+        help="OpenAlex works endpoint (default $HYPOGRAPH_OPENALEX_URL or OpenAlex's)",
+    )
     g = c.add_mutually_exclusive_group()
-    g.add_argument("--new-library", action="store_true", help="move the existing library aside and start a new one")
-    g.add_argument("--confirm-topic", action="store_true", help="add to the existing library despite a topic mismatch")
-    budget = c.add_argument(
-        "--banlist-budget", type=int, help="tokens of banlist pasted per generation prompt (default 6000)"
+    option(g, "--new-library", "library", "new_library", action="store_true")
+    option(g, "--confirm-topic", "library", "confirm_topic", action="store_true")
+    option(c, "--banlist-budget", "library", "banlist_budget")
+    option(
+        c, "--strategies", "library", "strategies_file", help="JSON file of discovery lenses and combination strategies"
     )
-    bounded(budget, "library", "banlist_budget")
-    c.add_argument("--strategies", help="JSON file of discovery lenses and combination strategies")
-    c.add_argument(
-        "--embedder",
-        choices=["sbert", "tfidf"],
-        default="sbert",
-        help="how dedup picks the neighbours the model judges (sbert: MiniLM, TF-IDF if absent)",
-    )
+    option(c, "--embedder", "library", "embedder")
     c.add_argument("--llm", choices=["offline"], help="force offline (only --report and --check can then run)")
     a = c.add_mutually_exclusive_group()
     a.add_argument("--report", action="store_true", help="print the report of every round so far (offline)")
@@ -117,7 +128,7 @@ def library_command(args: argparse.Namespace) -> int:
         from hypograph.environment import llm_config
 
         llm = llm_config(offline=args.llm == "offline")
-        report, runs = run_library(args.dir, args.settings, args.rounds, args.new_library, llm, args.notes)
+        report, runs = run_library(args.dir, args.settings, args.rounds, bool(args.new_library), llm, args.notes)
         for result in runs:
             args.draft.ran("library_round", result)
     args.draft.result = Library(path=str(root), report=json.loads(json.dumps(report.metadata(), default=str)))

@@ -292,19 +292,6 @@ def _register_library(root: Path) -> None:
         pass
 
 
-class _Help(argparse.HelpFormatter):
-    """An option marked by ``settings.bounded`` ends its help with the bounds its settings model
-    declares, read only when help is shown (an argument error or a run never imports the model)."""
-
-    def _expand_help(self, action) -> str:
-        text = super()._expand_help(action)
-        of = getattr(action, "bounds_of", None)
-        bounds = settings.help_bounds(*of) if of else ""
-        if not bounds:
-            return text
-        return f"{text[:-1]}; {bounds})" if text.endswith(")") else f"{text} ({bounds})"
-
-
 class _Parser(argparse.ArgumentParser):
     """An argument error is refused like any other input: its cause on the first line
     (``hypograph proximity: the following arguments are required: PATH``), where to read more on
@@ -313,7 +300,7 @@ class _Parser(argparse.ArgumentParser):
     command: str | None = None  # the subcommand the command line names (its errors are named by it)
 
     def __init__(self, *args, **kwargs):
-        kwargs.setdefault("formatter_class", _Help)
+        kwargs.setdefault("formatter_class", settings.Help)
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):
@@ -385,15 +372,16 @@ def _run_commands(sub, common) -> None:
     c.set_defaults(func=_add)
     c = sub.add_parser("proximity", parents=common, help="embed, graph, cluster and list duplicates of PATH")
     c.add_argument("path", type=Path, metavar="PATH", help="run directory or vault")
-    c.add_argument("--backend", choices=["tfidf", "sbert"], default="tfidf")
-    c.add_argument("--model", default=None)
-    threshold = c.add_argument("--threshold", type=float, help="similarity graph threshold")
-    settings.bounded(threshold, "proximity", "graph_threshold")
-    dupe = c.add_argument("--dupe-threshold", type=float, help="duplicate pair threshold")
-    settings.bounded(dupe, "proximity", "dupe_threshold")
+    settings.option(c, "--backend", "proximity", "backend")
+    settings.option(c, "--model", "proximity", "model")
+    settings.option(c, "--threshold", "proximity", "graph_threshold", help="similarity graph threshold")
+    settings.option(c, "--dupe-threshold", "proximity", "dupe_threshold", help="duplicate pair threshold")
     c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: never call a model")
-    c.add_argument(
+    settings.option(
+        c,
         "--skip-bad-files",
+        "proximity",
+        "skip_bad_files",
         action="store_true",
         help="skip a run directory's hypothesis file that cannot be read, naming it (prox's way); "
         "without it such a file stops the run: exit 1, nothing written",
@@ -401,15 +389,13 @@ def _run_commands(sub, common) -> None:
     c.set_defaults(func=_proximity, settings_of=settings.proximity)
     c = sub.add_parser("structure", parents=common, help="proximity, then step 4 (merge/drop, clusters, map) on VAULT")
     c.add_argument("path", type=Path, metavar="VAULT", help="vault")
-    c.add_argument("--backend", choices=["tfidf", "sbert"], default="tfidf")
-    threshold = c.add_argument("--threshold", type=float, help="similarity graph threshold")
-    settings.bounded(threshold, "proximity", "graph_threshold")
+    settings.option(c, "--backend", "proximity", "backend")
+    settings.option(c, "--threshold", "proximity", "graph_threshold", help="similarity graph threshold")
     c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: never call a model")
     c.set_defaults(func=_structure, settings_of=settings.proximity)
     c = sub.add_parser("report", parents=common, help="cluster map, similarity histogram, threshold sweep of PATH")
     c.add_argument("path", type=Path, metavar="PATH", help="run directory, vault or library with a proximity/")
-    dupe = c.add_argument("--dupe-threshold", type=float, help="the duplicate pair threshold to mark")
-    settings.bounded(dupe, "proximity", "dupe_threshold")
+    settings.option(c, "--dupe-threshold", "proximity", "dupe_threshold", help="the duplicate pair threshold to mark")
     c.set_defaults(func=_report, settings_of=settings.proximity)
     c = sub.add_parser(
         "ui", parents=common, help="the Dagster web UI and daemon for every input (PATHs registered first)"

@@ -28,8 +28,8 @@ from pathlib import Path
 
 from hypograph.errors import HypographError
 from hypograph.paths import OURS
-from hypograph.proximity.defaults import AUTO_MERGE_THRESHOLD, DEFAULT_DUPE_THRESHOLD, DEFAULT_THRESHOLD
-from hypograph.proximity.embed import BACKENDS
+from hypograph.proximity.defaults import DEFAULT_DUPE_THRESHOLD, SEED_MAX_NEIGHBOURS
+from hypograph_cli import settings
 
 # Each subcommand imports the modules it runs inside its function, so `prox` starts fast.
 
@@ -56,44 +56,46 @@ def _run_dir(value: str) -> Path:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="prox", description="Proximity pipeline: embed, graph, clusters, dupes.")
+    p = _Parser(
+        prog="prox", description="Proximity pipeline: embed, graph, clusters, dupes.", formatter_class=settings.Help
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     def command(name: str, help: str) -> argparse.ArgumentParser:
-        c = sub.add_parser(name, help=help)
+        c = sub.add_parser(name, help=help, formatter_class=settings.Help)
         c.add_argument("--run-dir", type=_run_dir, required=True, help="run directory or vault")
         return c
 
+    def field(c, flag: str, name: str, **kwargs):  # argparse's type, choices and default: the model's
+        return settings.option(c, flag, "proximity", name, typed=True, **kwargs)
+
     c = command("embed", "vectorise hypothesis texts -> proximity/embeddings.npz, embedding-ids.json")
-    c.add_argument("--backend", choices=BACKENDS, default="tfidf")
-    c.add_argument(
+    field(c, "--backend", "backend")
+    field(
+        c,
         "--model",
-        default=None,
+        "model",
         help="tfidf: seed (default: the original prox's TfidfVectorizer() defaults) or tuned "
         "(English stop words dropped, sublinear tf); sbert: model name or local path "
         "(default all-MiniLM-L6-v2, offline)",
     )
     c = command("graph", "similarity graph -> proximity/graph.json (and graph.npz for the next steps)")
-    c.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD, help="edge when cosine >= this; 0: every pair")
-    c.add_argument(
+    field(c, "--threshold", "graph_threshold", help="edge when cosine >= this; 0: every pair")
+    field(
+        c,
         "--max-neighbours",
-        type=int,
-        default=0,
+        "max_neighbours",
+        default=SEED_MAX_NEIGHBOURS,  # the seed's graph; the model's cap is the Dagster assets'
         metavar="K",
-        help=f"keep only each node's K strongest edges, and every pair >= {DEFAULT_DUPE_THRESHOLD:.2f} whatever K "
-        "(default 0: every edge at or above the threshold, the original prox's graph)",
+        help=f"keep only each node's K strongest edges, and every pair >= {DEFAULT_DUPE_THRESHOLD:.2f} whatever K; "
+        "0: every edge at or above the threshold, the original prox's graph",
     )
     c = command("clusters", "communities -> proximity/clusters.json, cluster fields in graph.json")
-    c.add_argument("--algorithm", choices=["louvain", "components"], default="louvain")
+    field(c, "--algorithm", "algorithm")
     c = command("dupes", "near-duplicate pairs as a JSON array on stdout (and proximity/dupes.json)")
-    c.add_argument("--threshold", type=float, default=DEFAULT_DUPE_THRESHOLD)
+    field(c, "--threshold", "dupe_threshold")
     c = command("adjudicate", "MERGE/KEEP/FLAG each duplicate pair -> proximity/verdicts.json")
-    c.add_argument(
-        "--auto-merge",
-        type=float,
-        default=AUTO_MERGE_THRESHOLD,
-        help="similarity above which a pair merges without a model",
-    )
+    field(c, "--auto-merge", "auto_merge", help="similarity above which a pair merges without a model")
     c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: never call a model")
     c = command("label", "descriptive cluster names -> proximity/cluster-labels.json")
     c.add_argument("--llm", choices=["auto", "offline"], default="auto", help="offline: keyword labels only")

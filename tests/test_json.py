@@ -103,7 +103,7 @@ def test_a_missing_input_is_a_refused_record_naming_it(argv, tmp_path):
 def test_a_setting_out_of_range_is_refused_before_any_run(tmp_path):
     run_dir = copy_tree(EXAMPLE_RUN, tmp_path / "run")
     rec = record(in_process("proximity", run_dir, "--threshold", "5", "--json"), 1, "refused")
-    assert rec.error == "--threshold: must be ≥ -1 and ≤ 1 (got 5.0)" and not rec.runs
+    assert rec.error == "--threshold: must be ≥ -1 and ≤ 1 (got '5')" and not rec.runs
 
 
 def test_a_library_on_another_topic_is_a_decision_exit_2(tmp_path):
@@ -210,4 +210,4 @@ def test_the_console_script_prints_the_record_alone_on_stdout(tmp_path):
     rec = record(proc, 0, "done")
     assert proc.stdout.startswith("{") and proc.stdout.endswith("}\n") and "clusters:" in proc.stderr
     bad = hypograph("proximity", run_dir, "--threshold", "x", "--json")
-    assert record(bad, 1, "refused").error.startswith("argument --threshold") and rec.runs
+    assert record(bad, 1, "refused").error.startswith("--threshold: must be a number") and rec.runs

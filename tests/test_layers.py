@@ -192,9 +192,10 @@ def test_the_import_reader_sees_what_it_must(tmp_path, monkeypatch, source, expe
 def test_prox_stays_outside_dagster():
     """``prox`` (``hypograph_cli/prox.py``) calls the core directly: no Dagster, no Dagster layer, no
     ``hypograph`` command module (whose handlers launch runs), at module level or inside a function;
-    only the record and outcome modules every command shares (``--json``, the exit codes)."""
+    only the record, outcome and settings modules every command shares (``--json``, the exit codes,
+    flags declared by the settings models)."""
     name = "hypograph_cli.prox"
-    shared = {name, "hypograph_cli.outcome", "hypograph_cli.records"}
+    shared = {name, "hypograph_cli.outcome", "hypograph_cli.records", "hypograph_cli.settings"}
     bad = [
         imp
         for imp, _ in imports(name, PROJECT)

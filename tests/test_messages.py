@@ -131,10 +131,10 @@ def test_help_states_the_bounds_the_settings_model_declares(command, product):
         field = next((flag_of[o] for o in action.option_strings if o in flag_of), None)
         bounds = allowed_range(model, field) if field in model.model_fields else ""
         if bounds:
-            shown = cli._Help(prog="hypograph")._expand_help(action)
+            shown = settings.Help(prog="hypograph")._expand_help(action)
             assert bounds in shown, (action.option_strings, shown)
             checked += 1
     assert checked >= 1
     if product == "proximity" and command != "report":
         threshold = next(a for a in parser._actions if "--threshold" in a.option_strings)
-        assert "≥ -1 and ≤ 1" in cli._Help(prog="hypograph")._expand_help(threshold)
+        assert "≥ -1 and ≤ 1" in settings.Help(prog="hypograph")._expand_help(threshold)

@@ -47,6 +47,14 @@ class RoundSettings(BaseModel):
     )
 
 
+class LibraryCommand(BaseModel):
+    """What one ``hypograph library`` invocation is asked for beside the rounds' settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rounds: int = Field(default=1, ge=0, description="rounds to run in this invocation")
+
+
 class LibrarySettings(RoundSettings):
     """A round's settings as a run is given them. ``topic`` empty: follow the previous round's
     settings (what the sensor does); a round that already generated always keeps its own. The

@@ -10,3 +10,4 @@ AUTO_MERGE_THRESHOLD = 0.92  # MERGE without a model above this (the seed's adju
 # The cap of the Dagster assets and the library (prox graph's default is no cap, the seed's graph).
 # Chosen by measurement: benchmarks/proximity.py --cap-study (benchmarks/README.md).
 DEFAULT_MAX_NEIGHBOURS = 20
+SEED_MAX_NEIGHBOURS = 0  # prox graph's own default: no cap, the seed's graph
