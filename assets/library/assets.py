@@ -71,19 +71,18 @@ def round_candidates(
 
     moved = []  # the old library's new name, for the run's record (the command's report says it)
 
-    def before() -> None:
-        """A round given a topic: the old library moved aside, else the topic judged (a model is
-        there by now: offline, nothing was changed)."""
-        if settings.new_library:  # a person's decision: the old file renamed aside, never deleted
-            moved.append(move_aside(root))
-            context.log.info(f"previous library moved aside to {moved[0].name}" if moved[0] else "no library to move")
-        else:
-            check_topic(root, given.topic, confirm=settings.confirm_topic, client=client, traces=traces)
+    def move() -> None:  # a person's decision: the old file renamed aside, never deleted
+        moved.append(move_aside(root))
+        context.log.info(f"previous library moved aside to {moved[0].name}" if moved[0] else "no library to move")
 
     if given is None:  # a round following the previous one's settings: nothing to judge
         candidates = generate_round(root, key, settings_for_round(root, key, None), client, traces)
-    else:  # a round already generated keeps its own settings (returned from its cache)
-        candidates = generate_round(root, key, given, client, traces, before)
+    elif settings.new_library:
+        candidates = generate_round(root, key, given, client, traces, start=move)
+    else:  # the topic judged once, before generation (a round already generated keeps its own settings)
+        if not has_generated(root, key):
+            check_topic(root, given.topic, confirm=settings.confirm_topic, client=client, traces=traces)
+        candidates = generate_round(root, key, settings_for_round(root, key, given), client, traces)
     yield MaterializeResult(
         metadata={
             "behaviors": len(candidates.behaviors),

@@ -13,10 +13,10 @@
   banned statement is *not* invalid: it is a duplicate, dropped and counted by dedup (Phase 4).
   Free text is data, never screened by word lists: it reaches later prompts only inside escaped,
   delimited blocks, and ids are minted by the tool;
-* checked first, once each, in this order: a model configured (``ModelRequired``: nothing is
-  changed), then ``before`` (the round's caller: the cross-topic guard, or moving the old library
-  aside), then the library passing its own checks (``checks.require_sound``), all before the model
-  is asked.
+* checked first, once each: a model configured (``ModelRequired``: nothing is changed), the
+  caller's ``start`` (a new library: the old one moved aside), the library passing its own checks
+  (``checks.require_sound``), all before the model is asked (the cross-topic guard is the
+  caller's, before this: offline the embeddings decide, so it answers before "needs a model").
 """
 
 from __future__ import annotations
@@ -105,17 +105,17 @@ def generate_round(
     settings: RoundSettings,
     client: LLMClient,
     traces: TraceRun | None = None,
-    before: Callable[[], None] | None = None,
+    start: Callable[[], None] | None = None,
 ) -> RoundCandidates:
-    """The candidates of ``round_key`` (cached in ``rounds/<key>/candidates.json``). ``before`` (a
-    round given a topic: the caller's guard, or the old library moved aside with its state) runs
-    once a model is known to be there, before the cache is read and the library locked."""
+    """The candidates of ``round_key`` (cached in ``rounds/<key>/candidates.json``). ``start`` (a
+    new library: the old file and its state moved aside) runs once a model is known to be there,
+    and the cache is read after it."""
     path = round_dir(root, round_key) / "candidates.json"
-    if before is None and (cached := read_model(path, RoundCandidates)) is not None:
+    if start is None and (cached := read_model(path, RoundCandidates)) is not None:
         return cached
     require_model(client, "rounds need a model")
-    if before is not None:
-        before()
+    if start is not None:
+        start()
         if (cached := read_model(path, RoundCandidates)) is not None:
             return cached
     with library_lock(root):

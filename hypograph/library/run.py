@@ -5,10 +5,10 @@ The rounds themselves run as the ``library_round`` job's partitions (``assets/li
 one after another by ``hypograph_cli/library.py:run_library`` (a command) or one a day by the
 ``next_library_round`` sensor; nothing here calls back into them.
 
-Every guard of a round runs once, in the job, whichever door it came in by (``generate_round``):
-a model configured, then the cross-topic guard (or ``new_library`` moving the old file aside),
-then the library passing its own checks, an unknown given id, all before any model call and
-before anything is written. A round left half-done by a crash is completed first from its cached
+Every guard of a round runs once, in the job, whichever door it came in by (``round_candidates``
+and ``generate_round``): the cross-topic guard, a model configured (then ``new_library`` moves the
+old file aside), the library passing its own checks, an unknown given id, all before any model
+call and before anything is written. A round left half-done by a crash is completed first from its cached
 steps (no new model call, no id minted twice). A round whose candidates all turn out duplicates
 adds nothing: the command stops there and the report says the topic is saturated. A round with a
 candidate the model's answers left unjudged is not done (``dedup.Unjudged``, exit 2), never
