@@ -92,8 +92,8 @@ def step(fn):
             _skipped(context, s)
         except SettingRefused as e:
             _skipped(context, Skip(str(e), REFUSED))
-        except NotDone as e:
-            _skipped(context, Skip(str(e)))
+        except NotDone as e:  # a dispatch's own status (a busy case: DEFERRED) leads its line
+            _skipped(context, Skip(f"{e.status}: {e}" if getattr(e, "status", None) else str(e)))
         except HypographError as e:
             raise _project_failure(e, args) from None
 

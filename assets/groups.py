@@ -1,6 +1,6 @@
 """Asset group names: one place, so jobs, selections and the UI agree (each product's folder gives
 its assets their group and partitions: ``assets/<product>/assets.py``); the run tags every job
-carries; and the UI's descriptions from docstrings."""
+carries; what a job declares for the launcher; and the UI's descriptions from docstrings."""
 
 import inspect
 
@@ -15,6 +15,19 @@ CASE = "case"
 # Every job's runs carry the code version of the process that creates them (the web server's code
 # location, a sensor's, a command's): a worker of another version refuses their steps.
 RUN_TAGS = {VERSION_TAG: code_version()}
+
+# What a job declares for the launcher (``pipelines/launch.py`` names no product, it reads these from
+# the job's metadata): ``SUB_KEYS_OF`` the kind of input whose own keys its partitions are (a
+# library's rounds ``<id>/r0002``: the input is registered as that kind, the key added to the job's
+# partition set); ``READS_INPUT`` that it reads the input itself, whose version is then observed
+# before the run so its materializations name the version they read.
+SUB_KEYS_OF = "hypograph/sub_keys_of"
+READS_INPUT = "hypograph/reads_input"
+
+
+def launched(sub_keys_of: str | None = None, reads_input: bool = False) -> dict:
+    """A job's ``metadata`` saying what the launcher does before its run (see above)."""
+    return {**({SUB_KEYS_OF: sub_keys_of} if sub_keys_of else {}), **({READS_INPUT: True} if reads_input else {})}
 
 
 def described(decorator, **kwargs):

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hypograph.case.config import HypothesisConfig
 from hypograph.case.package import CasePackage
 from hypograph.case.settings import CaseSettings
 from hypograph.errors import NOT_DONE, HypographError, NotDone
 from hypograph_cli import settings, summaries
-from hypograph_cli.case_args import BatchPlan, add_case_parsers, batch_preflight
+from hypograph_cli.case_args import add_case_parsers
 from hypograph_cli.records import Batch, Case
-from hypograph_cli.settings import validated
 
 
 def revision_key(revision: int) -> str:
@@ -60,10 +58,6 @@ def _then_observed(handler, where: str, job: str | None = None):
     return run
 
 
-def _policy(args) -> HypothesisConfig:
-    return HypothesisConfig.load(args.config) if getattr(args, "config", None) else HypothesisConfig()
-
-
 def _run(root: Path, job: str, case: CaseSettings):
     from assets.errors import NOT_DONE as NOT_DONE_STATUS
     from pipelines.launch import execute, failed_line
@@ -79,12 +73,10 @@ def _run(root: Path, job: str, case: CaseSettings):
 
 
 def interpret(args) -> int:
-    """The draft interpretation through the ``case_interpret`` job; prints what was drafted."""
+    """The draft interpretation through the ``case_interpret`` job; prints what was drafted.
+    ``args.settings``: the ``CaseSettings`` of ``--config``, checked before any run (``main``)."""
     root = args.path.resolve()
-    _policy(args)  # a bad config is refused in one line naming the file and the key, before any run
-    config = validated(CaseSettings, config_file=str(args.config.resolve()) if args.config else None)
-
-    result = _run(root, "case_interpret", config)
+    result = _run(root, "case_interpret", args.settings)
     args.draft.ran("case_interpret", result)
     meta = summaries.asset_metadata(result, "interpretation_draft")
     revision = CasePackage(root).manifest()["analysis_revision"]
@@ -94,28 +86,27 @@ def interpret(args) -> int:
 
 
 def batch(args) -> int:
-    """Check what the batch needs first (nothing written), then run the batch job on the current
-    revision: a published batch is reused (no model needed), and minted ``--into`` a vault."""
+    """Run the batch job on the current revision (``case_batch_into_vault`` with ``--into``): its
+    guards are the job's, once each in its run (the case lock, the person's confirmation, a model
+    unless the batch is published: a published batch is reused offline). Only ``--into`` is
+    checked here, an argument naming a folder: no run starts for a vault that is not one."""
+    from hypograph.vault.vault import require_vault
     from pipelines.launch import execute, failed_line
 
-    plan: BatchPlan = batch_preflight(args.path, _policy(args), args.into)
-    case = validated(
-        CaseSettings,
-        config_file=str(args.config.resolve()) if args.config else None,
-        attempt=args.attempt,
-        vault=str(plan.vault) if plan.vault else None,
-    )
+    root = args.path.resolve()
+    vault = args.into.resolve() if args.into is not None else None
+    if vault is not None:
+        require_vault(vault, "--into")
+    revision = CasePackage(root).manifest()["analysis_revision"]  # the run's partition (a missing package: 1)
+    case = args.settings.model_copy(update={"attempt": args.attempt, "vault": str(vault) if vault else None})
     result = execute(
-        plan.case_dir,
-        "case_batch_into_vault" if plan.vault else "case_batch",
-        {"case": case},
-        sub=revision_key(plan.analysis_revision),
+        root, "case_batch_into_vault" if vault else "case_batch", {"case": case}, sub=revision_key(revision)
     )
     args.draft.ran(result.job_def.name, result)
     summaries.print_model_usage(result)
     meta = summaries.asset_metadata(result, "hypothesis_batch") or _failure_metadata(result)
     args.draft.result = Batch(
-        case_dir=str(plan.case_dir),
+        case_dir=str(root),
         status=meta.get("status"),
         line=meta.get("line"),
         paths={k: str(v) for k, v in (meta.get("paths") or {}).items()},

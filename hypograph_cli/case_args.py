@@ -15,66 +15,24 @@ Exit codes, the same for every ``hypograph`` command: 0 done; 1 refused input (t
 names the file and field); 2 not done yet or needs something first (a model, a person's
 confirmation, the lock another dispatch holds: ``DEFERRED``), nothing wrong with the input.
 Each handler returns 0 or raises; ``hypograph``'s main turns the error into its line and code
-(``hypograph_cli/outcome.py``). ``batch``'s handler is ``hypograph_cli.case.batch``; it calls
-``batch_preflight`` before its Dagster run.
+(``hypograph_cli/outcome.py``). ``batch``'s handler is ``hypograph_cli.case.batch``: its guards
+(the lock, the confirmation, a model) are the batch job's, run once in its run.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 from pathlib import Path
 
-from hypograph.case.batch import paths
 from hypograph.case.config import HypothesisConfig
-from hypograph.case.context import verified_interpretation
 from hypograph.case.from_vault import case_from_vault
-from hypograph.case.gateway import CaseGateway, NeedsModel
 from hypograph.case.ingest import DEFAULT_KIND
 from hypograph.case.interpret import show_text
 from hypograph.case.models import SOURCE_KINDS
 from hypograph.case.new_case import case_add, case_new
-from hypograph.case.package import CasePackage
 from hypograph.case.revision import confirm
-from hypograph.errors import DONE, HypographError
-from hypograph.vault.vault import require_vault
+from hypograph.errors import DONE
 from hypograph_cli.settings import option
-
-
-@dataclass(frozen=True)
-class BatchPlan:
-    """What ``hypograph batch`` may start: the case's current revision, whether its batch is
-    already published (reused: no model needed, ``--into`` mints offline), and the vault to mint
-    into (``--into``, else none)."""
-
-    case_dir: Path
-    analysis_revision: int
-    published: bool
-    vault: Path | None
-
-
-def batch_preflight(case_dir: Path | str, policy: HypothesisConfig, into: Path | str | None = None) -> BatchPlan:
-    """Check, before any Dagster run, in the order a person must fix things, what ``batch`` needs:
-    a readable package (else HypographError, exit 1); the case lock free (CaseBusy: DEFERRED, 2);
-    a published batch for the current revision, which needs nothing more; else a confirmed
-    interpretation (NotConfirmed, 2) and then a model (NeedsModel, 2, naming --config); ``into``
-    an existing vault folder (exit 1). Writes nothing but a roll-forward of an interrupted write."""
-    pkg = CasePackage(Path(case_dir).resolve())
-    if not pkg.exists():
-        raise HypographError(f"{pkg.root / 'manifest.json'}: missing (not a case package)")
-    with pkg.lock():  # raises CaseBusy at once while a dispatch runs
-        pkg.roll_forward()
-        m = pkg.manifest()
-        rev = m["analysis_revision"]
-        published = (pkg.root / paths(rev)["hypothesis_registry"]).is_file()
-        if not published:
-            verified_interpretation(pkg, m)  # "not confirmed" comes before "needs a model"
-            if CaseGateway.optional(policy) is None:
-                raise NeedsModel()
-    vault = Path(into).resolve() if into is not None else None
-    if vault is not None:
-        require_vault(vault, "--into")  # before anything is written, here and in the job (mint_batch)
-    return BatchPlan(pkg.root, rev, published, vault)
 
 
 def add_case_parsers(subparsers) -> dict[str, argparse.ArgumentParser]:

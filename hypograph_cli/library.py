@@ -1,4 +1,4 @@
-"""``hypograph library …``: its arguments, and the command: Phase 0 and each round as its Dagster
+"""``hypograph library …``: its arguments, and the command: each round as its Dagster
 partition (``<library id>/rNNNN``) of the ``library_round`` job (``run_library``), so the UI
 shows every round's lineage; ``--report`` and ``--check`` first run the ``library_observe`` job
 (the file observed and checked, offline, nothing written), so the UI shows the library as it is.
@@ -13,7 +13,8 @@ shows every round's lineage; ``--report`` and ``--check`` first run the ``librar
 
 Errors are one line on stderr: exit 1 for a refused input, 2 for what is not done yet (a model
 needed, another topic, a round whose dedup answers were rejected: its candidates are judged when
-it runs again); nothing is written when Phase 0 fails.
+it runs again). Every guard is the round's run's, once (``round_candidates``: a model, the topic,
+the library's checks), before anything is written; the command checks only its arguments.
 """
 
 from __future__ import annotations
@@ -137,39 +138,39 @@ def library_command(args: argparse.Namespace) -> int:
 
 
 def run_library(root: Path, settings, rounds: int = 1, new_library: bool = False, llm=None, notes=()):
-    """Phase 0 (``hypograph.library.run.phase0``: its refusals before Dagster loads), then up to
-    ``rounds`` rounds of the ``library_round`` job (a crash's pending rounds first), stopping after
-    one that adds nothing (the topic is saturated): the library report and the rounds' runs.
-    ``settings``: ``LibrarySettings`` with a topic; ``llm``: the ``LLMConfig`` Phase 0 asks
-    (default: the environment's, which is what the rounds' ``LLMResource`` builds when the run sets
-    no field of it: the command sets only ``offline``; the resource itself is not imported here, it
-    loads Dagster, and a refusal answers before Dagster loads); ``notes``: the command's own."""
+    """Up to ``rounds`` rounds of the ``library_round`` job (a crash's pending rounds first; with
+    ``new_library``, a new library's first round), stopping after one that adds nothing (the topic
+    is saturated): the library report and the rounds' runs. Every guard (a model, the topic, the
+    library's own checks) is the job's, run once in the round's run, before anything is written.
+    ``settings``: ``LibrarySettings`` with a topic; ``llm``: the ``LLMConfig`` (default: the
+    environment's; the run sets only its ``offline``); ``notes``: the command's own."""
     import uuid
 
     from hypograph.environment import llm_config
+    from hypograph.ids import numbered_key
     from hypograph.library.report import RunSummary, build_report
-    from hypograph.library.run import next_round, phase0, round_survivors
-    from hypograph.library.state import TRACE_TASK, state_dir
-    from hypograph.library.traces import TraceRun
-    from hypograph.llm import LLMClient
+    from hypograph.library.run import next_round, pending_rounds
+    from hypograph_cli.summaries import asset_metadata
     from pipelines.launch import run_job
 
     root = Path(root).resolve()
     if not settings.topic or not settings.topic.strip():
         raise HypographError('a topic is required: --topic "…"')
-    client = LLMClient(llm or llm_config(), state_dir(root), TRACE_TASK)
-    offline = True if client.offline else None
+    offline = True if (llm or llm_config()).offline else None
     invocation = settings.invocation or uuid.uuid4().hex  # one trace folder and batch index for all rounds
     settings = settings.model_copy(update={"invocation": invocation})
-    before = phase0(root, settings, rounds, new_library, client, TraceRun(root, invocation))
-    pending = list(before.pending)
+    # a new library starts at its first round, moved aside in that round's run (after its guards)
+    pending = [numbered_key(1)] if new_library else pending_rounds(root)
     done, early_stop, results = [], None, []
-    for _ in range(rounds):
+    for n in range(rounds):
         key = pending.pop(0) if pending else next_round(root)
-        results.append(run_job(root, "library_round", {"library": settings}, offline, sub=key))
+        first = settings.model_copy(update={"new_library": new_library and n == 0})
+        results.append(run_job(root, "library_round", {"library": first}, offline, sub=key))
         done.append(key)
-        if round_survivors(root, key) == 0:
+        moved = asset_metadata(results[-1], "round_candidates").get("moved_aside")
+        notes = [*notes, f"previous library moved aside to {moved}"] if moved else notes
+        if asset_metadata(results[-1], "round_dedup").get("survivors") == 0:
             early_stop = key
             break
-    summary = RunSummary(rounds, settings.behavior_source, early_stop, [*notes, *before.notes], settings.topic)
+    summary = RunSummary(rounds, settings.behavior_source, early_stop, list(notes), settings.topic)
     return build_report(root, done, summary), results

@@ -14,18 +14,14 @@ from hypograph.errors import HypographError, NotDone, exit_code
 
 
 def error_line(error: BaseException) -> str:
-    """The error's line as a command prints it: a busy case is DEFERRED, and a case's model hint
-    names the ``--config`` file (the UI shows the domain's line, which names no flag)."""
+    """The error's line as a command prints it: a busy case is DEFERRED."""
     if isinstance(error, OSError):  # e.g. a DAGSTER_HOME that cannot be created
         return f"{error.filename}: {error.strerror or error}" if error.filename else str(error.strerror or error)
     if isinstance(error, NotDone):
-        from hypograph.case.gateway import NEEDS_MODEL, NeedsModel
         from hypograph.case.package import CaseBusy
 
         if isinstance(error, CaseBusy):
             return f"DEFERRED: {error}; nothing done"
-        if isinstance(error, NeedsModel) and str(error) == NEEDS_MODEL:
-            return NEEDS_MODEL.replace("the analysis config", "the --config file")
     return str(error)
 
 

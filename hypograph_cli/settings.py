@@ -23,7 +23,7 @@ MODELS = {  # the settings model of each product, imported only when a command's
     "proximity": ("hypograph.proximity.settings", "ProximitySettings"),
     "library": ("hypograph.library.settings", "LibrarySettings"),
     "library-command": ("hypograph.library.settings", "LibraryCommand"),
-    "case": ("hypograph.casework.settings", "CaseSettings"),
+    "case": ("hypograph.case.settings", "CaseSettings"),
 }
 
 __all__ = ["FLAGS", "MODELS", "Help", "option"]

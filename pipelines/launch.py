@@ -1,9 +1,9 @@
 """Launching a job: the one place every front door that runs a job in this process goes through
 (``hypograph`` commands and the tests; the UI, sensors and backfills launch the same jobs through
 Dagster's daemon). It knows no product: a job, an input's partition, the settings models of the
-resources it configures; a failed run becomes one error line (``run_error``). The products'
-command flows (structure: proximity -> step 4 -> proximity; a library's rounds) are their
-commands', in ``hypograph_cli``.
+resources it configures, and what the job declares in its metadata (``assets.groups.launched``:
+whose sub-keys its partitions are, whether it reads the input); a failed run becomes one error line
+(``run_error``). The products' command flows are their commands', in ``hypograph_cli``.
 
 ``execute`` runs one job on one input's partition; ``run_job`` raises for a failed run;
 ``latest_metadata`` reads what an asset's latest run on an input recorded.
@@ -46,8 +46,9 @@ def execute(
     instance=None,
 ):
     """Register ``root`` and execute ``job_name`` on its partition: the input's id, or
-    ``<id>/<sub>`` for a library round or a case revision (``sub="r0002"``, registered too), on
-    ``instance`` (default: the shared one). Returns the result; never raises for a failed run. A
+    ``<id>/<sub>`` (``sub="r0002"``, added to the job's partition set; the input registered as the
+    kind the job declares), on ``instance`` (default: the shared one); an input the job reads is
+    observed first. Returns the result; never raises for a failed run. A
     run that skipped a step because its partition cannot run yet (``assets.errors.Skip``: not
     confirmed, superseded, no round settings) raises ``NotDone`` (exit 2) with the skip's line."""
     if instance is None:
@@ -55,31 +56,31 @@ def execute(
             return execute(root, job_name, settings, offline, sub=sub, instance=shared)
     from assets.active_runs import PROCESS_TAG
     from assets.errors import REFUSED
+    from assets.groups import READS_INPUT, SUB_KEYS_OF
     from assets.sources import observe
     from hypograph.code_version import code_version
     from hypograph.processes import this_process
     from io_managers.fleet import VERSION_TAG
     from pipelines.definitions import defs
 
-    kind = None if sub is None else ("case" if job_name.startswith("case_") else "library")
-    record = register(instance, root, kind)
+    job = defs.resolve_job_def(job_name)
+    declared = {name: getattr(value, "value", value) for name, value in job.metadata.items()}
+    record = register(instance, root, None if sub is None else declared.get(SUB_KEYS_OF))
     key = record.id
     if sub is not None:
-        from assets.partitions import REVISIONS, ROUNDS
         from hypograph.inputs import sub_key
 
         key = sub_key(record.id, sub)
-        name = REVISIONS if record.kind == "case" else ROUNDS
-        if not instance.has_dynamic_partition(name, key):
-            instance.add_dynamic_partitions(name, [key])
-    if job_name == "proximity" or job_name.startswith("case_"):  # the jobs that read a source
+        if not instance.has_dynamic_partition(job.partitions_def.name, key):
+            instance.add_dynamic_partitions(job.partitions_def.name, [key])
+    if declared.get(READS_INPUT):
         observe(instance, record, key)
     # A step that ended with no output (assets.errors.step) leaves its blocking checks without a
     # result, which Dagster warns of on its module logger (Python's last-resort handler: raw on the
     # terminal); the skip's own line says why, once.
     logging.getLogger("dagster._core.execution.plan.active").setLevel(logging.ERROR)
     # Failures are reported by the caller in one line each; the UI keeps the full logs and traces.
-    result = defs.resolve_job_def(job_name).execute_in_process(
+    result = job.execute_in_process(
         instance=instance,
         partition_key=key,
         raise_on_error=False,

@@ -20,13 +20,11 @@ from llm_stub import llm_env, llm_offline, llm_server  # noqa: F401
 from hypograph.case import CasePackage, CaseStore, HypothesisBuilder, HypothesisConfig, Status
 from hypograph.case.bridge import mint_batch
 from hypograph.case.checks import CHECKS, run_checks
-from hypograph.case.context import NotConfirmed
 from hypograph.case.gateway import NEEDS_MODEL, NeedsModel
 from hypograph.case.models import Answer
 from hypograph.case.package import CaseBusy
 from hypograph.case.revision import confirm
 from hypograph.errors import HypographError, exit_code
-from hypograph_cli.case_args import batch_preflight
 from hypograph_cli.outcome import error_line
 
 H = "analysis/hypotheses/0001"
@@ -317,7 +315,9 @@ def test_recovery_removes_temp_files_of_killed_writes(case, llm_server):
 # -- the CLI contract ----------------------------------------------------------------------------------
 
 
-def test_busy_case_is_deferred_exit_2(case, llm_env, llm_server):
+def test_busy_case_is_deferred_exit_2(case, llm_env, llm_server, capsys):
+    """The lock is the batch job's guard (issue 45: once per path, in the job): the command's line is
+    the run's own, DEFERRED, exit 2, no model asked."""
     llm_env(llm_server)
     pkg = CasePackage(case)
     held, release = threading.Event(), threading.Event()
@@ -331,8 +331,11 @@ def test_busy_case_is_deferred_exit_2(case, llm_env, llm_server):
     t.start()
     held.wait(5)
     try:
-        with pytest.raises(CaseBusy) as e:
-            batch_preflight(case, HypothesisConfig())
+        assert main(["batch", str(case)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "case_context: DEFERRED: " in err and "case_batch run " in err, err
+        with pytest.raises(CaseBusy) as e, pkg.lock():
+            pass
         assert exit_code(e.value) == 2 and error_line(e.value).startswith("DEFERRED: ")
         result = asyncio.run(builder_for(case, [llm_server.url]).build(case.name, package_id(case)))
         assert result.status is Status.DEFERRED
@@ -342,17 +345,19 @@ def test_busy_case_is_deferred_exit_2(case, llm_env, llm_server):
     assert llm_server.requests == []
 
 
-def test_not_confirmed_comes_before_needs_a_model(tmp_path, llm_offline):
+def test_not_confirmed_comes_before_needs_a_model(tmp_path, llm_offline, capsys):
+    """Each refused by the batch job's own step, once (issue 45: no guard of the command's before it)."""
     case = make_case(tmp_path, confirmed=False)
     before = files(case)
-    with pytest.raises(NotConfirmed, match="is not confirmed") as e:
-        batch_preflight(case, HypothesisConfig())
-    assert e.value.exit_code == 2
+    assert main(["batch", str(case)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "case_interpretation: " in err and "is not confirmed" in err, err
+    assert files(case) == before
     confirm(case, by="ana")
-    with pytest.raises(NeedsModel) as e:
-        batch_preflight(case, HypothesisConfig())
-    assert exit_code(e.value) == 2 and "--config" in error_line(e.value)  # the command's line names its flag
-    assert "--config" not in NEEDS_MODEL and "--config" not in str(e.value)  # the domain's (the UI's) does not
+    assert main(["batch", str(case)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "case_context: needs a model" in err and "case_batch run " in err, err
+    assert "--config" in NEEDS_MODEL and "resources.case" in NEEDS_MODEL  # one line, the command's and the UI's
     assert files(case) != before  # (the confirmation) ...
     after = files(case)
     with pytest.raises(NeedsModel):  # the builder itself, without a gateway: refused before phase 1
@@ -365,8 +370,6 @@ def _store(case):
 
 
 def test_a_published_batch_is_reused_and_minted_without_a_model(published, example_vault, llm_offline):
-    plan = batch_preflight(published, HypothesisConfig(), example_vault)
-    assert plan.published and plan.vault == example_vault.resolve()
     result = asyncio.run(
         HypothesisBuilder(_store(published), None, HypothesisConfig()).build(published.name, package_id(published))
     )

@@ -173,7 +173,11 @@ FAILURES = {
     "add": (["add", "{empty}"], "hypograph add: {empty}: not an input", 1),
     "report": (["report", "{empty}"], "hypograph report: {empty}: not an input", 1),
     "check": (["check", "{empty}"], "hypograph check: {empty}: not a vault", 1),
-    "library": (["library", "{empty}", "--topic", "bees"], "hypograph library: library rounds need a model", 2),
+    "library": (
+        ["library", "{empty}", "--topic", "bees"],
+        "hypograph library: round_candidates: library rounds need a model",
+        2,
+    ),
     "case-new": (["case", "new", "{case}", "--question", "why?", "{empty}/nothing"], "hypograph case: ", 1),
     "case-add": (["case", "add", "{empty}", "{run}"], "hypograph case: {empty}/manifest.json: missing", 1),
     "case-interpret": (["case", "interpret", "{empty}"], "hypograph case: {empty}/manifest.json: missing", 1),

@@ -1,7 +1,8 @@
-"""Simple refusals answer before the heavy parts load (issue 46): another topic with a model
-configured, a folder that is not an input, a library report of a folder with no library. Each is
-exit code, one line, no run recorded and nothing heavy imported first, asserted on the process's
-behaviour, never on its time (the times are in benchmarks/README.md)."""
+"""Simple refusals answer before the heavy parts load (issue 46): a folder that is not an input, a
+library report of a folder with no library. Each is exit code, one line, no run recorded and
+nothing heavy imported first, asserted on the process's behaviour, never on its time (the times
+are in benchmarks/README.md). Another topic is the round's run's refusal (issue 45: every guard
+once per path, in the job): no sentence model loads for it."""
 
 from __future__ import annotations
 
@@ -19,17 +20,9 @@ def command(*argv, env: dict) -> tuple[int, str, set[str]]:
     return codes[0], stderr, loaded
 
 
-def _no_runs(home) -> bool:
-    """No run was recorded: the instance was never even created, or holds none."""
-    if not (home / "storage").exists():
-        return True
-    import dagster as dg
-
-    with dg.DagsterInstance.from_config(str(home)) as instance:
-        return not instance.get_runs()
-
-
-def test_another_topic_is_refused_by_the_model_before_a_sentence_model_or_dagster_loads(tmp_path, llm_server):  # noqa: F811
+def test_another_topic_is_refused_by_the_model_in_the_rounds_run_before_a_sentence_model_loads(tmp_path, llm_server):  # noqa: F811
+    """The topic guard is the round's run's, once (issue 45: every guard once per path, in the job):
+    the refusal loads Dagster and records its run, never the sentence model (torch)."""
     lib = copy_tree(EXAMPLE_LIBRARY, tmp_path / "library")
     llm_server.always(answer({"same": False, "reason": "another field"}))
     env = {k: v for k, v in offline_env().items() if k != "HYPOGRAPH_LLM"}
@@ -41,17 +34,15 @@ def test_another_topic_is_refused_by_the_model_before_a_sentence_model_or_dagste
         HYPOGRAPH_LLM_MAX_RETRIES="0",
     )
     before = snapshot(lib, exclude=(".hypograph",))
-    for attempt in (1, 2):  # the model asked once; the second refusal from its cached answer
+    for _ in (1, 2):  # the model asked once; the second refusal from its cached answer
         code, err, loaded = command("library", lib, "--topic", "something else", env=env)
         assert code == 2, err
         assert err.count("\n") == 1 and "not 'something else' (judged by model stub-model: another field)" in err
+        assert "round_candidates: " in err and "library_round run " in err  # the run's own refusal
         assert "--new-library" in err and "--confirm-topic" in err
-        assert not loaded & (HEAVY - {"openai"}), loaded & HEAVY  # no sentence model, no Dagster
-        if attempt == 2:
-            assert "openai" not in loaded  # a cached answer needs no client
+        assert not loaded & (HEAVY - {"openai", "dagster"}), loaded & HEAVY  # no sentence model
     assert len(llm_server.requests) == 1
     assert snapshot(lib, exclude=(".hypograph",)) == before
-    assert _no_runs(tmp_path / "home")
 
 
 @pytest.mark.parametrize("argv", [["add"], ["proximity"], ["report"], ["ui"]], ids=lambda a: a[0])

@@ -204,3 +204,57 @@ def test_prox_stays_outside_dagster():
         or (imp.startswith("hypograph_cli.") and imp not in shared)
     ]
     assert bad == []
+
+
+PRODUCT_WORDS = {"proximity", "structure", "step4", "library", "libraries", "round", "rounds", "case"}
+PRODUCT_WORDS |= {"revision", "revisions", "vault", "vaults", "prox"}
+
+
+def _code_words(path: Path) -> set[str]:
+    """The lower-case words of ``path``'s code (names, attributes, imports, string constants), its
+    docstrings and comments left out."""
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    texts = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            texts.append(node.id)
+        elif isinstance(node, ast.Attribute):
+            texts.append(node.attr)
+        elif isinstance(node, ast.alias):
+            texts.append(node.name)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            texts.append(node.module)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            texts.append(node.value)
+    words = set()
+    for text in texts:
+        words |= {w for w in _split(text) if w}
+    return words
+
+
+def _split(text: str) -> list[str]:
+    import re
+
+    return re.split(r"[^a-z0-9]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", text).lower())
+
+
+def test_the_launcher_names_no_product():
+    """Issue 45: ``pipelines/launch.py`` knows a job, a partition and settings models; what a job
+    needs before its run (whose sub-keys its partitions are, whether it reads the input) is the job's
+    own declaration (``assets.groups.launched``), so no product, job or partition set is named there."""
+    named = _code_words(ROOT / "pipelines" / "launch.py") & PRODUCT_WORDS
+    assert not named, f"pipelines/launch.py names {sorted(named)}: declare it on the product's job instead"
+
+
+def test_the_product_word_reader_sees_names_and_strings_not_docstrings(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text('"""About the library."""\n# a case\nx = job_name.startswith("case_")\ny = ROUNDS\n')
+    assert _code_words(source) & PRODUCT_WORDS == {"case", "rounds"}

@@ -24,10 +24,9 @@ from library_stub import EMPTY_FEED, AtomServer, LibraryModel, LibraryRun, OpenA
 from llm_stub import llm_env, llm_server  # noqa: F401  (fixtures)
 
 from hypograph.environment import llm_config
-from hypograph.errors import HypographError
+from hypograph.errors import HypographError, NotDone
 from hypograph.library.dedup import dedup_round, neighbour_items
 from hypograph.library.generate import generate_round
-from hypograph.library.guard import TopicMismatch
 from hypograph.library.persist import persist_round
 from hypograph.library.rounds import CandidateBehavior, RoundCandidates, RoundDedup, RoundSettings
 from hypograph.library.schema import read_library
@@ -355,22 +354,21 @@ def test_a_candidates_parts_join_rejected_first_then_the_first_duplicate():
 def test_the_topic_guard_asks_the_model_and_halts_on_another_topic(lib, stub, capsys):
     model = LibraryModel()
     stub.always(model)
-    run_library(lib, LibraryRun("sycophancy in large language models", rounds=0))  # the same topic, worded otherwise
-    assert model.calls["topic"] == 1
+    run_library(lib, LibraryRun("sycophancy in large language models", rounds=0))  # no round: nothing judged
+    assert model.calls["topic"] == 0
     before = files(lib)
     with pytest.raises(
-        TopicMismatch,
-        match=re.escape(
-            "is about 'LLM sycophancy', not 'hallucination in language models' (judged by model stub-model"
-        ),
+        NotDone,  # the round's run refused it (its step's line), a person decides: exit 2
+        match="round_candidates: .*"
+        + re.escape("is about 'LLM sycophancy', not 'hallucination in language models' (judged by model stub-model"),
     ):
         run_library(lib, LibraryRun("hallucination in language models", rounds=1, web=False))
-    assert model.calls["topic"] == 2 and model.calls["generation"] == 0
+    assert model.calls["topic"] == 1 and model.calls["generation"] == 0
     assert files(lib) == before  # nothing written (only tool state: the cached answer, the question's trace)
     code = hypograph(["library", str(lib), "--topic", "hallucination in language models", "--no-web"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "--new-library" in err and "--confirm-topic" in err
-    assert model.calls["topic"] == 2  # the same question again: the cached answer
+    assert model.calls["topic"] == 1  # the same question again: the cached answer
     model.rounds = [{"behaviors": [behavior(OPPOSITE_B1, tag="confirmed")]}]
     run_library(
         lib, LibraryRun("hallucination in language models", rounds=1, n_behaviors=1, web=False, confirm_topic=True)
@@ -379,6 +377,22 @@ def test_the_topic_guard_asks_the_model_and_halts_on_another_topic(lib, stub, ca
 
 
 # -- checks before a round ------------------------------------------------------------------------------------
+
+
+def test_a_commands_round_judges_its_topic_once_in_the_job(lib, stub, monkeypatch, capsys):
+    """Issue 45: every guard runs once per path, in the job. `hypograph library` on the library's
+    topic worded otherwise asks the guard once (the round's run), not once before it too."""
+    from hypograph.library import guard
+
+    asked, judge = [], guard.check_topic
+    monkeypatch.setattr(guard, "check_topic", lambda root, topic, **kw: asked.append(topic) or judge(root, topic, **kw))
+    model = LibraryModel()
+    model.rounds = [{"behaviors": [behavior(OPPOSITE_B1, tag="once")]}]
+    stub.always(model)
+    code = hypograph(["library", str(lib), "--topic", "sycophancy in large language models", "--no-web"])
+    assert code == 0, capsys.readouterr().err
+    assert asked == ["sycophancy in large language models"] and model.calls["topic"] == 1
+    assert model.calls["generation"] == 1
 
 
 def test_a_library_failing_its_checks_is_refused_before_a_round(lib, stub):

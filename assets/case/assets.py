@@ -99,12 +99,19 @@ def case_interpretation(context: AssetExecutionContext, inputs: Inputs) -> Mater
 
 @asset(**ASSET, deps=[case_interpretation], kinds={"json"}, output_required=False)
 @step
-def case_context(context: AssetExecutionContext, inputs: Inputs, case: CaseResource) -> MaterializeResult:
-    """Phase 1: the policy pinned and the prompt context frozen (policy.json, context.json), no model call."""
+def case_context(
+    context: AssetExecutionContext, inputs: Inputs, case: CaseResource, llm: LLMResource
+) -> MaterializeResult:
+    """Phase 1: the policy pinned and the prompt context frozen (policy.json, context.json), no model
+    call; first, under the case lock, the batch's guards: the lock free (DEFERRED), a model unless
+    the batch is published or its round recorded (nothing written without one)."""
     from hypograph.case.builder import HypothesisBuilder
+    from hypograph.case.gateway import CaseGateway
 
     store, case_id, manifest = _case(context, inputs)
-    frozen = HypothesisBuilder(store, None, case.settings().policy()).prepare(case_id, manifest["package_id"])
+    policy = case.settings().policy()
+    builder = HypothesisBuilder(store, CaseGateway.optional(policy, llm.config()), policy)
+    frozen = builder.prepare(case_id, manifest["package_id"])
     yield MaterializeResult(
         metadata={"sources": len(frozen["catalogue"]), "policy": MetadataValue.json(frozen["policy"])}
     )

@@ -11,7 +11,7 @@ from dagster import (
 )
 
 from assets.case.assets import batch_vault_nodes, case_interpretation, interpretation_draft
-from assets.groups import CASE, RUN_TAGS, described
+from assets.groups import CASE, RUN_TAGS, described, launched
 from assets.partitions import case_revisions
 from hypograph.case.dispatch import due_retry
 from hypograph.case.package import CasePackage
@@ -21,6 +21,7 @@ from hypograph.scans import BAD_INPUT, registered, skip_line
 from resources import Inputs
 
 DRAFT = AssetSelection.assets(interpretation_draft)
+CASE_RUN = launched(sub_keys_of="case", reads_input=True)  # every case job: a revision's, reading the package
 # What every case job's partitions are, and why a cell stays grey.
 REVISIONS = (
     " Partitions: <case id>/r0001, … — each analysis revision of a registered case (`hypograph case new`/`add`, "
@@ -32,6 +33,7 @@ REVISIONS = (
 case_interpret_job = define_asset_job(
     "case_interpret",
     run_tags=RUN_TAGS,
+    metadata=CASE_RUN,
     selection=[interpretation_draft],
     partitions_def=case_revisions,
     description="The model's draft interpretation of a case revision, saved unconfirmed (`hypograph case "
@@ -41,6 +43,7 @@ case_interpret_job = define_asset_job(
 case_confirmed_job = define_asset_job(
     "case_confirmed",
     run_tags=RUN_TAGS,
+    metadata=CASE_RUN,
     selection=[case_interpretation],
     partitions_def=case_revisions,
     description="The interpretation a person confirmed, verified against the case files (`hypograph case "
@@ -50,6 +53,7 @@ case_confirmed_job = define_asset_job(
 case_batch_job = define_asset_job(
     "case_batch",
     run_tags=RUN_TAGS,
+    metadata=CASE_RUN,
     selection=AssetSelection.groups(CASE) - DRAFT - AssetSelection.assets(batch_vault_nodes),
     partitions_def=case_revisions,
     description="Observe the case package, then the initial hypothesis batch of one revision: the confirmed "
@@ -60,6 +64,7 @@ case_batch_job = define_asset_job(
 case_into_vault_job = define_asset_job(
     "case_batch_into_vault",
     run_tags=RUN_TAGS,
+    metadata=CASE_RUN,
     selection=AssetSelection.groups(CASE) - DRAFT,
     partitions_def=case_revisions,
     description="The case batch, then its hypotheses minted as step-3 H nodes into the vault the case names "

@@ -49,8 +49,9 @@ def round_candidates(
 ) -> MaterializeResult:
     """One generation call: behaviors and mechanisms for the round, the banlist built from the library
     as the earlier rounds left it (cached: a round never regenerates). A new round given a topic
-    passes the cross-topic guard first, whichever door it came in by (command, Launchpad, sensor),
-    unless ``new_library`` moves the old file aside to start a new library.
+    passes the cross-topic guard first, whichever door it came in by (command, Launchpad, sensor):
+    this is its one place, run once per round, unless ``new_library`` moves the old file aside to
+    start a new library.
     A round given no topic, with no round before it to take its settings from, is skipped."""
     from hypograph.library.generate import generate_round
     from hypograph.library.guard import check_topic, move_aside
@@ -67,18 +68,27 @@ def round_candidates(
         )
     client = llm.client(inputs.state_dir(root), TRACE_TASK)
     traces = _traces(context, root, settings)
-    if given is not None and not has_generated(root, key):
-        if settings.new_library:  # a person's decision: the old file renamed aside, never deleted
-            moved = move_aside(root)
-            context.log.info(f"previous library moved aside to {moved.name}" if moved else "no library to move aside")
-        else:
+
+    moved = []  # the old library's new name, for the run's record (the command's report says it)
+
+    def move() -> None:  # a person's decision: the old file renamed aside, never deleted
+        moved.append(move_aside(root))
+        context.log.info(f"previous library moved aside to {moved[0].name}" if moved[0] else "no library to move")
+
+    if given is None:  # a round following the previous one's settings: nothing to judge
+        candidates = generate_round(root, key, settings_for_round(root, key, None), client, traces)
+    elif settings.new_library:
+        candidates = generate_round(root, key, given, client, traces, start=move)
+    else:  # the topic judged once, before generation (a round already generated keeps its own settings)
+        if not has_generated(root, key):
             check_topic(root, given.topic, confirm=settings.confirm_topic, client=client, traces=traces)
-    candidates = generate_round(root, key, settings_for_round(root, key, given), client, traces)
+        candidates = generate_round(root, key, settings_for_round(root, key, given), client, traces)
     yield MaterializeResult(
         metadata={
             "behaviors": len(candidates.behaviors),
             "mechanisms": sum(len(b.mechanisms) for b in candidates.behaviors),
             "banlist": MetadataValue.json(candidates.banlist.model_dump()),
+            **({"moved_aside": moved[0].name} if moved and moved[0] else {}),
             **client.metadata(),
         }
     )

@@ -13,7 +13,7 @@ from dagster import (
     sensor,
 )
 
-from assets.groups import LIBRARY, RUN_TAGS, described
+from assets.groups import LIBRARY, RUN_TAGS, described, launched
 from assets.library.assets import hypothesis_library, round_scores
 from assets.library.observed import library_file
 from assets.partitions import ROUNDS, libraries, library_rounds, model_configured
@@ -38,6 +38,7 @@ MODEL_STATE = "" if model_configured() else NO_MODEL
 library_round_job = define_asset_job(
     "library_round",
     run_tags=RUN_TAGS,
+    metadata=launched(sub_keys_of="library"),
     selection=AssetSelection.groups(LIBRARY) - AssetSelection.assets(library_file),
     partitions_def=library_rounds,
     description="One library round: generate behaviors and mechanisms, dedup them against the library by "
@@ -51,6 +52,7 @@ library_round_job = define_asset_job(
 rescore_job = define_asset_job(
     "library_rescore",
     run_tags=RUN_TAGS,
+    metadata=launched(sub_keys_of="library"),
     selection=[round_scores, hypothesis_library],
     partitions_def=library_rounds,
     description="Re-score rounds (another model, web grounding on) without regenerating; ids unchanged. "

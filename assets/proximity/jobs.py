@@ -11,7 +11,7 @@ from dagster import (
     schedule,
 )
 
-from assets.groups import PROXIMITY, RUN_TAGS, described
+from assets.groups import PROXIMITY, RUN_TAGS, described, launched
 from assets.partitions import HYPOTHESIS_INPUTS, hypothesis_inputs
 from hypograph.paths import WITH_HYPOTHESES
 from hypograph.scans import registered
@@ -22,6 +22,7 @@ REPORT = AssetSelection.assets("proximity_report")
 proximity_job = define_asset_job(
     "proximity",
     run_tags=RUN_TAGS,
+    metadata=launched(reads_input=True),
     selection=AssetSelection.groups(PROXIMITY) - REPORT,
     partitions_def=hypothesis_inputs,
     description="Observe the input's hypotheses, then embed, graph, cluster, list and adjudicate its "

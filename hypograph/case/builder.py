@@ -235,7 +235,9 @@ class HypothesisBuilder:
     def prepare(self, case_id: str, package_id: str) -> dict:
         """Phase 1 alone (the confirmed-context asset): verify the confirmed interpretation, pin the
         policy and save policy.json and context.json if not saved yet; returns the context. Raises
-        CaseBusy while a dispatch holds the case."""
+        CaseBusy while a dispatch holds the case, and NeedsModel (nothing written) when there is no
+        ``gateway`` and the revision has no recorded round to publish: a batch job's one model guard,
+        before its first write."""
         pkg = self.store.package(case_id)
         with pkg.lock():
             pkg.roll_forward()
@@ -247,6 +249,9 @@ class HypothesisBuilder:
             p = paths(m["analysis_revision"])
             if (pkg.root / p["hypothesis_registry"]).exists():
                 return pkg.read_json(p["hypothesis_context"])
+            rounds = pkg.root / rev_dir("hypotheses", m["analysis_revision"]) / "rounds"
+            if self.gateway is None and not (rounds.is_dir() and any(rounds.glob("*.json"))):
+                raise NeedsModel()
             refuse_undeclared(pkg, m, m["analysis_revision"])
             return self._context_phase(pkg, m)[1]
 

@@ -19,10 +19,10 @@ from hypograph.llm.client import LLMClient, Rejected, Request
 from hypograph.llm.config import LLMConfig
 
 TASK = "case-hypotheses"
-# No CLI flag here: the same line reaches the UI; the CLI adds where its config file comes from.
+# The same line reaches the command and the UI (the job raises it): it names the file both ways.
 NEEDS_MODEL = (
-    "needs a model: set [[endpoints]] in the analysis config or HYPOGRAPH_LLM_MODEL "
-    "(and HYPOGRAPH_LLM_BASE_URL); nothing was changed"
+    "needs a model: set [[endpoints]] in the analysis config (the --config file; config_file in the "
+    "Launchpad's resources.case) or HYPOGRAPH_LLM_MODEL (and HYPOGRAPH_LLM_BASE_URL); nothing was changed"
 )
 
 

@@ -110,7 +110,7 @@ def dedup_round(
     cached = read_model(path, RoundDedup)
     if cached is not None and cached.candidates_digest == cand_digest and not _unjudged(cached.verdicts):
         return cached  # one with unjudged candidates (an older version wrote those) is judged again
-    require_model(client, "dedup")
+    require_model(client, "dedup needs a model")
     loaded = read_library(root)
     library = loaded[0] if loaded else None
     settings = candidates.settings

@@ -13,13 +13,16 @@
   banned statement is *not* invalid: it is a duplicate, dropped and counted by dedup (Phase 4).
   Free text is data, never screened by word lists: it reaches later prompts only inside escaped,
   delimited blocks, and ids are minted by the tool;
-* checked first: a library failing its own checks (``checks.require_sound``) is refused before
-  the model is asked.
+* checked first, once each: a model configured (``ModelRequired``: nothing is changed), the
+  caller's ``start`` (a new library: the old one moved aside), the library passing its own checks
+  (``checks.require_sound``), all before the model is asked (the cross-topic guard is the
+  caller's, before this: offline the embeddings decide, so it answers before "needs a model").
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -45,7 +48,8 @@ GIVEN_DETAIL = "Taken as given from --behavior (no five-bars mining)."
 def require_model(client: LLMClient, what: str) -> None:
     if client.offline:
         raise ModelRequired(
-            f"library {what} needs a model: set HYPOGRAPH_LLM_MODEL (and HYPOGRAPH_LLM_BASE_URL); nothing was changed"
+            f"library {what}: set HYPOGRAPH_LLM_MODEL (and HYPOGRAPH_LLM_BASE_URL); nothing was changed "
+            "(validate, report and check work offline)"
         )
 
 
@@ -96,14 +100,24 @@ class GivenAnswer(BaseModel):
 
 
 def generate_round(
-    root: Path, round_key: str, settings: RoundSettings, client: LLMClient, traces: TraceRun | None = None
+    root: Path,
+    round_key: str,
+    settings: RoundSettings,
+    client: LLMClient,
+    traces: TraceRun | None = None,
+    start: Callable[[], None] | None = None,
 ) -> RoundCandidates:
-    """The candidates of ``round_key`` (cached in ``rounds/<key>/candidates.json``)."""
+    """The candidates of ``round_key`` (cached in ``rounds/<key>/candidates.json``). ``start`` (a
+    new library: the old file and its state moved aside) runs once a model is known to be there,
+    and the cache is read after it."""
     path = round_dir(root, round_key) / "candidates.json"
-    cached = read_model(path, RoundCandidates)
-    if cached is not None:
+    if start is None and (cached := read_model(path, RoundCandidates)) is not None:
         return cached
-    require_model(client, "generation")
+    require_model(client, "rounds need a model")
+    if start is not None:
+        start()
+        if (cached := read_model(path, RoundCandidates)) is not None:
+            return cached
     with library_lock(root):
         require_previous_rounds(root, round_key)
         require_sound(root)

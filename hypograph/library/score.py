@@ -125,7 +125,7 @@ def score_round(
     cached = read_model(path, RoundScores)
     if cached is not None and cached.inputs_digest == inputs:
         return cached
-    require_model(client, "scoring")
+    require_model(client, "scoring needs a model")
     searcher = (as_web_search(search) or web_search()) if web else None
     traces = traces or TraceRun(root, candidates.settings.invocation)
     survivors = dedup.survivors
