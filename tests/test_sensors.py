@@ -6,9 +6,11 @@ with a real ``dagster-daemon`` that ``dagster sensor start`` turned the sensor o
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import services
@@ -129,12 +131,49 @@ def two_inputs(instance, tmp_path):
     return run, vault, tick
 
 
-def test_an_edit_to_a_vault_runs_proximity_structure_proximity_then_nothing(two_inputs):
-    run, vault, tick = two_inputs
-    assert tick(run=True) == [("proximity", "run"), ("proximity", "vault")]
-    assert tick(run=True) == [("structure", "vault")]  # proximity current, the vault never structured
-    assert tick(run=True) == [("proximity", "vault")]  # step 4 rewrote the nodes: proximity of what it left
-    assert tick() == []
+@pytest.fixture(scope="module")
+def first_ticks(tmp_path_factory):
+    """The bundled run directory and vault registered on an instance at ``base``/home, the sensor's
+    first ticks with their runs executed until a tick requests nothing (what each requested, in
+    order), and a copy of the inputs and instance taken then (``base``/kept): made once."""
+    from pipelines.instance import register
+
+    base = tmp_path_factory.mktemp("ticked")
+    home = base / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    run, vault = copy_tree(EXAMPLE_RUN, base / "run"), copy_tree(EXAMPLE_VAULT, base / "vault")
+    with DagsterInstance.from_config(str(home)) as instance:
+        tick = Ticks(instance)
+        tick.ids = {"run": register(instance, run).id, "vault": register(instance, vault).id}
+        requested = [tick(run=True) for _ in range(3)] + [tick()]
+    for name in ("run", "vault", "home"):
+        shutil.copytree(base / name, base / "kept" / name, symlinks=True)
+    return SimpleNamespace(base=base, ids=tick.ids, requested=requested)
+
+
+@pytest.fixture
+def ticked(first_ticks):
+    """The run directory, the vault and the tick function as the first ticks left them, put back at
+    the same paths (the instance records them) whatever an earlier test did."""
+    base = first_ticks.base
+    for name in ("run", "vault", "home"):
+        shutil.rmtree(base / name)
+        shutil.copytree(base / "kept" / name, base / name, symlinks=True)
+    with DagsterInstance.from_config(str(base / "home")) as instance:
+        tick = Ticks(instance)
+        tick.ids = first_ticks.ids
+        yield base / "run", base / "vault", tick
+
+
+def test_an_edit_to_a_vault_runs_proximity_structure_proximity_then_nothing(first_ticks, ticked):
+    run, vault, tick = ticked
+    assert first_ticks.requested == [
+        [("proximity", "run"), ("proximity", "vault")],
+        [("structure", "vault")],  # proximity current, the vault never structured
+        [("proximity", "vault")],  # step 4 rewrote the nodes: proximity of what it left
+        [],
+    ]
     node = next((vault / "hypotheses").glob("H-3 - *.md"))
     node.write_text(node.read_text(encoding="utf-8").replace("earthquake", "seismic"), encoding="utf-8")
     assert tick(run=True) == [("proximity", "vault")]
@@ -144,15 +183,13 @@ def test_an_edit_to_a_vault_runs_proximity_structure_proximity_then_nothing(two_
     assert tick() == []
 
 
-def test_a_persons_review_requests_the_flow_and_the_launched_jobs_apply_it(two_inputs):
+def test_a_persons_review_requests_the_flow_and_the_launched_jobs_apply_it(ticked):
     """Issue 46: a MERGE recorded in proximity/review.json after the vault was structured is a
     change the sensor sees; the jobs it requests, launched on the instance as the UI launches them
     (the job of the definitions, the vault's partition, the run config the Launchpad shows), apply it."""
     from test_merge_by_hand import review
 
-    run, vault, tick = two_inputs
-    for _ in range(3):
-        tick(run=True)
+    run, vault, tick = ticked
     assert tick() == []
     review(vault, "H-1", "H-22")
     assert tick(run=True) == [("proximity", "vault")]
@@ -163,10 +200,8 @@ def test_a_persons_review_requests_the_flow_and_the_launched_jobs_apply_it(two_i
     assert tick() == []
 
 
-def test_a_new_run_dir_hypothesis_requests_proximity_only_for_it(two_inputs):
-    run, vault, tick = two_inputs
-    for _ in range(3):
-        tick(run=True)
+def test_a_new_run_dir_hypothesis_requests_proximity_only_for_it(ticked):
+    run, vault, tick = ticked
     assert tick() == []
     write_json_hypothesis(
         run,
