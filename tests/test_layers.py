@@ -214,30 +214,30 @@ def _code_words(path: Path) -> set[str]:
     """The lower-case words of ``path``'s code (names, attributes, imports, string constants), its
     docstrings and comments left out."""
     tree = ast.parse(path.read_text())
-    docstrings = {
-        id(node.body[0].value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-        and node.body
-        and isinstance(node.body[0], ast.Expr)
-        and isinstance(node.body[0].value, ast.Constant)
-    }
-    texts = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            texts.append(node.id)
-        elif isinstance(node, ast.Attribute):
-            texts.append(node.attr)
-        elif isinstance(node, ast.alias):
-            texts.append(node.name)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            texts.append(node.module)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
-            texts.append(node.value)
+    docstrings = {id(body[0].value) for body in _bodies(tree) if body and _is_docstring(body[0])}
     words = set()
-    for text in texts:
-        words |= {w for w in _split(text) if w}
+    for node in ast.walk(tree):
+        text = _text(node) if id(node) not in docstrings else None
+        words |= {w for w in _split(text or "") if w}
     return words
+
+
+def _bodies(tree: ast.Module) -> list[list]:
+    kinds = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+    return [node.body for node in ast.walk(tree) if isinstance(node, kinds)]
+
+
+def _is_docstring(statement) -> bool:
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
+
+
+def _text(node) -> str | None:
+    """The name or string a node of code carries (None for the others)."""
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    if isinstance(node, ast.ImportFrom):
+        return node.module
+    return getattr(node, {ast.Name: "id", ast.Attribute: "attr", ast.alias: "name"}.get(type(node), "-"), None)
 
 
 def _split(text: str) -> list[str]:
