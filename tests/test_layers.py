@@ -206,7 +206,7 @@ def test_prox_stays_outside_dagster():
     assert bad == []
 
 
-PRODUCT_WORDS = {"proximity", "structure", "step4", "library", "libraries", "round", "rounds", "case"}
+PRODUCT_WORDS = {"proximity", "structure", "library", "libraries", "round", "rounds", "case"}
 PRODUCT_WORDS |= {"revision", "revisions", "vault", "vaults", "prox"}
 
 

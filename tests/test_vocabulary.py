@@ -52,12 +52,16 @@ def test_the_table_names_the_four_products():
 
 
 def group_names() -> dict[str, str]:
-    """``assets/groups.py``'s constants: NAME -> group."""
+    """``assets/groups.py``'s group constants (a name as Dagster allows it, not a tag or metadata
+    key such as ``hypograph/reads_input``): NAME -> group."""
     tree = ast.parse((ROOT / "assets" / "groups.py").read_text(encoding="utf-8"))
     return {
         node.targets[0].id: node.value.value
         for node in tree.body
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+        and node.value.value.isidentifier()
     }
 
 
