@@ -160,6 +160,7 @@ def serve() -> None:
             answer = {"pid": pid}
         out.write(json.dumps(answer) + "\n")
         out.flush()
+    os._exit(0)  # stdin closed: done (tearing torch down took over a minute on a loaded machine)
 
 
 if __name__ == "__main__":
