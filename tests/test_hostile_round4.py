@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from cli_helper import hypograph, prox, start_hypograph
-from conftest import EXAMPLE_LIBRARY, copy_tree, offline_env
+from conftest import EXAMPLE_LIBRARY, EXAMPLE_VAULT, copy_tree, offline_env
 from llm_stub import (  # noqa: F401 - llm_server, llm_env: fixtures
     MODEL,
     adjudication_responder,
@@ -135,16 +135,30 @@ def _refused_fifo(result, path: Path) -> None:
     assert str(path) in lines[0] and "FIFO" in lines[0], lines[0]
 
 
-def test_item06_fifo_review_json_refused_by_check(example_vault):
-    assert hypograph("structure", example_vault, "--llm", "offline").returncode == 0
-    path = _fifo(example_vault / "proximity" / "review.json")
-    _refused_fifo(hypograph("check", example_vault, timeout=120), path)
+@pytest.fixture(scope="module")
+def structured(tmp_path_factory) -> Path:
+    """examples/vault structured once by ``hypograph structure --llm offline`` (the start of items
+    4, 6 and 8; each test structures a copy of its own further)."""
+    root = copy_tree(EXAMPLE_VAULT, tmp_path_factory.mktemp("structured") / "vault")
+    result = hypograph("structure", root, "--llm", "offline")
+    assert result.returncode == 0, result.stderr
+    return root
 
 
-def test_item08_fifo_in_the_tools_own_files_refused(example_vault, example_run, tmp_path):
-    assert hypograph("structure", example_vault, "--llm", "offline").returncode == 0
-    path = _fifo(example_vault / ".hypograph" / "dispositions.json")
-    _refused_fifo(hypograph("check", example_vault, timeout=120), path)
+@pytest.fixture
+def structured_vault(structured, tmp_path) -> Path:
+    """A copy of ``structured`` with its proximity output and tool state (Dagster's storage aside)."""
+    return Path(shutil.copytree(structured, tmp_path / "structured", ignore=shutil.ignore_patterns("dagster")))
+
+
+def test_item06_fifo_review_json_refused_by_check(structured_vault):
+    path = _fifo(structured_vault / "proximity" / "review.json")
+    _refused_fifo(hypograph("check", structured_vault, timeout=120), path)
+
+
+def test_item08_fifo_in_the_tools_own_files_refused(structured_vault, example_run, tmp_path):
+    path = _fifo(structured_vault / ".hypograph" / "dispositions.json")
+    _refused_fifo(hypograph("check", structured_vault, timeout=120), path)
 
     assert hypograph("proximity", example_run, "--llm", "offline").returncode == 0
     path = _fifo(example_run / "proximity" / "graph.json")
@@ -228,22 +242,21 @@ def test_item07_kill_9_of_report_leaves_no_worker(example_run):
 # -- item 4: SIGTERM at any moment ends the command with 130 -------------------------------------------------------
 
 
-def test_item04_sigterm_at_any_moment_ends_structure_with_130(example_vault):
+def test_item04_sigterm_at_any_moment_ends_structure_with_130(structured_vault):
     """SIGTERM sent at a spread of moments of ``hypograph structure`` (importing, opening the
     instance, inside steps, between steps and runs, writing the summary): each that arrives while
     the command runs ends it with 130 and one ``interrupted`` line; afterwards the vault structures
     and checks clean (nothing half-written was left in place)."""
-    env = {**offline_env()}
-    assert hypograph("structure", example_vault, "--llm", "offline").returncode == 0
+    env, vault = {**offline_env()}, structured_vault
     # the runs signalled below redo proximity only (step 4 is done): timed as they are
-    shutil.rmtree(example_vault / "proximity", ignore_errors=True)
+    shutil.rmtree(vault / "proximity", ignore_errors=True)
     started = time.monotonic()
-    assert hypograph("structure", example_vault, "--llm", "offline").returncode == 0
+    assert hypograph("structure", vault, "--llm", "offline").returncode == 0
     whole = time.monotonic() - started
     delivered = []
     for k in range(5):
-        shutil.rmtree(example_vault / "proximity", ignore_errors=True)  # each run does the whole work again
-        proc = start_hypograph("structure", example_vault, "--llm", "offline", env=env)
+        shutil.rmtree(vault / "proximity", ignore_errors=True)  # each run does the whole work again
+        proc = start_hypograph("structure", vault, "--llm", "offline", env=env)
         time.sleep(0.4 + whole * k / 5)
         if proc.poll() is not None:
             proc.communicate()
@@ -253,5 +266,5 @@ def test_item04_sigterm_at_any_moment_ends_structure_with_130(example_vault):
         delivered.append((proc.returncode, err.strip().splitlines()[-1:] if err.strip() else []))
     assert len(delivered) >= 3, delivered
     assert all(code == 130 and lines and "interrupted" in lines[0] for code, lines in delivered), delivered
-    assert hypograph("structure", example_vault, "--llm", "offline").returncode == 0
-    assert hypograph("check", example_vault).returncode == 0
+    assert hypograph("structure", vault, "--llm", "offline").returncode == 0
+    assert hypograph("check", vault).returncode == 0
