@@ -56,7 +56,7 @@ test: $(VENV)/.installed-test
 
 # The same suite in two parts: without the system tests (those that start Chromium, the web server
 # and daemon, PostgreSQL, Redis and Celery, an object store or network namespaces, or kill
-# processes: tests/conftest.py SYSTEM_FILES), and only them.
+# processes: tests/system/ and tests/conftest.py SYSTEM_TESTS), and only them.
 test-fast: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile -m "not system"
 

@@ -3,7 +3,7 @@
 One invocation of ``hypograph library DIR --topic … --rounds R --n-behaviors N`` with web grounding
 on, in a fresh folder and a throwaway Dagster home: arXiv at a listening socket that accepts and
 never answers, OpenAlex at a port nobody listens on; the model is the tests' scripted library model
-behind the local OpenAI-compatible stub (``tests/library_stub.py``). No network. Printed per run:
+behind the local OpenAI-compatible stub (``tests/support/library_stub.py``). No network. Printed per run:
 the command's wall time and exit code, how many connections the silent endpoint accepted, and
 how many searches the command made. ``--code DIR`` runs another checkout's ``hypograph`` (a
 worktree of an earlier commit) the same way, for the before / after pair.

@@ -40,26 +40,45 @@ TARGET = 0.90
 # module -> its own fast, in-process tests (a test in a subprocess runs the installed code, not
 # the mutant, so it could not kill one; leaving those out keeps a run short on two cores).
 MODULES: dict[str, list[str]] = {
-    "hypograph/atomic.py": ["tests/test_atomic_edges.py", "tests/test_guarantees.py", "tests/test_journal.py"],
-    "hypograph/journal.py": ["tests/test_journal.py", "tests/test_journal_edges.py", "tests/test_guarantees.py"],
-    "hypograph/vault/mint.py": ["tests/test_mint.py", "tests/test_guarantees.py", "tests/test_vault.py"],
-    "hypograph/structure/checks.py": ["tests/test_structure_checks_rules.py"],
-    "hypograph/structure/dispositions/merge.py": ["tests/test_merge_bookkeeping.py"],
-    "hypograph/structure/unmerge.py": ["tests/test_unmerge.py", "tests/test_guarantees.py"],
-    "hypograph/llm/client.py": ["tests/test_llm_client.py", "tests/test_llm_edges.py", "tests/test_llm_hostile.py"],
-    "hypograph/llm/config.py": ["tests/test_llm_client.py", "tests/test_llm_edges.py"],
+    "hypograph/atomic.py": [
+        "tests/core/shared/test_atomic_edges.py",
+        "tests/core/structure/test_guarantees.py",
+        "tests/core/structure/test_journal.py",
+    ],
+    "hypograph/journal.py": [
+        "tests/core/structure/test_journal.py",
+        "tests/core/structure/test_journal_edges.py",
+        "tests/core/structure/test_guarantees.py",
+    ],
+    "hypograph/vault/mint.py": [
+        "tests/core/structure/test_mint.py",
+        "tests/core/structure/test_guarantees.py",
+        "tests/core/structure/test_vault.py",
+    ],
+    "hypograph/structure/checks.py": ["tests/core/structure/test_structure_checks_rules.py"],
+    "hypograph/structure/dispositions/merge.py": ["tests/core/structure/test_merge_bookkeeping.py"],
+    "hypograph/structure/unmerge.py": [
+        "tests/core/structure/test_unmerge.py",
+        "tests/core/structure/test_guarantees.py",
+    ],
+    "hypograph/llm/client.py": [
+        "tests/core/shared/test_llm_client.py",
+        "tests/core/shared/test_llm_edges.py",
+        "tests/core/shared/test_llm_hostile.py",
+    ],
+    "hypograph/llm/config.py": ["tests/core/shared/test_llm_client.py", "tests/core/shared/test_llm_edges.py"],
     "hypograph/case/batch.py": [
-        "tests/test_case_registry.py",
-        "tests/test_case_package.py",
-        "tests/test_case_builder.py",
-        "tests/test_case_recovery.py",
+        "tests/core/case/test_case_registry.py",
+        "tests/core/case/test_case_package.py",
+        "tests/core/case/test_case_builder.py",
+        "tests/core/case/test_case_recovery.py",
     ],
     "hypograph/case/publish.py": [
-        "tests/test_case_registry.py",
-        "tests/test_case_recovery.py",
-        "tests/test_case_package.py",
+        "tests/core/case/test_case_registry.py",
+        "tests/core/case/test_case_recovery.py",
+        "tests/core/case/test_case_package.py",
     ],
-    "hypograph/case/checks.py": ["tests/test_case_checks_rules.py"],
+    "hypograph/case/checks.py": ["tests/core/case/test_case_checks_rules.py"],
 }
 # Besides the package under test, what the tests import or read.
 ALSO_COPY = [".gitignore", "assets", "resources", "io_managers", "pipelines", "examples", "config", "workspace.yaml"]

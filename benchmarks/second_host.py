@@ -1,11 +1,11 @@
 """Benchmark the sharded proximity job with its range steps on other machines (issue 44).
 
-The simulated second host of ``tests/test_second_host.py``: machine A runs the daemon and the
+The simulated second host of ``tests/system/test_second_host.py``: machine A runs the daemon and the
 worker of the queue ``dagster`` (the steps that read or write the input, which only A has); 1 or 2
 other machines each run a worker of the queue ``shards`` (the range steps); all share only Redis,
 PostgreSQL and an S3 emulator (``moto_server``), each with its own ``DAGSTER_HOME`` and working
 folder, with deploy/dagster.yaml and deploy/celery.yaml as they are; where the machine allows, each
-remote machine is a network namespace reaching the services by address (``tests/netns.py``). For
+remote machine is a network namespace reaching the services by address (``tests/support/netns.py``). For
 each count of ``--remote`` it queues one ``proximity`` run on the corpus
 (``benchmarks/proximity_corpus.py``) with ``--shards`` ranges and prints: the run's wall seconds
 (queued to ended), the bytes the shard store held for the run (its largest total, polled every

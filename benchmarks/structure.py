@@ -8,7 +8,7 @@ Vaults of N step-3 hypotheses are generated from the example vault's thirty (``e
 * paraphrases (30% of N): a claim reworded by synonyms and clause order, the same hypothesis (a
   family of two or three: the duplicates 4a should merge, some only by chaining).
 
-The model is a local OpenAI-compatible stub server (``tests/llm_stub.py``) that answers every
+The model is a local OpenAI-compatible stub server (``tests/support/llm_stub.py``) that answers every
 question deterministically and correctly from the generator's ground truth (MERGE exactly when two
 hypotheses are of one family; nothing off-topic; one cluster per question hint), so the figures
 are the cost of asking, not of a model's mistakes. Tokens are counted as characters / 4.

@@ -267,7 +267,7 @@ def reference() -> str:
         "# `--json`: the record every command prints",
         "",
         "<!-- generated from hypograph_cli/records.py by `python -m hypograph_cli.records`; "
-        "tests/test_json.py holds it to the models -->",
+        "tests/cli/test_json.py holds it to the models -->",
         "",
         "Every `hypograph` and `prox` command takes `--json`: it then prints one JSON document on stdout "
         "and nothing else there (the lines it prints without `--json` go to stderr), whatever the exit code. "

@@ -44,20 +44,9 @@ import pipelines.definitions  # noqa: E402,F401 - loaded once, here, with no mod
 # System tests start services of their own (Chromium, the web server and daemon, PostgreSQL, Redis
 # and Celery workers, an object store, network namespaces) or kill processes mid-write. They are
 # marked ``system`` here, in one place, so `make test-fast` (``-m "not system"``) runs the rest apart;
-# `make test` runs both.
-SYSTEM_FILES = {
-    "test_browser.py",
-    "test_browser_backfill.py",
-    "test_browser_launch.py",
-    "test_browser_report.py",
-    "test_ui.py",
-    "test_postgres.py",
-    "test_distributed.py",
-    "test_second_host.py",
-    "test_deploy_recipes.py",
-    "test_killed_runs.py",
-    "test_structure_interrupted.py",
-}
+# `make test` runs both. Every test under tests/system/ is one; SYSTEM_TESTS are the few that live
+# beside the code they test in another folder (a daemon or Celery case of a Dagster-layer file).
+SYSTEM = Path(__file__).resolve().parent / "system"
 SYSTEM_TESTS = {
     "test_sensors.py::test_a_daemon_runs_what_the_sensor_requests_and_nothing_more",
     "test_deployment.py::test_backfill_of_proximity_across_every_input_runs_with_the_daemon",
@@ -70,9 +59,10 @@ SYSTEM_TESTS = {
 
 
 def pytest_collection_modifyitems(items):
-    """Marks the system tests listed above (tests/test_system_marks.py keeps the list true)."""
+    """Marks the system tests: tests/system/ and those listed above (tests/project/test_system_marks.py
+    keeps the list true)."""
     for item in items:
-        if item.path.name in SYSTEM_FILES or f"{item.path.name}::{item.originalname}" in SYSTEM_TESTS:
+        if item.path.parent == SYSTEM or f"{item.path.name}::{item.originalname}" in SYSTEM_TESTS:
             item.add_marker(pytest.mark.system)
 
 
@@ -80,7 +70,7 @@ def pytest_collection_modifyitems(items):
 def _no_instance_left_entered():
     """Each test starts with no Dagster instance entered. Dagster keeps the entered instance's
     state storage in a context variable and restores it only when instances exit in order; one
-    left entered by an earlier test (seen after tests/test_sensors.py's and test_fast_path.py's
+    left entered by an earlier test (seen after tests/dagster/test_sensors.py's and test_fast_path.py's
     runs, depending on which files a worker ran before) would be read by a later ``materialize``
     after its instance is gone: "Attempted to resolve undefined DagsterInstance weakref"."""
     from dagster._core.storage.defs_state.base import set_defs_state_storage
@@ -236,7 +226,7 @@ RECORDED_STRUCTURE = Path(__file__).parent / "fixtures" / "recorded" / "structur
 # Left out of the record: Dagster's own storage and the IO manager's copies (not outputs of the
 # structuring itself), lock files (empty), and the embedding matrix (its digest is in
 # embedding-meta.json, which is recorded); the report's pictures (their pixels follow matplotlib's
-# and plotly's versions; tests/test_report.py checks them, report.json is recorded).
+# and plotly's versions; tests/core/proximity/test_report.py checks them, report.json is recorded).
 UNRECORDED = (
     ".hypograph/dagster/",
     ".hypograph/assets/",

@@ -1,7 +1,7 @@
 """Walk deploy/README-deployment.md from fresh machines to a worker on a second host, on this one.
 
 Machine A (the database, Redis, an S3 stand-in: ``moto_server``) and machine B (a worker on a
-second host, no input folder) are each a network namespace of ``tests/netns.py`` on a private /24,
+second host, no input folder) are each a network namespace of ``tests/support/netns.py`` on a private /24,
 and each runs in a mount namespace of its own whose ``/etc`` is a copy of this machine's (so
 ``useradd``, ``/etc/hypograph``, ``/etc/postgresql``, ``/etc/redis`` are theirs) and whose
 ``/opt/hypograph``, ``/var/lib/hypograph``, ``/var/lib/postgresql``... are folders of the walk.

@@ -5,7 +5,7 @@ is most of ``prox embed``'s own work. ``count_in_workers(vectorizer)`` gives one
 counting step that tokenises slices of the texts in ``fork_map`` workers and joins them as the
 serial loop would have built them: a term's column is its first appearance across all texts,
 each row's entries sorted by column. Everything after the counting (feature sorting, idf, norms)
-is scikit-learn's own, so the rows are the same bits (tests/test_proximity.py checks).
+is scikit-learn's own, so the rows are the same bits (tests/core/proximity/test_proximity.py checks).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Step 4 is three domain functions run in order — ``run_dispositions`` (4a), ``r
 the vault under it. Two guarantees hold together:
 
 * **Over the whole step**: ``structuring(root)`` holds the same lock (re-entrant) around a block,
-  so a caller running the three in one process (``tests/structure_driver.py --whole`` does) keeps
+  so a caller running the three in one process (``tests/support/structure_driver.py --whole`` does) keeps
   every other structuring and every reader out from 4a's first read to the map's write.
 * **Between the steps**, when each runs in its own process (one Dagster step each): the marker
   ``.hypograph/structuring.json`` makes interleaving harmless. 4a writes it before its first
