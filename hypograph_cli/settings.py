@@ -141,7 +141,8 @@ def proximity(args):
 def library(args):
     """The round settings of ``hypograph library``'s flags (the mode resolved by the seed's table);
     None for ``--report`` and ``--check``, which run no round. ``args.rounds`` becomes its number;
-    ``--new-library`` is not passed (the command moves the file aside itself, in phase 0)."""
+    ``--new-library`` is not set here: ``run_library`` sets it on the first round's settings only,
+    and that round's run moves the old file aside."""
     from hypograph.library.modes import resolve_mode
     from hypograph.library.settings import LibraryCommand, LibrarySettings
 
