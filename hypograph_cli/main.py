@@ -540,6 +540,8 @@ def main(argv: list[str] | None = None) -> int:
             draft.error = draft.error or INTERRUPTED
             print(line, file=sys.stderr)
             code = 130
+        if console:  # the exit's handler before ``counted`` restores the default: no moment without one
+            signals.hold_to_exit(line)
     if draft.as_json:
         try:
             out.write(draft.dumps(code))

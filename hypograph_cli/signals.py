@@ -61,7 +61,8 @@ def counted(line: str | None = None, record: Callable[[], str] = lambda: "") -> 
         yield
     finally:
         sys.unraisablehook = old_hook
-        signal.signal(signal.SIGTERM, old_term)
+        if signal.getsignal(signal.SIGTERM) is signal.default_int_handler:  # else ``hold_to_exit`` has it
+            signal.signal(signal.SIGTERM, old_term)
         signal.set_wakeup_fd(old_fd)
         _pipe.pop("read", None)
         os.close(r)
@@ -86,17 +87,25 @@ def exit_now(code: int, line: str) -> None:
     run, output flushed, then ``os._exit``; a SIGINT or SIGTERM from here on ends it with ``line``
     and 130 instead of reaching Python's teardown, which resets both to their defaults first."""
 
-    def late(_signum, _frame) -> None:
-        _end(line, "")
-
-    signal.signal(signal.SIGTERM, late)
-    signal.signal(signal.SIGINT, late)
+    hold_to_exit(line)
     for thread in threading.enumerate():  # what the interpreter's exit waits for first
         if thread is not threading.current_thread() and not thread.daemon:
             thread.join()
     atexit._run_exitfuncs()  # noqa: SLF001 - the handlers the interpreter's exit runs, run here first
     _flush()
     os._exit(code)
+
+
+def hold_to_exit(line: str) -> None:
+    """From now to the process's end a SIGINT or SIGTERM ends the console command with ``line`` and
+    130. Called before ``counted`` hands the signals back, so no moment between the command's end
+    and ``exit_now`` leaves SIGTERM at its default (which killed the command with no line, -15)."""
+
+    def late(_signum, _frame) -> None:
+        _end(line, "")
+
+    signal.signal(signal.SIGTERM, late)
+    signal.signal(signal.SIGINT, late)
 
 
 def _unraisable(unraisable, line: str, record: Callable[[], str], fallback) -> None:
