@@ -174,8 +174,11 @@ def run_record(ui, run_id: str):
 
 
 def run_page_shows(page, ui, run_id: str, line: str) -> str:
-    """The run's page shows ``line`` (its reason, once) and the run did not fail."""
+    """The run's page shows ``line`` (its reason, once) and the run did not fail. The event log
+    opens scrolled to its end and draws only the rows in view, so, as a person would, the test types
+    the line's first words into the log's filter box (a ``key:`` there would be a filter token)."""
     page.goto(f"{ui.url}/runs/{run_id}")
+    page.get_by_placeholder("Filter").first.fill(line.partition(":")[0][:40])
     page.get_by_text(line[:60]).first.wait_for()
     body = page.locator("body").inner_text()
     for word in FORBIDDEN:
