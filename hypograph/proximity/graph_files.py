@@ -19,7 +19,6 @@ edited by another tool no longer matches, and is parsed instead.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ import orjson
 from hypograph.atomic import DATA_MAX, open_regular, read_regular, write_atomic
 from hypograph.errors import HypographError
 from hypograph.proximity.graph import SimilarityGraph
+from hypograph.proximity.npz import npz_bytes
 
 FORMAT = "hypograph-graph/1"
 GRAPH_JSON = "graph.json"
@@ -221,18 +221,18 @@ def _write_npz(
         "clusters": labels,
         "graph_json_sha256": digest,
     }
-    buf = io.BytesIO()
-    np.savez(
-        buf,
-        ids=np.asarray(graph.ids, dtype=str),
-        src=graph.src.astype(np.int32),
-        dst=graph.dst.astype(np.int32),
-        sim=graph.sim.astype(np.float64),
-        cluster=codes,
-        cluster_offset=offsets.astype(np.int64),
-        meta=np.frombuffer(orjson.dumps(meta), dtype=np.uint8),
+    npz = npz_bytes(
+        {
+            "ids": np.asarray(graph.ids, dtype=str),
+            "src": graph.src.astype(np.int32),
+            "dst": graph.dst.astype(np.int32),
+            "sim": graph.sim.astype(np.float64),
+            "cluster": codes,
+            "cluster_offset": offsets.astype(np.int64),
+            "meta": np.frombuffer(orjson.dumps(meta), dtype=np.uint8),
+        }
     )
-    write_atomic(d / GRAPH_NPZ, lambda fh: fh.write(buf.getvalue()))
+    write_atomic(d / GRAPH_NPZ, lambda fh: fh.write(npz))
 
 
 _DIGESTS: dict[tuple, str] = {}  # (path, inode, size, mtime) -> sha256: each file hashed once per process

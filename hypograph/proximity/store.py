@@ -3,9 +3,10 @@
 ==========================  ==================================================================
 file                        content
 ==========================  ==================================================================
-embeddings.npz              TF-IDF: ``scipy.sparse.save_npz`` CSR (uncompressed: the seed's
-                            reader loads it, and 100k rows write in milliseconds); sbert:
-                            ``numpy.savez`` with one dense float32 array ``embeddings``.
+embeddings.npz              TF-IDF: ``scipy.sparse.save_npz``'s CSR layout (uncompressed: the
+                            seed's reader loads it, and 100k rows write in milliseconds); sbert:
+                            one dense float32 array ``embeddings``; both written by ``npz.py``
+                            (the same bytes on every Python).
 embedding-ids.json          ids in row order
 embedding-meta.json         ``{"backend", "model", "vectorizer", "count", "dim", "digest"}``
                             (Hypograph's addition; the digest of the npz and ids, written last,
@@ -47,6 +48,7 @@ from hypograph.proximity import graph_files
 from hypograph.proximity.communities import Clusters
 from hypograph.proximity.embed import TFIDF_MODELS, Embeddings
 from hypograph.proximity.graph import DIGITS, SimilarityGraph
+from hypograph.proximity.npz import csr_npz_bytes, npz_bytes
 
 if TYPE_CHECKING:  # imported by read_dupes: embed, graph and clusters start without it
     from hypograph.proximity.dupes import DuplicatePair
@@ -75,14 +77,10 @@ def write_embeddings(root: Path, emb: Embeddings) -> list[Path]:
     completed last, with the digest of the npz and ids, so a set half-written by a crashed run is
     told apart from one another tool replaced."""
     d = proximity_dir(root)
-    buf = io.BytesIO()
     if not isinstance(emb.rows, np.ndarray):
-        import scipy.sparse as sp
-
-        sp.save_npz(buf, emb.rows, compressed=False)
+        npz = csr_npz_bytes(emb.rows.tocsr())
     else:
-        np.savez(buf, embeddings=np.asarray(emb.rows, dtype=np.float32))
-    npz = buf.getvalue()
+        npz = npz_bytes({"embeddings": np.asarray(emb.rows, dtype=np.float32)})
     vocabulary = "".join(f"{term}\n" for term in emb.vocabulary) if emb.vocabulary is not None else None
     emb.digest = _digest(npz, emb.ids)
     meta = {"backend": emb.backend, "model": emb.model, "count": len(emb.ids), "dim": emb.dim, "digest": emb.digest}

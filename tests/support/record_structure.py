@@ -1,6 +1,6 @@
 """Record what ``hypograph structure --llm offline`` writes on the example vault and both real vaults.
 
-    PYTHONPATH=$PWD .venv/bin/python tests/support/record_structure.py   # rewrites tests/fixtures/recorded/
+    PYTHONPATH=$PWD:$PWD/tests:$PWD/tests/support .venv/bin/python tests/support/record_structure.py
 
 The record is the sha256 of every file of each vault after the run (see ``structure_record`` in
 conftest.py for what is left out and why) plus the command's output; ``test_structure.py``

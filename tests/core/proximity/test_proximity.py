@@ -12,6 +12,7 @@ import os
 import random
 import subprocess
 import sys
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -839,19 +840,43 @@ def test_an_interrupted_embedding_write_is_detected(tmp_path, monkeypatch):
         store.read_embeddings(tmp_path)
 
 
+def members(npz: bytes) -> list[tuple[str, bytes]]:
+    with zipfile.ZipFile(io.BytesIO(npz)) as archive:
+        return [(name, archive.read(name)) for name in archive.namelist()]
+
+
 def test_tfidf_rows_are_written_with_scipy_save_npz_and_read_back_the_same(run_dir):
-    """embeddings.npz is ``scipy.sparse.save_npz(compressed=False)`` of the rows (the seed's file),
-    and reading it gives the same arrays."""
+    """embeddings.npz holds the members of ``scipy.sparse.save_npz(compressed=False)`` of the rows
+    (the seed's file), the same .npy bytes in the same order, stored (its zip headers are
+    ``npz.py``'s, the same on every Python); reading it gives the same arrays."""
     corpus = load_corpus(run_dir)
     emb = embed(corpus.ids, corpus.texts)
     assert sp.isspmatrix_csr(emb.rows)
     expected = io.BytesIO()
     sp.save_npz(expected, emb.rows, compressed=False)
     store.write_embeddings(run_dir, emb)
-    assert (store.proximity_dir(run_dir) / "embeddings.npz").read_bytes() == expected.getvalue()
+    written = (store.proximity_dir(run_dir) / "embeddings.npz").read_bytes()
+    assert members(written) == members(expected.getvalue())
     read = store.read_embeddings(run_dir).rows
     assert sp.isspmatrix_csr(read) and read.shape == emb.rows.shape
     assert all(np.array_equal(getattr(read, a), getattr(emb.rows, a)) for a in ("data", "indices", "indptr"))
+
+
+def test_an_npz_the_proximity_files_hold_has_no_zip64_headers(run_dir):
+    """numpy.savez writes every member with zip64 headers, which Python's zipfile wrote otherwise
+    before 3.11.4: the same arrays gave other bytes (and digests, and golden files) on Debian's
+    3.11.2. The files' archives carry plain headers: version 2.0, no extra field, the fixed date."""
+    corpus = load_corpus(run_dir)
+    emb = embed(corpus.ids, corpus.texts)
+    store.write_embeddings(run_dir, emb)
+    store.write_graph(run_dir, similarity_graph(emb.ids, emb.rows, 0.35))
+    for name in ("embeddings.npz", "graph.npz"):
+        data = (store.proximity_dir(run_dir) / name).read_bytes()
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            infos = archive.infolist()
+        assert infos and all(i.extra == b"" and i.extract_version == 20 for i in infos), name
+        assert all(i.date_time == (1980, 1, 1, 0, 0, 0) and i.compress_type == zipfile.ZIP_STORED for i in infos)
+        assert data[4:6] == b"\x14\x00", name  # the first local header's version needed: 2.0
 
 
 @pytest.mark.parametrize("fault", ["indptr too short", "index past the vocabulary", "indptr decreasing"])
