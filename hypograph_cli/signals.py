@@ -53,6 +53,12 @@ def counted(line: str | None = None, record: Callable[[], str] = lambda: "") -> 
     os.set_blocking(w, False)
     old_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
     old_term = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # Started with SIGINT ignored (a script's background job): a Dagster run gives SIGTERM SIGINT's
+    # handler when it ends, so an ignored SIGINT made SIGTERM ignored until the exit; and its steps
+    # take SIGINT over anyway. So SIGINT is Ctrl-C's here too.
+    old_int = signal.getsignal(signal.SIGINT)
+    if old_int == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     old_hook = sys.unraisablehook
     if line is not None:
         sys.unraisablehook = lambda unraisable: _unraisable(unraisable, line, record, old_hook)
@@ -61,8 +67,9 @@ def counted(line: str | None = None, record: Callable[[], str] = lambda: "") -> 
         yield
     finally:
         sys.unraisablehook = old_hook
-        if signal.getsignal(signal.SIGTERM) is signal.default_int_handler:  # else ``hold_to_exit`` has it
-            signal.signal(signal.SIGTERM, old_term)
+        for signum, old in ((signal.SIGTERM, old_term), (signal.SIGINT, old_int)):
+            if signal.getsignal(signum) is signal.default_int_handler:  # else ``hold_to_exit`` has it
+                signal.signal(signum, old)
         signal.set_wakeup_fd(old_fd)
         _pipe.pop("read", None)
         os.close(r)
