@@ -63,6 +63,10 @@ def build_app() -> Celery:
     )
     # the queue of steps that run on any host, bound as dagster-celery binds its own ("<queue>.#")
     app.conf.task_queues = [*app.conf.task_queues, Queue(ANY_HOST_QUEUE, routing_key=f"{ANY_HOST_QUEUE}.#")]
+    # The run gives up on the backend after the file's tries (its waits are bounded); a worker
+    # storing a step's result never does: past them it raised BackendStoreError and its solo pool
+    # ended, so a broker outage a little longer than the tries (5 minutes on 1 CPU) took it down.
+    app.conf.result_backend_max_retries = float("inf")
     return app
 
 

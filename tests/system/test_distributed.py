@@ -546,15 +546,13 @@ def test_a_five_minute_broker_outage_leaves_the_workers_up_and_runs_no_step_of_a
     least one step of the run when it goes down (a shard step of this corpus lasts a tenth of a
     second: without the hold, Redis could go down between two steps holding none).
 
-    Five real minutes (``OUTAGE``), in ``make test`` as the issue asks: most of it a sleep. Not
-    shorter, with these settings: the run gives up after about 3 minutes (seen 172 s and 190 s), but
-    a worker inside a step when Redis went down tries to store that step's result twice over (the
-    result, then the error that it could not be stored: 72 tries each, seen 148 s and 152 s), so an
-    outage of 5 minutes ends about when the workers run out of retries (seen: one worker's tries used
-    up a second before Redis came back, another's 7 tries from their end), and a shorter one ends
-    with every worker still retrying. After it, no fixed wait: Redis is watched until it holds no
-    step of the run, so every step it kept has been handed out and dropped (or run) when the run's
-    events are read."""
+    Five real minutes (``OUTAGE``), in ``make test`` as the issue asks: most of it a sleep. The run
+    gives up after about 3 minutes (seen 172 s and 190 s); a worker inside a step when Redis went
+    down retries storing that step's result until Redis is back (its 72 tries, the run's, lasted
+    148-152 s with 2 CPUs, and with 1 CPU a worker that used them up ended inside the 5 minutes:
+    ``pipelines/celery_worker.py`` lifts the bound for workers). After it, no fixed wait: Redis is
+    watched until it holds no step of the run, so every step it kept has been handed out and dropped
+    (or run) when the run's events are read."""
     root = corpus_copy(tmp_path, "outage")
     run_id = cluster.submit(cluster.add(root))
     wait_for_step_start(cluster, run_id, SHARD)
